@@ -1,0 +1,26 @@
+"""A minimal rules_java: forwards to Bazel's native Java rules.
+
+Lockstep has no Java, but Bazel 4.2's built-in @bazel_tools//tools/jdk package loads
+@rules_java, which Bazel would otherwise try to download.
+"""
+
+def java_binary(**kwargs):
+    native.java_binary(**kwargs)
+
+def java_import(**kwargs):
+    native.java_import(**kwargs)
+
+def java_library(**kwargs):
+    native.java_library(**kwargs)
+
+def java_plugin(**kwargs):
+    native.java_plugin(**kwargs)
+
+def java_runtime(**kwargs):
+    native.java_runtime(**kwargs)
+
+def java_test(**kwargs):
+    native.java_test(**kwargs)
+
+def java_toolchain(**kwargs):
+    native.java_toolchain(**kwargs)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian package that Lockstep's build, tests and benchmarks need.
+# Idempotent: when everything is already installed it only checks and returns (< 1 s).
+# Works as root with no standard input; uses sudo when not root.
+set -euo pipefail
+
+PACKAGES=(
+  # Build system: Debian's Bazel 4.2 and the rule sets it needs offline.
+  bazel-bootstrap bazel-platforms bazel-skylib
+  # Toolchain and formatting.
+  g++ clang-format
+  # Control plane: gRPC, protobuf (protoc + grpc_cpp_plugin), Abseil.
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  # Common libraries.
+  nlohmann-json3-dev libspdlog-dev libfmt-dev libsqlite3-dev libssl-dev
+  # Compute: CBLAS sgemm/dgemm.
+  libopenblas-dev
+  # Tests.
+  libgtest-dev libgmock-dev
+  # Benchmark peers, run side by side with our collectives.
+  libgloo-dev libopenmpi-dev openmpi-bin
+  # Used by scripts and multi-process tests.
+  procps python3
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "bootstrap: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq </dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
+echo "bootstrap: done" >&2
