@@ -1,0 +1,223 @@
+#include "worker/chief/checkpoint.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "common/crc32c.h"
+#include "common/status.h"
+#include "spdlog/spdlog.h"
+#include "worker/chief/file_util.h"
+
+namespace lockstep::chief {
+namespace {
+
+constexpr absl::string_view kPrefix = "ckpt-";
+constexpr absl::string_view kSuffix = ".lsckpt";
+constexpr absl::string_view kTempPrefix = ".ckpt-";
+constexpr absl::string_view kTempMarker = ".tmp.";
+
+void PutLe32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+void PutLe64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+uint32_t GetLe32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+uint64_t GetLe64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+
+// The step in a checkpoint file name, or -1 if `name` is not one.
+int64_t StepFromName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kPrefix) || !absl::ConsumeSuffix(&name, kSuffix)) return -1;
+  if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) return -1;
+  int64_t step;
+  if (!absl::SimpleAtoi(name, &step)) return -1;
+  return step;
+}
+
+// Names in `dir` for which `keep(name)` holds. NOT_FOUND if `dir` does not exist.
+absl::StatusOr<std::vector<std::string>> ListNames(const std::string& dir,
+                                                   const std::function<bool(const char*)>& keep) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return PathError(errno, "list checkpoint directory", dir);
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    if (keep(e->d_name)) names.emplace_back(e->d_name);
+  }
+  int err = errno;
+  ::closedir(d);
+  if (err != 0) return PathError(err, "read checkpoint directory", dir);
+  return names;
+}
+
+absl::Status DataLoss(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("corrupt checkpoint: ", what));
+}
+
+}  // namespace
+
+std::string CheckpointManager::FileName(int64_t global_step) {
+  return absl::StrFormat("%s%010d%s", kPrefix, global_step, kSuffix);
+}
+
+std::string CheckpointManager::Encode(const lockstep::v1::Checkpoint& checkpoint) {
+  std::string out(kHeaderSize, '\0');
+  checkpoint.AppendToString(&out);
+  absl::string_view payload = absl::string_view(out).substr(kHeaderSize);
+  PutLe32(&out[0], kMagic);
+  PutLe32(&out[4], kFormatVersion);
+  PutLe64(&out[8], payload.size());
+  PutLe32(&out[16], MaskCrc32c(Crc32c(payload)));
+  PutLe32(&out[20], MaskCrc32c(Crc32c(out.data(), 20)));
+  return out;
+}
+
+absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::Decode(absl::string_view bytes) {
+  if (bytes.size() < kHeaderSize) {
+    return DataLoss(absl::StrCat("truncated: ", bytes.size(), " bytes, shorter than the ",
+                                 kHeaderSize, "-byte header"));
+  }
+  const char* h = bytes.data();
+  if (GetLe32(h) != kMagic) {
+    return DataLoss(absl::StrFormat("wrong magic 0x%08x (want 0x%08x): not a checkpoint file",
+                                    GetLe32(h), kMagic));
+  }
+  if (UnmaskCrc32c(GetLe32(h + 20)) != Crc32c(h, 20)) return DataLoss("header CRC mismatch");
+  if (GetLe32(h + 4) != kFormatVersion) {
+    return DataLoss(absl::StrCat("format version ", GetLe32(h + 4), " unknown (this build reads ",
+                                 kFormatVersion, ")"));
+  }
+  uint64_t length = GetLe64(h + 8);
+  absl::string_view payload = bytes.substr(kHeaderSize);
+  if (payload.size() != length) {
+    return DataLoss(absl::StrCat(payload.size() < length ? "truncated" : "trailing bytes",
+                                 ": payload is ", payload.size(), " bytes, header says ", length));
+  }
+  if (UnmaskCrc32c(GetLe32(h + 16)) != Crc32c(payload)) return DataLoss("payload CRC mismatch");
+  lockstep::v1::Checkpoint checkpoint;
+  if (!checkpoint.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return DataLoss("payload is not a lockstep.v1.Checkpoint");
+  }
+  return checkpoint;
+}
+
+absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::ReadFile(const std::string& path) {
+  LS_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
+  absl::StatusOr<lockstep::v1::Checkpoint> checkpoint = Decode(bytes);
+  if (!checkpoint.ok()) return Annotate(checkpoint.status(), path);
+  int64_t named_step = StepFromName(path.substr(path.rfind('/') + 1));
+  if (named_step >= 0 && named_step != checkpoint->global_step()) {
+    return absl::DataLossError(absl::StrCat(path, ": corrupt checkpoint: holds step ",
+                                            checkpoint->global_step(), ", its name says ",
+                                            named_step));
+  }
+  return checkpoint;
+}
+
+absl::StatusOr<std::vector<std::string>> CheckpointManager::List(const std::string& dir) {
+  LS_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                      ListNames(dir, [](const char* n) { return StepFromName(n) >= 0; }));
+  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return StepFromName(a) > StepFromName(b);
+  });
+  for (std::string& n : names) n = absl::StrCat(dir, "/", n);
+  return names;
+}
+
+absl::StatusOr<CheckpointManager::Restored> CheckpointManager::RestoreLatest(
+    const std::string& dir) {
+  absl::StatusOr<std::vector<std::string>> paths = List(dir);
+  if (absl::IsNotFound(paths.status())) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint: directory '", dir, "' does not exist"));
+  }
+  if (!paths.ok()) return paths.status();
+  for (const std::string& path : *paths) {
+    absl::StatusOr<lockstep::v1::Checkpoint> checkpoint = ReadFile(path);
+    if (checkpoint.ok()) return Restored{*std::move(checkpoint), path};
+    spdlog::warn("skipping checkpoint {}: {}", path, checkpoint.status().ToString());
+  }
+  return absl::NotFoundError(absl::StrCat("no valid checkpoint in '", dir, "' (", paths->size(),
+                                          " checkpoint files skipped as corrupt; see the log)"));
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Options options) {
+  if (options.keep_last < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint.keep: must be at least 1, got ", options.keep_last));
+  }
+  while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
+  LS_RETURN_IF_ERROR(CheckWritable(options.dir, "checkpoint.dir"));
+  // A Save() interrupted before its rename leaves a temporary file: nobody reads it.
+  LS_ASSIGN_OR_RETURN(std::vector<std::string> stale, ListNames(options.dir, [](const char* n) {
+                        absl::string_view name(n);
+                        return absl::StartsWith(name, kTempPrefix) &&
+                               absl::StrContains(name, kTempMarker);
+                      }));
+  for (const std::string& name : stale) {
+    std::string path = absl::StrCat(options.dir, "/", name);
+    spdlog::info("removing {}, left by an interrupted checkpoint write", path);
+    ::unlink(path.c_str());
+  }
+  return std::unique_ptr<CheckpointManager>(new CheckpointManager(std::move(options)));
+}
+
+absl::StatusOr<std::string> CheckpointManager::Save(const lockstep::v1::Checkpoint& checkpoint) {
+  absl::MutexLock lock(&mu_);
+  const int64_t step = checkpoint.global_step();
+  const std::string context = absl::StrCat("job ", checkpoint.job_id(), " attempt ",
+                                           checkpoint.attempt(), ": checkpoint of step ", step);
+  if (step < 0) return absl::InvalidArgumentError(absl::StrCat(context, ": negative step"));
+  const std::string final_path = absl::StrCat(options_.dir, "/", FileName(step));
+  std::string temp_path =
+      absl::StrCat(options_.dir, "/", kTempPrefix, step, kSuffix, kTempMarker, "XXXXXX");
+  int fd = ::mkstemp(temp_path.data());
+  if (fd < 0) return Annotate(PathError(errno, "create a file in", options_.dir), context);
+
+  absl::Status status = WriteAll(fd, Encode(checkpoint), temp_path);
+  if (status.ok() && ::fsync(fd) != 0) status = PathError(errno, "fsync", temp_path);
+  if (::close(fd) != 0 && status.ok()) status = PathError(errno, "close", temp_path);
+  if (status.ok() && options_.before_rename_for_test) options_.before_rename_for_test(temp_path);
+  if (status.ok() && ::rename(temp_path.c_str(), final_path.c_str()) != 0) {
+    status = PathError(errno, absl::StrCat("rename '", temp_path, "' to"), final_path);
+  }
+  if (!status.ok()) {
+    ::unlink(temp_path.c_str());
+    return Annotate(status, context);
+  }
+  LS_RETURN_IF_ERROR(Annotate(FsyncDir(options_.dir), context));
+  // The new checkpoint is durable; failing to delete old ones is not worth failing the job.
+  absl::Status pruned = Prune();
+  if (!pruned.ok()) spdlog::warn("{}: pruning old checkpoints: {}", context, pruned.ToString());
+  return final_path;
+}
+
+absl::Status CheckpointManager::Prune() {
+  LS_ASSIGN_OR_RETURN(std::vector<std::string> paths, List(options_.dir));
+  for (size_t i = options_.keep_last; i < paths.size(); ++i) {
+    if (::unlink(paths[i].c_str()) != 0 && errno != ENOENT) {
+      return PathError(errno, "delete old checkpoint", paths[i]);
+    }
+  }
+  return FsyncDir(options_.dir);
+}
+
+}  // namespace lockstep::chief

@@ -1,0 +1,102 @@
+// Chief checkpoints: durable, atomically published, CRC-checked, the last K kept.
+//
+// File format, ckpt-<global_step, 10 digits>.lsckpt (all integers little-endian):
+//   offset  0  uint32  magic 0x4B43534C ("LSCK" on disk)
+//           4  uint32  format version (1)
+//           8  uint64  payload length in bytes
+//          16  uint32  masked CRC32C of the payload
+//          20  uint32  masked CRC32C of header bytes [0, 20) (a flipped length is caught
+//                      before anything is allocated)
+//          24  payload: a serialized lockstep.v1.Checkpoint
+// The file must be exactly 24 + payload length bytes.
+//
+// Save(): write to a temporary file in the same directory (".ckpt-*.tmp.XXXXXX", never
+// matched as a checkpoint), fsync it, rename it into place, fsync the directory, then delete
+// all but the newest keep_last checkpoints. A crash at any point leaves either the previous
+// set of checkpoints or the new one, never a visible partial file; stale temporary files are
+// removed by the next Create().
+//
+// RestoreLatest(): lists the directory newest step first and returns the first file that
+// reads back whole (magic, version, length, both CRCs, proto parse, step matching the name);
+// every file skipped is logged (spdlog warning) with its path and the reason.
+//
+// Ownership and threads: a CheckpointManager owns nothing but its options; Save() is
+// serialized by a mutex (one chief writes). The static functions are safe from any thread.
+#ifndef LOCKSTEP_WORKER_CHIEF_CHECKPOINT_H_
+#define LOCKSTEP_WORKER_CHIEF_CHECKPOINT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "lockstep/v1/checkpoint.pb.h"
+
+namespace lockstep::chief {
+
+class CheckpointManager {
+ public:
+  struct Options {
+    std::string dir;    // created if missing; must be writable
+    int keep_last = 5;  // >= 1: newest checkpoints kept after each Save()
+    // Tests only: called after the temporary file is written and fsynced, before the
+    // rename (a test _exit()s here to simulate a crash). Leave empty otherwise.
+    std::function<void(const std::string& temp_path)> before_rename_for_test;
+  };
+
+  // A checkpoint read back, and the file it came from.
+  struct Restored {
+    lockstep::v1::Checkpoint checkpoint;
+    std::string path;
+  };
+
+  static constexpr uint32_t kMagic = 0x4B43534Cu;
+  static constexpr uint32_t kFormatVersion = 1;
+  static constexpr size_t kHeaderSize = 24;
+
+  // Checks the directory (CheckWritable, field "checkpoint.dir") and keep_last ("checkpoint.
+  // keep"); removes temporary files a crashed Save() left. INVALID_ARGUMENT naming the field.
+  static absl::StatusOr<std::unique_ptr<CheckpointManager>> Create(Options options);
+
+  // Durably writes `checkpoint` as ckpt-<global_step>.lsckpt and prunes old ones; returns
+  // the new file's path. A checkpoint of the same step replaces the old one atomically.
+  // Errors (from the file system) name the job, attempt, step and path.
+  absl::StatusOr<std::string> Save(const lockstep::v1::Checkpoint& checkpoint)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::string& dir() const { return options_.dir; }
+
+  // The newest valid checkpoint in `dir`. NOT_FOUND if the directory holds none (or does not
+  // exist); the message counts the files skipped.
+  static absl::StatusOr<Restored> RestoreLatest(const std::string& dir);
+
+  // Paths of files named like checkpoints in `dir`, newest step first (not validated).
+  static absl::StatusOr<std::vector<std::string>> List(const std::string& dir);
+
+  // Reads and validates one checkpoint file. DATA_LOSS naming the path and what is wrong
+  // (truncated, bad magic, unknown version, header or payload CRC mismatch, parse failure).
+  static absl::StatusOr<lockstep::v1::Checkpoint> ReadFile(const std::string& path);
+
+  // The file bytes for `checkpoint` (header + payload), and their inverse.
+  static std::string Encode(const lockstep::v1::Checkpoint& checkpoint);
+  static absl::StatusOr<lockstep::v1::Checkpoint> Decode(absl::string_view bytes);
+
+  // "ckpt-0000000042.lsckpt".
+  static std::string FileName(int64_t global_step);
+
+ private:
+  explicit CheckpointManager(Options options) : options_(std::move(options)) {}
+  absl::Status Prune() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  absl::Mutex mu_;
+};
+
+}  // namespace lockstep::chief
+
+#endif  // LOCKSTEP_WORKER_CHIEF_CHECKPOINT_H_

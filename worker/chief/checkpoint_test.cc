@@ -1,0 +1,238 @@
+#include "worker/chief/checkpoint.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/chief/file_util.h"
+
+namespace lockstep::chief {
+namespace {
+
+using ::lockstep::v1::Checkpoint;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A fresh directory per test, under TEST_TMPDIR.
+std::string TestDir() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string dir = std::string(base != nullptr ? base : "/tmp") + "/checkpoint_test_" +
+                    info->name() + "_" + std::to_string(::getpid());
+  EXPECT_TRUE(MakeDirs(dir).ok());
+  return dir;
+}
+
+Checkpoint MakeCheckpoint(int64_t step) {
+  Checkpoint c;
+  c.set_job_id("job-000007");
+  c.set_attempt(2);
+  c.set_global_step(step);
+  c.set_created_unix_micros(1700000000000000 + step);
+  for (const char* name : {"dense/kernel", "dense/bias"}) {
+    lockstep::v1::NamedTensor* v = c.add_variables();
+    v->set_name(name);
+    v->mutable_tensor()->set_dtype(lockstep::v1::F32);
+    v->mutable_tensor()->mutable_shape()->add_dims(3);
+    float values[3] = {1.5f * step, -2.0f, 0.25f};
+    v->mutable_tensor()->set_content(reinterpret_cast<const char*>(values), sizeof(values));
+  }
+  lockstep::v1::NamedTensor* slot = c.add_optimizer_slots();
+  slot->set_name("dense/kernel/momentum");
+  slot->mutable_tensor()->set_dtype(lockstep::v1::F32);
+  slot->mutable_tensor()->mutable_shape()->add_dims(1);
+  slot->mutable_tensor()->set_content(std::string(4, '\x01'));
+  c.mutable_data_position()->set_iterator_state("opaque\0state", 12);
+  c.mutable_data_position()->set_epoch(3);
+  c.mutable_data_position()->set_element(step * 256);
+  return c;
+}
+
+std::unique_ptr<CheckpointManager> MakeManager(const std::string& dir, int keep_last) {
+  absl::StatusOr<std::unique_ptr<CheckpointManager>> m =
+      CheckpointManager::Create({.dir = dir, .keep_last = keep_last});
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+std::vector<std::string> DirEntries(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void OverwriteByte(const std::string& path, off_t offset) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  char c;
+  ASSERT_EQ(::pread(fd, &c, 1, offset), 1);
+  c ^= 0x5a;
+  ASSERT_EQ(::pwrite(fd, &c, 1, offset), 1);
+  ::close(fd);
+}
+
+TEST(CheckpointTest, SaveThenRestoreRoundTrips) {
+  std::string dir = TestDir();
+  auto manager = MakeManager(dir, 3);
+  ASSERT_NE(manager, nullptr);
+  Checkpoint saved = MakeCheckpoint(42);
+  absl::StatusOr<std::string> path = manager->Save(saved);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir + "/ckpt-0000000042.lsckpt");
+
+  absl::StatusOr<CheckpointManager::Restored> restored = CheckpointManager::RestoreLatest(dir);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->path, *path);
+  EXPECT_EQ(restored->checkpoint.SerializeAsString(), saved.SerializeAsString());
+  EXPECT_EQ(restored->checkpoint.data_position().iterator_state(),
+            std::string("opaque\0state", 12));
+  EXPECT_EQ(restored->checkpoint.data_position().element(), 42 * 256);
+}
+
+TEST(CheckpointTest, KeepsOnlyTheNewestK) {
+  std::string dir = TestDir();
+  auto manager = MakeManager(dir, 3);
+  ASSERT_NE(manager, nullptr);
+  for (int64_t step : {10, 20, 30, 40, 50}) ASSERT_TRUE(manager->Save(MakeCheckpoint(step)).ok());
+  EXPECT_THAT(DirEntries(dir), ElementsAre("ckpt-0000000030.lsckpt", "ckpt-0000000040.lsckpt",
+                                           "ckpt-0000000050.lsckpt"));
+  absl::StatusOr<std::vector<std::string>> list = CheckpointManager::List(dir);
+  ASSERT_TRUE(list.ok());
+  EXPECT_THAT(*list, ElementsAre(dir + "/ckpt-0000000050.lsckpt", dir + "/ckpt-0000000040.lsckpt",
+                                 dir + "/ckpt-0000000030.lsckpt"));
+  EXPECT_EQ(CheckpointManager::RestoreLatest(dir)->checkpoint.global_step(), 50);
+}
+
+TEST(CheckpointTest, StepsPastTenDigitsSortNumerically) {
+  std::string dir = TestDir();
+  auto manager = MakeManager(dir, 5);
+  ASSERT_NE(manager, nullptr);
+  ASSERT_TRUE(manager->Save(MakeCheckpoint(9999999999)).ok());
+  ASSERT_TRUE(manager->Save(MakeCheckpoint(10000000000)).ok());
+  EXPECT_EQ(CheckpointManager::RestoreLatest(dir)->checkpoint.global_step(), 10000000000);
+}
+
+TEST(CheckpointTest, TruncatedNewestIsSkipped) {
+  std::string dir = TestDir();
+  auto manager = MakeManager(dir, 5);
+  ASSERT_NE(manager, nullptr);
+  ASSERT_TRUE(manager->Save(MakeCheckpoint(1)).ok());
+  std::string newest = *manager->Save(MakeCheckpoint(2));
+  // Shrinking only: each size cuts the file shorter than the one before.
+  for (off_t size : {off_t{CheckpointManager::kHeaderSize + 5}, off_t{10}, off_t{0}}) {
+    ASSERT_EQ(::truncate(newest.c_str(), size), 0);
+    absl::Status read = CheckpointManager::ReadFile(newest).status();
+    EXPECT_EQ(read.code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(read.message(), HasSubstr("truncated"));
+    EXPECT_THAT(read.message(), HasSubstr(newest));
+    absl::StatusOr<CheckpointManager::Restored> restored = CheckpointManager::RestoreLatest(dir);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    EXPECT_EQ(restored->checkpoint.global_step(), 1);
+  }
+}
+
+TEST(CheckpointTest, FlippedByteIsSkipped) {
+  std::string dir = TestDir();
+  auto manager = MakeManager(dir, 5);
+  ASSERT_NE(manager, nullptr);
+  ASSERT_TRUE(manager->Save(MakeCheckpoint(1)).ok());
+  std::string newest = *manager->Save(MakeCheckpoint(2));
+  OverwriteByte(newest, CheckpointManager::kHeaderSize + 7);  // in the payload
+  EXPECT_THAT(CheckpointManager::ReadFile(newest).status().message(),
+              HasSubstr("payload CRC mismatch"));
+  EXPECT_EQ(CheckpointManager::RestoreLatest(dir)->checkpoint.global_step(), 1);
+}
+
+TEST(CheckpointTest, EveryCorruptedByteIsDetected) {
+  std::string good = CheckpointManager::Encode(MakeCheckpoint(5));
+  ASSERT_TRUE(CheckpointManager::Decode(good).ok());
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] ^= 0x01;
+    EXPECT_EQ(CheckpointManager::Decode(bad).status().code(), absl::StatusCode::kDataLoss)
+        << "flipped bit in byte " << i;
+  }
+  EXPECT_FALSE(CheckpointManager::Decode(good + "x").ok());
+}
+
+TEST(CheckpointTest, WrongMagicIsSkippedAndNothingValidIsNotFound) {
+  std::string dir = TestDir();
+  std::string path = dir + "/" + CheckpointManager::FileName(9);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(WriteAll(fd, std::string(64, 'z'), path).ok());
+  ::close(fd);
+  EXPECT_THAT(CheckpointManager::ReadFile(path).status().message(), HasSubstr("wrong magic"));
+  absl::StatusOr<CheckpointManager::Restored> restored = CheckpointManager::RestoreLatest(dir);
+  EXPECT_EQ(restored.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(restored.status().message(), HasSubstr("1 checkpoint files skipped"));
+
+  EXPECT_EQ(CheckpointManager::RestoreLatest(dir + "/absent").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(CheckpointTest, UnwritableDirectoryIsRefused) {
+  std::string file = TestDir() + "/not_a_dir";
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  absl::Status status = CheckpointManager::Create({.dir = file + "/ckpt"}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("checkpoint.dir"));
+  EXPECT_THAT(status.message(), HasSubstr(file + "/ckpt"));
+
+  status = CheckpointManager::Create({.dir = TestDir(), .keep_last = 0}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("checkpoint.keep"));
+}
+
+TEST(CheckpointTest, CrashBeforeRenameLeavesNoVisibleCheckpoint) {
+  std::string dir = TestDir();
+  {
+    auto manager = MakeManager(dir, 5);
+    ASSERT_NE(manager, nullptr);
+    ASSERT_TRUE(manager->Save(MakeCheckpoint(1)).ok());
+  }
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child dies between the fsynced temporary file and the rename.
+    auto crashing = CheckpointManager::Create(
+        {.dir = dir, .keep_last = 5, .before_rename_for_test = [](const std::string&) {
+           ::_exit(0);
+         }});
+    if (crashing.ok()) (void)(*crashing)->Save(MakeCheckpoint(2));
+    ::_exit(1);  // the hook was not reached
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "status " << wstatus;
+
+  std::vector<std::string> entries = DirEntries(dir);
+  ASSERT_EQ(entries.size(), 2u);  // the checkpoint and the crashed write's temporary file
+  EXPECT_EQ(entries[1], "ckpt-0000000001.lsckpt");
+  EXPECT_TRUE(absl::StartsWith(entries[0], ".ckpt-2.lsckpt.tmp.")) << entries[0];
+  EXPECT_THAT(*CheckpointManager::List(dir), ElementsAre(dir + "/ckpt-0000000001.lsckpt"));
+  EXPECT_EQ(CheckpointManager::RestoreLatest(dir)->checkpoint.global_step(), 1);
+
+  // The next manager removes the leftover.
+  ASSERT_NE(MakeManager(dir, 5), nullptr);
+  EXPECT_THAT(DirEntries(dir), ElementsAre("ckpt-0000000001.lsckpt"));
+}
+
+}  // namespace
+}  // namespace lockstep::chief
