@@ -153,7 +153,8 @@ absl::StatusOr<CheckpointManager::Restored> CheckpointManager::RestoreLatest(
   for (const std::string& path : *paths) {
     absl::StatusOr<lockstep::v1::Checkpoint> checkpoint = ReadFile(path);
     if (checkpoint.ok()) return Restored{*std::move(checkpoint), path};
-    spdlog::warn("skipping checkpoint {}: {}", path, checkpoint.status().ToString());
+    // The status names the path and what is wrong with it.
+    spdlog::warn("skipping checkpoint: {}", checkpoint.status().ToString());
   }
   return absl::NotFoundError(absl::StrCat("no valid checkpoint in '", dir, "' (", paths->size(),
                                           " checkpoint files skipped as corrupt; see the log)"));
