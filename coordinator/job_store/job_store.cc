@@ -1,0 +1,329 @@
+#include "coordinator/job_store/job_store.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status.h"
+
+namespace lockstep {
+namespace {
+
+using ::lockstep::v1::JobProgress;
+using ::lockstep::v1::JobRecord;
+using ::lockstep::v1::JobState;
+
+constexpr int kSchemaVersion = 1;
+
+// One prepared statement, finalized on destruction.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  int prepare_rc() const { return rc_; }
+  sqlite3_stmt* get() { return stmt_; }
+  void BindText(int i, absl::string_view s) {
+    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  }
+  void BindBlob(int i, const std::string& s) {
+    sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  }
+  void BindInt(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  int Step() { return sqlite3_step(stmt_); }
+  absl::string_view ColumnBlob(int i) {
+    const void* p = sqlite3_column_blob(stmt_, i);
+    return absl::string_view(static_cast<const char*>(p), sqlite3_column_bytes(stmt_, i));
+  }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+absl::StatusCode CodeFor(int rc) {
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::StatusCode::kFailedPrecondition;
+    case SQLITE_FULL:
+      return absl::StatusCode::kResourceExhausted;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN:
+      return absl::StatusCode::kPermissionDenied;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::StatusCode::kDataLoss;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+absl::StatusOr<JobRecord> ParseRecord(absl::string_view blob, absl::string_view id,
+                                      absl::string_view path) {
+  JobRecord record;
+  if (!record.ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
+    return absl::DataLossError(
+        absl::StrCat("job ", id, ": stored record in '", path, "' does not parse"));
+  }
+  return record;
+}
+
+}  // namespace
+
+bool JobStore::IsTerminal(JobState state) {
+  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
+}
+
+bool JobStore::IsValidTransition(JobState from, JobState to) {
+  switch (from) {
+    case v1::PENDING:
+      return to == v1::RUNNING || to == v1::CANCELLED;
+    case v1::RUNNING:
+      return to == v1::SUCCEEDED || to == v1::FAILED || to == v1::CANCELLED || to == v1::PENDING;
+    default:
+      return false;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(Options options) {
+  Clock* clock = options.clock != nullptr ? options.clock : Clock::Real();
+  const std::string& dir = options.state_dir;
+  if (dir.empty()) return absl::InvalidArgumentError("--state_dir: must be set");
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::InvalidArgumentError(absl::StrCat("--state_dir: cannot create '", dir,
+                                                   "': ", std::strerror(errno),
+                                                   "; check that its parent exists"));
+  }
+  const std::string path = dir + "/jobs.sqlite3";
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return absl::InvalidArgumentError(
+        absl::StrCat("--state_dir: cannot open job database '", path, "': ", message));
+  }
+  std::unique_ptr<JobStore> store(new JobStore(path, db, clock));
+  absl::MutexLock lock(&store->mu_);
+  sqlite3_busy_timeout(db, 0);  // another holder is an error, not something to wait for
+  auto open_error = [&](int rc, absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(store->mu_) {
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--state_dir: job database '", path,
+                       "' is in use by another process; check that no other coordinator uses "
+                       "this state_dir"));
+    }
+    return store->SqliteError(rc, what);
+  };
+  // Exclusive locking: the lock is taken by the first transaction below and held until
+  // close, so one coordinator owns the state_dir. In this mode WAL needs no -shm file.
+  for (const char* pragma :
+       {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"}) {
+    rc = sqlite3_exec(db, pragma, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return open_error(rc, pragma);
+  }
+  rc = sqlite3_exec(db,
+                    "BEGIN EXCLUSIVE;"
+                    "CREATE TABLE IF NOT EXISTS jobs ("
+                    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+                    "  id TEXT NOT NULL UNIQUE,"
+                    "  state INTEGER NOT NULL,"
+                    "  record BLOB NOT NULL);"
+                    "COMMIT;",
+                    nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    return open_error(rc, "create the jobs table");
+  }
+  {
+    // journal_mode answers the mode in force; anything but WAL would be silently slower and
+    // differently durable, so refuse it (e.g. a file system without shared-memory support).
+    Statement mode(db, "PRAGMA journal_mode");
+    if (mode.prepare_rc() != SQLITE_OK || mode.Step() != SQLITE_ROW) {
+      return open_error(sqlite3_errcode(db), "read the journal mode");
+    }
+    std::string got(reinterpret_cast<const char*>(sqlite3_column_text(mode.get(), 0)));
+    if (got != "wal") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--state_dir: job database '", path, "' cannot use WAL journaling (got ",
+                       got, "); check the file system under the state_dir"));
+    }
+  }
+  Statement version(db, "PRAGMA user_version");
+  if (version.prepare_rc() != SQLITE_OK || version.Step() != SQLITE_ROW) {
+    return store->SqliteError(sqlite3_errcode(db), "read the schema version");
+  }
+  const int64_t stored_version = sqlite3_column_int64(version.get(), 0);
+  if (stored_version > kSchemaVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--state_dir: job database '", path, "' has schema version ", stored_version,
+                     ", newer than this build's ", kSchemaVersion, "; run a newer coordinator"));
+  }
+  if (stored_version < kSchemaVersion) {
+    std::string set = absl::StrCat("PRAGMA user_version=", kSchemaVersion);
+    rc = sqlite3_exec(db, set.c_str(), nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return store->SqliteError(rc, "set the schema version");
+  }
+  return store;
+}
+
+JobStore::~JobStore() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_close(db_);
+}
+
+int64_t JobStore::NowMicros() const { return absl::ToUnixMicros(clock_->Now()); }
+
+absl::Status JobStore::SqliteError(int rc, absl::string_view what) {
+  return absl::Status(CodeFor(rc), absl::StrCat("job database '", path_, "': ", what, ": ",
+                                                sqlite3_errmsg(db_), " (sqlite code ", rc, ")"));
+}
+
+absl::StatusOr<JobRecord> JobStore::Create(absl::string_view name, std::string spec) {
+  absl::MutexLock lock(&mu_);
+  const int64_t now = NowMicros();
+  JobRecord record;
+  record.set_name(std::string(name));
+  record.set_spec(std::move(spec));
+  record.set_state(v1::PENDING);
+  record.set_reason("submitted");
+  record.set_created_unix_micros(now);
+  record.set_updated_unix_micros(now);
+  v1::JobTransition* t = record.add_transitions();
+  t->set_state(v1::PENDING);
+  t->set_unix_micros(now);
+  t->set_reason("submitted");
+
+  // The id comes from the row's AUTOINCREMENT key (never reused, even after a delete), so
+  // insert, read the key back and fill the id in, all in one transaction.
+  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(rc, "begin a transaction to create a job");
+  auto fail = [&](int rc, absl::string_view what) {
+    absl::Status status = SqliteError(rc, what);
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return status;
+  };
+  {
+    Statement insert(db_, "INSERT INTO jobs (id, state, record) VALUES ('', 0, x'')");
+    if (insert.prepare_rc() != SQLITE_OK || (rc = insert.Step()) != SQLITE_DONE) {
+      return fail(sqlite3_errcode(db_), "insert a new job");
+    }
+  }
+  const int64_t seq = sqlite3_last_insert_rowid(db_);
+  record.set_id(absl::StrFormat("job-%06d", seq));
+  {
+    Statement update(db_, "UPDATE jobs SET id = ?1, state = ?2, record = ?3 WHERE seq = ?4");
+    if (update.prepare_rc() != SQLITE_OK) return fail(sqlite3_errcode(db_), "store a new job");
+    update.BindText(1, record.id());
+    update.BindInt(2, record.state());
+    update.BindBlob(3, record.SerializeAsString());
+    update.BindInt(4, seq);
+    if (update.Step() != SQLITE_DONE) {
+      return fail(sqlite3_errcode(db_), absl::StrCat("store new job ", record.id()));
+    }
+  }
+  rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return fail(rc, absl::StrCat("commit new job ", record.id()));
+  return record;
+}
+
+absl::StatusOr<JobRecord> JobStore::GetLocked(absl::string_view id) {
+  Statement select(db_, "SELECT record FROM jobs WHERE id = ?1");
+  if (select.prepare_rc() != SQLITE_OK) {
+    return SqliteError(select.prepare_rc(), absl::StrCat("read job ", id));
+  }
+  select.BindText(1, id);
+  int rc = select.Step();
+  if (rc == SQLITE_DONE) {
+    return absl::NotFoundError(absl::StrCat("job ", id, " not found; `lockstep jobs` lists them"));
+  }
+  if (rc != SQLITE_ROW) return SqliteError(rc, absl::StrCat("read job ", id));
+  return ParseRecord(select.ColumnBlob(0), id, path_);
+}
+
+absl::Status JobStore::PutLocked(const JobRecord& record) {
+  Statement update(db_, "UPDATE jobs SET state = ?1, record = ?2 WHERE id = ?3");
+  if (update.prepare_rc() != SQLITE_OK) {
+    return SqliteError(update.prepare_rc(), absl::StrCat("update job ", record.id()));
+  }
+  update.BindInt(1, record.state());
+  update.BindBlob(2, record.SerializeAsString());
+  update.BindText(3, record.id());
+  int rc = update.Step();
+  if (rc != SQLITE_DONE) return SqliteError(rc, absl::StrCat("update job ", record.id()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobRecord> JobStore::Get(absl::string_view id) {
+  absl::MutexLock lock(&mu_);
+  return GetLocked(id);
+}
+
+absl::StatusOr<std::vector<JobRecord>> JobStore::List(int limit) {
+  absl::MutexLock lock(&mu_);
+  Statement select(db_, "SELECT id, record FROM jobs ORDER BY seq DESC LIMIT ?1");
+  if (select.prepare_rc() != SQLITE_OK) return SqliteError(select.prepare_rc(), "list jobs");
+  select.BindInt(1, limit > 0 ? limit : -1);  // a negative LIMIT means none
+  std::vector<JobRecord> records;
+  int rc;
+  while ((rc = select.Step()) == SQLITE_ROW) {
+    absl::string_view id(reinterpret_cast<const char*>(sqlite3_column_text(select.get(), 0)),
+                         sqlite3_column_bytes(select.get(), 0));
+    LS_ASSIGN_OR_RETURN(JobRecord record, ParseRecord(select.ColumnBlob(1), id, path_));
+    records.push_back(std::move(record));
+  }
+  if (rc != SQLITE_DONE) return SqliteError(rc, "list jobs");
+  return records;
+}
+
+absl::StatusOr<JobRecord> JobStore::UpdateState(absl::string_view id, JobState to,
+                                                absl::string_view reason) {
+  absl::MutexLock lock(&mu_);
+  LS_ASSIGN_OR_RETURN(JobRecord record, GetLocked(id));
+  if (!IsValidTransition(record.state(), to)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " is ", v1::JobState_Name(record.state()), ", cannot become ",
+                     v1::JobState_Name(to), IsTerminal(record.state()) ? " (it has ended)" : ""));
+  }
+  const int64_t now = NowMicros();
+  if (to == v1::RUNNING) record.set_attempt(record.attempt() + 1);
+  record.set_state(to);
+  record.set_reason(std::string(reason));
+  record.set_updated_unix_micros(now);
+  v1::JobTransition* t = record.add_transitions();
+  t->set_state(to);
+  t->set_unix_micros(now);
+  t->set_reason(std::string(reason));
+  t->set_attempt(record.attempt());
+  LS_RETURN_IF_ERROR(PutLocked(record));
+  return record;
+}
+
+absl::StatusOr<JobRecord> JobStore::UpdateProgress(absl::string_view id, JobProgress progress) {
+  absl::MutexLock lock(&mu_);
+  LS_ASSIGN_OR_RETURN(JobRecord record, GetLocked(id));
+  if (record.state() != v1::RUNNING) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", id, " is ", v1::JobState_Name(record.state()), ", not RUNNING: progress dropped"));
+  }
+  const int64_t now = NowMicros();
+  progress.set_unix_micros(now);
+  *record.mutable_progress() = std::move(progress);
+  record.set_updated_unix_micros(now);
+  LS_RETURN_IF_ERROR(PutLocked(record));
+  return record;
+}
+
+}  // namespace lockstep

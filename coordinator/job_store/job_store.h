@@ -1,0 +1,110 @@
+// JobStore: the coordinator's durable record of every job, in SQLite under --state_dir
+// (<state_dir>/jobs.sqlite3, WAL journal, synchronous=FULL). Every write is committed and
+// fsynced before the method returns, so a job the coordinator accepted survives a crash
+// or restart; reopening the store finds every job as it was last written.
+//
+// Job state machine (UpdateState refuses anything else with FAILED_PRECONDITION):
+//
+//              Create()
+//                 |
+//                 v
+//   +-------> PENDING ----------------------+
+//   |             |                         |
+//   | restart     | scheduled               | CancelJob
+//   | (attempt+1) v                         v
+//   +-------- RUNNING ---------------> CANCELLED
+//                 |
+//        +--------+--------+
+//        v                 v
+//    SUCCEEDED           FAILED
+//
+// SUCCEEDED, FAILED and CANCELLED are terminal. Entering RUNNING increments `attempt`.
+// Every transition is appended to JobRecord.transitions with its time, reason and attempt.
+//
+// Ownership and threads: the store owns its SQLite connection, held in exclusive locking
+// mode, so a second coordinator on the same state_dir is refused at Open. All methods are
+// thread-safe; one mutex serializes them (SQLite calls included: they are local file I/O).
+// Time comes from the injected Clock.
+#ifndef LOCKSTEP_COORDINATOR_JOB_STORE_JOB_STORE_H_
+#define LOCKSTEP_COORDINATOR_JOB_STORE_JOB_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "lockstep/v1/job.pb.h"
+
+struct sqlite3;
+
+namespace lockstep {
+
+class JobStore {
+ public:
+  struct Options {
+    std::string state_dir;   // created if missing (its parent must exist)
+    Clock* clock = nullptr;  // null: the real clock
+  };
+
+  // Opens (or creates) <state_dir>/jobs.sqlite3. INVALID_ARGUMENT naming --state_dir when
+  // it cannot be created or opened; FAILED_PRECONDITION when another process holds it;
+  // DATA_LOSS when a stored job cannot be read back.
+  static absl::StatusOr<std::unique_ptr<JobStore>> Open(Options options);
+  ~JobStore();
+
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  // Stores a new PENDING job with a fresh id ("job-000001", "job-000002", ...: never
+  // reused, sorting as submitted) and returns it. `spec` is the serialized JobSpec.
+  absl::StatusOr<lockstep::v1::JobRecord> Create(absl::string_view name, std::string spec)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // NOT_FOUND naming the id when there is no such job.
+  absl::StatusOr<lockstep::v1::JobRecord> Get(absl::string_view id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Every job, newest first; at most `limit` of them when limit > 0.
+  absl::StatusOr<std::vector<lockstep::v1::JobRecord>> List(int limit = 0) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Moves job `id` to `to` (see the state machine), recording `reason`. Returns the updated
+  // record. NOT_FOUND, or FAILED_PRECONDITION naming the job, its state and `to`.
+  absl::StatusOr<lockstep::v1::JobRecord> UpdateState(absl::string_view id,
+                                                      lockstep::v1::JobState to,
+                                                      absl::string_view reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Replaces the latest progress figures of a RUNNING job (unix_micros is set to now).
+  // FAILED_PRECONDITION when the job is not RUNNING (a late heartbeat: callers may ignore it).
+  absl::StatusOr<lockstep::v1::JobRecord> UpdateProgress(absl::string_view id,
+                                                         lockstep::v1::JobProgress progress)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Whether the state machine allows from -> to.
+  static bool IsValidTransition(lockstep::v1::JobState from, lockstep::v1::JobState to);
+  static bool IsTerminal(lockstep::v1::JobState state);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  JobStore(std::string path, sqlite3* db, Clock* clock)
+      : path_(std::move(path)), clock_(clock), db_(db) {}
+
+  absl::StatusOr<lockstep::v1::JobRecord> GetLocked(absl::string_view id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PutLocked(const lockstep::v1::JobRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SqliteError(int rc, absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t NowMicros() const;
+
+  const std::string path_;
+  Clock* const clock_;
+  absl::Mutex mu_;
+  sqlite3* db_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_JOB_STORE_JOB_STORE_H_

@@ -1,0 +1,232 @@
+#include "coordinator/job_store/job_store.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace {
+
+using ::lockstep::v1::JobProgress;
+using ::lockstep::v1::JobRecord;
+using ::lockstep::v1::JobState;
+using ::testing::HasSubstr;
+
+std::string TestDir() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return absl::StrCat(base != nullptr ? base : "/tmp", "/job_store_test_", info->name(), "_",
+                      ::getpid());
+}
+
+class JobStoreTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<JobStore> OpenStore() {
+    absl::StatusOr<std::unique_ptr<JobStore>> store =
+        JobStore::Open({.state_dir = dir_, .clock = &clock_});
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+
+  std::string dir_ = TestDir();
+  FakeClock clock_{absl::FromUnixSeconds(1800000000)};
+};
+
+TEST_F(JobStoreTest, CreateAssignsSortableIdsAndStartsPending) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<JobRecord> a = store->Create("digits", "spec-a");
+  clock_.Advance(absl::Seconds(1));
+  absl::StatusOr<JobRecord> b = store->Create("digits", "spec-b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->id(), "job-000001");
+  EXPECT_EQ(b->id(), "job-000002");
+  EXPECT_EQ(a->state(), v1::PENDING);
+  EXPECT_EQ(a->attempt(), 0);
+  EXPECT_EQ(a->spec(), "spec-a");
+  EXPECT_EQ(a->created_unix_micros(), 1800000000LL * 1000000);
+  ASSERT_EQ(a->transitions_size(), 1);
+  EXPECT_EQ(a->transitions(0).state(), v1::PENDING);
+
+  absl::StatusOr<JobRecord> got = store->Get("job-000002");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->SerializeAsString(), b->SerializeAsString());
+
+  absl::Status missing = store->Get("job-999999").status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.message(), HasSubstr("job-999999"));
+}
+
+TEST_F(JobStoreTest, ListsNewestFirst) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(store->Create(absl::StrCat("j", i), "").ok());
+  absl::StatusOr<std::vector<JobRecord>> all = store->List();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 4u);
+  EXPECT_EQ((*all)[0].id(), "job-000004");
+  EXPECT_EQ((*all)[3].id(), "job-000001");
+  absl::StatusOr<std::vector<JobRecord>> two = store->List(2);
+  ASSERT_TRUE(two.ok());
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[1].id(), "job-000003");
+}
+
+TEST_F(JobStoreTest, FollowsTheStateMachineAndRecordsTransitions) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  std::string id = store->Create("j", "")->id();
+  ASSERT_TRUE(store->UpdateState(id, v1::RUNNING, "scheduled on 2 workers").ok());
+  clock_.Advance(absl::Seconds(5));
+  ASSERT_TRUE(store->UpdateState(id, v1::PENDING, "restart: worker:1 lost").ok());
+  absl::StatusOr<JobRecord> r = store->UpdateState(id, v1::RUNNING, "rescheduled");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->attempt(), 2);
+  r = store->UpdateState(id, v1::FAILED, "worker:1 lost");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->state(), v1::FAILED);
+  EXPECT_EQ(r->reason(), "worker:1 lost");
+  ASSERT_EQ(r->transitions_size(), 5);
+  EXPECT_EQ(r->transitions(2).state(), v1::PENDING);
+  EXPECT_EQ(r->transitions(2).unix_micros(), (1800000000LL + 5) * 1000000);
+  EXPECT_EQ(r->transitions(2).reason(), "restart: worker:1 lost");
+  EXPECT_EQ(r->transitions(4).attempt(), 2);
+
+  absl::Status wrong = store->UpdateState(id, v1::RUNNING, "again").status();
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(wrong.message(), HasSubstr(id));
+  EXPECT_THAT(wrong.message(), HasSubstr("FAILED"));
+  EXPECT_EQ(store->Get(id)->transitions_size(), 5);  // a refused transition changes nothing
+
+  EXPECT_EQ(store->UpdateState("job-000042", v1::RUNNING, "").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(JobStoreTransitionTest, TransitionTable) {
+  const std::vector<JobState> all = {v1::JOB_STATE_UNSPECIFIED,
+                                     v1::PENDING,
+                                     v1::RUNNING,
+                                     v1::SUCCEEDED,
+                                     v1::FAILED,
+                                     v1::CANCELLED};
+  const std::vector<std::pair<JobState, JobState>> allowed = {
+      {v1::PENDING, v1::RUNNING}, {v1::PENDING, v1::CANCELLED}, {v1::RUNNING, v1::SUCCEEDED},
+      {v1::RUNNING, v1::FAILED},  {v1::RUNNING, v1::CANCELLED}, {v1::RUNNING, v1::PENDING}};
+  for (JobState from : all) {
+    for (JobState to : all) {
+      bool expected =
+          std::find(allowed.begin(), allowed.end(), std::make_pair(from, to)) != allowed.end();
+      EXPECT_EQ(JobStore::IsValidTransition(from, to), expected)
+          << v1::JobState_Name(from) << " -> " << v1::JobState_Name(to);
+    }
+  }
+}
+
+TEST_F(JobStoreTest, ProgressOnlyWhileRunning) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  std::string id = store->Create("j", "")->id();
+  JobProgress p;
+  p.set_step(10);
+  p.set_loss(0.5);
+  p.set_examples_per_sec(1234.5);
+  p.set_busbw_gbps(2.25);
+  EXPECT_EQ(store->UpdateProgress(id, p).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store->UpdateState(id, v1::RUNNING, "").ok());
+  clock_.Advance(absl::Seconds(2));
+  absl::StatusOr<JobRecord> r = store->UpdateProgress(id, p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->progress().step(), 10);
+  EXPECT_DOUBLE_EQ(r->progress().busbw_gbps(), 2.25);
+  EXPECT_EQ(r->progress().unix_micros(), (1800000000LL + 2) * 1000000);
+  EXPECT_EQ(store->Get(id)->progress().examples_per_sec(), 1234.5);
+}
+
+TEST_F(JobStoreTest, EverythingSurvivesCloseAndReopen) {
+  std::string spec(1000, '\x07');
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Create("first", spec).ok());
+    ASSERT_TRUE(store->Create("second", "").ok());
+    ASSERT_TRUE(store->UpdateState("job-000001", v1::RUNNING, "go").ok());
+    JobProgress p;
+    p.set_step(77);
+    ASSERT_TRUE(store->UpdateProgress("job-000001", p).ok());
+    ASSERT_TRUE(store->UpdateState("job-000002", v1::CANCELLED, "by user").ok());
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<std::vector<JobRecord>> all = store->List();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].state(), v1::CANCELLED);
+  EXPECT_EQ((*all)[1].state(), v1::RUNNING);
+  EXPECT_EQ((*all)[1].spec(), spec);
+  EXPECT_EQ((*all)[1].progress().step(), 77);
+  // Ids keep counting from where they were.
+  EXPECT_EQ(store->Create("third", "")->id(), "job-000003");
+}
+
+TEST_F(JobStoreTest, AcceptedJobSurvivesAProcessThatDiesWithoutClosing) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto store = JobStore::Open({.state_dir = dir_});
+    if (!store.ok() || !(*store)->Create("durable", "spec").ok()) ::_exit(1);
+    ::_exit(0);  // no destructor: the database is never closed
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "status " << wstatus;
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<JobRecord> r = store->Get("job-000001");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->name(), "durable");
+}
+
+TEST_F(JobStoreTest, SecondOpenOfTheSameStateDirIsRefused) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  absl::Status second = JobStore::Open({.state_dir = dir_}).status();
+  EXPECT_EQ(second.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.message(), HasSubstr("another"));
+  EXPECT_THAT(second.message(), HasSubstr(dir_));
+}
+
+TEST_F(JobStoreTest, BadStateDirNamesTheFlag) {
+  absl::Status status = JobStore::Open({.state_dir = dir_ + "/no/such/parent"}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("--state_dir"));
+}
+
+TEST_F(JobStoreTest, ConcurrentCreatesGetDistinctIds) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) EXPECT_TRUE(store->Create("c", "").ok());
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  absl::StatusOr<std::vector<JobRecord>> all = store->List();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 40u);
+  for (size_t i = 0; i < all->size(); ++i) {
+    EXPECT_EQ((*all)[i].id(), absl::StrFormat("job-%06d", 40 - i));
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
