@@ -28,6 +28,17 @@
 
 namespace lockstep::chief {
 
+// The scalar tags the chief writes, so the training loop, tests and docs agree.
+namespace summary_tags {
+inline constexpr absl::string_view kLoss = "loss";
+inline constexpr absl::string_view kTrainAccuracy = "accuracy/train";
+inline constexpr absl::string_view kEvalAccuracy = "accuracy/eval";
+inline constexpr absl::string_view kEvalLoss = "loss/eval";
+inline constexpr absl::string_view kLearningRate = "learning_rate";
+inline constexpr absl::string_view kExamplesPerSec = "examples_per_sec";
+inline constexpr absl::string_view kBusBandwidth = "allreduce/busbw_gbps";
+}  // namespace summary_tags
+
 class EventWriter {
  public:
   struct Options {

@@ -53,7 +53,7 @@ TEST(EventWriterTest, WritesScalarsTensorBoardCanRead) {
   EXPECT_EQ((*writer)->path(), dir + "/events.out.tfevents.1700000000.host7");
   for (int step = 1; step <= 5; ++step) {
     clock.Advance(absl::Milliseconds(1500));
-    ASSERT_TRUE((*writer)->AddScalar("loss", step, 1.0f / step).ok());
+    ASSERT_TRUE((*writer)->AddScalar(summary_tags::kLoss, step, 1.0f / step).ok());
   }
   ASSERT_TRUE((*writer)->AddScalars(5, {{"accuracy/train", 0.75f}, {"busbw_gbps", 3.5f}}).ok());
   ASSERT_TRUE((*writer)->Flush().ok());
