@@ -131,8 +131,8 @@ absl::Status ChildProcesses::WaitAll(absl::Duration timeout) {
       KillAll();
       return absl::DeadlineExceededError(
           absl::StrCat("the benchmark did not finish within ", absl::FormatDuration(timeout),
-                       " (--timeout_s); its processes were killed. A rank may be stuck in "
-                       "rendezvous or connection setup; check the messages above"));
+                       " (--timeout_s); its processes were killed. Raise --timeout_s for "
+                       "long sweeps, or look above for a rank stuck in rendezvous"));
     }
   }
   return absl::OkStatus();
