@@ -68,7 +68,7 @@ void CoordinatorServer::Shutdown() {
   }
   if (sweeper_.joinable()) sweeper_.join();
   service_->Shutdown();  // wake waiting GetKey/Barrier first, so Shutdown below is quick
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   server_->Wait();
 }
 

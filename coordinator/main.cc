@@ -33,7 +33,7 @@ ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
 
 namespace {
 
-int Run() {
+int Run(sigset_t signals) {
   using lockstep::coordinator::CoordinatorServer;
   lockstep::coordinator::CoordinatorServerOptions options;
   options.host = absl::GetFlag(FLAGS_host);
@@ -47,13 +47,6 @@ int Run() {
                   absl::FormatDuration(options.membership.heartbeat_interval));
     return 2;
   }
-
-  // Signals are taken by sigwait below; block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Create(options);
   if (!server.ok()) {
@@ -94,6 +87,13 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Signals are taken by sigwait in Run(); block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
   absl::SetProgramUsageMessage(
       "lockstep-coordinator [--port=7000] [--port_file=PATH] [--heartbeat_timeout=3s]");
   absl::ParseCommandLine(argc, argv);
@@ -102,5 +102,5 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%s\n", logging.ToString().c_str());
     return 2;
   }
-  return Run();
+  return Run(signals);
 }
