@@ -129,7 +129,7 @@ absl::StatusOr<v1::GetClusterStatusResponse> LocalCluster::WaitForAlive(int n,
       deadline);
 }
 
-void LocalCluster::Stop() {
+void LocalCluster::StopWorkers() {
   for (auto& w : workers_) {
     if (w == nullptr) continue;
     w->Signal(SIGTERM);
@@ -138,6 +138,10 @@ void LocalCluster::Stop() {
   for (auto& w : workers_) {
     if (w != nullptr) w->Stop(absl::Seconds(3));
   }
+}
+
+void LocalCluster::Stop() {
+  StopWorkers();
   if (coordinator_ != nullptr) coordinator_->Stop(absl::Seconds(3));
 }
 

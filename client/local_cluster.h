@@ -68,7 +68,9 @@ class LocalCluster {
   // Waits until `n` tasks are ALIVE.
   absl::StatusOr<v1::GetClusterStatusResponse> WaitForAlive(int n, absl::Time deadline);
 
-  // Stops workers (SIGTERM, then SIGKILL after 3 s), then the coordinator; reaps all.
+  // Stops every worker (SIGTERM: they deregister; SIGKILL after 3 s) and reaps them.
+  void StopWorkers();
+  // StopWorkers(), then the coordinator.
   void Stop();
 
  private:
