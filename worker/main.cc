@@ -4,6 +4,7 @@
 // --cpu_devices logical CPU devices. SIGTERM/SIGINT deregister and exit 0. A bad
 // configuration exits 2 with the resolver's message.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -29,9 +30,10 @@ ABSL_FLAG(int, cpu_devices, 1, "Number of logical CPU devices this worker offers
 ABSL_FLAG(std::string, address, "",
           "host:port this worker is reached at. Default: its address in TF_CONFIG, else a "
           "free port on --host, reserved for the data plane.");
-ABSL_FLAG(std::string, host, "127.0.0.1",
-          "Host for the reserved data-plane port when neither --address nor TF_CONFIG "
-          "gives one.");
+ABSL_FLAG(std::string, host, "",
+          "Host name reported with the reserved data-plane port when neither --address nor "
+          "TF_CONFIG gives one. Default: 127.0.0.1 when the coordinator is on loopback, "
+          "else this machine's host name.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
 
 namespace {
@@ -103,13 +105,23 @@ int Run(sigset_t signals) {
   std::unique_ptr<lockstep::ReservedPort> reserved;
   if (!absl::GetFlag(FLAGS_address).empty()) options.address = absl::GetFlag(FLAGS_address);
   if (options.address.empty()) {
-    auto port = lockstep::ReservedPort::Create(absl::GetFlag(FLAGS_host), 0);
+    // On loopback, listen on loopback only; otherwise on every interface, reporting a name
+    // the other machines can resolve.
+    absl::StatusOr<lockstep::HostPort> coord = lockstep::ParseHostPort(coordinator);
+    const bool loopback = coord.ok() && (coord->host == "127.0.0.1" || coord->host == "localhost" ||
+                                         coord->host == "::1");
+    std::string host = absl::GetFlag(FLAGS_host);
+    if (host.empty()) {
+      char name[256] = {0};
+      host = loopback || gethostname(name, sizeof(name) - 1) != 0 ? "127.0.0.1" : name;
+    }
+    auto port = lockstep::ReservedPort::Create(loopback ? "127.0.0.1" : "", 0);
     if (!port.ok()) {
-      spdlog::error("--host: {}", std::string(port.status().message()));
+      spdlog::error("cannot reserve a data-plane port: {}", std::string(port.status().message()));
       return kExitBadConfig;
     }
     reserved = *std::move(port);
-    options.address = lockstep::HostPort{absl::GetFlag(FLAGS_host), reserved->port()}.ToString();
+    options.address = lockstep::HostPort{host, reserved->port()}.ToString();
   }
   if (absl::Status s = lockstep::ParseHostPort(options.address).status(); !s.ok()) {
     spdlog::error("--address: {}", std::string(s.message()));
