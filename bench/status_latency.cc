@@ -4,8 +4,6 @@
 //
 //   bazel build -c opt //bench:status_latency //coordinator:lockstep-coordinator \
 //       //worker:lockstepd && bazel-bin/bench/status_latency --calls=10000 --workers=8
-#include <stdlib.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -25,17 +23,9 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   using lockstep::client::LocalCluster;
   lockstep::client::LocalClusterOptions o;
-  absl::StatusOr<std::string> bin = lockstep::client::BazelBinOfSelf();
   o.coordinator_bin = absl::GetFlag(FLAGS_coordinator_bin);
   o.lockstepd_bin = absl::GetFlag(FLAGS_lockstepd_bin);
-  if (o.coordinator_bin.empty() && bin.ok()) {
-    o.coordinator_bin = *bin + "/coordinator/lockstep-coordinator";
-  }
-  if (o.lockstepd_bin.empty() && bin.ok()) o.lockstepd_bin = *bin + "/worker/lockstepd";
   o.workers = absl::GetFlag(FLAGS_workers);
-  char tmpl[] = "/tmp/lockstep-bench-XXXXXX";
-  o.work_dir = mkdtemp(tmpl);
-
   auto cluster = LocalCluster::StartCoordinator(o);
   if (!cluster.ok()) {
     fprintf(stderr, "%s\n", cluster.status().ToString().c_str());

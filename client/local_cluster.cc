@@ -1,7 +1,10 @@
 #include "client/local_cluster.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -34,8 +37,27 @@ absl::StatusOr<std::string> BazelBinOfSelf() {
   return exe;
 }
 
+absl::Status LocalCluster::FillDefaults(LocalClusterOptions* options) {
+  absl::StatusOr<std::string> bin = BazelBinOfSelf();
+  if (bin.ok() && options->coordinator_bin.empty()) {
+    options->coordinator_bin = absl::StrCat(*bin, "/coordinator/lockstep-coordinator");
+  }
+  if (bin.ok() && options->lockstepd_bin.empty()) {
+    options->lockstepd_bin = absl::StrCat(*bin, "/worker/lockstepd");
+  }
+  if (options->work_dir.empty()) {
+    std::string tmpl = "/tmp/lockstep-cluster-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("cannot create ", tmpl, ": ", strerror(errno)));
+    }
+    options->work_dir = tmpl;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
     LocalClusterOptions options) {
+  LS_RETURN_IF_ERROR(FillDefaults(&options));
   std::unique_ptr<LocalCluster> c(new LocalCluster(std::move(options)));
   const LocalClusterOptions& o = c->options_;
   std::string port_file = absl::StrCat(o.work_dir, "/coordinator.port");

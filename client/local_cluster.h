@@ -29,11 +29,14 @@ namespace lockstep {
 namespace client {
 
 struct LocalClusterOptions {
-  std::string coordinator_bin;  // path to lockstep-coordinator
-  std::string lockstepd_bin;    // path to lockstepd
+  // Paths to lockstep-coordinator and lockstepd; empty: the ones beside this executable
+  // in bazel-bin (BazelBinOfSelf()).
+  std::string coordinator_bin;
+  std::string lockstepd_bin;
   int workers = 3;
   int cpu_devices = 1;
-  // Holds the port file, TF_CONFIG files and one log file per process. Must exist.
+  // Holds the port file, TF_CONFIG files and one log file per process. Must exist;
+  // empty: a new directory /tmp/lockstep-cluster-XXXXXX.
   std::string work_dir;
   absl::Duration heartbeat_interval = absl::Seconds(1);
   absl::Duration heartbeat_timeout = absl::Seconds(3);
@@ -56,6 +59,8 @@ class LocalCluster {
   absl::Status StartWorker(int i);
   Subprocess* worker(int i) { return workers_[i].get(); }
   Subprocess* coordinator() { return coordinator_.get(); }
+  // The options in use, with the defaults filled in (binaries, work_dir).
+  const LocalClusterOptions& options() const { return options_; }
   std::string coordinator_address() const { return coordinator_address_; }
   worker::CoordinatorClient* client() { return client_.get(); }
 
@@ -75,6 +80,8 @@ class LocalCluster {
 
  private:
   explicit LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {}
+  // Fills what the caller left empty (see LocalClusterOptions).
+  static absl::Status FillDefaults(LocalClusterOptions* options);
   std::string StaticTfConfig(int i) const;
 
   const LocalClusterOptions options_;

@@ -12,12 +12,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-void AwaitWaiters(FakeClock& clock, int n) {
-  absl::Time limit = absl::Now() + absl::Seconds(10);
-  while (clock.waiters() < n && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(1));
-  ASSERT_GE(clock.waiters(), n);
-}
-
 TEST(BarriersTest, AllPartiesPass) {
   FakeClock clock;
   Barriers b(&clock);
@@ -45,7 +39,7 @@ TEST(BarriersTest, TimeoutNamesMissingMembers) {
       [&] { s0 = b.Arrive("x", "worker/0", 0, members, clock.Now() + absl::Seconds(2)); });
   std::thread t1(
       [&] { s1 = b.Arrive("x", "worker/2", 0, members, clock.Now() + absl::Seconds(2)); });
-  AwaitWaiters(clock, 2);
+  ASSERT_TRUE(clock.WaitForWaiters(2));
   clock.Advance(absl::Seconds(2));
   t0.join();
   t1.join();
@@ -60,7 +54,7 @@ TEST(BarriersTest, TimeoutWithoutNamesCountsMissing) {
   Barriers b(&clock);
   absl::Status s;
   std::thread t([&] { s = b.Arrive("y", "a", 3, {}, clock.Now() + absl::Seconds(1)); });
-  AwaitWaiters(clock, 1);
+  ASSERT_TRUE(clock.WaitForWaiters(1));
   clock.Advance(absl::Seconds(1));
   t.join();
   EXPECT_TRUE(absl::IsDeadlineExceeded(s));
@@ -72,7 +66,7 @@ TEST(BarriersTest, DisagreeingPartiesRefused) {
   Barriers b(&clock);
   absl::Status s;
   std::thread t([&] { s = b.Arrive("z", "a", 2, {}, clock.Now() + absl::Seconds(1)); });
-  AwaitWaiters(clock, 1);
+  ASSERT_TRUE(clock.WaitForWaiters(1));
   EXPECT_TRUE(absl::IsInvalidArgument(b.Arrive("z", "b", 3, {}, clock.Now())));
   ASSERT_TRUE(b.Arrive("z", "b", 2, {}, clock.Now()).ok());
   t.join();
@@ -94,7 +88,7 @@ TEST(BarriersTest, ShutdownWakesWaiters) {
   Barriers b(&clock);
   absl::Status s;
   std::thread t([&] { s = b.Arrive("w", "a", 2, {}, clock.Now() + absl::Hours(1)); });
-  AwaitWaiters(clock, 1);
+  ASSERT_TRUE(clock.WaitForWaiters(1));
   b.Shutdown();
   t.join();
   EXPECT_TRUE(absl::IsUnavailable(s));

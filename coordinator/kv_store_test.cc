@@ -11,13 +11,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Waits (really, bounded) until `n` threads block on the fake clock.
-void AwaitWaiters(FakeClock& clock, int n) {
-  absl::Time limit = absl::Now() + absl::Seconds(10);
-  while (clock.waiters() < n && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(1));
-  ASSERT_GE(clock.waiters(), n);
-}
-
 TEST(KvStoreTest, SetThenGet) {
   FakeClock clock;
   KvStore kv(&clock);
@@ -42,7 +35,7 @@ TEST(KvStoreTest, GetTimesOutAtDeadlineNamingKey) {
   KvStore kv(&clock);
   absl::StatusOr<std::string> result;
   std::thread t([&] { result = kv.Get("job/0/nccl_id", clock.Now() + absl::Seconds(5)); });
-  AwaitWaiters(clock, 1);
+  ASSERT_TRUE(clock.WaitForWaiters(1));
   clock.Advance(absl::Seconds(4));
   clock.Advance(absl::Seconds(1));
   t.join();
@@ -55,7 +48,7 @@ TEST(KvStoreTest, SetWakesWaiter) {
   KvStore kv(&clock);
   absl::StatusOr<std::string> result;
   std::thread t([&] { result = kv.Get("k", clock.Now() + absl::Seconds(5)); });
-  AwaitWaiters(clock, 1);
+  ASSERT_TRUE(clock.WaitForWaiters(1));
   ASSERT_TRUE(kv.Set("k", "v", false).ok());
   t.join();
   ASSERT_TRUE(result.ok());
@@ -67,7 +60,7 @@ TEST(KvStoreTest, ShutdownWakesWaiter) {
   KvStore kv(&clock);
   absl::StatusOr<std::string> result;
   std::thread t([&] { result = kv.Get("k", clock.Now() + absl::Hours(1)); });
-  AwaitWaiters(clock, 1);
+  ASSERT_TRUE(clock.WaitForWaiters(1));
   kv.Shutdown();
   t.join();
   EXPECT_TRUE(absl::IsUnavailable(result.status()));

@@ -15,6 +15,7 @@
 #include "common/incarnation.h"
 #include "common/logging.h"
 #include "common/net.h"
+#include "common/signals.h"
 #include "coordinator/grpc_server.h"
 #include "spdlog/spdlog.h"
 
@@ -88,11 +89,7 @@ int Run(sigset_t signals) {
 
 int main(int argc, char** argv) {
   // Signals are taken by sigwait in Run(); block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = lockstep::BlockSignals({SIGTERM, SIGINT});
 
   absl::SetProgramUsageMessage(
       "lockstep-coordinator [--port=7000] [--port_file=PATH] [--heartbeat_timeout=3s]");

@@ -9,14 +9,6 @@
 
 namespace lockstep {
 namespace worker {
-namespace {
-
-void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<GrpcCoordinatorClient>> GrpcCoordinatorClient::Create(
     const std::string& address, absl::Duration rpc_timeout) {
   absl::StatusOr<HostPort> hp = ParseHostPort(address);
@@ -34,73 +26,47 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinatorClient>> GrpcCoordinatorClient::Cr
 
 absl::StatusOr<v1::RegisterWorkerResponse> GrpcCoordinatorClient::RegisterWorker(
     const v1::RegisterWorkerRequest& request) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, rpc_timeout_);
-  v1::RegisterWorkerResponse response;
-  grpc::Status s = stub_->RegisterWorker(&ctx, request, &response);
-  LS_RETURN_IF_ERROR(FromGrpcStatus(s, absl::StrCat("RegisterWorker to coordinator ", address_)));
-  return response;
+  return Call(&v1::Coordinator::Stub::RegisterWorker, "RegisterWorker", request, rpc_timeout_);
 }
 
 absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& request) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, rpc_timeout_);
-  v1::HeartbeatResponse response;
-  grpc::Status s = stub_->Heartbeat(&ctx, request, &response);
-  LS_RETURN_IF_ERROR(FromGrpcStatus(s, absl::StrCat("Heartbeat to coordinator ", address_)));
-  return response;
+  return Call(&v1::Coordinator::Stub::Heartbeat, "Heartbeat", request, rpc_timeout_);
 }
 
 absl::Status GrpcCoordinatorClient::Deregister(const v1::DeregisterRequest& request) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, rpc_timeout_);
-  v1::DeregisterResponse response;
-  return FromGrpcStatus(stub_->Deregister(&ctx, request, &response),
-                        absl::StrCat("Deregister to coordinator ", address_));
+  return Call(&v1::Coordinator::Stub::Deregister, "Deregister", request, rpc_timeout_).status();
 }
 
 absl::Status GrpcCoordinatorClient::SetKey(const std::string& key, const std::string& value,
                                            bool overwrite) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, rpc_timeout_);
   v1::SetKeyRequest request;
   request.set_key(key);
   request.set_value(value);
   request.set_overwrite(overwrite);
-  v1::SetKeyResponse response;
-  return FromGrpcStatus(stub_->SetKey(&ctx, request, &response),
-                        absl::StrCat("SetKey to coordinator ", address_));
+  return Call(&v1::Coordinator::Stub::SetKey, "SetKey", request, rpc_timeout_).status();
 }
 
 absl::StatusOr<std::string> GrpcCoordinatorClient::GetKey(const std::string& key,
                                                           absl::Duration timeout) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, timeout + rpc_timeout_);
   v1::GetKeyRequest request;
   request.set_key(key);
   request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
-  v1::GetKeyResponse response;
-  grpc::Status s = stub_->GetKey(&ctx, request, &response);
-  LS_RETURN_IF_ERROR(FromGrpcStatus(s, absl::StrCat("GetKey to coordinator ", address_)));
+  // The coordinator answers by the timeout; the RPC deadline leaves room for the network.
+  LS_ASSIGN_OR_RETURN(v1::GetKeyResponse response, Call(&v1::Coordinator::Stub::GetKey, "GetKey",
+                                                        request, timeout + rpc_timeout_));
   return std::move(*response.mutable_value());
 }
 
 absl::Status GrpcCoordinatorClient::Barrier(const v1::BarrierRequest& request) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, absl::Milliseconds(request.timeout_ms()) + rpc_timeout_);
-  v1::BarrierResponse response;
-  return FromGrpcStatus(stub_->Barrier(&ctx, request, &response),
-                        absl::StrCat("Barrier to coordinator ", address_));
+  return Call(&v1::Coordinator::Stub::Barrier, "Barrier", request,
+              absl::Milliseconds(request.timeout_ms()) + rpc_timeout_)
+      .status();
 }
 
 absl::StatusOr<v1::GetClusterStatusResponse> GrpcCoordinatorClient::GetClusterStatus() {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, rpc_timeout_);
-  v1::GetClusterStatusResponse response;
-  grpc::Status s = stub_->GetClusterStatus(&ctx, v1::GetClusterStatusRequest(), &response);
-  LS_RETURN_IF_ERROR(FromGrpcStatus(s, absl::StrCat("GetClusterStatus to coordinator ", address_)));
-  return response;
+  return Call(&v1::Coordinator::Stub::GetClusterStatus, "GetClusterStatus",
+              v1::GetClusterStatusRequest(), rpc_timeout_);
 }
 
 }  // namespace worker

@@ -10,7 +10,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/grpc_status.h"
 #include "lockstep/v1/coordinator.grpc.pb.h"
 #include "worker/coordinator_client.h"
 
@@ -34,6 +36,22 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
   std::string address() const override { return address_; }
 
  private:
+  // One unary call with a deadline `timeout` from now; errors name `name` and the address.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(grpc::Status (v1::Coordinator::Stub::*method)(grpc::ClientContext*,
+                                                                              const Request&,
+                                                                              Response*),
+                                const char* name, const Request& request, absl::Duration timeout) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    Response response;
+    grpc::Status s = (stub_.get()->*method)(&ctx, request, &response);
+    if (!s.ok()) {
+      return FromGrpcStatus(s, absl::StrCat(name, " to coordinator ", address_));
+    }
+    return response;
+  }
+
   GrpcCoordinatorClient(std::string address, absl::Duration rpc_timeout,
                         std::unique_ptr<v1::Coordinator::Stub> stub)
       : address_(std::move(address)), rpc_timeout_(rpc_timeout), stub_(std::move(stub)) {}

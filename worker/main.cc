@@ -19,6 +19,7 @@
 #include "common/incarnation.h"
 #include "common/logging.h"
 #include "common/net.h"
+#include "common/signals.h"
 #include "common/tf_config.h"
 #include "spdlog/spdlog.h"
 #include "worker/agent.h"
@@ -164,12 +165,8 @@ int Run(sigset_t signals) {
 int main(int argc, char** argv) {
   // Signals go to the waiter thread in Run(); block them before any thread starts (gRPC
   // starts its own as soon as a channel exists, and they would inherit an open mask).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGUSR1);  // internal: wakes the waiter when Run() ends by itself
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGUSR1 is internal: it wakes the waiter when Run() ends by itself.
+  const sigset_t signals = lockstep::BlockSignals({SIGTERM, SIGINT, SIGUSR1});
 
   absl::SetProgramUsageMessage(
       "lockstepd --coordinator=HOST:PORT [--tf_config=FILE] [--cpu_devices=N]");

@@ -1,7 +1,6 @@
 #include "client/cli/local_command.h"
 
 #include <signal.h>
-#include <stdlib.h>
 #include <time.h>
 
 #include <atomic>
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/local_cluster.h"
 #include "client/status_format.h"
+#include "common/signals.h"
 
 namespace lockstep {
 namespace cli {
@@ -19,10 +19,7 @@ namespace {
 class SignalWatcher {
  public:
   SignalWatcher() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    set_ = BlockSignals({SIGINT, SIGTERM});
     thread_ = std::thread([this] {
       timespec poll{0, 50 * 1000 * 1000};
       while (!done_) {
@@ -66,20 +63,9 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   options.cpu_devices = *cpu_devices;
   options.heartbeat_interval = *interval;
   options.heartbeat_timeout = *hb_timeout;
-  absl::StatusOr<std::string> bin = client::BazelBinOfSelf();
-  options.coordinator_bin = args.Get(
-      "coordinator_bin", bin.ok() ? absl::StrCat(*bin, "/coordinator/lockstep-coordinator") : "");
-  options.lockstepd_bin =
-      args.Get("lockstepd_bin", bin.ok() ? absl::StrCat(*bin, "/worker/lockstepd") : "");
+  options.coordinator_bin = args.Get("coordinator_bin");
+  options.lockstepd_bin = args.Get("lockstepd_bin");
   options.work_dir = args.Get("work_dir");
-  if (options.work_dir.empty()) {
-    char tmpl[] = "/tmp/lockstep-local-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
-      *ctx.err << "lockstep local: cannot create a directory in /tmp\n";
-      return kExitFailure;
-    }
-    options.work_dir = tmpl;
-  }
 
   SignalWatcher signals;  // before any child or thread: they inherit the blocked mask
   absl::StatusOr<std::unique_ptr<client::LocalCluster>> cluster =
@@ -89,7 +75,7 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
     return kExitFailure;
   }
   *ctx.out << "coordinator at " << (*cluster)->coordinator_address() << "; starting " << *workers
-           << " worker(s); logs in " << options.work_dir << "\n";
+           << " worker(s); logs in " << (*cluster)->options().work_dir << "\n";
   if (absl::Status s = (*cluster)->StartWorkers(); !s.ok()) {
     *ctx.err << "lockstep local: " << s.message() << "\n";
     return kExitFailure;
@@ -136,7 +122,7 @@ Command LocalCommand() {
       {"heartbeat_interval", "Passed to the coordinator (default 1s)."},
       {"heartbeat_timeout", "Passed to the coordinator (default 3s)."},
       {"keep_running", "Keep the cluster up until Ctrl-C.", /*takes_value=*/false},
-      {"work_dir", "Directory for port file and logs (default: a new /tmp/lockstep-local-*)."},
+      {"work_dir", "Directory for port file and logs (default: a new /tmp/lockstep-cluster-*)."},
       {"coordinator_bin",
        "Path to lockstep-coordinator (default: beside this binary in bazel-bin)."},
       {"lockstepd_bin", "Path to lockstepd (default: beside this binary in bazel-bin)."},
