@@ -63,6 +63,12 @@ void FakeClock::Advance(absl::Duration d) {
   now_ += d;
 }
 
+bool FakeClock::WaitForWaiters(int n, absl::Duration real_timeout) const {
+  absl::MutexLock l(&mu_);
+  auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiters_ >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), real_timeout);
+}
+
 int FakeClock::waiters() const {
   absl::MutexLock l(&mu_);
   return waiters_;

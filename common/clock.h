@@ -52,6 +52,9 @@ class FakeClock final : public Clock {
   // Number of threads currently blocked in SleepUntil/WaitUntil (lets tests wait for a
   // thread to block before advancing).
   int waiters() const;
+  // Blocks (in real time, at most `real_timeout`) until at least `n` threads wait on this
+  // clock; true if they do. Tests call it before Advance() so the waiter sees the jump.
+  bool WaitForWaiters(int n, absl::Duration real_timeout = absl::Seconds(10)) const;
 
  private:
   mutable absl::Mutex mu_;

@@ -78,6 +78,16 @@ TEST(FakeClockTest, WaitUntilSeesConditionBeforeDeadline) {
   EXPECT_TRUE(result);
 }
 
+TEST(FakeClockTest, WaitForWaitersSeesASleeper) {
+  FakeClock clock;
+  EXPECT_FALSE(clock.WaitForWaiters(1, absl::Milliseconds(1)));
+  std::thread t([&] { clock.SleepFor(absl::Seconds(5)); });
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  clock.Advance(absl::Seconds(5));
+  t.join();
+  EXPECT_EQ(clock.waiters(), 0);
+}
+
 TEST(RealClockTest, WaitUntilHonoursDeadline) {
   absl::Mutex mu;
   bool flag = false;

@@ -1,0 +1,67 @@
+// GetClusterStatus unary latency on loopback: a real lockstep-coordinator process with N
+// lockstepd registered; this process makes `--calls` sequential calls through the same
+// client the CLI uses and prints p50/p90/p99. Goal (issue 2): p50 <= 150 us.
+//
+//   bazel build -c opt //bench:status_latency //coordinator:lockstep-coordinator \
+//       //worker:lockstepd && bazel-bin/bench/status_latency --calls=10000 --workers=8
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "client/local_cluster.h"
+#include "client/status_format.h"
+
+ABSL_FLAG(int, workers, 8, "lockstepd registered while measuring.");
+ABSL_FLAG(int, calls, 10000, "Timed calls (after 1000 warm-up calls).");
+ABSL_FLAG(std::string, coordinator_bin, "",
+          "Default: <bazel-bin>/coordinator/lockstep-coordinator.");
+ABSL_FLAG(std::string, lockstepd_bin, "", "Default: <bazel-bin>/worker/lockstepd.");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  using lockstep::client::LocalCluster;
+  lockstep::client::LocalClusterOptions o;
+  o.coordinator_bin = absl::GetFlag(FLAGS_coordinator_bin);
+  o.lockstepd_bin = absl::GetFlag(FLAGS_lockstepd_bin);
+  o.workers = absl::GetFlag(FLAGS_workers);
+  auto cluster = LocalCluster::StartCoordinator(o);
+  if (!cluster.ok()) {
+    fprintf(stderr, "%s\n", cluster.status().ToString().c_str());
+    return 1;
+  }
+  if (absl::Status s = (*cluster)->StartWorkers(); !s.ok()) {
+    fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
+  if (auto s = (*cluster)->WaitForAlive(o.workers, absl::Now() + absl::Seconds(30)); !s.ok()) {
+    fprintf(stderr, "%s\n", s.status().ToString().c_str());
+    return 1;
+  }
+  lockstep::worker::CoordinatorClient* client = (*cluster)->client();
+  for (int i = 0; i < 1000; ++i) {
+    if (!client->GetClusterStatus().ok()) return 1;
+  }
+  const int calls = absl::GetFlag(FLAGS_calls);
+  std::vector<double> us;
+  us.reserve(calls);
+  int tasks = 0;
+  for (int i = 0; i < calls; ++i) {
+    absl::Time t0 = absl::Now();
+    auto s = client->GetClusterStatus();
+    us.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
+    if (!s.ok()) {
+      fprintf(stderr, "%s\n", s.status().ToString().c_str());
+      return 1;
+    }
+    tasks = s->tasks_size();
+  }
+  std::sort(us.begin(), us.end());
+  auto pct = [&](double p) { return us[static_cast<size_t>(p * (us.size() - 1))]; };
+  printf(
+      "GetClusterStatus, %d tasks, %d calls: p50 %.1f us, p90 %.1f us, p99 %.1f us, "
+      "max %.1f us\n",
+      tasks, calls, pct(0.50), pct(0.90), pct(0.99), us.back());
+  return 0;
+}

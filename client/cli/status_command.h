@@ -1,0 +1,18 @@
+// `lockstep status`: the cluster as the coordinator sees it, as a table or as JSON.
+#ifndef LOCKSTEP_CLIENT_CLI_STATUS_COMMAND_H_
+#define LOCKSTEP_CLIENT_CLI_STATUS_COMMAND_H_
+
+#include "client/cli/command.h"
+
+namespace lockstep {
+namespace cli {
+
+Command StatusCommand();
+
+// --coordinator, else $LOCKSTEP_COORDINATOR, else 127.0.0.1:7000.
+std::string CoordinatorAddress(const CommandArgs& args);
+
+}  // namespace cli
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CLIENT_CLI_STATUS_COMMAND_H_

@@ -1,0 +1,171 @@
+#include "client/local_cluster.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/status_format.h"
+#include "common/net.h"
+#include "common/status.h"
+#include "common/tf_config.h"
+#include "worker/grpc_coordinator_client.h"
+
+namespace lockstep {
+namespace client {
+namespace {
+
+std::string Millis(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), "ms"); }
+
+}  // namespace
+
+absl::StatusOr<std::string> BazelBinOfSelf() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return absl::InternalError("cannot read /proc/self/exe");
+  std::string exe(buf, n);
+  // <bazel-bin>/client/lockstep -> <bazel-bin>
+  for (int i = 0; i < 2; ++i) {
+    size_t slash = exe.rfind('/');
+    if (slash == std::string::npos) return absl::InternalError("unexpected executable path");
+    exe.resize(slash);
+  }
+  return exe;
+}
+
+absl::Status LocalCluster::FillDefaults(LocalClusterOptions* options) {
+  absl::StatusOr<std::string> bin = BazelBinOfSelf();
+  if (bin.ok() && options->coordinator_bin.empty()) {
+    options->coordinator_bin = absl::StrCat(*bin, "/coordinator/lockstep-coordinator");
+  }
+  if (bin.ok() && options->lockstepd_bin.empty()) {
+    options->lockstepd_bin = absl::StrCat(*bin, "/worker/lockstepd");
+  }
+  if (options->work_dir.empty()) {
+    std::string tmpl = "/tmp/lockstep-cluster-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("cannot create ", tmpl, ": ", strerror(errno)));
+    }
+    options->work_dir = tmpl;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
+    LocalClusterOptions options) {
+  LS_RETURN_IF_ERROR(FillDefaults(&options));
+  std::unique_ptr<LocalCluster> c(new LocalCluster(std::move(options)));
+  const LocalClusterOptions& o = c->options_;
+  std::string port_file = absl::StrCat(o.work_dir, "/coordinator.port");
+  unlink(port_file.c_str());
+  SubprocessOptions sp;
+  sp.argv = {o.coordinator_bin,
+             "--host=127.0.0.1",
+             "--port=0",
+             absl::StrCat("--port_file=", port_file),
+             absl::StrCat("--heartbeat_interval=", Millis(o.heartbeat_interval)),
+             absl::StrCat("--heartbeat_timeout=", Millis(o.heartbeat_timeout))};
+  if (o.log_to_files) sp.log_file = absl::StrCat(o.work_dir, "/coordinator.log");
+  LS_ASSIGN_OR_RETURN(c->coordinator_, Subprocess::Start(sp));
+  absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Now() + absl::Seconds(10));
+  if (!port.ok()) {
+    return Annotate(port.status(), absl::StrCat("lockstep-coordinator (see ", sp.log_file, ")"));
+  }
+  c->coordinator_address_ = absl::StrCat("127.0.0.1:", *port);
+  LS_ASSIGN_OR_RETURN(c->client_, worker::GrpcCoordinatorClient::Create(c->coordinator_address_));
+  c->workers_.resize(o.workers);
+  return c;
+}
+
+LocalCluster::~LocalCluster() { Stop(); }
+
+std::string LocalCluster::StaticTfConfig(int i) const {
+  // Addresses are labels the coordinator checks for uniqueness; lockstepd does not bind
+  // its TF_CONFIG address yet (the data plane will).
+  ClusterMap cluster;
+  for (int w = 0; w < options_.workers; ++w) {
+    cluster["worker"].push_back(absl::StrCat("127.0.0.1:", 20000 + w));
+  }
+  return TfConfig::Create(cluster, TaskRef{"worker", i}).value().ToJson();
+}
+
+absl::Status LocalCluster::StartWorker(int i) {
+  if (i < 0 || i >= options_.workers) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", i, " out of range"));
+  }
+  if (workers_[i] != nullptr && workers_[i]->running()) {
+    return absl::FailedPreconditionError(absl::StrCat("worker ", i, " is running"));
+  }
+  SubprocessOptions sp;
+  sp.argv = {options_.lockstepd_bin, absl::StrCat("--coordinator=", coordinator_address_),
+             absl::StrCat("--cpu_devices=", options_.cpu_devices)};
+  sp.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
+  if (options_.static_tf_config) {
+    std::string path = absl::StrCat(options_.work_dir, "/tf_config.", i, ".json");
+    std::ofstream(path) << StaticTfConfig(i);
+    sp.argv.push_back(absl::StrCat("--tf_config=", path));
+  }
+  if (options_.log_to_files) {
+    sp.log_file = absl::StrCat(options_.work_dir, "/lockstepd.", i, ".log");
+  }
+  LS_ASSIGN_OR_RETURN(workers_[i], Subprocess::Start(sp));
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::StartWorkers() {
+  for (int i = 0; i < options_.workers; ++i) {
+    if (workers_[i] == nullptr || !workers_[i]->running()) LS_RETURN_IF_ERROR(StartWorker(i));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::GetClusterStatusResponse> LocalCluster::Status() {
+  return client_->GetClusterStatus();
+}
+
+absl::StatusOr<v1::GetClusterStatusResponse> LocalCluster::WaitFor(
+    const std::function<bool(const v1::GetClusterStatusResponse&)>& done, absl::Time deadline,
+    absl::Duration poll) {
+  absl::StatusOr<v1::GetClusterStatusResponse> last;
+  while (true) {
+    last = Status();
+    if (last.ok() && done(*last)) return last;
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the cluster did not reach the expected state in time; last status:\n",
+                       last.ok() ? FormatStatusTable(*last) : last.status().ToString(),
+                       "logs are in ", options_.work_dir));
+    }
+    absl::SleepFor(poll);
+  }
+}
+
+absl::StatusOr<v1::GetClusterStatusResponse> LocalCluster::WaitForAlive(int n,
+                                                                        absl::Time deadline) {
+  return WaitFor(
+      [n](const v1::GetClusterStatusResponse& s) { return CountInState(s, v1::ALIVE) >= n; },
+      deadline);
+}
+
+void LocalCluster::StopWorkers() {
+  for (auto& w : workers_) {
+    if (w == nullptr) continue;
+    w->Signal(SIGTERM);
+    w->Signal(SIGCONT);  // a stopped (SIGSTOP) worker must run to exit
+  }
+  for (auto& w : workers_) {
+    if (w != nullptr) w->Stop(absl::Seconds(3));
+  }
+}
+
+void LocalCluster::Stop() {
+  StopWorkers();
+  if (coordinator_ != nullptr) coordinator_->Stop(absl::Seconds(3));
+}
+
+}  // namespace client
+}  // namespace lockstep

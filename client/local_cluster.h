@@ -1,0 +1,101 @@
+// LocalCluster: a coordinator and N lockstepd on this machine's loopback, as child
+// processes. Used by `lockstep local`, by the multi-process tests and by the cluster
+// formation benchmark.
+//
+// The coordinator is started with --port=0 and --port_file, so no port is guessed. Workers
+// either register dynamically (the default: the coordinator assigns indexes and each
+// worker reserves a free data-plane port) or, with `static_tf_config`, each gets a
+// TF_CONFIG file naming its task (so a restarted worker claims the same task).
+// Every child dies with this process (PR_SET_PDEATHSIG); Stop() and the destructor stop
+// workers first (SIGTERM: they deregister), then the coordinator, and reap them all.
+//
+// Ownership: owns the child processes and a coordinator client.
+// Thread model: one owner thread (the one that must outlive the children).
+#ifndef LOCKSTEP_CLIENT_LOCAL_CLUSTER_H_
+#define LOCKSTEP_CLIENT_LOCAL_CLUSTER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/subprocess.h"
+#include "lockstep/v1/coordinator.pb.h"
+#include "worker/coordinator_client.h"
+
+namespace lockstep {
+namespace client {
+
+struct LocalClusterOptions {
+  // Paths to lockstep-coordinator and lockstepd; empty: the ones beside this executable
+  // in bazel-bin (BazelBinOfSelf()).
+  std::string coordinator_bin;
+  std::string lockstepd_bin;
+  int workers = 3;
+  int cpu_devices = 1;
+  // Holds the port file, TF_CONFIG files and one log file per process. Must exist;
+  // empty: a new directory /tmp/lockstep-cluster-XXXXXX.
+  std::string work_dir;
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  absl::Duration heartbeat_timeout = absl::Seconds(3);
+  bool static_tf_config = false;
+  // Children's logs go to work_dir/<name>.log unless false (then to this stderr).
+  bool log_to_files = true;
+};
+
+class LocalCluster {
+ public:
+  // Starts the coordinator and waits (up to 10 s) for its port. Workers are started by
+  // StartWorkers()/StartWorker().
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> StartCoordinator(
+      LocalClusterOptions options);
+  ~LocalCluster();
+
+  // Starts every worker not running (indexes 0..workers-1).
+  absl::Status StartWorkers();
+  // Starts (or restarts, after it exited) worker `i`.
+  absl::Status StartWorker(int i);
+  Subprocess* worker(int i) { return workers_[i].get(); }
+  Subprocess* coordinator() { return coordinator_.get(); }
+  // The options in use, with the defaults filled in (binaries, work_dir).
+  const LocalClusterOptions& options() const { return options_; }
+  std::string coordinator_address() const { return coordinator_address_; }
+  worker::CoordinatorClient* client() { return client_.get(); }
+
+  absl::StatusOr<v1::GetClusterStatusResponse> Status();
+  // Polls the status (every `poll`) until `done` holds or the deadline passes;
+  // DEADLINE_EXCEEDED carries the last status table.
+  absl::StatusOr<v1::GetClusterStatusResponse> WaitFor(
+      const std::function<bool(const v1::GetClusterStatusResponse&)>& done, absl::Time deadline,
+      absl::Duration poll = absl::Milliseconds(5));
+  // Waits until `n` tasks are ALIVE.
+  absl::StatusOr<v1::GetClusterStatusResponse> WaitForAlive(int n, absl::Time deadline);
+
+  // Stops every worker (SIGTERM: they deregister; SIGKILL after 3 s) and reaps them.
+  void StopWorkers();
+  // StopWorkers(), then the coordinator.
+  void Stop();
+
+ private:
+  explicit LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {}
+  // Fills what the caller left empty (see LocalClusterOptions).
+  static absl::Status FillDefaults(LocalClusterOptions* options);
+  std::string StaticTfConfig(int i) const;
+
+  const LocalClusterOptions options_;
+  std::unique_ptr<Subprocess> coordinator_;
+  std::string coordinator_address_;
+  std::unique_ptr<worker::CoordinatorClient> client_;
+  std::vector<std::unique_ptr<Subprocess>> workers_;
+};
+
+// The directory of this executable's bazel-bin tree: for <bazel-bin>/client/lockstep
+// it is <bazel-bin>. Used to find lockstep-coordinator and lockstepd beside it.
+absl::StatusOr<std::string> BazelBinOfSelf();
+
+}  // namespace client
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_CLIENT_LOCAL_CLUSTER_H_

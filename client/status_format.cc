@@ -1,0 +1,77 @@
+#include "client/status_format.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/incarnation.h"
+
+namespace lockstep {
+namespace client {
+namespace {
+
+std::string Devices(const v1::TaskStatus& t) {
+  std::map<std::string, int> kinds;
+  for (const v1::Device& d : t.devices()) ++kinds[v1::Device::Kind_Name(d.kind())];
+  std::vector<std::string> parts;
+  for (const auto& [kind, n] : kinds) parts.push_back(absl::StrCat(n, "x", kind));
+  return parts.empty() ? "-" : absl::StrJoin(parts, ",");
+}
+
+}  // namespace
+
+int CountInState(const v1::GetClusterStatusResponse& status, v1::TaskState state) {
+  int n = 0;
+  for (const v1::TaskStatus& t : status.tasks()) n += t.state() == state;
+  return n;
+}
+
+std::string FormatStatusTable(const v1::GetClusterStatusResponse& status) {
+  std::vector<std::vector<std::string>> rows = {
+      {"TASK", "ADDRESS", "STATE", "INCARNATION", "HEARTBEAT", "DEVICES"}};
+  for (const v1::TaskStatus& t : status.tasks()) {
+    rows.push_back({absl::StrCat(t.task().type(), "/", t.task().index()), t.address(),
+                    v1::TaskState_Name(t.state()), ShortIncarnation(t.incarnation()),
+                    absl::StrFormat("%.1fs ago", t.seconds_since_heartbeat()), Devices(t)});
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      absl::StrAppend(&line, row[c]);
+      if (c + 1 < row.size()) line.append(width[c] - row[c].size() + 2, ' ');
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  std::map<std::string, int> by_state;
+  for (const v1::TaskStatus& t : status.tasks()) ++by_state[v1::TaskState_Name(t.state())];
+  std::vector<std::string> counts;
+  for (const auto& [state, n] : by_state) counts.push_back(absl::StrCat(n, " ", state));
+  absl::StrAppend(&out, status.tasks_size(), " task(s)",
+                  counts.empty() ? "" : absl::StrCat(": ", absl::StrJoin(counts, ", ")),
+                  "; coordinator incarnation ", ShortIncarnation(status.coordinator_incarnation()),
+                  "\n");
+  return out;
+}
+
+absl::StatusOr<std::string> FormatStatusJson(const v1::GetClusterStatusResponse& status) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  auto s = google::protobuf::util::MessageToJsonString(status, &out, options);
+  if (!s.ok()) {
+    return absl::InternalError(absl::StrCat("cannot render status as JSON: ", s.ToString()));
+  }
+  return out;
+}
+
+}  // namespace client
+}  // namespace lockstep

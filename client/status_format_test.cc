@@ -1,0 +1,55 @@
+#include "client/status_format.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace lockstep {
+namespace client {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::GetClusterStatusResponse Sample() {
+  v1::GetClusterStatusResponse s;
+  s.set_coordinator_incarnation(0x1234567890abcdef);
+  for (int i = 0; i < 2; ++i) {
+    v1::TaskStatus* t = s.add_tasks();
+    t->mutable_task()->set_type("worker");
+    t->mutable_task()->set_index(i);
+    t->set_address("127.0.0.1:5000" + std::to_string(i));
+    t->set_state(i == 0 ? v1::ALIVE : v1::LOST);
+    t->set_incarnation(0xfeedface00000000 + i);
+    t->set_seconds_since_heartbeat(0.25 + 4 * i);
+    v1::Device* d = t->add_devices();
+    d->set_kind(v1::Device::CPU);
+  }
+  return s;
+}
+
+TEST(StatusFormatTest, TableHasOneRowPerTask) {
+  std::string table = FormatStatusTable(Sample());
+  EXPECT_THAT(table, HasSubstr("TASK"));
+  EXPECT_THAT(table, HasSubstr("worker/0"));
+  EXPECT_THAT(table, HasSubstr("feedface"));
+  EXPECT_THAT(table, HasSubstr("LOST"));
+  EXPECT_THAT(table, HasSubstr("4.2s ago"));
+  EXPECT_THAT(table, HasSubstr("1xCPU"));
+  EXPECT_THAT(table, HasSubstr("2 task(s): 1 ALIVE, 1 LOST"));
+}
+
+TEST(StatusFormatTest, JsonIsTheProtoMapping) {
+  auto json = FormatStatusJson(Sample());
+  ASSERT_TRUE(json.ok());
+  auto doc = nlohmann::json::parse(*json);
+  ASSERT_EQ(doc["tasks"].size(), 2u);
+  EXPECT_EQ(doc["tasks"][1]["state"], "LOST");
+  EXPECT_EQ(doc["tasks"][0]["task"]["type"], "worker");
+  // fixed64 is a decimal string in the proto3 JSON mapping.
+  EXPECT_EQ(doc["coordinatorIncarnation"], std::to_string(0x1234567890abcdefULL));
+  EXPECT_EQ(CountInState(Sample(), v1::ALIVE), 1);
+}
+
+}  // namespace
+}  // namespace client
+}  // namespace lockstep

@@ -1,0 +1,176 @@
+// A real gRPC coordinator and N worker agents on threads, in one process: membership,
+// key-value rendezvous and barriers over the wire, with the production adapters.
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/status_format.h"
+#include "common/incarnation.h"
+#include "coordinator/grpc_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/agent.h"
+#include "worker/coordinator_store.h"
+#include "worker/grpc_coordinator_client.h"
+
+namespace lockstep {
+namespace {
+
+using ::testing::HasSubstr;
+using worker::Agent;
+
+constexpr int kWorkers = 4;
+
+absl::Time Soon() { return absl::Now() + absl::Seconds(20); }
+
+class InProcessClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    coordinator::CoordinatorServerOptions o;
+    o.host = "127.0.0.1";
+    o.membership.heartbeat_interval = absl::Milliseconds(50);
+    o.membership.heartbeat_timeout = absl::Milliseconds(500);
+    auto server = coordinator::CoordinatorServer::Create(o);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    for (int i = 0; i < kWorkers; ++i) {
+      clients_.push_back(
+          std::move(worker::GrpcCoordinatorClient::Create(server_->local_address()).value()));
+      worker::AgentOptions a;  // dynamic registration
+      a.address = absl::StrCat("127.0.0.1:", 30000 + i);
+      a.incarnation = NewIncarnation();
+      a.initial_backoff = absl::Milliseconds(5);
+      agents_.push_back(std::make_unique<Agent>(a, clients_.back().get(), Clock::Real()));
+    }
+    for (auto& a : agents_) {
+      threads_.emplace_back([agent = a.get()] { EXPECT_TRUE(agent->Run().ok()); });
+    }
+  }
+
+  void TearDown() override {
+    for (auto& a : agents_) a->Stop();
+    for (auto& t : threads_) t.join();
+    if (server_) server_->Shutdown();
+  }
+
+  int CountAlive() {
+    auto status = clients_[0]->GetClusterStatus();
+    return status.ok() ? client::CountInState(*status, v1::ALIVE) : -1;
+  }
+
+  std::unique_ptr<coordinator::CoordinatorServer> server_;
+  std::vector<std::unique_ptr<worker::CoordinatorClient>> clients_;
+  std::vector<std::unique_ptr<Agent>> agents_;
+  std::vector<std::thread> threads_;
+};
+
+TEST_F(InProcessClusterTest, AgentsFormClusterWithDistinctTasks) {
+  std::set<int> indexes;
+  for (auto& a : agents_) {
+    ASSERT_TRUE(a->WaitForState(Agent::State::kAlive, Soon()));
+    indexes.insert(a->task()->index);
+  }
+  EXPECT_EQ(indexes, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(CountAlive(), kWorkers);
+  // The TF_CONFIG each worker got back is valid and names its own task.
+  for (auto& a : agents_) {
+    auto tf = TfConfig::Parse(a->registration().tf_config());
+    if (tf.ok()) EXPECT_EQ(tf->task(), *a->task());
+  }
+  // Heartbeats keep them alive past several timeouts.
+  absl::Time until = absl::Now() + absl::Milliseconds(1200);
+  while (absl::Now() < until) {
+    ASSERT_EQ(CountAlive(), kWorkers);
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
+TEST_F(InProcessClusterTest, StoppedAgentDeregisters) {
+  for (auto& a : agents_) ASSERT_TRUE(a->WaitForState(Agent::State::kAlive, Soon()));
+  agents_[0]->Stop();
+  ASSERT_TRUE(agents_[0]->WaitForState(Agent::State::kStopped, Soon()));
+  auto status = clients_[1]->GetClusterStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(client::CountInState(*status, v1::DEREGISTERED), 1);
+  EXPECT_EQ(client::CountInState(*status, v1::ALIVE), kWorkers - 1);
+}
+
+TEST_F(InProcessClusterTest, StoreRendezvousOverGrpc) {
+  std::vector<std::unique_ptr<worker::CoordinatorStore>> stores;
+  for (auto& c : clients_) {
+    stores.push_back(
+        std::make_unique<worker::CoordinatorStore>(c.get(), "job-1/attempt-0", Clock::Real()));
+  }
+  // Every rank publishes its address and reads everyone's; readers may start first.
+  std::vector<std::thread> ranks;
+  std::vector<std::vector<std::string>> seen(kWorkers);
+  for (int r = 0; r < kWorkers; ++r) {
+    ranks.emplace_back([&, r] {
+      if (r % 2 == 0) absl::SleepFor(absl::Milliseconds(20));  // publish late on purpose
+      ASSERT_TRUE(stores[r]->Set(absl::StrCat("rank", r), absl::StrCat("addr", r)).ok());
+      for (int p = 0; p < kWorkers; ++p) {
+        auto v = stores[r]->Get(absl::StrCat("rank", p), Soon());
+        ASSERT_TRUE(v.ok()) << v.status();
+        seen[r].push_back(*v);
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kWorkers; ++r) {
+    EXPECT_EQ(seen[r], (std::vector<std::string>{"addr0", "addr1", "addr2", "addr3"}));
+  }
+  // Write-once, and a missing key times out naming the scoped key.
+  EXPECT_TRUE(absl::IsAlreadyExists(stores[0]->Set("rank0", "again")));
+  auto missing = stores[0]->Get("nobody", absl::Now() + absl::Milliseconds(100));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(missing.status())) << missing.status();
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("job-1/attempt-0/nobody"));
+}
+
+TEST_F(InProcessClusterTest, BarrierOverGrpcNamesMissingMember) {
+  v1::BarrierRequest req;
+  req.set_barrier_id("job-1/attempt-0/init");
+  req.set_timeout_ms(5000);
+  for (int i = 0; i < 3; ++i) req.add_members(absl::StrCat("worker/", i));
+  std::vector<std::thread> ts;
+  std::vector<absl::Status> results(3);
+  for (int i = 0; i < 3; ++i) {
+    ts.emplace_back([&, i] {
+      v1::BarrierRequest mine = req;
+      mine.set_member(absl::StrCat("worker/", i));
+      results[i] = clients_[i]->Barrier(mine);
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+
+  req.set_barrier_id("job-1/attempt-0/second");
+  req.set_member("worker/0");
+  req.set_timeout_ms(100);
+  absl::Status s = clients_[0]->Barrier(req);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("missing: worker/1, worker/2"));
+}
+
+TEST(InProcessErrorsTest, UnreachableCoordinatorIsUnavailable) {
+  // A coordinator that has shut down: its port now refuses connections.
+  coordinator::CoordinatorServerOptions o;
+  o.host = "127.0.0.1";
+  auto server = coordinator::CoordinatorServer::Create(o);
+  ASSERT_TRUE(server.ok());
+  std::string address = (*server)->local_address();
+  (*server)->Shutdown();
+  server->reset();
+  auto client = worker::GrpcCoordinatorClient::Create(address, absl::Seconds(2));
+  ASSERT_TRUE(client.ok());
+  absl::Time start = absl::Now();
+  auto status = (*client)->GetClusterStatus();
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(absl::IsUnavailable(status.status()) || absl::IsDeadlineExceeded(status.status()))
+      << status.status();
+  EXPECT_THAT(std::string(status.status().message()), HasSubstr(address));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,139 @@
+#include "worker/agent.h"
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "worker/fake_coordinator_client.h"
+
+namespace lockstep {
+namespace worker {
+namespace {
+
+using State = Agent::State;
+
+AgentOptions Options(std::optional<TaskRef> task) {
+  AgentOptions o;
+  o.task = task;
+  o.address = "127.0.0.1:5000";
+  o.incarnation = 42;
+  o.initial_backoff = absl::Milliseconds(1);
+  o.max_backoff = absl::Milliseconds(4);
+  return o;
+}
+
+absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
+
+// Waits (bounded) for `pred`.
+template <typename F>
+bool Eventually(F pred) {
+  absl::Time limit = Soon();
+  while (!pred()) {
+    if (absl::Now() > limit) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+TEST(AgentTest, RetriesUntilCoordinatorAnswersThenHeartbeatsAndDeregisters) {
+  FakeCoordinatorClient client;
+  std::atomic<int> attempts{0};
+  client.on_register =
+      [&](const v1::RegisterWorkerRequest& req) -> absl::StatusOr<v1::RegisterWorkerResponse> {
+    if (++attempts < 4) return absl::UnavailableError("coordinator not up yet");
+    v1::RegisterWorkerResponse r;
+    *r.mutable_task() = req.task();
+    r.set_heartbeat_interval_ms(1);
+    return r;
+  };
+  Agent agent(Options(TaskRef{"worker", 2}), &client, Clock::Real());
+  absl::Status result;
+  std::thread t([&] { result = agent.Run(); });
+  ASSERT_TRUE(agent.WaitForState(State::kAlive, Soon()));
+  EXPECT_EQ(attempts.load(), 4);
+  ASSERT_TRUE(Eventually([&] { return client.calls("Heartbeat") >= 3; }));
+  agent.Stop();
+  t.join();
+  EXPECT_TRUE(result.ok()) << result;
+  EXPECT_EQ(agent.state(), State::kStopped);
+  EXPECT_EQ(client.calls("Deregister"), 1);
+}
+
+TEST(AgentTest, ReRegistersWhenToldLost) {
+  FakeCoordinatorClient client;
+  std::atomic<int> beats{0};
+  client.on_heartbeat = [&](const v1::HeartbeatRequest& req) {
+    EXPECT_EQ(req.incarnation(), 42u);
+    return ++beats == 2 ? absl::AbortedError("worker/0 was marked LOST") : absl::OkStatus();
+  };
+  Agent agent(Options(TaskRef{"worker", 0}), &client, Clock::Real());
+  std::thread t([&] { agent.Run().IgnoreError(); });
+  ASSERT_TRUE(Eventually([&] { return client.calls("RegisterWorker") >= 2; }));
+  ASSERT_TRUE(agent.WaitForState(State::kAlive, Soon()));
+  agent.Stop();
+  t.join();
+}
+
+TEST(AgentTest, DynamicRegistrationKeepsAssignedTask) {
+  FakeCoordinatorClient client;
+  std::vector<bool> had_task;
+  absl::Mutex mu;
+  client.on_register =
+      [&](const v1::RegisterWorkerRequest& req) -> absl::StatusOr<v1::RegisterWorkerResponse> {
+    {
+      absl::MutexLock l(&mu);
+      had_task.push_back(req.has_task());
+    }
+    v1::RegisterWorkerResponse r;
+    r.mutable_task()->set_type("worker");
+    r.mutable_task()->set_index(5);
+    r.set_heartbeat_interval_ms(1);
+    return r;
+  };
+  std::atomic<int> beats{0};
+  client.on_heartbeat = [&](const v1::HeartbeatRequest&) {
+    return ++beats == 1 ? absl::NotFoundError("coordinator restarted") : absl::OkStatus();
+  };
+  Agent agent(Options(std::nullopt), &client, Clock::Real());
+  std::thread t([&] { agent.Run().IgnoreError(); });
+  ASSERT_TRUE(Eventually([&] { return client.calls("RegisterWorker") >= 2; }));
+  agent.Stop();
+  t.join();
+  EXPECT_EQ(agent.task(), (TaskRef{"worker", 5}));
+  absl::MutexLock l(&mu);
+  ASSERT_GE(had_task.size(), 2u);
+  EXPECT_FALSE(had_task[0]);  // first time: ask for a task
+  EXPECT_TRUE(had_task[1]);   // afterwards: claim the one assigned
+}
+
+TEST(AgentTest, InvalidArgumentIsPermanent) {
+  FakeCoordinatorClient client;
+  client.on_register =
+      [](const v1::RegisterWorkerRequest&) -> absl::StatusOr<v1::RegisterWorkerResponse> {
+    return absl::InvalidArgumentError("address: bad");
+  };
+  Agent agent(Options(TaskRef{"worker", 0}), &client, Clock::Real());
+  absl::Status s = agent.Run();
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_EQ(agent.state(), State::kFailed);
+  EXPECT_EQ(client.calls("RegisterWorker"), 1);
+}
+
+TEST(AgentTest, StopWhileRegisteringDoesNotDeregister) {
+  FakeCoordinatorClient client;
+  client.on_register =
+      [](const v1::RegisterWorkerRequest&) -> absl::StatusOr<v1::RegisterWorkerResponse> {
+    return absl::UnavailableError("down");
+  };
+  Agent agent(Options(TaskRef{"worker", 0}), &client, Clock::Real());
+  std::thread t([&] { agent.Run().IgnoreError(); });
+  ASSERT_TRUE(Eventually([&] { return client.calls("RegisterWorker") >= 2; }));
+  agent.Stop();
+  t.join();
+  EXPECT_EQ(agent.state(), State::kStopped);
+  EXPECT_EQ(client.calls("Deregister"), 0);
+}
+
+}  // namespace
+}  // namespace worker
+}  // namespace lockstep

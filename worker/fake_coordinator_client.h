@@ -1,0 +1,58 @@
+// FakeCoordinatorClient: a CoordinatorClient for tests, with no network. Each RPC counts
+// its calls and answers through a replaceable handler; the defaults accept everything
+// and keep keys in memory. GetKey on a missing key advances the FakeClock (if given) by
+// the requested timeout and answers DEADLINE_EXCEEDED, as a real wait would.
+// Thread model: thread-safe; handlers run without the fake's lock held.
+#ifndef LOCKSTEP_WORKER_FAKE_COORDINATOR_CLIENT_H_
+#define LOCKSTEP_WORKER_FAKE_COORDINATOR_CLIENT_H_
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "worker/coordinator_client.h"
+
+namespace lockstep {
+namespace worker {
+
+class FakeCoordinatorClient final : public CoordinatorClient {
+ public:
+  explicit FakeCoordinatorClient(FakeClock* clock = nullptr) : clock_(clock) {}
+
+  // Handlers; set before the client is used concurrently.
+  std::function<absl::StatusOr<v1::RegisterWorkerResponse>(const v1::RegisterWorkerRequest&)>
+      on_register;
+  std::function<absl::Status(const v1::HeartbeatRequest&)> on_heartbeat;
+  std::function<absl::Status(const v1::DeregisterRequest&)> on_deregister;
+  // Called at the start of every GetKey (e.g. to abort a store mid-wait).
+  std::function<void(const std::string& key)> on_get_key;
+
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request) override;
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override;
+  absl::Status Deregister(const v1::DeregisterRequest& request) override;
+  absl::Status SetKey(const std::string& key, const std::string& value, bool overwrite) override;
+  absl::StatusOr<std::string> GetKey(const std::string& key, absl::Duration timeout) override;
+  absl::Status Barrier(const v1::BarrierRequest& request) override;
+  absl::StatusOr<v1::GetClusterStatusResponse> GetClusterStatus() override;
+  std::string address() const override { return "fake:1"; }
+
+  int calls(const std::string& rpc) const;
+  std::map<std::string, std::string> keys() const;
+
+ private:
+  void Count(const std::string& rpc);
+
+  FakeClock* const clock_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, int> calls_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> kv_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace worker
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_FAKE_COORDINATOR_CLIENT_H_

@@ -1,0 +1,67 @@
+// GrpcCoordinatorClient: CoordinatorClient over a gRPC channel to lockstep-coordinator.
+// Every call carries a deadline (`rpc_timeout`, plus the wait for GetKey and Barrier) and
+// fails fast when the coordinator is down (no wait-for-ready), so callers decide how to
+// retry. Errors are converted once, by common/grpc_status.h.
+// Ownership: owns the channel and stub. Thread model: thread-safe (gRPC stubs are).
+#ifndef LOCKSTEP_WORKER_GRPC_COORDINATOR_CLIENT_H_
+#define LOCKSTEP_WORKER_GRPC_COORDINATOR_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/grpc_status.h"
+#include "lockstep/v1/coordinator.grpc.pb.h"
+#include "worker/coordinator_client.h"
+
+namespace lockstep {
+namespace worker {
+
+class GrpcCoordinatorClient final : public CoordinatorClient {
+ public:
+  // `address`: "host:port". INVALID_ARGUMENT when it is not one. Does not connect yet.
+  static absl::StatusOr<std::unique_ptr<GrpcCoordinatorClient>> Create(
+      const std::string& address, absl::Duration rpc_timeout = absl::Seconds(3));
+
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request) override;
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override;
+  absl::Status Deregister(const v1::DeregisterRequest& request) override;
+  absl::Status SetKey(const std::string& key, const std::string& value, bool overwrite) override;
+  absl::StatusOr<std::string> GetKey(const std::string& key, absl::Duration timeout) override;
+  absl::Status Barrier(const v1::BarrierRequest& request) override;
+  absl::StatusOr<v1::GetClusterStatusResponse> GetClusterStatus() override;
+  std::string address() const override { return address_; }
+
+ private:
+  // One unary call with a deadline `timeout` from now; errors name `name` and the address.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(grpc::Status (v1::Coordinator::Stub::*method)(grpc::ClientContext*,
+                                                                              const Request&,
+                                                                              Response*),
+                                const char* name, const Request& request, absl::Duration timeout) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    Response response;
+    grpc::Status s = (stub_.get()->*method)(&ctx, request, &response);
+    if (!s.ok()) {
+      return FromGrpcStatus(s, absl::StrCat(name, " to coordinator ", address_));
+    }
+    return response;
+  }
+
+  GrpcCoordinatorClient(std::string address, absl::Duration rpc_timeout,
+                        std::unique_ptr<v1::Coordinator::Stub> stub)
+      : address_(std::move(address)), rpc_timeout_(rpc_timeout), stub_(std::move(stub)) {}
+
+  const std::string address_;
+  const absl::Duration rpc_timeout_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+}  // namespace worker
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_GRPC_COORDINATOR_CLIENT_H_

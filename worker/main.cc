@@ -1,0 +1,180 @@
+// lockstepd: the per-machine worker daemon. Reads TF_CONFIG (--tf_config=FILE or the
+// TF_CONFIG environment variable; neither: the coordinator assigns a task), registers with
+// the coordinator (--coordinator or LOCKSTEP_COORDINATOR), heartbeats, and offers
+// --cpu_devices logical CPU devices. SIGTERM/SIGINT deregister and exit 0. A bad
+// configuration exits 2 with the resolver's message.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/incarnation.h"
+#include "common/logging.h"
+#include "common/net.h"
+#include "common/signals.h"
+#include "common/tf_config.h"
+#include "spdlog/spdlog.h"
+#include "worker/agent.h"
+#include "worker/grpc_coordinator_client.h"
+
+ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: $LOCKSTEP_COORDINATOR).");
+ABSL_FLAG(std::string, tf_config, "", "File holding TF_CONFIG JSON (default: $TF_CONFIG).");
+ABSL_FLAG(int, cpu_devices, 1, "Number of logical CPU devices this worker offers.");
+ABSL_FLAG(std::string, address, "",
+          "host:port this worker is reached at. Default: its address in TF_CONFIG, else a "
+          "free port on --host, reserved for the data plane.");
+ABSL_FLAG(std::string, host, "",
+          "Host name reported with the reserved data-plane port when neither --address nor "
+          "TF_CONFIG gives one. Default: 127.0.0.1 when the coordinator is on loopback, "
+          "else this machine's host name.");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
+
+namespace {
+
+constexpr int kExitBadConfig = 2;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return absl::NotFoundError(absl::StrCat("--tf_config: cannot read ", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+int Run(sigset_t signals) {
+  using lockstep::worker::Agent;
+  lockstep::worker::AgentOptions options;
+
+  // TF_CONFIG: --tf_config file, else the environment, else dynamic registration.
+  std::string tf_text;
+  std::string tf_source;
+  if (!absl::GetFlag(FLAGS_tf_config).empty()) {
+    absl::StatusOr<std::string> text = ReadFile(absl::GetFlag(FLAGS_tf_config));
+    if (!text.ok()) {
+      spdlog::error("{}", std::string(text.status().message()));
+      return kExitBadConfig;
+    }
+    tf_text = *text;
+    tf_source = absl::GetFlag(FLAGS_tf_config);
+  } else {
+    tf_text = Env("TF_CONFIG");
+    tf_source = "$TF_CONFIG";
+  }
+  if (!tf_text.empty()) {
+    absl::StatusOr<lockstep::TfConfig> tf = lockstep::TfConfig::Parse(tf_text);
+    if (!tf.ok()) {
+      spdlog::error("{} ({})", std::string(tf.status().message()), tf_source);
+      return kExitBadConfig;
+    }
+    options.task = tf->task();
+    options.address = tf->address();
+  }
+
+  std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  if (coordinator.empty()) coordinator = Env("LOCKSTEP_COORDINATOR");
+  if (coordinator.empty()) {
+    spdlog::error("no coordinator: pass --coordinator=HOST:PORT or set LOCKSTEP_COORDINATOR");
+    return kExitBadConfig;
+  }
+  const int cpu_devices = absl::GetFlag(FLAGS_cpu_devices);
+  if (cpu_devices < 1) {
+    spdlog::error("--cpu_devices: expected at least 1, got {}", cpu_devices);
+    return kExitBadConfig;
+  }
+  for (int i = 0; i < cpu_devices; ++i) {
+    lockstep::v1::Device d;
+    d.set_kind(lockstep::v1::Device::CPU);
+    d.set_index(i);
+    d.set_name(absl::StrCat("CPU:", i));
+    options.devices.push_back(d);
+  }
+
+  // Address: --address, else TF_CONFIG's, else a port reserved now (kept open).
+  std::unique_ptr<lockstep::ReservedPort> reserved;
+  if (!absl::GetFlag(FLAGS_address).empty()) options.address = absl::GetFlag(FLAGS_address);
+  if (options.address.empty()) {
+    // On loopback, listen on loopback only; otherwise on every interface, reporting a name
+    // the other machines can resolve.
+    absl::StatusOr<lockstep::HostPort> coord = lockstep::ParseHostPort(coordinator);
+    const bool loopback = coord.ok() && (coord->host == "127.0.0.1" || coord->host == "localhost" ||
+                                         coord->host == "::1");
+    std::string host = absl::GetFlag(FLAGS_host);
+    if (host.empty()) {
+      char name[256] = {0};
+      host = loopback || gethostname(name, sizeof(name) - 1) != 0 ? "127.0.0.1" : name;
+    }
+    auto port = lockstep::ReservedPort::Create(loopback ? "127.0.0.1" : "", 0);
+    if (!port.ok()) {
+      spdlog::error("cannot reserve a data-plane port: {}", std::string(port.status().message()));
+      return kExitBadConfig;
+    }
+    reserved = *std::move(port);
+    options.address = lockstep::HostPort{host, reserved->port()}.ToString();
+  }
+  if (absl::Status s = lockstep::ParseHostPort(options.address).status(); !s.ok()) {
+    spdlog::error("--address: {}", std::string(s.message()));
+    return kExitBadConfig;
+  }
+
+  auto client = lockstep::worker::GrpcCoordinatorClient::Create(coordinator);
+  if (!client.ok()) {
+    spdlog::error("--coordinator: {}", std::string(client.status().message()));
+    return kExitBadConfig;
+  }
+  options.incarnation = lockstep::NewIncarnation();
+  spdlog::info(
+      "lockstepd starting: {} incarnation {}, address {}, {} CPU device(s), "
+      "coordinator {}",
+      options.task.has_value() ? options.task->ToString() : "dynamic task",
+      lockstep::ShortIncarnation(options.incarnation), options.address, cpu_devices, coordinator);
+
+  Agent agent(options, client->get(), lockstep::Clock::Real());
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGUSR1) return;  // Run() ended by itself
+    spdlog::info("{} received: leaving the cluster", strsignal(sig));
+    agent.Stop();
+  });
+  absl::Status result = agent.Run();
+  // Wake the waiter if Run() ended on its own (permanent error).
+  pthread_kill(waiter.native_handle(), SIGUSR1);
+  waiter.join();
+  if (!result.ok()) {
+    spdlog::error("{}", result.ToString());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Signals go to the waiter thread in Run(); block them before any thread starts (gRPC
+  // starts its own as soon as a channel exists, and they would inherit an open mask).
+  // SIGUSR1 is internal: it wakes the waiter when Run() ends by itself.
+  const sigset_t signals = lockstep::BlockSignals({SIGTERM, SIGINT, SIGUSR1});
+
+  absl::SetProgramUsageMessage(
+      "lockstepd --coordinator=HOST:PORT [--tf_config=FILE] [--cpu_devices=N]");
+  absl::ParseCommandLine(argc, argv);
+  absl::Status logging = lockstep::InitLogging("lockstepd", absl::GetFlag(FLAGS_log_level));
+  if (!logging.ok()) {
+    fprintf(stderr, "%s\n", logging.ToString().c_str());
+    return kExitBadConfig;
+  }
+  return Run(signals);
+}
