@@ -22,6 +22,7 @@
 #include "collectives/communicator.h"
 #include "collectives/inproc_transport.h"
 #include "collectives/store.h"
+#include "collectives/tcp_transport.h"
 #include "collectives/types.h"
 
 namespace lockstep {
@@ -38,6 +39,7 @@ struct CommunicatorConfig {
   std::string listen_host = "127.0.0.1";
   absl::Duration connect_timeout = absl::Seconds(60);
   AlgorithmOptions algorithms;
+  TcpOptions tcp;  // listen_host above overrides tcp.listen_host
   // kInProc only: the hub shared by the group's threads.
   std::shared_ptr<InProcHub> inproc_hub;
 };
