@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "collectives/shm_transport.h"
 #include "collectives/tcp_transport.h"
 #include "common/status.h"
 
@@ -46,6 +47,12 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const CommunicatorConfi
       tcp.listen_host = config.listen_host;
       LS_ASSIGN_OR_RETURN(auto t,
                           TcpTransport::Connect(me, config.key_prefix, store, tcp, deadline));
+      return std::unique_ptr<Transport>(std::move(t));
+    }
+    case TransportKind::kShm: {
+      LS_ASSIGN_OR_RETURN(
+          auto t, ShmTransport::Connect(config.rank, config.world_size, config.key_prefix, store,
+                                        config.shm, deadline));
       return std::unique_ptr<Transport>(std::move(t));
     }
     default:

@@ -77,8 +77,8 @@ TEST(TcpTransportTest, AbortedPeerIsUnavailableNotASlowPeer) {
   absl::Time start = absl::Now();
   RunRanks(2, [&](int r) {
     std::vector<float> x(1 << 16, 1.0f);
-    status[r] = (*group)[r]->AllReduce(x.data(), x.data(), x.size(), DType::kF32,
-                                       ReduceOp::kSum, absl::Now() + absl::Seconds(30));
+    status[r] = (*group)[r]->AllReduce(x.data(), x.data(), x.size(), DType::kF32, ReduceOp::kSum,
+                                       absl::Now() + absl::Seconds(30));
   });
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   for (const absl::Status& s : status) {
