@@ -34,6 +34,11 @@ struct RankConfig {
   double target_s = 0.25;
   bool fusion = true;
   std::string results_path;
+  // Tuning knobs (0: the library's defaults).
+  int shm_spin = 0;
+  int shm_yield = -1;
+  size_t chunk_bytes = 0;
+  size_t ring_threshold_bytes = 0;
 };
 
 absl::Status RunBenchRank(const RankConfig& config);

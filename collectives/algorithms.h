@@ -3,6 +3,8 @@
 // transport error, annotated with the algorithm and rank.
 //
 // Choosing the all-reduce algorithm (ChooseAllReduce) is done here and only here:
+//   - recursive doubling below `doubling_threshold_bytes`: log2(n) exchanges of the whole
+//     vector, the fewest round trips (one for n = 2), for latency-bound tiny messages;
 //   - recursive halving-doubling (Rabenseifner; non-powers of two fold the extra ranks into
 //     their neighbours first) for messages below `ring_threshold_bytes`: 2 log2(n) steps,
 //     latency-bound sizes;
@@ -30,12 +32,14 @@ namespace collectives {
 
 constexpr size_t kDefaultChunkBytes = 512 << 10;
 constexpr size_t kDefaultRingThresholdBytes = 1 << 20;
+constexpr size_t kDefaultDoublingThresholdBytes = 8 << 10;
 constexpr size_t kDefaultBroadcastChainThresholdBytes = 256 << 10;
 
 struct AlgorithmOptions {
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
   size_t chunk_bytes = kDefaultChunkBytes;  // ring and chain segment size
   size_t ring_threshold_bytes = kDefaultRingThresholdBytes;
+  size_t doubling_threshold_bytes = kDefaultDoublingThresholdBytes;
   size_t broadcast_chain_threshold_bytes = kDefaultBroadcastChainThresholdBytes;
 };
 
@@ -46,6 +50,8 @@ absl::Status AllReduce(Transport& t, const AlgorithmOptions& options, void* buf,
                        DType dtype, ReduceOp op, absl::Time deadline);
 absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t count, DType dtype,
                            ReduceOp op, absl::Time deadline);
+absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                        ReduceOp op, absl::Time deadline);
 absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
                                       ReduceOp op, absl::Time deadline);
 
