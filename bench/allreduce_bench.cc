@@ -38,11 +38,13 @@ struct BenchFlags {
   std::string algorithm = "auto";
   bool fusion = true;
   double target_s = 0.25;
-  int shm_spin = 0;
+  int shm_spin = -1;
   int shm_yield = -1;
   size_t chunk_bytes = 0;
   size_t ring_threshold_bytes = 0;
-  bool bind = true;
+  std::string bind = "auto";  // auto: bind for shm only (measured: it hurts loopback TCP)
+  int tcp_buffer_bytes = 0;
+  int tcp_busy_polls = -1;
 };
 
 absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
@@ -82,8 +84,13 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       ok = absl::SimpleAtob(value, &f.fusion);
     } else if (name == "target_s") {
       ok = absl::SimpleAtod(value, &f.target_s) && f.target_s > 0;
+    } else if (name == "tcp_buffer_bytes") {
+      ok = absl::SimpleAtoi(value, &f.tcp_buffer_bytes);
+    } else if (name == "tcp_busy_polls") {
+      ok = absl::SimpleAtoi(value, &f.tcp_busy_polls);
     } else if (name == "bind") {
-      ok = absl::SimpleAtob(value, &f.bind);
+      f.bind = value;
+      ok = value == "auto" || value == "true" || value == "false";
     } else if (name == "shm_spin") {
       ok = absl::SimpleAtoi(value, &f.shm_spin);
     } else if (name == "shm_yield") {
@@ -129,6 +136,8 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
   c.target_s = f.target_s;
   c.fusion = f.fusion;
   c.shm_spin = f.shm_spin;
+  c.tcp_buffer_bytes = f.tcp_buffer_bytes;
+  c.tcp_busy_polls = f.tcp_busy_polls;
   c.shm_yield = f.shm_yield;
   c.chunk_bytes = f.chunk_bytes;
   c.ring_threshold_bytes = f.ring_threshold_bytes;
@@ -140,7 +149,7 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       c.rank = r;
-      if (f.bind) {
+      if (f.bind == "true" || (f.bind == "auto" && f.transport == "shm")) {
         // Like Open MPI's default binding (to core for np <= 2, to socket above): here one
         // core per rank, round robin, so two ranks never time-share a core by accident.
         cpu_set_t set;

@@ -35,10 +35,12 @@ struct RankConfig {
   bool fusion = true;
   std::string results_path;
   // Tuning knobs (0: the library's defaults).
-  int shm_spin = 0;
+  int shm_spin = -1;
   int shm_yield = -1;
   size_t chunk_bytes = 0;
   size_t ring_threshold_bytes = 0;
+  int tcp_buffer_bytes = 0;
+  int tcp_busy_polls = -1;
 };
 
 absl::Status RunBenchRank(const RankConfig& config);

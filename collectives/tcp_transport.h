@@ -31,6 +31,9 @@ struct TcpOptions {
   // SO_SNDBUF/SO_RCVBUF; 0 keeps Linux's autotuning, which does better on loopback.
   int socket_buffer_bytes = 0;
   size_t staging_bytes = 256 << 10;
+  // Non-blocking attempts before sleeping in poll(); -1: 64 when every rank can have its own
+  // core (world size <= online CPUs), else 0.
+  int busy_polls = -1;
   // How long one incoming connection may take to finish its handshake.
   absl::Duration handshake_timeout = absl::Seconds(5);
 };
@@ -59,6 +62,7 @@ class TcpTransport final : public Transport {
   UniqueFd abort_fd_;            // eventfd, readable after Abort()
   std::atomic<bool> aborted_{false};
   std::vector<char> staging_;
+  int busy_polls_ = 0;
 };
 
 }  // namespace collectives
