@@ -1,0 +1,306 @@
+#include "collectives/algorithms.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/reduce.h"
+#include "common/status.h"
+
+namespace lockstep {
+namespace collectives {
+namespace {
+
+int Mod(int a, int n) { return ((a % n) + n) % n; }
+
+// Element range [start, start + len) of block b when `count` elements are split into n
+// nearly equal blocks (sizes differ by at most one; any may be empty).
+struct Range {
+  size_t start = 0;
+  size_t len = 0;
+};
+Range BlockOf(size_t count, int n, int b) {
+  size_t s = count * static_cast<size_t>(b) / n;
+  size_t e = count * static_cast<size_t>(b + 1) / n;
+  return {s, e - s};
+}
+
+// One exchange of a range of elements with a neighbour, split into segments of at most
+// `seg` elements. If `reduce`, received bytes are combined into `base` as they arrive.
+absl::Status Exchange(Transport& t, int to, Range send, int from, Range recv, char* base,
+                      size_t esize, size_t seg, bool reduce, DType dtype, ReduceOp op,
+                      absl::Time deadline) {
+  size_t nseg = std::max((send.len + seg - 1) / seg, (recv.len + seg - 1) / seg);
+  for (size_t k = 0; k < nseg; ++k) {
+    size_t s_off = std::min(send.len, k * seg), s_len = std::min(seg, send.len - s_off);
+    size_t r_off = std::min(recv.len, k * seg), r_len = std::min(seg, recv.len - r_off);
+    char* dst = base + (recv.start + r_off) * esize;
+    auto combine = [&](size_t offset, const void* data, size_t len) {
+      Reduce(dtype, op, dst + offset, data, len / esize);
+    };
+    RecvSink sink(combine);
+    SendSpec s{to, base + (send.start + s_off) * esize, s_len * esize};
+    RecvSpec r{from, dst, r_len * esize, esize, reduce ? &sink : nullptr};
+    LS_RETURN_IF_ERROR(t.SendRecv(s, r, deadline));
+  }
+  return absl::OkStatus();
+}
+
+size_t SegmentElems(size_t chunk_bytes, size_t esize) {
+  return std::max<size_t>(1, chunk_bytes / esize);
+}
+
+// Ring reduce-scatter over `count` elements in n blocks; rank r ends owning the fully
+// reduced block (r + 1 + shift) mod n.
+absl::Status RingReduceScatterBlocks(Transport& t, size_t chunk_bytes, char* base, size_t count,
+                                     DType dtype, ReduceOp op, int shift, absl::Time deadline) {
+  const int n = t.size(), r = t.rank();
+  const size_t esize = DTypeSize(dtype);
+  const int right = Mod(r + 1, n), left = Mod(r - 1, n);
+  for (int s = 0; s < n - 1; ++s) {
+    Range send = BlockOf(count, n, Mod(r - s + shift, n));
+    Range recv = BlockOf(count, n, Mod(r - s - 1 + shift, n));
+    LS_RETURN_IF_ERROR(Exchange(t, right, send, left, recv, base, esize,
+                                SegmentElems(chunk_bytes, esize), true, dtype, op, deadline));
+  }
+  return absl::OkStatus();
+}
+
+// Ring all-gather where rank r starts owning block (r + first) mod n.
+absl::Status RingAllGatherBlocks(Transport& t, size_t chunk_bytes, char* base, size_t count,
+                                 size_t esize, int first, absl::Time deadline) {
+  const int n = t.size(), r = t.rank();
+  const int right = Mod(r + 1, n), left = Mod(r - 1, n);
+  for (int s = 0; s < n - 1; ++s) {
+    Range send = BlockOf(count, n, Mod(r + first - s, n));
+    Range recv = BlockOf(count, n, Mod(r + first - s - 1, n));
+    LS_RETURN_IF_ERROR(Exchange(t, right, send, left, recv, base, esize,
+                                SegmentElems(chunk_bytes, esize), false, DType::kF32,
+                                ReduceOp::kSum, deadline));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WithContext(absl::Status s, const char* what, const Transport& t) {
+  if (s.ok()) return s;
+  return Annotate(s, absl::StrCat(what, " (rank ", t.rank(), " of ", t.size(), ")"));
+}
+
+}  // namespace
+
+AllReduceAlgorithm ChooseAllReduce(const AlgorithmOptions& options, int world_size, size_t bytes) {
+  if (options.algorithm != AllReduceAlgorithm::kAuto) return options.algorithm;
+  if (bytes < options.doubling_threshold_bytes) return AllReduceAlgorithm::kRecursiveDoubling;
+  return bytes < options.ring_threshold_bytes ? AllReduceAlgorithm::kHalvingDoubling
+                                              : AllReduceAlgorithm::kRing;
+}
+
+absl::Status AllReduce(Transport& t, const AlgorithmOptions& options, void* buf, size_t count,
+                       DType dtype, ReduceOp op, absl::Time deadline) {
+  if (t.size() == 1 || count == 0) {
+    FinishMean(dtype, op, buf, count, t.size());
+    return absl::OkStatus();
+  }
+  switch (ChooseAllReduce(options, t.size(), count * DTypeSize(dtype))) {
+    case AllReduceAlgorithm::kRing:
+      return RingAllReduce(t, options.chunk_bytes, buf, count, dtype, op, deadline);
+    case AllReduceAlgorithm::kRecursiveDoubling:
+      return RecursiveDoublingAllReduce(t, buf, count, dtype, op, deadline);
+    default:
+      return HalvingDoublingAllReduce(t, buf, count, dtype, op, deadline);
+  }
+}
+
+absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t count, DType dtype,
+                           ReduceOp op, absl::Time deadline) {
+  char* base = static_cast<char*>(buf);
+  absl::Status s =
+      RingReduceScatterBlocks(t, chunk_bytes, base, count, dtype, op, /*shift=*/0, deadline);
+  if (s.ok()) {
+    s = RingAllGatherBlocks(t, chunk_bytes, base, count, DTypeSize(dtype), /*first=*/1, deadline);
+  }
+  LS_RETURN_IF_ERROR(WithContext(s, "ring all-reduce", t));
+  FinishMean(dtype, op, buf, count, t.size());
+  return absl::OkStatus();
+}
+
+static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                              ReduceOp op, bool halving, absl::Time deadline);
+
+absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                        ReduceOp op, absl::Time deadline) {
+  return FoldedPowerOfTwoAllReduce(t, buf, count, dtype, op, /*halving=*/false, deadline);
+}
+
+absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                      ReduceOp op, absl::Time deadline) {
+  return FoldedPowerOfTwoAllReduce(t, buf, count, dtype, op, /*halving=*/true, deadline);
+}
+
+// Non-powers of two fold their extra ranks into neighbours first. Between the remaining p
+// ranks: with `halving`, recursive halving (reduce-scatter) then recursive doubling
+// (all-gather), Rabenseifner; without, log2(p) exchanges of the whole vector.
+static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                              ReduceOp op, bool halving, absl::Time deadline) {
+  const int n = t.size(), r = t.rank();
+  const size_t esize = DTypeSize(dtype);
+  char* base = static_cast<char*>(buf);
+  const size_t all = count * esize;
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const int rem = n - p;
+  auto real = [&](int nr) { return nr < rem ? 2 * nr + 1 : nr + rem; };
+  auto combine_all = [&](size_t offset, const void* data, size_t len) {
+    Reduce(dtype, op, base + offset, data, len / esize);
+  };
+  RecvSink sink_all(combine_all);
+
+  // Fold: among the first 2*rem ranks, even ranks hand their vector to the odd neighbour.
+  int newrank;
+  absl::Status s;
+  if (r < 2 * rem) {
+    if (r % 2 == 0) {
+      s = t.SendRecv({r + 1, base, all}, {}, deadline);
+      newrank = -1;
+    } else {
+      s = t.SendRecv({}, {r - 1, base, all, esize, &sink_all}, deadline);
+      newrank = r / 2;
+    }
+  } else {
+    newrank = r - rem;
+  }
+  if (newrank >= 0 && s.ok() && !halving) {
+    // Whole-vector exchanges: a op b on one side, b op a on the other, bitwise equal.
+    // The partner's vector lands in scratch (`base` is being sent meanwhile).
+    alignas(64) char small[16 << 10];
+    std::vector<char> large;
+    char* theirs = small;
+    if (all > sizeof(small)) {
+      large.resize(all);
+      theirs = large.data();
+    }
+    for (int mask = 1; mask < p && s.ok(); mask *= 2) {
+      const int partner = real(newrank ^ mask);
+      s = t.SendRecv({partner, base, all}, {partner, theirs, all}, deadline);
+      if (s.ok()) Reduce(dtype, op, base, theirs, count);
+    }
+  } else if (newrank >= 0 && s.ok()) {
+    // Recursive halving (reduce-scatter), then recursive doubling (all-gather).
+    std::vector<Range> stack;
+    size_t lo = 0, hi = count;
+    for (int mask = p / 2; mask >= 1 && s.ok(); mask /= 2) {
+      const int partner = real(newrank ^ mask);
+      const size_t mid = lo + (hi - lo) / 2;
+      Range keep{lo, mid - lo}, give{mid, hi - mid};
+      if (newrank & mask) std::swap(keep, give);
+      stack.push_back({lo, hi - lo});
+      s = Exchange(t, partner, give, partner, keep, base, esize, std::max<size_t>(count, 1), true,
+                   dtype, op, deadline);
+      lo = keep.start;
+      hi = keep.start + keep.len;
+    }
+    for (int mask = 1; mask < p && s.ok(); mask *= 2) {
+      const int partner = real(newrank ^ mask);
+      Range parent = stack.back();
+      stack.pop_back();
+      Range mine{lo, hi - lo};
+      Range other = lo == parent.start ? Range{hi, parent.start + parent.len - hi}
+                                       : Range{parent.start, lo - parent.start};
+      s = Exchange(t, partner, mine, partner, other, base, esize, std::max<size_t>(count, 1), false,
+                   dtype, op, deadline);
+      lo = parent.start;
+      hi = parent.start + parent.len;
+    }
+  }
+  // Unfold: odd ranks hand the result back to the even neighbour that sat out.
+  if (s.ok() && r < 2 * rem) {
+    if (r % 2 == 1) {
+      s = t.SendRecv({r - 1, base, all}, {}, deadline);
+    } else {
+      s = t.SendRecv({}, {r + 1, base, all}, deadline);
+    }
+  }
+  LS_RETURN_IF_ERROR(
+      WithContext(s, halving ? "halving-doubling all-reduce" : "recursive-doubling all-reduce", t));
+  FinishMean(dtype, op, buf, count, n);
+  return absl::OkStatus();
+}
+
+absl::Status Broadcast(Transport& t, const AlgorithmOptions& options, void* buf, size_t bytes,
+                       int root, absl::Time deadline) {
+  const int n = t.size();
+  if (n == 1 || bytes == 0) return absl::OkStatus();
+  const int rel = Mod(t.rank() - root, n);
+  auto real = [&](int x) { return Mod(x + root, n); };
+  char* base = static_cast<char*>(buf);
+  absl::Status s;
+  if (bytes < options.broadcast_chain_threshold_bytes || n == 2) {
+    // Binomial tree: receive from the parent, then send to children, largest subtree first.
+    int mask = 1;
+    while (mask < n) {
+      if (rel & mask) {
+        s = t.SendRecv({}, {real(rel - mask), base, bytes}, deadline);
+        break;
+      }
+      mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0 && s.ok(); mask >>= 1) {
+      if (rel + mask < n) s = t.SendRecv({real(rel + mask), base, bytes}, {}, deadline);
+    }
+  } else {
+    // Pipelined chain root -> root+1 -> ...: forward segment k-1 while receiving segment k.
+    const size_t seg = std::max<size_t>(1, options.chunk_bytes);
+    const size_t nseg = (bytes + seg - 1) / seg;
+    const int next = rel + 1 < n ? real(rel + 1) : kNoPeer;
+    const int prev = rel > 0 ? real(rel - 1) : kNoPeer;
+    auto seg_len = [&](size_t k) { return std::min(seg, bytes - k * seg); };
+    for (size_t k = 0; k <= nseg && s.ok(); ++k) {
+      SendSpec send;
+      RecvSpec recv;
+      if (rel == 0) {
+        if (k < nseg) send = {next, base + k * seg, seg_len(k)};
+      } else {
+        if (k >= 1) send = {next, base + (k - 1) * seg, seg_len(k - 1)};
+        if (k < nseg) recv = {prev, base + k * seg, seg_len(k)};
+      }
+      s = t.SendRecv(send, recv, deadline);
+    }
+  }
+  return WithContext(s, "broadcast", t);
+}
+
+absl::Status RingAllGather(Transport& t, size_t chunk_bytes, void* buf, size_t block_bytes,
+                           absl::Time deadline) {
+  if (t.size() == 1 || block_bytes == 0) return absl::OkStatus();
+  // Blocks are equal, so BlockOf over n * block_bytes "elements" of one byte is exact.
+  absl::Status s = RingAllGatherBlocks(t, chunk_bytes, static_cast<char*>(buf),
+                                       block_bytes * t.size(), 1, /*first=*/0, deadline);
+  return WithContext(s, "ring all-gather", t);
+}
+
+absl::Status RingReduceScatter(Transport& t, size_t chunk_bytes, void* buf, size_t block_count,
+                               DType dtype, ReduceOp op, absl::Time deadline) {
+  const int n = t.size();
+  char* base = static_cast<char*>(buf);
+  if (n > 1 && block_count > 0) {
+    absl::Status s = RingReduceScatterBlocks(t, chunk_bytes, base, block_count * n, dtype, op,
+                                             /*shift=*/-1, deadline);
+    LS_RETURN_IF_ERROR(WithContext(s, "ring reduce-scatter", t));
+  }
+  FinishMean(dtype, op, base + t.rank() * block_count * DTypeSize(dtype), block_count, n);
+  return absl::OkStatus();
+}
+
+absl::Status DisseminationBarrier(Transport& t, absl::Time deadline) {
+  const int n = t.size(), r = t.rank();
+  char out = 1, in = 0;
+  for (int k = 1; k < n; k *= 2) {
+    absl::Status s = t.SendRecv({Mod(r + k, n), &out, 1}, {Mod(r - k, n), &in, 1}, deadline);
+    LS_RETURN_IF_ERROR(WithContext(s, "barrier", t));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace collectives
+}  // namespace lockstep

@@ -1,0 +1,79 @@
+// The collective algorithms, written against Transport only (no transport is special-cased
+// here). Every function runs one collective on the calling thread and returns the first
+// transport error, annotated with the algorithm and rank.
+//
+// Choosing the all-reduce algorithm (ChooseAllReduce) is done here and only here:
+//   - recursive doubling below `doubling_threshold_bytes`: log2(n) exchanges of the whole
+//     vector, the fewest round trips (one for n = 2), for latency-bound tiny messages;
+//   - recursive halving-doubling (Rabenseifner; non-powers of two fold the extra ranks into
+//     their neighbours first) for messages below `ring_threshold_bytes`: 2 log2(n) steps,
+//     latency-bound sizes;
+//   - ring (reduce-scatter + all-gather, each step split into `chunk_bytes` segments and
+//     reduced as bytes arrive) above it: 2(n-1)/n * S bytes per rank, bandwidth-optimal.
+// The default threshold (kDefaultRingThresholdBytes) comes from the allreduce benchmark on
+// the 2-core development machines (see bench/allreduce_bench.cc): halving-doubling moves the
+// same bytes with fewer, larger messages, which wins on these machines up to ~1 MiB for n=4 and
+// at all sizes for n=2, where both algorithms do a single exchange per phase.
+//
+// Reduction order is fixed by (rank, world size, count, algorithm), so results are bitwise
+// identical on every rank and every run.
+#ifndef LOCKSTEP_COLLECTIVES_ALGORITHMS_H_
+#define LOCKSTEP_COLLECTIVES_ALGORITHMS_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "collectives/transport.h"
+#include "collectives/types.h"
+
+namespace lockstep {
+namespace collectives {
+
+constexpr size_t kDefaultChunkBytes = 512 << 10;
+constexpr size_t kDefaultRingThresholdBytes = 1 << 20;
+constexpr size_t kDefaultDoublingThresholdBytes = 8 << 10;
+constexpr size_t kDefaultBroadcastChainThresholdBytes = 256 << 10;
+
+struct AlgorithmOptions {
+  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
+  size_t chunk_bytes = kDefaultChunkBytes;  // ring and chain segment size
+  size_t ring_threshold_bytes = kDefaultRingThresholdBytes;
+  size_t doubling_threshold_bytes = kDefaultDoublingThresholdBytes;
+  size_t broadcast_chain_threshold_bytes = kDefaultBroadcastChainThresholdBytes;
+};
+
+AllReduceAlgorithm ChooseAllReduce(const AlgorithmOptions& options, int world_size, size_t bytes);
+
+// In place on `buf` (count elements). kMean divides at the end.
+absl::Status AllReduce(Transport& t, const AlgorithmOptions& options, void* buf, size_t count,
+                       DType dtype, ReduceOp op, absl::Time deadline);
+absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t count, DType dtype,
+                           ReduceOp op, absl::Time deadline);
+absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                        ReduceOp op, absl::Time deadline);
+absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                      ReduceOp op, absl::Time deadline);
+
+// `buf` on `root` is sent to every rank. Binomial tree for small messages, pipelined chain
+// for large.
+absl::Status Broadcast(Transport& t, const AlgorithmOptions& options, void* buf, size_t bytes,
+                       int root, absl::Time deadline);
+
+// Ring all-gather: `buf` holds size() blocks of `block_bytes`; block rank() is this rank's
+// input, the others are filled in.
+absl::Status RingAllGather(Transport& t, size_t chunk_bytes, void* buf, size_t block_bytes,
+                           absl::Time deadline);
+
+// Ring reduce-scatter: `buf` holds size() blocks of `block_count` elements; on return block
+// rank() holds the reduction of every rank's block rank() (other blocks are scratch).
+absl::Status RingReduceScatter(Transport& t, size_t chunk_bytes, void* buf, size_t block_count,
+                               DType dtype, ReduceOp op, absl::Time deadline);
+
+// Dissemination barrier: ceil(log2 n) rounds of one byte.
+absl::Status DisseminationBarrier(Transport& t, absl::Time deadline);
+
+}  // namespace collectives
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COLLECTIVES_ALGORITHMS_H_

@@ -1,0 +1,188 @@
+#include "collectives/communicator.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace lockstep {
+namespace collectives {
+
+absl::Status CollectiveHandle::Wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&done_));
+  return status_;
+}
+
+bool CollectiveHandle::Done() {
+  absl::MutexLock lock(&mu_);
+  return done_;
+}
+
+void CollectiveHandle::Finish(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  status_ = std::move(status);
+  done_ = true;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    std::unique_ptr<Transport> transport, const AlgorithmOptions& options) {
+  if (transport == nullptr) return absl::InvalidArgumentError("communicator: null transport");
+  if (options.chunk_bytes == 0) {
+    return absl::InvalidArgumentError("communicator: chunk_bytes must be positive");
+  }
+  return std::unique_ptr<Communicator>(new Communicator(std::move(transport), options));
+}
+
+Communicator::Communicator(std::unique_ptr<Transport> transport, const AlgorithmOptions& options)
+    : transport_(std::move(transport)), options_(options) {
+  worker_ = std::thread([this] { WorkerLoop(); });
+}
+
+Communicator::~Communicator() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  worker_.join();
+}
+
+void Communicator::Abort() {
+  aborted_.store(true);
+  transport_->Abort();
+}
+
+absl::Status Communicator::Execute(const Body& body) {
+  if (aborted_.load()) {
+    return absl::AbortedError(absl::StrCat("communicator rank ", rank(), " was aborted"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!failed_.ok()) {
+      return absl::Status(failed_.code(), absl::StrCat("an earlier collective failed on rank ",
+                                                       rank(), ": ", failed_.message()));
+    }
+  }
+  absl::Status s = body();
+  if (!s.ok()) {
+    if (aborted_.load()) {
+      s = absl::AbortedError(
+          absl::StrCat("communicator rank ", rank(), " was aborted: ", s.message()));
+    }
+    // Tell the peers at once (they see this rank leave: UNAVAILABLE) rather than letting
+    // them wait for their deadlines. A deadline stays local: the peers have their own.
+    if (s.code() != absl::StatusCode::kDeadlineExceeded) transport_->Abort();
+    absl::MutexLock lock(&mu_);
+    if (failed_.ok()) failed_ = s;
+  }
+  return s;
+}
+
+void Communicator::WorkerLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty() && !busy_);
+    };
+    mu_.Await(absl::Condition(&ready));
+    if (queue_.empty()) return;  // stopping
+    Op op = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    mu_.Unlock();
+    absl::Status s = Execute(op.body);
+    op.handle->Finish(std::move(s));
+    mu_.Lock();
+    busy_ = false;
+  }
+}
+
+Handle Communicator::Submit(Body body) {
+  auto handle = std::make_shared<CollectiveHandle>();
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(Op{std::move(body), handle});
+  return handle;
+}
+
+absl::Status Communicator::RunNow(Body body) {
+  bool run_here;
+  {
+    absl::MutexLock lock(&mu_);
+    run_here = queue_.empty() && !busy_;
+    if (run_here) busy_ = true;
+  }
+  // Keep call order: queue behind the pending async collectives.
+  if (!run_here) return Submit(std::move(body))->Wait();
+  absl::Status s = Execute(body);
+  absl::MutexLock lock(&mu_);
+  busy_ = false;
+  return s;
+}
+
+absl::Status Communicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
+                                     ReduceOp op, absl::Time deadline) {
+  return RunNow([=] {
+    if (count > 0 && (send == nullptr || recv == nullptr)) {
+      return absl::InvalidArgumentError("all-reduce: null buffer");
+    }
+    if (send != recv && count > 0) std::memcpy(recv, send, count * DTypeSize(dtype));
+    return collectives::AllReduce(*transport_, options_, recv, count, dtype, op, deadline);
+  });
+}
+
+Handle Communicator::AllReduceAsync(const void* send, void* recv, size_t count, DType dtype,
+                                    ReduceOp op, absl::Time deadline) {
+  return Submit([=] {
+    if (send != recv && count > 0) std::memcpy(recv, send, count * DTypeSize(dtype));
+    return collectives::AllReduce(*transport_, options_, recv, count, dtype, op, deadline);
+  });
+}
+
+absl::Status Communicator::Broadcast(void* buf, size_t count, DType dtype, int root,
+                                     absl::Time deadline) {
+  return BroadcastAsync(buf, count, dtype, root, deadline)->Wait();
+}
+
+Handle Communicator::BroadcastAsync(void* buf, size_t count, DType dtype, int root,
+                                    absl::Time deadline) {
+  if (root < 0 || root >= size()) {
+    auto h = std::make_shared<CollectiveHandle>();
+    h->Finish(absl::InvalidArgumentError(
+        absl::StrCat("broadcast: root ", root, " is not a rank of a group of ", size())));
+    return h;
+  }
+  return Submit([=] {
+    return collectives::Broadcast(*transport_, options_, buf, count * DTypeSize(dtype), root,
+                                  deadline);
+  });
+}
+
+absl::Status Communicator::AllGather(const void* send, void* recv, size_t count, DType dtype,
+                                     absl::Time deadline) {
+  return RunNow([=] {
+    const size_t block = count * DTypeSize(dtype);
+    char* out = static_cast<char*>(recv);
+    if (send != out + rank() * block && block > 0) std::memcpy(out + rank() * block, send, block);
+    return RingAllGather(*transport_, options_.chunk_bytes, recv, block, deadline);
+  });
+}
+
+absl::Status Communicator::ReduceScatter(const void* send, void* recv, size_t count, DType dtype,
+                                         ReduceOp op, absl::Time deadline) {
+  return RunNow([=] {
+    const size_t block = count * DTypeSize(dtype);
+    scratch_.resize(block * size());
+    if (block > 0) std::memcpy(scratch_.data(), send, block * size());
+    LS_RETURN_IF_ERROR(RingReduceScatter(*transport_, options_.chunk_bytes, scratch_.data(), count,
+                                         dtype, op, deadline));
+    if (block > 0) std::memcpy(recv, scratch_.data() + rank() * block, block);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status Communicator::Barrier(absl::Time deadline) {
+  return RunNow([=] { return DisseminationBarrier(*transport_, deadline); });
+}
+
+}  // namespace collectives
+}  // namespace lockstep

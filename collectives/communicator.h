@@ -1,0 +1,125 @@
+// Communicator: the collectives of one group of ranks (AllReduce, Broadcast, AllGather,
+// ReduceScatter, Barrier) over a Transport. Build one with CreateCommunicator
+// (communicator_factory.h); tests may wrap any Transport with Communicator::Create.
+//
+// Calls take raw buffers (void* + element count + DType), in place when send == recv, and
+// an absolute deadline; they return absl::Status:
+//   OK; DEADLINE_EXCEEDED (a peer is slow or stopped); UNAVAILABLE naming the peer that
+//   died, closed its connection or aborted; ABORTED after Abort(); INVALID_ARGUMENT for a
+//   bad root or null buffer. After any error the communicator is failed: every later call
+//   returns the same code at once (the group must be rebuilt, as with NCCL). Except after a
+//   deadline, a failed rank also closes its transport so that its peers fail fast too.
+// Every rank must issue the same collectives in the same order.
+//
+// Async forms return a CollectiveHandle; the collectives run one at a time, in call order,
+// on the communicator's own thread, so a caller (the training executor) overlaps them with
+// compute. Buffers must stay valid until Wait() returns. Sync calls run on the caller's
+// thread when nothing is queued (no thread hand-off on the latency-critical path).
+//
+// Thread model: thread-safe; Abort() may be called from any thread and makes the pending
+// and every later call return ABORTED within 100 ms. The destructor waits for queued calls
+// (each bounded by its deadline; call Abort() first to end them at once).
+#ifndef LOCKSTEP_COLLECTIVES_COMMUNICATOR_H_
+#define LOCKSTEP_COLLECTIVES_COMMUNICATOR_H_
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collectives/algorithms.h"
+#include "collectives/transport.h"
+#include "collectives/types.h"
+
+namespace lockstep {
+namespace collectives {
+
+// The result of an async collective. Thread model: thread-safe.
+class CollectiveHandle {
+ public:
+  // Blocks until the collective finished (bounded by its deadline and by Abort()).
+  absl::Status Wait();
+  bool Done();
+
+ private:
+  friend class Communicator;
+  void Finish(absl::Status status);
+
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+using Handle = std::shared_ptr<CollectiveHandle>;
+
+class Communicator {
+ public:
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(std::unique_ptr<Transport> transport,
+                                                              const AlgorithmOptions& options);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
+
+  absl::Status AllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                         absl::Time deadline);
+  Handle AllReduceAsync(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                        absl::Time deadline);
+
+  // `buf` of `root` is copied to every rank's `buf`.
+  absl::Status Broadcast(void* buf, size_t count, DType dtype, int root, absl::Time deadline);
+  Handle BroadcastAsync(void* buf, size_t count, DType dtype, int root, absl::Time deadline);
+
+  // recv (size() * count elements) receives every rank's `send` (count elements), in rank
+  // order. In place when send == recv + rank() * count elements.
+  absl::Status AllGather(const void* send, void* recv, size_t count, DType dtype,
+                         absl::Time deadline);
+
+  // send holds size() * count elements; recv (count elements) receives the reduction of
+  // every rank's block rank().
+  absl::Status ReduceScatter(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                             absl::Time deadline);
+
+  absl::Status Barrier(absl::Time deadline);
+
+  void Abort();
+
+ private:
+  using Body = std::function<absl::Status()>;
+  struct Op {
+    Body body;
+    Handle handle;
+  };
+
+  Communicator(std::unique_ptr<Transport> transport, const AlgorithmOptions& options);
+  Handle Submit(Body body);
+  absl::Status RunNow(Body body);
+  absl::Status Execute(const Body& body);
+  void WorkerLoop();
+
+  const std::unique_ptr<Transport> transport_;
+  const AlgorithmOptions options_;
+  std::atomic<bool> aborted_{false};
+  // Scratch for out-of-place reduce-scatter; used only by the collective running now.
+  std::vector<char> scratch_;
+
+  absl::Mutex mu_;
+  std::deque<Op> queue_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a collective is running
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);  // first error; sticky
+  std::thread worker_;
+};
+
+}  // namespace collectives
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COLLECTIVES_COMMUNICATOR_H_

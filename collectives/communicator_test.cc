@@ -1,0 +1,143 @@
+// Broadcast, AllGather, ReduceScatter, Barrier, async calls, Abort and deadlines over the
+// in-process transport (the transports have their own tests).
+#include "collectives/communicator.h"
+
+#include <numeric>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "collectives/test_util.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace collectives {
+namespace {
+
+absl::Time Soon() { return absl::Now() + absl::Seconds(20); }
+
+class CommunicatorTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CommunicatorTest, BroadcastFromEveryRootTreeAndChain) {
+  const int n = GetParam();
+  AlgorithmOptions options;
+  options.chunk_bytes = 64;
+  options.broadcast_chain_threshold_bytes = 256;  // sizes above use the pipelined chain
+  auto group = MakeGroup(TransportKind::kInProc, n, options);
+  ASSERT_TRUE(group.ok()) << group.status();
+  for (size_t count : {size_t{1}, size_t{13}, size_t{1000}}) {
+    for (int root = 0; root < n; ++root) {
+      std::vector<std::vector<int32_t>> bufs(n, std::vector<int32_t>(count, -1));
+      std::iota(bufs[root].begin(), bufs[root].end(), root * 1000);
+      RunRanks(n, [&](int r) {
+        ASSERT_TRUE((*group)[r]->Broadcast(bufs[r].data(), count, DType::kI32, root, Soon()).ok());
+      });
+      for (int r = 0; r < n; ++r) EXPECT_EQ(bufs[r], bufs[root]) << "root " << root;
+    }
+  }
+}
+
+TEST_P(CommunicatorTest, AllGatherAndReduceScatter) {
+  const int n = GetParam();
+  auto group = MakeGroup(TransportKind::kInProc, n);
+  ASSERT_TRUE(group.ok()) << group.status();
+  const size_t count = 5;
+  std::vector<std::vector<int64_t>> gathered(n, std::vector<int64_t>(n * count));
+  std::vector<std::vector<int64_t>> scattered(n, std::vector<int64_t>(count));
+  RunRanks(n, [&](int r) {
+    std::vector<int64_t> mine(count, r + 1);
+    ASSERT_TRUE(
+        (*group)[r]->AllGather(mine.data(), gathered[r].data(), count, DType::kI64, Soon()).ok());
+    std::vector<int64_t> all(n * count);
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i) * (r + 1);
+    ASSERT_TRUE((*group)[r]
+                    ->ReduceScatter(all.data(), scattered[r].data(), count, DType::kI64,
+                                    ReduceOp::kSum, Soon())
+                    .ok());
+  });
+  const int64_t ranks_sum = n * (n + 1) / 2;
+  for (int r = 0; r < n; ++r) {
+    for (int b = 0; b < n; ++b) {
+      for (size_t i = 0; i < count; ++i) EXPECT_EQ(gathered[r][b * count + i], b + 1);
+    }
+    for (size_t i = 0; i < count; ++i) {
+      EXPECT_EQ(scattered[r][i], static_cast<int64_t>(r * count + i) * ranks_sum);
+    }
+  }
+}
+
+TEST_P(CommunicatorTest, AsyncAllReducesCompleteInOrderWithBarrier) {
+  const int n = GetParam();
+  auto group = MakeGroup(TransportKind::kInProc, n);
+  ASSERT_TRUE(group.ok()) << group.status();
+  constexpr int kTensors = 6;
+  std::vector<std::vector<std::vector<float>>> bufs(n, std::vector<std::vector<float>>(kTensors));
+  RunRanks(n, [&](int r) {
+    std::vector<Handle> handles;
+    for (int k = 0; k < kTensors; ++k) {
+      bufs[r][k].assign(100 + k, static_cast<float>(k + r));
+      handles.push_back((*group)[r]->AllReduceAsync(bufs[r][k].data(), bufs[r][k].data(),
+                                                    bufs[r][k].size(), DType::kF32, ReduceOp::kSum,
+                                                    Soon()));
+    }
+    // A sync call queues behind the async ones.
+    ASSERT_TRUE((*group)[r]->Barrier(Soon()).ok());
+    for (auto& h : handles) {
+      EXPECT_TRUE(h->Done());
+      ASSERT_TRUE(h->Wait().ok());
+    }
+  });
+  for (int r = 0; r < n; ++r) {
+    for (int k = 0; k < kTensors; ++k) {
+      EXPECT_EQ(bufs[r][k][0], static_cast<float>(n * k + n * (n - 1) / 2));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CommunicatorTest, ::testing::Values(1, 2, 3, 5, 8));
+
+TEST(CommunicatorFailureTest, AbortEndsPendingCallWithin100ms) {
+  auto group = MakeGroup(TransportKind::kInProc, 2);
+  ASSERT_TRUE(group.ok());
+  float x = 1;
+  // Rank 1 never joins: rank 0's call waits until Abort().
+  Handle h = (*group)[0]->AllReduceAsync(&x, &x, 1, DType::kF32, ReduceOp::kSum,
+                                         absl::Now() + absl::Seconds(60));
+  // Wait (bounded) until the call is running, then abort from this thread.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (!h->Done() && absl::Now() < give_up) {
+    absl::Time start = absl::Now();
+    (*group)[0]->Abort();
+    absl::Status s = h->Wait();
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  }
+  EXPECT_EQ((*group)[0]->Barrier(absl::Now() + absl::Seconds(1)).code(),
+            absl::StatusCode::kAborted);
+  // The peer sees the aborted rank as gone, not as slow.
+  absl::Status peer = (*group)[1]->AllReduce(&x, &x, 1, DType::kF32, ReduceOp::kSum,
+                                             absl::Now() + absl::Seconds(10));
+  EXPECT_EQ(peer.code(), absl::StatusCode::kUnavailable) << peer;
+  EXPECT_NE(peer.message().find("rank 0"), absl::string_view::npos) << peer;
+}
+
+TEST(CommunicatorFailureTest, MissingPeerHitsDeadlineAndFailsLaterCalls) {
+  auto group = MakeGroup(TransportKind::kInProc, 3);
+  ASSERT_TRUE(group.ok());
+  double x = 1;
+  absl::Status s = (*group)[0]->AllReduce(&x, &x, 1, DType::kF64, ReduceOp::kSum,
+                                          absl::Now() + absl::Milliseconds(50));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ((*group)[0]->Barrier(Soon()).code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(CommunicatorFailureTest, BadRootIsInvalidArgument) {
+  auto group = MakeGroup(TransportKind::kInProc, 1);
+  ASSERT_TRUE(group.ok());
+  int x = 0;
+  EXPECT_EQ((*group)[0]->Broadcast(&x, 1, DType::kI32, 3, Soon()).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace collectives
+}  // namespace lockstep

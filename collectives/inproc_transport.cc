@@ -1,0 +1,64 @@
+#include "collectives/inproc_transport.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep {
+namespace collectives {
+
+InProcHub::InProcHub(int world_size)
+    : world_size_(world_size),
+      mailbox_(static_cast<size_t>(world_size) * world_size),
+      aborted_(world_size, false) {}
+
+absl::Status InProcTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
+                                       absl::Time deadline) {
+  const int n = hub_->world_size_;
+  absl::MutexLock lock(&hub_->mu_);
+  if (hub_->aborted_[rank_]) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
+  if (send.peer != kNoPeer && send.len > 0) {
+    if (hub_->aborted_[send.peer]) {
+      return absl::UnavailableError(
+          absl::StrCat("rank ", rank_, ": peer rank ", send.peer, " has aborted"));
+    }
+    hub_->mailbox_[rank_ * n + send.peer].emplace_back(static_cast<const char*>(send.data),
+                                                       send.len);
+  }
+  if (recv.peer == kNoPeer || recv.len == 0) return absl::OkStatus();
+  auto& box = hub_->mailbox_[recv.peer * n + rank_];
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(hub_->mu_) {
+    return !box.empty() || hub_->aborted_[rank_] || hub_->aborted_[recv.peer];
+  };
+  hub_->mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  if (hub_->aborted_[rank_]) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
+  if (box.empty()) {
+    if (hub_->aborted_[recv.peer]) {
+      return absl::UnavailableError(
+          absl::StrCat("rank ", rank_, ": peer rank ", recv.peer, " has aborted"));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        "rank ", rank_, ": deadline passed waiting for a message from rank ", recv.peer));
+  }
+  std::string msg = std::move(box.front());
+  box.pop_front();
+  if (msg.size() != recv.len) {
+    return absl::InternalError(absl::StrCat("rank ", rank_, ": message from rank ", recv.peer,
+                                            " has ", msg.size(), " bytes, expected ", recv.len,
+                                            "; ranks issued different collectives"));
+  }
+  if (recv.sink != nullptr) {
+    (*recv.sink)(0, msg.data(), msg.size());
+  } else {
+    std::memcpy(recv.data, msg.data(), msg.size());
+  }
+  return absl::OkStatus();
+}
+
+void InProcTransport::Abort() {
+  absl::MutexLock lock(&hub_->mu_);
+  hub_->aborted_[rank_] = true;
+}
+
+}  // namespace collectives
+}  // namespace lockstep

@@ -1,0 +1,33 @@
+// Element-wise reduction kernels used by every algorithm.
+//
+// Reduce(dtype, op, inout, in, count): inout[i] = op(inout[i], in[i]). kMean reduces like
+// kSum; FinishMean divides by the world size once at the end. Every operator is commutative
+// element by element (IEEE + and * are), so a pair of ranks combining the same two values in
+// either order gets bitwise the same result: this is what keeps results deterministic.
+// f16/bf16 are widened to f32, combined, and rounded to nearest even.
+// Thread model: pure functions.
+#ifndef LOCKSTEP_COLLECTIVES_REDUCE_H_
+#define LOCKSTEP_COLLECTIVES_REDUCE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/types.h"
+
+namespace lockstep {
+namespace collectives {
+
+void Reduce(DType dtype, ReduceOp op, void* inout, const void* in, size_t count);
+
+// For kMean: data[i] /= world_size. A no-op for other operators.
+void FinishMean(DType dtype, ReduceOp op, void* data, size_t count, int world_size);
+
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+float BFloat16ToFloat(uint16_t b);
+uint16_t FloatToBFloat16(float f);
+
+}  // namespace collectives
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COLLECTIVES_REDUCE_H_

@@ -1,0 +1,65 @@
+// Transport: point-to-point byte streams between the ranks of one group. Algorithms
+// (algorithms.h) see only this interface; implementations are InProcTransport (threads of
+// one process), TcpTransport and ShmTransport.
+//
+// Messages between a pair of ranks arrive in the order they were sent; there are no tags:
+// the Communicator runs one collective at a time, and every rank issues collectives in the
+// same order (as with NCCL), so both ends always agree on what the next message is.
+//
+// The one data-moving call is SendRecv: it sends one message to one peer while receiving one
+// message from another (or the same) peer, progressing both at once so that a ring of ranks
+// cannot deadlock on full buffers. Either half is skipped when its peer is kNoPeer or its
+// length is 0 (both ends of a message always agree on its length). Received bytes are either
+// copied to `recv.data`, or handed to `recv.sink` in order, in pieces whose lengths are
+// multiples of `recv.align` (an element size), as they arrive: reductions then overlap with
+// the transfer and read straight from the transport's buffers (shared memory: no copy).
+//
+// Errors: UNAVAILABLE naming the peer (closed, dead or aborted), DEADLINE_EXCEEDED, ABORTED
+// after Abort(). After any error the stream is out of step: the owner must not reuse it.
+// Thread model: one thread calls SendRecv at a time; Abort() may be called from any thread
+// and makes the pending and every later SendRecv return ABORTED promptly (< 100 ms).
+#ifndef LOCKSTEP_COLLECTIVES_TRANSPORT_H_
+#define LOCKSTEP_COLLECTIVES_TRANSPORT_H_
+
+#include <cstddef>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace lockstep {
+namespace collectives {
+
+constexpr int kNoPeer = -1;
+
+// Receives consecutive pieces of a message: `offset` bytes from its start.
+using RecvSink = absl::FunctionRef<void(size_t offset, const void* data, size_t len)>;
+
+struct SendSpec {
+  int peer = kNoPeer;
+  const void* data = nullptr;
+  size_t len = 0;
+};
+
+struct RecvSpec {
+  int peer = kNoPeer;
+  void* data = nullptr;  // copy target, when sink is null
+  size_t len = 0;
+  size_t align = 1;  // pieces handed to sink are multiples of this
+  const RecvSink* sink = nullptr;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv,
+                                absl::Time deadline) = 0;
+  virtual void Abort() = 0;
+};
+
+}  // namespace collectives
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COLLECTIVES_TRANSPORT_H_
