@@ -124,6 +124,18 @@ TEST(Dataset, ShardFilesSplitsTheSourceFiles) {
   EXPECT_EQ(Range(4).ShardFiles(2, 0).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(Element, SplitBatchForReplicas) {
+  Element batch;
+  ASSERT_TRUE(*(*Range(7).Batch(7, false).MakeIterator())->Next(&batch));
+  std::vector<Element> parts = SplitBatch(batch, 3);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0].labels.ToVector<int64_t>(), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(parts[2].labels.ToVector<int64_t>(), (std::vector<int64_t>{5, 6}));
+  EXPECT_EQ(parts[2].features.shape(), (engine::Shape{2, 2}));
+  std::vector<Element> sparse = SplitBatch(Rows(batch, 0, 1), 2);
+  EXPECT_EQ(sparse[1].features.shape(), (engine::Shape{0, 2}));
+}
+
 TEST(Dataset, BadArgumentsSurfaceAtMakeIterator) {
   EXPECT_EQ(Range(4).Batch(0, false).MakeIterator().status().code(),
             absl::StatusCode::kInvalidArgument);

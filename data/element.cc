@@ -51,4 +51,34 @@ Element Slice(const Element& batch, int64_t i) {
   return Element{SliceOne(batch.features, i), SliceOne(batch.labels, i)};
 }
 
+namespace {
+
+engine::Tensor RowsOf(const engine::Tensor& t, int64_t begin, int64_t end) {
+  std::vector<int64_t> dims = t.shape().dims();
+  const size_t row_bytes = dims[0] == 0 ? 0 : t.num_bytes() / dims[0];
+  dims[0] = end - begin;
+  engine::Tensor out(t.dtype(), engine::Shape(dims));
+  std::memcpy(out.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row_bytes,
+              out.num_bytes());
+  return out;
+}
+
+}  // namespace
+
+Element Rows(const Element& batch, int64_t begin, int64_t end) {
+  return Element{RowsOf(batch.features, begin, end), RowsOf(batch.labels, begin, end)};
+}
+
+std::vector<Element> SplitBatch(const Element& batch, int parts) {
+  const int64_t rows = batch.features.shape().dim(0);
+  std::vector<Element> out;
+  int64_t begin = 0;
+  for (int p = 0; p < parts; ++p) {
+    const int64_t size = rows / parts + (p < rows % parts ? 1 : 0);
+    out.push_back(Rows(batch, begin, begin + size));
+    begin += size;
+  }
+  return out;
+}
+
 }  // namespace lockstep::data

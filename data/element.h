@@ -23,6 +23,14 @@ absl::StatusOr<Element> Stack(const std::vector<Element>& elements);
 // Element i of a batch (features[i], labels[i]).
 Element Slice(const Element& batch, int64_t i);
 
+// Rows [begin, end) of a batch, copied.
+Element Rows(const Element& batch, int64_t begin, int64_t end);
+
+// Splits a global batch into `parts` per-replica batches of consecutive rows, as even as
+// possible: the first (rows % parts) get one row more; with fewer rows than parts the last
+// ones are empty (0 rows). parts must be >= 1.
+std::vector<Element> SplitBatch(const Element& batch, int parts);
+
 }  // namespace lockstep::data
 
 #endif  // LOCKSTEP_DATA_ELEMENT_H_

@@ -157,6 +157,21 @@ TEST(Executor, TrainsAndEvaluates) {
   EXPECT_TRUE(exec->Evaluate(vars.tensors(), features_only, &logits).ok());
 }
 
+TEST(Executor, AnEmptyBatchGivesZeroGradients) {
+  // A replica whose share of a last partial batch is empty still takes part in the step.
+  Graph g = Mlp();
+  auto vars = *VariableSet::Initialize(g);
+  auto exec = *Executor::Create(&g);
+  std::vector<Tensor> grads;
+  auto r = exec->ComputeGradients(vars.tensors(), Batch(0), {}, &grads);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->loss, 0);
+  EXPECT_EQ(r->batch_size, 0);
+  for (const Tensor& t : grads) {
+    for (int64_t i = 0; i < t.num_elements(); ++i) ASSERT_EQ(t.data<float>()[i], 0.0f);
+  }
+}
+
 TEST(Executor, RefusesBadFeedsAndVariables) {
   Graph g = Mlp();
   auto vars = *VariableSet::Initialize(g);
