@@ -16,17 +16,17 @@
 #define LS_STATUS_CONCAT_INNER_(a, b) a##b
 #define LS_STATUS_CONCAT_(a, b) LS_STATUS_CONCAT_INNER_(a, b)
 
-#define LS_RETURN_IF_ERROR(expr)                                   \
-  do {                                                             \
-    ::absl::Status ls_status_ = (expr);                            \
-    if (ABSL_PREDICT_FALSE(!ls_status_.ok())) return ls_status_;   \
+#define LS_RETURN_IF_ERROR(expr)                                 \
+  do {                                                           \
+    ::absl::Status ls_status_ = (expr);                          \
+    if (ABSL_PREDICT_FALSE(!ls_status_.ok())) return ls_status_; \
   } while (0)
 
 #define LS_ASSIGN_OR_RETURN(lhs, expr) \
   LS_ASSIGN_OR_RETURN_IMPL_(LS_STATUS_CONCAT_(ls_statusor_, __LINE__), lhs, expr)
 
-#define LS_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)             \
-  auto statusor = (expr);                                          \
+#define LS_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)              \
+  auto statusor = (expr);                                           \
   if (ABSL_PREDICT_FALSE(!statusor.ok())) return statusor.status(); \
   lhs = std::move(statusor).value()
 

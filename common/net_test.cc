@@ -1,0 +1,51 @@
+#include "common/net.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace {
+
+TEST(NetTest, ParsesHostPort) {
+  auto a = ParseHostPort("10.0.0.1:2222");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "10.0.0.1");
+  EXPECT_EQ(a->port, 2222);
+  auto b = ParseHostPort("[::1]:7000");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->host, "::1");
+  EXPECT_EQ(b->ToString(), "[::1]:7000");
+  EXPECT_FALSE(ParseHostPort("::1:7000").ok());
+  EXPECT_FALSE(ParseHostPort("h:0").ok());
+}
+
+TEST(NetTest, PortFileRoundTrips) {
+  std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/port_roundtrip");
+  ASSERT_TRUE(WritePortFile(path, 4321).ok());
+  auto port = WaitForPortFile(path, absl::Now() + absl::Seconds(1));
+  ASSERT_TRUE(port.ok());
+  EXPECT_EQ(*port, 4321);
+}
+
+TEST(NetTest, WaitForMissingPortFileTimesOut) {
+  FakeClock clock;
+  std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/never_written");
+  // With a fake clock at the deadline already, the wait answers at once.
+  auto port = WaitForPortFile(path, clock.Now(), &clock);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(port.status()));
+  EXPECT_NE(port.status().message().find("never_written"), absl::string_view::npos);
+}
+
+TEST(NetTest, ReservedPortHoldsAPort) {
+  auto p = ReservedPort::Create("127.0.0.1", 0);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_GT((*p)->port(), 0);
+  // A second listener on the same port fails while the first holds it.
+  auto q = ReservedPort::Create("127.0.0.1", (*p)->port());
+  EXPECT_FALSE(q.ok());
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,82 @@
+#include "coordinator/barriers.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace lockstep {
+namespace coordinator {
+
+absl::Status Barriers::Arrive(const std::string& id, const std::string& member, int parties,
+                              const std::vector<std::string>& expected, absl::Time deadline) {
+  if (id.empty()) return absl::InvalidArgumentError("barrier_id: must not be empty");
+  if (member.empty()) return absl::InvalidArgumentError("member: must not be empty");
+  std::set<std::string> expected_set(expected.begin(), expected.end());
+  if (!expected_set.empty()) {
+    if (parties == 0) parties = static_cast<int>(expected_set.size());
+    if (parties != static_cast<int>(expected_set.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("barrier \"", id, "\": parties ", parties,
+                                                     " but ", expected_set.size(),
+                                                     " distinct members listed"));
+    }
+    if (!expected_set.count(member)) {
+      return absl::InvalidArgumentError(absl::StrCat("barrier \"", id, "\": member \"", member,
+                                                     "\" is not among the expected members"));
+    }
+  }
+  if (parties < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("barrier \"", id, "\": parties must be at least 1, got ", parties));
+  }
+
+  absl::MutexLock l(&mu_);
+  if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
+  auto [it, created] = barriers_.try_emplace(id);
+  Barrier& b = it->second;
+  if (created) {
+    b.parties = parties;
+    b.expected = expected_set;
+  } else if (b.parties != parties || (!expected_set.empty() && b.expected != expected_set)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("barrier \"", id, "\": member \"", member, "\" says ", parties,
+                     " parties but earlier arrivals said ", b.parties,
+                     "; every member must pass the same parties and members"));
+  }
+  if (b.complete) {
+    if (b.arrived.count(member)) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("barrier \"", id, "\" already completed; \"", member, "\" arrived too late"));
+  }
+  b.arrived.insert(member);
+  if (static_cast<int>(b.arrived.size()) >= b.parties) {
+    b.complete = true;
+    return absl::OkStatus();
+  }
+  Barrier* bp = &b;
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || bp->complete; };
+  clock_->WaitUntil(&mu_, absl::Condition(&done), deadline);
+  if (b.complete) return absl::OkStatus();
+  if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
+  std::string missing;
+  if (!b.expected.empty()) {
+    std::vector<std::string> names;
+    for (const std::string& e : b.expected) {
+      if (!b.arrived.count(e)) names.push_back(e);
+    }
+    missing = absl::StrCat("missing: ", absl::StrJoin(names, ", "));
+  } else {
+    missing = absl::StrCat("missing: ", b.parties - b.arrived.size(),
+                           " more (member names were not declared)");
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("barrier \"", id, "\": ", b.arrived.size(), " of ", b.parties,
+                   " arrived by the deadline (arrived: ", absl::StrJoin(b.arrived, ", "), "; ",
+                   missing, "); check that those tasks are ALIVE in `lockstep status`"));
+}
+
+void Barriers::Shutdown() {
+  absl::MutexLock l(&mu_);
+  shutdown_ = true;
+}
+
+}  // namespace coordinator
+}  // namespace lockstep

@@ -1,0 +1,58 @@
+// Barriers: N parties meet under a barrier id (scoped by job and attempt by the caller).
+//
+// Arrive() blocks until `parties` distinct members have arrived or the deadline passes.
+// A member arriving twice counts once (a retried RPC). Once complete, a barrier stays
+// complete: late retries of its members return OK at once. On timeout the error names who
+// arrived and who is missing (by name when the caller listed the expected members, else by
+// count). Waits use the injected Clock.
+// Ownership: owns the barrier records; borrows the Clock. Thread model: thread-safe.
+#ifndef LOCKSTEP_COORDINATOR_BARRIERS_H_
+#define LOCKSTEP_COORDINATOR_BARRIERS_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+
+namespace lockstep {
+namespace coordinator {
+
+class Barriers {
+ public:
+  explicit Barriers(Clock* clock) : clock_(clock) {}
+
+  // `expected`: optional list of the members; when not empty, `parties` may be 0 and is
+  // taken as its size. Errors: INVALID_ARGUMENT (empty id or member, parties < 1, a party
+  // count or member list that disagrees with an earlier arrival, a member not in the
+  // expected list, a new member after completion), DEADLINE_EXCEEDED naming who is
+  // missing, UNAVAILABLE (shut down).
+  absl::Status Arrive(const std::string& id, const std::string& member, int parties,
+                      const std::vector<std::string>& expected, absl::Time deadline);
+
+  // Wakes every waiter (UNAVAILABLE).
+  void Shutdown();
+
+ private:
+  struct Barrier {
+    int parties = 0;
+    std::set<std::string> expected;
+    std::set<std::string> arrived;
+    bool complete = false;
+  };
+
+  Clock* const clock_;
+  absl::Mutex mu_;
+  std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace coordinator
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_BARRIERS_H_

@@ -1,0 +1,81 @@
+#include "coordinator/grpc_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/incarnation.h"
+#include "coordinator/grpc_service.h"
+#include "spdlog/spdlog.h"
+
+namespace lockstep {
+namespace coordinator {
+
+CoordinatorServer::CoordinatorServer(CoordinatorServerOptions options)
+    : options_(std::move(options)),
+      incarnation_(NewIncarnation()),
+      membership_(options_.membership, options_.clock),
+      kv_(options_.clock),
+      barriers_(options_.clock) {}
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
+    CoordinatorServerOptions options) {
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(std::move(options)));
+  s->service_ = std::make_unique<CoordinatorService>(&s->membership_, &s->kv_, &s->barriers_,
+                                                     s->options_.clock, s->incarnation_);
+  grpc::ServerBuilder builder;
+  std::string address = absl::StrCat(s->options_.host, ":", s->options_.port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("coordinator cannot listen on ", address,
+                     "; is the port in use by another process? (use --port=0 for any free port)"));
+  }
+  s->sweeper_ = std::thread([p = s.get()] { p->SweepLoop(); });
+  return s;
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+std::string CoordinatorServer::local_address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+void CoordinatorServer::SweepLoop() {
+  absl::MutexLock l(&mu_);
+  while (!stopping_) {
+    // The sweeper paces itself on real time: membership answers are exact without it.
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+    if (stopping_) break;
+    mu_.Unlock();
+    for (const v1::TaskStatus& t : membership_.Sweep()) {
+      spdlog::warn(
+          "{}/{} (incarnation {}, address {}) LOST: no heartbeat for {:.1f} s; check that "
+          "its lockstepd is running and can reach the coordinator",
+          t.task().type(), t.task().index(), ShortIncarnation(t.incarnation()), t.address(),
+          t.seconds_since_heartbeat());
+    }
+    mu_.Lock();
+  }
+}
+
+void CoordinatorServer::Shutdown() {
+  {
+    absl::MutexLock l(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  if (sweeper_.joinable()) sweeper_.join();
+  service_->Shutdown();  // wake waiting GetKey/Barrier first, so Shutdown below is quick
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server_->Wait();
+}
+
+void CoordinatorServer::Wait() {
+  absl::MutexLock l(&mu_);
+  mu_.Await(absl::Condition(&stopping_));
+}
+
+}  // namespace coordinator
+}  // namespace lockstep

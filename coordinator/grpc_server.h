@@ -1,0 +1,80 @@
+// CoordinatorServer: a running coordinator. Builds the domain objects (Membership, KvStore,
+// Barriers), serves them over gRPC on host:port (port 0 = any free port, read back with
+// port()), and runs a sweeper thread that marks silent workers LOST and logs it.
+// Used by main.cc, by the in-process tests and by the benchmarks.
+//
+// Ownership: owns the server, the service, the domain objects and the sweeper thread;
+// borrows the Clock. Thread model: Create/Shutdown from one thread; accessors are
+// thread-safe. Shutdown() (also run by the destructor) stops accepting calls, wakes every
+// waiting GetKey/Barrier and joins every thread.
+#ifndef LOCKSTEP_COORDINATOR_GRPC_SERVER_H_
+#define LOCKSTEP_COORDINATOR_GRPC_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "coordinator/barriers.h"
+#include "coordinator/kv_store.h"
+#include "coordinator/membership.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace lockstep {
+namespace coordinator {
+
+class CoordinatorService;
+
+struct CoordinatorServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 0;  // 0: any free port
+  MembershipOptions membership;
+  Clock* clock = Clock::Real();
+};
+
+class CoordinatorServer {
+ public:
+  // Errors: UNAVAILABLE when the port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Create(
+      CoordinatorServerOptions options);
+  ~CoordinatorServer();
+
+  int port() const { return port_; }
+  // "127.0.0.1:port" style address clients on this machine can dial.
+  std::string local_address() const;
+  uint64_t incarnation() const { return incarnation_; }
+  Membership* membership() { return &membership_; }
+
+  void Shutdown();
+  // Blocks until Shutdown() is called from another thread.
+  void Wait();
+
+ private:
+  explicit CoordinatorServer(CoordinatorServerOptions options);
+  void SweepLoop();
+
+  const CoordinatorServerOptions options_;
+  const uint64_t incarnation_;
+  Membership membership_;
+  KvStore kv_;
+  Barriers barriers_;
+  std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::thread sweeper_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace coordinator
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_GRPC_SERVER_H_

@@ -1,0 +1,77 @@
+// CoordinatorService: the gRPC adapter over the coordinator's domain objects. Each unary
+// handler validates the request, calls Membership / KvStore / Barriers, converts the
+// absl::Status (common/grpc_status.h) and finishes. Handlers that may wait (GetKey and
+// Barrier with a timeout) run the wait on a thread of their own so that gRPC's callback
+// threads never block; Shutdown() wakes those waits and joins them.
+//
+// Ownership: borrows the domain objects and the Clock; they must outlive it.
+// Thread model: gRPC calls the handlers concurrently; the domain objects are thread-safe.
+#ifndef LOCKSTEP_COORDINATOR_GRPC_SERVICE_H_
+#define LOCKSTEP_COORDINATOR_GRPC_SERVICE_H_
+
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "coordinator/barriers.h"
+#include "coordinator/kv_store.h"
+#include "coordinator/membership.h"
+#include "lockstep/v1/coordinator.grpc.pb.h"
+
+namespace lockstep {
+namespace coordinator {
+
+class CoordinatorService final : public v1::Coordinator::CallbackService {
+ public:
+  CoordinatorService(Membership* membership, KvStore* kv, Barriers* barriers, Clock* clock,
+                     uint64_t incarnation);
+  ~CoordinatorService() override;
+
+  // Wakes pending GetKey/Barrier waits (they answer UNAVAILABLE) and waits for their
+  // threads to finish. Call before the server is destroyed.
+  void Shutdown();
+
+  grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* ctx,
+                                           const v1::RegisterWorkerRequest* request,
+                                           v1::RegisterWorkerResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const v1::HeartbeatRequest* request,
+                                      v1::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* Deregister(grpc::CallbackServerContext* ctx,
+                                       const v1::DeregisterRequest* request,
+                                       v1::DeregisterResponse* response) override;
+  grpc::ServerUnaryReactor* SetKey(grpc::CallbackServerContext* ctx,
+                                   const v1::SetKeyRequest* request,
+                                   v1::SetKeyResponse* response) override;
+  grpc::ServerUnaryReactor* GetKey(grpc::CallbackServerContext* ctx,
+                                   const v1::GetKeyRequest* request,
+                                   v1::GetKeyResponse* response) override;
+  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx,
+                                    const v1::BarrierRequest* request,
+                                    v1::BarrierResponse* response) override;
+  grpc::ServerUnaryReactor* GetClusterStatus(grpc::CallbackServerContext* ctx,
+                                             const v1::GetClusterStatusRequest* request,
+                                             v1::GetClusterStatusResponse* response) override;
+
+ private:
+  // Runs `wait` on its own thread, then finishes `reactor` with its status.
+  void FinishLater(grpc::ServerUnaryReactor* reactor, std::function<absl::Status()> wait);
+  absl::Time DeadlineFor(int64_t timeout_ms) const;
+
+  Membership* const membership_;
+  KvStore* const kv_;
+  Barriers* const barriers_;
+  Clock* const clock_;
+  const uint64_t incarnation_;
+  const absl::Time start_;
+
+  absl::Mutex mu_;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace coordinator
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_GRPC_SERVICE_H_

@@ -1,0 +1,106 @@
+// lockstep-coordinator: forms the cluster (membership, heartbeats), serves the key-value
+// store and barriers, and answers `lockstep status`. SIGTERM or SIGINT shuts it down
+// cleanly: pending waits are answered, the port is closed, the process exits 0.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/incarnation.h"
+#include "common/logging.h"
+#include "common/net.h"
+#include "coordinator/grpc_server.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (\"127.0.0.1\" for loopback).");
+ABSL_FLAG(int, port, 7000, "Port to listen on; 0 picks any free port (see --port_file).");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, the bound port is written to this file once the server is ready.");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
+          "How often workers are told to heartbeat.");
+ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(3),
+          "A worker silent for longer than this is marked LOST.");
+ABSL_FLAG(std::string, state_dir, "",
+          "Directory for the coordinator's state (created if missing). The coordinator "
+          "writes its address there; the job store joins it with the jobs issue.");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
+
+namespace {
+
+int Run() {
+  using lockstep::coordinator::CoordinatorServer;
+  lockstep::coordinator::CoordinatorServerOptions options;
+  options.host = absl::GetFlag(FLAGS_host);
+  options.port = absl::GetFlag(FLAGS_port);
+  options.membership.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  options.membership.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  if (options.membership.heartbeat_interval <= absl::ZeroDuration() ||
+      options.membership.heartbeat_timeout <= options.membership.heartbeat_interval) {
+    spdlog::error("--heartbeat_timeout ({}) must be longer than --heartbeat_interval ({})",
+                  absl::FormatDuration(options.membership.heartbeat_timeout),
+                  absl::FormatDuration(options.membership.heartbeat_interval));
+    return 2;
+  }
+
+  // Signals are taken by sigwait below; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Create(options);
+  if (!server.ok()) {
+    spdlog::error("{}", server.status().ToString());
+    return 1;
+  }
+  const int port = (*server)->port();
+  const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
+  if (!state_dir.empty()) {
+    if (mkdir(state_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      spdlog::error("--state_dir {}: cannot create: {}", state_dir, std::strerror(errno));
+      return 1;
+    }
+    absl::Status s = lockstep::WritePortFile(absl::StrCat(state_dir, "/port"), port);
+    if (!s.ok()) spdlog::warn("--state_dir: {}", s.ToString());
+  }
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    absl::Status s = lockstep::WritePortFile(port_file, port);
+    if (!s.ok()) {
+      spdlog::error("--port_file: {}", s.ToString());
+      return 1;
+    }
+  }
+  spdlog::info("coordinator listening on {}:{}, incarnation {}, heartbeat every {}, LOST after {}",
+               options.host, port, lockstep::ShortIncarnation((*server)->incarnation()),
+               absl::FormatDuration(options.membership.heartbeat_interval),
+               absl::FormatDuration(options.membership.heartbeat_timeout));
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("{} received: shutting down", strsignal(sig));
+  (*server)->Shutdown();
+  spdlog::info("coordinator stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "lockstep-coordinator [--port=7000] [--port_file=PATH] [--heartbeat_timeout=3s]");
+  absl::ParseCommandLine(argc, argv);
+  absl::Status logging = lockstep::InitLogging("coordinator", absl::GetFlag(FLAGS_log_level));
+  if (!logging.ok()) {
+    fprintf(stderr, "%s\n", logging.ToString().c_str());
+    return 2;
+  }
+  return Run();
+}

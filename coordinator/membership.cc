@@ -1,0 +1,230 @@
+#include "coordinator/membership.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/incarnation.h"
+#include "common/net.h"
+#include "common/status.h"
+
+namespace lockstep {
+namespace coordinator {
+namespace {
+
+bool KnownType(const std::string& t) {
+  return t == "chief" || t == "worker" || t == "ps" || t == "evaluator";
+}
+
+}  // namespace
+
+Membership::Membership(MembershipOptions options, Clock* clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+std::string Membership::Describe(const Member& m, absl::Time now) const {
+  return absl::StrFormat("%s (incarnation %s, address %s, last heartbeat %.1f s ago)",
+                         m.task.ToString(), ShortIncarnation(m.incarnation), m.address,
+                         absl::ToDoubleSeconds(now - m.last_heartbeat));
+}
+
+bool Membership::ExpireLocked(Member& m, absl::Time now) {
+  if (m.state == v1::ALIVE && now - m.last_heartbeat > options_.heartbeat_timeout) {
+    m.state = v1::LOST;
+    return true;
+  }
+  return false;
+}
+
+std::vector<v1::TaskStatus> Membership::SweepLocked(absl::Time now) {
+  std::vector<v1::TaskStatus> lost;
+  for (auto& [task, m] : members_) {
+    if (ExpireLocked(m, now)) lost.push_back(ToStatus(m, now));
+  }
+  return lost;
+}
+
+absl::StatusOr<TaskRef> Membership::AssignLocked(const RegisterRequest& request) {
+  // A retried dynamic registration (same incarnation) gets the task it already has.
+  for (const auto& [task, m] : members_) {
+    if (m.incarnation == request.incarnation) return task;
+  }
+  for (int i = 0; i < options_.max_workers; ++i) {
+    auto it = members_.find(TaskRef{"worker", i});
+    if (it == members_.end() || it->second.state == v1::DEREGISTERED) {
+      return TaskRef{"worker", i};
+    }
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("no free worker index: all ", options_.max_workers,
+                   " are held; deregister stopped workers or raise the coordinator's limit"));
+}
+
+absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request) {
+  if (request.incarnation == 0) {
+    return absl::InvalidArgumentError("incarnation: must be a non-zero random number");
+  }
+  absl::StatusOr<HostPort> hp = ParseHostPort(request.address);
+  if (!hp.ok()) return Annotate(hp.status(), "address");
+  if (request.task.has_value()) {
+    if (!KnownType(request.task->type)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("task.type: \"", request.task->type,
+                       "\" is unknown; expected chief, worker, ps or evaluator"));
+    }
+    if (request.task->index < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("task.index: ", request.task->index, " is negative"));
+    }
+  }
+
+  absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
+  SweepLocked(now);
+  TaskRef task;
+  if (request.task.has_value()) {
+    task = *request.task;
+  } else {
+    LS_ASSIGN_OR_RETURN(task, AssignLocked(request));
+  }
+  for (const auto& [other, m] : members_) {
+    if (other != task && m.state == v1::ALIVE && m.address == request.address) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "address ", request.address, " requested by ", task.ToString(), " is already used by ",
+          Describe(m, now), "; give every worker its own host:port"));
+    }
+  }
+
+  Registration out;
+  auto it = members_.find(task);
+  if (it != members_.end() && it->second.incarnation != request.incarnation) {
+    Member& holder = it->second;
+    if (holder.state == v1::ALIVE) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "task ", task.ToString(), " is held by a live process: ", Describe(holder, now),
+          "; incarnation ", ShortIncarnation(request.incarnation),
+          " was refused. Check for two lockstepd started with the same TF_CONFIG task; "
+          "a restarted process is accepted once the old one is LOST (heartbeat timeout ",
+          absl::FormatDuration(options_.heartbeat_timeout), ")"));
+    }
+    out.replaced_incarnation = holder.incarnation;
+  }
+  Member& m = members_[task];
+  if (m.incarnation != request.incarnation) m.registered = now;
+  m.task = task;
+  m.address = request.address;
+  m.devices = request.devices;
+  m.incarnation = request.incarnation;
+  m.state = v1::ALIVE;
+  m.last_heartbeat = now;
+  if (out.replaced_incarnation != 0) {
+    m.job_id.clear();
+    m.step = 0;
+  }
+
+  out.task = task;
+  out.cluster = ClusterLocked();
+  absl::StatusOr<TfConfig> tf = TfConfig::Create(out.cluster, task);
+  if (tf.ok()) out.tf_config = tf->ToJson();
+  return out;
+}
+
+absl::Status Membership::Heartbeat(const TaskRef& task, uint64_t incarnation,
+                                   const std::string& job_id, int64_t step) {
+  absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
+  auto it = members_.find(task);
+  if (it == members_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("task ", task.ToString(),
+                     " is not registered with this coordinator (did the coordinator restart?); "
+                     "re-register"));
+  }
+  Member& m = it->second;
+  if (m.incarnation != incarnation) {
+    return absl::AbortedError(absl::StrCat(
+        "incarnation ", ShortIncarnation(incarnation), " of ", task.ToString(), " was replaced by ",
+        ShortIncarnation(m.incarnation), "; this process must stop its work and re-register"));
+  }
+  ExpireLocked(m, now);
+  if (m.state == v1::LOST) {
+    return absl::AbortedError(absl::StrFormat(
+        "%s (incarnation %s) was marked LOST: no heartbeat for %.1f s (timeout %s); "
+        "re-register",
+        task.ToString(), ShortIncarnation(incarnation),
+        absl::ToDoubleSeconds(now - m.last_heartbeat),
+        absl::FormatDuration(options_.heartbeat_timeout)));
+  }
+  if (m.state == v1::DEREGISTERED) {
+    return absl::AbortedError(
+        absl::StrCat(task.ToString(), " deregistered; re-register to rejoin"));
+  }
+  m.last_heartbeat = now;
+  m.job_id = job_id;
+  m.step = step;
+  return absl::OkStatus();
+}
+
+absl::Status Membership::Deregister(const TaskRef& task, uint64_t incarnation) {
+  absl::MutexLock l(&mu_);
+  auto it = members_.find(task);
+  if (it == members_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("task ", task.ToString(), " is not registered with this coordinator"));
+  }
+  if (it->second.incarnation != incarnation) {
+    return absl::AbortedError(absl::StrCat(
+        "incarnation ", ShortIncarnation(incarnation), " of ", task.ToString(), " was replaced by ",
+        ShortIncarnation(it->second.incarnation), "; the newer process stays registered"));
+  }
+  it->second.state = v1::DEREGISTERED;
+  return absl::OkStatus();
+}
+
+std::vector<v1::TaskStatus> Membership::Sweep() {
+  absl::MutexLock l(&mu_);
+  return SweepLocked(clock_->Now());
+}
+
+std::vector<v1::TaskStatus> Membership::Snapshot() {
+  absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
+  SweepLocked(now);
+  std::vector<v1::TaskStatus> out;
+  out.reserve(members_.size());
+  for (const auto& [task, m] : members_) out.push_back(ToStatus(m, now));
+  return out;
+}
+
+ClusterMap Membership::Cluster() {
+  absl::MutexLock l(&mu_);
+  return ClusterLocked();
+}
+
+ClusterMap Membership::ClusterLocked() const {
+  ClusterMap cluster;
+  for (const auto& [task, m] : members_) {
+    if (m.state == v1::DEREGISTERED) continue;
+    std::vector<std::string>& list = cluster[task.type];
+    if (static_cast<int>(list.size()) <= task.index) list.resize(task.index + 1);
+    list[task.index] = m.address;
+  }
+  return cluster;
+}
+
+v1::TaskStatus Membership::ToStatus(const Member& m, absl::Time now) const {
+  v1::TaskStatus s;
+  s.mutable_task()->set_type(m.task.type);
+  s.mutable_task()->set_index(m.task.index);
+  s.set_address(m.address);
+  s.set_state(m.state);
+  s.set_incarnation(m.incarnation);
+  s.set_seconds_since_heartbeat(absl::ToDoubleSeconds(now - m.last_heartbeat));
+  for (const v1::Device& d : m.devices) *s.add_devices() = d;
+  s.set_registered_unix_micros(absl::ToUnixMicros(m.registered));
+  s.set_job_id(m.job_id);
+  s.set_step(m.step);
+  return s;
+}
+
+}  // namespace coordinator
+}  // namespace lockstep

@@ -1,0 +1,121 @@
+// Membership: who is in the cluster, under which incarnation, and whether it is alive.
+//
+// Each task (chief/worker/ps/evaluator + index) is held by at most one process, known by
+// its incarnation (a random 64-bit id drawn at process start). Rules:
+// - the same task and incarnation registering again is idempotent (a retried RPC, or a
+//   LOST worker coming back): the task becomes ALIVE again;
+// - a new incarnation replaces the holder when the holder is LOST or DEREGISTERED
+//   (a restarted process); the registration reports the replaced incarnation so that
+//   later issues can abort its work;
+// - a new incarnation while the holder is ALIVE (heartbeat within the timeout) is refused
+//   with ALREADY_EXISTS naming the holder: two live processes never share a task;
+// - with no task given (dynamic registration) the lowest worker index that is free
+//   (never held, or DEREGISTERED) is assigned; a LOST task keeps its index for its return.
+// Failure detection: a task silent for longer than `heartbeat_timeout` is LOST. This is
+// checked on every call (so answers never depend on a background thread) and by Sweep(),
+// which the server calls periodically to log the transitions.
+//
+// Ownership: owns its records; the Clock is borrowed and must outlive it.
+// Thread model: every method is thread-safe (one mutex, never held across a callback).
+#ifndef LOCKSTEP_COORDINATOR_MEMBERSHIP_H_
+#define LOCKSTEP_COORDINATOR_MEMBERSHIP_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/tf_config.h"
+#include "lockstep/v1/cluster.pb.h"
+
+namespace lockstep {
+namespace coordinator {
+
+struct MembershipOptions {
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  absl::Duration heartbeat_timeout = absl::Seconds(3);
+  // Dynamic registration refuses (RESOURCE_EXHAUSTED) past this many worker indexes.
+  int max_workers = 4096;
+};
+
+struct RegisterRequest {
+  std::optional<TaskRef> task;  // nullopt: assign the next free worker index
+  std::string address;          // host:port
+  std::vector<v1::Device> devices;
+  uint64_t incarnation = 0;  // non-zero
+};
+
+struct Registration {
+  TaskRef task;
+  ClusterMap cluster;     // every task that holds an index (LOST ones included)
+  std::string tf_config;  // this task's TF_CONFIG; "" if the cluster has gaps
+  // The incarnation this registration replaced (0 when none): its work must be aborted.
+  uint64_t replaced_incarnation = 0;
+};
+
+class Membership {
+ public:
+  Membership(MembershipOptions options, Clock* clock);
+
+  // Errors: INVALID_ARGUMENT (incarnation 0, unknown task type, negative index, address
+  // not host:port), ALREADY_EXISTS (task held by another live incarnation, or address
+  // used by another live task), RESOURCE_EXHAUSTED (no free worker index).
+  absl::StatusOr<Registration> Register(const RegisterRequest& request);
+
+  // Records liveness and progress. Errors: NOT_FOUND (task unknown: the coordinator may
+  // have restarted; re-register), ABORTED (incarnation mismatch, or the task is LOST or
+  // DEREGISTERED: re-register).
+  absl::Status Heartbeat(const TaskRef& task, uint64_t incarnation, const std::string& job_id,
+                         int64_t step);
+
+  // Leaves cleanly. Errors: NOT_FOUND, ABORTED (incarnation mismatch).
+  absl::Status Deregister(const TaskRef& task, uint64_t incarnation);
+
+  // Marks every ALIVE task silent past the timeout as LOST; returns those (with the
+  // incarnation they had) so the caller can log them or abort their jobs.
+  std::vector<v1::TaskStatus> Sweep();
+
+  // One row per known task, in task order, with states brought up to date.
+  std::vector<v1::TaskStatus> Snapshot();
+  ClusterMap Cluster();
+
+  const MembershipOptions& options() const { return options_; }
+
+ private:
+  struct Member {
+    TaskRef task;
+    std::string address;
+    std::vector<v1::Device> devices;
+    uint64_t incarnation = 0;
+    v1::TaskState state = v1::ALIVE;
+    absl::Time last_heartbeat;
+    absl::Time registered;
+    std::string job_id;
+    int64_t step = 0;
+  };
+
+  // Marks `m` LOST if it is ALIVE and silent past the timeout; true if it changed.
+  bool ExpireLocked(Member& m, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<v1::TaskStatus> SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<TaskRef> AssignLocked(const RegisterRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ClusterMap ClusterLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::TaskStatus ToStatus(const Member& m, absl::Time now) const;
+  std::string Describe(const Member& m, absl::Time now) const;
+
+  const MembershipOptions options_;
+  Clock* const clock_;
+  absl::Mutex mu_;
+  std::map<TaskRef, Member> members_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace coordinator
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_MEMBERSHIP_H_

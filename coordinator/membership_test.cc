@@ -1,0 +1,169 @@
+#include "coordinator/membership.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+class MembershipTest : public ::testing::Test {
+ protected:
+  MembershipTest() : members_(MembershipOptions{absl::Seconds(1), absl::Seconds(3)}, &clock_) {}
+
+  absl::StatusOr<Registration> Register(std::optional<TaskRef> task, uint64_t inc,
+                                        std::string address) {
+    RegisterRequest r;
+    r.task = task;
+    r.incarnation = inc;
+    r.address = address;
+    return members_.Register(r);
+  }
+
+  v1::TaskState StateOf(const TaskRef& t) {
+    for (const v1::TaskStatus& s : members_.Snapshot()) {
+      if (s.task().type() == t.type && s.task().index() == t.index) return s.state();
+    }
+    return v1::TASK_STATE_UNSPECIFIED;
+  }
+
+  FakeClock clock_;
+  Membership members_;
+};
+
+const TaskRef kW0{"worker", 0};
+const TaskRef kW1{"worker", 1};
+
+TEST_F(MembershipTest, StaticRegistrationAndStatus) {
+  auto r = Register(kW1, 11, "h:1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->task, kW1);
+  EXPECT_EQ(StateOf(kW1), v1::ALIVE);
+  EXPECT_EQ(r->tf_config, "");  // worker 0 is missing: a gap, no valid TF_CONFIG yet
+}
+
+TEST_F(MembershipTest, DynamicRegistrationAssignsIndexesInOrder) {
+  auto a = Register(std::nullopt, 1, "h:1");
+  auto b = Register(std::nullopt, 2, "h:2");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->task, kW0);
+  EXPECT_EQ(b->task, kW1);
+  auto tf = TfConfig::Parse(b->tf_config);
+  ASSERT_TRUE(tf.ok()) << tf.status() << b->tf_config;
+  EXPECT_EQ(tf->task(), kW1);
+  EXPECT_EQ(tf->cluster().at("worker"), (std::vector<std::string>{"h:1", "h:2"}));
+  // A retried registration (same incarnation) gets the same task back.
+  auto again = Register(std::nullopt, 2, "h:2");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->task, kW1);
+}
+
+TEST_F(MembershipTest, DeregisteredIndexIsReused) {
+  ASSERT_TRUE(Register(std::nullopt, 1, "h:1").ok());
+  ASSERT_TRUE(Register(std::nullopt, 2, "h:2").ok());
+  ASSERT_TRUE(members_.Deregister(kW0, 1).ok());
+  auto c = Register(std::nullopt, 3, "h:3");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->task, kW0);
+  EXPECT_EQ(c->replaced_incarnation, 1u);
+}
+
+TEST_F(MembershipTest, SameIncarnationReRegisterIsIdempotent) {
+  ASSERT_TRUE(Register(kW0, 7, "h:1").ok());
+  auto again = Register(kW0, 7, "h:1");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->replaced_incarnation, 0u);
+  EXPECT_EQ(members_.Snapshot().size(), 1u);
+}
+
+TEST_F(MembershipTest, SecondLiveClaimantIsRefusedNamingHolder) {
+  ASSERT_TRUE(Register(kW0, 0xabcdef0123456789, "h:1").ok());
+  auto second = Register(kW0, 0x1111111111111111, "h:1");
+  EXPECT_TRUE(absl::IsAlreadyExists(second.status())) << second.status();
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("abcdef01"));
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("worker/0"));
+}
+
+TEST_F(MembershipTest, NewIncarnationReplacesLostHolder) {
+  ASSERT_TRUE(Register(kW0, 5, "h:1").ok());
+  clock_.Advance(absl::Seconds(4));
+  EXPECT_EQ(StateOf(kW0), v1::LOST);
+  auto r = Register(kW0, 6, "h:1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->replaced_incarnation, 5u);
+  EXPECT_EQ(StateOf(kW0), v1::ALIVE);
+  // The old process is told it was replaced.
+  EXPECT_TRUE(absl::IsAborted(members_.Heartbeat(kW0, 5, "", 0)));
+}
+
+TEST_F(MembershipTest, AddressUsedByAnotherLiveTaskIsRefused) {
+  ASSERT_TRUE(Register(kW0, 1, "h:1").ok());
+  auto r = Register(kW1, 2, "h:1");
+  EXPECT_TRUE(absl::IsAlreadyExists(r.status()));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("worker/0"));
+}
+
+TEST_F(MembershipTest, InvalidRequests) {
+  EXPECT_TRUE(absl::IsInvalidArgument(Register(kW0, 0, "h:1").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Register(kW0, 1, "nohost").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Register(TaskRef{"master", 0}, 1, "h:1").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Register(TaskRef{"worker", -1}, 1, "h:1").status()));
+}
+
+TEST_F(MembershipTest, HeartbeatKeepsAliveAndSilenceLoses) {
+  ASSERT_TRUE(Register(kW0, 1, "h:1").ok());
+  for (int i = 0; i < 10; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_TRUE(members_.Heartbeat(kW0, 1, "job", i).ok());
+  }
+  EXPECT_EQ(StateOf(kW0), v1::ALIVE);
+  clock_.Advance(absl::Seconds(3));
+  EXPECT_EQ(StateOf(kW0), v1::ALIVE);  // exactly at the timeout: still alive
+  clock_.Advance(absl::Milliseconds(1));
+  std::vector<v1::TaskStatus> lost = members_.Sweep();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].incarnation(), 1u);
+  EXPECT_TRUE(members_.Sweep().empty());  // reported once
+  absl::Status hb = members_.Heartbeat(kW0, 1, "", 0);
+  EXPECT_TRUE(absl::IsAborted(hb));
+  EXPECT_THAT(std::string(hb.message()), HasSubstr("re-register"));
+  // Same incarnation re-registers: ALIVE again.
+  ASSERT_TRUE(Register(kW0, 1, "h:1").ok());
+  EXPECT_EQ(StateOf(kW0), v1::ALIVE);
+  EXPECT_TRUE(members_.Heartbeat(kW0, 1, "", 0).ok());
+}
+
+TEST_F(MembershipTest, LostDetectedOnHeartbeatWithoutSweep) {
+  ASSERT_TRUE(Register(kW0, 1, "h:1").ok());
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_TRUE(absl::IsAborted(members_.Heartbeat(kW0, 1, "", 0)));
+}
+
+TEST_F(MembershipTest, UnknownTaskHeartbeatIsNotFound) {
+  EXPECT_TRUE(absl::IsNotFound(members_.Heartbeat(kW0, 1, "", 0)));
+  EXPECT_TRUE(absl::IsNotFound(members_.Deregister(kW0, 1)));
+}
+
+TEST_F(MembershipTest, DeregisterMarksAndChecksIncarnation) {
+  ASSERT_TRUE(Register(kW0, 1, "h:1").ok());
+  EXPECT_TRUE(absl::IsAborted(members_.Deregister(kW0, 2)));
+  ASSERT_TRUE(members_.Deregister(kW0, 1).ok());
+  EXPECT_EQ(StateOf(kW0), v1::DEREGISTERED);
+  EXPECT_TRUE(absl::IsAborted(members_.Heartbeat(kW0, 1, "", 0)));
+  // A deregistered task is free: a new process takes it at once.
+  EXPECT_TRUE(Register(kW0, 2, "h:1").ok());
+}
+
+TEST_F(MembershipTest, LostTaskKeepsItsIndexForDynamicRegistration) {
+  ASSERT_TRUE(Register(std::nullopt, 1, "h:1").ok());
+  clock_.Advance(absl::Seconds(4));
+  auto r = Register(std::nullopt, 2, "h:2");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->task, kW1);
+}
+
+}  // namespace
+}  // namespace coordinator
+}  // namespace lockstep
