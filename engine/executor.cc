@@ -1,0 +1,276 @@
+#include "engine/executor.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "engine/kernels/cpu/blas.h"
+#include "engine/kernels/cpu/cpu_kernel.h"
+#include "engine/philox.h"
+
+namespace lockstep::engine {
+namespace {
+
+// The floating dtype a node computes in: its first floating input's.
+DType ComputeDType(const Graph& g, int i) {
+  for (int in : g.node(i).inputs()) {
+    if (g.dtype(in) == DType::kF32 || g.dtype(in) == DType::kF64) return g.dtype(in);
+  }
+  return g.dtype(i);
+}
+
+template <typename T>
+void AddInto(const Tensor& a, const Tensor& b, Tensor* sum) {
+  const T *x = a.data<T>(), *y = b.data<T>();
+  T* z = sum->data<T>();
+  for (int64_t i = 0; i < a.num_elements(); ++i) z[i] = x[i] + y[i];
+}
+
+}  // namespace
+
+Executor::Executor(const Graph* graph, ExecutorOptions options)
+    : graph_(graph), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph,
+                                                           ExecutorOptions options) {
+  if (options.device.type() != Device::Type::kCpu) {
+    return absl::UnimplementedError(
+        absl::StrCat("device ", options.device.name(), ": only CPU kernels are built"));
+  }
+  std::unique_ptr<Executor> e(new Executor(graph, options));
+  const int n = graph->num_nodes();
+  e->variables_ = graph->Variables();
+  e->variable_index_.assign(n, -1);
+  for (int v = 0; v < static_cast<int>(e->variables_.size()); ++v) {
+    e->variable_index_[e->variables_[v].node] = v;
+  }
+  e->kernels_.resize(n);
+  e->needs_grad_.assign(n, false);
+  for (int i = 0; i < n; ++i) {
+    const v1::NodeDef& node = graph->node(i);
+    if (node.op() == v1::INPUT || node.op() == v1::VARIABLE) {
+      e->needs_grad_[i] = node.op() == v1::VARIABLE && node.trainable();
+      continue;
+    }
+    LS_ASSIGN_OR_RETURN(e->kernels_[i], CreateCpuKernel(node, ComputeDType(*graph, i)));
+    for (int in : node.inputs()) e->needs_grad_[i] = e->needs_grad_[i] || e->needs_grad_[in];
+  }
+  // A variable's gradient is final once its earliest consumer (on the way to the loss)
+  // has run its backward step: nodes are processed in reverse order.
+  e->gradient_final_after_.assign(e->variables_.size(), -1);
+  if (graph->loss() >= 0) {
+    std::vector<bool> to_loss = e->Ancestors({graph->loss()});
+    for (int i = n - 1; i >= 0; --i) {
+      if (!to_loss[i] || !e->needs_grad_[i]) continue;
+      for (int in : graph->node(i).inputs()) {
+        if (e->variable_index_[in] >= 0 && e->needs_grad_[in]) {
+          e->gradient_final_after_[e->variable_index_[in]] = i;
+        }
+      }
+    }
+  }
+  cpu::SetBlasThreads(options.blas_threads);
+  return e;
+}
+
+std::vector<bool> Executor::Ancestors(std::vector<int> targets) const {
+  std::vector<bool> mark(graph_->num_nodes(), false);
+  for (int t : targets) {
+    if (t >= 0) mark[t] = true;
+  }
+  for (int i = graph_->num_nodes() - 1; i >= 0; --i) {
+    if (!mark[i]) continue;
+    for (int in : graph_->node(i).inputs()) mark[in] = true;
+  }
+  return mark;
+}
+
+Tensor Executor::Allocate(DType dtype, const Shape& shape) {
+  const size_t bytes = shape.num_elements() * SizeOf(dtype);
+  for (Tensor& t : pool_) {
+    if (t.use_count() == 1 && t.dtype() == dtype && t.num_bytes() == bytes) {
+      absl::StatusOr<Tensor> reuse = t.Reshaped(shape);
+      if (reuse.ok()) return *reuse;
+    }
+  }
+  Tensor fresh(dtype, shape, options_.device);
+  if (pool_.size() < 256) pool_.push_back(fresh);
+  return fresh;
+}
+
+KernelContext Executor::MakeContext(bool training, uint64_t dropout_key) {
+  KernelContext ctx;
+  ctx.allocate = [this](DType dtype, const Shape& shape) { return Allocate(dtype, shape); };
+  ctx.training = training;
+  ctx.dropout_key = dropout_key;
+  return ctx;
+}
+
+absl::Status Executor::Forward(const std::vector<Tensor>& variables, const Feeds& feeds,
+                               const std::vector<bool>& wanted, const KernelContext& base_ctx) {
+  const int n = graph_->num_nodes();
+  values_.assign(n, Tensor());
+  if (variables.size() != variables_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the graph has ", variables_.size(),
+                                                   " variables, ", variables.size(), " given"));
+  }
+  KernelContext ctx = base_ctx;
+  for (int i = 0; i < n; ++i) {
+    if (!wanted[i]) continue;
+    const v1::NodeDef& node = graph_->node(i);
+    if (node.op() == v1::VARIABLE) {
+      const Tensor& v = variables[variable_index_[i]];
+      if (!v.valid() || v.dtype() != graph_->dtype(i) || v.shape() != graph_->shape(i)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "variable \"", node.name(), "\" is ", v.valid() ? v.DebugString() : "missing",
+            ", the graph wants ", DTypeName(graph_->dtype(i)), graph_->shape(i).ToString()));
+      }
+      values_[i] = v;
+      continue;
+    }
+    if (node.op() == v1::INPUT) {
+      auto it = std::find_if(feeds.begin(), feeds.end(),
+                             [&](const auto& f) { return f.first == node.name(); });
+      if (it == feeds.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("no tensor fed for input \"", node.name(), "\""));
+      }
+      const Tensor& t = it->second;
+      Shape want = graph_->shape(i);
+      bool ok = t.valid() && t.dtype() == graph_->dtype(i) && t.shape().rank() == want.rank();
+      for (int d = 0; ok && d < want.rank(); ++d) {
+        ok = want.dim(d) < 0 || want.dim(d) == t.shape().dim(d);
+      }
+      if (!ok) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input \"", node.name(), "\" fed ", t.valid() ? t.DebugString() : "an empty tensor",
+            ", the graph wants ", DTypeName(graph_->dtype(i)), want.ToString()));
+      }
+      values_[i] = t;
+      continue;
+    }
+    std::vector<Tensor> inputs;
+    for (int in : node.inputs()) inputs.push_back(values_[in]);
+    ctx.node_index = i;
+    LS_RETURN_IF_ERROR(kernels_[i]->Forward(ctx, inputs, &values_[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions& options,
+                                std::vector<Tensor>* gradients) {
+  const int n = graph_->num_nodes();
+  const int loss = graph_->loss();
+  grads_.assign(n, Tensor());
+  gradients->assign(variables_.size(), Tensor());
+  Tensor seed = Allocate(graph_->dtype(loss), Shape{});
+  if (seed.dtype() == DType::kF32) {
+    seed.data<float>()[0] = static_cast<float>(options.loss_scale);
+  } else {
+    seed.data<double>()[0] = options.loss_scale;
+  }
+  grads_[loss] = seed;
+  // Variables whose gradient becomes final after node i.
+  std::vector<std::vector<int>> final_after(n);
+  for (int v = 0; v < static_cast<int>(variables_.size()); ++v) {
+    if (gradient_final_after_[v] >= 0) final_after[gradient_final_after_[v]].push_back(v);
+  }
+  auto finish = [&](int v) {
+    Tensor& g = grads_[variables_[v].node];
+    if (!g.valid()) g = Tensor::Zeros(variables_[v].dtype, variables_[v].shape);
+    // The caller may all-reduce it in place: never hand out a shared buffer.
+    (*gradients)[v] = g.use_count() > 1 ? g.Clone() : std::move(g);
+    g = Tensor();
+    if (options.on_gradient_ready) options.on_gradient_ready(v);
+  };
+  KernelContext ctx = base_ctx;
+  for (int i = loss; i >= 0; --i) {
+    const v1::NodeDef& node = graph_->node(i);
+    if (grads_[i].valid() && kernels_[i] != nullptr && needs_grad_[i]) {
+      const int k = node.inputs_size();
+      std::vector<Tensor> inputs;
+      std::vector<bool> need(k);
+      for (int j = 0; j < k; ++j) {
+        inputs.push_back(values_[node.inputs(j)]);
+        need[j] = needs_grad_[node.inputs(j)];
+      }
+      std::vector<Tensor> d_inputs(k);
+      ctx.node_index = i;
+      LS_RETURN_IF_ERROR(
+          kernels_[i]->Backward(ctx, inputs, values_[i], grads_[i], need, &d_inputs));
+      grads_[i] = Tensor();
+      for (int j = 0; j < k; ++j) {
+        if (!need[j] || !d_inputs[j].valid()) continue;
+        Tensor& acc = grads_[node.inputs(j)];
+        if (!acc.valid()) {
+          acc = std::move(d_inputs[j]);
+        } else {  // a second consumer: sum into a fresh buffer (inputs may alias)
+          Tensor sum = Allocate(acc.dtype(), acc.shape());
+          if (acc.dtype() == DType::kF32) {
+            AddInto<float>(acc, d_inputs[j], &sum);
+          } else {
+            AddInto<double>(acc, d_inputs[j], &sum);
+          }
+          acc = sum;
+        }
+      }
+    }
+    for (int v : final_after[i]) finish(v);
+  }
+  // Trainable variables the loss does not depend on get zero gradients.
+  for (int v = 0; v < static_cast<int>(variables_.size()); ++v) {
+    if (variables_[v].trainable && gradient_final_after_[v] < 0) finish(v);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> Executor::ComputeGradients(const std::vector<Tensor>& variables,
+                                                      const Feeds& feeds,
+                                                      const StepOptions& options,
+                                                      std::vector<Tensor>* gradients) {
+  if (graph_->loss() < 0) {
+    return absl::FailedPreconditionError("the graph has no loss node; cannot compute gradients");
+  }
+  const uint64_t dropout_key =
+      MixKey(MixKey(graph_->seed(), static_cast<uint64_t>(options.replica_id)),
+             static_cast<uint64_t>(options.step));
+  KernelContext ctx = MakeContext(options.training, dropout_key);
+  LS_RETURN_IF_ERROR(
+      Forward(variables, feeds, Ancestors({graph_->loss(), graph_->accuracy()}), ctx));
+  LS_RETURN_IF_ERROR(Backward(ctx, options, gradients));
+  StepResult result;
+  result.loss = values_[graph_->loss()].AsDouble(0);
+  if (graph_->accuracy() >= 0) result.accuracy = values_[graph_->accuracy()].AsDouble(0);
+  if (!feeds.empty() && feeds[0].second.shape().rank() > 0) {
+    result.batch_size = feeds[0].second.shape().dim(0);
+  }
+  values_.assign(values_.size(), Tensor());
+  return result;
+}
+
+absl::StatusOr<StepResult> Executor::Evaluate(const std::vector<Tensor>& variables,
+                                              const Feeds& feeds, Tensor* output) {
+  std::vector<int> targets = {graph_->output()};
+  const int labels = graph_->FindInput("labels");
+  bool have_labels = labels >= 0 && std::any_of(feeds.begin(), feeds.end(),
+                                                [](const auto& f) { return f.first == "labels"; });
+  if (have_labels) {
+    targets.push_back(graph_->loss());
+    targets.push_back(graph_->accuracy());
+  }
+  KernelContext ctx = MakeContext(/*training=*/false, 0);
+  LS_RETURN_IF_ERROR(Forward(variables, feeds, Ancestors(targets), ctx));
+  StepResult result;
+  if (have_labels && graph_->loss() >= 0) result.loss = values_[graph_->loss()].AsDouble(0);
+  if (have_labels && graph_->accuracy() >= 0) {
+    result.accuracy = values_[graph_->accuracy()].AsDouble(0);
+  }
+  if (!feeds.empty() && feeds[0].second.shape().rank() > 0) {
+    result.batch_size = feeds[0].second.shape().dim(0);
+  }
+  if (output != nullptr && graph_->output() >= 0) *output = values_[graph_->output()].Clone();
+  values_.assign(values_.size(), Tensor());
+  return result;
+}
+
+}  // namespace lockstep::engine

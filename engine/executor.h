@@ -1,0 +1,117 @@
+// Executor: runs a Graph on one device for one replica: the forward pass, and reverse-mode
+// autodiff (the backward pass) giving the gradient of the scalar loss with respect to every
+// trainable variable. It does not own or update variables: the caller passes their values
+// in (VariableSet) and applies the gradients with an Optimizer, so that a distribution
+// layer can all-reduce the gradients in between:
+//
+//   Executor::ComputeGradients(vars, feeds, step, &grads)   per replica
+//       -> step.on_gradient_ready(i) as each grads[i] becomes final (reverse layer order)
+//   all-reduce grads (outside the engine)
+//   Optimizer::Apply(grads, &vars)
+//
+// Determinism: the same graph, variables, feeds and StepOptions give bitwise the same loss
+// and gradients whatever the number of replicas or threads (BLAS runs with a fixed thread
+// count; kernels are sequential; dropout masks come from Philox keyed by the graph seed,
+// replica id, step and node).
+//
+// Ownership: the Graph must outlive the Executor. Output tensors are the caller's; the
+// executor reuses its internal buffers between steps only when nobody else holds them.
+// Thread model: one thread at a time per Executor (one Executor per replica thread).
+#ifndef LOCKSTEP_ENGINE_EXECUTOR_H_
+#define LOCKSTEP_ENGINE_EXECUTOR_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/device.h"
+#include "engine/graph.h"
+#include "engine/op_kernel.h"
+#include "engine/tensor.h"
+
+namespace lockstep::engine {
+
+// Tensors fed to INPUT nodes by name, e.g. {{"features", x}, {"labels", y}}.
+using Feeds = std::vector<std::pair<std::string, Tensor>>;
+
+struct ExecutorOptions {
+  Device device = Device::Cpu();
+  // OpenBLAS threads. OpenBLAS's setting is process-wide: every executor of a process
+  // should use the same value (the default, 1, suits one replica thread per core).
+  int blas_threads = 1;
+};
+
+struct StepOptions {
+  bool training = true;  // dropout active
+  int replica_id = 0;    // dropout streams differ per replica
+  int64_t step = 0;      // and per step
+  // The backward pass starts from d(loss) = loss_scale. To sum per-replica gradients
+  // into the global-batch mean, pass local_batch / global_batch and all-reduce with SUM
+  // (tf.nn.compute_average_loss); the reported loss stays the local mean.
+  double loss_scale = 1.0;
+  // Called (on the calling thread) as soon as gradient `variable_index` is final, in
+  // reverse graph order, while the rest of the backward pass is still to run. The tensor
+  // is exclusively the caller's from then on (it may be all-reduced in place).
+  std::function<void(int variable_index)> on_gradient_ready;
+};
+
+struct StepResult {
+  double loss = 0;
+  double accuracy = -1;    // fraction correct, or -1 when the graph has no ACCURACY node
+  int64_t batch_size = 0;  // leading dimension of the first feed
+};
+
+class Executor {
+ public:
+  // INVALID_ARGUMENT when a node has no kernel on `options.device`'s type;
+  // UNIMPLEMENTED for CUDA devices (not built yet).
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(const Graph* graph,
+                                                          ExecutorOptions options = {});
+
+  // Forward and backward pass. `variables` follow graph.Variables() order (a
+  // VariableSet's tensors()); `gradients` is resized to match, with an invalid Tensor for
+  // non-trainable variables. Errors: INVALID_ARGUMENT for a missing feed, a variable or
+  // feed of the wrong shape or dtype, labels out of range; FAILED_PRECONDITION when the
+  // graph has no loss.
+  absl::StatusOr<StepResult> ComputeGradients(const std::vector<Tensor>& variables,
+                                              const Feeds& feeds, const StepOptions& options,
+                                              std::vector<Tensor>* gradients);
+
+  // Forward pass only (no dropout). Computes the loss and accuracy when the labels are
+  // fed, and the model output into *output when it is not null.
+  absl::StatusOr<StepResult> Evaluate(const std::vector<Tensor>& variables, const Feeds& feeds,
+                                      Tensor* output = nullptr);
+
+  const Graph& graph() const { return *graph_; }
+  const std::vector<VariableInfo>& variables() const { return variables_; }
+
+ private:
+  Executor(const Graph* graph, ExecutorOptions options);
+  absl::Status Forward(const std::vector<Tensor>& variables, const Feeds& feeds,
+                       const std::vector<bool>& wanted, const KernelContext& ctx);
+  absl::Status Backward(const KernelContext& ctx, const StepOptions& options,
+                        std::vector<Tensor>* gradients);
+  // Marks the nodes `targets` depend on.
+  std::vector<bool> Ancestors(std::vector<int> targets) const;
+  Tensor Allocate(DType dtype, const Shape& shape);
+  KernelContext MakeContext(bool training, uint64_t dropout_key);
+
+  const Graph* graph_;
+  ExecutorOptions options_;
+  std::vector<VariableInfo> variables_;
+  std::vector<int> variable_index_;                 // node -> index in variables_, or -1
+  std::vector<std::unique_ptr<OpKernel>> kernels_;  // per node; null for INPUT/VARIABLE
+  std::vector<bool> needs_grad_;                    // node depends on a trainable variable
+  std::vector<int> gradient_final_after_;           // variable -> node after whose backward its
+                                                    // gradient is final (-1: not reached)
+  std::vector<Tensor> values_;                      // per node, the current step's outputs
+  std::vector<Tensor> grads_;                       // per node, d(loss)/d(output)
+  std::vector<Tensor> pool_;                        // reusable buffers
+};
+
+}  // namespace lockstep::engine
+
+#endif  // LOCKSTEP_ENGINE_EXECUTOR_H_

@@ -1,0 +1,157 @@
+#include "engine/executor.h"
+
+#include <cmath>
+
+#include "engine/optimizer.h"
+#include "engine/variable_set.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Initializer Glorot() {
+  v1::Initializer i;
+  i.set_kind(v1::Initializer::GLOROT_UNIFORM);
+  return i;
+}
+
+// features [b,6] -> dense 8 -> relu -> dropout(rate) -> dense 3 -> xent.
+Graph Mlp(float dropout_rate = 0) {
+  Graph g(5);
+  int x = *g.Input("features", DType::kF32, Shape{-1, 6});
+  int labels = *g.Input("labels", DType::kI64, Shape{-1});
+  int w1 = *g.Variable("d0/kernel", DType::kF32, Shape{6, 8}, Glorot(), 6, 8);
+  int b1 = *g.Variable("d0/bias", DType::kF32, Shape{8}, v1::Initializer(), 6, 8);
+  int h = *g.Op(v1::BIAS_ADD, {*g.Op(v1::MATMUL, {x, w1}), b1});
+  h = *g.Op(v1::RELU, {h});
+  if (dropout_rate > 0) h = *g.Dropout(h, dropout_rate);
+  int w2 = *g.Variable("d1/kernel", DType::kF32, Shape{8, 3}, Glorot(), 8, 3);
+  int b2 = *g.Variable("d1/bias", DType::kF32, Shape{3}, v1::Initializer(), 8, 3);
+  int logits = *g.Op(v1::BIAS_ADD, {*g.Op(v1::MATMUL, {h, w2}), b2});
+  (void)g.SetLoss(*g.Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {logits, labels}));
+  g.set_output(logits);
+  g.set_accuracy(*g.Op(v1::ACCURACY, {logits, labels}));
+  return g;
+}
+
+Feeds Batch(int64_t b, int64_t offset = 0) {
+  std::vector<float> x;
+  std::vector<int64_t> y;
+  for (int64_t i = offset; i < offset + b; ++i) {
+    for (int j = 0; j < 6; ++j) x.push_back(std::sin(0.7 * i + 1.3 * j));
+    y.push_back(i % 3);
+  }
+  return {{"features", Tensor::FromVector(x, Shape{b, 6})},
+          {"labels", Tensor::FromVector(y, Shape{b})}};
+}
+
+TEST(Executor, GradientReadyHookFiresInReverseLayerOrderWithFinalValues) {
+  Graph g = Mlp();
+  auto vars = *VariableSet::Initialize(g);
+  auto exec = *Executor::Create(&g);
+  std::vector<int> order;
+  std::vector<Tensor> grads, at_hook(4);
+  StepOptions options;
+  options.on_gradient_ready = [&](int v) {
+    order.push_back(v);
+    at_hook[v] = grads[v].Clone();
+  };
+  ASSERT_TRUE(exec->ComputeGradients(vars.tensors(), Batch(16), options, &grads).ok());
+  EXPECT_EQ(order, (std::vector<int>{3, 2, 1, 0}));
+  for (int v = 0; v < 4; ++v) {
+    EXPECT_TRUE(at_hook[v].BitwiseEquals(grads[v])) << v;
+    EXPECT_EQ(grads[v].use_count(), 1) << "gradient buffers are the caller's alone";
+  }
+}
+
+TEST(Executor, BitwiseDeterministicAcrossExecutorsAndSteps) {
+  Graph g = Mlp(0.25f);
+  auto vars = *VariableSet::Initialize(g);
+  auto a = *Executor::Create(&g);
+  auto b = *Executor::Create(&g, ExecutorOptions{Device::Cpu(1), 1});
+  StepOptions options;
+  options.replica_id = 2;
+  options.step = 9;
+  std::vector<Tensor> ga, gb;
+  auto ra = *a->ComputeGradients(vars.tensors(), Batch(32), options, &ga);
+  (void)b->ComputeGradients(vars.tensors(), Batch(32, 5), options, &gb);  // other buffers first
+  auto rb = *b->ComputeGradients(vars.tensors(), Batch(32), options, &gb);
+  EXPECT_EQ(ra.loss, rb.loss);
+  for (int v = 0; v < 4; ++v) EXPECT_TRUE(ga[v].BitwiseEquals(gb[v])) << v;
+  // Another replica draws another dropout mask.
+  options.replica_id = 3;
+  auto rc = *b->ComputeGradients(vars.tensors(), Batch(32), options, &gb);
+  EXPECT_NE(ra.loss, rc.loss);
+}
+
+TEST(Executor, LossScaleSumsHalfBatchesToTheFullBatchGradient) {
+  Graph g = Mlp();
+  auto vars = *VariableSet::Initialize(g);
+  auto exec = *Executor::Create(&g);
+  std::vector<Tensor> full, h0, h1;
+  ASSERT_TRUE(exec->ComputeGradients(vars.tensors(), Batch(20), {}, &full).ok());
+  StepOptions half;
+  half.loss_scale = 0.5;
+  ASSERT_TRUE(exec->ComputeGradients(vars.tensors(), Batch(10, 0), half, &h0).ok());
+  ASSERT_TRUE(exec->ComputeGradients(vars.tensors(), Batch(10, 10), half, &h1).ok());
+  for (int v = 0; v < 4; ++v) {
+    for (int64_t i = 0; i < full[v].num_elements(); ++i) {
+      EXPECT_NEAR(full[v].data<float>()[i], h0[v].data<float>()[i] + h1[v].data<float>()[i], 1e-6);
+    }
+  }
+}
+
+TEST(Executor, TrainsAndEvaluates) {
+  Graph g = Mlp();
+  auto vars = *VariableSet::Initialize(g);
+  auto exec = *Executor::Create(&g);
+  v1::OptimizerSpec spec;
+  spec.mutable_momentum()->set_momentum(0.9);
+  spec.mutable_learning_rate()->mutable_constant()->set_value(0.1);
+  auto opt = *Optimizer::Create(spec, g.Variables());
+  double first = 0, last = 0;
+  std::vector<Tensor> grads;
+  for (int step = 0; step < 100; ++step) {
+    auto r = *exec->ComputeGradients(vars.tensors(), Batch(30), {}, &grads);
+    if (step == 0) first = r.loss;
+    last = r.loss;
+    ASSERT_TRUE(opt->Apply(grads, &vars.tensors()).ok());
+  }
+  EXPECT_LT(last, first * 0.5);
+  Tensor logits;
+  auto eval = *exec->Evaluate(vars.tensors(), Batch(30), &logits);
+  EXPECT_EQ(logits.shape(), (Shape{30, 3}));
+  EXPECT_GT(eval.accuracy, 0.5);
+  EXPECT_EQ(eval.batch_size, 30);
+  // Without labels: only the output.
+  Feeds features_only = {Batch(4)[0]};
+  EXPECT_TRUE(exec->Evaluate(vars.tensors(), features_only, &logits).ok());
+}
+
+TEST(Executor, RefusesBadFeedsAndVariables) {
+  Graph g = Mlp();
+  auto vars = *VariableSet::Initialize(g);
+  auto exec = *Executor::Create(&g);
+  std::vector<Tensor> grads;
+  auto missing = exec->ComputeGradients(vars.tensors(), {Batch(4)[0]}, {}, &grads);
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("no tensor fed for input \"labels\""));
+  Feeds wrong = Batch(4);
+  wrong[0].second = Tensor::Zeros(DType::kF32, Shape{4, 5});
+  auto shape = exec->ComputeGradients(vars.tensors(), wrong, {}, &grads);
+  EXPECT_THAT(std::string(shape.status().message()), HasSubstr("f32[4,5]"));
+  Feeds bad_label = Batch(4);
+  bad_label[1].second.data<int64_t>()[2] = 7;
+  auto label = exec->ComputeGradients(vars.tensors(), bad_label, {}, &grads);
+  EXPECT_THAT(std::string(label.status().message()), HasSubstr("label 7 at batch row 2"));
+  std::vector<Tensor> short_vars = vars.tensors();
+  short_vars[1] = Tensor::Zeros(DType::kF32, Shape{9});
+  auto var = exec->ComputeGradients(short_vars, Batch(4), {}, &grads);
+  EXPECT_THAT(std::string(var.status().message()), HasSubstr("\"d0/bias\""));
+}
+
+}  // namespace
+}  // namespace lockstep::engine

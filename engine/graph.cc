@@ -1,0 +1,197 @@
+#include "engine/graph.h"
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "engine/shape_inference.h"
+
+namespace lockstep::engine {
+
+Graph::Graph(uint64_t seed) {
+  def_.set_seed(seed);
+  def_.set_loss(-1);
+  def_.set_output(-1);
+  def_.set_accuracy(-1);
+}
+
+absl::StatusOr<Graph> Graph::FromProto(const v1::GraphDef& proto) {
+  Graph g(proto.seed());
+  absl::flat_hash_set<std::string> variable_names;
+  for (int i = 0; i < proto.nodes_size(); ++i) {
+    const v1::NodeDef& n = proto.nodes(i);
+    if (n.op() == v1::VARIABLE && !variable_names.insert(n.name()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph node ", i, ": variable name \"", n.name(), "\" is used twice"));
+    }
+    absl::StatusOr<int> added = g.AddNode(n);
+    if (!added.ok()) return Annotate(added.status(), absl::StrCat("graph node ", i));
+  }
+  for (auto [field, value] :
+       {std::pair<const char*, int>{"output", proto.output()}, {"accuracy", proto.accuracy()}}) {
+    if (value < -1 || value >= g.num_nodes()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph ", field, " index ", value, " is not a node (", g.num_nodes(), ")"));
+    }
+  }
+  if (proto.loss() != -1) LS_RETURN_IF_ERROR(g.SetLoss(proto.loss()));
+  g.def_.set_output(proto.output());
+  g.def_.set_accuracy(proto.accuracy());
+  return g;
+}
+
+absl::Status Graph::SetLoss(int node) {
+  if (node < 0 || node >= num_nodes() || shape(node).rank() != 0 ||
+      !(dtype(node) == DType::kF32 || dtype(node) == DType::kF64)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph loss index ", node, " is not a floating scalar node"));
+  }
+  def_.set_loss(node);
+  return absl::OkStatus();
+}
+
+std::vector<VariableInfo> Graph::Variables() const {
+  std::vector<VariableInfo> vars;
+  for (int i = 0; i < num_nodes(); ++i) {
+    const v1::NodeDef& n = node(i);
+    if (n.op() != v1::VARIABLE) continue;
+    vars.push_back(VariableInfo{n.name(), shape(i), dtype(i), n.trainable(), i});
+  }
+  return vars;
+}
+
+int Graph::FindInput(absl::string_view name) const {
+  for (int i = 0; i < num_nodes(); ++i) {
+    if (node(i).op() == v1::INPUT && node(i).name() == name) return i;
+  }
+  return -1;
+}
+
+absl::StatusOr<int> Graph::AddNode(v1::NodeDef node) {
+  std::vector<TypedShape> inputs;
+  for (int in : node.inputs()) {
+    if (in < 0 || in >= num_nodes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          v1::OpType_Name(node.op()), " node \"", node.name(), "\": input ", in,
+          " does not name an earlier node (graph nodes must be in topological order)"));
+    }
+    inputs.push_back(TypedShape{shape(in), dtype(in)});
+  }
+  if ((node.op() == v1::INPUT || node.op() == v1::VARIABLE) && node.name().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(v1::OpType_Name(node.op()), " node ", num_nodes(), " has no name"));
+  }
+  if (node.op() == v1::VARIABLE && !Shape::FromProto(node.shape()).fully_known()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variable \"", node.name(), "\" must have a fully known shape"));
+  }
+  LS_ASSIGN_OR_RETURN(TypedShape out, InferOutput(node, inputs));
+  if (node.name().empty()) {
+    node.set_name(
+        absl::StrCat(absl::AsciiStrToLower(v1::OpType_Name(node.op())), "_", num_nodes()));
+  }
+  *node.mutable_shape() = out.shape.ToProto();
+  node.set_dtype(DTypeToProto(out.dtype));
+  *def_.add_nodes() = std::move(node);
+  dtypes_.push_back(static_cast<int>(out.dtype));
+  return num_nodes() - 1;
+}
+
+absl::StatusOr<int> Graph::Input(absl::string_view name, DType dtype, Shape shape) {
+  v1::NodeDef n;
+  n.set_op(v1::INPUT);
+  n.set_name(std::string(name));
+  n.set_dtype(DTypeToProto(dtype));
+  *n.mutable_shape() = shape.ToProto();
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::Variable(absl::string_view name, DType dtype, Shape shape,
+                                    const v1::Initializer& init, int64_t fan_in, int64_t fan_out,
+                                    bool trainable) {
+  for (int i = 0; i < num_nodes(); ++i) {
+    if (node(i).op() == v1::VARIABLE && node(i).name() == name) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable name \"", name, "\" is already used"));
+    }
+  }
+  v1::NodeDef n;
+  n.set_op(v1::VARIABLE);
+  n.set_name(std::string(name));
+  n.set_dtype(DTypeToProto(dtype));
+  *n.mutable_shape() = shape.ToProto();
+  *n.mutable_initializer() = init;
+  n.set_fan_in(fan_in);
+  n.set_fan_out(fan_out);
+  n.set_trainable(trainable);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::Op(v1::OpType op, std::vector<int> inputs, absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(op);
+  n.set_name(std::string(name));
+  for (int in : inputs) n.add_inputs(in);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::Sum(int x, std::vector<int64_t> axes, bool keep_dims) {
+  v1::NodeDef n;
+  n.set_op(v1::SUM);
+  n.add_inputs(x);
+  for (int64_t a : axes) n.add_axes(a);
+  n.set_keep_dims(keep_dims);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::Mean(int x, std::vector<int64_t> axes, bool keep_dims) {
+  v1::NodeDef n;
+  n.set_op(v1::MEAN);
+  n.add_inputs(x);
+  for (int64_t a : axes) n.add_axes(a);
+  n.set_keep_dims(keep_dims);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::Reshape(int x, std::vector<int64_t> target_shape) {
+  v1::NodeDef n;
+  n.set_op(v1::RESHAPE);
+  n.add_inputs(x);
+  for (int64_t d : target_shape) n.add_target_shape(d);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::Conv2D(int x, int filter, std::vector<int> strides, v1::Padding padding,
+                                  absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::CONV2D);
+  n.set_name(std::string(name));
+  n.add_inputs(x);
+  n.add_inputs(filter);
+  for (int s : strides) n.add_strides(s);
+  n.set_padding(padding);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::MaxPool2D(int x, std::vector<int> window, std::vector<int> strides,
+                                     v1::Padding padding, absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::MAX_POOL2D);
+  n.set_name(std::string(name));
+  n.add_inputs(x);
+  for (int w : window) n.add_window(w);
+  for (int s : strides) n.add_strides(s);
+  n.set_padding(padding);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::Dropout(int x, float rate, absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::DROPOUT);
+  n.set_name(std::string(name));
+  n.add_inputs(x);
+  n.set_rate(rate);
+  return AddNode(std::move(n));
+}
+
+}  // namespace lockstep::engine

@@ -1,0 +1,20 @@
+// Row-major GEMM through CBLAS (Debian's OpenBLAS): C = alpha * op(A) * op(B) + beta * C,
+// for float (sgemm) and double (dgemm). SetBlasThreads sets OpenBLAS's thread count, which
+// is process-wide: the engine defaults to 1 (one replica thread = one BLAS thread).
+#ifndef LOCKSTEP_ENGINE_KERNELS_CPU_BLAS_H_
+#define LOCKSTEP_ENGINE_KERNELS_CPU_BLAS_H_
+
+#include <cstdint>
+
+namespace lockstep::engine::cpu {
+
+template <typename T>
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+          const T* b, T beta, T* c);
+
+void SetBlasThreads(int threads);
+int BlasThreads();
+
+}  // namespace lockstep::engine::cpu
+
+#endif  // LOCKSTEP_ENGINE_KERNELS_CPU_BLAS_H_

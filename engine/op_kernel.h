@@ -1,0 +1,45 @@
+// OpKernel: the forward and gradient computation of one graph node on one device.
+//
+// The executor owns one kernel per node (made by a device's factory, e.g.
+// CreateCpuKernel; a CUDA factory will implement the same interface), calls Forward in
+// topological order and Backward in reverse. Kernels allocate their outputs through the
+// KernelContext's allocator (buffers are reused across steps: a kernel must overwrite
+// every element it returns) and never write to their inputs: gradients returned may alias
+// `d_output` (e.g. Add, Reshape). Thread model: a kernel is used by one thread at a time.
+#ifndef LOCKSTEP_ENGINE_OP_KERNEL_H_
+#define LOCKSTEP_ENGINE_OP_KERNEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "engine/tensor.h"
+#include "lockstep/v1/graph.pb.h"
+
+namespace lockstep::engine {
+
+struct KernelContext {
+  // Returns a tensor of this dtype and shape; its contents are unspecified.
+  std::function<Tensor(DType, const Shape&)> allocate;
+  bool training = false;
+  // Dropout masks: Philox keyed by MixKey(dropout_key, node index), counter = element.
+  uint64_t dropout_key = 0;
+  int node_index = 0;
+};
+
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  virtual absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> inputs,
+                               Tensor* output) = 0;
+  // Sets (*d_inputs)[i] for every i with need[i]; leaves the others untouched.
+  virtual absl::Status Backward(const KernelContext& ctx, absl::Span<const Tensor> inputs,
+                                const Tensor& output, const Tensor& d_output,
+                                const std::vector<bool>& need, std::vector<Tensor>* d_inputs) = 0;
+};
+
+}  // namespace lockstep::engine
+
+#endif  // LOCKSTEP_ENGINE_OP_KERNEL_H_

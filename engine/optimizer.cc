@@ -1,0 +1,176 @@
+#include "engine/optimizer.h"
+
+#include <cmath>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace lockstep::engine {
+namespace {
+
+constexpr char kIterations[] = "optimizer/iterations";
+
+absl::Status Bad(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("optimizer.", field, ": ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const v1::OptimizerSpec& spec,
+                                                             std::vector<VariableInfo> variables) {
+  v1::OptimizerSpec s = spec;
+  switch (s.kind_case()) {
+    case v1::OptimizerSpec::kSgd:
+      break;
+    case v1::OptimizerSpec::kMomentum: {
+      auto* m = s.mutable_momentum();
+      if (m->momentum() == 0) m->set_momentum(0.9);
+      if (!(m->momentum() > 0 && m->momentum() < 1)) {
+        return Bad("momentum.momentum", absl::StrCat(m->momentum(), " is not in (0, 1)"));
+      }
+      break;
+    }
+    case v1::OptimizerSpec::kAdam: {
+      auto* a = s.mutable_adam();
+      if (a->beta1() == 0) a->set_beta1(0.9);
+      if (a->beta2() == 0) a->set_beta2(0.999);
+      if (a->epsilon() == 0) a->set_epsilon(1e-7);
+      if (!(a->beta1() > 0 && a->beta1() < 1)) return Bad("adam.beta1", "must be in (0, 1)");
+      if (!(a->beta2() > 0 && a->beta2() < 1)) return Bad("adam.beta2", "must be in (0, 1)");
+      if (!(a->epsilon() > 0)) return Bad("adam.epsilon", "must be > 0");
+      break;
+    }
+    default:
+      return Bad("kind", "set one of sgd, momentum, adam");
+  }
+  absl::StatusOr<LearningRateSchedule> schedule = LearningRateSchedule::Create(s.learning_rate());
+  if (!schedule.ok()) return Annotate(schedule.status(), "optimizer");
+  return std::unique_ptr<Optimizer>(new Optimizer(s, *schedule, std::move(variables)));
+}
+
+Optimizer::Optimizer(v1::OptimizerSpec spec, LearningRateSchedule schedule,
+                     std::vector<VariableInfo> variables)
+    : spec_(std::move(spec)), schedule_(schedule), variables_(std::move(variables)) {
+  std::vector<std::string> suffixes;
+  if (spec_.has_momentum()) suffixes = {"momentum"};
+  if (spec_.has_adam()) suffixes = {"adam_m", "adam_v"};
+  for (const VariableInfo& v : variables_) {
+    first_slot_.push_back(v.trainable && !suffixes.empty() ? static_cast<int>(slots_.size()) : -1);
+    if (!v.trainable) continue;
+    for (const std::string& suffix : suffixes) {
+      slot_names_.push_back(absl::StrCat(v.name, "/", suffix));
+      slots_.push_back(Tensor::Zeros(v.dtype, v.shape));
+    }
+  }
+  slot_names_.push_back(kIterations);
+  slots_.push_back(Tensor::Scalar<int64_t>(0));
+}
+
+int64_t Optimizer::iterations() const { return slots_.back().data<int64_t>()[0]; }
+
+template <typename T>
+void Optimizer::Update(int v, const Tensor& grad, Tensor* var, double lr, int64_t t) {
+  const int64_t n = var->num_elements();
+  const T* g = grad.data<T>();
+  T* w = var->data<T>();
+  const T rate = static_cast<T>(lr);
+  if (spec_.has_sgd()) {
+    for (int64_t i = 0; i < n; ++i) w[i] -= rate * g[i];
+  } else if (spec_.has_momentum()) {
+    T* vel = slots_[first_slot_[v]].data<T>();
+    const T mu = static_cast<T>(spec_.momentum().momentum());
+    if (spec_.momentum().nesterov()) {
+      for (int64_t i = 0; i < n; ++i) {
+        vel[i] = mu * vel[i] - rate * g[i];
+        w[i] += mu * vel[i] - rate * g[i];
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        vel[i] = mu * vel[i] - rate * g[i];
+        w[i] += vel[i];
+      }
+    }
+  } else {
+    T* m = slots_[first_slot_[v]].data<T>();
+    T* s = slots_[first_slot_[v] + 1].data<T>();
+    const auto& a = spec_.adam();
+    const T b1 = static_cast<T>(a.beta1()), b2 = static_cast<T>(a.beta2());
+    const T eps = static_cast<T>(a.epsilon());
+    const T step = static_cast<T>(lr * std::sqrt(1 - std::pow(a.beta2(), double(t))) /
+                                  (1 - std::pow(a.beta1(), double(t))));
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = b1 * m[i] + (T(1) - b1) * g[i];
+      s[i] = b2 * s[i] + (T(1) - b2) * g[i] * g[i];
+      w[i] -= step * m[i] / (std::sqrt(s[i]) + eps);
+    }
+  }
+}
+
+absl::Status Optimizer::Apply(const std::vector<Tensor>& gradients,
+                              std::vector<Tensor>* variables) {
+  if (gradients.size() != variables_.size() || variables->size() != variables_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer: ", variables_.size(), " variables, got ", variables->size(),
+                     " variables and ", gradients.size(), " gradients"));
+  }
+  for (size_t v = 0; v < variables_.size(); ++v) {
+    const VariableInfo& info = variables_[v];
+    const Tensor& g = gradients[v];
+    const Tensor& w = (*variables)[v];
+    if (!w.valid() || w.dtype() != info.dtype || w.shape() != info.shape) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer: variable \"", info.name, "\" is ",
+                                                     w.valid() ? w.DebugString() : "missing"));
+    }
+    if (info.trainable && g.valid() && (g.dtype() != info.dtype || g.shape() != info.shape)) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer: gradient of \"", info.name,
+                                                     "\" is ", g.DebugString(), ", want ",
+                                                     w.DebugString()));
+    }
+  }
+  const int64_t t = iterations();
+  const double lr = schedule_.At(t);
+  for (size_t v = 0; v < variables_.size(); ++v) {
+    if (!variables_[v].trainable || !gradients[v].valid()) continue;
+    if (variables_[v].dtype == DType::kF32) {
+      Update<float>(v, gradients[v], &(*variables)[v], lr, t + 1);
+    } else {
+      Update<double>(v, gradients[v], &(*variables)[v], lr, t + 1);
+    }
+  }
+  slots_.back().data<int64_t>()[0] = t + 1;
+  return absl::OkStatus();
+}
+
+std::vector<v1::NamedTensor> Optimizer::SaveState() const {
+  std::vector<v1::NamedTensor> state;
+  for (size_t k = 0; k < slots_.size(); ++k)
+    state.push_back(slots_[k].ToNamedProto(slot_names_[k]));
+  return state;
+}
+
+absl::Status Optimizer::RestoreState(const std::vector<v1::NamedTensor>& state) {
+  absl::flat_hash_map<std::string, const v1::NamedTensor*> by_name;
+  for (const v1::NamedTensor& s : state) by_name[s.name()] = &s;
+  std::vector<Tensor> restored;
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    auto it = by_name.find(slot_names_[k]);
+    if (it == by_name.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("restoring optimizer state: slot \"", slot_names_[k], "\" is missing"));
+    }
+    absl::StatusOr<Tensor> t = Tensor::FromProto(it->second->tensor());
+    if (!t.ok())
+      return Annotate(t.status(), absl::StrCat("restoring slot \"", slot_names_[k], "\""));
+    if (t->dtype() != slots_[k].dtype() || t->shape() != slots_[k].shape()) {
+      return absl::InvalidArgumentError(absl::StrCat("restoring slot \"", slot_names_[k],
+                                                     "\": got ", t->DebugString(), ", want ",
+                                                     slots_[k].DebugString()));
+    }
+    restored.push_back(*std::move(t));
+  }
+  slots_ = std::move(restored);
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep::engine

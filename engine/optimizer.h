@@ -1,0 +1,71 @@
+// Optimizer: applies (already all-reduced) gradients to variables: SGD, Momentum (with
+// Nesterov) and Adam, with a learning-rate schedule. Its state is tensors with stable
+// names, so it checkpoints and broadcasts like variables:
+//   "<variable>/momentum"                  Momentum
+//   "<variable>/adam_m", "<variable>/adam_v"  Adam
+//   "optimizer/iterations"                 i64 scalar, the number of updates applied
+//
+// Update rules (Keras semantics; lr = schedule.At(iterations)):
+//   SGD       w -= lr * g
+//   Momentum  v = mu * v - lr * g;  w += v                 (Nesterov: w += mu * v - lr * g)
+//   Adam      m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  t = iterations + 1
+//             w -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)
+//
+// Ownership: owns its slot tensors; variables and gradients are the caller's.
+// Thread model: one thread at a time. Every element is updated independently, in order,
+// so the result is bitwise reproducible.
+#ifndef LOCKSTEP_ENGINE_OPTIMIZER_H_
+#define LOCKSTEP_ENGINE_OPTIMIZER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/graph.h"
+#include "engine/learning_rate.h"
+#include "engine/tensor.h"
+#include "lockstep/v1/model.pb.h"
+#include "lockstep/v1/tensor.pb.h"
+
+namespace lockstep::engine {
+
+class Optimizer {
+ public:
+  // `variables` in the order gradients will come (Graph::Variables()). INVALID_ARGUMENT
+  // naming the field for a bad spec (momentum outside [0, 1), no kind, bad schedule...).
+  static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const v1::OptimizerSpec& spec,
+                                                           std::vector<VariableInfo> variables);
+
+  // Applies one update to every trainable variable with a valid gradient, then
+  // increments iterations. INVALID_ARGUMENT (nothing changed) when counts, shapes or
+  // dtypes differ.
+  absl::Status Apply(const std::vector<Tensor>& gradients, std::vector<Tensor>* variables);
+
+  int64_t iterations() const;
+  // The learning rate the next Apply will use.
+  double learning_rate() const { return schedule_.At(iterations()); }
+
+  // Slot tensors (see above), in a stable order.
+  std::vector<v1::NamedTensor> SaveState() const;
+  // INVALID_ARGUMENT naming the slot when one is missing or of another shape.
+  absl::Status RestoreState(const std::vector<v1::NamedTensor>& state);
+
+ private:
+  Optimizer(v1::OptimizerSpec spec, LearningRateSchedule schedule,
+            std::vector<VariableInfo> variables);
+  template <typename T>
+  void Update(int v, const Tensor& grad, Tensor* var, double lr, int64_t t);
+
+  v1::OptimizerSpec spec_;
+  LearningRateSchedule schedule_;
+  std::vector<VariableInfo> variables_;
+  // slot_names_[k] names slots_[k]; the last is "optimizer/iterations".
+  std::vector<std::string> slot_names_;
+  std::vector<Tensor> slots_;
+  std::vector<int> first_slot_;  // per variable, index of its first slot or -1
+};
+
+}  // namespace lockstep::engine
+
+#endif  // LOCKSTEP_ENGINE_OPTIMIZER_H_

@@ -1,0 +1,117 @@
+#include "engine/optimizer.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+
+namespace lockstep::engine {
+namespace {
+
+std::vector<VariableInfo> OneVariable() {
+  return {VariableInfo{"w", Shape{2}, DType::kF64, true, 0}};
+}
+
+v1::OptimizerSpec Spec(const std::string& kind, double lr) {
+  v1::OptimizerSpec spec;
+  if (kind == "sgd") spec.mutable_sgd();
+  if (kind == "momentum") spec.mutable_momentum()->set_momentum(0.5);
+  if (kind == "nesterov") {
+    spec.mutable_momentum()->set_momentum(0.5);
+    spec.mutable_momentum()->set_nesterov(true);
+  }
+  if (kind == "adam") spec.mutable_adam();
+  spec.mutable_learning_rate()->mutable_constant()->set_value(lr);
+  return spec;
+}
+
+std::vector<double> RunSteps(const std::string& kind, int steps) {
+  auto opt = *Optimizer::Create(Spec(kind, 0.1), OneVariable());
+  std::vector<Tensor> w = {Tensor::FromVector<double>({1.0, -2.0}, Shape{2})};
+  std::vector<Tensor> g = {Tensor::FromVector<double>({0.5, 1.0}, Shape{2})};
+  for (int i = 0; i < steps; ++i) EXPECT_TRUE(opt->Apply(g, &w).ok());
+  EXPECT_EQ(opt->iterations(), steps);
+  return w[0].ToVector<double>();
+}
+
+TEST(Optimizer, UpdateRules) {
+  EXPECT_DOUBLE_EQ(RunSteps("sgd", 2)[0], 1.0 - 2 * 0.1 * 0.5);
+  // Momentum: v1 = -0.05, w = 0.95; v2 = -0.025 - 0.05 = -0.075, w = 0.875.
+  EXPECT_DOUBLE_EQ(RunSteps("momentum", 2)[0], 0.875);
+  // Nesterov: v1 = -0.05, w1 = 1 + 0.5*-0.05 - 0.05 = 0.925;
+  //           v2 = -0.075, w2 = 0.925 + 0.5*-0.075 - 0.05 = 0.8375.
+  EXPECT_DOUBLE_EQ(RunSteps("nesterov", 2)[0], 0.8375);
+  // Adam's first steps move by about lr in the direction of -sign(g).
+  std::vector<double> adam = RunSteps("adam", 1);
+  EXPECT_NEAR(adam[0], 0.9, 1e-5);
+  EXPECT_NEAR(adam[1], -2.1, 1e-5);
+}
+
+TEST(Optimizer, StateRoundTripContinuesBitwise) {
+  auto a = *Optimizer::Create(Spec("adam", 0.01), OneVariable());
+  std::vector<Tensor> w = {Tensor::FromVector<double>({1.0, -2.0}, Shape{2})};
+  std::vector<Tensor> g = {Tensor::FromVector<double>({0.5, 1.0}, Shape{2})};
+  ASSERT_TRUE(a->Apply(g, &w).ok());
+  auto state = a->SaveState();
+  ASSERT_EQ(state.size(), 3u);
+  EXPECT_EQ(state[0].name(), "w/adam_m");
+  EXPECT_EQ(state[2].name(), "optimizer/iterations");
+  auto b = *Optimizer::Create(Spec("adam", 0.01), OneVariable());
+  ASSERT_TRUE(b->RestoreState(state).ok());
+  std::vector<Tensor> wb = {w[0].Clone()};
+  ASSERT_TRUE(a->Apply(g, &w).ok());
+  ASSERT_TRUE(b->Apply(g, &wb).ok());
+  EXPECT_TRUE(w[0].BitwiseEquals(wb[0]));
+  state.pop_back();
+  EXPECT_FALSE(b->RestoreState(state).ok());
+}
+
+TEST(Optimizer, RefusesBadSpecsAndShapes) {
+  v1::OptimizerSpec none;
+  none.mutable_learning_rate()->mutable_constant()->set_value(0.1);
+  EXPECT_NE(Optimizer::Create(none, OneVariable()).status().message().find("optimizer.kind"),
+            std::string::npos);
+  v1::OptimizerSpec m = Spec("momentum", 0.1);
+  m.mutable_momentum()->set_momentum(1.5);
+  EXPECT_NE(Optimizer::Create(m, OneVariable()).status().message().find("momentum.momentum"),
+            std::string::npos);
+  v1::OptimizerSpec no_lr;
+  no_lr.mutable_sgd();
+  EXPECT_FALSE(Optimizer::Create(no_lr, OneVariable()).ok());
+  auto opt = *Optimizer::Create(Spec("sgd", 0.1), OneVariable());
+  std::vector<Tensor> w = {Tensor::Zeros(DType::kF64, Shape{2})};
+  std::vector<Tensor> g = {Tensor::Zeros(DType::kF64, Shape{3})};
+  EXPECT_FALSE(opt->Apply(g, &w).ok());
+  EXPECT_EQ(opt->iterations(), 0);
+}
+
+TEST(LearningRate, Schedules) {
+  v1::LearningRate step;
+  step.mutable_step_decay()->set_initial(1.0);
+  step.mutable_step_decay()->set_decay_rate(0.5);
+  step.mutable_step_decay()->set_decay_steps(10);
+  auto s = *LearningRateSchedule::Create(step);
+  EXPECT_DOUBLE_EQ(s.At(9), 1.0);
+  EXPECT_DOUBLE_EQ(s.At(10), 0.5);
+  EXPECT_DOUBLE_EQ(s.At(25), 0.25);
+
+  v1::LearningRate wc;
+  auto* w = wc.mutable_warmup_cosine();
+  w->set_peak(1.0);
+  w->set_warmup_steps(4);
+  w->set_decay_steps(10);
+  w->set_final_fraction(0.1);
+  auto c = *LearningRateSchedule::Create(wc);
+  EXPECT_DOUBLE_EQ(c.At(0), 0.25);
+  EXPECT_DOUBLE_EQ(c.At(3), 1.0);
+  EXPECT_DOUBLE_EQ(c.At(4), 1.0);
+  EXPECT_NEAR(c.At(9), 0.1 + 0.9 * 0.5, 1e-12);
+  EXPECT_NEAR(c.At(14), 0.1, 1e-12);
+  EXPECT_NEAR(c.At(1000), 0.1, 1e-12);
+
+  w->set_decay_steps(0);
+  EXPECT_NE(LearningRateSchedule::Create(wc).status().message().find("warmup_cosine.decay_steps"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep::engine

@@ -1,0 +1,122 @@
+#include "engine/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::engine {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+std::shared_ptr<char> AllocateAligned(size_t bytes) {
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0) rounded = kAlignment;
+  return std::shared_ptr<char>(static_cast<char*>(std::aligned_alloc(kAlignment, rounded)),
+                               [](char* p) { std::free(p); });
+}
+
+}  // namespace
+
+Tensor::Tensor(DType dtype, Shape shape, Device device)
+    : dtype_(dtype), shape_(std::move(shape)), device_(device) {
+  buffer_ = AllocateAligned(num_bytes());
+}
+
+Tensor Tensor::Zeros(DType dtype, Shape shape) {
+  Tensor t(dtype, std::move(shape));
+  t.SetZero();
+  return t;
+}
+
+template <typename T>
+Tensor Tensor::FromVector(const std::vector<T>& values, Shape shape) {
+  Tensor t(DTypeOf<T>(), std::move(shape));
+  std::memcpy(t.raw_data(), values.data(), std::min(values.size() * sizeof(T), t.num_bytes()));
+  return t;
+}
+template Tensor Tensor::FromVector<float>(const std::vector<float>&, Shape);
+template Tensor Tensor::FromVector<double>(const std::vector<double>&, Shape);
+template Tensor Tensor::FromVector<int32_t>(const std::vector<int32_t>&, Shape);
+template Tensor Tensor::FromVector<int64_t>(const std::vector<int64_t>&, Shape);
+
+double Tensor::AsDouble(int64_t i) const {
+  switch (dtype_) {
+    case DType::kF32:
+      return data<float>()[i];
+    case DType::kF64:
+      return data<double>()[i];
+    case DType::kI32:
+      return data<int32_t>()[i];
+    case DType::kI64:
+      return static_cast<double>(data<int64_t>()[i]);
+    default:
+      return 0;
+  }
+}
+
+absl::StatusOr<Tensor> Tensor::Reshaped(Shape shape) const {
+  if (shape.num_elements() != num_elements() || !shape.fully_known()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", DebugString(), " to ",
+                                                   shape.ToString(), ": element counts differ"));
+  }
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  if (!valid()) return Tensor();
+  Tensor t(dtype_, shape_, device_);
+  std::memcpy(t.raw_data(), raw_data(), num_bytes());
+  return t;
+}
+
+void Tensor::SetZero() { std::memset(raw_data(), 0, num_bytes()); }
+
+bool Tensor::BitwiseEquals(const Tensor& other) const {
+  if (valid() != other.valid()) return false;
+  if (!valid()) return true;
+  return dtype_ == other.dtype_ && shape_ == other.shape_ &&
+         std::memcmp(raw_data(), other.raw_data(), num_bytes()) == 0;
+}
+
+v1::TensorProto Tensor::ToProto() const {
+  v1::TensorProto proto;
+  proto.set_dtype(DTypeToProto(dtype_));
+  *proto.mutable_shape() = shape_.ToProto();
+  if (valid()) proto.set_content(static_cast<const char*>(raw_data()), num_bytes());
+  return proto;
+}
+
+absl::StatusOr<Tensor> Tensor::FromProto(const v1::TensorProto& proto) {
+  absl::StatusOr<DType> dtype = DTypeFromProto(proto.dtype());
+  if (!dtype.ok()) return dtype.status();
+  Shape shape = Shape::FromProto(proto.shape());
+  if (!shape.fully_known()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor shape ", shape.ToString(), " has a negative dimension"));
+  }
+  Tensor t(*dtype, shape);
+  if (proto.content().size() != t.num_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", t.DebugString(), " needs ",
+                                                   t.num_bytes(), " content bytes, the proto has ",
+                                                   proto.content().size()));
+  }
+  std::memcpy(t.raw_data(), proto.content().data(), t.num_bytes());
+  return t;
+}
+
+v1::NamedTensor Tensor::ToNamedProto(absl::string_view name) const {
+  v1::NamedTensor named;
+  named.set_name(std::string(name));
+  *named.mutable_tensor() = ToProto();
+  return named;
+}
+
+std::string Tensor::DebugString() const {
+  return absl::StrCat(DTypeName(dtype_), shape_.ToString());
+}
+
+}  // namespace lockstep::engine

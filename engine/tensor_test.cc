@@ -1,0 +1,68 @@
+#include "engine/tensor.h"
+
+#include <cstdint>
+
+#include "gtest/gtest.h"
+
+namespace lockstep::engine {
+namespace {
+
+TEST(Tensor, AlignedAndShaped) {
+  Tensor t(DType::kF32, Shape{3, 5});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % 64, 0u);
+  EXPECT_EQ(t.num_elements(), 15);
+  EXPECT_EQ(t.num_bytes(), 60u);
+  EXPECT_EQ(t.DebugString(), "f32[3,5]");
+  EXPECT_EQ(Tensor::Scalar<double>(2.5).shape().rank(), 0);
+}
+
+TEST(Tensor, CopiesAliasClonesDoNot) {
+  Tensor a = Tensor::FromVector<float>({1, 2, 3, 4}, Shape{2, 2});
+  Tensor alias = a;
+  Tensor copy = a.Clone();
+  a.data<float>()[0] = 9;
+  EXPECT_EQ(alias.data<float>()[0], 9);
+  EXPECT_EQ(copy.data<float>()[0], 1);
+  auto r = a.Reshaped(Shape{4});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->data<float>(), a.data<float>());
+  EXPECT_FALSE(a.Reshaped(Shape{3}).ok());
+}
+
+TEST(Tensor, ProtoRoundTripForEveryDtype) {
+  for (DType d : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32, DType::kI64}) {
+    Tensor t(d, Shape{2, 3});
+    for (size_t i = 0; i < t.num_bytes(); ++i) static_cast<char*>(t.raw_data())[i] = char(i * 7);
+    auto back = Tensor::FromProto(t.ToProto());
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_TRUE(back->BitwiseEquals(t)) << DTypeName(d);
+  }
+  v1::NamedTensor named = Tensor::Scalar<int64_t>(5).ToNamedProto("optimizer/iterations");
+  EXPECT_EQ(named.name(), "optimizer/iterations");
+  EXPECT_EQ(named.tensor().dtype(), v1::I64);
+}
+
+TEST(Tensor, FromProtoRefusesBadContent) {
+  v1::TensorProto p = Tensor::Zeros(DType::kF32, Shape{2}).ToProto();
+  p.set_content("abc");
+  auto t = Tensor::FromProto(p);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("needs 8 content bytes"), std::string::npos);
+  p = Tensor::Zeros(DType::kF32, Shape{2}).ToProto();
+  p.set_dtype(v1::DTYPE_UNSPECIFIED);
+  EXPECT_FALSE(Tensor::FromProto(p).ok());
+  p.set_dtype(v1::F32);
+  p.mutable_shape()->set_dims(0, -2);
+  EXPECT_FALSE(Tensor::FromProto(p).ok());
+}
+
+TEST(Device, ParsesNames) {
+  EXPECT_EQ(Device::Parse("/cpu:3")->index(), 3);
+  EXPECT_EQ(Device::Parse("GPU:1")->type(), Device::Type::kCuda);
+  EXPECT_EQ(Device::Cpu(2).name(), "/cpu:2");
+  EXPECT_FALSE(Device::Parse("/tpu:0").ok());
+  EXPECT_FALSE(Device::Parse("/cpu:-1").ok());
+}
+
+}  // namespace
+}  // namespace lockstep::engine
