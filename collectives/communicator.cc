@@ -69,6 +69,9 @@ absl::Status Communicator::Execute(const Body& body) {
       s = absl::AbortedError(
           absl::StrCat("communicator rank ", rank(), " was aborted: ", s.message()));
     }
+    // Tell the peers at once (they see this rank leave: UNAVAILABLE) rather than letting
+    // them wait for their deadlines. A deadline stays local: the peers have their own.
+    if (s.code() != absl::StatusCode::kDeadlineExceeded) transport_->Abort();
     absl::MutexLock lock(&mu_);
     if (failed_.ok()) failed_ = s;
   }

@@ -7,7 +7,8 @@
 //   OK; DEADLINE_EXCEEDED (a peer is slow or stopped); UNAVAILABLE naming the peer that
 //   died, closed its connection or aborted; ABORTED after Abort(); INVALID_ARGUMENT for a
 //   bad root or null buffer. After any error the communicator is failed: every later call
-//   returns the same code at once (the group must be rebuilt, as with NCCL).
+//   returns the same code at once (the group must be rebuilt, as with NCCL). Except after a
+//   deadline, a failed rank also closes its transport so that its peers fail fast too.
 // Every rank must issue the same collectives in the same order.
 //
 // Async forms return a CollectiveHandle; the collectives run one at a time, in call order,

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "collectives/shm_transport.h"
+#include "collectives/tcp_transport.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -36,6 +38,23 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const CommunicatorConfi
       }
       return std::unique_ptr<Transport>(
           std::make_unique<InProcTransport>(config.inproc_hub, config.rank));
+    case TransportKind::kTcp: {
+      if (config.secret.empty()) {
+        return absl::InvalidArgumentError("TCP transport needs the group's secret");
+      }
+      HandshakeIdentity me{config.secret, config.key_prefix, config.rank, config.world_size};
+      TcpOptions tcp = config.tcp;
+      tcp.listen_host = config.listen_host;
+      LS_ASSIGN_OR_RETURN(auto t,
+                          TcpTransport::Connect(me, config.key_prefix, store, tcp, deadline));
+      return std::unique_ptr<Transport>(std::move(t));
+    }
+    case TransportKind::kShm: {
+      LS_ASSIGN_OR_RETURN(
+          auto t, ShmTransport::Connect(config.rank, config.world_size, config.key_prefix, store,
+                                        config.shm, deadline));
+      return std::unique_ptr<Transport>(std::move(t));
+    }
     default:
       break;
   }

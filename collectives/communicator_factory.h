@@ -21,7 +21,9 @@
 #include "collectives/algorithms.h"
 #include "collectives/communicator.h"
 #include "collectives/inproc_transport.h"
+#include "collectives/shm_transport.h"
 #include "collectives/store.h"
+#include "collectives/tcp_transport.h"
 #include "collectives/types.h"
 
 namespace lockstep {
@@ -38,6 +40,8 @@ struct CommunicatorConfig {
   std::string listen_host = "127.0.0.1";
   absl::Duration connect_timeout = absl::Seconds(60);
   AlgorithmOptions algorithms;
+  TcpOptions tcp;  // listen_host above overrides tcp.listen_host
+  ShmOptions shm;
   // kInProc only: the hub shared by the group's threads.
   std::shared_ptr<InProcHub> inproc_hub;
 };

@@ -1,0 +1,278 @@
+#include "bench/allreduce_bench.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "absl/random/random.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "bench/allreduce_peers.h"
+#include "bench/allreduce_rank.h"
+#include "nlohmann/json.hpp"
+
+namespace lockstep {
+namespace bench {
+namespace {
+
+struct BenchFlags {
+  int np = 2;
+  std::string transport = "shm";
+  std::string sizes = "8:64M";
+  int iters = 1000;
+  std::string peers = "all";
+  std::string peers_dir;
+  std::string algorithm = "auto";
+  bool fusion = true;
+  double target_s = 0.25;
+};
+
+absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
+  BenchFlags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) return absl::InvalidArgumentError("unexpected argument " + arg);
+    std::string name = arg.substr(2), value;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return absl::InvalidArgumentError("--" + name + " needs a value");
+    }
+    bool ok = true;
+    if (name == "np") {
+      ok = absl::SimpleAtoi(value, &f.np) && f.np >= 1 && f.np <= 64;
+    } else if (name == "transport") {
+      f.transport = value;
+      ok = value == "tcp" || value == "shm";
+    } else if (name == "sizes") {
+      f.sizes = value;
+    } else if (name == "iters") {
+      ok = absl::SimpleAtoi(value, &f.iters) && f.iters >= 1;
+    } else if (name == "peers") {
+      f.peers = value;
+      ok = value == "all" || value == "none" || value == "mpi" || value == "gloo";
+    } else if (name == "peers_dir") {
+      f.peers_dir = value;
+    } else if (name == "algorithm") {
+      f.algorithm = value;
+      ok = value == "auto" || value == "ring" || value == "hd";
+    } else if (name == "fusion") {
+      ok = absl::SimpleAtob(value, &f.fusion);
+    } else if (name == "target_s") {
+      ok = absl::SimpleAtod(value, &f.target_s) && f.target_s > 0;
+    } else {
+      return absl::InvalidArgumentError("unknown flag --" + name);
+    }
+    if (!ok) return absl::InvalidArgumentError("bad value '" + value + "' for --" + name);
+  }
+  return f;
+}
+
+struct OurRow {
+  int iters = 0;
+  double p50 = 0, avg = 0;
+  bool correct = false;
+};
+
+// Forks the ranks, waits for them, and returns rank 0's JSON lines.
+absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
+                                                     const std::vector<uint64_t>& sizes) {
+  char tmpl[] = "/tmp/lockstep-bench-allreduce.XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  if (dir == nullptr) return absl::InternalError("mkdtemp failed in /tmp");
+  absl::BitGen gen;
+  RankConfig c;
+  c.np = f.np;
+  c.transport =
+      f.transport == "tcp" ? collectives::TransportKind::kTcp : collectives::TransportKind::kShm;
+  c.algorithm = f.algorithm == "ring" ? collectives::AllReduceAlgorithm::kRing
+                : f.algorithm == "hd" ? collectives::AllReduceAlgorithm::kHalvingDoubling
+                                      : collectives::AllReduceAlgorithm::kAuto;
+  c.store_dir = dir;
+  c.key_prefix = absl::StrFormat("bench-%d", getpid());
+  c.secret =
+      absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+  c.sizes = sizes;
+  c.max_iters = f.iters;
+  c.target_s = f.target_s;
+  c.fusion = f.fusion;
+  c.results_path = absl::StrCat(dir, "/results.jsonl");
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < f.np; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      c.rank = r;
+      absl::Status s = RunBenchRank(c);
+      if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", r, s.ToString().c_str());
+      std::fflush(nullptr);
+      _exit(s.ok() ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  absl::Status result;
+  for (int r = 0; r < f.np; ++r) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      if (result.ok()) result = absl::InternalError(absl::StrCat("rank ", r, " failed"));
+      for (pid_t p : pids) kill(p, SIGKILL);  // the others would wait for their deadline
+    }
+  }
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(c.results_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) lines.push_back(j);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!result.ok()) return result;
+  return lines;
+}
+
+std::string SizeName(uint64_t b) {
+  if (b >= (1u << 20) && b % (1u << 20) == 0) return absl::StrCat(b >> 20, "M");
+  if (b >= 1024 && b % 1024 == 0) return absl::StrCat(b >> 10, "K");
+  return absl::StrCat(b);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<uint64_t>> ParseSizes(const std::string& spec) {
+  std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  if (parts.size() != 2) return absl::InvalidArgumentError("--sizes is MIN:MAX, e.g. 8:64M");
+  uint64_t v[2];
+  for (int i = 0; i < 2; ++i) {
+    std::string p = absl::AsciiStrToUpper(parts[i]);
+    uint64_t mult = 1;
+    if (!p.empty() && (p.back() == 'K' || p.back() == 'M' || p.back() == 'G')) {
+      mult = p.back() == 'K' ? 1ull << 10 : p.back() == 'M' ? 1ull << 20 : 1ull << 30;
+      p.pop_back();
+    }
+    if (!absl::SimpleAtoi(p, &v[i]) || v[i] == 0) {
+      return absl::InvalidArgumentError("bad size '" + parts[i] + "'");
+    }
+    v[i] *= mult;
+  }
+  if (v[0] % 4 != 0 || v[0] > v[1]) {
+    return absl::InvalidArgumentError("--sizes: MIN must be a multiple of 4 and <= MAX");
+  }
+  std::vector<uint64_t> sizes;
+  for (uint64_t b = v[0]; b <= v[1]; b *= 2) sizes.push_back(b);
+  return sizes;
+}
+
+int RunAllreduceBench(int argc, char** argv) {
+  auto flags = ParseFlags(argc, argv);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "bench allreduce: %s\n", std::string(flags.status().message()).c_str());
+    return 2;
+  }
+  const BenchFlags& f = *flags;
+  auto sizes = ParseSizes(f.sizes);
+  if (!sizes.ok()) {
+    std::fprintf(stderr, "bench allreduce: %s\n", std::string(sizes.status().message()).c_str());
+    return 2;
+  }
+  auto lines = RunRanks(f, *sizes);
+  if (!lines.ok()) {
+    std::fprintf(stderr, "bench allreduce: %s\n", lines.status().ToString().c_str());
+    return 1;
+  }
+  std::map<uint64_t, OurRow> ours;
+  nlohmann::json fusion;
+  for (const auto& j : *lines) {
+    if (j.contains("fusion")) {
+      fusion = j;
+      continue;
+    }
+    OurRow row{j["iters"].get<int>(), j["time_us_p50"].get<double>(),
+               j["time_us_avg"].get<double>(), j["correct"].get<bool>()};
+    ours[j["bytes"].get<uint64_t>()] = row;
+  }
+
+  // Peers, one after the other (never concurrently with ours or each other).
+  const std::string dir = f.peers_dir.empty() ? DefaultPeersDir() : f.peers_dir;
+  std::vector<PeerSpec> peers = PeersFor(f.transport, f.peers);
+  std::vector<std::map<uint64_t, PeerRow>> peer_rows;
+  std::vector<std::string> peer_names;
+  for (PeerSpec p : peers) {
+    p.args.insert(p.args.end(), {"--np", absl::StrCat(f.np), "--sizes", f.sizes, "--iters",
+                                 absl::StrCat(f.iters)});
+    auto rows = RunPeer(dir, p, absl::Minutes(10));
+    if (!rows.ok()) {
+      std::printf("# peer %s: %s\n", p.impl.c_str(), std::string(rows.status().message()).c_str());
+      continue;
+    }
+    peer_names.push_back(p.impl);
+    peer_rows.push_back(*rows);
+  }
+
+  const double bus = f.np > 1 ? 2.0 * (f.np - 1) / f.np : 1.0;
+  std::printf("# lockstep allreduce: np=%d transport=%s algorithm=%s, float32 sum in place\n", f.np,
+              f.transport.c_str(), f.algorithm.c_str());
+  std::printf(
+      "# time: median of K back-to-back calls on rank 0; GB/s = 1e9 B/s; "
+      "ratio = peer time / our time (>1: we are faster)\n");
+  std::printf("%12s %6s %11s %10s %10s %4s", "bytes", "iters", "time_us", "algbw", "busbw", "ok");
+  for (auto& n : peer_names) std::printf(" %22s", ("x " + n).c_str());
+  std::printf("\n");
+  bool all_correct = true;
+  double worst = 1e30;
+  uint64_t worst_at = 0;
+  for (const auto& [bytes, row] : ours) {
+    const double algbw = row.p50 > 0 ? bytes / row.p50 / 1e3 : 0;
+    all_correct &= row.correct;
+    std::printf("%12s %6d %11.2f %10.3f %10.3f %4s", SizeName(bytes).c_str(), row.iters, row.p50,
+                algbw, algbw * bus, row.correct ? "ok" : "BAD");
+    double best_peer = 1e30;
+    for (size_t k = 0; k < peer_rows.size(); ++k) {
+      auto it = peer_rows[k].find(bytes);
+      if (it == peer_rows[k].end() || it->second.time_us_p50 <= 0) {
+        std::printf(" %22s", "-");
+        continue;
+      }
+      best_peer = std::min(best_peer, it->second.time_us_p50);
+      std::printf(" %12.2fus %7.2fx", it->second.time_us_p50, it->second.time_us_p50 / row.p50);
+    }
+    if (best_peer < 1e30 && best_peer / row.p50 < worst) {
+      worst = best_peer / row.p50;
+      worst_at = bytes;
+    }
+    std::printf("\n");
+  }
+  if (worst < 1e30) {
+    std::printf("# worst ratio to the best peer: %.2fx at %s bytes\n", worst,
+                SizeName(worst_at).c_str());
+  }
+  if (!fusion.is_null()) {
+    const double sep = fusion["separate_us_p50"].get<double>();
+    const double fus = fusion["fused_us_p50"].get<double>();
+    std::printf("# fusion: %d tensors of %d bytes: separate %.1f us, fused %.1f us: %.2fx\n",
+                fusion["tensors"].get<int>(), fusion["tensor_bytes"].get<int>(), sep, fus,
+                fus > 0 ? sep / fus : 0);
+  }
+  return all_correct ? 0 : 1;
+}
+
+}  // namespace bench
+}  // namespace lockstep

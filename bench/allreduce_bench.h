@@ -1,0 +1,32 @@
+// `lockstep bench allreduce`: starts N local processes (forked from this one before any
+// thread exists), all-reduces float32 SUM over TCP or shared memory for every size, runs the
+// Gloo and Open MPI peer programs (bench/peers) with the same sizes, and prints an
+// nccl-tests-style table with the ratio to every peer, then the fusion measurement.
+//
+//   --np N  --transport tcp|shm  [--sizes 8:64M] [--iters K (max timed calls per size)]
+//   [--peers all|none|mpi|gloo] [--peers_dir DIR] [--algorithm auto|ring|hd]
+//   [--fusion true|false] [--target_s 0.25]
+//
+// Returns the process exit status (0 ok, 1 a rank failed or results were wrong, 2 bad
+// flags). Call it before starting any thread: it forks.
+#ifndef LOCKSTEP_BENCH_ALLREDUCE_BENCH_H_
+#define LOCKSTEP_BENCH_ALLREDUCE_BENCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace lockstep {
+namespace bench {
+
+int RunAllreduceBench(int argc, char** argv);
+
+// "MIN:MAX" with binary K/M/G suffixes, doubling from MIN to MAX (nccl-tests -b -e -f 2).
+absl::StatusOr<std::vector<uint64_t>> ParseSizes(const std::string& spec);
+
+}  // namespace bench
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_BENCH_ALLREDUCE_BENCH_H_

@@ -1,0 +1,155 @@
+#include "bench/allreduce_rank.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "collectives/communicator_factory.h"
+#include "collectives/file_store.h"
+#include "collectives/fused_all_reduce.h"
+#include "common/status.h"
+
+namespace lockstep {
+namespace bench {
+namespace {
+
+using collectives::Communicator;
+using collectives::DType;
+using collectives::ReduceOp;
+
+double NowUs() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+absl::Time Deadline() { return absl::Now() + absl::Seconds(120); }
+
+void Fill(int rank, float* x, size_t count) {
+  for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>((rank + 1) * (1 + i % 7));
+}
+
+bool Check(int np, const float* x, size_t count) {
+  const float ranks = static_cast<float>(np * (np + 1) / 2);
+  for (size_t i = 0; i < count; ++i) {
+    if (x[i] != ranks * static_cast<float>(1 + i % 7)) return false;
+  }
+  return true;
+}
+
+// Returns the JSON line for one size.
+absl::StatusOr<std::string> MeasureSize(Communicator& comm, const RankConfig& c, uint64_t bytes,
+                                        std::vector<float>& buf) {
+  const size_t count = bytes / sizeof(float);
+  float* x = buf.data();
+  Fill(c.rank, x, count);
+  LS_RETURN_IF_ERROR(comm.AllReduce(x, x, count, DType::kF32, ReduceOp::kSum, Deadline()));
+  int32_t ok = Check(c.np, x, count) ? 1 : 0;
+  LS_RETURN_IF_ERROR(comm.AllReduce(&ok, &ok, 1, DType::kI32, ReduceOp::kMin, Deadline()));
+
+  const int warmup = WarmupIters(bytes, c.warmup);
+  double start = NowUs();
+  for (int i = 0; i < warmup; ++i) {
+    LS_RETURN_IF_ERROR(comm.AllReduce(x, x, count, DType::kF32, ReduceOp::kSum, Deadline()));
+  }
+  int64_t iters = ChooseTimedIters((NowUs() - start) / warmup, c.target_s, 5, c.max_iters);
+  LS_RETURN_IF_ERROR(comm.Broadcast(&iters, 1, DType::kI64, 0, Deadline()));
+
+  std::vector<double> times(iters);
+  LS_RETURN_IF_ERROR(comm.Barrier(Deadline()));
+  const double all_start = NowUs();
+  for (int64_t i = 0; i < iters; ++i) {
+    double t0 = NowUs();
+    LS_RETURN_IF_ERROR(comm.AllReduce(x, x, count, DType::kF32, ReduceOp::kSum, Deadline()));
+    times[i] = NowUs() - t0;
+  }
+  const double avg = (NowUs() - all_start) / iters;
+  return absl::StrFormat(
+      R"({"bytes":%d,"iters":%d,"time_us_p50":%.3f,"time_us_avg":%.3f,"correct":%s})", bytes, iters,
+      Median(times), avg, ok ? "true" : "false");
+}
+
+// 100 tensors of 40 KiB: 100 separate calls, then the same through FusedAllReduce.
+absl::StatusOr<std::string> MeasureFusion(Communicator& comm, const RankConfig& c) {
+  constexpr int kTensors = 100, kReps = 20, kWarmup = 3;
+  constexpr size_t kFloats = 40 * 1024 / sizeof(float);
+  std::vector<std::vector<float>> t(kTensors, std::vector<float>(kFloats));
+  for (auto& v : t) Fill(c.rank, v.data(), v.size());
+  collectives::FusedAllReduce fused(&comm, ReduceOp::kSum);
+  std::vector<double> separate, together;
+  for (int rep = 0; rep < kWarmup + kReps; ++rep) {
+    LS_RETURN_IF_ERROR(comm.Barrier(Deadline()));
+    double t0 = NowUs();
+    for (auto& v : t) {
+      LS_RETURN_IF_ERROR(
+          comm.AllReduce(v.data(), v.data(), v.size(), DType::kF32, ReduceOp::kSum, Deadline()));
+    }
+    double t1 = NowUs();
+    LS_RETURN_IF_ERROR(comm.Barrier(Deadline()));
+    double t2 = NowUs();
+    for (auto& v : t) fused.Add(v.data(), v.size(), DType::kF32, Deadline());
+    LS_RETURN_IF_ERROR(fused.Finish());
+    double t3 = NowUs();
+    if (rep >= kWarmup) {
+      separate.push_back(t1 - t0);
+      together.push_back(t3 - t2);
+    }
+  }
+  return absl::StrFormat(
+      R"({"fusion":true,"tensors":%d,"tensor_bytes":%d,"separate_us_p50":%.1f,"fused_us_p50":%.1f})",
+      kTensors, kFloats * sizeof(float), Median(separate), Median(together));
+}
+
+}  // namespace
+
+int WarmupIters(uint64_t bytes, int requested) {
+  const uint64_t budget = uint64_t{128} << 20;
+  int64_t cap = bytes == 0 ? requested : static_cast<int64_t>(budget / bytes);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(requested, cap)));
+}
+
+int ChooseTimedIters(double estimate_us, double target_s, int min_iters, int max_iters) {
+  double want = estimate_us > 0 ? target_s * 1e6 / estimate_us : max_iters;
+  int k = static_cast<int>(std::min<double>(want, max_iters));
+  return std::min(std::max(k, min_iters), max_iters);
+}
+
+absl::Status RunBenchRank(const RankConfig& c) {
+  collectives::FileStore store(c.store_dir);
+  collectives::CommunicatorConfig config;
+  config.rank = c.rank;
+  config.world_size = c.np;
+  config.transport = c.transport;
+  config.secret = c.secret;
+  config.key_prefix = c.key_prefix;
+  config.algorithms.algorithm = c.algorithm;
+  LS_ASSIGN_OR_RETURN(auto comm, collectives::CreateCommunicator(config, &store));
+  uint64_t largest = 0;
+  for (uint64_t b : c.sizes) largest = std::max(largest, b);
+  std::vector<float> buf(largest / sizeof(float) + 16);
+  std::ofstream out;
+  if (c.rank == 0) out.open(c.results_path);
+  for (uint64_t bytes : c.sizes) {
+    LS_ASSIGN_OR_RETURN(std::string line, MeasureSize(*comm, c, bytes, buf));
+    if (c.rank == 0) out << line << "\n" << std::flush;
+  }
+  if (c.fusion) {
+    LS_ASSIGN_OR_RETURN(std::string line, MeasureFusion(*comm, c));
+    if (c.rank == 0) out << line << "\n" << std::flush;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace bench
+}  // namespace lockstep

@@ -1,0 +1,49 @@
+// One rank of `lockstep bench allreduce`: joins the group through a FileStore, measures
+// every size with the same rules as the peer programs in bench/peers (README there):
+//   data: rank r holds (r + 1) * (1 + i % 7) (float32 SUM, exact); the first call is
+//   checked on every rank; then a few untimed warm-up calls (at most ~128 MiB of them), one
+//   barrier, and K back-to-back calls timed one by one on rank 0, K filling `target_s` at
+//   the warm-up's pace (rank 0 decides and broadcasts it), at least 5, at most max_iters.
+// Then the fusion measurement: 100 tensors of 40 KiB, 100 separate calls vs one
+// FusedAllReduce. Rank 0 writes one JSON object per line to `results_path`.
+// Thread model: runs on the calling thread of a freshly forked process.
+#ifndef LOCKSTEP_BENCH_ALLREDUCE_RANK_H_
+#define LOCKSTEP_BENCH_ALLREDUCE_RANK_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "collectives/types.h"
+
+namespace lockstep {
+namespace bench {
+
+struct RankConfig {
+  int rank = 0;
+  int np = 2;
+  collectives::TransportKind transport = collectives::TransportKind::kShm;
+  collectives::AllReduceAlgorithm algorithm = collectives::AllReduceAlgorithm::kAuto;
+  std::string store_dir;
+  std::string key_prefix;
+  std::string secret;
+  std::vector<uint64_t> sizes;
+  int max_iters = 1000;
+  int warmup = 5;
+  double target_s = 0.25;
+  bool fusion = true;
+  std::string results_path;
+};
+
+absl::Status RunBenchRank(const RankConfig& config);
+
+// Untimed warm-up calls for `bytes`: `requested`, cut to move at most ~128 MiB, at least 1.
+int WarmupIters(uint64_t bytes, int requested);
+// Timed calls for one estimated at `estimate_us`: fill target_s, in [min_iters, max_iters].
+int ChooseTimedIters(double estimate_us, double target_s, int min_iters, int max_iters);
+
+}  // namespace bench
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_BENCH_ALLREDUCE_RANK_H_

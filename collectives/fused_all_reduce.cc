@@ -1,0 +1,91 @@
+#include "collectives/fused_all_reduce.h"
+
+#include <cstring>
+
+namespace lockstep {
+namespace collectives {
+
+FusedAllReduce::FusedAllReduce(Communicator* comm, ReduceOp op, size_t bytes_per_pack)
+    : comm_(comm), op_(op), bytes_per_pack_(std::max<size_t>(bytes_per_pack, 1)) {}
+
+FusedAllReduce::~FusedAllReduce() {
+  for (size_t i = 0; i < in_use_; ++i) {
+    if (buckets_[i]->handle) buckets_[i]->handle->Wait().IgnoreError();
+  }
+  for (auto& h : direct_) h->Wait().IgnoreError();
+}
+
+FusedAllReduce::Bucket& FusedAllReduce::OpenBucket(DType dtype) {
+  // The open bucket of this dtype is the last one of it not yet started.
+  for (size_t i = in_use_; i-- > 0;) {
+    Bucket& b = *buckets_[i];
+    if (b.dtype == dtype && !b.handle) return b;
+  }
+  if (in_use_ == buckets_.size()) buckets_.push_back(std::make_unique<Bucket>());
+  Bucket& b = *buckets_[in_use_++];
+  b.dtype = dtype;
+  b.used = 0;
+  b.entries.clear();
+  b.deadline = absl::InfiniteFuture();
+  b.handle.reset();
+  if (b.buffer.size() < bytes_per_pack_) b.buffer.resize(bytes_per_pack_);
+  return b;
+}
+
+void FusedAllReduce::Launch(Bucket& b) {
+  b.handle = comm_->AllReduceAsync(b.buffer.data(), b.buffer.data(), b.used / DTypeSize(b.dtype),
+                                   b.dtype, op_, b.deadline);
+  ++started_;
+}
+
+void FusedAllReduce::Add(void* data, size_t count, DType dtype, absl::Time deadline) {
+  const size_t bytes = count * DTypeSize(dtype);
+  if (bytes == 0) return;
+  if (bytes >= bytes_per_pack_) {
+    direct_.push_back(comm_->AllReduceAsync(data, data, count, dtype, op_, deadline));
+    ++started_;
+    return;
+  }
+  Bucket* b = &OpenBucket(dtype);
+  if (b->used + bytes > bytes_per_pack_) {
+    Launch(*b);
+    b = &OpenBucket(dtype);
+  }
+  std::memcpy(b->buffer.data() + b->used, data, bytes);
+  b->entries.push_back({data, bytes});
+  b->used += bytes;
+  b->deadline = std::min(b->deadline, deadline);
+  if (b->used == bytes_per_pack_) Launch(*b);
+}
+
+absl::Status FusedAllReduce::Finish() {
+  for (size_t i = 0; i < in_use_; ++i) {
+    if (!buckets_[i]->handle) Launch(*buckets_[i]);
+  }
+  absl::Status first;
+  for (size_t i = 0; i < in_use_; ++i) {
+    Bucket& b = *buckets_[i];
+    absl::Status s = b.handle->Wait();
+    if (s.ok()) {
+      size_t offset = 0;
+      for (const Entry& e : b.entries) {
+        std::memcpy(e.data, b.buffer.data() + offset, e.bytes);
+        offset += e.bytes;
+      }
+    } else if (first.ok()) {
+      first = s;
+    }
+    b.handle.reset();
+  }
+  for (auto& h : direct_) {
+    absl::Status s = h->Wait();
+    if (!s.ok() && first.ok()) first = s;
+  }
+  direct_.clear();
+  in_use_ = 0;
+  started_ = 0;
+  return first;
+}
+
+}  // namespace collectives
+}  // namespace lockstep

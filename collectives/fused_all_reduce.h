@@ -1,0 +1,70 @@
+// FusedAllReduce: gradient fusion. Packs many small tensors into buckets of
+// `bytes_per_pack` bytes (one dtype per bucket) and starts each bucket's all-reduce as soon
+// as it is full, so communication overlaps the caller's remaining work (the backward pass of
+// earlier layers). Tensors of at least `bytes_per_pack` bytes are all-reduced alone, in
+// place, with no copy.
+//
+// Use per step: Add() every gradient in the order every rank agrees on, then Finish(),
+// which starts the partial buckets, waits for all, and copies the results back. The object
+// can be reused for the next step; bucket buffers are kept (no allocation in steady state).
+// Ownership: borrows the Communicator and the tensors (valid until Finish returns).
+// Thread model: one thread at a time.
+#ifndef LOCKSTEP_COLLECTIVES_FUSED_ALL_REDUCE_H_
+#define LOCKSTEP_COLLECTIVES_FUSED_ALL_REDUCE_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "collectives/communicator.h"
+
+namespace lockstep {
+namespace collectives {
+
+constexpr size_t kDefaultBytesPerPack = 4 << 20;
+
+class FusedAllReduce {
+ public:
+  FusedAllReduce(Communicator* comm, ReduceOp op, size_t bytes_per_pack = kDefaultBytesPerPack);
+  ~FusedAllReduce();  // waits for started buckets
+
+  // Adds a tensor to this step, all-reduced in place. `deadline` bounds its bucket.
+  void Add(void* data, size_t count, DType dtype, absl::Time deadline);
+  // Starts what is pending, waits for every bucket, copies results back; returns the first
+  // error (the tensors' contents are then unspecified).
+  absl::Status Finish();
+
+  // Buckets started so far in this step (for tests and metrics).
+  int buckets_started() const { return started_; }
+
+ private:
+  struct Entry {
+    void* data;
+    size_t bytes;
+  };
+  struct Bucket {
+    DType dtype = DType::kF32;
+    std::vector<char> buffer;  // capacity kept across steps
+    size_t used = 0;
+    std::vector<Entry> entries;
+    absl::Time deadline = absl::InfiniteFuture();
+    Handle handle;
+  };
+
+  void Launch(Bucket& bucket);
+  Bucket& OpenBucket(DType dtype);
+
+  Communicator* const comm_;
+  const ReduceOp op_;
+  const size_t bytes_per_pack_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;  // this step's, in order; reused
+  size_t in_use_ = 0;                             // buckets_[0, in_use_) belong to this step
+  std::vector<Handle> direct_;                    // large tensors reduced in place
+  int started_ = 0;
+};
+
+}  // namespace collectives
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COLLECTIVES_FUSED_ALL_REDUCE_H_

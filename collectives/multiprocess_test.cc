@@ -1,0 +1,155 @@
+// Four processes over TCP and over shared memory: SIGKILL one during large all-reduces and
+// the others return UNAVAILABLE within 2 s; SIGSTOP one and the others return
+// DEADLINE_EXCEEDED at their deadline. Children are always killed and reaped.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "collectives/communicator_factory.h"
+#include "collectives/file_store.h"
+#include "collectives/test_util.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace collectives {
+namespace {
+
+constexpr int kRanks = 4;
+
+// Kills and reaps every child still running when it goes out of scope.
+class Children {
+ public:
+  ~Children() {
+    for (pid_t p : pids_) {
+      if (p > 0) {
+        kill(p, SIGKILL);
+        waitpid(p, nullptr, 0);
+      }
+    }
+  }
+  void Add(pid_t p) { pids_.push_back(p); }
+  pid_t operator[](int i) const { return pids_[i]; }
+  // Waits for child i to exit by `deadline`; returns its exit code, or -1 (killed by a
+  // signal or still running; a running child is left for the destructor).
+  int Reap(int i, absl::Time deadline) {
+    while (true) {
+      int status = 0;
+      pid_t got = waitpid(pids_[i], &status, WNOHANG);
+      if (got == pids_[i]) {
+        pids_[i] = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      if (absl::Now() >= deadline) return -1;
+      absl::SleepFor(absl::Milliseconds(2));  // polling a child's exit, bounded by deadline
+    }
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// Runs in a child: all-reduces `floats` floats in a loop, each call bounded by
+// `call_timeout`; writes one byte to `ready_fd` after the first success; exits with the
+// status code of the first failure.
+[[noreturn]] void ChildMain(int rank, TransportKind kind, const std::string& dir,
+                            const std::string& prefix, size_t floats, absl::Duration call_timeout,
+                            int ready_fd) {
+  FileStore store(dir);
+  CommunicatorConfig config;
+  config.rank = rank;
+  config.world_size = kRanks;
+  config.transport = kind;
+  config.secret = "multiprocess-secret";
+  config.key_prefix = prefix;
+  config.connect_timeout = absl::Seconds(30);
+  auto comm = CreateCommunicator(config, &store);
+  if (!comm.ok()) _exit(100);
+  std::vector<float> x(floats, 1.0f);
+  bool told = false;
+  // Bounded: the parent kills us after at most a minute.
+  for (int i = 0; i < 100000; ++i) {
+    absl::Status s = (*comm)->AllReduce(x.data(), x.data(), x.size(), DType::kF32, ReduceOp::kMean,
+                                        absl::Now() + call_timeout);
+    if (!s.ok()) _exit(static_cast<int>(s.code()));
+    if (!told) {
+      char c = 1;
+      (void)!write(ready_fd, &c, 1);
+      told = true;
+    }
+  }
+  _exit(0);
+}
+
+class MultiProcessTest : public ::testing::TestWithParam<TransportKind> {
+ protected:
+  // Forks kRanks children and waits until every one completed an all-reduce.
+  void StartGroup(size_t floats, absl::Duration call_timeout) {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string prefix = UniquePrefix();
+    dir_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", prefix);
+    ASSERT_EQ(mkdir(dir_.c_str(), 0700), 0);
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    for (int r = 0; r < kRanks; ++r) {
+      pid_t p = fork();
+      ASSERT_GE(p, 0);
+      if (p == 0) {
+        close(fds[0]);
+        ChildMain(r, GetParam(), dir_, prefix, floats, call_timeout, fds[1]);
+      }
+      children_.Add(p);
+    }
+    close(fds[1]);
+    int ready = 0;
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    while (ready < kRanks && absl::Now() < give_up) {
+      pollfd p{fds[0], POLLIN, 0};
+      if (poll(&p, 1, 1000) > 0) {
+        char c;
+        if (read(fds[0], &c, 1) != 1) break;
+        ++ready;
+      }
+    }
+    close(fds[0]);
+    ASSERT_EQ(ready, kRanks) << "not every rank completed its first all-reduce";
+  }
+
+  std::string dir_;
+  Children children_;
+};
+
+TEST_P(MultiProcessTest, SigkillOneRankOthersUnavailableWithin2s) {
+  StartGroup(/*floats=*/1 << 20, /*call_timeout=*/absl::Seconds(60));
+  ASSERT_EQ(kill(children_[2], SIGKILL), 0);
+  const absl::Time killed = absl::Now();
+  for (int r : {0, 1, 3}) {
+    int code = children_.Reap(r, killed + absl::Seconds(2));
+    EXPECT_EQ(code, static_cast<int>(absl::StatusCode::kUnavailable)) << "rank " << r;
+  }
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(2) + absl::Milliseconds(50));
+}
+
+TEST_P(MultiProcessTest, SigstopOneRankOthersHitTheirDeadline) {
+  StartGroup(/*floats=*/1 << 16, /*call_timeout=*/absl::Seconds(1));
+  ASSERT_EQ(kill(children_[1], SIGSTOP), 0);
+  const absl::Time stopped = absl::Now();
+  for (int r : {0, 2, 3}) {
+    int code = children_.Reap(r, stopped + absl::Seconds(5));
+    EXPECT_EQ(code, static_cast<int>(absl::StatusCode::kDeadlineExceeded)) << "rank " << r;
+  }
+  // The stopped child is killed and reaped by Children's destructor.
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, MultiProcessTest,
+                         ::testing::Values(TransportKind::kTcp, TransportKind::kShm),
+                         [](const auto& info) { return TransportKindName(info.param); });
+
+}  // namespace
+}  // namespace collectives
+}  // namespace lockstep

@@ -1,0 +1,291 @@
+#include "collectives/shm_transport.h"
+
+#include <fcntl.h>
+#include <immintrin.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/status.h"
+
+namespace lockstep {
+namespace collectives {
+
+namespace {
+constexpr uint64_t kShmMagic = 0x4c53534d52494e47ull;  // "LSSMRING"
+constexpr size_t kAlign = 64;
+constexpr size_t kHeaderBytes = 4096;
+constexpr size_t kRingCtlBytes = 128;
+
+size_t RoundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
+  timespec ts = absl::ToTimespec(timeout);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// True when `pid` has exited (zombies count as dead: their sockets and mappings are gone).
+bool ProcessDead(int pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  if (!std::getline(in, stat)) return true;
+  size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+  char state = stat[paren + 2];
+  return state == 'Z' || state == 'X';
+}
+}  // namespace
+
+struct ShmTransport::Header {
+  std::atomic<uint64_t> magic;
+  int32_t pid;
+  int32_t rank;
+  alignas(64) std::atomic<uint32_t> doorbell;
+  std::atomic<uint32_t> sleeping;
+  alignas(64) std::atomic<uint32_t> aborted;
+};
+
+struct ShmTransport::Ring {
+  alignas(64) std::atomic<uint64_t> head;  // bytes written by the producer (64-aligned)
+  alignas(64) std::atomic<uint64_t> tail;  // bytes consumed by the consumer (64-aligned)
+};
+
+ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
+    : rank_(rank),
+      size_(size),
+      options_(options),
+      slot_bytes_(kRingCtlBytes + options.ring_bytes),
+      segment_bytes_(kHeaderBytes + slot_bytes_ * size),
+      segments_(size) {
+  static_assert(sizeof(Header) <= kHeaderBytes, "header too large");
+  static_assert(sizeof(Ring) <= kRingCtlBytes, "ring control too large");
+}
+
+ShmTransport::~ShmTransport() {
+  for (auto& m : segments_) {
+    if (m.base != nullptr) munmap(m.base, m.bytes);
+  }
+  if (!own_name_.empty() && !own_unlinked_) shm_unlink(own_name_.c_str());
+}
+
+ShmTransport::Header* ShmTransport::header(int r) const {
+  return static_cast<Header*>(segments_[r].base);
+}
+
+ShmTransport::Ring* ShmTransport::ring(int owner, int sender) const {
+  char* base = static_cast<char*>(segments_[owner].base);
+  return reinterpret_cast<Ring*>(base + kHeaderBytes + slot_bytes_ * sender);
+}
+
+char* ShmTransport::ring_data(int owner, int sender) const {
+  return reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes;
+}
+
+absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, int world_size,
+                                                                    const std::string& key_prefix,
+                                                                    Store* store,
+                                                                    const ShmOptions& options,
+                                                                    absl::Time deadline) {
+  if (options.ring_bytes == 0 || options.ring_bytes % kAlign != 0) {
+    return absl::InvalidArgumentError("shm ring_bytes must be a positive multiple of 64");
+  }
+  std::unique_ptr<ShmTransport> t(new ShmTransport(rank, world_size, options));
+  if (world_size == 1) return t;
+  absl::BitGen gen;
+  t->own_name_ = absl::StrFormat("/lockstep-%016x-r%d-p%d-%08x", Fnv1a(key_prefix), rank, getpid(),
+                                 absl::Uniform<uint32_t>(gen));
+  auto map = [&](const std::string& name, bool create) -> absl::StatusOr<void*> {
+    int fd = shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
+    if (fd < 0) {
+      return absl::UnavailableError(absl::StrCat("shm_open ", name, ": ", std::strerror(errno),
+                                                 "; check /dev/shm (space, permissions)"));
+    }
+    if (create && ftruncate(fd, static_cast<off_t>(t->segment_bytes_)) != 0) {
+      close(fd);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ftruncate ", name, " to ", t->segment_bytes_, " bytes: ", std::strerror(errno)));
+    }
+    void* p = mmap(nullptr, t->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+      return absl::ResourceExhaustedError(absl::StrCat("mmap ", name, ": ", std::strerror(errno)));
+    }
+    return p;
+  };
+  LS_ASSIGN_OR_RETURN(void* own, map(t->own_name_, true));
+  t->segments_[rank] = {own, t->segment_bytes_};
+  Header* h = t->header(rank);
+  h->pid = getpid();
+  h->rank = rank;
+  h->magic.store(kShmMagic, std::memory_order_release);
+  LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/shm/", rank), t->own_name_));
+  for (int r = 0; r < world_size; ++r) {
+    if (r == rank) continue;
+    LS_ASSIGN_OR_RETURN(std::string name,
+                        store->Get(absl::StrCat(key_prefix, "/shm/", r), deadline));
+    LS_ASSIGN_OR_RETURN(void* p, map(name, false));
+    t->segments_[r] = {p, t->segment_bytes_};
+    if (t->header(r)->magic.load(std::memory_order_acquire) != kShmMagic ||
+        t->header(r)->rank != r) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("shm segment ", name, " of rank ", r,
+                       " is not a Lockstep segment of the "
+                       "same group layout; do all ranks use the same options?"));
+    }
+  }
+  // Unlink once everyone has mapped everything: nothing is left behind in /dev/shm.
+  LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/shm_mapped/", rank), "1"));
+  for (int r = 0; r < world_size; ++r) {
+    LS_RETURN_IF_ERROR(store->Get(absl::StrCat(key_prefix, "/shm_mapped/", r), deadline).status());
+  }
+  shm_unlink(t->own_name_.c_str());
+  t->own_unlinked_ = true;
+  return t;
+}
+
+void ShmTransport::RingDoorbell(int r) const {
+  Header* h = header(r);
+  h->doorbell.fetch_add(1);
+  if (h->sleeping.load() != 0) FutexWakeAll(&h->doorbell);
+}
+
+void ShmTransport::Abort() {
+  aborted_.store(true);
+  if (segments_[rank_].base == nullptr) return;
+  header(rank_)->aborted.store(1);
+  for (int r = 0; r < size_; ++r) {
+    if (segments_[r].base != nullptr) RingDoorbell(r);
+  }
+}
+
+bool ShmTransport::TryPush(const SendSpec& send, size_t* pushed) {
+  Ring* rg = ring(send.peer, rank_);
+  const size_t R = options_.ring_bytes;
+  const uint64_t head = rg->head.load(std::memory_order_relaxed);
+  const uint64_t tail = rg->tail.load(std::memory_order_acquire);
+  const size_t free = R - static_cast<size_t>(head - tail);
+  const size_t pos = head % R;
+  const size_t remaining = send.len - *pushed;
+  size_t n = std::min({remaining, free, R - pos});
+  if (n < remaining) n = n / kAlign * kAlign;  // only the last piece may be unaligned
+  if (n == 0) return false;
+  std::memcpy(ring_data(send.peer, rank_) + pos, static_cast<const char*>(send.data) + *pushed, n);
+  *pushed += n;
+  const size_t advance = *pushed == send.len ? RoundUp(n, kAlign) : n;
+  rg->head.store(head + advance, std::memory_order_release);
+  RingDoorbell(send.peer);
+  return true;
+}
+
+bool ShmTransport::TryPop(const RecvSpec& recv, size_t* got) {
+  Ring* rg = ring(rank_, recv.peer);
+  const size_t R = options_.ring_bytes;
+  const uint64_t tail = rg->tail.load(std::memory_order_relaxed);
+  const uint64_t head = rg->head.load(std::memory_order_acquire);
+  if (head == tail) return false;
+  const size_t pos = tail % R;
+  const size_t span = std::min(static_cast<size_t>(head - tail), R - pos);
+  const size_t real = std::min(span, recv.len - *got);
+  const char* src = ring_data(rank_, recv.peer) + pos;
+  if (recv.sink != nullptr) {
+    (*recv.sink)(*got, src, real);
+  } else {
+    std::memcpy(static_cast<char*>(recv.data) + *got, src, real);
+  }
+  *got += real;
+  const size_t advance = *got == recv.len ? RoundUp(real, kAlign) : real;
+  rg->tail.store(tail + advance, std::memory_order_release);
+  RingDoorbell(recv.peer);
+  return true;
+}
+
+absl::Status ShmTransport::CheckPeer(int peer, const char* what) const {
+  Header* h = header(peer);
+  if (h->aborted.load() != 0) {
+    return absl::UnavailableError(absl::StrCat("rank ", rank_, ": peer rank ", peer,
+                                               " aborted or failed while ", what, " it"));
+  }
+  if (ProcessDead(h->pid)) {
+    return absl::UnavailableError(absl::StrCat("rank ", rank_, ": peer rank ", peer, " (pid ",
+                                               h->pid, ") died while ", what,
+                                               " it; check that process's logs"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
+                                    absl::Time deadline) {
+  const bool sending = send.peer != kNoPeer && send.len > 0;
+  const bool receiving = recv.peer != kNoPeer && recv.len > 0;
+  size_t pushed = 0, got = 0;
+  Header* me = segments_[rank_].base != nullptr ? header(rank_) : nullptr;
+  int idle = 0;
+  absl::Time next_check = absl::InfinitePast();
+  while ((sending && pushed < send.len) || (receiving && got < recv.len)) {
+    if (aborted_.load(std::memory_order_relaxed)) {
+      return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
+    }
+    const uint32_t bell = me->doorbell.load();
+    bool progress = false;
+    if (sending && pushed < send.len) progress |= TryPush(send, &pushed);
+    if (receiving && got < recv.len) progress |= TryPop(recv, &got);
+    if (progress) {
+      idle = 0;
+      continue;
+    }
+    ++idle;
+    if (idle < options_.spin_iterations) {
+      _mm_pause();
+      continue;
+    }
+    if (idle < options_.spin_iterations + options_.yield_iterations) {
+      sched_yield();
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank_, ": deadline passed ",
+                       receiving && got < recv.len ? absl::StrCat("receiving from rank ", recv.peer)
+                                                   : absl::StrCat("sending to rank ", send.peer),
+                       " over shared memory (", got, "/", recv.len, " bytes in, ", pushed, "/",
+                       send.len, " out); is that rank stopped or overloaded?"));
+    }
+    if (now >= next_check) {
+      if (receiving && got < recv.len) LS_RETURN_IF_ERROR(CheckPeer(recv.peer, "receiving from"));
+      if (sending && pushed < send.len) LS_RETURN_IF_ERROR(CheckPeer(send.peer, "sending to"));
+      next_check = now + absl::Milliseconds(20);
+    }
+    me->sleeping.store(1);
+    if (me->doorbell.load() == bell) {
+      FutexWait(&me->doorbell, bell, std::min(deadline - now, absl::Milliseconds(10)));
+    }
+    me->sleeping.store(0);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace collectives
+}  // namespace lockstep

@@ -1,0 +1,56 @@
+// Small POSIX socket helpers for the TCP transport: an fd owner, full reads and writes
+// bounded by a deadline, listening on port 0 and connecting with retries.
+// Thread model: free functions; a UniqueFd is owned by one thread at a time.
+#ifndef LOCKSTEP_COLLECTIVES_SOCKET_UTIL_H_
+#define LOCKSTEP_COLLECTIVES_SOCKET_UTIL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace lockstep {
+namespace collectives {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { Reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = o.fd_;
+      o.fd_ = -1;
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// Milliseconds until `deadline`, clamped to [0, cap_ms].
+int PollTimeoutMs(absl::Time deadline, int cap_ms);
+
+absl::Status WriteFull(int fd, const void* data, size_t len, absl::Time deadline);
+absl::Status ReadFull(int fd, void* data, size_t len, absl::Time deadline);
+
+// Listens on host:0 (an ephemeral port); returns the socket and "host:port".
+absl::StatusOr<std::pair<UniqueFd, std::string>> ListenEphemeral(const std::string& host,
+                                                                 int backlog);
+// Connects to "host:port", retrying refused connections until `deadline`.
+absl::StatusOr<UniqueFd> ConnectWithRetry(const std::string& address, absl::Time deadline);
+
+// TCP_NODELAY, and send/receive buffers of `buffer_bytes` (0: leave the kernel's autotuning).
+void TuneSocket(int fd, int buffer_bytes);
+absl::Status SetNonBlocking(int fd);
+
+}  // namespace collectives
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COLLECTIVES_SOCKET_UTIL_H_

@@ -1,0 +1,180 @@
+#include "collectives/tcp_transport.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status.h"
+#include "spdlog/spdlog.h"
+
+namespace lockstep {
+namespace collectives {
+
+TcpTransport::TcpTransport(int rank, int size, size_t staging_bytes)
+    : rank_(rank), size_(size), peers_(size), staging_(std::max<size_t>(staging_bytes, 64)) {
+  abort_fd_ = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+}
+
+TcpTransport::~TcpTransport() = default;
+
+absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const HandshakeIdentity& me,
+                                                                    const std::string& key_prefix,
+                                                                    Store* store,
+                                                                    const TcpOptions& options,
+                                                                    absl::Time deadline) {
+  const int n = me.world_size;
+  std::unique_ptr<TcpTransport> t(new TcpTransport(me.rank, n, options.staging_bytes));
+  if (n == 1) return t;
+  LS_ASSIGN_OR_RETURN(auto listening, ListenEphemeral(options.listen_host, n));
+  UniqueFd listen_fd = std::move(listening.first);
+  LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/tcp/", me.rank), listening.second));
+
+  // Connect to every lower rank; they accept in any order.
+  for (int peer = 0; peer < me.rank; ++peer) {
+    LS_ASSIGN_OR_RETURN(std::string address,
+                        store->Get(absl::StrCat(key_prefix, "/tcp/", peer), deadline));
+    LS_ASSIGN_OR_RETURN(UniqueFd fd, ConnectWithRetry(address, deadline));
+    TuneSocket(fd.get(), options.socket_buffer_bytes);
+    absl::Status s = HandshakeAsConnector(fd.get(), me, peer, deadline);
+    if (!s.ok()) {
+      return Annotate(
+          s, absl::StrCat("rank ", me.rank, " connecting to rank ", peer, " at ", address));
+    }
+    t->peers_[peer] = std::move(fd);
+  }
+  // Accept every higher rank. Refused connections are logged and do not count.
+  int missing = n - 1 - me.rank;
+  while (missing > 0) {
+    pollfd p{listen_fd.get(), POLLIN, 0};
+    if (poll(&p, 1, PollTimeoutMs(deadline, 1000)) <= 0) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("rank ", me.rank, ": ", missing,
+                         " higher rank(s) did not connect by the deadline; "
+                         "are they started, and can they reach ",
+                         listening.second, "?"));
+      }
+      continue;
+    }
+    UniqueFd fd(accept4(listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (fd.get() < 0) continue;
+    TuneSocket(fd.get(), options.socket_buffer_bytes);
+    auto peer = HandshakeAsAcceptor(fd.get(), me,
+                                    std::min(deadline, absl::Now() + options.handshake_timeout));
+    if (!peer.ok() || *peer <= me.rank || t->peers_[*peer].get() >= 0) {
+      spdlog::warn("collectives: rank {} ({}) refused a connection: {}", me.rank, key_prefix,
+                   peer.ok() ? absl::StrCat("unexpected or duplicate rank ", *peer)
+                             : std::string(peer.status().message()));
+      continue;
+    }
+    t->peers_[*peer] = std::move(fd);
+    --missing;
+  }
+  for (int r = 0; r < n; ++r) {
+    if (r != me.rank) LS_RETURN_IF_ERROR(SetNonBlocking(t->peers_[r].get()));
+  }
+  return t;
+}
+
+void TcpTransport::Abort() {
+  aborted_.store(true);
+  uint64_t one = 1;
+  (void)!write(abort_fd_.get(), &one, sizeof(one));
+  for (auto& fd : peers_) {
+    if (fd.get() >= 0) shutdown(fd.get(), SHUT_RDWR);
+  }
+}
+
+absl::Status TcpTransport::PeerError(int peer, const char* what, int err) const {
+  if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
+  return absl::UnavailableError(absl::StrCat(
+      "rank ", rank_, ": ", what, " peer rank ", peer,
+      err != 0 ? absl::StrCat(" failed: ", std::strerror(err)) : std::string(" closed"),
+      "; did it exit, crash or abort?"));
+}
+
+absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
+                                    absl::Time deadline) {
+  if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
+  const bool sending = send.peer != kNoPeer && send.len > 0;
+  const bool receiving = recv.peer != kNoPeer && recv.len > 0;
+  const int sfd = sending ? peers_[send.peer].get() : -1;
+  const int rfd = receiving ? peers_[recv.peer].get() : -1;
+  const char* sp = static_cast<const char*>(send.data);
+  size_t sent = 0, received = 0, staged = 0;
+  const size_t align = std::max<size_t>(recv.align, 1);
+
+  while ((sending && sent < send.len) || (receiving && received < recv.len)) {
+    bool progress = false;
+    if (sending && sent < send.len) {
+      ssize_t k = ::send(sfd, sp + sent, send.len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k > 0) {
+        sent += k;
+        progress = true;
+      } else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+        return PeerError(send.peer, "sending to", errno);
+      }
+    }
+    if (receiving && received < recv.len) {
+      ssize_t k;
+      if (recv.sink == nullptr) {
+        k = ::recv(rfd, static_cast<char*>(recv.data) + received, recv.len - received,
+                   MSG_DONTWAIT);
+        if (k > 0) received += k;
+      } else {
+        // Reductions read whole elements: keep a partial element for the next round.
+        size_t want = std::min(staging_.size() - staged, recv.len - received - staged);
+        k = ::recv(rfd, staging_.data() + staged, want, MSG_DONTWAIT);
+        if (k > 0) {
+          staged += k;
+          size_t ready = staged / align * align;
+          if (ready > 0) {
+            (*recv.sink)(received, staging_.data(), ready);
+            received += ready;
+            staged -= ready;
+            if (staged > 0) std::memmove(staging_.data(), staging_.data() + ready, staged);
+          }
+        }
+      }
+      if (k > 0) {
+        progress = true;
+      } else if (k == 0) {
+        return PeerError(recv.peer, "receiving from", 0);
+      } else if (errno != EAGAIN && errno != EINTR) {
+        return PeerError(recv.peer, "receiving from", errno);
+      }
+    }
+    if (progress) continue;
+    pollfd fds[3];
+    int nfds = 0;
+    if (sending && sent < send.len) fds[nfds++] = {sfd, POLLOUT, 0};
+    if (receiving && received < recv.len) {
+      if (nfds == 1 && sfd == rfd) {
+        fds[0].events |= POLLIN;
+      } else {
+        fds[nfds++] = {rfd, POLLIN, 0};
+      }
+    }
+    fds[nfds++] = {abort_fd_.get(), POLLIN, 0};
+    int rc = poll(fds, nfds, PollTimeoutMs(deadline, 1000));
+    if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
+    if (rc == 0 && absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", rank_, ": deadline passed ",
+          receiving && received < recv.len ? absl::StrCat("receiving from rank ", recv.peer)
+                                           : absl::StrCat("sending to rank ", send.peer),
+          " (", received, "/", recv.len, " bytes in, ", sent, "/", send.len,
+          " out); is that rank stopped or overloaded?"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace collectives
+}  // namespace lockstep

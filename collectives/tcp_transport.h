@@ -1,0 +1,67 @@
+// TcpTransport: a full mesh of authenticated TCP connections, one per pair of ranks.
+//
+// Connect(): every rank listens on an ephemeral port of `listen_host` and publishes
+// "<prefix>/tcp/<rank>" in the Store; it connects to every lower rank and accepts every
+// higher one. Each connection passes the HMAC handshake (tcp_handshake.h) first; a stray
+// connection, a wrong secret or a duplicate rank is logged and closed, and accepting goes on.
+// Data path: non-blocking sockets, TCP_NODELAY, one poll() over the send and receive
+// sockets plus an eventfd for Abort(); received bytes for reductions go through one staging
+// buffer allocated at connect time (no allocation per message).
+// Ownership: owns its sockets. Thread model: see Transport; Abort() shuts every socket down,
+// so peers see this rank leave at once (UNAVAILABLE) instead of waiting for a deadline.
+#ifndef LOCKSTEP_COLLECTIVES_TCP_TRANSPORT_H_
+#define LOCKSTEP_COLLECTIVES_TCP_TRANSPORT_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "collectives/socket_util.h"
+#include "collectives/store.h"
+#include "collectives/tcp_handshake.h"
+#include "collectives/transport.h"
+
+namespace lockstep {
+namespace collectives {
+
+struct TcpOptions {
+  std::string listen_host = "127.0.0.1";
+  // SO_SNDBUF/SO_RCVBUF; 0 keeps Linux's autotuning, which does better on loopback.
+  int socket_buffer_bytes = 0;
+  size_t staging_bytes = 256 << 10;
+  // How long one incoming connection may take to finish its handshake.
+  absl::Duration handshake_timeout = absl::Seconds(5);
+};
+
+class TcpTransport final : public Transport {
+ public:
+  static absl::StatusOr<std::unique_ptr<TcpTransport>> Connect(const HandshakeIdentity& me,
+                                                               const std::string& key_prefix,
+                                                               Store* store,
+                                                               const TcpOptions& options,
+                                                               absl::Time deadline);
+  ~TcpTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv, absl::Time deadline) override;
+  void Abort() override;
+
+ private:
+  TcpTransport(int rank, int size, size_t staging_bytes);
+  absl::Status PeerError(int peer, const char* what, int err) const;
+
+  const int rank_;
+  const int size_;
+  std::vector<UniqueFd> peers_;  // peers_[r]; empty for this rank
+  UniqueFd abort_fd_;            // eventfd, readable after Abort()
+  std::atomic<bool> aborted_{false};
+  std::vector<char> staging_;
+};
+
+}  // namespace collectives
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COLLECTIVES_TCP_TRANSPORT_H_

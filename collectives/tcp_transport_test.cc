@@ -1,0 +1,92 @@
+// The TCP transport's handshake refuses stray and wrong-secret connections; data and
+// failures cross real loopback sockets.
+#include "collectives/tcp_transport.h"
+
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "collectives/in_memory_store.h"
+#include "collectives/test_util.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace collectives {
+namespace {
+
+absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
+
+TEST(TcpTransportTest, WrongSecretIsRefusedAndTheRightPeerStillJoins) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  absl::StatusOr<std::unique_ptr<TcpTransport>> rank0;
+  std::thread acceptor([&] {
+    rank0 = TcpTransport::Connect({"right", prefix, 0, 2}, prefix, &store, {}, Soon());
+  });
+  // An impostor claiming rank 1 with the wrong secret: refused before any data.
+  auto address = store.Get(absl::StrCat(prefix, "/tcp/0"), Soon());
+  ASSERT_TRUE(address.ok());
+  auto fd = ConnectWithRetry(*address, Soon());
+  ASSERT_TRUE(fd.ok());
+  absl::Status bad = HandshakeAsConnector(fd->get(), {"wrong", prefix, 1, 2}, 0, Soon());
+  EXPECT_EQ(bad.code(), absl::StatusCode::kUnauthenticated) << bad;
+  // A stray client that speaks no protocol at all: its bytes are never taken as a peer.
+  auto stray = ConnectWithRetry(*address, Soon());
+  ASSERT_TRUE(stray.ok());
+  ASSERT_TRUE(WriteFull(stray->get(), "GET / HTTP/1.0\r\n\r\n", 18, Soon()).ok());
+  stray->Reset();
+  // The real rank 1 (other store keys are already set by rank 0 only).
+  auto rank1 = TcpTransport::Connect({"right", prefix, 1, 2}, prefix, &store, {}, Soon());
+  acceptor.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  // Data flows between the two real ranks.
+  int out = 42, in = 0;
+  std::thread sender([&] { ASSERT_TRUE((*rank0)->SendRecv({1, &out, 4}, {}, Soon()).ok()); });
+  ASSERT_TRUE((*rank1)->SendRecv({}, {0, &in, 4}, Soon()).ok());
+  sender.join();
+  EXPECT_EQ(in, 42);
+}
+
+TEST(TcpTransportTest, WrongGroupWithRightSecretIsRefused) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  std::thread acceptor([&] {
+    // Times out: the only peer that shows up belongs to another group.
+    auto t = TcpTransport::Connect({"s", prefix, 0, 2}, prefix, &store, {},
+                                   absl::Now() + absl::Seconds(2));
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kDeadlineExceeded);
+  });
+  auto address = store.Get(absl::StrCat(prefix, "/tcp/0"), Soon());
+  ASSERT_TRUE(address.ok());
+  auto fd = ConnectWithRetry(*address, Soon());
+  ASSERT_TRUE(fd.ok());
+  EXPECT_EQ(HandshakeAsConnector(fd->get(), {"s", "other-job", 1, 2}, 0, Soon()).code(),
+            absl::StatusCode::kUnauthenticated);
+  acceptor.join();
+}
+
+TEST(TcpTransportTest, AbortedPeerIsUnavailableNotASlowPeer) {
+  auto group = MakeGroup(TransportKind::kTcp, 3);
+  ASSERT_TRUE(group.ok()) << group.status();
+  (*group)[2]->Abort();
+  // Ranks 0 and 1 both learn at once that rank 2 is gone (directly or from each other).
+  std::vector<absl::Status> status(2);
+  absl::Time start = absl::Now();
+  RunRanks(2, [&](int r) {
+    std::vector<float> x(1 << 16, 1.0f);
+    status[r] = (*group)[r]->AllReduce(x.data(), x.data(), x.size(), DType::kF32, ReduceOp::kSum,
+                                       absl::Now() + absl::Seconds(30));
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_NE(s.message().find("peer rank"), absl::string_view::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace collectives
+}  // namespace lockstep
