@@ -67,9 +67,9 @@ class CrossDeviceOps {
   virtual void Abort() = 0;
 };
 
-// All-reduces (SUM) `values` over `comm`, packing consecutive tensors of one dtype into
-// buckets of at most `bytes_per_pack` bytes (a tensor larger than that goes alone; 0 means
-// one bucket per dtype run): one collective per bucket instead of one per tensor.
+// All-reduces (SUM) `values` over `comm` through collectives::FusedAllReduce: tensors of
+// one dtype are packed into buckets of `bytes_per_pack` bytes (0: the collectives' default,
+// 4 MiB), one collective per bucket instead of one per tensor.
 absl::Status FusedAllReduceSum(collectives::Communicator* comm,
                                const std::vector<engine::Tensor*>& values, size_t bytes_per_pack,
                                absl::Time deadline);

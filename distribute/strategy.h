@@ -59,7 +59,7 @@ struct CommunicationOptions {
   enum class Implementation { kAuto, kRing, kNccl };
   Implementation implementation = Implementation::kAuto;
   // Cross-worker fusion: tensors are packed into all-reduces of at most this many bytes
-  // (0: one all-reduce per run of same-dtype tensors).
+  // (0: the collectives' default pack size, 4 MiB).
   size_t bytes_per_pack = 0;
   // Bound on every collective; tf.distribute's "no timeout" is not offered (nothing may
   // hang forever): the default is 5 minutes.
