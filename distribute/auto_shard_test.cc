@@ -1,0 +1,69 @@
+#include "distribute/auto_shard.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace lockstep::distribute {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kFour = {"a", "b", "c", "d"};
+
+TEST(AutoShardTest, FileGivesEachWorkerItsFiles) {
+  auto w0 = ResolveAutoShard(AutoShardPolicy::kFile, kFour, 2, 0);
+  auto w1 = ResolveAutoShard(AutoShardPolicy::kFile, kFour, 2, 1);
+  ASSERT_TRUE(w0.ok() && w1.ok());
+  EXPECT_THAT(w0->spec.files, ElementsAre("a", "c"));
+  EXPECT_THAT(w1->spec.files, ElementsAre("b", "d"));
+  EXPECT_EQ(w1->spec.num_shards, 1);
+}
+
+TEST(AutoShardTest, DataReadsEverythingAndKeepsItsShare) {
+  auto w1 = ResolveAutoShard(AutoShardPolicy::kData, kFour, 2, 1);
+  ASSERT_TRUE(w1.ok());
+  EXPECT_EQ(w1->policy, AutoShardPolicy::kData);
+  EXPECT_EQ(w1->spec.files, kFour);
+  EXPECT_EQ(w1->spec.num_shards, 2);
+  EXPECT_EQ(w1->spec.shard_index, 1);
+}
+
+TEST(AutoShardTest, OffAndOneWorkerShardNothing) {
+  for (auto plan : {ResolveAutoShard(AutoShardPolicy::kOff, kFour, 2, 1),
+                    ResolveAutoShard(AutoShardPolicy::kFile, kFour, 1, 0)}) {
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->policy, AutoShardPolicy::kOff);
+    EXPECT_EQ(plan->spec.files, kFour);
+    EXPECT_EQ(plan->spec.num_shards, 1);
+  }
+}
+
+TEST(AutoShardTest, AutoPrefersFilesAndFallsBackToData) {
+  auto files = ResolveAutoShard(AutoShardPolicy::kAuto, kFour, 2, 0);
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(files->policy, AutoShardPolicy::kFile);
+  auto few = ResolveAutoShard(AutoShardPolicy::kAuto, {"only"}, 2, 0);
+  ASSERT_TRUE(few.ok());
+  EXPECT_EQ(few->policy, AutoShardPolicy::kData);
+  EXPECT_THAT(few->reason, HasSubstr("1 input file(s) for 2 workers"));
+  auto none = ResolveAutoShard(AutoShardPolicy::kAuto, {}, 2, 0);
+  EXPECT_EQ(none->policy, AutoShardPolicy::kData);
+  EXPECT_THAT(none->reason, HasSubstr("not read from files"));
+}
+
+TEST(AutoShardTest, FileWithTooFewFilesIsRefused) {
+  auto plan = ResolveAutoShard(AutoShardPolicy::kFile, {"only"}, 2, 0);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(plan.status().message(), HasSubstr("use DATA or OFF"));
+  EXPECT_FALSE(ResolveAutoShard(AutoShardPolicy::kData, kFour, 2, 2).ok());
+}
+
+TEST(AutoShardTest, ParsesPolicyNames) {
+  EXPECT_EQ(*ParseAutoShardPolicy("file"), AutoShardPolicy::kFile);
+  EXPECT_EQ(*ParseAutoShardPolicy("AUTO"), AutoShardPolicy::kAuto);
+  EXPECT_FALSE(ParseAutoShardPolicy("HINT").ok());
+}
+
+}  // namespace
+}  // namespace lockstep::distribute

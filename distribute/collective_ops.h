@@ -1,0 +1,44 @@
+// CollectiveOps: CrossDeviceOps of kind kCollective. Every local replica owns one rank of a
+// Communicator group (ring / halving-doubling from collectives/): an in-process group
+// between the devices of one worker (Mirrored), or a TCP group of every replica of every
+// worker (MultiWorkerMirrored, flat). A replica-context all-reduce is the Communicator's
+// async all-reduce of that replica's tensor, so it overlaps whatever the replica does next.
+//
+// Ownership: owns the per-replica communicators; `cross_worker` (may be null) is not owned
+// and serves CrossWorkerSum. Thread model: thread-safe; each local replica thread uses its
+// own communicator; Abort() from any thread aborts them all.
+#ifndef LOCKSTEP_DISTRIBUTE_COLLECTIVE_OPS_H_
+#define LOCKSTEP_DISTRIBUTE_COLLECTIVE_OPS_H_
+
+#include <memory>
+#include <vector>
+
+#include "distribute/cross_device_ops.h"
+
+namespace lockstep::distribute {
+
+class CollectiveOps final : public CrossDeviceOps {
+ public:
+  // `replica_comms[i]` is local replica i's rank (its size is num_replicas_in_sync).
+  CollectiveOps(std::vector<std::unique_ptr<collectives::Communicator>> replica_comms,
+                int num_replicas_in_sync, collectives::Communicator* cross_worker,
+                size_t bytes_per_pack);
+
+  CrossDeviceOpsKind kind() const override { return CrossDeviceOpsKind::kCollective; }
+  std::unique_ptr<PendingAllReduce> AllReduceAsync(int local_replica, ReduceOp op,
+                                                   engine::Tensor* value,
+                                                   absl::Time deadline) override;
+  absl::Status CrossWorkerSum(const std::vector<engine::Tensor*>& values,
+                              absl::Time deadline) override;
+  void Abort() override;
+
+ private:
+  const std::vector<std::unique_ptr<collectives::Communicator>> comms_;
+  const int num_in_sync_;
+  collectives::Communicator* const cross_worker_;
+  const size_t bytes_per_pack_;
+};
+
+}  // namespace lockstep::distribute
+
+#endif  // LOCKSTEP_DISTRIBUTE_COLLECTIVE_OPS_H_

@@ -1,0 +1,79 @@
+// CrossDeviceOps: how a strategy combines the values of its replicas (tf.distribute's
+// CrossDeviceOps). Two kinds, chosen per strategy (see CrossDeviceOpsKind):
+//
+//   kReduceToOneDevice  the local replicas' tensors are summed on the host in replica order
+//                       (LocalReduceOps); with several workers the local sum then goes
+//                       through one cross-worker all-reduce (hierarchical: local first,
+//                       then across workers; one collective per worker, not per replica).
+//   kCollective         every replica is a rank of a Communicator group (ring or
+//                       halving-doubling from collectives/; NCCL when built with CUDA):
+//                       in-process between local devices, TCP between workers (flat).
+//
+// A strategy uses them in two places:
+//   - replica context (ReplicaContext::AllReduce, one call per local replica thread, in the
+//     same order on every replica): AllReduceAsync, which returns at once so a replica can
+//     start all-reducing a gradient while its backward pass goes on;
+//   - cross-replica context (Strategy::Reduce, StrategyExtended::BatchReduceTo, on the
+//     caller's thread after the local values are summed): CrossWorkerSum, which all-reduces
+//     across workers with fusion (tensors packed into buckets of `bytes_per_pack`).
+//
+// Errors: DEADLINE_EXCEEDED (a replica or worker is late), ABORTED after Abort(),
+// UNAVAILABLE (a peer was lost), INVALID_ARGUMENT (replicas disagree on dtype or shape).
+// After an error the ops are failed, like a Communicator: the strategy must be rebuilt.
+// Thread model: thread-safe; Abort() from any thread ends every pending call.
+#ifndef LOCKSTEP_DISTRIBUTE_CROSS_DEVICE_OPS_H_
+#define LOCKSTEP_DISTRIBUTE_CROSS_DEVICE_OPS_H_
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "collectives/communicator.h"
+#include "distribute/distributed_values.h"
+#include "engine/tensor.h"
+
+namespace lockstep::distribute {
+
+enum class CrossDeviceOpsKind { kReduceToOneDevice, kCollective };
+const char* CrossDeviceOpsKindName(CrossDeviceOpsKind kind);
+
+// The result of a replica-context all-reduce. The tensor handed in must stay valid and
+// untouched until Wait() returns; it then holds the result.
+class PendingAllReduce {
+ public:
+  virtual ~PendingAllReduce() = default;
+  virtual absl::Status Wait() = 0;
+};
+
+class CrossDeviceOps {
+ public:
+  virtual ~CrossDeviceOps() = default;
+  virtual CrossDeviceOpsKind kind() const = 0;
+
+  // Replica context: local replica `local_replica` contributes *value; after Wait() every
+  // replica's *value holds the SUM (or MEAN over num_replicas_in_sync) over all replicas of
+  // all workers.
+  virtual std::unique_ptr<PendingAllReduce> AllReduceAsync(int local_replica, ReduceOp op,
+                                                           engine::Tensor* value,
+                                                           absl::Time deadline) = 0;
+
+  // Cross-replica context: sums each tensor across workers in place (a no-op with one
+  // worker). Every worker calls it with the same dtypes and shapes in the same order.
+  virtual absl::Status CrossWorkerSum(const std::vector<engine::Tensor*>& values,
+                                      absl::Time deadline) = 0;
+
+  virtual void Abort() = 0;
+};
+
+// All-reduces (SUM) `values` over `comm` through collectives::FusedAllReduce: tensors of
+// one dtype are packed into buckets of `bytes_per_pack` bytes (0: the collectives' default,
+// 4 MiB), one collective per bucket instead of one per tensor.
+absl::Status FusedAllReduceSum(collectives::Communicator* comm,
+                               const std::vector<engine::Tensor*>& values, size_t bytes_per_pack,
+                               absl::Time deadline);
+
+}  // namespace lockstep::distribute
+
+#endif  // LOCKSTEP_DISTRIBUTE_CROSS_DEVICE_OPS_H_

@@ -1,0 +1,69 @@
+#include "distribute/devices.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::distribute {
+
+bool BuiltWithCuda() {
+#ifdef LOCKSTEP_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+absl::StatusOr<std::vector<engine::Device>> ResolveDevices(const std::vector<std::string>& names,
+                                                           const LocalDevices& available) {
+  std::vector<engine::Device> out;
+  if (names.empty()) {
+    if (available.num_gpus > 0) {
+      for (int i = 0; i < available.num_gpus; ++i) {
+        out.emplace_back(engine::Device::Type::kCuda, i);
+      }
+    } else {
+      for (int i = 0; i < available.num_cpu_devices; ++i) out.push_back(engine::Device::Cpu(i));
+    }
+    if (out.empty()) return absl::NotFoundError("this worker has no devices");
+    return out;
+  }
+  const std::string have =
+      absl::StrCat("this worker has /cpu:0../cpu:", available.num_cpu_devices - 1, " and ",
+                   available.num_gpus, " GPU(s)");
+  for (const std::string& name : names) {
+    absl::StatusOr<engine::Device> d = engine::Device::Parse(name);
+    if (!d.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device \"", name,
+                       "\" is not a device name (expected \"/cpu:N\" or "
+                       "\"/gpu:N\"): ",
+                       d.status().message()));
+    }
+    const int limit =
+        d->type() == engine::Device::Type::kCpu ? available.num_cpu_devices : available.num_gpus;
+    if (d->index() < 0 || d->index() >= limit) {
+      return absl::NotFoundError(absl::StrCat("device \"", name, "\" does not exist: ", have,
+                                              " (logical CPU devices come from --cpu_devices)"));
+    }
+    for (const engine::Device& seen : out) {
+      if (seen == *d) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("device \"", name, "\" is listed twice; one replica per device"));
+      }
+    }
+    out.push_back(*d);
+  }
+  return out;
+}
+
+absl::Status CheckImplementation(CommunicationOptions::Implementation implementation,
+                                 const std::string& strategy_name) {
+  if (implementation == CommunicationOptions::Implementation::kNccl && !BuiltWithCuda()) {
+    return absl::UnimplementedError(absl::StrCat(
+        strategy_name,
+        ": communication implementation NCCL was requested, but this build has no "
+        "CUDA/NCCL support; use AUTO or RING, or build with --config=cuda on a machine with GPUs"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep::distribute

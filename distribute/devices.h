@@ -1,0 +1,32 @@
+// Resolving a strategy's device list against the devices this worker has (LocalDevices):
+// "/cpu:N" must name one of the worker's logical CPU devices, "/gpu:N" one of its GPUs (none
+// in a CPU-only build). Stateless; thread-safe.
+#ifndef LOCKSTEP_DISTRIBUTE_DEVICES_H_
+#define LOCKSTEP_DISTRIBUTE_DEVICES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "distribute/strategy.h"
+#include "engine/device.h"
+
+namespace lockstep::distribute {
+
+// `names` empty: every GPU, else every logical CPU device (tf.distribute's default).
+// INVALID_ARGUMENT for an unparsable name or a device listed twice; NOT_FOUND for a device
+// the worker does not have (the message lists the ones it has).
+absl::StatusOr<std::vector<engine::Device>> ResolveDevices(const std::vector<std::string>& names,
+                                                           const LocalDevices& available);
+
+// Whether this binary was built with CUDA (and so NCCL). False in the default build.
+bool BuiltWithCuda();
+
+// UNIMPLEMENTED for NCCL in a CPU-only build (the message says to use AUTO or RING, or build
+// with --config=cuda); OK otherwise.
+absl::Status CheckImplementation(CommunicationOptions::Implementation implementation,
+                                 const std::string& strategy_name);
+
+}  // namespace lockstep::distribute
+
+#endif  // LOCKSTEP_DISTRIBUTE_DEVICES_H_

@@ -1,0 +1,47 @@
+#include "distribute/mirrored_strategy.h"
+
+#include "collectives/inproc_transport.h"
+#include "common/status.h"
+#include "distribute/collective_ops.h"
+#include "distribute/devices.h"
+#include "distribute/local_reduce_ops.h"
+
+namespace lockstep::distribute {
+
+absl::StatusOr<std::vector<std::unique_ptr<collectives::Communicator>>> MakeInProcGroup(
+    int n, CommunicationOptions::Implementation implementation) {
+  collectives::AlgorithmOptions algorithms;
+  if (implementation == CommunicationOptions::Implementation::kRing) {
+    algorithms.algorithm = collectives::AllReduceAlgorithm::kRing;
+  }
+  auto hub = std::make_shared<collectives::InProcHub>(n);
+  std::vector<std::unique_ptr<collectives::Communicator>> comms;
+  for (int r = 0; r < n; ++r) {
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<collectives::Communicator> c,
+                        collectives::Communicator::Create(
+                            std::make_unique<collectives::InProcTransport>(hub, r), algorithms));
+    comms.push_back(std::move(c));
+  }
+  return comms;
+}
+
+absl::StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
+    const MirroredStrategyOptions& options) {
+  StrategyConfig config;
+  config.name = "MirroredStrategy";
+  LS_RETURN_IF_ERROR(CheckImplementation(options.communication.implementation, config.name));
+  LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
+  config.communication = options.communication;
+  const int n = static_cast<int>(config.devices.size());
+  if (options.cross_device_ops == CrossDeviceOpsKind::kCollective) {
+    LS_ASSIGN_OR_RETURN(auto comms, MakeInProcGroup(n, options.communication.implementation));
+    config.cross_device_ops = std::make_unique<CollectiveOps>(std::move(comms), n, nullptr,
+                                                              options.communication.bytes_per_pack);
+  } else {
+    config.cross_device_ops =
+        std::make_unique<LocalReduceOps>(n, n, nullptr, options.communication.bytes_per_pack);
+  }
+  return std::unique_ptr<MirroredStrategy>(new MirroredStrategy(std::move(config)));
+}
+
+}  // namespace lockstep::distribute

@@ -1,0 +1,101 @@
+#include "distribute/multi_worker_mirrored_strategy.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/communicator_factory.h"
+#include "common/status.h"
+#include "distribute/collective_ops.h"
+#include "distribute/devices.h"
+#include "distribute/local_reduce_ops.h"
+
+namespace lockstep::distribute {
+
+absl::StatusOr<int> TrainingRank(const TfConfig& cluster) {
+  const std::string& type = cluster.task_type();
+  const bool has_chief = cluster.cluster().count("chief") > 0;
+  if (type == "chief") return 0;
+  if (type == "worker") return cluster.task_index() + (has_chief ? 1 : 0);
+  return absl::FailedPreconditionError(
+      absl::StrCat("task ", cluster.task().ToString(),
+                   " is not part of the training group (only chief and worker tasks train with "
+                   "MultiWorkerMirroredStrategy)"));
+}
+
+absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirroredStrategy::Create(
+    const TfConfig& cluster, const MultiWorkerMirroredStrategyOptions& options) {
+  StrategyConfig config;
+  config.name = "MultiWorkerMirroredStrategy";
+  LS_RETURN_IF_ERROR(CheckImplementation(options.communication.implementation, config.name));
+  LS_ASSIGN_OR_RETURN(config.worker_index, TrainingRank(cluster));
+  config.num_workers = cluster.num_workers();
+  LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
+  config.communication = options.communication;
+  config.cluster_resolver = cluster;
+  if (config.num_workers > 1 && options.store == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(config.name, " with ", config.num_workers,
+                                                   " workers needs a rendezvous Store"));
+  }
+
+  collectives::CommunicatorConfig base;
+  base.transport = options.transport;
+  base.secret = options.secret;
+  base.listen_host = options.listen_host;
+  base.connect_timeout = options.connect_timeout;
+  if (options.communication.implementation == CommunicationOptions::Implementation::kRing) {
+    base.algorithms.algorithm = collectives::AllReduceAlgorithm::kRing;
+  }
+  const int n = static_cast<int>(config.devices.size());
+  const int in_sync = n * config.num_workers;
+  const std::string who = absl::StrCat(config.name, " worker ", config.worker_index, " (",
+                                       cluster.task().ToString(), ")");
+
+  if (config.num_workers > 1) {
+    collectives::CommunicatorConfig c = base;
+    c.rank = config.worker_index;
+    c.world_size = config.num_workers;
+    c.key_prefix = absl::StrCat(options.key_prefix, "/workers");
+    if (c.transport == collectives::TransportKind::kInProc) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, ": workers are separate processes; use the TCP or shm transport"));
+    }
+    absl::StatusOr<std::unique_ptr<collectives::Communicator>> comm =
+        collectives::CreateCommunicator(c, options.store);
+    if (!comm.ok()) return Annotate(comm.status(), absl::StrCat(who, ": joining the worker group"));
+    config.cross_worker = std::move(*comm);
+  }
+
+  if (options.hierarchical || config.num_workers == 1) {
+    config.cross_device_ops = std::make_unique<LocalReduceOps>(
+        n, in_sync, config.cross_worker.get(), options.communication.bytes_per_pack);
+  } else {
+    // Flat: every local replica joins the all-replica group; they must connect concurrently.
+    std::vector<absl::StatusOr<std::unique_ptr<collectives::Communicator>>> comms(n);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        collectives::CommunicatorConfig c = base;
+        c.rank = config.worker_index * n + r;
+        c.world_size = in_sync;
+        c.key_prefix = absl::StrCat(options.key_prefix, "/replicas");
+        comms[r] = collectives::CreateCommunicator(c, options.store);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    std::vector<std::unique_ptr<collectives::Communicator>> owned;
+    for (int r = 0; r < n; ++r) {
+      if (!comms[r].ok()) {
+        return Annotate(comms[r].status(),
+                        absl::StrCat(who, ": joining the replica group as replica ",
+                                     config.worker_index * n + r));
+      }
+      owned.push_back(std::move(*comms[r]));
+    }
+    config.cross_device_ops = std::make_unique<CollectiveOps>(
+        std::move(owned), in_sync, config.cross_worker.get(), options.communication.bytes_per_pack);
+  }
+  return std::unique_ptr<MultiWorkerMirroredStrategy>(
+      new MultiWorkerMirroredStrategy(std::move(config)));
+}
+
+}  // namespace lockstep::distribute

@@ -1,0 +1,29 @@
+#include "distribute/replica_context.h"
+
+#include "distribute/tensor_math.h"
+
+namespace lockstep::distribute {
+
+absl::StatusOr<engine::Tensor> ReplicaContext::AllReduce(ReduceOp op, const engine::Tensor& value) {
+  engine::Tensor out = CopyToDevice(value, device_);
+  absl::Status s = AllReduceAsync(op, &out)->Wait();
+  if (!s.ok()) return s;
+  return out;
+}
+
+std::unique_ptr<PendingAllReduce> ReplicaContext::AllReduceAsync(ReduceOp op,
+                                                                 engine::Tensor* value) {
+  return ops_->AllReduceAsync(local_id_, op, value, absl::Now() + timeout_);
+}
+
+absl::Status ReplicaContext::BatchAllReduce(ReduceOp op,
+                                            const std::vector<engine::Tensor*>& values) {
+  std::vector<std::unique_ptr<PendingAllReduce>> pending;
+  pending.reserve(values.size());
+  for (engine::Tensor* v : values) pending.push_back(AllReduceAsync(op, v));
+  absl::Status first;
+  for (auto& p : pending) first.Update(p->Wait());
+  return first;
+}
+
+}  // namespace lockstep::distribute

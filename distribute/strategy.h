@@ -1,0 +1,237 @@
+// Strategy: the tf.distribute API in C++ (OneDevice, Mirrored, CentralStorage and
+// MultiWorkerMirrored are its kinds; see their headers). A strategy owns this worker's
+// replicas (one per device in worker_devices()), the CrossDeviceOps that combine their
+// values, and, with several workers, the cross-worker communicator.
+//
+//   auto strategy = MirroredStrategy::Create({.devices = {"/cpu:0", "/cpu:1"}});
+//   StrategyScope scope = (*strategy)->Scope();
+//   DistributedVariable w = *scope.CreateVariable("w", init);      // MirroredVariable
+//   auto dataset = (*strategy)->ExperimentalDistributeDataset(source, /*global_batch=*/64);
+//   while (auto step = *(*dataset)->Next()) {
+//     auto loss = (*strategy)->Run(step_fn, {(**step)[0], (**step)[1]});   // PerReplica
+//     auto mean = (*strategy)->Reduce(ReduceOp::kMean, *loss, /*axis=*/0);
+//   }
+//
+// Contexts, as in tf.distribute: Run calls `fn` once per local replica, each on its own
+// thread, under a ReplicaContext (replica id, AllReduce); everything else is called in
+// cross-replica context, from one thread, never while a Run is in flight.
+//
+// Multi-worker (multi-client, like TensorFlow's MultiWorkerMirroredStrategy): every worker
+// builds its own strategy and runs the same program; Reduce, BatchReduceTo and variable
+// creation are collective across workers, and a worker only sees its own replicas'
+// values (ExperimentalLocalResults).
+//
+// Errors: INVALID_ARGUMENT for misuse (mismatched per-replica arguments, shapes that cannot
+// be reduced without an axis, a global batch not divisible by the replicas); the
+// CrossDeviceOps errors (DEADLINE_EXCEEDED, UNAVAILABLE, ABORTED) for failed reductions,
+// after which the strategy is failed and must be rebuilt (Abort() forces that, e.g. when a
+// peer worker is lost).
+// Thread model: one cross-replica caller thread; ReplicaContexts on the replica threads.
+#ifndef LOCKSTEP_DISTRIBUTE_STRATEGY_H_
+#define LOCKSTEP_DISTRIBUTE_STRATEGY_H_
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "collectives/communicator.h"
+#include "common/tf_config.h"
+#include "distribute/cross_device_ops.h"
+#include "distribute/distributed_dataset.h"
+#include "distribute/distributed_values.h"
+#include "distribute/distributed_variable.h"
+#include "distribute/replica_context.h"
+#include "engine/device.h"
+#include "engine/tensor.h"
+
+namespace lockstep::distribute {
+
+class Strategy;
+
+// tf.distribute.experimental.CommunicationOptions.
+struct CommunicationOptions {
+  enum class Implementation { kAuto, kRing, kNccl };
+  Implementation implementation = Implementation::kAuto;
+  // Cross-worker fusion: tensors are packed into all-reduces of at most this many bytes
+  // (0: the collectives' default pack size, 4 MiB).
+  size_t bytes_per_pack = 0;
+  // Bound on every collective; tf.distribute's "no timeout" is not offered (nothing may
+  // hang forever): the default is 5 minutes.
+  absl::Duration timeout = absl::Minutes(5);
+};
+const char* ImplementationName(CommunicationOptions::Implementation implementation);
+
+// The devices this worker may place replicas on (the worker's --cpu_devices=N logical CPU
+// devices; GPUs only in a CUDA build, none here).
+struct LocalDevices {
+  int num_cpu_devices = 1;
+  int num_gpus = 0;
+};
+
+// Where a cross-replica reduction puts its result.
+enum class Destination {
+  kReplicas,  // a Mirrored value, one copy per local replica device
+  kHost,      // one tensor on the host CPU (CentralStorage's variables live there)
+};
+
+// Returned by Strategy::Scope(): while alive, the strategy is in its scope and variables
+// created through it are distributed (tf.variable_creator_scope). Movable, not copyable.
+class StrategyScope {
+ public:
+  explicit StrategyScope(Strategy* strategy);
+  ~StrategyScope();
+  StrategyScope(StrategyScope&& other) noexcept;
+  StrategyScope(const StrategyScope&) = delete;
+  StrategyScope& operator=(const StrategyScope&) = delete;
+  StrategyScope& operator=(StrategyScope&&) = delete;
+
+  // A MirroredVariable (copies on every local device) or a central variable (one copy on
+  // the host), per the strategy. Multi-worker: collective; every worker's copies start from
+  // the chief's `initial` (broadcast). FAILED_PRECONDITION after the scope was moved from.
+  absl::StatusOr<DistributedVariable> CreateVariable(std::string name,
+                                                     const engine::Tensor& initial);
+
+ private:
+  Strategy* strategy_;
+};
+
+// tf.distribute.StrategyExtended: the lower-level cross-replica operations.
+class StrategyExtended {
+ public:
+  explicit StrategyExtended(Strategy* strategy) : strategy_(strategy) {}
+
+  // The local replicas' devices, in local replica order.
+  const std::vector<engine::Device>& worker_devices() const;
+  CrossDeviceOps& cross_device_ops();
+
+  // Reduces `value` (PerReplica or Mirrored, one component per local replica) over every
+  // replica of every worker. kReplicas: a Mirrored value; kHost: one component.
+  absl::StatusOr<DistributedValues> ReduceTo(ReduceOp op, const DistributedValues& value,
+                                             Destination destination);
+  // Several values at once; the cross-worker part is fused by bytes_per_pack.
+  absl::StatusOr<std::vector<DistributedValues>> BatchReduceTo(
+      ReduceOp op, const std::vector<DistributedValues>& values, Destination destination);
+  // Where updates to this strategy's variables must be reduced to.
+  Destination variable_destination() const;
+
+  // Applies reduced gradients to variables: fn(copy, variables, gradients) is called once
+  // per copy of the variables (each local replica's copy for mirrored variables, the one
+  // central copy for CentralStorage), with `variables` aliasing that copy's tensors and
+  // `gradients` the reduced values on that copy's device. Keep one optimizer per copy.
+  using UpdateFn = std::function<absl::Status(int copy, std::vector<engine::Tensor>& variables,
+                                              const std::vector<engine::Tensor>& gradients)>;
+  absl::Status Update(const std::vector<DistributedVariable*>& variables,
+                      const std::vector<DistributedValues>& reduced_gradients, const UpdateFn& fn);
+
+ private:
+  Strategy* strategy_;
+};
+
+// Everything a concrete strategy decides; made by the kinds' Create functions.
+struct StrategyConfig {
+  std::string name;                     // "MirroredStrategy"
+  std::vector<engine::Device> devices;  // the local replicas
+  int worker_index = 0;                 // this worker's rank in the training group
+  int num_workers = 1;
+  DistributedVariable::Kind variable_kind = DistributedVariable::Kind::kMirrored;
+  CommunicationOptions communication;
+  std::optional<TfConfig> cluster_resolver;
+  // Cross-worker group (one rank per worker); null with one worker. Owned.
+  std::unique_ptr<collectives::Communicator> cross_worker;
+  // Built last: may point at `cross_worker`.
+  std::unique_ptr<CrossDeviceOps> cross_device_ops;
+};
+
+class Strategy {
+ public:
+  // A replica's function: its context and its arguments (plain tensors as given, this
+  // replica's component of DistributedValues), returning its outputs.
+  using ReplicaFn = std::function<absl::StatusOr<std::vector<engine::Tensor>>(
+      ReplicaContext& ctx, const std::vector<engine::Tensor>& args)>;
+  using SingleOutputFn = std::function<absl::StatusOr<engine::Tensor>(
+      ReplicaContext& ctx, const std::vector<engine::Tensor>& args)>;
+
+  explicit Strategy(StrategyConfig config);
+  virtual ~Strategy();
+  Strategy(const Strategy&) = delete;
+  Strategy& operator=(const Strategy&) = delete;
+
+  const std::string& name() const { return config_.name; }
+  int num_replicas_in_sync() const {
+    return static_cast<int>(config_.devices.size()) * config_.num_workers;
+  }
+  int num_local_replicas() const { return static_cast<int>(config_.devices.size()); }
+  int worker_index() const { return config_.worker_index; }
+  int num_workers() const { return config_.num_workers; }
+  // TF_CONFIG of a multi-worker strategy; nullopt for single-worker ones.
+  const std::optional<TfConfig>& cluster_resolver() const { return config_.cluster_resolver; }
+  const CommunicationOptions& communication_options() const { return config_.communication; }
+  StrategyExtended& extended() { return extended_; }
+
+  StrategyScope Scope() { return StrategyScope(this); }
+  bool in_scope() const { return scope_depth_.load() > 0; }
+
+  // Calls fn once per local replica (each on its own thread, under its ReplicaContext).
+  // Returns one PerReplica value per output. INVALID_ARGUMENT when a DistributedValues
+  // argument has not one component per local replica, or replicas return different
+  // numbers of outputs; a replica's error is returned (naming the replica) after the
+  // strategy's reductions are aborted so that no other replica waits for it.
+  absl::StatusOr<std::vector<DistributedValues>> RunMulti(const ReplicaFn& fn,
+                                                          const std::vector<RunArg>& args);
+  absl::StatusOr<DistributedValues> Run(const SingleOutputFn& fn,
+                                        const std::vector<RunArg>& args = {});
+
+  // tf.distribute.Strategy.reduce: the value reduced over every replica, on the host.
+  // axis none: element-wise across replicas (every component must have one shape); axis 0:
+  // also over the batch dimension, MEAN dividing by the true number of elements. A plain
+  // tensor is taken as the same value on every replica: MEAN gives it back, SUM is refused
+  // with more than one replica.
+  absl::StatusOr<engine::Tensor> Reduce(ReduceOp op, const RunArg& value, ReduceAxis axis);
+
+  // This worker's components ((value) for a plain tensor).
+  std::vector<engine::Tensor> ExperimentalLocalResults(const DistributedValues& value) const;
+  std::vector<engine::Tensor> ExperimentalLocalResults(const DistributedVariable& value) const;
+  std::vector<engine::Tensor> ExperimentalLocalResults(const engine::Tensor& value) const;
+
+  // fn called once per local replica with its ValueContext; a PerReplica value.
+  absl::StatusOr<DistributedValues> DistributeValuesFromFunction(
+      const std::function<absl::StatusOr<engine::Tensor>(const ValueContext&)>& fn);
+
+  // Auto-shards `source` across workers, batches this worker's pipeline by
+  // global_batch_size / num_workers and splits each batch among the local replicas.
+  // INVALID_ARGUMENT when global_batch_size is not a positive multiple of
+  // num_replicas_in_sync; FAILED_PRECONDITION for FILE sharding with too few files.
+  absl::StatusOr<std::unique_ptr<DistributedDataset>> ExperimentalDistributeDataset(
+      const DatasetSource& source, int64_t global_batch_size, DistributeOptions options = {});
+  // fn called once for this worker (input pipeline) with its InputContext; its iterator
+  // must yield per-replica batches.
+  absl::StatusOr<std::unique_ptr<DistributedDataset>> DistributeDatasetsFromFunction(
+      const std::function<absl::StatusOr<std::unique_ptr<BatchIterator>>(const InputContext&)>& fn,
+      DistributeOptions options = {});
+
+  // Ends every pending and later reduction with ABORTED (a lost peer, a cancelled job).
+  void Abort();
+
+ protected:
+  friend class StrategyScope;
+  friend class StrategyExtended;
+
+  absl::Time Deadline() const { return absl::Now() + config_.communication.timeout; }
+  absl::StatusOr<DistributedValues> CheckLocal(const RunArg& value, const char* what) const;
+  // Broadcasts `t` from worker 0 to every worker (no-op with one worker).
+  absl::Status BroadcastFromChief(engine::Tensor* t);
+
+  StrategyConfig config_;
+  StrategyExtended extended_{this};
+  std::atomic<int> scope_depth_{0};
+};
+
+}  // namespace lockstep::distribute
+
+#endif  // LOCKSTEP_DISTRIBUTE_STRATEGY_H_

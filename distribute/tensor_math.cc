@@ -1,0 +1,200 @@
+#include "distribute/tensor_math.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::distribute {
+
+using engine::DType;
+using engine::Shape;
+using engine::Tensor;
+
+namespace {
+
+absl::Status CheckSupported(const Tensor& t, const char* what) {
+  if (!t.valid()) return absl::InvalidArgumentError(absl::StrCat(what, ": null tensor"));
+  switch (t.dtype()) {
+    case DType::kF32:
+    case DType::kF64:
+    case DType::kI32:
+    case DType::kI64:
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(what, ": dtype ", engine::DTypeName(t.dtype()),
+                                                     " is not supported (f32, f64, i32, i64)"));
+  }
+}
+
+template <typename T>
+void AddTyped(const Tensor& x, Tensor* acc) {
+  const T* src = x.data<T>();
+  T* dst = acc->data<T>();
+  for (int64_t i = 0, n = x.num_elements(); i < n; ++i) dst[i] += src[i];
+}
+
+template <typename T>
+void DivideTyped(double divisor, Tensor* t) {
+  T* d = t->data<T>();
+  for (int64_t i = 0, n = t->num_elements(); i < n; ++i) d[i] = static_cast<T>(d[i] / divisor);
+}
+
+template <typename T>
+void SumRowsTyped(const Tensor& x, int64_t rows, int64_t row_size, Tensor* out) {
+  const T* src = x.data<T>();
+  T* dst = out->data<T>();
+  for (int64_t j = 0; j < row_size; ++j) dst[j] = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < row_size; ++j) dst[j] += src[r * row_size + j];
+  }
+}
+
+}  // namespace
+
+collectives::DType ToCollectiveDType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return collectives::DType::kF32;
+    case DType::kF64:
+      return collectives::DType::kF64;
+    case DType::kF16:
+      return collectives::DType::kF16;
+    case DType::kBF16:
+      return collectives::DType::kBF16;
+    case DType::kI32:
+      return collectives::DType::kI32;
+    case DType::kI64:
+      return collectives::DType::kI64;
+  }
+  return collectives::DType::kF32;
+}
+
+absl::Status AddInto(const Tensor& x, Tensor* acc) {
+  if (auto s = CheckSupported(x, "AddInto"); !s.ok()) return s;
+  if (acc == nullptr || !acc->valid() || acc->dtype() != x.dtype() || acc->shape() != x.shape()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot add ", x.DebugString(), " into ",
+                     acc == nullptr ? std::string("null") : acc->DebugString(),
+                     ": dtypes and shapes must match"));
+  }
+  switch (x.dtype()) {
+    case DType::kF32:
+      AddTyped<float>(x, acc);
+      break;
+    case DType::kF64:
+      AddTyped<double>(x, acc);
+      break;
+    case DType::kI32:
+      AddTyped<int32_t>(x, acc);
+      break;
+    default:
+      AddTyped<int64_t>(x, acc);
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DivideBy(double divisor, Tensor* t) {
+  if (auto s = CheckSupported(*t, "DivideBy"); !s.ok()) return s;
+  if (divisor == 0) return absl::InvalidArgumentError("DivideBy: division by zero");
+  switch (t->dtype()) {
+    case DType::kF32:
+      DivideTyped<float>(divisor, t);
+      break;
+    case DType::kF64:
+      DivideTyped<double>(divisor, t);
+      break;
+    case DType::kI32:
+      DivideTyped<int32_t>(divisor, t);
+      break;
+    default:
+      DivideTyped<int64_t>(divisor, t);
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> SumAxis0(const Tensor& x) {
+  if (auto s = CheckSupported(x, "SumAxis0"); !s.ok()) return s;
+  if (x.shape().rank() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot reduce over axis 0 of a scalar (", x.DebugString(),
+                     "); use axis none for values without a batch dimension"));
+  }
+  std::vector<int64_t> dims(x.shape().dims().begin() + 1, x.shape().dims().end());
+  Tensor out(x.dtype(), Shape(dims), x.device());
+  const int64_t rows = x.shape().dim(0);
+  const int64_t row_size = out.num_elements();
+  switch (x.dtype()) {
+    case DType::kF32:
+      SumRowsTyped<float>(x, rows, row_size, &out);
+      break;
+    case DType::kF64:
+      SumRowsTyped<double>(x, rows, row_size, &out);
+      break;
+    case DType::kI32:
+      SumRowsTyped<int32_t>(x, rows, row_size, &out);
+      break;
+    default:
+      SumRowsTyped<int64_t>(x, rows, row_size, &out);
+      break;
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> SliceAxis0(const Tensor& x, int64_t begin, int64_t end) {
+  if (!x.valid()) return absl::InvalidArgumentError("SliceAxis0: null tensor");
+  if (x.shape().rank() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot split a scalar (", x.DebugString(), ") along a batch dimension"));
+  }
+  const int64_t n = x.shape().dim(0);
+  if (end > n) end = n;
+  if (begin > end) begin = end;
+  std::vector<int64_t> dims = x.shape().dims();
+  dims[0] = end - begin;
+  Tensor out(x.dtype(), Shape(dims), x.device());
+  const size_t row_bytes = n == 0 ? 0 : x.num_bytes() / n;
+  if (out.num_bytes() > 0) {
+    std::memcpy(out.raw_data(), static_cast<const char*>(x.raw_data()) + begin * row_bytes,
+                out.num_bytes());
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> ConcatAxis0(const std::vector<Tensor>& parts) {
+  if (parts.empty()) return absl::InvalidArgumentError("ConcatAxis0: no parts");
+  const Tensor& first = parts[0];
+  if (!first.valid() || first.shape().rank() == 0) {
+    return absl::InvalidArgumentError("ConcatAxis0: parts need a batch dimension");
+  }
+  std::vector<int64_t> dims = first.shape().dims();
+  int64_t rows = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor& p = parts[i];
+    std::vector<int64_t> d = p.valid() ? p.shape().dims() : std::vector<int64_t>{};
+    if (!p.valid() || p.dtype() != first.dtype() || d.size() != dims.size() ||
+        !std::equal(d.begin() + 1, d.end(), dims.begin() + 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("ConcatAxis0: part ", i, " is ",
+                                                     p.valid() ? p.DebugString() : "null",
+                                                     " but part 0 is ", first.DebugString()));
+    }
+    rows += d[0];
+  }
+  dims[0] = rows;
+  Tensor out(first.dtype(), Shape(dims), first.device());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (const Tensor& p : parts) {
+    if (p.num_bytes() > 0) std::memcpy(dst, p.raw_data(), p.num_bytes());
+    dst += p.num_bytes();
+  }
+  return out;
+}
+
+Tensor CopyToDevice(const Tensor& x, const engine::Device& device) {
+  Tensor out(x.dtype(), x.shape(), device);
+  if (x.num_bytes() > 0) std::memcpy(out.raw_data(), x.raw_data(), x.num_bytes());
+  return out;
+}
+
+}  // namespace lockstep::distribute

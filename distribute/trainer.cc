@@ -1,0 +1,121 @@
+#include "distribute/trainer.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "engine/variable_set.h"
+
+namespace lockstep::distribute {
+
+using engine::Tensor;
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
+                                                         const engine::Graph* graph,
+                                                         TrainerOptions options) {
+  if (options.global_batch_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("global_batch_size must be positive, got ", options.global_batch_size));
+  }
+  std::unique_ptr<Trainer> t(new Trainer(strategy, graph, std::move(options)));
+  LS_ASSIGN_OR_RETURN(engine::VariableSet init, engine::VariableSet::Initialize(*graph));
+  StrategyScope scope = strategy->Scope();
+  for (int i = 0; i < init.size(); ++i) {
+    LS_ASSIGN_OR_RETURN(DistributedVariable v, scope.CreateVariable(init.name(i), init.tensor(i)));
+    t->variables_.push_back(std::move(v));
+  }
+  for (const engine::Device& d : strategy->extended().worker_devices()) {
+    engine::ExecutorOptions eo;
+    eo.device = d;
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Executor> e, engine::Executor::Create(graph, eo));
+    t->executors_.push_back(std::move(e));
+  }
+  const int copies = t->variables_.empty() ? 1 : t->variables_[0].num_copies();
+  for (int c = 0; c < copies; ++c) {
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Optimizer> o,
+                        engine::Optimizer::Create(t->options_.optimizer, graph->Variables()));
+    t->optimizers_.push_back(std::move(o));
+  }
+  return t;
+}
+
+absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
+                                                         const std::vector<Tensor>& args,
+                                                         bool overlap) {
+  const int r = ctx.local_replica_id();
+  std::vector<Tensor> vars;
+  for (const DistributedVariable& v : variables_) vars.push_back(v.Read(r));
+  engine::Feeds feeds = {{options_.features_key, args[0]}, {options_.labels_key, args[1]}};
+  const int64_t local_batch = args[0].shape().rank() > 0 ? args[0].shape().dim(0) : 0;
+  engine::StepOptions step;
+  step.replica_id = ctx.replica_id_in_sync_group();
+  step.step = steps_;
+  step.loss_scale = static_cast<double>(local_batch) / options_.global_batch_size;
+  std::vector<Tensor> grads;
+  std::vector<std::unique_ptr<PendingAllReduce>> pending;
+  if (overlap) {
+    pending.resize(vars.size());
+    step.on_gradient_ready = [&](int i) {
+      pending[i] = ctx.AllReduceAsync(ReduceOp::kSum, &grads[i]);
+    };
+  }
+  absl::StatusOr<engine::StepResult> result;
+  if (local_batch == 0) {
+    // A replica past the end of a partial batch: it contributes zero gradients.
+    grads.clear();
+    for (const Tensor& v : vars) grads.push_back(Tensor::Zeros(v.dtype(), v.shape()));
+    if (overlap) {
+      for (size_t i = grads.size(); i-- > 0;) step.on_gradient_ready(static_cast<int>(i));
+    }
+    result = engine::StepResult{};
+  } else {
+    result = executors_[r]->ComputeGradients(vars, feeds, step, &grads);
+  }
+  // Every started all-reduce must be waited for, even after an error (it writes into grads).
+  absl::Status status = result.status();
+  for (auto& p : pending) {
+    if (p != nullptr) status.Update(p->Wait());
+  }
+  if (!status.ok()) return status;
+  if (overlap) {
+    LS_RETURN_IF_ERROR(optimizers_[r]->Apply(grads, &vars));
+    grads.clear();  // applied here: nothing for the cross-replica path
+  }
+  // Output 0: this replica's share of the global mean loss; then the gradients.
+  std::vector<Tensor> out = {Tensor::Scalar<double>(result->loss * step.loss_scale)};
+  for (Tensor& g : grads) out.push_back(std::move(g));
+  return out;
+}
+
+absl::StatusOr<TrainStepResult> Trainer::Step(const std::vector<DistributedValues>& inputs) {
+  if (inputs.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Trainer::Step takes {features, labels}, got ", inputs.size(), " values"));
+  }
+  const bool overlap = options_.overlap_all_reduce && !variables_.empty() &&
+                       variables_[0].kind() != DistributedVariable::Kind::kCentral;
+  LS_ASSIGN_OR_RETURN(std::vector<DistributedValues> out,
+                      strategy_->RunMulti(
+                          [&](ReplicaContext& ctx, const std::vector<Tensor>& args) {
+                            return ReplicaStep(ctx, args, overlap);
+                          },
+                          {inputs[0], inputs[1]}));
+  if (!overlap) {
+    std::vector<DistributedValues> grads(out.begin() + 1, out.end());
+    StrategyExtended& ext = strategy_->extended();
+    LS_ASSIGN_OR_RETURN(std::vector<DistributedValues> reduced,
+                        ext.BatchReduceTo(ReduceOp::kSum, grads, ext.variable_destination()));
+    std::vector<DistributedVariable*> vars;
+    for (DistributedVariable& v : variables_) vars.push_back(&v);
+    LS_RETURN_IF_ERROR(ext.Update(
+        vars, reduced, [this](int copy, std::vector<Tensor>& v, const std::vector<Tensor>& g) {
+          return optimizers_[copy]->Apply(g, &v);
+        }));
+  }
+  LS_ASSIGN_OR_RETURN(Tensor loss, strategy_->Reduce(ReduceOp::kSum, out[0], kNoAxis));
+  TrainStepResult r;
+  r.loss = loss.data<double>()[0];
+  for (const Tensor& t : inputs[0].components()) r.examples += t.shape().dim(0);
+  ++steps_;
+  return r;
+}
+
+}  // namespace lockstep::distribute

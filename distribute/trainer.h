@@ -1,0 +1,87 @@
+// Trainer: one synchronous data-parallel SGD step of an engine Graph under any Strategy,
+// the loop a worker's job executor runs for its partition:
+//
+//   per local replica (Strategy::Run, one thread each):
+//     Executor::ComputeGradients on the replica's batch, loss scaled by
+//       local_batch / global_batch so that SUM-all-reduced gradients are the global mean;
+//     overlap (mirrored variables): each gradient's all-reduce starts from
+//       StepOptions::on_gradient_ready while the backward pass goes on
+//       (ReplicaContext::AllReduceAsync), then the replica applies the reduced gradients to
+//       its own copy with its own optimizer (mirrored optimizer state);
+//   no overlap, and always for CentralStorage: gradients come back as PerReplica values,
+//     StrategyExtended::BatchReduceTo reduces them (to the host for central variables) and
+//     StrategyExtended::Update applies them once per copy.
+// Both paths give the same weights (within float rounding) under every strategy: the
+// equivalence test checks OneDevice, Mirrored, CentralStorage and MultiWorkerMirrored.
+//
+// Variables are created in the strategy's scope from VariableSet::Initialize(graph); with
+// several workers the chief's values are broadcast, so every replica starts identical.
+// Ownership: borrows the strategy and the graph (both must outlive it); owns executors,
+// optimizers and variables. Thread model: Step() from one thread at a time.
+#ifndef LOCKSTEP_DISTRIBUTE_TRAINER_H_
+#define LOCKSTEP_DISTRIBUTE_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "distribute/distributed_values.h"
+#include "distribute/distributed_variable.h"
+#include "distribute/strategy.h"
+#include "engine/executor.h"
+#include "engine/graph.h"
+#include "engine/optimizer.h"
+#include "lockstep/v1/model.pb.h"
+
+namespace lockstep::distribute {
+
+struct TrainerOptions {
+  v1::OptimizerSpec optimizer;
+  int64_t global_batch_size = 0;
+  // All-reduce gradients from the backward pass (replica context). Ignored (false) for
+  // central variables.
+  bool overlap_all_reduce = true;
+  std::string features_key = "features";
+  std::string labels_key = "labels";
+};
+
+struct TrainStepResult {
+  double loss = 0;  // mean over the global batch
+  int64_t examples = 0;
+};
+
+class Trainer {
+ public:
+  // INVALID_ARGUMENT for a bad optimizer spec or a non-positive global batch; errors of
+  // variable creation (the chief's broadcast).
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(Strategy* strategy,
+                                                         const engine::Graph* graph,
+                                                         TrainerOptions options);
+
+  // One step on `inputs` = {features, labels}, as a DistributedDataset yields them.
+  absl::StatusOr<TrainStepResult> Step(const std::vector<DistributedValues>& inputs);
+
+  const std::vector<DistributedVariable>& variables() const { return variables_; }
+  int64_t steps() const { return steps_; }
+
+ private:
+  Trainer(Strategy* strategy, const engine::Graph* graph, TrainerOptions options)
+      : strategy_(strategy), graph_(graph), options_(std::move(options)) {}
+  absl::StatusOr<std::vector<engine::Tensor>> ReplicaStep(ReplicaContext& ctx,
+                                                          const std::vector<engine::Tensor>& args,
+                                                          bool overlap);
+
+  Strategy* const strategy_;
+  const engine::Graph* const graph_;
+  const TrainerOptions options_;
+  std::vector<DistributedVariable> variables_;
+  std::vector<std::unique_ptr<engine::Executor>> executors_;    // per local replica
+  std::vector<std::unique_ptr<engine::Optimizer>> optimizers_;  // per variable copy
+  int64_t steps_ = 0;
+};
+
+}  // namespace lockstep::distribute
+
+#endif  // LOCKSTEP_DISTRIBUTE_TRAINER_H_
