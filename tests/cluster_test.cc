@@ -1,6 +1,6 @@
 // Multi-process: a real lockstep-coordinator and 3 lockstepd on loopback, observed through
 // the real `lockstep status --output=json`. Fault injection with SIGKILL and SIGSTOP.
-// Heartbeats are shortened (100 ms interval, 600 ms timeout) to keep the test fast. Every
+// Heartbeats are shortened (150 ms interval, 1 s timeout) to keep the test fast. Every
 // child is reaped by LocalCluster/Subprocess destructors, also when an assertion fails,
 // and dies with the test process (PR_SET_PDEATHSIG).
 #include <signal.h>
@@ -23,8 +23,9 @@ namespace {
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 
-constexpr absl::Duration kInterval = absl::Milliseconds(100);
-constexpr absl::Duration kTimeout = absl::Milliseconds(600);
+// Short, but with room for a loaded CI machine (2 cores, compiling while tests run).
+constexpr absl::Duration kInterval = absl::Milliseconds(150);
+constexpr absl::Duration kTimeout = absl::Seconds(1);
 
 std::string Runfile(const std::string& path) {
   return absl::StrCat(getenv("TEST_SRCDIR"), "/lockstep/", path);

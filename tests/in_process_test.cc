@@ -30,7 +30,7 @@ class InProcessClusterTest : public ::testing::Test {
     coordinator::CoordinatorServerOptions o;
     o.host = "127.0.0.1";
     o.membership.heartbeat_interval = absl::Milliseconds(50);
-    o.membership.heartbeat_timeout = absl::Milliseconds(500);
+    o.membership.heartbeat_timeout = absl::Seconds(1);
     auto server = coordinator::CoordinatorServer::Create(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -78,8 +78,8 @@ TEST_F(InProcessClusterTest, AgentsFormClusterWithDistinctTasks) {
     auto tf = TfConfig::Parse(a->registration().tf_config());
     if (tf.ok()) EXPECT_EQ(tf->task(), *a->task());
   }
-  // Heartbeats keep them alive past several timeouts.
-  absl::Time until = absl::Now() + absl::Milliseconds(1200);
+  // Heartbeats keep them alive past two timeouts.
+  absl::Time until = absl::Now() + absl::Milliseconds(2200);
   while (absl::Now() < until) {
     ASSERT_EQ(CountAlive(), kWorkers);
     absl::SleepFor(absl::Milliseconds(100));

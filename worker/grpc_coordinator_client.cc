@@ -18,6 +18,9 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinatorClient>> GrpcCoordinatorClient::Cr
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Callers decide about retries (the agent backs off, the CLI reports); gRPC's own retry
+  // filter would only add per-call buffering.
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   return std::unique_ptr<GrpcCoordinatorClient>(
