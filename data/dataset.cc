@@ -36,6 +36,7 @@ class ErrorIterator final : public Iterator {
   absl::Status s_;
 };
 
+// Yields the rows of in-memory tensors, one example each.
 class TensorSliceIterator final : public Iterator {
  public:
   explicit TensorSliceIterator(Element all) : all_(std::move(all)) {}
@@ -84,6 +85,7 @@ class SourceNode final : public Dataset::Node {
   Element tensors_;
 };
 
+// A transformation over an input node; `make` builds its iterator.
 class TransformNode final : public Dataset::Node {
  public:
   TransformNode(std::shared_ptr<const Node> input, MakeFn make, absl::Status own_error)
@@ -105,6 +107,7 @@ class TransformNode final : public Dataset::Node {
   absl::Status own_error_;
 };
 
+// tf.data's shuffle: fills a buffer, then emits a Philox-chosen element and refills.
 class ShuffleIterator final : public Iterator {
  public:
   ShuffleIterator(std::unique_ptr<Iterator> in, int64_t buffer_size, uint64_t key)
@@ -139,6 +142,7 @@ class ShuffleIterator final : public Iterator {
   std::vector<Element> buffer_;
 };
 
+// Stacks up to `size` consecutive elements.
 class BatchIterator final : public Iterator {
  public:
   BatchIterator(std::unique_ptr<Iterator> in, int64_t size, bool drop_remainder)
@@ -166,6 +170,7 @@ class BatchIterator final : public Iterator {
   const bool drop_remainder_;
 };
 
+// Re-makes its input once per pass, passing the pass number on as the epoch.
 class RepeatIterator final : public Iterator {
  public:
   RepeatIterator(const Dataset::Node& input, int64_t count, uint64_t epoch)
@@ -219,6 +224,7 @@ class FilterIterator final : public Iterator {
   int64_t index_ = 0;
 };
 
+// Applies a function to every element.
 class MapIterator final : public Iterator {
  public:
   MapIterator(std::unique_ptr<Iterator> in, std::function<absl::Status(Element*)> fn)
