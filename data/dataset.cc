@@ -247,6 +247,16 @@ class FilterIterator final : public Iterator {
       if (keep_(index_++)) return true;
     }
   }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    int64_t skipped = 0;
+    while (skipped < n && !stop_(index_)) {
+      absl::StatusOr<int64_t> s = in_->Skip(1);
+      if (!s.ok()) return s;
+      if (*s == 0) break;
+      if (keep_(index_++)) ++skipped;
+    }
+    return skipped;
+  }
 
  private:
   std::unique_ptr<Iterator> in_;

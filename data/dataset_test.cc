@@ -116,6 +116,10 @@ TEST(Dataset, PositionRestoresTheSameStream) {
             std::vector<int64_t>(whole.begin() + 10, whole.end()));  // 4 batches a pass
   EXPECT_EQ(plain.MakeIterator(9).status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_TRUE(Labels(plain, 8).empty());
+  Dataset sharded = Range(20).Shard(3, 1).Skip(1).Take(4).Batch(2, false).Repeat(2);
+  std::vector<int64_t> s_all = Labels(sharded);
+  EXPECT_EQ(s_all, (std::vector<int64_t>{4, 7, 10, 13, 4, 7, 10, 13}));
+  EXPECT_EQ(Labels(sharded, 3), (std::vector<int64_t>{10, 13}));
 }
 
 TEST(Dataset, ShardFilesSplitsTheSourceFiles) {
