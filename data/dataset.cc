@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "data/prefetch_iterator.h"
 #include "engine/philox.h"
 
@@ -36,6 +37,7 @@ class ErrorIterator final : public Iterator {
   absl::Status s_;
 };
 
+// Yields the rows of in-memory tensors, one example each.
 class TensorSliceIterator final : public Iterator {
  public:
   explicit TensorSliceIterator(Element all) : all_(std::move(all)) {}
@@ -44,9 +46,50 @@ class TensorSliceIterator final : public Iterator {
     *out = Slice(all_, next_++);
     return true;
   }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    const int64_t skipped = std::min(n, all_.features.shape().dim(0) - next_);
+    next_ += skipped;
+    return skipped;
+  }
 
  private:
   Element all_;
+  int64_t next_ = 0;
+};
+
+// Generates example i from (seed, i) alone: skipping is free.
+class SyntheticIterator final : public Iterator {
+ public:
+  SyntheticIterator(int64_t n, engine::Shape shape, int classes, uint64_t seed)
+      : n_(n),
+        shape_(std::move(shape)),
+        classes_(classes),
+        features_(engine::MixKey(seed, engine::HashName("synthetic/features"))),
+        labels_(engine::MixKey(seed, engine::HashName("synthetic/labels"))) {}
+  absl::StatusOr<bool> Next(Element* out) override {
+    if (next_ >= n_) return false;
+    engine::Tensor f(engine::DType::kF32, shape_);
+    const int64_t width = f.num_elements();
+    for (int64_t j = 0; j < width; ++j) {
+      f.data<float>()[j] = static_cast<float>(features_.Uniform(next_ * width + j));
+    }
+    out->features = std::move(f);
+    out->labels = engine::Tensor::Scalar<int64_t>(
+        static_cast<int64_t>(labels_.Uniform(next_) * classes_) % classes_);
+    ++next_;
+    return true;
+  }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    const int64_t skipped = std::min(n, n_ - next_);
+    next_ += skipped;
+    return skipped;
+  }
+
+ private:
+  const int64_t n_;
+  const engine::Shape shape_;
+  const int classes_;
+  const engine::Philox features_, labels_;
   int64_t next_ = 0;
 };
 
@@ -84,6 +127,7 @@ class SourceNode final : public Dataset::Node {
   Element tensors_;
 };
 
+// A transformation over an input node; `make` builds its iterator.
 class TransformNode final : public Dataset::Node {
  public:
   TransformNode(std::shared_ptr<const Node> input, MakeFn make, absl::Status own_error)
@@ -105,6 +149,7 @@ class TransformNode final : public Dataset::Node {
   absl::Status own_error_;
 };
 
+// tf.data's shuffle: fills a buffer, then emits a Philox-chosen element and refills.
 class ShuffleIterator final : public Iterator {
  public:
   ShuffleIterator(std::unique_ptr<Iterator> in, int64_t buffer_size, uint64_t key)
@@ -139,6 +184,7 @@ class ShuffleIterator final : public Iterator {
   std::vector<Element> buffer_;
 };
 
+// Stacks up to `size` consecutive elements.
 class BatchIterator final : public Iterator {
  public:
   BatchIterator(std::unique_ptr<Iterator> in, int64_t size, bool drop_remainder)
@@ -159,6 +205,12 @@ class BatchIterator final : public Iterator {
     *out = *std::move(batch);
     return true;
   }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    absl::StatusOr<int64_t> rows = in_->Skip(n * size_);
+    if (!rows.ok()) return rows;
+    const int64_t full = *rows / size_;
+    return full + (!drop_remainder_ && *rows % size_ != 0 ? 1 : 0);
+  }
 
  private:
   std::unique_ptr<Iterator> in_;
@@ -166,6 +218,7 @@ class BatchIterator final : public Iterator {
   const bool drop_remainder_;
 };
 
+// Re-makes its input once per pass, passing the pass number on as the epoch.
 class RepeatIterator final : public Iterator {
  public:
   RepeatIterator(const Dataset::Node& input, int64_t count, uint64_t epoch)
@@ -187,6 +240,24 @@ class RepeatIterator final : public Iterator {
       if (produced_in_pass_ == 0) return false;  // an empty pass: repeating cannot help
     }
     return false;
+  }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    int64_t skipped = 0;
+    while (skipped < n && (count_ < 0 || pass_ < count_)) {
+      if (in_ == nullptr) {
+        in_ = input_.Make(engine::MixKey(epoch_, pass_));
+        produced_in_pass_ = 0;
+      }
+      absl::StatusOr<int64_t> s = in_->Skip(n - skipped);
+      if (!s.ok()) return s;
+      skipped += *s;
+      produced_in_pass_ += *s;
+      if (skipped == n) break;
+      in_.reset();  // this pass ended
+      ++pass_;
+      if (produced_in_pass_ == 0) break;
+    }
+    return skipped;
   }
 
  private:
@@ -212,6 +283,16 @@ class FilterIterator final : public Iterator {
       if (keep_(index_++)) return true;
     }
   }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    int64_t skipped = 0;
+    while (skipped < n && !stop_(index_)) {
+      absl::StatusOr<int64_t> s = in_->Skip(1);
+      if (!s.ok()) return s;
+      if (*s == 0) break;
+      if (keep_(index_++)) ++skipped;
+    }
+    return skipped;
+  }
 
  private:
   std::unique_ptr<Iterator> in_;
@@ -219,6 +300,7 @@ class FilterIterator final : public Iterator {
   int64_t index_ = 0;
 };
 
+// Applies a function to every element.
 class MapIterator final : public Iterator {
  public:
   MapIterator(std::unique_ptr<Iterator> in, std::function<absl::Status(Element*)> fn)
@@ -230,6 +312,8 @@ class MapIterator final : public Iterator {
     if (!s.ok()) return s;
     return true;
   }
+  // Mapping is per element: skipped elements need not be mapped.
+  absl::StatusOr<int64_t> Skip(int64_t n) override { return in_->Skip(n); }
 
  private:
   std::unique_ptr<Iterator> in_;
@@ -244,6 +328,19 @@ absl::StatusOr<bool> DatasetIterator::Next(Element* out) {
   return more;
 }
 
+absl::Status DatasetIterator::SkipTo(int64_t position) {
+  if (position <= position_) return absl::OkStatus();
+  absl::StatusOr<int64_t> skipped = impl_->Skip(position - position_);
+  if (!skipped.ok()) return skipped.status();
+  position_ += *skipped;
+  if (position_ < position) {
+    return absl::OutOfRangeError(
+        absl::StrCat("restoring the data position: the dataset ends after ", position_,
+                     " elements, before position ", position));
+  }
+  return absl::OkStatus();
+}
+
 Dataset Dataset::FromTensors(engine::Tensor features, engine::Tensor labels) {
   auto node =
       std::make_shared<SourceNode>(std::vector<std::string>{}, nullptr, Element{features, labels});
@@ -253,6 +350,23 @@ Dataset Dataset::FromTensors(engine::Tensor features, engine::Tensor labels) {
         absl::StrCat("FromTensors: features ", features.valid() ? features.DebugString() : "(none)",
                      " and labels ", labels.valid() ? labels.DebugString() : "(none)",
                      " need the same first dimension"));
+  }
+  return Dataset(node);
+}
+
+Dataset Dataset::Synthetic(int64_t num_examples, engine::Shape feature_shape, int num_classes,
+                           uint64_t seed) {
+  // Files are not involved: the "reader" ignores its (empty) file list.
+  auto node = std::make_shared<SourceNode>(
+      std::vector<std::string>{},
+      [=](const std::vector<std::string>&) {
+        return std::make_unique<SyntheticIterator>(num_examples, feature_shape, num_classes, seed);
+      },
+      Element{});
+  if (num_examples < 0 || num_classes < 1 || !feature_shape.fully_known()) {
+    node->error = absl::InvalidArgumentError(absl::StrCat(
+        "Synthetic: num_examples ", num_examples, " must be >= 0, num_classes ", num_classes,
+        " >= 1, feature_shape ", feature_shape.ToString(), " fully known"));
   }
   return Dataset(node);
 }
@@ -398,16 +512,7 @@ int Dataset::num_files() const { return node_->num_files(); }
 absl::StatusOr<std::unique_ptr<DatasetIterator>> Dataset::MakeIterator(int64_t position) const {
   if (!node_->error.ok()) return node_->error;
   auto it = std::make_unique<DatasetIterator>(node_, node_->Make(0));
-  Element skipped;
-  while (it->position() < position) {
-    absl::StatusOr<bool> more = it->Next(&skipped);
-    if (!more.ok()) return more.status();
-    if (!*more) {
-      return absl::OutOfRangeError(
-          absl::StrCat("restoring the data position: the dataset ends after ", it->position(),
-                       " elements, before position ", position));
-    }
-  }
+  LS_RETURN_IF_ERROR(it->SkipTo(position));
   return it;
 }
 

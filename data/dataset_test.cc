@@ -104,6 +104,22 @@ TEST(Dataset, PositionRestoresTheSameStream) {
   std::vector<int64_t> rest = Labels(ds, it->position());
   EXPECT_EQ(rest, std::vector<int64_t>(all.begin() + 13 * 4, all.end()));
   EXPECT_EQ(ds.MakeIterator(1000).status().code(), absl::StatusCode::kOutOfRange);
+  // Stages that skip without building elements give the same stream too.
+  Dataset plain = Range(10).Normalize({0}, {1}).Batch(3, false).Repeat(2);
+  std::vector<int64_t> whole = Labels(plain);
+  for (int64_t p = 0; p <= 8; ++p) {
+    std::vector<int64_t> tail = Labels(plain, p);
+    ASSERT_LE(tail.size(), whole.size());
+    EXPECT_EQ(tail, std::vector<int64_t>(whole.end() - tail.size(), whole.end())) << p;
+  }
+  EXPECT_EQ(Labels(plain, 4),
+            std::vector<int64_t>(whole.begin() + 10, whole.end()));  // 4 batches a pass
+  EXPECT_EQ(plain.MakeIterator(9).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(Labels(plain, 8).empty());
+  Dataset sharded = Range(20).Shard(3, 1).Skip(1).Take(4).Batch(2, false).Repeat(2);
+  std::vector<int64_t> s_all = Labels(sharded);
+  EXPECT_EQ(s_all, (std::vector<int64_t>{4, 7, 10, 13, 4, 7, 10, 13}));
+  EXPECT_EQ(Labels(sharded, 3), (std::vector<int64_t>{10, 13}));
 }
 
 TEST(Dataset, ShardFilesSplitsTheSourceFiles) {
@@ -122,6 +138,21 @@ TEST(Dataset, ShardFilesSplitsTheSourceFiles) {
   EXPECT_EQ(Labels(ds.ShardFiles(2, 1)), (std::vector<int64_t>{10, 11}));
   EXPECT_EQ(ds.ShardFiles(4, 0).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(Range(4).ShardFiles(2, 0).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Dataset, SyntheticIsDeterministic) {
+  Dataset ds = Dataset::Synthetic(10, engine::Shape{2, 3}, 4, 9).Batch(10, false);
+  auto a = *ds.MakeIterator();
+  auto b = *ds.MakeIterator();
+  Element x, y;
+  ASSERT_TRUE(*a->Next(&x));
+  ASSERT_TRUE(*b->Next(&y));
+  EXPECT_EQ(x.features.shape(), (engine::Shape{10, 2, 3}));
+  EXPECT_TRUE(x.features.BitwiseEquals(y.features));
+  EXPECT_TRUE(x.labels.BitwiseEquals(y.labels));
+  for (int64_t l : x.labels.ToVector<int64_t>()) EXPECT_TRUE(l >= 0 && l < 4);
+  EXPECT_EQ(Labels(Dataset::Synthetic(10, engine::Shape{1}, 4, 9), 7).size(), 3u);
+  EXPECT_FALSE(Dataset::Synthetic(10, engine::Shape{-1}, 4, 9).status().ok());
 }
 
 TEST(Element, SplitBatchForReplicas) {

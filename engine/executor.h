@@ -14,6 +14,9 @@
 // count; kernels are sequential; dropout masks come from Philox keyed by the graph seed,
 // replica id, step and node).
 //
+// Executors only read variables: several (one per replica thread) may share one
+// VariableSet concurrently, as CentralStorage does, while no Optimizer::Apply runs.
+//
 // Ownership: the Graph must outlive the Executor. Output tensors are the caller's; the
 // executor reuses its internal buffers between steps only when nobody else holds them.
 // Thread model: one thread at a time per Executor (one Executor per replica thread).
@@ -109,7 +112,16 @@ class Executor {
                                                     // gradient is final (-1: not reached)
   std::vector<Tensor> values_;                      // per node, the current step's outputs
   std::vector<Tensor> grads_;                       // per node, d(loss)/d(output)
-  std::vector<Tensor> pool_;                        // reusable buffers
+  // Reusable buffers, each with the last run that used it. A buffer is free when the pool
+  // holds its only reference; free buffers unused for a whole run are released, so a
+  // one-off shape (a last partial batch) does not pin memory.
+  struct PooledBuffer {
+    Tensor tensor;
+    int64_t last_run = 0;
+  };
+  std::vector<PooledBuffer> pool_;
+  int64_t run_ = 0;  // counts ComputeGradients and Evaluate calls
+  void TrimPool();
 };
 
 }  // namespace lockstep::engine

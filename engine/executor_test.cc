@@ -1,6 +1,7 @@
 #include "engine/executor.h"
 
 #include <cmath>
+#include <thread>
 
 #include "engine/optimizer.h"
 #include "engine/variable_set.h"
@@ -111,6 +112,26 @@ TEST(Executor, BitwiseDeterministicAcrossExecutorsAndSteps) {
   options.replica_id = 3;
   auto rc = *b->ComputeGradients(vars.tensors(), Batch(32), options, &gb);
   EXPECT_NE(ra.loss, rc.loss);
+}
+
+TEST(Executor, ReplicaThreadsSharingGraphAndVariablesMatchASerialRun) {
+  Graph g = Mlp(0.2f);
+  auto vars = *VariableSet::Initialize(g);
+  constexpr int kReplicas = 4;
+  std::vector<std::vector<Tensor>> serial(kReplicas), threaded(kReplicas);
+  auto step = [&](int r, std::vector<Tensor>* out) {
+    auto exec = *Executor::Create(&g, ExecutorOptions{Device::Cpu(r), 1});
+    StepOptions options;
+    options.replica_id = r;
+    ASSERT_TRUE(exec->ComputeGradients(vars.tensors(), Batch(16, 16 * r), options, out).ok());
+  };
+  for (int r = 0; r < kReplicas; ++r) step(r, &serial[r]);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kReplicas; ++r) threads.emplace_back(step, r, &threaded[r]);
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < kReplicas; ++r) {
+    for (int v = 0; v < 4; ++v) EXPECT_TRUE(serial[r][v].BitwiseEquals(threaded[r][v])) << r << v;
+  }
 }
 
 TEST(Executor, LossScaleSumsHalfBatchesToTheFullBatchGradient) {
