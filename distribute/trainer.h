@@ -69,6 +69,7 @@ class Trainer {
  private:
   Trainer(Strategy* strategy, const engine::Graph* graph, TrainerOptions options)
       : strategy_(strategy), graph_(graph), options_(std::move(options)) {}
+  absl::Status ProbeGradientOrder();
   absl::StatusOr<std::vector<engine::Tensor>> ReplicaStep(ReplicaContext& ctx,
                                                           const std::vector<engine::Tensor>& args,
                                                           bool overlap);
@@ -79,6 +80,10 @@ class Trainer {
   std::vector<DistributedVariable> variables_;
   std::vector<std::unique_ptr<engine::Executor>> executors_;    // per local replica
   std::vector<std::unique_ptr<engine::Optimizer>> optimizers_;  // per variable copy
+  // The order in which the backward pass finalises gradients (a property of the graph,
+  // probed once in Create): a replica with an empty batch adds its zero gradients to the
+  // all-reduce in this same order, as every replica must.
+  std::vector<int> gradient_order_;
   int64_t steps_ = 0;
 };
 
