@@ -79,22 +79,23 @@ class TwoWorkers : public ::testing::Test {
   }
 
   // Every element each worker's single replica received, and the files each opened.
-  void Distribute(AutoShardPolicy policy, const std::vector<std::string>& files,
-                  std::vector<std::vector<int64_t>>* elements,
-                  std::vector<std::vector<std::string>>* opened) {
-    elements->assign(2, {});
-    opened->assign(2, {});
+  void Distribute(AutoShardPolicy policy, const std::vector<std::string>& files) {
+    got.assign(2, {});
+    opened.assign(2, {});
     OnEachWorker([&](int w, Strategy& s) {
       auto log = std::make_shared<OpenedFiles>();
       DistributeOptions options;
       options.auto_shard_policy = policy;
       auto dataset = s.ExperimentalDistributeDataset(LineFileSource(files, log), 4, options);
       ASSERT_TRUE(dataset.ok()) << dataset.status();
-      (*elements)[w] = Drain(**dataset)[0];
-      (*opened)[w] = log->Get();
+      got[w] = Drain(**dataset)[0];
+      opened[w] = log->Get();
     });
   }
 
+  // Filled by Distribute: per worker, the elements its replica got and the files it opened.
+  std::vector<std::vector<int64_t>> got;
+  std::vector<std::vector<std::string>> opened;
   collectives::InMemoryStore store_;
   std::vector<std::unique_ptr<MultiWorkerMirroredStrategy>> strategies_;
 };
@@ -102,9 +103,7 @@ class TwoWorkers : public ::testing::Test {
 TEST_F(TwoWorkers, FileShardingGivesEachWorkerTwoOfFourFiles) {
   Build(1);
   std::vector<std::string> files = WriteFiles(4);
-  std::vector<std::vector<int64_t>> got;
-  std::vector<std::vector<std::string>> opened;
-  Distribute(AutoShardPolicy::kFile, files, &got, &opened);
+  Distribute(AutoShardPolicy::kFile, files);
   EXPECT_THAT(opened[0], ElementsAre(files[0], files[2]));
   EXPECT_THAT(opened[1], ElementsAre(files[1], files[3]));
   EXPECT_THAT(got[0], ElementsAre(0, 1, 2, 3, 20, 21, 22, 23));
@@ -114,9 +113,7 @@ TEST_F(TwoWorkers, FileShardingGivesEachWorkerTwoOfFourFiles) {
 TEST_F(TwoWorkers, DataShardingReadsEverythingAndKeepsEverySecondElement) {
   Build(1);
   std::vector<std::string> files = WriteFiles(4);
-  std::vector<std::vector<int64_t>> got;
-  std::vector<std::vector<std::string>> opened;
-  Distribute(AutoShardPolicy::kData, files, &got, &opened);
+  Distribute(AutoShardPolicy::kData, files);
   EXPECT_EQ(opened[0], files);
   EXPECT_EQ(opened[1], files);
   EXPECT_THAT(got[0], ElementsAre(0, 2, 10, 12, 20, 22, 30, 32));
@@ -126,9 +123,7 @@ TEST_F(TwoWorkers, DataShardingReadsEverythingAndKeepsEverySecondElement) {
 TEST_F(TwoWorkers, OffReadsEverything) {
   Build(1);
   std::vector<std::string> files = WriteFiles(2);
-  std::vector<std::vector<int64_t>> got;
-  std::vector<std::vector<std::string>> opened;
-  Distribute(AutoShardPolicy::kOff, files, &got, &opened);
+  Distribute(AutoShardPolicy::kOff, files);
   for (int w = 0; w < 2; ++w) {
     EXPECT_EQ(opened[w], files);
     EXPECT_THAT(got[w], ElementsAre(0, 1, 2, 3, 10, 11, 12, 13));
@@ -141,9 +136,7 @@ TEST_F(TwoWorkers, AutoWithFewerFilesThanWorkersFallsBackToDataAndLogsWhy) {
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
   spdlog::default_logger()->sinks().push_back(sink);
   std::vector<std::string> files = WriteFiles(1);
-  std::vector<std::vector<int64_t>> got;
-  std::vector<std::vector<std::string>> opened;
-  Distribute(AutoShardPolicy::kAuto, files, &got, &opened);
+  Distribute(AutoShardPolicy::kAuto, files);
   spdlog::default_logger()->sinks().pop_back();
   EXPECT_THAT(got[0], ElementsAre(0, 2));
   EXPECT_THAT(got[1], ElementsAre(1, 3));
@@ -151,7 +144,7 @@ TEST_F(TwoWorkers, AutoWithFewerFilesThanWorkersFallsBackToDataAndLogsWhy) {
               HasSubstr("AUTO sharding falls back to DATA: 1 input file(s) for 2 workers"));
   // With enough files AUTO shards by file.
   files = WriteFiles(2);
-  Distribute(AutoShardPolicy::kAuto, files, &got, &opened);
+  Distribute(AutoShardPolicy::kAuto, files);
   EXPECT_THAT(opened[0], ElementsAre(files[0]));
   EXPECT_THAT(opened[1], ElementsAre(files[1]));
 }
