@@ -178,8 +178,12 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
   auto finish = [&](int v) {
     Tensor& g = grads_[variables_[v].node];
     if (!g.valid()) g = Tensor::Zeros(variables_[v].dtype, variables_[v].shape);
-    // The caller may all-reduce it in place: never hand out a shared buffer.
-    (*gradients)[v] = g.use_count() > 1 ? g.Clone() : std::move(g);
+    // The caller may all-reduce it in place: never hand out a buffer something else
+    // (another gradient, a forward value) aliases. The pool's own reference is harmless:
+    // the pool reuses a buffer only once nobody else holds it.
+    const bool pooled = std::any_of(pool_.begin(), pool_.end(),
+                                    [&](const Tensor& p) { return p.raw_data() == g.raw_data(); });
+    (*gradients)[v] = g.use_count() > (pooled ? 2 : 1) ? g.Clone() : std::move(g);
     g = Tensor();
     if (options.on_gradient_ready) options.on_gradient_ready(v);
   };

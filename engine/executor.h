@@ -14,6 +14,9 @@
 // count; kernels are sequential; dropout masks come from Philox keyed by the graph seed,
 // replica id, step and node).
 //
+// Executors only read variables: several (one per replica thread) may share one
+// VariableSet concurrently, as CentralStorage does, while no Optimizer::Apply runs.
+//
 // Ownership: the Graph must outlive the Executor. Output tensors are the caller's; the
 // executor reuses its internal buffers between steps only when nobody else holds them.
 // Thread model: one thread at a time per Executor (one Executor per replica thread).

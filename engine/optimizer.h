@@ -46,6 +46,11 @@ class Optimizer {
   // The learning rate the next Apply will use.
   double learning_rate() const { return schedule_.At(iterations()); }
 
+  // Slot tensors by index (stable order), e.g. for an in-place broadcast from the chief.
+  int num_slots() const { return static_cast<int>(slots_.size()); }
+  const std::string& slot_name(int k) const { return slot_names_[k]; }
+  Tensor& slot(int k) { return slots_[k]; }
+
   // Slot tensors (see above), in a stable order.
   std::vector<v1::NamedTensor> SaveState() const;
   // INVALID_ARGUMENT naming the slot when one is missing or of another shape.

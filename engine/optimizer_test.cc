@@ -55,6 +55,9 @@ TEST(Optimizer, StateRoundTripContinuesBitwise) {
   ASSERT_EQ(state.size(), 3u);
   EXPECT_EQ(state[0].name(), "w/adam_m");
   EXPECT_EQ(state[2].name(), "optimizer/iterations");
+  EXPECT_EQ(a->num_slots(), 3);
+  EXPECT_EQ(a->slot_name(1), "w/adam_v");
+  EXPECT_EQ(a->slot(2).data<int64_t>()[0], 1);
   auto b = *Optimizer::Create(Spec("adam", 0.01), OneVariable());
   ASSERT_TRUE(b->RestoreState(state).ok());
   std::vector<Tensor> wb = {w[0].Clone()};

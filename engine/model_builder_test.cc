@@ -1,0 +1,103 @@
+#include "engine/model_builder.h"
+
+#include "engine/executor.h"
+#include "engine/variable_set.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kCnn[] = R"({
+  "inputShape": [8, 8, 1], "seed": 3, "loss": "SPARSE_CATEGORICAL_CROSSENTROPY",
+  "layers": [
+    {"conv2d": {"filters": 4, "kernelSize": [3], "padding": "SAME"}},
+    {"relu": {}},
+    {"maxpool2d": {}},
+    {"flatten": {}},
+    {"dropout": {"rate": 0.1}},
+    {"name": "logits", "dense": {"units": 10, "kernel_initializer": {"kind": "HE_NORMAL"}}}
+  ]})";
+
+std::string BuildError(const std::string& json) {
+  absl::StatusOr<v1::ModelSpec> spec = ParseModelSpecJson(json);
+  if (!spec.ok()) return std::string(spec.status().message());
+  absl::StatusOr<Graph> g = BuildModel(*spec);
+  return g.ok() ? "OK" : std::string(g.status().message());
+}
+
+TEST(ModelBuilder, BuildsACnnFromJson) {
+  auto spec = ParseModelSpecJson(kCnn);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto g = BuildModel(*spec);
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<std::string> names;
+  for (const VariableInfo& v : g->Variables()) names.push_back(v.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("conv2d_0/kernel", "conv2d_0/bias", "logits/kernel",
+                                            "logits/bias"));
+  EXPECT_EQ(g->shape(g->output()), (Shape{-1, 10}));
+  EXPECT_EQ(g->Variables()[2].shape, (Shape{64, 10}));
+  // It runs, and the graph survives the trip through its proto.
+  auto shipped = Graph::FromProto(g->proto());
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  auto vars = *VariableSet::Initialize(*shipped);
+  auto exec = *Executor::Create(&*shipped);
+  Feeds feeds = {{"features", Tensor::Zeros(DType::kF32, Shape{5, 8, 8, 1})},
+                 {"labels", Tensor::FromVector<int64_t>({1, 2, 3, 4, 5}, Shape{5})}};
+  std::vector<Tensor> grads;
+  auto r = exec->ComputeGradients(vars.tensors(), feeds, {}, &grads);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(grads.size(), 4u);
+}
+
+TEST(ModelBuilder, MseRegression) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"input_shape": [3], "loss": "MSE", "layers": [{"dense": {"units": 2}}, {"tanh": {}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->shape(g->FindInput("labels")), (Shape{-1, 2}));
+  EXPECT_EQ(g->accuracy(), -1);
+}
+
+TEST(ModelBuilder, RefusesBadSpecsNamingLayerAndField) {
+  const std::string head =
+      R"({"inputShape": [8, 8, 1], "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "layers": [)";
+  EXPECT_THAT(BuildError(head + R"({"lstm": {"units": 3}}]})"),
+              HasSubstr("layers[0]: unknown layer kind \"lstm\""));
+  EXPECT_THAT(BuildError(head + R"({"flatten": {}}, {"dense": {"units": -5}}]})"),
+              HasSubstr("layers[1].dense.units: -5 must be > 0"));
+  EXPECT_THAT(BuildError(head + R"({"dense": {"units": 5}}]})"),
+              HasSubstr("layers[0].dense: input [?,8,8,1] is not [batch, features]"));
+  EXPECT_THAT(BuildError(head + R"({"conv2d": {"filters": 2, "kernelSize": [9]}}]})"),
+              HasSubstr("layers[0].conv2d"));
+  EXPECT_THAT(BuildError(head + R"({"conv2d": {"filters": 2}}]})"),
+              HasSubstr("layers[0].conv2d.kernel_size: is required"));
+  EXPECT_THAT(BuildError(head + R"({"flatten": {}}, {"dropout": {"rate": 1.5}}]})"),
+              HasSubstr("layers[1].dropout.rate"));
+  EXPECT_THAT(BuildError(head + R"({"reshape": {"shape": [5, -1]}}]})"),
+              HasSubstr("layers[0].reshape.shape: cannot reshape [?,8,8,1]"));
+  EXPECT_THAT(BuildError(head + R"({"name": "a", "flatten": {}}, {"name": "a", "relu": {}}]})"),
+              HasSubstr("layers[1].name: \"a\" is used twice"));
+  EXPECT_THAT(BuildError(head + R"({"flatten": {}}, {"dense": {"units": 10}}, {"softmax": {}}]})"),
+              HasSubstr("remove the final softmax"));
+  EXPECT_THAT(BuildError(head + R"({}]})"), HasSubstr("layers[0]: no layer kind set"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [4, -2], "loss": "MSE", "layers": [{"relu": {}}]})"),
+              HasSubstr("input_shape[1]: -2 must be > 0"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [4], "layers": [{"relu": {}}]})"), HasSubstr("loss"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [4], "bogus": 1})"), HasSubstr("bogus"));
+  EXPECT_EQ(BuildError(head + R"({"reshape": {"shape": [-1]}}, {"dense": {"units": 10}}]})"), "OK");
+}
+
+TEST(ModelBuilder, ParsesOptimizerSpecs) {
+  auto spec = ParseOptimizerSpecJson(
+      R"({"momentum": {"momentum": 0.9, "nesterov": true},
+          "learningRate": {"warmupCosine": {"peak": 0.1, "warmupSteps": 10, "decaySteps": 100}}})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->momentum().nesterov());
+  EXPECT_EQ(spec->learning_rate().warmup_cosine().decay_steps(), 100);
+  EXPECT_FALSE(ParseOptimizerSpecJson(R"({"rmsprop": {}})").ok());
+}
+
+}  // namespace
+}  // namespace lockstep::engine
