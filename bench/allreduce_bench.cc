@@ -43,7 +43,7 @@ struct BenchFlags {
   size_t chunk_bytes = 0;
   size_t ring_threshold_bytes = 0;
   std::string bind = "auto";  // auto: bind for shm only (measured: it hurts loopback TCP)
-  int tcp_buffer_bytes = 0;
+  int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
 };
 
@@ -79,7 +79,7 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       f.peers_dir = value;
     } else if (name == "algorithm") {
       f.algorithm = value;
-      ok = value == "auto" || value == "ring" || value == "hd";
+      ok = value == "auto" || value == "ring" || value == "hd" || value == "rd";
     } else if (name == "fusion") {
       ok = absl::SimpleAtob(value, &f.fusion);
     } else if (name == "target_s") {
@@ -126,6 +126,7 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
       f.transport == "tcp" ? collectives::TransportKind::kTcp : collectives::TransportKind::kShm;
   c.algorithm = f.algorithm == "ring" ? collectives::AllReduceAlgorithm::kRing
                 : f.algorithm == "hd" ? collectives::AllReduceAlgorithm::kHalvingDoubling
+                : f.algorithm == "rd" ? collectives::AllReduceAlgorithm::kRecursiveDoubling
                                       : collectives::AllReduceAlgorithm::kAuto;
   c.store_dir = dir;
   c.key_prefix = absl::StrFormat("bench-%d", getpid());

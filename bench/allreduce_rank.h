@@ -39,7 +39,7 @@ struct RankConfig {
   int shm_yield = -1;
   size_t chunk_bytes = 0;
   size_t ring_threshold_bytes = 0;
-  int tcp_buffer_bytes = 0;
+  int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
 };
 
