@@ -1,5 +1,6 @@
 #include "bench/allreduce_bench.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -37,6 +38,13 @@ struct BenchFlags {
   std::string algorithm = "auto";
   bool fusion = true;
   double target_s = 0.25;
+  int shm_spin = -1;
+  int shm_yield = -1;
+  size_t chunk_bytes = 0;
+  size_t ring_threshold_bytes = 0;
+  std::string bind = "auto";  // auto: bind for shm only (measured: it hurts loopback TCP)
+  int tcp_buffer_bytes = -1;
+  int tcp_busy_polls = -1;
 };
 
 absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
@@ -71,11 +79,26 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       f.peers_dir = value;
     } else if (name == "algorithm") {
       f.algorithm = value;
-      ok = value == "auto" || value == "ring" || value == "hd";
+      ok = value == "auto" || value == "ring" || value == "hd" || value == "rd";
     } else if (name == "fusion") {
       ok = absl::SimpleAtob(value, &f.fusion);
     } else if (name == "target_s") {
       ok = absl::SimpleAtod(value, &f.target_s) && f.target_s > 0;
+    } else if (name == "tcp_buffer_bytes") {
+      ok = absl::SimpleAtoi(value, &f.tcp_buffer_bytes);
+    } else if (name == "tcp_busy_polls") {
+      ok = absl::SimpleAtoi(value, &f.tcp_busy_polls);
+    } else if (name == "bind") {
+      f.bind = value;
+      ok = value == "auto" || value == "true" || value == "false";
+    } else if (name == "shm_spin") {
+      ok = absl::SimpleAtoi(value, &f.shm_spin);
+    } else if (name == "shm_yield") {
+      ok = absl::SimpleAtoi(value, &f.shm_yield);
+    } else if (name == "chunk_bytes") {
+      ok = absl::SimpleAtoi(value, &f.chunk_bytes);
+    } else if (name == "ring_threshold_bytes") {
+      ok = absl::SimpleAtoi(value, &f.ring_threshold_bytes);
     } else {
       return absl::InvalidArgumentError("unknown flag --" + name);
     }
@@ -103,6 +126,7 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
       f.transport == "tcp" ? collectives::TransportKind::kTcp : collectives::TransportKind::kShm;
   c.algorithm = f.algorithm == "ring" ? collectives::AllReduceAlgorithm::kRing
                 : f.algorithm == "hd" ? collectives::AllReduceAlgorithm::kHalvingDoubling
+                : f.algorithm == "rd" ? collectives::AllReduceAlgorithm::kRecursiveDoubling
                                       : collectives::AllReduceAlgorithm::kAuto;
   c.store_dir = dir;
   c.key_prefix = absl::StrFormat("bench-%d", getpid());
@@ -112,6 +136,12 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
   c.max_iters = f.iters;
   c.target_s = f.target_s;
   c.fusion = f.fusion;
+  c.shm_spin = f.shm_spin;
+  c.tcp_buffer_bytes = f.tcp_buffer_bytes;
+  c.tcp_busy_polls = f.tcp_busy_polls;
+  c.shm_yield = f.shm_yield;
+  c.chunk_bytes = f.chunk_bytes;
+  c.ring_threshold_bytes = f.ring_threshold_bytes;
   c.results_path = absl::StrCat(dir, "/results.jsonl");
   std::fflush(nullptr);
   std::vector<pid_t> pids;
@@ -120,6 +150,14 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       c.rank = r;
+      if (f.bind == "true" || (f.bind == "auto" && f.transport == "shm")) {
+        // Like Open MPI's default binding (to core for np <= 2, to socket above): here one
+        // core per rank, round robin, so two ranks never time-share a core by accident.
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(r % std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)), &set);
+        sched_setaffinity(0, sizeof(set), &set);
+      }
       absl::Status s = RunBenchRank(c);
       if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", r, s.ToString().c_str());
       std::fflush(nullptr);

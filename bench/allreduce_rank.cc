@@ -134,6 +134,12 @@ absl::Status RunBenchRank(const RankConfig& c) {
   config.secret = c.secret;
   config.key_prefix = c.key_prefix;
   config.algorithms.algorithm = c.algorithm;
+  if (c.shm_spin >= 0) config.shm.spin_iterations = c.shm_spin;
+  if (c.shm_yield >= 0) config.shm.yield_iterations = c.shm_yield;
+  if (c.tcp_buffer_bytes >= 0) config.tcp.socket_buffer_bytes = c.tcp_buffer_bytes;
+  config.tcp.busy_polls = c.tcp_busy_polls;
+  if (c.chunk_bytes > 0) config.algorithms.chunk_bytes = c.chunk_bytes;
+  if (c.ring_threshold_bytes > 0) config.algorithms.ring_threshold_bytes = c.ring_threshold_bytes;
   LS_ASSIGN_OR_RETURN(auto comm, collectives::CreateCommunicator(config, &store));
   uint64_t largest = 0;
   for (uint64_t b : c.sizes) largest = std::max(largest, b);

@@ -34,6 +34,13 @@ struct RankConfig {
   double target_s = 0.25;
   bool fusion = true;
   std::string results_path;
+  // Tuning knobs (0: the library's defaults).
+  int shm_spin = -1;
+  int shm_yield = -1;
+  size_t chunk_bytes = 0;
+  size_t ring_threshold_bytes = 0;
+  int tcp_buffer_bytes = -1;
+  int tcp_busy_polls = -1;
 };
 
 absl::Status RunBenchRank(const RankConfig& config);

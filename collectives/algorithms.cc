@@ -91,8 +91,7 @@ absl::Status WithContext(absl::Status s, const char* what, const Transport& t) {
 
 AllReduceAlgorithm ChooseAllReduce(const AlgorithmOptions& options, int world_size, size_t bytes) {
   if (options.algorithm != AllReduceAlgorithm::kAuto) return options.algorithm;
-  // n = 2: both algorithms are one reduce-scatter exchange and one all-gather exchange;
-  // halving-doubling skips the segment loop bookkeeping but the ring pipelines segments.
+  if (bytes < options.doubling_threshold_bytes) return AllReduceAlgorithm::kRecursiveDoubling;
   return bytes < options.ring_threshold_bytes ? AllReduceAlgorithm::kHalvingDoubling
                                               : AllReduceAlgorithm::kRing;
 }
@@ -103,10 +102,14 @@ absl::Status AllReduce(Transport& t, const AlgorithmOptions& options, void* buf,
     FinishMean(dtype, op, buf, count, t.size());
     return absl::OkStatus();
   }
-  if (ChooseAllReduce(options, t.size(), count * DTypeSize(dtype)) == AllReduceAlgorithm::kRing) {
-    return RingAllReduce(t, options.chunk_bytes, buf, count, dtype, op, deadline);
+  switch (ChooseAllReduce(options, t.size(), count * DTypeSize(dtype))) {
+    case AllReduceAlgorithm::kRing:
+      return RingAllReduce(t, options.chunk_bytes, buf, count, dtype, op, deadline);
+    case AllReduceAlgorithm::kRecursiveDoubling:
+      return RecursiveDoublingAllReduce(t, buf, count, dtype, op, deadline);
+    default:
+      return HalvingDoublingAllReduce(t, buf, count, dtype, op, deadline);
   }
-  return HalvingDoublingAllReduce(t, buf, count, dtype, op, deadline);
 }
 
 absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t count, DType dtype,
@@ -122,8 +125,24 @@ absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t c
   return absl::OkStatus();
 }
 
+static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                              ReduceOp op, bool halving, absl::Time deadline);
+
+absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                        ReduceOp op, absl::Time deadline) {
+  return FoldedPowerOfTwoAllReduce(t, buf, count, dtype, op, /*halving=*/false, deadline);
+}
+
 absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
                                       ReduceOp op, absl::Time deadline) {
+  return FoldedPowerOfTwoAllReduce(t, buf, count, dtype, op, /*halving=*/true, deadline);
+}
+
+// Non-powers of two fold their extra ranks into neighbours first. Between the remaining p
+// ranks: with `halving`, recursive halving (reduce-scatter) then recursive doubling
+// (all-gather), Rabenseifner; without, log2(p) exchanges of the whole vector.
+static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                              ReduceOp op, bool halving, absl::Time deadline) {
   const int n = t.size(), r = t.rank();
   const size_t esize = DTypeSize(dtype);
   char* base = static_cast<char*>(buf);
@@ -151,7 +170,22 @@ absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DTy
   } else {
     newrank = r - rem;
   }
-  if (newrank >= 0 && s.ok()) {
+  if (newrank >= 0 && s.ok() && !halving) {
+    // Whole-vector exchanges: a op b on one side, b op a on the other, bitwise equal.
+    // The partner's vector lands in scratch (`base` is being sent meanwhile).
+    alignas(64) char small[16 << 10];
+    std::vector<char> large;
+    char* theirs = small;
+    if (all > sizeof(small)) {
+      large.resize(all);
+      theirs = large.data();
+    }
+    for (int mask = 1; mask < p && s.ok(); mask *= 2) {
+      const int partner = real(newrank ^ mask);
+      s = t.SendRecv({partner, base, all}, {partner, theirs, all}, deadline);
+      if (s.ok()) Reduce(dtype, op, base, theirs, count);
+    }
+  } else if (newrank >= 0 && s.ok()) {
     // Recursive halving (reduce-scatter), then recursive doubling (all-gather).
     std::vector<Range> stack;
     size_t lo = 0, hi = count;
@@ -187,7 +221,8 @@ absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DTy
       s = t.SendRecv({}, {r + 1, base, all}, deadline);
     }
   }
-  LS_RETURN_IF_ERROR(WithContext(s, "halving-doubling all-reduce", t));
+  LS_RETURN_IF_ERROR(
+      WithContext(s, halving ? "halving-doubling all-reduce" : "recursive-doubling all-reduce", t));
   FinishMean(dtype, op, buf, count, n);
   return absl::OkStatus();
 }

@@ -206,14 +206,17 @@ void RunCases(TransportKind kind, int n, const AlgorithmOptions& options,
 std::string Name(const ::testing::TestParamInfo<Param>& info) {
   const auto [kind, n, algo] = info.param;
   return absl::StrCat(TransportKindName(kind), "_n", n, "_",
-                      algo == AllReduceAlgorithm::kRing ? "ring" : "hd");
+                      algo == AllReduceAlgorithm::kRing              ? "ring"
+                      : algo == AllReduceAlgorithm::kHalvingDoubling ? "hd"
+                                                                     : "rd");
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Transports, AllReduceMatrixTest,
     ::testing::Combine(::testing::Values(TRANSPORTS), ::testing::Range(1, 9),
                        ::testing::Values(AllReduceAlgorithm::kRing,
-                                         AllReduceAlgorithm::kHalvingDoubling)),
+                                         AllReduceAlgorithm::kHalvingDoubling,
+                                         AllReduceAlgorithm::kRecursiveDoubling)),
     Name);
 
 }  // namespace

@@ -79,6 +79,9 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
       slot_bytes_(kRingCtlBytes + options.ring_bytes),
       segment_bytes_(kHeaderBytes + slot_bytes_ * size),
       segments_(size) {
+  const bool shared_cores = size > sysconf(_SC_NPROCESSORS_ONLN);
+  spin_ = options.spin_iterations >= 0 ? options.spin_iterations : (shared_cores ? 1 : 256);
+  yield_ = options.yield_iterations >= 0 ? options.yield_iterations : (shared_cores ? 1000 : 64);
   static_assert(sizeof(Header) <= kHeaderBytes, "header too large");
   static_assert(sizeof(Ring) <= kRingCtlBytes, "ring control too large");
 }
@@ -256,11 +259,11 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
       continue;
     }
     ++idle;
-    if (idle < options_.spin_iterations) {
+    if (idle < spin_) {
       _mm_pause();
       continue;
     }
-    if (idle < options_.spin_iterations + options_.yield_iterations) {
+    if (idle < spin_ + yield_) {
       sched_yield();
       continue;
     }

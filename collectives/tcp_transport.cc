@@ -30,6 +30,9 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
                                                                     absl::Time deadline) {
   const int n = me.world_size;
   std::unique_ptr<TcpTransport> t(new TcpTransport(me.rank, n, options.staging_bytes));
+  t->busy_polls_ = options.busy_polls >= 0              ? options.busy_polls
+                   : n <= sysconf(_SC_NPROCESSORS_ONLN) ? 64
+                                                        : 0;
   if (n == 1) return t;
   LS_ASSIGN_OR_RETURN(auto listening, ListenEphemeral(options.listen_host, n));
   UniqueFd listen_fd = std::move(listening.first);
@@ -109,6 +112,7 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
   const char* sp = static_cast<const char*>(send.data);
   size_t sent = 0, received = 0, staged = 0;
   const size_t align = std::max<size_t>(recv.align, 1);
+  int idle = 0;
 
   while ((sending && sent < send.len) || (receiving && received < recv.len)) {
     bool progress = false;
@@ -150,7 +154,11 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
         return PeerError(recv.peer, "receiving from", errno);
       }
     }
-    if (progress) continue;
+    if (progress) {
+      idle = 0;
+      continue;
+    }
+    if (++idle <= busy_polls_) continue;
     pollfd fds[3];
     int nfds = 0;
     if (sending && sent < send.len) fds[nfds++] = {sfd, POLLOUT, 0};

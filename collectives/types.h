@@ -23,7 +23,7 @@ enum class ReduceOp : uint8_t { kSum, kProd, kMin, kMax, kMean };
 enum class TransportKind : uint8_t { kAuto, kInProc, kTcp, kShm };
 
 // How AllReduce is computed. kAuto chooses by message size (see algorithms.h).
-enum class AllReduceAlgorithm : uint8_t { kAuto, kRing, kHalvingDoubling };
+enum class AllReduceAlgorithm : uint8_t { kAuto, kRing, kHalvingDoubling, kRecursiveDoubling };
 
 size_t DTypeSize(DType dtype);
 const char* DTypeName(DType dtype);
