@@ -50,10 +50,12 @@ class BatchIterator {
   virtual absl::StatusOr<std::optional<Batch>> Next() = 0;
 };
 
-// A dataset a strategy can shard: its input files (empty when not read from files) and how
-// to build one worker's pipeline from a ShardSpec, batched by `batch_size`.
+// A dataset a strategy can shard: its input files (empty when not read from files; or
+// only their count, num_files) and how to build one worker's pipeline from a ShardSpec,
+// batched by `batch_size`. DataDatasetSource (data_source.h) adapts a data::Dataset.
 struct DatasetSource {
   std::vector<std::string> files;
+  int num_files = -1;  // -1: files.size()
   std::function<absl::StatusOr<std::unique_ptr<BatchIterator>>(const ShardSpec& spec,
                                                                int64_t batch_size)>
       make;

@@ -356,8 +356,9 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::ExperimentalDistri
     const DatasetSource& source, int64_t global_batch_size, DistributeOptions options) {
   InputContext ctx(num_workers(), worker_index(), num_replicas_in_sync());
   LS_ASSIGN_OR_RETURN(int64_t per_replica, ctx.GetPerReplicaBatchSize(global_batch_size));
-  LS_ASSIGN_OR_RETURN(ShardPlan plan, ResolveAutoShard(options.auto_shard_policy, source.files,
-                                                       num_workers(), worker_index()));
+  LS_ASSIGN_OR_RETURN(ShardPlan plan,
+                      ResolveAutoShard(options.auto_shard_policy, source.files, num_workers(),
+                                       worker_index(), source.num_files));
   if (options.auto_shard_policy == AutoShardPolicy::kAuto && num_workers() > 1) {
     if (plan.policy == AutoShardPolicy::kData) {
       spdlog::warn("{} worker {}: {}", name(), worker_index(), plan.reason);
