@@ -1,7 +1,5 @@
 #include "distribute/strategy.h"
 
-#include <thread>
-
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "distribute/tensor_math.h"
@@ -161,7 +159,11 @@ absl::Status StrategyExtended::Update(const std::vector<DistributedVariable*>& v
 
 // ---- Strategy ----
 
-Strategy::Strategy(StrategyConfig config) : config_(std::move(config)) {}
+Strategy::Strategy(StrategyConfig config) : config_(std::move(config)) {
+  if (num_local_replicas() > 1) {
+    replica_threads_ = std::make_unique<ReplicaThreads>(num_local_replicas());
+  }
+}
 
 Strategy::~Strategy() = default;
 
@@ -213,13 +215,18 @@ absl::StatusOr<std::vector<DistributedValues>> Strategy::RunMulti(const ReplicaF
     // A failed replica would leave the others waiting in their all-reduces: end them.
     if (!results[r].ok() && n > 1) config_.cross_device_ops->Abort();
   };
-  if (n == 1) {
+  if (running_.exchange(true)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(),
+                     ": Run called while another Run is in flight (from inside a replica function, "
+                     "or from a second thread); a replica function must not call Run"));
+  }
+  if (replica_threads_ == nullptr) {
     run_replica(0);
   } else {
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) threads.emplace_back(run_replica, r);
-    for (std::thread& t : threads) t.join();
+    replica_threads_->Run(run_replica);
   }
+  running_.store(false);
   // Report the first replica error that is not the consequence of another's abort.
   for (int r = 0; r < n; ++r) {
     if (!results[r].ok() && !absl::IsAborted(results[r].status())) {

@@ -47,6 +47,7 @@
 #include "distribute/distributed_values.h"
 #include "distribute/distributed_variable.h"
 #include "distribute/replica_context.h"
+#include "distribute/replica_threads.h"
 #include "engine/device.h"
 #include "engine/tensor.h"
 
@@ -177,8 +178,9 @@ class Strategy {
   StrategyScope Scope() { return StrategyScope(this); }
   bool in_scope() const { return scope_depth_.load() > 0; }
 
-  // Calls fn once per local replica (each on its own thread, under its ReplicaContext).
-  // Returns one PerReplica value per output. INVALID_ARGUMENT when a DistributedValues
+  // Calls fn once per local replica (each on its replica's own long-lived thread, under its
+  // ReplicaContext). Returns one PerReplica value per output. FAILED_PRECONDITION when
+  // called from inside a replica function; INVALID_ARGUMENT when a DistributedValues
   // argument has not one component per local replica, or replicas return different
   // numbers of outputs; a replica's error is returned (naming the replica) after the
   // strategy's reductions are aborted so that no other replica waits for it.
@@ -230,6 +232,9 @@ class Strategy {
   StrategyConfig config_;
   StrategyExtended extended_{this};
   std::atomic<int> scope_depth_{0};
+  std::atomic<bool> running_{false};  // a Run is in flight
+  // One long-lived thread per local replica (none with one replica: Run calls fn inline).
+  std::unique_ptr<ReplicaThreads> replica_threads_;
 };
 
 }  // namespace lockstep::distribute
