@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "data/prefetch_iterator.h"
 #include "engine/philox.h"
 
@@ -44,6 +45,11 @@ class TensorSliceIterator final : public Iterator {
     if (next_ >= all_.features.shape().dim(0)) return false;
     *out = Slice(all_, next_++);
     return true;
+  }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    const int64_t skipped = std::min(n, all_.features.shape().dim(0) - next_);
+    next_ += skipped;
+    return skipped;
   }
 
  private:
@@ -163,6 +169,12 @@ class BatchIterator final : public Iterator {
     *out = *std::move(batch);
     return true;
   }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    absl::StatusOr<int64_t> rows = in_->Skip(n * size_);
+    if (!rows.ok()) return rows;
+    const int64_t full = *rows / size_;
+    return full + (!drop_remainder_ && *rows % size_ != 0 ? 1 : 0);
+  }
 
  private:
   std::unique_ptr<Iterator> in_;
@@ -193,6 +205,24 @@ class RepeatIterator final : public Iterator {
     }
     return false;
   }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    int64_t skipped = 0;
+    while (skipped < n && (count_ < 0 || pass_ < count_)) {
+      if (in_ == nullptr) {
+        in_ = input_.Make(engine::MixKey(epoch_, pass_));
+        produced_in_pass_ = 0;
+      }
+      absl::StatusOr<int64_t> s = in_->Skip(n - skipped);
+      if (!s.ok()) return s;
+      skipped += *s;
+      produced_in_pass_ += *s;
+      if (skipped == n) break;
+      in_.reset();  // this pass ended
+      ++pass_;
+      if (produced_in_pass_ == 0) break;
+    }
+    return skipped;
+  }
 
  private:
   const Dataset::Node& input_;  // the node outlives its iterators (the Dataset holds it)
@@ -217,6 +247,16 @@ class FilterIterator final : public Iterator {
       if (keep_(index_++)) return true;
     }
   }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    int64_t skipped = 0;
+    while (skipped < n && !stop_(index_)) {
+      absl::StatusOr<int64_t> s = in_->Skip(1);
+      if (!s.ok()) return s;
+      if (*s == 0) break;
+      if (keep_(index_++)) ++skipped;
+    }
+    return skipped;
+  }
 
  private:
   std::unique_ptr<Iterator> in_;
@@ -236,6 +276,8 @@ class MapIterator final : public Iterator {
     if (!s.ok()) return s;
     return true;
   }
+  // Mapping is per element: skipped elements need not be mapped.
+  absl::StatusOr<int64_t> Skip(int64_t n) override { return in_->Skip(n); }
 
  private:
   std::unique_ptr<Iterator> in_;
@@ -248,6 +290,19 @@ absl::StatusOr<bool> DatasetIterator::Next(Element* out) {
   absl::StatusOr<bool> more = impl_->Next(out);
   if (more.ok() && *more) ++position_;
   return more;
+}
+
+absl::Status DatasetIterator::SkipTo(int64_t position) {
+  if (position <= position_) return absl::OkStatus();
+  absl::StatusOr<int64_t> skipped = impl_->Skip(position - position_);
+  if (!skipped.ok()) return skipped.status();
+  position_ += *skipped;
+  if (position_ < position) {
+    return absl::OutOfRangeError(
+        absl::StrCat("restoring the data position: the dataset ends after ", position_,
+                     " elements, before position ", position));
+  }
+  return absl::OkStatus();
 }
 
 Dataset Dataset::FromTensors(engine::Tensor features, engine::Tensor labels) {
@@ -404,16 +459,7 @@ int Dataset::num_files() const { return node_->num_files(); }
 absl::StatusOr<std::unique_ptr<DatasetIterator>> Dataset::MakeIterator(int64_t position) const {
   if (!node_->error.ok()) return node_->error;
   auto it = std::make_unique<DatasetIterator>(node_, node_->Make(0));
-  Element skipped;
-  while (it->position() < position) {
-    absl::StatusOr<bool> more = it->Next(&skipped);
-    if (!more.ok()) return more.status();
-    if (!*more) {
-      return absl::OutOfRangeError(
-          absl::StrCat("restoring the data position: the dataset ends after ", it->position(),
-                       " elements, before position ", position));
-    }
-  }
+  LS_RETURN_IF_ERROR(it->SkipTo(position));
   return it;
 }
 

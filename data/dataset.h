@@ -20,7 +20,8 @@
 //
 // Data position (checkpoints): Iterator::position() counts the elements it returned;
 // MakeIterator(position) makes an iterator that continues from there (it replays the
-// pipeline deterministically, skipping that many elements).
+// pipeline deterministically, skipping that many elements; readers, shuffle buffers and
+// prefetch still run, while batching, mapping and in-memory sources skip cheaply).
 //
 // FILE auto-sharding: num_files() says how many source files the pipeline reads;
 // ShardFiles(n, i) rebuilds the same pipeline over files i, i+n, i+2n, ...
@@ -53,6 +54,9 @@ class DatasetIterator {
       : owner_(std::move(owner)), impl_(std::move(impl)) {}
   absl::StatusOr<bool> Next(Element* out);
   int64_t position() const { return position_; }
+  // Moves forward to `position` (no-op if already there or past it), skipping elements
+  // without building them where the stages allow. OUT_OF_RANGE if the data ends first.
+  absl::Status SkipTo(int64_t position);
 
  private:
   std::shared_ptr<const void> owner_;  // destroyed after impl_

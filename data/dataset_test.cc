@@ -104,6 +104,22 @@ TEST(Dataset, PositionRestoresTheSameStream) {
   std::vector<int64_t> rest = Labels(ds, it->position());
   EXPECT_EQ(rest, std::vector<int64_t>(all.begin() + 13 * 4, all.end()));
   EXPECT_EQ(ds.MakeIterator(1000).status().code(), absl::StatusCode::kOutOfRange);
+  // Stages that skip without building elements give the same stream too.
+  Dataset plain = Range(10).Normalize({0}, {1}).Batch(3, false).Repeat(2);
+  std::vector<int64_t> whole = Labels(plain);
+  for (int64_t p = 0; p <= 8; ++p) {
+    std::vector<int64_t> tail = Labels(plain, p);
+    ASSERT_LE(tail.size(), whole.size());
+    EXPECT_EQ(tail, std::vector<int64_t>(whole.end() - tail.size(), whole.end())) << p;
+  }
+  EXPECT_EQ(Labels(plain, 4),
+            std::vector<int64_t>(whole.begin() + 10, whole.end()));  // 4 batches a pass
+  EXPECT_EQ(plain.MakeIterator(9).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(Labels(plain, 8).empty());
+  Dataset sharded = Range(20).Shard(3, 1).Skip(1).Take(4).Batch(2, false).Repeat(2);
+  std::vector<int64_t> s_all = Labels(sharded);
+  EXPECT_EQ(s_all, (std::vector<int64_t>{4, 7, 10, 13, 4, 7, 10, 13}));
+  EXPECT_EQ(Labels(sharded, 3), (std::vector<int64_t>{10, 13}));
 }
 
 TEST(Dataset, ShardFilesSplitsTheSourceFiles) {

@@ -87,15 +87,27 @@ std::vector<bool> Executor::Ancestors(std::vector<int> targets) const {
 
 Tensor Executor::Allocate(DType dtype, const Shape& shape) {
   const size_t bytes = shape.num_elements() * SizeOf(dtype);
-  for (Tensor& t : pool_) {
-    if (t.use_count() == 1 && t.dtype() == dtype && t.num_bytes() == bytes) {
-      absl::StatusOr<Tensor> reuse = t.Reshaped(shape);
-      if (reuse.ok()) return *reuse;
+  for (PooledBuffer& b : pool_) {
+    if (b.tensor.use_count() == 1 && b.tensor.dtype() == dtype && b.tensor.num_bytes() == bytes) {
+      absl::StatusOr<Tensor> reuse = b.tensor.Reshaped(shape);
+      if (reuse.ok()) {
+        b.last_run = run_;
+        return *reuse;
+      }
     }
   }
   Tensor fresh(dtype, shape, options_.device);
-  if (pool_.size() < 256) pool_.push_back(fresh);
+  pool_.push_back(PooledBuffer{fresh, run_});
   return fresh;
+}
+
+void Executor::TrimPool() {
+  ++run_;
+  pool_.erase(std::remove_if(pool_.begin(), pool_.end(),
+                             [&](const PooledBuffer& b) {
+                               return b.tensor.use_count() == 1 && b.last_run < run_ - 1;
+                             }),
+              pool_.end());
 }
 
 KernelContext Executor::MakeContext(bool training, uint64_t dropout_key) {
@@ -110,6 +122,7 @@ absl::Status Executor::Forward(const std::vector<Tensor>& variables, const Feeds
                                const std::vector<bool>& wanted, const KernelContext& base_ctx) {
   const int n = graph_->num_nodes();
   values_.assign(n, Tensor());
+  TrimPool();
   if (variables.size() != variables_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the graph has ", variables_.size(),
                                                    " variables, ", variables.size(), " given"));
@@ -181,8 +194,9 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
     // The caller may all-reduce it in place: never hand out a buffer something else
     // (another gradient, a forward value) aliases. The pool's own reference is harmless:
     // the pool reuses a buffer only once nobody else holds it.
-    const bool pooled = std::any_of(pool_.begin(), pool_.end(),
-                                    [&](const Tensor& p) { return p.raw_data() == g.raw_data(); });
+    const bool pooled = std::any_of(pool_.begin(), pool_.end(), [&](const PooledBuffer& p) {
+      return p.tensor.raw_data() == g.raw_data();
+    });
     (*gradients)[v] = g.use_count() > (pooled ? 2 : 1) ? g.Clone() : std::move(g);
     g = Tensor();
     if (options.on_gradient_ready) options.on_gradient_ready(v);

@@ -112,7 +112,16 @@ class Executor {
                                                     // gradient is final (-1: not reached)
   std::vector<Tensor> values_;                      // per node, the current step's outputs
   std::vector<Tensor> grads_;                       // per node, d(loss)/d(output)
-  std::vector<Tensor> pool_;                        // reusable buffers
+  // Reusable buffers, each with the last run that used it. A buffer is free when the pool
+  // holds its only reference; free buffers unused for a whole run are released, so a
+  // one-off shape (a last partial batch) does not pin memory.
+  struct PooledBuffer {
+    Tensor tensor;
+    int64_t last_run = 0;
+  };
+  std::vector<PooledBuffer> pool_;
+  int64_t run_ = 0;  // counts ComputeGradients and Evaluate calls
+  void TrimPool();
 };
 
 }  // namespace lockstep::engine

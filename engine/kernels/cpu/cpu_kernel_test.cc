@@ -1,0 +1,80 @@
+// Forward values of the CPU kernels on small hand-checked inputs (the gradients are
+// checked against finite differences in gradient_check_test.cc).
+#include <cmath>
+#include <functional>
+
+#include "engine/executor.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::engine {
+namespace {
+
+// Runs `build` on input "x" (and "y" when given) and returns the graph output.
+Tensor RunOne(const Tensor& x, const std::function<int(Graph*, int)>& build) {
+  Graph g;
+  int in = *g.Input("x", x.dtype(), x.shape());
+  g.set_output(build(&g, in));
+  auto exec = *Executor::Create(&g);
+  Tensor out;
+  auto r = exec->Evaluate({}, {{"x", x}}, &out);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return out;
+}
+
+TEST(CpuKernel, SoftmaxArgmaxAndActivations) {
+  Tensor x = Tensor::FromVector<float>({1, 3, 2, -1, -1, 0}, Shape{2, 3});
+  Tensor s = RunOne(x, [](Graph* g, int in) { return *g->Op(v1::SOFTMAX, {in}); });
+  EXPECT_NEAR(s.data<float>()[0] + s.data<float>()[1] + s.data<float>()[2], 1.0, 1e-6);
+  EXPECT_NEAR(s.data<float>()[1] / s.data<float>()[2], std::exp(1.0), 1e-5);
+  Tensor a = RunOne(x, [](Graph* g, int in) { return *g->Op(v1::ARGMAX, {in}); });
+  EXPECT_EQ(a.ToVector<int64_t>(), (std::vector<int64_t>{1, 2}));
+  Tensor r = RunOne(x, [](Graph* g, int in) { return *g->Op(v1::RELU, {in}); });
+  EXPECT_EQ(r.ToVector<float>(), (std::vector<float>{1, 3, 2, 0, 0, 0}));
+  Tensor m = RunOne(x, [](Graph* g, int in) { return *g->Mean(in, {0}, false); });
+  EXPECT_EQ(m.ToVector<float>(), (std::vector<float>{0, 1, 1}));
+}
+
+TEST(CpuKernel, ConvAndPoolOnAKnownImage) {
+  // A 1x3x3x1 image 1..9; an all-ones 2x2 filter sums each window.
+  Tensor img = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9}, Shape{1, 3, 3, 1});
+  Graph g;
+  int in = *g.Input("x", DType::kF32, Shape{1, 3, 3, 1});
+  int f = *g.Input("f", DType::kF32, Shape{2, 2, 1, 1});
+  g.set_output(*g.Conv2D(in, f, {1, 1}, v1::SAME));
+  auto exec = *Executor::Create(&g);
+  Tensor out;
+  ASSERT_TRUE(
+      exec->Evaluate(
+              {}, {{"x", img}, {"f", Tensor::FromVector<float>({1, 1, 1, 1}, Shape{2, 2, 1, 1})}},
+              &out)
+          .ok());
+  // SAME with an even window pads after: window (0,0) covers 1,2,4,5.
+  EXPECT_EQ(out.ToVector<float>(), (std::vector<float>{12, 16, 9, 24, 28, 15, 15, 17, 9}));
+  Tensor pool = RunOne(img, [](Graph* g, int in) {
+    return *g->MaxPool2D(in, {2, 2}, {2, 2}, v1::SAME);
+  });
+  EXPECT_EQ(pool.shape(), (Shape{1, 2, 2, 1}));
+  EXPECT_EQ(pool.ToVector<float>(), (std::vector<float>{5, 6, 8, 9}));
+}
+
+TEST(CpuKernel, AccuracyAndLosses) {
+  Graph g;
+  int logits = *g.Input("x", DType::kF32, Shape{3, 2});
+  int labels = *g.Input("labels", DType::kI64, Shape{3});
+  int acc = *g.Op(v1::ACCURACY, {logits, labels});
+  int loss = *g.Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {logits, labels});
+  ASSERT_TRUE(g.SetLoss(loss).ok());
+  g.set_accuracy(acc);
+  g.set_output(logits);
+  auto exec = *Executor::Create(&g);
+  auto r = exec->Evaluate({}, {{"x", Tensor::FromVector<float>({0, 0, 2, 1, 0, 5}, Shape{3, 2})},
+                               {"labels", Tensor::FromVector<int64_t>({1, 0, 0}, Shape{3})}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->accuracy, 1.0 / 3, 1e-6);  // row 0 is a tie: the first maximum (class 0) wins
+  const double expected =
+      (std::log(2.0) + std::log(1 + std::exp(-1.0)) + std::log(1 + std::exp(5.0))) / 3;
+  EXPECT_NEAR(r->loss, expected, 1e-5);
+}
+
+}  // namespace
+}  // namespace lockstep::engine
