@@ -142,7 +142,14 @@ Handle Communicator::AllReduceAsync(const void* send, void* recv, size_t count, 
 
 absl::Status Communicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                      absl::Time deadline) {
-  return BroadcastAsync(buf, count, dtype, root, deadline)->Wait();
+  if (root < 0 || root >= size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("broadcast: root ", root, " is not a rank of a group of ", size()));
+  }
+  return RunNow([=] {
+    return collectives::Broadcast(*transport_, options_, buf, count * DTypeSize(dtype), root,
+                                  deadline);
+  });
 }
 
 Handle Communicator::BroadcastAsync(void* buf, size_t count, DType dtype, int root,
