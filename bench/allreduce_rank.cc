@@ -86,7 +86,7 @@ absl::StatusOr<std::string> MeasureFusion(Communicator& comm, const RankConfig& 
   constexpr size_t kFloats = 40 * 1024 / sizeof(float);
   std::vector<std::vector<float>> t(kTensors, std::vector<float>(kFloats));
   for (auto& v : t) Fill(c.rank, v.data(), v.size());
-  collectives::FusedAllReduce fused(&comm, ReduceOp::kSum);
+  collectives::FusedAllReduce fused(&comm, ReduceOp::kSum, c.bytes_per_pack);
   std::vector<double> separate, together;
   for (int rep = 0; rep < kWarmup + kReps; ++rep) {
     LS_RETURN_IF_ERROR(comm.Barrier(Deadline()));
@@ -107,8 +107,8 @@ absl::StatusOr<std::string> MeasureFusion(Communicator& comm, const RankConfig& 
     }
   }
   return absl::StrFormat(
-      R"({"fusion":true,"tensors":%d,"tensor_bytes":%d,"separate_us_p50":%.1f,"fused_us_p50":%.1f})",
-      kTensors, kFloats * sizeof(float), Median(separate), Median(together));
+      R"({"fusion":true,"tensors":%d,"tensor_bytes":%d,"bytes_per_pack":%d,"separate_us_p50":%.1f,"fused_us_p50":%.1f})",
+      kTensors, kFloats * sizeof(float), c.bytes_per_pack, Median(separate), Median(together));
 }
 
 }  // namespace
