@@ -172,6 +172,24 @@ TEST_F(TwoWorkers, VariablesStartFromTheChiefsValues) {
   });
 }
 
+TEST_F(TwoWorkers, BroadcastFromChiefAfterARestore) {
+  Build(2);
+  OnEachWorker([](int w, Strategy& s) {
+    StrategyScope scope = s.Scope();
+    auto v = scope.CreateVariable("w", Tensor::FromVector<float>({0, 0}, Shape{2}));
+    ASSERT_TRUE(v.ok()) << v.status();
+    // Only the chief restored a checkpoint; the others have other values.
+    for (int c = 0; c < v->num_copies(); ++c) {
+      v->copy(c).data<float>()[0] = w == 0 ? 5 : -1;
+    }
+    Tensor slot = Tensor::Scalar<int64_t>(w == 0 ? 42 : 0);
+    ASSERT_TRUE(s.extended().BroadcastFromChief({&*v}).ok());
+    ASSERT_TRUE(s.extended().BroadcastFromChief(std::vector<Tensor*>{&slot}).ok());
+    for (const Tensor& c : v->copies()) EXPECT_THAT(c.ToVector<float>(), ElementsAre(5, 0));
+    EXPECT_EQ(slot.data<int64_t>()[0], 42);
+  });
+}
+
 TEST_F(TwoWorkers, ReplicaIdsAndReductionsSpanBothWorkers) {
   Build(2);
   OnEachWorker([](int w, Strategy& s) {

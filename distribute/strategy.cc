@@ -1,5 +1,7 @@
 #include "distribute/strategy.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "distribute/tensor_math.h"
@@ -118,6 +120,28 @@ absl::StatusOr<std::vector<DistributedValues>> StrategyExtended::BatchReduceTo(
     out.push_back(DistributedValues::Mirrored(std::move(copies)));
   }
   return out;
+}
+
+absl::Status StrategyExtended::BroadcastFromChief(const std::vector<Tensor*>& tensors) {
+  for (Tensor* t : tensors) LS_RETURN_IF_ERROR(strategy_->BroadcastFromChief(t));
+  return absl::OkStatus();
+}
+
+absl::Status StrategyExtended::BroadcastFromChief(
+    const std::vector<DistributedVariable*>& variables) {
+  for (DistributedVariable* v : variables) {
+    Tensor& first = v->copy(0);
+    absl::Status s = strategy_->BroadcastFromChief(&first);
+    if (!s.ok()) {
+      return Annotate(s, absl::StrCat("broadcasting variable '", v->name(), "' from the chief"));
+    }
+    for (int c = 1; c < v->num_copies(); ++c) {
+      if (first.num_bytes() > 0) {
+        std::memcpy(v->copy(c).raw_data(), first.raw_data(), first.num_bytes());
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status StrategyExtended::Update(const std::vector<DistributedVariable*>& variables,

@@ -125,6 +125,12 @@ class StrategyExtended {
   // per copy of the variables (each local replica's copy for mirrored variables, the one
   // central copy for CentralStorage), with `variables` aliasing that copy's tensors and
   // `gradients` the reduced values on that copy's device. Keep one optimizer per copy.
+  // Makes every worker's values the chief's (worker 0's): after a checkpoint restore on the
+  // chief, or for optimizer state. Collective across workers (a no-op with one worker);
+  // for variables, copy 0 is broadcast and then copied into the local copies.
+  absl::Status BroadcastFromChief(const std::vector<engine::Tensor*>& tensors);
+  absl::Status BroadcastFromChief(const std::vector<DistributedVariable*>& variables);
+
   using UpdateFn = std::function<absl::Status(int copy, std::vector<engine::Tensor>& variables,
                                               const std::vector<engine::Tensor>& gradients)>;
   absl::Status Update(const std::vector<DistributedVariable*>& variables,
