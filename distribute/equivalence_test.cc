@@ -216,6 +216,7 @@ void RunTwoWorkers(bool hierarchical, CommunicationOptions comm, const std::stri
 
 TEST_F(EquivalenceTest, MultiWorkerMirroredHierarchicalOverTcp) {
   CommunicationOptions comm;
+  comm.bytes_per_pack = 100;  // several cross-worker packs per step
   comm.timeout = absl::Seconds(30);
   RunTwoWorkers(/*hierarchical=*/true, comm, "hierarchical", reference_);
 }

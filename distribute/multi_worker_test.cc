@@ -37,7 +37,8 @@ TfConfig Worker(int index, int num_workers) {
 class TwoWorkers : public ::testing::Test {
  protected:
   // Builds the two workers' strategies concurrently (Create waits for every worker).
-  void Build(int devices_per_worker, absl::Duration timeout = absl::Seconds(20)) {
+  void Build(int devices_per_worker, absl::Duration timeout = absl::Seconds(20),
+             size_t bytes_per_pack = 64) {
     std::vector<std::thread> threads;
     strategies_.resize(2);
     for (int w = 0; w < 2; ++w) {
@@ -45,6 +46,7 @@ class TwoWorkers : public ::testing::Test {
         MultiWorkerMirroredStrategyOptions options;
         options.available.num_cpu_devices = devices_per_worker;
         options.communication.timeout = timeout;
+        options.communication.bytes_per_pack = bytes_per_pack;
         options.store = &store_;
         options.secret = "secret";
         options.connect_timeout = absl::Seconds(20);
@@ -220,6 +222,35 @@ TEST_F(TwoWorkers, ReplicaIdsAndReductionsSpanBothWorkers) {
     auto mean = s.Reduce(ReduceOp::kMean, partial, 0);
     ASSERT_TRUE(mean.ok()) << mean.status();
     EXPECT_FLOAT_EQ(mean->data<float>()[0], 3.0f);
+  });
+}
+
+TEST_F(TwoWorkers, FusedGradientReducerAcrossWorkers) {
+  Build(2);
+  OnEachWorker([](int, Strategy& s) {
+    for (int step = 0; step < 3; ++step) {
+      auto out = s.RunMulti(
+          [](ReplicaContext& ctx,
+             const std::vector<Tensor>&) -> absl::StatusOr<std::vector<Tensor>> {
+            const float id = ctx.replica_id_in_sync_group();
+            std::vector<Tensor> grads = {
+                Tensor::FromVector<float>({id, 1, 2}, Shape{3}),
+                Tensor::FromVector<double>({id * 2}, Shape{1}),
+                Tensor::FromVector<float>(std::vector<float>(40, id), Shape{40})};
+            auto reducer = ctx.MakeGradientReducer(ReduceOp::kMean);
+            for (Tensor& g : grads) reducer->Add(&g);
+            absl::Status st = reducer->Finish();
+            if (!st.ok()) return st;
+            return grads;
+          },
+          {});
+      ASSERT_TRUE(out.ok()) << out.status();
+      for (const Tensor& t : (*out)[0].components()) {
+        EXPECT_THAT(t.ToVector<float>(), ElementsAre(1.5, 1, 2));
+      }
+      for (const Tensor& t : (*out)[1].components()) EXPECT_EQ(t.data<double>()[0], 3.0);
+      for (const Tensor& t : (*out)[2].components()) EXPECT_EQ(t.data<float>()[39], 1.5f);
+    }
   });
 }
 
