@@ -31,6 +31,7 @@ void HierarchicalReducer::Add(int local_replica, ReduceOp op, engine::Tensor* va
                               absl::Time deadline) {
   std::shared_ptr<Step> step;
   int k;
+  std::vector<engine::Tensor*> in;  // a copy: other replicas may grow step->inputs meanwhile
   {
     absl::MutexLock lock(&mu_);
     step = CurrentStep(local_replica);
@@ -43,9 +44,9 @@ void HierarchicalReducer::Add(int local_replica, ReduceOp op, engine::Tensor* va
     step->inputs[k][local_replica] = value;
     step->op = op;
     if (++step->arrived[k] < num_local_) return;
+    in = step->inputs[k];
   }
   // The last replica to produce gradient k sums it and hands it to the cross-worker packs.
-  const std::vector<engine::Tensor*>& in = step->inputs[k];
   engine::Tensor sum = in[0]->Clone();
   absl::Status s;
   for (int r = 1; r < num_local_ && s.ok(); ++r) {
