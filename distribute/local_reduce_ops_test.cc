@@ -79,5 +79,23 @@ TEST(DistributedDatasetTest, StopsCleanlyMidIterationAndWithoutPrefetch) {
   }
 }
 
+TEST(DistributedDatasetTest, ResumesFromASavedStep) {
+  for (int prefetch : {0, 2}) {
+    auto it = TensorSliceSource({Range(10)}).make(ShardSpec{}, 4);
+    ASSERT_TRUE(it.ok());
+    DistributedDataset dataset(std::move(*it), DistributedDataset::Mode::kSplitBatches,
+                               {engine::Device::Cpu(0), engine::Device::Cpu(1)}, 2, ShardPlan{},
+                               prefetch, /*start_step=*/1);
+    EXPECT_EQ(dataset.steps_returned(), 1);
+    auto step = dataset.Next();
+    ASSERT_TRUE(step.ok() && step->has_value());
+    EXPECT_THAT((**step)[0].component(0).ToVector<int64_t>(), ElementsAre(4, 5));
+    EXPECT_EQ(dataset.steps_returned(), 2);
+    ASSERT_TRUE(dataset.Next()->has_value());  // [8, 9] / []
+    EXPECT_FALSE(dataset.Next()->has_value());
+    EXPECT_EQ(dataset.steps_returned(), 3);
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::distribute

@@ -402,7 +402,8 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::ExperimentalDistri
                       source.make(plan.spec, per_replica * num_local_replicas()));
   return std::make_unique<DistributedDataset>(
       std::move(it), DistributedDataset::Mode::kSplitBatches, config_.devices, per_replica,
-      std::move(plan), options.prefetch < 0 ? num_local_replicas() : options.prefetch);
+      std::move(plan), options.prefetch < 0 ? num_local_replicas() : options.prefetch,
+      options.start_step);
 }
 
 absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDatasetsFromFunction(
@@ -418,7 +419,8 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDatasets
   plan.reason = "sharded by the user's dataset function";
   return std::make_unique<DistributedDataset>(
       std::move(*it), DistributedDataset::Mode::kOneBatchPerReplica, config_.devices, 0,
-      std::move(plan), options.prefetch < 0 ? num_local_replicas() : options.prefetch);
+      std::move(plan), options.prefetch < 0 ? num_local_replicas() : options.prefetch,
+      options.start_step);
 }
 
 }  // namespace lockstep::distribute
