@@ -6,7 +6,7 @@
 //                       through one cross-worker all-reduce (hierarchical: local first,
 //                       then across workers; one collective per worker, not per replica).
 //   kCollective         every replica is a rank of a Communicator group (ring or
-//                       halving-doubling from collectives/; NCCL when built with CUDA):
+//                       halving-doubling from collectives/; NCCL later, for GPUs):
 //                       in-process between local devices, TCP between workers (flat).
 //
 // A strategy uses them in two places:
