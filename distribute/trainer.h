@@ -6,8 +6,9 @@
 //       local_batch / global_batch so that SUM-all-reduced gradients are the global mean;
 //     overlap (mirrored variables): each gradient's all-reduce starts from
 //       StepOptions::on_gradient_ready while the backward pass goes on
-//       (ReplicaContext::AllReduceAsync), then the replica applies the reduced gradients to
-//       its own copy with its own optimizer (mirrored optimizer state);
+//       (ReplicaContext::MakeGradientReducer, fused by bytes_per_pack), then the replica
+//       applies the reduced gradients to its own copy with its own optimizer (mirrored
+//       optimizer state);
 //   no overlap, and always for CentralStorage: gradients come back as PerReplica values,
 //     StrategyExtended::BatchReduceTo reduces them (to the host for central variables) and
 //     StrategyExtended::Update applies them once per copy.
