@@ -57,6 +57,42 @@ class TensorSliceIterator final : public Iterator {
   int64_t next_ = 0;
 };
 
+// Generates example i from (seed, i) alone: skipping is free.
+class SyntheticIterator final : public Iterator {
+ public:
+  SyntheticIterator(int64_t n, engine::Shape shape, int classes, uint64_t seed)
+      : n_(n),
+        shape_(std::move(shape)),
+        classes_(classes),
+        features_(engine::MixKey(seed, engine::HashName("synthetic/features"))),
+        labels_(engine::MixKey(seed, engine::HashName("synthetic/labels"))) {}
+  absl::StatusOr<bool> Next(Element* out) override {
+    if (next_ >= n_) return false;
+    engine::Tensor f(engine::DType::kF32, shape_);
+    const int64_t width = f.num_elements();
+    for (int64_t j = 0; j < width; ++j) {
+      f.data<float>()[j] = static_cast<float>(features_.Uniform(next_ * width + j));
+    }
+    out->features = std::move(f);
+    out->labels = engine::Tensor::Scalar<int64_t>(
+        static_cast<int64_t>(labels_.Uniform(next_) * classes_) % classes_);
+    ++next_;
+    return true;
+  }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    const int64_t skipped = std::min(n, n_ - next_);
+    next_ += skipped;
+    return skipped;
+  }
+
+ private:
+  const int64_t n_;
+  const engine::Shape shape_;
+  const int classes_;
+  const engine::Philox features_, labels_;
+  int64_t next_ = 0;
+};
+
 // A source: in-memory tensors, or a list of files read by a reader.
 class SourceNode final : public Dataset::Node {
  public:
@@ -314,6 +350,23 @@ Dataset Dataset::FromTensors(engine::Tensor features, engine::Tensor labels) {
         absl::StrCat("FromTensors: features ", features.valid() ? features.DebugString() : "(none)",
                      " and labels ", labels.valid() ? labels.DebugString() : "(none)",
                      " need the same first dimension"));
+  }
+  return Dataset(node);
+}
+
+Dataset Dataset::Synthetic(int64_t num_examples, engine::Shape feature_shape, int num_classes,
+                           uint64_t seed) {
+  // Files are not involved: the "reader" ignores its (empty) file list.
+  auto node = std::make_shared<SourceNode>(
+      std::vector<std::string>{},
+      [=](const std::vector<std::string>&) {
+        return std::make_unique<SyntheticIterator>(num_examples, feature_shape, num_classes, seed);
+      },
+      Element{});
+  if (num_examples < 0 || num_classes < 1 || !feature_shape.fully_known()) {
+    node->error = absl::InvalidArgumentError(absl::StrCat(
+        "Synthetic: num_examples ", num_examples, " must be >= 0, num_classes ", num_classes,
+        " >= 1, feature_shape ", feature_shape.ToString(), " fully known"));
   }
   return Dataset(node);
 }

@@ -73,6 +73,11 @@ class Dataset {
   // In-memory examples: features [n, ...] (f32) and labels [n] (i64 or f32), sliced
   // along the first axis.
   static Dataset FromTensors(engine::Tensor features, engine::Tensor labels);
+  // `num_examples` generated examples (benchmarks, smoke tests): features uniform in
+  // [0, 1) of `feature_shape`, labels uniform in [0, num_classes), all from Philox keyed by
+  // `seed`, so every worker generates the same data. No files; nothing kept in memory.
+  static Dataset Synthetic(int64_t num_examples, engine::Shape feature_shape, int num_classes,
+                           uint64_t seed);
   // CSV files (plain or .gz), one example per line, read in order.
   static Dataset Csv(std::vector<std::string> files, CsvOptions options = {});
   // Files of fixed-size binary records.

@@ -140,6 +140,21 @@ TEST(Dataset, ShardFilesSplitsTheSourceFiles) {
   EXPECT_EQ(Range(4).ShardFiles(2, 0).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(Dataset, SyntheticIsDeterministic) {
+  Dataset ds = Dataset::Synthetic(10, engine::Shape{2, 3}, 4, 9).Batch(10, false);
+  auto a = *ds.MakeIterator();
+  auto b = *ds.MakeIterator();
+  Element x, y;
+  ASSERT_TRUE(*a->Next(&x));
+  ASSERT_TRUE(*b->Next(&y));
+  EXPECT_EQ(x.features.shape(), (engine::Shape{10, 2, 3}));
+  EXPECT_TRUE(x.features.BitwiseEquals(y.features));
+  EXPECT_TRUE(x.labels.BitwiseEquals(y.labels));
+  for (int64_t l : x.labels.ToVector<int64_t>()) EXPECT_TRUE(l >= 0 && l < 4);
+  EXPECT_EQ(Labels(Dataset::Synthetic(10, engine::Shape{1}, 4, 9), 7).size(), 3u);
+  EXPECT_FALSE(Dataset::Synthetic(10, engine::Shape{-1}, 4, 9).status().ok());
+}
+
 TEST(Element, SplitBatchForReplicas) {
   Element batch;
   ASSERT_TRUE(*(*Range(7).Batch(7, false).MakeIterator())->Next(&batch));
