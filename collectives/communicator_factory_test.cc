@@ -52,6 +52,31 @@ TEST(CommunicatorFactoryTest, MissingPeerIsDeadlineExceededNamingTheKey) {
   EXPECT_NE(comm.status().message().find("rank 0 of 2"), absl::string_view::npos) << comm.status();
 }
 
+class AbortTest : public ::testing::TestWithParam<TransportKind> {};
+
+TEST_P(AbortTest, AbortEndsAPendingCallWithin100msOnEveryTransport) {
+  auto group = MakeGroup(GetParam(), 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<float> x(1 << 10, 1.0f);
+  // Rank 1 never joins, so rank 0's call blocks until Abort().
+  Handle h = (*group)[0]->AllReduceAsync(x.data(), x.data(), x.size(), DType::kF32, ReduceOp::kSum,
+                                         absl::Now() + absl::Seconds(60));
+  const absl::Time start = absl::Now();
+  (*group)[0]->Abort();
+  absl::Status s = h->Wait();
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  // The peer learns at once that rank 0 left.
+  absl::Status peer = (*group)[1]->AllReduce(x.data(), x.data(), x.size(), DType::kF32,
+                                             ReduceOp::kSum, absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(peer.code(), absl::StatusCode::kUnavailable) << peer;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, AbortTest,
+                         ::testing::Values(TransportKind::kInProc, TransportKind::kTcp,
+                                           TransportKind::kShm),
+                         [](const auto& info) { return TransportKindName(info.param); });
+
 }  // namespace
 }  // namespace collectives
 }  // namespace lockstep
