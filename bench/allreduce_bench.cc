@@ -43,8 +43,9 @@ struct BenchFlags {
   size_t chunk_bytes = 0;
   size_t ring_threshold_bytes = 0;
   std::string bind = "auto";  // auto: bind for shm only (measured: it hurts loopback TCP)
-  int tcp_buffer_bytes = 0;
+  int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
+  size_t bytes_per_pack = 4 << 20;
 };
 
 absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
@@ -79,13 +80,15 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       f.peers_dir = value;
     } else if (name == "algorithm") {
       f.algorithm = value;
-      ok = value == "auto" || value == "ring" || value == "hd";
+      ok = value == "auto" || value == "ring" || value == "hd" || value == "rd";
     } else if (name == "fusion") {
       ok = absl::SimpleAtob(value, &f.fusion);
     } else if (name == "target_s") {
       ok = absl::SimpleAtod(value, &f.target_s) && f.target_s > 0;
     } else if (name == "tcp_buffer_bytes") {
       ok = absl::SimpleAtoi(value, &f.tcp_buffer_bytes);
+    } else if (name == "bytes_per_pack") {
+      ok = absl::SimpleAtoi(value, &f.bytes_per_pack) && f.bytes_per_pack > 0;
     } else if (name == "tcp_busy_polls") {
       ok = absl::SimpleAtoi(value, &f.tcp_busy_polls);
     } else if (name == "bind") {
@@ -126,6 +129,7 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
       f.transport == "tcp" ? collectives::TransportKind::kTcp : collectives::TransportKind::kShm;
   c.algorithm = f.algorithm == "ring" ? collectives::AllReduceAlgorithm::kRing
                 : f.algorithm == "hd" ? collectives::AllReduceAlgorithm::kHalvingDoubling
+                : f.algorithm == "rd" ? collectives::AllReduceAlgorithm::kRecursiveDoubling
                                       : collectives::AllReduceAlgorithm::kAuto;
   c.store_dir = dir;
   c.key_prefix = absl::StrFormat("bench-%d", getpid());
@@ -138,6 +142,7 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
   c.shm_spin = f.shm_spin;
   c.tcp_buffer_bytes = f.tcp_buffer_bytes;
   c.tcp_busy_polls = f.tcp_busy_polls;
+  c.bytes_per_pack = f.bytes_per_pack;
   c.shm_yield = f.shm_yield;
   c.chunk_bytes = f.chunk_bytes;
   c.ring_threshold_bytes = f.ring_threshold_bytes;
@@ -304,9 +309,11 @@ int RunAllreduceBench(int argc, char** argv) {
   if (!fusion.is_null()) {
     const double sep = fusion["separate_us_p50"].get<double>();
     const double fus = fusion["fused_us_p50"].get<double>();
-    std::printf("# fusion: %d tensors of %d bytes: separate %.1f us, fused %.1f us: %.2fx\n",
-                fusion["tensors"].get<int>(), fusion["tensor_bytes"].get<int>(), sep, fus,
-                fus > 0 ? sep / fus : 0);
+    std::printf(
+        "# fusion: %d tensors of %d bytes, bytes_per_pack %d: separate %.1f us, fused %.1f us: "
+        "%.2fx\n",
+        fusion["tensors"].get<int>(), fusion["tensor_bytes"].get<int>(),
+        fusion["bytes_per_pack"].get<int>(), sep, fus, fus > 0 ? sep / fus : 0);
   }
   return all_correct ? 0 : 1;
 }

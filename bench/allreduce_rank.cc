@@ -86,7 +86,7 @@ absl::StatusOr<std::string> MeasureFusion(Communicator& comm, const RankConfig& 
   constexpr size_t kFloats = 40 * 1024 / sizeof(float);
   std::vector<std::vector<float>> t(kTensors, std::vector<float>(kFloats));
   for (auto& v : t) Fill(c.rank, v.data(), v.size());
-  collectives::FusedAllReduce fused(&comm, ReduceOp::kSum);
+  collectives::FusedAllReduce fused(&comm, ReduceOp::kSum, c.bytes_per_pack);
   std::vector<double> separate, together;
   for (int rep = 0; rep < kWarmup + kReps; ++rep) {
     LS_RETURN_IF_ERROR(comm.Barrier(Deadline()));
@@ -107,8 +107,8 @@ absl::StatusOr<std::string> MeasureFusion(Communicator& comm, const RankConfig& 
     }
   }
   return absl::StrFormat(
-      R"({"fusion":true,"tensors":%d,"tensor_bytes":%d,"separate_us_p50":%.1f,"fused_us_p50":%.1f})",
-      kTensors, kFloats * sizeof(float), Median(separate), Median(together));
+      R"({"fusion":true,"tensors":%d,"tensor_bytes":%d,"bytes_per_pack":%d,"separate_us_p50":%.1f,"fused_us_p50":%.1f})",
+      kTensors, kFloats * sizeof(float), c.bytes_per_pack, Median(separate), Median(together));
 }
 
 }  // namespace
@@ -136,7 +136,7 @@ absl::Status RunBenchRank(const RankConfig& c) {
   config.algorithms.algorithm = c.algorithm;
   if (c.shm_spin >= 0) config.shm.spin_iterations = c.shm_spin;
   if (c.shm_yield >= 0) config.shm.yield_iterations = c.shm_yield;
-  config.tcp.socket_buffer_bytes = c.tcp_buffer_bytes;
+  if (c.tcp_buffer_bytes >= 0) config.tcp.socket_buffer_bytes = c.tcp_buffer_bytes;
   config.tcp.busy_polls = c.tcp_busy_polls;
   if (c.chunk_bytes > 0) config.algorithms.chunk_bytes = c.chunk_bytes;
   if (c.ring_threshold_bytes > 0) config.algorithms.ring_threshold_bytes = c.ring_threshold_bytes;

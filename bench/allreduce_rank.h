@@ -39,8 +39,9 @@ struct RankConfig {
   int shm_yield = -1;
   size_t chunk_bytes = 0;
   size_t ring_threshold_bytes = 0;
-  int tcp_buffer_bytes = 0;
+  int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
+  size_t bytes_per_pack = 4 << 20;
 };
 
 absl::Status RunBenchRank(const RankConfig& config);

@@ -187,14 +187,15 @@ static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t co
     }
   } else if (newrank >= 0 && s.ok()) {
     // Recursive halving (reduce-scatter), then recursive doubling (all-gather).
-    std::vector<Range> stack;
+    Range stack[64];  // one entry per halving step (log2 p); no allocation per call
+    int depth = 0;
     size_t lo = 0, hi = count;
     for (int mask = p / 2; mask >= 1 && s.ok(); mask /= 2) {
       const int partner = real(newrank ^ mask);
       const size_t mid = lo + (hi - lo) / 2;
       Range keep{lo, mid - lo}, give{mid, hi - mid};
       if (newrank & mask) std::swap(keep, give);
-      stack.push_back({lo, hi - lo});
+      stack[depth++] = {lo, hi - lo};
       s = Exchange(t, partner, give, partner, keep, base, esize, std::max<size_t>(count, 1), true,
                    dtype, op, deadline);
       lo = keep.start;
@@ -202,8 +203,7 @@ static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t co
     }
     for (int mask = 1; mask < p && s.ok(); mask *= 2) {
       const int partner = real(newrank ^ mask);
-      Range parent = stack.back();
-      stack.pop_back();
+      Range parent = stack[--depth];
       Range mine{lo, hi - lo};
       Range other = lo == parent.start ? Range{hi, parent.start + parent.len - hi}
                                        : Range{parent.start, lo - parent.start};

@@ -10,10 +10,14 @@
 //     latency-bound sizes;
 //   - ring (reduce-scatter + all-gather, each step split into `chunk_bytes` segments and
 //     reduced as bytes arrive) above it: 2(n-1)/n * S bytes per rank, bandwidth-optimal.
-// The default threshold (kDefaultRingThresholdBytes) comes from the allreduce benchmark on
-// the 2-core development machines (see bench/allreduce_bench.cc): halving-doubling moves the
-// same bytes with fewer, larger messages, which wins on these machines up to ~1 MiB for n=4 and
-// at all sizes for n=2, where both algorithms do a single exchange per phase.
+// Thresholds, measured with bench/allreduce (n=4, 2-core machine shared with other jobs,
+// see bench/allreduce_bench.cc; n=2 barely cares: every algorithm does one or two exchanges):
+//   TCP: recursive doubling fastest below ~32 KiB (61 us vs 104-150 us for halving-doubling),
+//        halving-doubling up to ~1 MiB (64 KiB: 185 us vs 268 us ring), ring above.
+//   shm: recursive doubling below ~8 KiB (8 B: 5.8 us vs 12 us), halving-doubling up to
+//        ~64 KiB, ring above (256 KiB: 93 us vs 135 us; 1 MiB: 0.29 ms vs 3.8 ms).
+// The defaults below are TCP's (and in-process'); CreateCommunicator switches to the kShm*
+// values for shared memory unless the caller set its own.
 //
 // Reduction order is fixed by (rank, world size, count, algorithm), so results are bitwise
 // identical on every rank and every run.
@@ -30,9 +34,11 @@
 namespace lockstep {
 namespace collectives {
 
-constexpr size_t kDefaultChunkBytes = 512 << 10;
+constexpr size_t kDefaultChunkBytes = 4 << 20;
 constexpr size_t kDefaultRingThresholdBytes = 1 << 20;
-constexpr size_t kDefaultDoublingThresholdBytes = 8 << 10;
+constexpr size_t kDefaultDoublingThresholdBytes = 32 << 10;
+constexpr size_t kShmRingThresholdBytes = 64 << 10;
+constexpr size_t kShmDoublingThresholdBytes = 8 << 10;
 constexpr size_t kDefaultBroadcastChainThresholdBytes = 256 << 10;
 
 struct AlgorithmOptions {

@@ -52,7 +52,8 @@ void Communicator::Abort() {
   transport_->Abort();
 }
 
-absl::Status Communicator::Execute(const Body& body) {
+template <typename F>
+absl::Status Communicator::Execute(F&& body) {
   if (aborted_.load()) {
     return absl::AbortedError(absl::StrCat("communicator rank ", rank(), " was aborted"));
   }
@@ -104,7 +105,8 @@ Handle Communicator::Submit(Body body) {
   return handle;
 }
 
-absl::Status Communicator::RunNow(Body body) {
+template <typename F>
+absl::Status Communicator::RunNow(F&& body) {
   bool run_here;
   {
     absl::MutexLock lock(&mu_);
@@ -112,7 +114,7 @@ absl::Status Communicator::RunNow(Body body) {
     if (run_here) busy_ = true;
   }
   // Keep call order: queue behind the pending async collectives.
-  if (!run_here) return Submit(std::move(body))->Wait();
+  if (!run_here) return Submit(Body(std::forward<F>(body)))->Wait();
   absl::Status s = Execute(body);
   absl::MutexLock lock(&mu_);
   busy_ = false;
@@ -140,7 +142,14 @@ Handle Communicator::AllReduceAsync(const void* send, void* recv, size_t count, 
 
 absl::Status Communicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                      absl::Time deadline) {
-  return BroadcastAsync(buf, count, dtype, root, deadline)->Wait();
+  if (root < 0 || root >= size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("broadcast: root ", root, " is not a rank of a group of ", size()));
+  }
+  return RunNow([=] {
+    return collectives::Broadcast(*transport_, options_, buf, count * DTypeSize(dtype), root,
+                                  deadline);
+  });
 }
 
 Handle Communicator::BroadcastAsync(void* buf, size_t count, DType dtype, int root,

@@ -101,8 +101,12 @@ class Communicator {
 
   Communicator(std::unique_ptr<Transport> transport, const AlgorithmOptions& options);
   Handle Submit(Body body);
-  absl::Status RunNow(Body body);
-  absl::Status Execute(const Body& body);
+  // Runs `body` on this thread when nothing is queued (no allocation, no hand-off), else
+  // queues it behind the pending collectives and waits.
+  template <typename F>
+  absl::Status RunNow(F&& body);
+  template <typename F>
+  absl::Status Execute(F&& body);
   void WorkerLoop();
 
   const std::unique_ptr<Transport> transport_;

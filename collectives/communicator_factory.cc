@@ -95,7 +95,17 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
                     absl::StrCat("rank ", config.rank, " of ", config.world_size, " (",
                                  config.key_prefix, ")"));
   }
-  return Communicator::Create(std::move(transport).value(), config.algorithms);
+  AlgorithmOptions algorithms = config.algorithms;
+  if (kind == TransportKind::kShm) {
+    // Thresholds measured for shared memory (algorithms.h), unless the caller chose.
+    if (algorithms.ring_threshold_bytes == kDefaultRingThresholdBytes) {
+      algorithms.ring_threshold_bytes = kShmRingThresholdBytes;
+    }
+    if (algorithms.doubling_threshold_bytes == kDefaultDoublingThresholdBytes) {
+      algorithms.doubling_threshold_bytes = kShmDoublingThresholdBytes;
+    }
+  }
+  return Communicator::Create(std::move(transport).value(), algorithms);
 }
 
 }  // namespace collectives

@@ -3,6 +3,7 @@
 // DEADLINE_EXCEEDED at their deadline. Children are always killed and reaped.
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,44 +23,44 @@ namespace {
 
 constexpr int kRanks = 4;
 
-// Kills and reaps every child still running when it goes out of scope.
+// Kills and reaps every child when it goes out of scope; reads each child's result byte.
 class Children {
  public:
   ~Children() {
-    for (pid_t p : pids_) {
-      if (p > 0) {
-        kill(p, SIGKILL);
-        waitpid(p, nullptr, 0);
-      }
+    for (size_t i = 0; i < pids_.size(); ++i) {
+      kill(pids_[i], SIGKILL);
+      waitpid(pids_[i], nullptr, 0);
+      close(result_fds_[i]);
     }
   }
-  void Add(pid_t p) { pids_.push_back(p); }
+  void Add(pid_t p, int result_fd) {
+    pids_.push_back(p);
+    result_fds_.push_back(result_fd);
+  }
   pid_t operator[](int i) const { return pids_[i]; }
-  // Waits for child i to exit by `deadline`; returns its exit code, or -1 (killed by a
-  // signal or still running; a running child is left for the destructor).
-  int Reap(int i, absl::Time deadline) {
-    while (true) {
-      int status = 0;
-      pid_t got = waitpid(pids_[i], &status, WNOHANG);
-      if (got == pids_[i]) {
-        pids_[i] = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      if (absl::Now() >= deadline) return -1;
-      absl::SleepFor(absl::Milliseconds(2));  // polling a child's exit, bounded by deadline
-    }
+  // The status code child i reported by `deadline`, or -1.
+  int Result(int i, absl::Time deadline) {
+    pollfd p{result_fds_[i], POLLIN, 0};
+    int ms =
+        static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
+    unsigned char code;
+    if (poll(&p, 1, ms) <= 0 || read(result_fds_[i], &code, 1) != 1) return -1;
+    return code;
   }
 
  private:
   std::vector<pid_t> pids_;
+  std::vector<int> result_fds_;
 };
 
 // Runs in a child: all-reduces `floats` floats in a loop, each call bounded by
-// `call_timeout`; writes one byte to `ready_fd` after the first success; exits with the
-// status code of the first failure.
+// `call_timeout`; writes one byte to `ready_fd` after the first success, and the status code
+// of the first failure to `result_fd`; then waits to be killed (exiting would close its
+// connections and change what the other ranks see).
 [[noreturn]] void ChildMain(int rank, TransportKind kind, const std::string& dir,
                             const std::string& prefix, size_t floats, absl::Duration call_timeout,
-                            int ready_fd) {
+                            int ready_fd, int result_fd) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   FileStore store(dir);
   CommunicatorConfig config;
   config.rank = rank;
@@ -69,21 +70,26 @@ class Children {
   config.key_prefix = prefix;
   config.connect_timeout = absl::Seconds(30);
   auto comm = CreateCommunicator(config, &store);
-  if (!comm.ok()) _exit(100);
+  auto report = [&](int code) {
+    unsigned char c = static_cast<unsigned char>(code);
+    (void)!write(result_fd, &c, 1);
+    while (true) pause();  // the parent kills us
+  };
+  if (!comm.ok()) report(100);
   std::vector<float> x(floats, 1.0f);
   bool told = false;
   // Bounded: the parent kills us after at most a minute.
   for (int i = 0; i < 100000; ++i) {
     absl::Status s = (*comm)->AllReduce(x.data(), x.data(), x.size(), DType::kF32, ReduceOp::kMean,
                                         absl::Now() + call_timeout);
-    if (!s.ok()) _exit(static_cast<int>(s.code()));
+    if (!s.ok()) report(static_cast<int>(s.code()));
     if (!told) {
       char c = 1;
       (void)!write(ready_fd, &c, 1);
       told = true;
     }
   }
-  _exit(0);
+  report(0);
 }
 
 class MultiProcessTest : public ::testing::TestWithParam<TransportKind> {
@@ -97,13 +103,17 @@ class MultiProcessTest : public ::testing::TestWithParam<TransportKind> {
     int fds[2];
     ASSERT_EQ(pipe(fds), 0);
     for (int r = 0; r < kRanks; ++r) {
+      int result[2];
+      ASSERT_EQ(pipe(result), 0);
       pid_t p = fork();
       ASSERT_GE(p, 0);
       if (p == 0) {
         close(fds[0]);
-        ChildMain(r, GetParam(), dir_, prefix, floats, call_timeout, fds[1]);
+        close(result[0]);
+        ChildMain(r, GetParam(), dir_, prefix, floats, call_timeout, fds[1], result[1]);
       }
-      children_.Add(p);
+      close(result[1]);
+      children_.Add(p, result[0]);
     }
     close(fds[1]);
     int ready = 0;
@@ -129,7 +139,7 @@ TEST_P(MultiProcessTest, SigkillOneRankOthersUnavailableWithin2s) {
   ASSERT_EQ(kill(children_[2], SIGKILL), 0);
   const absl::Time killed = absl::Now();
   for (int r : {0, 1, 3}) {
-    int code = children_.Reap(r, killed + absl::Seconds(2));
+    int code = children_.Result(r, killed + absl::Seconds(2));
     EXPECT_EQ(code, static_cast<int>(absl::StatusCode::kUnavailable)) << "rank " << r;
   }
   EXPECT_LT(absl::Now() - killed, absl::Seconds(2) + absl::Milliseconds(50));
@@ -140,7 +150,7 @@ TEST_P(MultiProcessTest, SigstopOneRankOthersHitTheirDeadline) {
   ASSERT_EQ(kill(children_[1], SIGSTOP), 0);
   const absl::Time stopped = absl::Now();
   for (int r : {0, 2, 3}) {
-    int code = children_.Reap(r, stopped + absl::Seconds(5));
+    int code = children_.Result(r, stopped + absl::Seconds(5));
     EXPECT_EQ(code, static_cast<int>(absl::StatusCode::kDeadlineExceeded)) << "rank " << r;
   }
   // The stopped child is killed and reaped by Children's destructor.

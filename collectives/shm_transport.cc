@@ -168,10 +168,17 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, in
   return t;
 }
 
+// Wakes rank r if it sleeps. The fast path touches only `sleeping` (read-mostly): a rank
+// announces sleep (sleeping = 1, a full barrier) and then re-checks its rings before
+// futex_wait, while a producer publishes head/tail, fences, then reads `sleeping`; one of the
+// two always sees the other (Dekker), so no wake-up is lost.
 void ShmTransport::RingDoorbell(int r) const {
   Header* h = header(r);
-  h->doorbell.fetch_add(1);
-  if (h->sleeping.load() != 0) FutexWakeAll(&h->doorbell);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (h->sleeping.load(std::memory_order_relaxed) != 0) {
+    h->doorbell.fetch_add(1);
+    FutexWakeAll(&h->doorbell);
+  }
 }
 
 void ShmTransport::Abort() {
@@ -179,7 +186,9 @@ void ShmTransport::Abort() {
   if (segments_[rank_].base == nullptr) return;
   header(rank_)->aborted.store(1);
   for (int r = 0; r < size_; ++r) {
-    if (segments_[r].base != nullptr) RingDoorbell(r);
+    if (segments_[r].base == nullptr) continue;
+    header(r)->doorbell.fetch_add(1);
+    FutexWakeAll(&header(r)->doorbell);
   }
 }
 
@@ -250,7 +259,6 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
     if (aborted_.load(std::memory_order_relaxed)) {
       return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
     }
-    const uint32_t bell = me->doorbell.load();
     bool progress = false;
     if (sending && pushed < send.len) progress |= TryPush(send, &pushed);
     if (receiving && got < recv.len) progress |= TryPop(recv, &got);
@@ -281,11 +289,14 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
       if (sending && pushed < send.len) LS_RETURN_IF_ERROR(CheckPeer(send.peer, "sending to"));
       next_check = now + absl::Milliseconds(20);
     }
-    me->sleeping.store(1);
-    if (me->doorbell.load() == bell) {
-      FutexWait(&me->doorbell, bell, std::min(deadline - now, absl::Milliseconds(10)));
-    }
+    me->sleeping.store(1);  // seq_cst: a full barrier before the re-check below
+    const uint32_t bell = me->doorbell.load();
+    bool woke = false;
+    if (sending && pushed < send.len) woke |= TryPush(send, &pushed);
+    if (receiving && got < recv.len) woke |= TryPop(recv, &got);
+    if (!woke) FutexWait(&me->doorbell, bell, std::min(deadline - now, absl::Milliseconds(10)));
     me->sleeping.store(0);
+    idle = woke ? 0 : idle;
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
 #include "collectives/tcp_transport.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -158,7 +159,11 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
       idle = 0;
       continue;
     }
-    if (++idle <= busy_polls_) continue;
+    if (++idle <= busy_polls_) {
+      // Yield rather than spin: if the peer shares this core, it runs now.
+      sched_yield();
+      continue;
+    }
     pollfd fds[3];
     int nfds = 0;
     if (sending && sent < send.len) fds[nfds++] = {sfd, POLLOUT, 0};

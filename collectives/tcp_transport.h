@@ -28,8 +28,9 @@ namespace collectives {
 
 struct TcpOptions {
   std::string listen_host = "127.0.0.1";
-  // SO_SNDBUF/SO_RCVBUF; 0 keeps Linux's autotuning, which does better on loopback.
-  int socket_buffer_bytes = 0;
+  // SO_SNDBUF/SO_RCVBUF (the kernel caps them at net.core.[rw]mem_max); 0 keeps Linux's
+  // autotuning. 4 MiB measured 1.5-4x faster than autotuning from 8 B to 2 MiB here.
+  int socket_buffer_bytes = 4 << 20;
   size_t staging_bytes = 256 << 10;
   // Non-blocking attempts before sleeping in poll(); -1: 64 when every rank can have its own
   // core (world size <= online CPUs), else 0.

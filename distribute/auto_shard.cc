@@ -31,11 +31,12 @@ absl::StatusOr<AutoShardPolicy> ParseAutoShardPolicy(absl::string_view name) {
 
 absl::StatusOr<ShardPlan> ResolveAutoShard(AutoShardPolicy policy,
                                            const std::vector<std::string>& files, int num_workers,
-                                           int worker_index) {
+                                           int worker_index, int num_files) {
   if (num_workers < 1 || worker_index < 0 || worker_index >= num_workers) {
     return absl::InvalidArgumentError(
         absl::StrCat("auto-shard: worker ", worker_index, " of ", num_workers));
   }
+  const size_t n = num_files >= 0 ? static_cast<size_t>(num_files) : files.size();
   ShardPlan plan;
   plan.spec.files = files;
   if (num_workers == 1 || policy == AutoShardPolicy::kOff) {
@@ -46,37 +47,39 @@ absl::StatusOr<ShardPlan> ResolveAutoShard(AutoShardPolicy policy,
     return plan;
   }
   if (policy == AutoShardPolicy::kAuto) {
-    if (files.empty()) {
+    if (n == 0) {
       policy = AutoShardPolicy::kData;
       plan.reason = absl::StrCat(
           "AUTO sharding falls back to DATA: the dataset is not read from files, so each of the ",
           num_workers, " workers reads all of it and keeps 1 element in ", num_workers,
           " (consider DistributeDatasetsFromFunction)");
-    } else if (static_cast<int>(files.size()) < num_workers) {
+    } else if (static_cast<int>(n) < num_workers) {
       policy = AutoShardPolicy::kData;
-      plan.reason = absl::StrCat("AUTO sharding falls back to DATA: ", files.size(),
-                                 " input file(s) for ", num_workers,
-                                 " workers (FILE sharding needs at least one file per worker), so "
-                                 "each worker reads every file and keeps 1 element in ",
-                                 num_workers);
+      plan.reason =
+          absl::StrCat("AUTO sharding falls back to DATA: ", n, " input file(s) for ", num_workers,
+                       " workers (FILE sharding needs at least one file per worker), so "
+                       "each worker reads every file and keeps 1 element in ",
+                       num_workers);
     } else {
       policy = AutoShardPolicy::kFile;
-      plan.reason = absl::StrCat("AUTO sharding by FILE: ", files.size(), " files for ",
-                                 num_workers, " workers");
+      plan.reason =
+          absl::StrCat("AUTO sharding by FILE: ", n, " files for ", num_workers, " workers");
     }
   }
   if (policy == AutoShardPolicy::kFile) {
-    if (static_cast<int>(files.size()) < num_workers) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "FILE auto-sharding needs at least one input file per worker: ", files.size(),
-          " file(s) for ", num_workers,
-          " workers; use DATA or OFF, or split the input into more "
-          "files"));
+    if (static_cast<int>(n) < num_workers) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("FILE auto-sharding needs at least one input file per worker: ", n,
+                       " file(s) for ", num_workers,
+                       " workers; use DATA or OFF, or split the input into more "
+                       "files"));
     }
     plan.spec.files.clear();
     for (size_t j = worker_index; j < files.size(); j += num_workers) {
       plan.spec.files.push_back(files[j]);
     }
+    plan.spec.num_file_shards = num_workers;
+    plan.spec.file_shard_index = worker_index;
   } else {
     plan.spec.num_shards = num_workers;
     plan.spec.shard_index = worker_index;

@@ -28,10 +28,14 @@ const char* AutoShardPolicyName(AutoShardPolicy policy);
 // "AUTO", "FILE", "DATA", "OFF" (any case); INVALID_ARGUMENT otherwise.
 absl::StatusOr<AutoShardPolicy> ParseAutoShardPolicy(absl::string_view name);
 
-// What one worker's input pipeline reads: `files` (all of them unless FILE-sharded), then
-// keeps element j when j % num_shards == shard_index (DATA sharding; 1/0 for none).
+// What one worker's input pipeline reads: its source files (FILE sharding: files
+// file_shard_index, + num_file_shards, ...; `files` lists them when the source named its
+// files), then keeps element j when j % num_shards == shard_index (DATA sharding). 1/0 for
+// no sharding.
 struct ShardSpec {
   std::vector<std::string> files;
+  int num_file_shards = 1;
+  int file_shard_index = 0;
   int num_shards = 1;
   int shard_index = 0;
 };
@@ -42,10 +46,12 @@ struct ShardPlan {
   std::string reason;  // why AUTO chose what it chose ("" when the policy was explicit)
 };
 
-// `files` are the dataset's input files in order (empty when it is not read from files).
+// `files` are the dataset's input files in order (empty when it is not read from files);
+// `num_files` overrides their count for sources that only know how many they read (-1:
+// files.size()).
 absl::StatusOr<ShardPlan> ResolveAutoShard(AutoShardPolicy policy,
                                            const std::vector<std::string>& files, int num_workers,
-                                           int worker_index);
+                                           int worker_index, int num_files = -1);
 
 }  // namespace lockstep::distribute
 

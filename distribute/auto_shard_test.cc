@@ -17,7 +17,14 @@ TEST(AutoShardTest, FileGivesEachWorkerItsFiles) {
   ASSERT_TRUE(w0.ok() && w1.ok());
   EXPECT_THAT(w0->spec.files, ElementsAre("a", "c"));
   EXPECT_THAT(w1->spec.files, ElementsAre("b", "d"));
+  EXPECT_EQ(w1->spec.num_file_shards, 2);
+  EXPECT_EQ(w1->spec.file_shard_index, 1);
   EXPECT_EQ(w1->spec.num_shards, 1);
+  // A source that only knows how many files it reads.
+  auto counted = ResolveAutoShard(AutoShardPolicy::kAuto, {}, 2, 1, /*num_files=*/3);
+  ASSERT_TRUE(counted.ok());
+  EXPECT_EQ(counted->policy, AutoShardPolicy::kFile);
+  EXPECT_EQ(counted->spec.file_shard_index, 1);
 }
 
 TEST(AutoShardTest, DataReadsEverythingAndKeepsItsShare) {

@@ -1,6 +1,7 @@
 #include "distribute/collective_ops.h"
 
 #include "absl/strings/str_cat.h"
+#include "collectives/fused_all_reduce.h"
 #include "distribute/tensor_math.h"
 
 namespace lockstep::distribute {
@@ -30,6 +31,37 @@ class CollectivePending final : public PendingAllReduce {
   absl::Status early_;
 };
 
+class FusedReducer final : public GradientReducer {
+ public:
+  FusedReducer(collectives::Communicator* comm, size_t bytes_per_pack, ReduceOp op, int num_in_sync,
+               absl::Time deadline)
+      : fused_(comm, collectives::ReduceOp::kSum,
+               bytes_per_pack == 0 ? collectives::kDefaultBytesPerPack : bytes_per_pack),
+        op_(op),
+        num_in_sync_(num_in_sync),
+        deadline_(deadline) {}
+  void Add(engine::Tensor* value) override {
+    added_.push_back(value);
+    fused_.Add(value->raw_data(), value->num_elements(), ToCollectiveDType(value->dtype()),
+               deadline_);
+  }
+  absl::Status Finish() override {
+    absl::Status s = fused_.Finish();
+    if (s.ok() && op_ == ReduceOp::kMean) {
+      for (engine::Tensor* t : added_) s.Update(DivideBy(num_in_sync_, t));
+    }
+    added_.clear();
+    return s;
+  }
+
+ private:
+  collectives::FusedAllReduce fused_;
+  const ReduceOp op_;
+  const int num_in_sync_;
+  const absl::Time deadline_;
+  std::vector<engine::Tensor*> added_;
+};
+
 }  // namespace
 
 CollectiveOps::CollectiveOps(std::vector<std::unique_ptr<collectives::Communicator>> replica_comms,
@@ -56,6 +88,15 @@ std::unique_ptr<PendingAllReduce> CollectiveOps::AllReduceAsync(int local_replic
       ToCollectiveDType(value->dtype()), collectives::ReduceOp::kSum, deadline);
   return std::make_unique<CollectivePending>(std::move(h), value, op, num_in_sync_,
                                              absl::OkStatus());
+}
+
+std::unique_ptr<GradientReducer> CollectiveOps::MakeGradientReducer(int local_replica, ReduceOp op,
+                                                                    absl::Time deadline) {
+  if (local_replica < 0 || local_replica >= static_cast<int>(comms_.size())) {
+    return CrossDeviceOps::MakeGradientReducer(local_replica, op, deadline);  // reports it
+  }
+  return std::make_unique<FusedReducer>(comms_[local_replica].get(), bytes_per_pack_, op,
+                                        num_in_sync_, deadline);
 }
 
 absl::Status CollectiveOps::CrossWorkerSum(const std::vector<engine::Tensor*>& values,

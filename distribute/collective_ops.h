@@ -28,6 +28,9 @@ class CollectiveOps final : public CrossDeviceOps {
   std::unique_ptr<PendingAllReduce> AllReduceAsync(int local_replica, ReduceOp op,
                                                    engine::Tensor* value,
                                                    absl::Time deadline) override;
+  // Fuses the step's gradients into packs of bytes_per_pack, each started when full.
+  std::unique_ptr<GradientReducer> MakeGradientReducer(int local_replica, ReduceOp op,
+                                                       absl::Time deadline) override;
   absl::Status CrossWorkerSum(const std::vector<engine::Tensor*>& values,
                               absl::Time deadline) override;
   void Abort() override;

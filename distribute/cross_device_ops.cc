@@ -11,6 +11,38 @@ const char* CrossDeviceOpsKindName(CrossDeviceOpsKind kind) {
   return kind == CrossDeviceOpsKind::kCollective ? "collective" : "reduce_to_one_device";
 }
 
+namespace {
+
+class PerTensorReducer final : public GradientReducer {
+ public:
+  PerTensorReducer(CrossDeviceOps* ops, int local_replica, ReduceOp op, absl::Time deadline)
+      : ops_(ops), local_replica_(local_replica), op_(op), deadline_(deadline) {}
+  ~PerTensorReducer() override { (void)Finish(); }
+  void Add(engine::Tensor* value) override {
+    pending_.push_back(ops_->AllReduceAsync(local_replica_, op_, value, deadline_));
+  }
+  absl::Status Finish() override {
+    absl::Status first;
+    for (auto& p : pending_) first.Update(p->Wait());
+    pending_.clear();
+    return first;
+  }
+
+ private:
+  CrossDeviceOps* const ops_;
+  const int local_replica_;
+  const ReduceOp op_;
+  const absl::Time deadline_;
+  std::vector<std::unique_ptr<PendingAllReduce>> pending_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradientReducer> CrossDeviceOps::MakeGradientReducer(int local_replica, ReduceOp op,
+                                                                     absl::Time deadline) {
+  return std::make_unique<PerTensorReducer>(this, local_replica, op, deadline);
+}
+
 absl::Status FusedAllReduceSum(collectives::Communicator* comm,
                                const std::vector<engine::Tensor*>& values, size_t bytes_per_pack,
                                absl::Time deadline) {

@@ -6,7 +6,7 @@
 //                       through one cross-worker all-reduce (hierarchical: local first,
 //                       then across workers; one collective per worker, not per replica).
 //   kCollective         every replica is a rank of a Communicator group (ring or
-//                       halving-doubling from collectives/; NCCL when built with CUDA):
+//                       halving-doubling from collectives/; NCCL later, for GPUs):
 //                       in-process between local devices, TCP between workers (flat).
 //
 // A strategy uses them in two places:
@@ -47,6 +47,18 @@ class PendingAllReduce {
   virtual absl::Status Wait() = 0;
 };
 
+// Reduces one replica's gradients of one step as the backward pass produces them: Add()
+// each from StepOptions::on_gradient_ready, in the order every replica agrees on, then
+// Finish() before applying them. Kinds may fuse tensors into packs of bytes_per_pack.
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+  // *value must stay valid until Finish() returns; it then holds the result.
+  virtual void Add(engine::Tensor* value) = 0;
+  // Waits for everything added; the first error.
+  virtual absl::Status Finish() = 0;
+};
+
 class CrossDeviceOps {
  public:
   virtual ~CrossDeviceOps() = default;
@@ -58,6 +70,11 @@ class CrossDeviceOps {
   virtual std::unique_ptr<PendingAllReduce> AllReduceAsync(int local_replica, ReduceOp op,
                                                            engine::Tensor* value,
                                                            absl::Time deadline) = 0;
+
+  // Replica context, for a step's gradients. The default all-reduces each tensor on its
+  // own (AllReduceAsync); CollectiveOps packs them (collectives::FusedAllReduce).
+  virtual std::unique_ptr<GradientReducer> MakeGradientReducer(int local_replica, ReduceOp op,
+                                                               absl::Time deadline);
 
   // Cross-replica context: sums each tensor across workers in place (a no-op with one
   // worker). Every worker calls it with the same dtypes and shapes in the same order.

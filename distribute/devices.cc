@@ -57,13 +57,19 @@ absl::StatusOr<std::vector<engine::Device>> ResolveDevices(const std::vector<std
 
 absl::Status CheckImplementation(CommunicationOptions::Implementation implementation,
                                  const std::string& strategy_name) {
-  if (implementation == CommunicationOptions::Implementation::kNccl && !BuiltWithCuda()) {
+  if (implementation != CommunicationOptions::Implementation::kNccl) return absl::OkStatus();
+  if (!BuiltWithCuda()) {
     return absl::UnimplementedError(absl::StrCat(
         strategy_name,
         ": communication implementation NCCL was requested, but this build has no "
         "CUDA/NCCL support; use AUTO or RING, or build with --config=cuda on a machine with GPUs"));
   }
-  return absl::OkStatus();
+  // TODO(distribute): route kCollective groups of GPU replicas through collectives/nccl once
+  // that backend exists; until then NCCL is refused in every build.
+  return absl::UnimplementedError(
+      absl::StrCat(strategy_name,
+                   ": communication implementation NCCL is not available yet in distribute/; "
+                   "use AUTO or RING"));
 }
 
 }  // namespace lockstep::distribute

@@ -22,8 +22,9 @@ absl::StatusOr<std::vector<engine::Device>> ResolveDevices(const std::vector<std
 // Whether this binary was built with CUDA (and so NCCL). False in the default build.
 bool BuiltWithCuda();
 
-// UNIMPLEMENTED for NCCL in a CPU-only build (the message says to use AUTO or RING, or build
-// with --config=cuda); OK otherwise.
+// UNIMPLEMENTED for NCCL: in a CPU-only build the message says to use AUTO or RING or build
+// with --config=cuda; in a CUDA build too until collectives/ has its NCCL backend. OK for
+// AUTO and RING.
 absl::Status CheckImplementation(CommunicationOptions::Implementation implementation,
                                  const std::string& strategy_name);
 

@@ -7,13 +7,22 @@ namespace lockstep::distribute {
 
 DistributedDataset::DistributedDataset(std::unique_ptr<BatchIterator> input, Mode mode,
                                        std::vector<engine::Device> devices,
-                                       int64_t per_replica_batch, ShardPlan plan, int prefetch)
+                                       int64_t per_replica_batch, ShardPlan plan, int prefetch,
+                                       int64_t start_step)
     : input_(std::move(input)),
       mode_(mode),
       devices_(std::move(devices)),
       per_replica_batch_(per_replica_batch),
       plan_(std::move(plan)),
       prefetch_(prefetch) {
+  for (; steps_returned_ < start_step; ++steps_returned_) {
+    Step step = Produce();
+    if (!step.ok()) {
+      skip_error_ = step.status();
+      return;
+    }
+    if (!step->has_value()) break;
+  }
   if (prefetch_ > 0) prefetcher_ = std::thread([this] { PrefetchLoop(); });
 }
 
@@ -26,7 +35,14 @@ DistributedDataset::~DistributedDataset() {
 }
 
 absl::StatusOr<std::optional<std::vector<DistributedValues>>> DistributedDataset::Next() {
-  if (prefetch_ <= 0) return Produce();
+  if (!skip_error_.ok()) return skip_error_;
+  Step step = NextStep();
+  if (step.ok() && step->has_value()) ++steps_returned_;
+  return step;
+}
+
+DistributedDataset::Step DistributedDataset::NextStep() {
+  if (prefetch_ <= 0 || !prefetcher_.joinable()) return Produce();
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
       +[](DistributedDataset* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->mu_) {

@@ -50,10 +50,12 @@ class BatchIterator {
   virtual absl::StatusOr<std::optional<Batch>> Next() = 0;
 };
 
-// A dataset a strategy can shard: its input files (empty when not read from files) and how
-// to build one worker's pipeline from a ShardSpec, batched by `batch_size`.
+// A dataset a strategy can shard: its input files (empty when not read from files; or
+// only their count, num_files) and how to build one worker's pipeline from a ShardSpec,
+// batched by `batch_size`. DataDatasetSource (data_source.h) adapts a data::Dataset.
 struct DatasetSource {
   std::vector<std::string> files;
+  int num_files = -1;  // -1: files.size()
   std::function<absl::StatusOr<std::unique_ptr<BatchIterator>>(const ShardSpec& spec,
                                                                int64_t batch_size)>
       make;
@@ -64,6 +66,8 @@ struct DistributeOptions {
   AutoShardPolicy auto_shard_policy = AutoShardPolicy::kAuto;
   // Steps prefetched ahead; -1: the number of local replicas (tf.distribute's default).
   int prefetch = -1;
+  // Resume after a checkpoint: skip this many steps (the steps_returned() saved with it).
+  int64_t start_step = 0;
 };
 
 class DistributedDataset {
@@ -71,9 +75,11 @@ class DistributedDataset {
   enum class Mode { kSplitBatches, kOneBatchPerReplica };
 
   // `devices`: the local replicas' devices; `per_replica_batch` only for kSplitBatches.
+  // Skips `start_step` steps (synchronously, before prefetching starts); an error there is
+  // returned by the first Next().
   DistributedDataset(std::unique_ptr<BatchIterator> input, Mode mode,
                      std::vector<engine::Device> devices, int64_t per_replica_batch, ShardPlan plan,
-                     int prefetch);
+                     int prefetch, int64_t start_step = 0);
   ~DistributedDataset();
   DistributedDataset(const DistributedDataset&) = delete;
   DistributedDataset& operator=(const DistributedDataset&) = delete;
@@ -81,11 +87,16 @@ class DistributedDataset {
   // The next step's inputs: one PerReplica value per batch component; nullopt at the end.
   absl::StatusOr<std::optional<std::vector<DistributedValues>>> Next();
 
+  // Steps handed out by Next(), counting the ones skipped by start_step: the data position
+  // to save in a checkpoint.
+  int64_t steps_returned() const { return steps_returned_; }
+
   // How this worker's input was sharded (policy, files, data shard, AUTO's reason).
   const ShardPlan& shard_plan() const { return plan_; }
 
  private:
   using Step = absl::StatusOr<std::optional<std::vector<DistributedValues>>>;
+  Step NextStep();
   Step Produce();
   Step SplitBatch(const Batch& batch);
   void PrefetchLoop();
@@ -96,6 +107,8 @@ class DistributedDataset {
   const int64_t per_replica_batch_;
   const ShardPlan plan_;
   const int prefetch_;
+  int64_t steps_returned_ = 0;  // Next()'s thread only
+  absl::Status skip_error_;     // from skipping start_step steps
 
   absl::Mutex mu_;
   std::deque<Step> queue_ ABSL_GUARDED_BY(mu_);

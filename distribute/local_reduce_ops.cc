@@ -30,7 +30,45 @@ LocalReduceOps::LocalReduceOps(int num_local_replicas, int num_replicas_in_sync,
       num_in_sync_(num_replicas_in_sync),
       cross_worker_(cross_worker),
       bytes_per_pack_(bytes_per_pack),
+      hierarchical_(cross_worker == nullptr ? nullptr
+                                            : std::make_unique<HierarchicalReducer>(
+                                                  num_local_replicas, num_replicas_in_sync,
+                                                  cross_worker, bytes_per_pack)),
       next_seq_(num_local_replicas, 0) {}
+
+namespace {
+
+class HierarchicalStep final : public GradientReducer {
+ public:
+  HierarchicalStep(HierarchicalReducer* reducer, int local_replica, ReduceOp op,
+                   absl::Time deadline)
+      : reducer_(reducer), local_replica_(local_replica), op_(op), deadline_(deadline) {}
+  ~HierarchicalStep() override {
+    if (!finished_) (void)Finish();
+  }
+  void Add(engine::Tensor* value) override { reducer_->Add(local_replica_, op_, value, deadline_); }
+  absl::Status Finish() override {
+    finished_ = true;
+    return reducer_->Finish(local_replica_, deadline_);
+  }
+
+ private:
+  HierarchicalReducer* const reducer_;
+  const int local_replica_;
+  const ReduceOp op_;
+  const absl::Time deadline_;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<GradientReducer> LocalReduceOps::MakeGradientReducer(int local_replica, ReduceOp op,
+                                                                     absl::Time deadline) {
+  if (hierarchical_ == nullptr || local_replica < 0 || local_replica >= num_local_) {
+    return CrossDeviceOps::MakeGradientReducer(local_replica, op, deadline);
+  }
+  return std::make_unique<HierarchicalStep>(hierarchical_.get(), local_replica, op, deadline);
+}
 
 std::unique_ptr<PendingAllReduce> LocalReduceOps::AllReduceAsync(int local_replica, ReduceOp op,
                                                                  engine::Tensor* value,
@@ -138,6 +176,7 @@ void LocalReduceOps::Abort() {
     absl::MutexLock lock(&mu_);
     if (failed_.ok()) failed_ = absl::AbortedError("the strategy's all-reduces were aborted");
   }
+  if (hierarchical_ != nullptr) hierarchical_->Abort();
   if (cross_worker_ != nullptr) cross_worker_->Abort();
 }
 

@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "distribute/cross_device_ops.h"
+#include "distribute/hierarchical_reducer.h"
 
 namespace lockstep::distribute {
 
@@ -34,6 +35,10 @@ class LocalReduceOps final : public CrossDeviceOps {
   std::unique_ptr<PendingAllReduce> AllReduceAsync(int local_replica, ReduceOp op,
                                                    engine::Tensor* value,
                                                    absl::Time deadline) override;
+  // With several workers: a HierarchicalReducer step (local sums, fused cross-worker packs);
+  // with one, the per-tensor default.
+  std::unique_ptr<GradientReducer> MakeGradientReducer(int local_replica, ReduceOp op,
+                                                       absl::Time deadline) override;
   absl::Status CrossWorkerSum(const std::vector<engine::Tensor*>& values,
                               absl::Time deadline) override;
   void Abort() override;
@@ -57,6 +62,7 @@ class LocalReduceOps final : public CrossDeviceOps {
   const int num_in_sync_;
   collectives::Communicator* const cross_worker_;
   const size_t bytes_per_pack_;
+  const std::unique_ptr<HierarchicalReducer> hierarchical_;  // null with one worker
 
   absl::Mutex mu_;
   std::vector<int64_t> next_seq_ ABSL_GUARDED_BY(mu_);  // per local replica

@@ -16,6 +16,10 @@ std::unique_ptr<PendingAllReduce> ReplicaContext::AllReduceAsync(ReduceOp op,
   return ops_->AllReduceAsync(local_id_, op, value, absl::Now() + timeout_);
 }
 
+std::unique_ptr<GradientReducer> ReplicaContext::MakeGradientReducer(ReduceOp op) {
+  return ops_->MakeGradientReducer(local_id_, op, absl::Now() + timeout_);
+}
+
 absl::Status ReplicaContext::BatchAllReduce(ReduceOp op,
                                             const std::vector<engine::Tensor*>& values) {
   std::vector<std::unique_ptr<PendingAllReduce>> pending;

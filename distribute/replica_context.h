@@ -2,10 +2,10 @@
 // (tf.distribute.ReplicaContext): its id in the sync group, the group's size, its device,
 // and all-reduces with the other replicas.
 //
-// AllReduceAsync is for the training executor: call it from the engine's
-// StepOptions::on_gradient_ready hook as each gradient becomes final, so the all-reduce of
-// the last layers' gradients overlaps the backward pass of the first; then Wait() on every
-// pending result before the optimizer applies them. Every replica must issue the same
+// MakeGradientReducer (or AllReduceAsync) is for the training executor: Add each gradient
+// from the engine's StepOptions::on_gradient_ready hook as it becomes final, so the
+// all-reduce of the last layers' gradients overlaps the backward pass of the first; then
+// Finish() (Wait()) before the optimizer applies them. Every replica must issue the same
 // all-reduces (dtype, shape, op) in the same order.
 //
 // Ownership: made by the strategy for the duration of one replica's call; the
@@ -47,6 +47,8 @@ class ReplicaContext {
   absl::StatusOr<engine::Tensor> AllReduce(ReduceOp op, const engine::Tensor& value);
   // In place; *value must stay valid until Wait() returns.
   std::unique_ptr<PendingAllReduce> AllReduceAsync(ReduceOp op, engine::Tensor* value);
+  // For a step's gradients, fused per the strategy's bytes_per_pack (see GradientReducer).
+  std::unique_ptr<GradientReducer> MakeGradientReducer(ReduceOp op);
   // Several tensors, started together and all waited for.
   absl::Status BatchAllReduce(ReduceOp op, const std::vector<engine::Tensor*>& values);
 

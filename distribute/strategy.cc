@@ -1,6 +1,6 @@
 #include "distribute/strategy.h"
 
-#include <thread>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -122,6 +122,28 @@ absl::StatusOr<std::vector<DistributedValues>> StrategyExtended::BatchReduceTo(
   return out;
 }
 
+absl::Status StrategyExtended::BroadcastFromChief(const std::vector<Tensor*>& tensors) {
+  for (Tensor* t : tensors) LS_RETURN_IF_ERROR(strategy_->BroadcastFromChief(t));
+  return absl::OkStatus();
+}
+
+absl::Status StrategyExtended::BroadcastFromChief(
+    const std::vector<DistributedVariable*>& variables) {
+  for (DistributedVariable* v : variables) {
+    Tensor& first = v->copy(0);
+    absl::Status s = strategy_->BroadcastFromChief(&first);
+    if (!s.ok()) {
+      return Annotate(s, absl::StrCat("broadcasting variable '", v->name(), "' from the chief"));
+    }
+    for (int c = 1; c < v->num_copies(); ++c) {
+      if (first.num_bytes() > 0) {
+        std::memcpy(v->copy(c).raw_data(), first.raw_data(), first.num_bytes());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status StrategyExtended::Update(const std::vector<DistributedVariable*>& variables,
                                       const std::vector<DistributedValues>& reduced_gradients,
                                       const UpdateFn& fn) {
@@ -161,7 +183,11 @@ absl::Status StrategyExtended::Update(const std::vector<DistributedVariable*>& v
 
 // ---- Strategy ----
 
-Strategy::Strategy(StrategyConfig config) : config_(std::move(config)) {}
+Strategy::Strategy(StrategyConfig config) : config_(std::move(config)) {
+  if (num_local_replicas() > 1) {
+    replica_threads_ = std::make_unique<ReplicaThreads>(num_local_replicas());
+  }
+}
 
 Strategy::~Strategy() = default;
 
@@ -213,13 +239,18 @@ absl::StatusOr<std::vector<DistributedValues>> Strategy::RunMulti(const ReplicaF
     // A failed replica would leave the others waiting in their all-reduces: end them.
     if (!results[r].ok() && n > 1) config_.cross_device_ops->Abort();
   };
-  if (n == 1) {
+  if (running_.exchange(true)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(),
+                     ": Run called while another Run is in flight (from inside a replica function, "
+                     "or from a second thread); a replica function must not call Run"));
+  }
+  if (replica_threads_ == nullptr) {
     run_replica(0);
   } else {
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) threads.emplace_back(run_replica, r);
-    for (std::thread& t : threads) t.join();
+    replica_threads_->Run(run_replica);
   }
+  running_.store(false);
   // Report the first replica error that is not the consequence of another's abort.
   for (int r = 0; r < n; ++r) {
     if (!results[r].ok() && !absl::IsAborted(results[r].status())) {
@@ -356,8 +387,9 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::ExperimentalDistri
     const DatasetSource& source, int64_t global_batch_size, DistributeOptions options) {
   InputContext ctx(num_workers(), worker_index(), num_replicas_in_sync());
   LS_ASSIGN_OR_RETURN(int64_t per_replica, ctx.GetPerReplicaBatchSize(global_batch_size));
-  LS_ASSIGN_OR_RETURN(ShardPlan plan, ResolveAutoShard(options.auto_shard_policy, source.files,
-                                                       num_workers(), worker_index()));
+  LS_ASSIGN_OR_RETURN(ShardPlan plan,
+                      ResolveAutoShard(options.auto_shard_policy, source.files, num_workers(),
+                                       worker_index(), source.num_files));
   if (options.auto_shard_policy == AutoShardPolicy::kAuto && num_workers() > 1) {
     if (plan.policy == AutoShardPolicy::kData) {
       spdlog::warn("{} worker {}: {}", name(), worker_index(), plan.reason);
@@ -370,7 +402,8 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::ExperimentalDistri
                       source.make(plan.spec, per_replica * num_local_replicas()));
   return std::make_unique<DistributedDataset>(
       std::move(it), DistributedDataset::Mode::kSplitBatches, config_.devices, per_replica,
-      std::move(plan), options.prefetch < 0 ? num_local_replicas() : options.prefetch);
+      std::move(plan), options.prefetch < 0 ? num_local_replicas() : options.prefetch,
+      options.start_step);
 }
 
 absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDatasetsFromFunction(
@@ -386,7 +419,8 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDatasets
   plan.reason = "sharded by the user's dataset function";
   return std::make_unique<DistributedDataset>(
       std::move(*it), DistributedDataset::Mode::kOneBatchPerReplica, config_.devices, 0,
-      std::move(plan), options.prefetch < 0 ? num_local_replicas() : options.prefetch);
+      std::move(plan), options.prefetch < 0 ? num_local_replicas() : options.prefetch,
+      options.start_step);
 }
 
 }  // namespace lockstep::distribute

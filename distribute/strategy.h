@@ -47,6 +47,7 @@
 #include "distribute/distributed_values.h"
 #include "distribute/distributed_variable.h"
 #include "distribute/replica_context.h"
+#include "distribute/replica_threads.h"
 #include "engine/device.h"
 #include "engine/tensor.h"
 
@@ -124,6 +125,12 @@ class StrategyExtended {
   // per copy of the variables (each local replica's copy for mirrored variables, the one
   // central copy for CentralStorage), with `variables` aliasing that copy's tensors and
   // `gradients` the reduced values on that copy's device. Keep one optimizer per copy.
+  // Makes every worker's values the chief's (worker 0's): after a checkpoint restore on the
+  // chief, or for optimizer state. Collective across workers (a no-op with one worker);
+  // for variables, copy 0 is broadcast and then copied into the local copies.
+  absl::Status BroadcastFromChief(const std::vector<engine::Tensor*>& tensors);
+  absl::Status BroadcastFromChief(const std::vector<DistributedVariable*>& variables);
+
   using UpdateFn = std::function<absl::Status(int copy, std::vector<engine::Tensor>& variables,
                                               const std::vector<engine::Tensor>& gradients)>;
   absl::Status Update(const std::vector<DistributedVariable*>& variables,
@@ -177,8 +184,9 @@ class Strategy {
   StrategyScope Scope() { return StrategyScope(this); }
   bool in_scope() const { return scope_depth_.load() > 0; }
 
-  // Calls fn once per local replica (each on its own thread, under its ReplicaContext).
-  // Returns one PerReplica value per output. INVALID_ARGUMENT when a DistributedValues
+  // Calls fn once per local replica (each on its replica's own long-lived thread, under its
+  // ReplicaContext). Returns one PerReplica value per output. FAILED_PRECONDITION when
+  // called from inside a replica function; INVALID_ARGUMENT when a DistributedValues
   // argument has not one component per local replica, or replicas return different
   // numbers of outputs; a replica's error is returned (naming the replica) after the
   // strategy's reductions are aborted so that no other replica waits for it.
@@ -230,6 +238,9 @@ class Strategy {
   StrategyConfig config_;
   StrategyExtended extended_{this};
   std::atomic<int> scope_depth_{0};
+  std::atomic<bool> running_{false};  // a Run is in flight
+  // One long-lived thread per local replica (none with one replica: Run calls fn inline).
+  std::unique_ptr<ReplicaThreads> replica_threads_;
 };
 
 }  // namespace lockstep::distribute

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "distribute/central_storage_strategy.h"
 #include "distribute/mirrored_strategy.h"
 #include "distribute/one_device_strategy.h"
@@ -249,6 +251,32 @@ TEST_P(TwoReplicaTest, FailingReplicaDoesNotHangTheOthers) {
       });
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(result.status().message(), HasSubstr("replica broke"));
+}
+
+TEST_P(TwoReplicaTest, ReplicasRunOnLongLivedThreadsAndRunDoesNotNest) {
+  auto strategy = Make();
+  std::vector<std::thread::id> first(2), second(2);
+  auto record = [&](std::vector<std::thread::id>* ids) {
+    return [ids](ReplicaContext& ctx, const std::vector<Tensor>&) -> absl::StatusOr<Tensor> {
+      (*ids)[ctx.local_replica_id()] = std::this_thread::get_id();
+      return Tensor::Scalar<float>(0);
+    };
+  };
+  ASSERT_TRUE(strategy->Run(record(&first)).ok());
+  ASSERT_TRUE(strategy->Run(record(&second)).ok());
+  EXPECT_EQ(first, second);
+  EXPECT_NE(first[0], first[1]);
+  Strategy* s = strategy.get();
+  auto nested =
+      strategy->Run([s](ReplicaContext&, const std::vector<Tensor>&) -> absl::StatusOr<Tensor> {
+        auto inner =
+            s->Run([](ReplicaContext&, const std::vector<Tensor>&) -> absl::StatusOr<Tensor> {
+              return Tensor::Scalar<float>(0);
+            });
+        if (!inner.ok()) return inner.status();
+        return Tensor::Scalar<float>(1);
+      });
+  EXPECT_EQ(nested.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_P(TwoReplicaTest, DistributeDatasetsFromFunction) {

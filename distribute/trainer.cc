@@ -34,7 +34,31 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
                         engine::Optimizer::Create(t->options_.optimizer, graph->Variables()));
     t->optimizers_.push_back(std::move(o));
   }
+  LS_RETURN_IF_ERROR(t->ProbeGradientOrder());
   return t;
+}
+
+absl::Status Trainer::ProbeGradientOrder() {
+  // One backward pass on a one-example batch of zeros records the hook's order.
+  engine::Feeds feeds;
+  for (const std::string& key : {options_.features_key, options_.labels_key}) {
+    const int node = graph_->FindInput(key);
+    if (node < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the model has no input \"", key, "\" to feed"));
+    }
+    std::vector<int64_t> dims = graph_->shape(node).dims();
+    for (int64_t& d : dims) d = d < 0 ? 1 : d;
+    feeds.push_back({key, Tensor::Zeros(graph_->dtype(node), engine::Shape(dims))});
+  }
+  std::vector<Tensor> vars;
+  for (const DistributedVariable& v : variables_) vars.push_back(v.Read(0).Clone());
+  engine::StepOptions step;
+  step.on_gradient_ready = [this](int i) { gradient_order_.push_back(i); };
+  std::vector<Tensor> grads;
+  absl::Status s = executors_[0]->ComputeGradients(vars, feeds, step, &grads).status();
+  if (!s.ok()) return Annotate(s, "probing the model's backward pass on a batch of zeros");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
@@ -50,11 +74,11 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
   step.step = steps_;
   step.loss_scale = static_cast<double>(local_batch) / options_.global_batch_size;
   std::vector<Tensor> grads;
-  std::vector<std::unique_ptr<PendingAllReduce>> pending;
+  std::unique_ptr<GradientReducer> reducer;
   if (overlap) {
-    pending.resize(vars.size());
+    reducer = ctx.MakeGradientReducer(ReduceOp::kSum);
     step.on_gradient_ready = [&](int i) {
-      pending[i] = ctx.AllReduceAsync(ReduceOp::kSum, &grads[i]);
+      if (grads[i].valid()) reducer->Add(&grads[i]);
     };
   }
   absl::StatusOr<engine::StepResult> result;
@@ -63,7 +87,7 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
     grads.clear();
     for (const Tensor& v : vars) grads.push_back(Tensor::Zeros(v.dtype(), v.shape()));
     if (overlap) {
-      for (size_t i = grads.size(); i-- > 0;) step.on_gradient_ready(static_cast<int>(i));
+      for (int i : gradient_order_) step.on_gradient_ready(i);
     }
     result = engine::StepResult{};
   } else {
@@ -71,9 +95,7 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
   }
   // Every started all-reduce must be waited for, even after an error (it writes into grads).
   absl::Status status = result.status();
-  for (auto& p : pending) {
-    if (p != nullptr) status.Update(p->Wait());
-  }
+  if (reducer != nullptr) status.Update(reducer->Finish());
   if (!status.ok()) return status;
   if (overlap) {
     LS_RETURN_IF_ERROR(optimizers_[r]->Apply(grads, &vars));

@@ -6,8 +6,9 @@
 //       local_batch / global_batch so that SUM-all-reduced gradients are the global mean;
 //     overlap (mirrored variables): each gradient's all-reduce starts from
 //       StepOptions::on_gradient_ready while the backward pass goes on
-//       (ReplicaContext::AllReduceAsync), then the replica applies the reduced gradients to
-//       its own copy with its own optimizer (mirrored optimizer state);
+//       (ReplicaContext::MakeGradientReducer, fused by bytes_per_pack), then the replica
+//       applies the reduced gradients to its own copy with its own optimizer (mirrored
+//       optimizer state);
 //   no overlap, and always for CentralStorage: gradients come back as PerReplica values,
 //     StrategyExtended::BatchReduceTo reduces them (to the host for central variables) and
 //     StrategyExtended::Update applies them once per copy.
@@ -69,6 +70,7 @@ class Trainer {
  private:
   Trainer(Strategy* strategy, const engine::Graph* graph, TrainerOptions options)
       : strategy_(strategy), graph_(graph), options_(std::move(options)) {}
+  absl::Status ProbeGradientOrder();
   absl::StatusOr<std::vector<engine::Tensor>> ReplicaStep(ReplicaContext& ctx,
                                                           const std::vector<engine::Tensor>& args,
                                                           bool overlap);
@@ -79,6 +81,10 @@ class Trainer {
   std::vector<DistributedVariable> variables_;
   std::vector<std::unique_ptr<engine::Executor>> executors_;    // per local replica
   std::vector<std::unique_ptr<engine::Optimizer>> optimizers_;  // per variable copy
+  // The order in which the backward pass finalises gradients (a property of the graph,
+  // probed once in Create): a replica with an empty batch adds its zero gradients to the
+  // all-reduce in this same order, as every replica must.
+  std::vector<int> gradient_order_;
   int64_t steps_ = 0;
 };
 
