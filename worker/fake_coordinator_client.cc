@@ -66,6 +66,12 @@ absl::StatusOr<std::string> FakeCoordinatorClient::GetKey(const std::string& key
   if (on_get_key) on_get_key(key);
   {
     absl::MutexLock l(&mu_);
+    if (clock_ == nullptr) {
+      // Real time: wait for the key as the coordinator does (threads of one test rendezvous).
+      auto present = [this, &key]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return kv_.count(key) > 0; };
+      mu_.AwaitWithTimeout(absl::Condition(&present), timeout);
+    }
     auto it = kv_.find(key);
     if (it != kv_.end()) return it->second;
   }

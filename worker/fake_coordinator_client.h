@@ -1,6 +1,7 @@
 // FakeCoordinatorClient: a CoordinatorClient for tests, with no network. Each RPC counts
 // its calls and answers through a replaceable handler; the defaults accept everything
-// and keep keys in memory. GetKey on a missing key advances the FakeClock (if given) by
+// and keep keys in memory. GetKey on a missing key waits for it in real time (no clock),
+// or advances the FakeClock (if given) by
 // the requested timeout and answers DEADLINE_EXCEEDED, as a real wait would.
 // Thread model: thread-safe; handlers run without the fake's lock held.
 #ifndef LOCKSTEP_WORKER_FAKE_COORDINATOR_CLIENT_H_
