@@ -325,6 +325,7 @@ absl::Status JobExecutor::RunLoop() {
     }
     absl::StatusOr<distribute::TrainStepResult> r = trainer->Step(*next);
     if (!r.ok()) return Annotate(r.status(), absl::StrCat("step ", step));
+    if (options_.on_step) options_.on_step(step);
     ++window_steps;
     loss_sum += r->loss;
     const bool last = step == total_steps;
