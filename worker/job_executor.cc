@@ -237,6 +237,7 @@ absl::Status JobExecutor::RunLoop() {
   distribute::TrainerOptions to;
   to.optimizer = spec.optimizer();
   to.global_batch_size = global_batch;
+  to.overlap_all_reduce = options_.overlap_all_reduce;
   std::unique_ptr<distribute::Trainer> trainer;
   {
     distribute::StrategyScope scope = strategy->Scope();
