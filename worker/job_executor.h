@@ -3,7 +3,7 @@
 // variables broadcast (in the strategy's scope), the Trainer loop for the job's steps or
 // epochs with gradient all-reduce overlapping the backward pass, evaluation every N steps
 // and at the end, progress as a JobReport, and on the chief, checkpoints
-// (chief::CheckpointManager) and TensorBoard scalars (chief::EventWriter).
+// and TensorBoard scalars (JobChief).
 //
 //   CREATED --Run()--> STARTING --strategy, variables, input ready--> TRAINING
 //                         |                                             |
