@@ -25,6 +25,15 @@ distribute::Batch First(const JobInput& input, distribute::ShardSpec shard, int6
   return **b;
 }
 
+// DATA sharding `index` of `n` over `files` (fields by name: ShardSpec may grow).
+distribute::ShardSpec DataShard(int n, int index, std::vector<std::string> files = {}) {
+  distribute::ShardSpec shard;
+  shard.files = std::move(files);
+  shard.num_shards = n;
+  shard.shard_index = index;
+  return shard;
+}
+
 TEST(JobInput, HeldOutSplitIsDeterministicBySeed) {
   auto a = BuildJobInput(DigitsSpec(0.2));
   auto b = BuildJobInput(DigitsSpec(0.2));
@@ -40,9 +49,9 @@ TEST(JobInput, HeldOutSplitIsDeterministicBySeed) {
 TEST(JobInput, DataShardingSlicesTheSameGlobalBatch) {
   auto input = BuildJobInput(DigitsSpec(0.2));
   ASSERT_TRUE(input.ok()) << input.status();
-  const distribute::Batch whole = First(*input, {{}, 1, 0}, 8);
-  const distribute::Batch first = First(*input, {{}, 2, 0}, 4);
-  const distribute::Batch second = First(*input, {{}, 2, 1}, 4);
+  const distribute::Batch whole = First(*input, DataShard(1, 0), 8);
+  const distribute::Batch first = First(*input, DataShard(2, 0), 4);
+  const distribute::Batch second = First(*input, DataShard(2, 1), 4);
   ASSERT_EQ(whole[1].num_elements(), 8);
   ASSERT_EQ(first[1].num_elements(), 4);
   for (int i = 0; i < 4; ++i) {
@@ -56,7 +65,7 @@ TEST(JobInput, StreamedCsvIsScaledAndBatched) {
   ASSERT_TRUE(input.ok()) << input.status();
   EXPECT_FALSE(input->eval.has_value());
   ASSERT_EQ(input->train.files.size(), 1u);
-  const distribute::Batch b = First(*input, {input->train.files, 1, 0}, 8);
+  const distribute::Batch b = First(*input, DataShard(1, 0, input->train.files), 8);
   ASSERT_EQ(b[0].shape().dim(0), 8);
   EXPECT_EQ(b[0].shape().dim(1), 64);
   for (int64_t i = 0; i < b[0].num_elements(); ++i) {
@@ -73,7 +82,7 @@ TEST(JobInput, SyntheticDataNeedsNoFiles) {
   spec.set_global_batch_size(6);
   auto input = BuildJobInput(spec);
   ASSERT_TRUE(input.ok()) << input.status();
-  const distribute::Batch b = First(*input, {{}, 1, 0}, 6);
+  const distribute::Batch b = First(*input, DataShard(1, 0), 6);
   EXPECT_EQ(b[0].shape().dim(1), 5);
   for (int64_t i = 0; i < 6; ++i) {
     EXPECT_GE(b[1].data<int64_t>()[i], 0);
