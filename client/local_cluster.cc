@@ -63,12 +63,12 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
   std::string port_file = absl::StrCat(o.work_dir, "/coordinator.port");
   unlink(port_file.c_str());
   SubprocessOptions sp;
-  sp.argv = {o.coordinator_bin,
-             "--host=127.0.0.1",
-             "--port=0",
+  sp.argv = {o.coordinator_bin, "--host=127.0.0.1", "--port=0",
              absl::StrCat("--port_file=", port_file),
              absl::StrCat("--heartbeat_interval=", Millis(o.heartbeat_interval)),
-             absl::StrCat("--heartbeat_timeout=", Millis(o.heartbeat_timeout))};
+             absl::StrCat("--heartbeat_timeout=", Millis(o.heartbeat_timeout)),
+             // Its own job store: a coordinator started again on this work_dir finds its jobs.
+             absl::StrCat("--state_dir=", o.work_dir, "/state")};
   if (o.log_to_files) sp.log_file = absl::StrCat(o.work_dir, "/coordinator.log");
   LS_ASSIGN_OR_RETURN(c->coordinator_, Subprocess::Start(sp));
   absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Now() + absl::Seconds(10));

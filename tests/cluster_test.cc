@@ -240,10 +240,11 @@ TEST(CliTest, BadTfConfigExitsTwoWithResolverMessage) {
 
 TEST(CliTest, LocalBringsUpWorkersAndStopsThem) {
   std::string dir = TmpDir("local");
-  Result r = RunTool({Runfile("client/lockstep"), "local", "--workers=2",
-                      "--coordinator_bin=" + Runfile("coordinator/lockstep-coordinator"),
-                      "--lockstepd_bin=" + Runfile("worker/lockstepd"), "--work_dir=" + dir},
-                     absl::StrCat(getenv("TEST_TMPDIR"), "/local.out"));
+  Result r =
+      RunTool({Runfile("client/lockstep"), "local", "--workers=2",
+               "--coordinator_bin=" + Runfile("coordinator/lockstep-coordinator"),
+               "--lockstepd_bin=" + Runfile("worker/lockstepd"), "--work_dir=" + dir, "--no_job"},
+              absl::StrCat(getenv("TEST_TMPDIR"), "/local.out"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("2 task(s): 2 ALIVE"));
   // Every worker left the cluster cleanly before the coordinator stopped.

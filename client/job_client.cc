@@ -1,0 +1,112 @@
+#include "client/job_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/net.h"
+#include "common/status.h"
+
+namespace lockstep {
+namespace client {
+namespace {
+
+void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& address,
+                                                             absl::Duration rpc_timeout) {
+  absl::StatusOr<HostPort> hp = ParseHostPort(address);
+  if (!hp.ok()) return Annotate(hp.status(), "coordinator address");
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return std::unique_ptr<JobClient>(
+      new JobClient(address, rpc_timeout, v1::Coordinator::NewStub(channel)));
+}
+
+absl::StatusOr<std::string> JobClient::Submit(const v1::JobSpec& spec) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, rpc_timeout_);
+  v1::SubmitJobRequest request;
+  *request.mutable_spec() = spec;
+  v1::SubmitJobResponse response;
+  LS_RETURN_IF_ERROR(FromGrpcStatus(stub_->SubmitJob(&ctx, request, &response),
+                                    absl::StrCat("SubmitJob to ", address_)));
+  return response.job_id();
+}
+
+absl::StatusOr<v1::GetJobResponse> JobClient::Get(const std::string& id) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, rpc_timeout_);
+  v1::GetJobRequest request;
+  request.set_job_id(id);
+  v1::GetJobResponse response;
+  LS_RETURN_IF_ERROR(FromGrpcStatus(stub_->GetJob(&ctx, request, &response),
+                                    absl::StrCat("GetJob to ", address_)));
+  return response;
+}
+
+absl::StatusOr<std::vector<v1::JobRecord>> JobClient::List(int limit) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, rpc_timeout_);
+  v1::ListJobsRequest request;
+  request.set_limit(limit);
+  v1::ListJobsResponse response;
+  LS_RETURN_IF_ERROR(FromGrpcStatus(stub_->ListJobs(&ctx, request, &response),
+                                    absl::StrCat("ListJobs to ", address_)));
+  return std::vector<v1::JobRecord>(response.jobs().begin(), response.jobs().end());
+}
+
+absl::StatusOr<v1::JobRecord> JobClient::Cancel(const std::string& id, const std::string& reason) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, rpc_timeout_);
+  v1::CancelJobRequest request;
+  request.set_job_id(id);
+  request.set_reason(reason);
+  v1::CancelJobResponse response;
+  LS_RETURN_IF_ERROR(FromGrpcStatus(stub_->CancelJob(&ctx, request, &response),
+                                    absl::StrCat("CancelJob to ", address_)));
+  return response.job();
+}
+
+absl::StatusOr<v1::JobEvent> JobClient::Watch(
+    const std::string& id, const std::function<void(const v1::JobEvent&)>& on_event,
+    absl::Time deadline) {
+  absl::Status last_error;
+  while (absl::Now() < deadline) {
+    grpc::ClientContext ctx;
+    if (deadline != absl::InfiniteFuture()) ctx.set_deadline(absl::ToChronoTime(deadline));
+    v1::WatchJobRequest request;
+    request.set_job_id(id);
+    std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->WatchJob(&ctx, request);
+    v1::JobEvent event;
+    bool ended = false;
+    v1::JobEvent last;
+    while (reader->Read(&event)) {
+      on_event(event);
+      last = event;
+      const v1::JobState s = event.job().state();
+      if (s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED) ended = true;
+    }
+    absl::Status status = FromGrpcStatus(reader->Finish(), absl::StrCat("WatchJob to ", address_));
+    if (ended) return last;
+    if (status.code() == absl::StatusCode::kNotFound ||
+        status.code() == absl::StatusCode::kInvalidArgument) {
+      return status;
+    }
+    last_error = status;
+    absl::SleepFor(absl::Milliseconds(200));  // the coordinator may be restarting
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "job ", id, " did not end in time", last_error.ok() ? "" : ": ", last_error.message()));
+}
+
+}  // namespace client
+}  // namespace lockstep
