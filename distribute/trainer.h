@@ -65,6 +65,9 @@ class Trainer {
 
   const std::vector<DistributedVariable>& variables() const { return variables_; }
   int64_t steps() const { return steps_; }
+  // The first copy's optimizer (every copy holds the same state): its learning rate and
+  // slots, for progress reports and checkpoints. Valid while the trainer lives.
+  const engine::Optimizer& optimizer() const { return *optimizers_.front(); }
 
  private:
   Trainer(Strategy* strategy, const engine::Graph* graph, TrainerOptions options)

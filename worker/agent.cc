@@ -103,6 +103,7 @@ absl::Status Agent::TryRegister() {
   request.set_incarnation(options_.incarnation);
 
   absl::StatusOr<v1::RegisterWorkerResponse> r = client_->RegisterWorker(request);
+  if (r.ok()) CheckCoordinatorIncarnation(r->coordinator_incarnation());
   absl::MutexLock l(&mu_);
   if (!r.ok()) {
     if (absl::IsAlreadyExists(r.status()) && !options_.task.has_value()) {
@@ -123,15 +124,27 @@ absl::Status Agent::TryRegister() {
 
 void Agent::BeatOnce() {
   v1::HeartbeatRequest request;
+  if (options_.jobs != nullptr) {
+    for (v1::JobReport& r : options_.jobs->Reports()) {
+      if (request.job_id().empty() && r.phase() == v1::JobReport::TRAINING) {
+        request.set_job_id(r.job_id());
+        request.set_step(r.step());
+      }
+      *request.add_jobs() = std::move(r);
+    }
+  }
   {
     absl::MutexLock l(&mu_);
     request.mutable_task()->set_type(task_->type);
     request.mutable_task()->set_index(task_->index);
-    request.set_job_id(job_id_);
-    request.set_step(step_);
+    if (request.job_id().empty()) {
+      request.set_job_id(job_id_);
+      request.set_step(step_);
+    }
   }
   request.set_incarnation(options_.incarnation);
   absl::StatusOr<v1::HeartbeatResponse> r = client_->Heartbeat(request);
+  if (r.ok()) CheckCoordinatorIncarnation(r->coordinator_incarnation());
   absl::MutexLock l(&mu_);
   if (r.ok()) {
     if (coordinator_unreachable_) spdlog::info("{}: coordinator reachable again", Who());
@@ -162,6 +175,91 @@ void Agent::Deregister() {
   if (!s.ok()) spdlog::warn("{}: deregistration failed (leaving anyway): {}", Who(), s.ToString());
 }
 
+Agent::~Agent() { StopWatch("the agent is destroyed"); }
+
+void Agent::CheckCoordinatorIncarnation(uint64_t incarnation) {
+  if (incarnation == 0) return;
+  uint64_t before;
+  {
+    absl::MutexLock l(&mu_);
+    before = coordinator_incarnation_;
+    coordinator_incarnation_ = incarnation;
+    if (before != 0 && before != incarnation) {
+      spdlog::warn("{}: coordinator restarted (incarnation {:x} -> {:x}): dropping jobs", Who(),
+                   before, incarnation);
+    }
+  }
+  if (before != 0 && before != incarnation && options_.jobs != nullptr) {
+    options_.jobs->DropAll("the coordinator restarted (new incarnation); its jobs start over");
+  }
+}
+
+void Agent::StartWatch() {
+  if (options_.jobs == nullptr || watch_thread_.joinable()) return;
+  {
+    absl::MutexLock l(&mu_);
+    watch_stop_ = false;
+  }
+  watch_thread_ = std::thread([this] { WatchLoop(); });
+}
+
+void Agent::StopWatch(const std::string& why) {
+  if (!watch_thread_.joinable()) return;
+  {
+    absl::MutexLock l(&mu_);
+    watch_stop_ = true;
+    if (stream_ != nullptr) stream_->Cancel();
+  }
+  watch_thread_.join();
+  options_.jobs->DropAll(why);
+}
+
+void Agent::WatchLoop() {
+  absl::Duration backoff = options_.initial_backoff;
+  bool failing = false;
+  while (true) {
+    v1::WatchAssignmentsRequest request;
+    {
+      absl::MutexLock l(&mu_);
+      if (watch_stop_) return;
+      request.mutable_task()->set_type(task_->type);
+      request.mutable_task()->set_index(task_->index);
+    }
+    request.set_incarnation(options_.incarnation);
+    absl::StatusOr<std::unique_ptr<AssignmentStream>> stream = client_->WatchAssignments(request);
+    absl::Status error = stream.status();
+    if (stream.ok()) {
+      {
+        absl::MutexLock l(&mu_);
+        if (watch_stop_) return;
+        stream_ = stream->get();
+      }
+      while (true) {
+        absl::StatusOr<std::optional<v1::Assignment>> next = (*stream)->Next();
+        if (!next.ok()) {
+          error = next.status();
+          break;
+        }
+        if (!next->has_value()) break;
+        backoff = options_.initial_backoff;
+        failing = false;
+        options_.jobs->Handle(**next);
+      }
+      absl::MutexLock l(&mu_);
+      stream_ = nullptr;
+    }
+    absl::MutexLock l(&mu_);
+    if (watch_stop_) return;
+    if (!error.ok() && !failing) {
+      spdlog::warn("{}: assignment stream failed, reopening with backoff: {}", Who(),
+                   error.ToString());
+      failing = true;
+    }
+    clock_->WaitUntil(&mu_, absl::Condition(&watch_stop_), clock_->Now() + backoff);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
 absl::Status Agent::Run() {
   while (true) {
     State state;
@@ -178,6 +276,13 @@ absl::Status Agent::Run() {
         SetState(State::kStopping, "stop requested");
         state = State::kStopping;
       }
+    }
+    if (state == State::kAlive) {
+      StartWatch();
+    } else {
+      StopWatch(state == State::kRegistering
+                    ? "the coordinator no longer counts this worker as alive (LOST or unknown)"
+                    : "the worker is stopping");
     }
     switch (state) {
       case State::kRegistering: {

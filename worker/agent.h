@@ -17,11 +17,17 @@
 //     | INVALID_ARGUMENT (bad task/address: retrying cannot help)
 //     +--> FAILED
 //
+// Jobs (with an AssignmentHandler): while ALIVE a watch thread keeps a WatchAssignments
+// stream open (reopened with backoff when it fails or ends) and hands every assignment to
+// the handler; every heartbeat carries the handler's JobReports. Leaving ALIVE (LOST,
+// stopping) or seeing another coordinator incarnation (the coordinator restarted) drops
+// every job: their partitions belong to a cluster state that is gone.
+//
 // Dynamic registration: with no task configured the coordinator assigns one; the agent
 // then keeps claiming that task when it re-registers, and starts over without a task if
 // another live process took it meanwhile (ALREADY_EXISTS).
 //
-// Ownership: borrows the client and the Clock (they must outlive it).
+// Ownership: borrows the client, the Clock and the handler (they must outlive it).
 // Thread model: Run() blocks on the caller's thread until Stop(); Stop(), state(),
 // WaitForState() and SetProgress() may be called from any thread.
 #ifndef LOCKSTEP_WORKER_AGENT_H_
@@ -30,6 +36,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -40,6 +47,7 @@
 #include "common/clock.h"
 #include "common/tf_config.h"
 #include "lockstep/v1/cluster.pb.h"
+#include "worker/assignment_handler.h"
 #include "worker/coordinator_client.h"
 
 namespace lockstep {
@@ -52,6 +60,8 @@ struct AgentOptions {
   uint64_t incarnation = 0;
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(2);
+  // Receives partitions and aborts, reports on jobs; null: this worker runs no jobs.
+  AssignmentHandler* jobs = nullptr;
 };
 
 class Agent {
@@ -60,6 +70,7 @@ class Agent {
   static const char* StateName(State s);
 
   Agent(AgentOptions options, CoordinatorClient* client, Clock* clock);
+  ~Agent();
 
   // Runs the state machine until Stop() (returns OK once deregistered, or when the
   // coordinator could not be told) or a permanent error (INVALID_ARGUMENT from the
@@ -83,6 +94,13 @@ class Agent {
   // One heartbeat; ABORTED/NOT_FOUND move back to REGISTERING.
   void BeatOnce();
   void Deregister();
+  // The assignment watch thread: started on entering ALIVE, stopped (stream cancelled,
+  // thread joined, jobs dropped) on leaving it. Run()'s thread only.
+  void StartWatch();
+  void StopWatch(const std::string& why);
+  void WatchLoop();
+  // Drops every job when the coordinator's incarnation changed; records it.
+  void CheckCoordinatorIncarnation(uint64_t incarnation);
   void SetState(State next, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for `d` or until Stop(); true if Stop() was called.
   bool WaitOrStop(absl::Duration d);
@@ -104,6 +122,10 @@ class Agent {
   std::string job_id_ ABSL_GUARDED_BY(mu_);
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
+  uint64_t coordinator_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread watch_thread_;  // Run()'s thread only
+  bool watch_stop_ ABSL_GUARDED_BY(mu_) = false;
+  AssignmentStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;  // open now, owned by WatchLoop
 };
 
 }  // namespace worker

@@ -9,14 +9,30 @@
 #ifndef LOCKSTEP_WORKER_COORDINATOR_CLIENT_H_
 #define LOCKSTEP_WORKER_COORDINATOR_CLIENT_H_
 
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "lockstep/v1/assignment.pb.h"
 #include "lockstep/v1/coordinator.pb.h"
 
 namespace lockstep {
 namespace worker {
+
+// The reading end of a WatchAssignments server stream.
+// Thread model: Next() from one thread; Cancel() from any thread, any number of times.
+class AssignmentStream {
+ public:
+  virtual ~AssignmentStream() = default;
+  // Blocks for the next assignment; nullopt when the stream ended cleanly (or was
+  // cancelled); the coordinator's error otherwise (UNAVAILABLE when it went away, NOT_FOUND
+  // or ABORTED when it does not know this worker's task or incarnation).
+  virtual absl::StatusOr<std::optional<v1::Assignment>> Next() = 0;
+  // Ends a blocked or later Next() promptly.
+  virtual void Cancel() = 0;
+};
 
 class CoordinatorClient {
  public:
@@ -31,6 +47,14 @@ class CoordinatorClient {
   virtual absl::StatusOr<std::string> GetKey(const std::string& key, absl::Duration timeout) = 0;
   virtual absl::Status Barrier(const v1::BarrierRequest& request) = 0;
   virtual absl::StatusOr<v1::GetClusterStatusResponse> GetClusterStatus() = 0;
+  // Opens the stream of partitions and aborts the coordinator pushes to this worker. The
+  // stream has no deadline (it lives while the worker is ALIVE); Cancel() ends it.
+  // Default: UNIMPLEMENTED, for clients that do not run jobs.
+  virtual absl::StatusOr<std::unique_ptr<AssignmentStream>> WatchAssignments(
+      const v1::WatchAssignmentsRequest& request) {
+    (void)request;
+    return absl::UnimplementedError("WatchAssignments is not offered by this client");
+  }
 
   // "host:port" of the coordinator, for messages.
   virtual std::string address() const = 0;

@@ -40,7 +40,11 @@ absl::StatusOr<v1::HeartbeatResponse> FakeCoordinatorClient::Heartbeat(
     absl::Status s = on_heartbeat(request);
     if (!s.ok()) return s;
   }
-  return v1::HeartbeatResponse();
+  v1::HeartbeatResponse response;
+  absl::MutexLock l(&mu_);
+  heartbeats_.push_back(request);
+  response.set_coordinator_incarnation(coordinator_incarnation_);
+  return response;
 }
 
 absl::Status FakeCoordinatorClient::Deregister(const v1::DeregisterRequest& request) {
@@ -66,6 +70,12 @@ absl::StatusOr<std::string> FakeCoordinatorClient::GetKey(const std::string& key
   if (on_get_key) on_get_key(key);
   {
     absl::MutexLock l(&mu_);
+    if (clock_ == nullptr) {
+      // Real time: wait for the key as the coordinator does (threads of one test rendezvous).
+      auto present = [this, &key]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return kv_.count(key) > 0; };
+      mu_.AwaitWithTimeout(absl::Condition(&present), timeout);
+    }
     auto it = kv_.find(key);
     if (it != kv_.end()) return it->second;
   }
@@ -81,6 +91,61 @@ absl::Status FakeCoordinatorClient::Barrier(const v1::BarrierRequest&) {
 absl::StatusOr<v1::GetClusterStatusResponse> FakeCoordinatorClient::GetClusterStatus() {
   Count("GetClusterStatus");
   return v1::GetClusterStatusResponse();
+}
+
+class FakeCoordinatorClient::Stream final : public AssignmentStream {
+ public:
+  Stream(FakeCoordinatorClient* fake, int64_t generation) : fake_(fake), generation_(generation) {}
+
+  absl::StatusOr<std::optional<v1::Assignment>> Next() override {
+    absl::MutexLock l(&fake_->mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(fake_->mu_) {
+      return cancelled_ || fake_->stream_generation_ != generation_ || !fake_->assignments_.empty();
+    };
+    fake_->mu_.Await(absl::Condition(&ready));
+    if (cancelled_) return std::optional<v1::Assignment>();
+    if (fake_->stream_generation_ != generation_) return fake_->break_status_;
+    v1::Assignment a = std::move(fake_->assignments_.front());
+    fake_->assignments_.pop_front();
+    return std::optional<v1::Assignment>(std::move(a));
+  }
+  void Cancel() override {
+    absl::MutexLock l(&fake_->mu_);
+    cancelled_ = true;
+  }
+
+ private:
+  FakeCoordinatorClient* const fake_;
+  const int64_t generation_;
+  bool cancelled_ ABSL_GUARDED_BY(fake_->mu_) = false;
+};
+
+absl::StatusOr<std::unique_ptr<AssignmentStream>> FakeCoordinatorClient::WatchAssignments(
+    const v1::WatchAssignmentsRequest&) {
+  Count("WatchAssignments");
+  absl::MutexLock l(&mu_);
+  return std::unique_ptr<AssignmentStream>(std::make_unique<Stream>(this, stream_generation_));
+}
+
+void FakeCoordinatorClient::PushAssignment(v1::Assignment assignment) {
+  absl::MutexLock l(&mu_);
+  assignments_.push_back(std::move(assignment));
+}
+
+void FakeCoordinatorClient::BreakStreams(absl::Status status) {
+  absl::MutexLock l(&mu_);
+  break_status_ = std::move(status);
+  ++stream_generation_;
+}
+
+void FakeCoordinatorClient::set_coordinator_incarnation(uint64_t incarnation) {
+  absl::MutexLock l(&mu_);
+  coordinator_incarnation_ = incarnation;
+}
+
+std::vector<v1::HeartbeatRequest> FakeCoordinatorClient::heartbeats() const {
+  absl::MutexLock l(&mu_);
+  return heartbeats_;
 }
 
 }  // namespace worker

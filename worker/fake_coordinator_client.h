@@ -1,14 +1,18 @@
 // FakeCoordinatorClient: a CoordinatorClient for tests, with no network. Each RPC counts
 // its calls and answers through a replaceable handler; the defaults accept everything
-// and keep keys in memory. GetKey on a missing key advances the FakeClock (if given) by
+// and keep keys in memory. GetKey on a missing key waits for it in real time (no clock),
+// or advances the FakeClock (if given) by
 // the requested timeout and answers DEADLINE_EXCEEDED, as a real wait would.
 // Thread model: thread-safe; handlers run without the fake's lock held.
 #ifndef LOCKSTEP_WORKER_FAKE_COORDINATOR_CLIENT_H_
 #define LOCKSTEP_WORKER_FAKE_COORDINATOR_CLIENT_H_
 
+#include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -38,18 +42,36 @@ class FakeCoordinatorClient final : public CoordinatorClient {
   absl::StatusOr<std::string> GetKey(const std::string& key, absl::Duration timeout) override;
   absl::Status Barrier(const v1::BarrierRequest& request) override;
   absl::StatusOr<v1::GetClusterStatusResponse> GetClusterStatus() override;
+  // Streams read the assignments given to PushAssignment(), in order, one reader each.
+  absl::StatusOr<std::unique_ptr<AssignmentStream>> WatchAssignments(
+      const v1::WatchAssignmentsRequest& request) override;
   std::string address() const override { return "fake:1"; }
+
+  // Queues an assignment for the open (or next) stream.
+  void PushAssignment(v1::Assignment assignment);
+  // Ends every stream open now with `status` (the coordinator went away).
+  void BreakStreams(absl::Status status);
+  // The coordinator incarnation Heartbeat answers with.
+  void set_coordinator_incarnation(uint64_t incarnation);
+  // Every HeartbeatRequest received, in order.
+  std::vector<v1::HeartbeatRequest> heartbeats() const;
 
   int calls(const std::string& rpc) const;
   std::map<std::string, std::string> keys() const;
 
  private:
+  class Stream;
   void Count(const std::string& rpc);
 
   FakeClock* const clock_;
   mutable absl::Mutex mu_;
   std::map<std::string, int> calls_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> kv_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::Assignment> assignments_ ABSL_GUARDED_BY(mu_);
+  int64_t stream_generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by BreakStreams
+  absl::Status break_status_ ABSL_GUARDED_BY(mu_);
+  uint64_t coordinator_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<v1::HeartbeatRequest> heartbeats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace worker

@@ -72,5 +72,46 @@ absl::StatusOr<v1::GetClusterStatusResponse> GrpcCoordinatorClient::GetClusterSt
               v1::GetClusterStatusRequest(), rpc_timeout_);
 }
 
+namespace {
+
+// A WatchAssignments call: the context (for TryCancel) and the reader.
+class GrpcAssignmentStream final : public AssignmentStream {
+ public:
+  GrpcAssignmentStream(v1::Coordinator::Stub* stub, const v1::WatchAssignmentsRequest& request,
+                       std::string address)
+      : address_(std::move(address)), reader_(stub->WatchAssignments(&ctx_, request)) {}
+  ~GrpcAssignmentStream() override {
+    ctx_.TryCancel();
+    if (!finished_) reader_->Finish().ok();
+  }
+
+  absl::StatusOr<std::optional<v1::Assignment>> Next() override {
+    if (finished_) return std::optional<v1::Assignment>();
+    v1::Assignment a;
+    if (reader_->Read(&a)) return std::optional<v1::Assignment>(std::move(a));
+    finished_ = true;
+    grpc::Status s = reader_->Finish();
+    if (s.ok() || s.error_code() == grpc::StatusCode::CANCELLED) {
+      return std::optional<v1::Assignment>();
+    }
+    return FromGrpcStatus(s, absl::StrCat("WatchAssignments from coordinator ", address_));
+  }
+  void Cancel() override { ctx_.TryCancel(); }
+
+ private:
+  const std::string address_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReader<v1::Assignment>> reader_;
+  bool finished_ = false;  // Next()'s thread only
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AssignmentStream>> GrpcCoordinatorClient::WatchAssignments(
+    const v1::WatchAssignmentsRequest& request) {
+  return std::unique_ptr<AssignmentStream>(
+      std::make_unique<GrpcAssignmentStream>(stub_.get(), request, address_));
+}
+
 }  // namespace worker
 }  // namespace lockstep

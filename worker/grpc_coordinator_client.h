@@ -33,6 +33,8 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
   absl::StatusOr<std::string> GetKey(const std::string& key, absl::Duration timeout) override;
   absl::Status Barrier(const v1::BarrierRequest& request) override;
   absl::StatusOr<v1::GetClusterStatusResponse> GetClusterStatus() override;
+  absl::StatusOr<std::unique_ptr<AssignmentStream>> WatchAssignments(
+      const v1::WatchAssignmentsRequest& request) override;
   std::string address() const override { return address_; }
 
  private:

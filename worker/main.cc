@@ -1,7 +1,8 @@
 // lockstepd: the per-machine worker daemon. Reads TF_CONFIG (--tf_config=FILE or the
 // TF_CONFIG environment variable; neither: the coordinator assigns a task), registers with
 // the coordinator (--coordinator or LOCKSTEP_COORDINATOR), heartbeats, and offers
-// --cpu_devices logical CPU devices. SIGTERM/SIGINT deregister and exit 0. A bad
+// --cpu_devices logical CPU devices, and runs the partitions of jobs the coordinator pushes
+// (worker/job_runner.h). SIGTERM/SIGINT abort its jobs, deregister and exit 0. A bad
 // configuration exits 2 with the resolver's message.
 #include <signal.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/agent.h"
 #include "worker/grpc_coordinator_client.h"
+#include "worker/job_runner.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: $LOCKSTEP_COORDINATOR).");
 ABSL_FLAG(std::string, tf_config, "", "File holding TF_CONFIG JSON (default: $TF_CONFIG).");
@@ -35,6 +37,9 @@ ABSL_FLAG(std::string, host, "",
           "Host name reported with the reserved data-plane port when neither --address nor "
           "TF_CONFIG gives one. Default: 127.0.0.1 when the coordinator is on loopback, "
           "else this machine's host name.");
+ABSL_FLAG(std::string, transport, "auto",
+          "Collectives between workers: auto (shared memory when every worker is on this "
+          "host, else TCP), tcp or shm.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
 
 namespace {
@@ -140,6 +145,24 @@ int Run(sigset_t signals) {
       "coordinator {}",
       options.task.has_value() ? options.task->ToString() : "dynamic task",
       lockstep::ShortIncarnation(options.incarnation), options.address, cpu_devices, coordinator);
+
+  lockstep::worker::JobExecutorOptions job_options;
+  job_options.client = client->get();
+  job_options.devices.num_cpu_devices = cpu_devices;
+  const std::string transport = absl::GetFlag(FLAGS_transport);
+  if (transport == "auto") {
+    job_options.transport = lockstep::collectives::TransportKind::kAuto;
+  } else if (transport == "tcp") {
+    job_options.transport = lockstep::collectives::TransportKind::kTcp;
+  } else if (transport == "shm") {
+    job_options.transport = lockstep::collectives::TransportKind::kShm;
+  } else {
+    spdlog::error("--transport: expected auto, tcp or shm, got '{}'", transport);
+    return kExitBadConfig;
+  }
+  job_options.listen_host = lockstep::ParseHostPort(options.address)->host;
+  lockstep::worker::JobRunner jobs(job_options);
+  options.jobs = &jobs;
 
   Agent agent(options, client->get(), lockstep::Clock::Real());
   std::thread waiter([&] {

@@ -1,0 +1,312 @@
+// bench/train_throughput: training throughput of a Lockstep job with 1 and 2 workers on this
+// machine. Each worker is a separate process (this binary, re-executed with --child_rank)
+// running a real worker::JobExecutor on a MultiWorkerMirrored partition: MLP 784-1024-1024-10,
+// global batch 256, f32, SGD, synthetic data, one compute thread per worker, collectives
+// over shared memory, rendezvous through a FileStore. Examples/s are measured by worker 0
+// over --steps steps after --warmup; the median of --runs runs is printed per worker count,
+// then the scaling ratio (goal >= 1.6x) and the 1-worker step time against a bare engine
+// step (Executor::ComputeGradients + Optimizer::Apply, as bench/train_step; goal <= 1.1x).
+//   bazel run //bench:train_throughput
+//   bazel run //bench:train_throughput -- --workers=1,2 --runs=3 --steps=200 --warmup=20
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "collectives/file_store.h"
+#include "engine/executor.h"
+#include "engine/model_builder.h"
+#include "engine/optimizer.h"
+#include "engine/variable_set.h"
+#include "worker/coordinator_client.h"
+#include "worker/job_executor.h"
+
+ABSL_FLAG(std::string, workers, "1,2", "worker counts to measure");
+ABSL_FLAG(int, runs, 3, "runs per worker count (the median is reported)");
+ABSL_FLAG(int, steps, 200, "measured steps per run");
+ABSL_FLAG(int, warmup, 20, "steps before measuring");
+ABSL_FLAG(int, batch, 256, "global batch");
+ABSL_FLAG(std::string, transport, "shm", "shm or tcp");
+ABSL_FLAG(int, timeout_s, 300, "a run's bound; its processes are killed after it");
+// Internal: a worker process.
+ABSL_FLAG(int, child_rank, -1, "internal");
+ABSL_FLAG(int, child_world, 1, "internal");
+ABSL_FLAG(std::string, child_store, "", "internal");
+
+namespace lockstep {
+namespace {
+
+// The rendezvous of the bench's worker processes: a CoordinatorClient whose key-value
+// calls go to a FileStore in a temporary directory (no coordinator needed).
+class FileStoreClient final : public worker::CoordinatorClient {
+ public:
+  explicit FileStoreClient(std::string dir) : store_(std::move(dir)) {}
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest&) override {
+    return absl::UnimplementedError("bench");
+  }
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest&) override {
+    return absl::UnimplementedError("bench");
+  }
+  absl::Status Deregister(const v1::DeregisterRequest&) override {
+    return absl::UnimplementedError("bench");
+  }
+  absl::Status SetKey(const std::string& key, const std::string& value, bool) override {
+    return store_.Set(key, value);
+  }
+  absl::StatusOr<std::string> GetKey(const std::string& key, absl::Duration timeout) override {
+    return store_.Get(key, absl::Now() + timeout);
+  }
+  absl::Status Barrier(const v1::BarrierRequest&) override {
+    return absl::UnimplementedError("bench");
+  }
+  absl::StatusOr<v1::GetClusterStatusResponse> GetClusterStatus() override {
+    return absl::UnimplementedError("bench");
+  }
+  std::string address() const override { return "file-store"; }
+
+ private:
+  collectives::FileStore store_;
+};
+
+v1::ModelSpec Mlp() {
+  v1::ModelSpec m;
+  m.add_input_shape(784);
+  m.set_seed(1);
+  m.set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
+  m.add_layers()->mutable_dense()->set_units(1024);
+  m.add_layers()->mutable_relu();
+  m.add_layers()->mutable_dense()->set_units(1024);
+  m.add_layers()->mutable_relu();
+  m.add_layers()->mutable_dense()->set_units(10);
+  return m;
+}
+
+v1::OptimizerSpec Sgd() {
+  v1::OptimizerSpec o;
+  o.mutable_sgd();
+  o.mutable_learning_rate()->mutable_constant()->set_value(0.01);
+  return o;
+}
+
+// One worker process: runs its partition, prints "EPS <examples/s>" (rank 0).
+int Child(int rank, int world, const std::string& store_dir) {
+  const int warmup = absl::GetFlag(FLAGS_warmup);
+  const int steps = absl::GetFlag(FLAGS_steps);
+  v1::Partition p;
+  p.set_job_id("bench");
+  v1::JobSpec* spec = p.mutable_spec();
+  spec->set_strategy(v1::MULTI_WORKER_MIRRORED);
+  *spec->mutable_model() = Mlp();
+  *spec->mutable_optimizer() = Sgd();
+  spec->mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
+  spec->set_global_batch_size(absl::GetFlag(FLAGS_batch));
+  spec->set_steps(warmup + steps);
+  spec->mutable_summaries()->set_every_steps(warmup + steps);
+  spec->mutable_communication()->set_timeout_ms(60000);
+  spec->set_seed(5);
+  std::string list;
+  for (int w = 0; w < world; ++w) absl::StrAppend(&list, w ? "," : "", "\"127.0.0.1:", 1 + w, "\"");
+  p.set_tf_config(absl::StrCat(R"({"cluster": {"worker": [)", list,
+                               R"(]}, "task": {"type": "worker", "index": )", rank, "}}"));
+  p.set_worker_rank(rank);
+  p.set_num_workers(world);
+  p.set_is_chief(rank == 0);
+  p.set_num_replicas_in_sync(world);
+  p.set_shard_index(rank);
+  p.set_num_shards(world);
+  p.set_rendezvous_prefix("bench");
+  p.set_secret("bench-secret");
+
+  FileStoreClient client(store_dir);
+  absl::Time start, end;
+  worker::JobExecutorOptions options;
+  options.client = &client;
+  options.transport = absl::GetFlag(FLAGS_transport) == "tcp" ? collectives::TransportKind::kTcp
+                                                              : collectives::TransportKind::kShm;
+  options.on_step = [&](int64_t step) {
+    if (step == warmup) start = absl::Now();
+    if (step == warmup + steps) end = absl::Now();
+  };
+  auto executor = worker::JobExecutor::Create(p, options);
+  if (!executor.ok()) {
+    fprintf(stderr, "rank %d: %s\n", rank, executor.status().ToString().c_str());
+    return 1;
+  }
+  v1::JobReport report = (*executor)->Run();
+  if (report.phase() != v1::JobReport::DONE) {
+    fprintf(stderr, "rank %d: %s\n", rank, report.error().c_str());
+    return 1;
+  }
+  if (rank == 0) {
+    printf("EPS %.3f\n", steps * absl::GetFlag(FLAGS_batch) / absl::ToDoubleSeconds(end - start));
+  }
+  return 0;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// One run with `world` worker processes; worker 0's examples/s, or -1 on failure.
+double RunOnce(int world, int run) {
+  char tmpl[] = "/tmp/lockstep-train-throughput-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return -1;
+  const std::string dir = tmpl;
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (r == 0) dup2(out[1], 1);
+      close(out[0]);
+      close(out[1]);
+      const std::string args[] = {"--child_rank=" + std::to_string(r),
+                                  "--child_world=" + std::to_string(world),
+                                  "--child_store=" + dir,
+                                  "--warmup=" + std::to_string(absl::GetFlag(FLAGS_warmup)),
+                                  "--steps=" + std::to_string(absl::GetFlag(FLAGS_steps)),
+                                  "--batch=" + std::to_string(absl::GetFlag(FLAGS_batch)),
+                                  "--transport=" + absl::GetFlag(FLAGS_transport)};
+      std::vector<char*> argv = {const_cast<char*>("train_throughput")};
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv("/proc/self/exe", argv.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  close(out[1]);
+  std::string text;
+  // Read worker 0's output; the pipe closes when it exits. Bounded by a SIGALRM-free poll.
+  const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  char buf[256];
+  while (absl::Now() < deadline) {
+    const ssize_t n = read(out[0], buf, sizeof(buf));
+    if (n > 0) {
+      text.append(buf, n);
+    } else if (n == 0) {
+      break;
+    } else {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+  close(out[0]);
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (absl::Now() >= deadline) kill(pid, SIGKILL);
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  std::system(("rm -rf '" + dir + "'").c_str());
+  double eps = -1;
+  const size_t at = text.find("EPS ");
+  if (!ok || at == std::string::npos || !absl::SimpleAtod(text.substr(at + 4), &eps)) {
+    fprintf(stderr, "run %d with %d worker(s) failed\n", run, world);
+    return -1;
+  }
+  return eps;
+}
+
+// Median seconds of a bare engine step (forward, backward, SGD) at the same size.
+double BareEngineStep() {
+  auto graph = engine::BuildModel(Mlp());
+  auto vars = engine::VariableSet::Initialize(*graph);
+  auto executor = engine::Executor::Create(&*graph);
+  auto optimizer = engine::Optimizer::Create(Sgd(), graph->Variables());
+  if (!graph.ok() || !vars.ok() || !executor.ok() || !optimizer.ok()) return -1;
+  const int batch = absl::GetFlag(FLAGS_batch);
+  engine::Tensor x = engine::Tensor::Zeros(engine::DType::kF32, engine::Shape{batch, 784});
+  std::vector<int64_t> labels(batch);
+  for (int i = 0; i < batch; ++i) labels[i] = i % 10;
+  engine::Tensor y = engine::Tensor::FromVector<int64_t>(labels, engine::Shape{batch});
+  for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] = (i % 97) / 97.0f;
+  std::vector<engine::Tensor> grads;
+  std::vector<double> times;
+  for (int s = 0; s < absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_steps); ++s) {
+    const absl::Time t0 = absl::Now();
+    engine::StepOptions so;
+    so.step = s;
+    if (!(*executor)
+             ->ComputeGradients(vars->tensors(), {{"features", x}, {"labels", y}}, so, &grads)
+             .ok() ||
+        !(*optimizer)->Apply(grads, &vars->tensors()).ok()) {
+      return -1;
+    }
+    if (s >= absl::GetFlag(FLAGS_warmup)) times.push_back(absl::ToDoubleSeconds(absl::Now() - t0));
+  }
+  return Median(times);
+}
+
+int Main() {
+  std::vector<int> counts;
+  for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_workers), ',')) {
+    int n = 0;
+    if (absl::SimpleAtoi(w, &n) && n > 0) counts.push_back(n);
+  }
+  printf(
+      "train_throughput: MLP 784-1024-1024-10, global batch %d, f32, SGD, synthetic data,\n"
+      "one compute thread per worker process, %s transport; %d measured steps after %d, "
+      "median of %d runs\n",
+      absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_transport).c_str(),
+      absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_runs));
+  std::vector<std::pair<int, double>> medians;
+  for (int world : counts) {
+    std::vector<double> eps;
+    for (int run = 0; run < absl::GetFlag(FLAGS_runs); ++run) {
+      const double e = RunOnce(world, run);
+      if (e < 0) return 1;
+      eps.push_back(e);
+    }
+    std::string all;
+    for (double e : eps) absl::StrAppend(&all, all.empty() ? "" : ", ", absl::SixDigits(e));
+    medians.emplace_back(world, Median(eps));
+    printf("%d worker(s): %10.1f examples/s median (runs: %s)\n", world, Median(eps), all.c_str());
+    fflush(stdout);
+  }
+  double one = -1;
+  for (auto [w, e] : medians) {
+    if (w == 1) one = e;
+  }
+  for (auto [w, e] : medians) {
+    if (w > 1 && one > 0)
+      printf("scaling %d workers / 1: %.2fx (goal >= 1.6x for 2)\n", w, e / one);
+  }
+  if (one > 0) {
+    const double bare = BareEngineStep();
+    const double job_step = absl::GetFlag(FLAGS_batch) / one;
+    printf("1-worker job step %.2f ms vs bare engine step %.2f ms: %.3fx (goal <= 1.1x)\n",
+           job_step * 1e3, bare * 1e3, job_step / bare);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace lockstep
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_child_rank) >= 0) {
+    return lockstep::Child(absl::GetFlag(FLAGS_child_rank), absl::GetFlag(FLAGS_child_world),
+                           absl::GetFlag(FLAGS_child_store));
+  }
+  return lockstep::Main();
+}

@@ -1,0 +1,384 @@
+#include "worker/job_executor.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "distribute/trainer.h"
+#include "engine/executor.h"
+#include "engine/model_builder.h"
+#include "spdlog/spdlog.h"
+#include "worker/chief/checkpoint.h"
+#include "worker/chief/event_writer.h"
+#include "worker/job_input.h"
+#include "worker/job_strategy.h"
+
+namespace lockstep {
+namespace worker {
+namespace {
+
+namespace tags = chief::summary_tags;
+
+// Evaluates the first local replica's variables on `element`.
+absl::StatusOr<engine::StepResult> Evaluate(engine::Executor& executor,
+                                            const distribute::Trainer& trainer,
+                                            const engine::Tensor& features,
+                                            const engine::Tensor& labels) {
+  std::vector<engine::Tensor> vars;
+  for (const distribute::DistributedVariable& v : trainer.variables()) vars.push_back(v.Read(0));
+  return executor.Evaluate(vars, {{"features", features}, {"labels", labels}});
+}
+
+}  // namespace
+
+const char* JobExecutor::StateName(State s) {
+  switch (s) {
+    case State::kCreated:
+      return "CREATED";
+    case State::kStarting:
+      return "STARTING";
+    case State::kTraining:
+      return "TRAINING";
+    case State::kDone:
+      return "DONE";
+    case State::kFailed:
+      return "FAILED";
+    case State::kAborted:
+      return "ABORTED";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::unique_ptr<JobExecutor>> JobExecutor::Create(v1::Partition partition,
+                                                                 JobExecutorOptions options) {
+  const v1::JobSpec& spec = partition.spec();
+  if (partition.job_id().empty()) return absl::InvalidArgumentError("partition.job_id is empty");
+  if (options.client == nullptr) {
+    return absl::InvalidArgumentError("JobExecutorOptions.client is null");
+  }
+  const int replicas = std::max(1, partition.num_replicas_in_sync());
+  if (spec.global_batch_size() <= 0 || spec.global_batch_size() % replicas != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global_batch_size: ", spec.global_batch_size(), " must be a positive multiple of the ",
+        replicas, " replicas in sync (job ", partition.job_id(), ")"));
+  }
+  if ((spec.steps() > 0) == (spec.epochs() > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("steps/epochs: exactly one must be positive (job ", partition.job_id(), ")"));
+  }
+  if (partition.rendezvous_prefix().empty()) {
+    partition.set_rendezvous_prefix(
+        absl::StrCat("jobs/", partition.job_id(), "/", partition.attempt()));
+  }
+  return std::unique_ptr<JobExecutor>(new JobExecutor(std::move(partition), std::move(options)));
+}
+
+JobExecutor::JobExecutor(v1::Partition partition, JobExecutorOptions options)
+    : partition_(std::move(partition)),
+      options_(std::move(options)),
+      owned_clock_(options_.clock == nullptr ? std::make_unique<RealClock>() : nullptr),
+      clock_(options_.clock != nullptr ? options_.clock : owned_clock_.get()),
+      store_(std::make_unique<CoordinatorStore>(options_.client, partition_.rendezvous_prefix(),
+                                                clock_)) {
+  report_.set_job_id(partition_.job_id());
+  report_.set_attempt(partition_.attempt());
+  report_.set_phase(v1::JobReport::STARTING);
+  report_.set_eval_accuracy(-1);
+}
+
+JobExecutor::~JobExecutor() = default;
+
+std::string JobExecutor::Who() const {
+  return absl::StrCat("job ", partition_.job_id(), " attempt ", partition_.attempt(),
+                      " worker rank ", partition_.worker_rank());
+}
+
+void JobExecutor::SetState(State next, const std::string& error) {
+  if (state_ == State::kDone || state_ == State::kFailed || state_ == State::kAborted) return;
+  spdlog::info("{}: {} -> {}{}{}", Who(), StateName(state_), StateName(next),
+               error.empty() ? "" : ": ", error);
+  state_ = next;
+  switch (next) {
+    case State::kStarting:
+      report_.set_phase(v1::JobReport::STARTING);
+      break;
+    case State::kTraining:
+      report_.set_phase(v1::JobReport::TRAINING);
+      break;
+    case State::kDone:
+      report_.set_phase(v1::JobReport::DONE);
+      break;
+    case State::kFailed:
+      report_.set_phase(v1::JobReport::FAILED);
+      break;
+    case State::kAborted:
+      report_.set_phase(v1::JobReport::ABORTED);
+      break;
+    case State::kCreated:
+      break;
+  }
+  if (!error.empty()) report_.set_error(error);
+}
+
+JobExecutor::State JobExecutor::state() const {
+  absl::MutexLock l(&mu_);
+  return state_;
+}
+
+v1::JobReport JobExecutor::report() const {
+  absl::MutexLock l(&mu_);
+  return report_;
+}
+
+bool JobExecutor::aborted() const {
+  absl::MutexLock l(&mu_);
+  return abort_requested_;
+}
+
+void JobExecutor::Abort(const std::string& reason) {
+  absl::MutexLock l(&mu_);
+  if (abort_requested_) return;
+  abort_requested_ = true;
+  abort_reason_ = reason;
+  spdlog::info("{}: aborting: {}", Who(), reason);
+  store_->Abort();
+  if (strategy_ != nullptr) strategy_->Abort();
+  if (state_ == State::kCreated) SetState(State::kAborted, absl::StrCat("aborted: ", reason));
+}
+
+absl::Status JobExecutor::Publish(distribute::Strategy* strategy) {
+  absl::MutexLock l(&mu_);
+  strategy_ = strategy;
+  if (abort_requested_ && strategy != nullptr) {
+    strategy->Abort();
+    return absl::AbortedError(abort_reason_);
+  }
+  return absl::OkStatus();
+}
+
+v1::JobReport JobExecutor::Run() {
+  {
+    absl::MutexLock l(&mu_);
+    if (state_ != State::kCreated) {
+      v1::JobReport r = report_;
+      if (state_ != State::kAborted) {
+        r.set_error(absl::StrCat(Who(), ": Run() called twice (FAILED_PRECONDITION)"));
+      }
+      return r;
+    }
+    SetState(State::kStarting, "");
+  }
+  absl::Status s = RunLoop();
+  absl::MutexLock l(&mu_);
+  strategy_ = nullptr;
+  if (s.ok()) {
+    SetState(State::kDone, "");
+  } else if (abort_requested_) {
+    SetState(State::kAborted, absl::StrCat(Who(), ": aborted: ", abort_reason_));
+  } else {
+    SetState(State::kFailed, absl::StrCat(Who(), ": ", s.message()));
+  }
+  return report_;
+}
+
+absl::Status JobExecutor::RunLoop() {
+  const v1::JobSpec& spec = partition_.spec();
+  // Input first: a local error (a missing file) shows before peers wait on us.
+  LS_ASSIGN_OR_RETURN(JobInput input, BuildJobInput(spec));
+  const int64_t global_batch = spec.global_batch_size();
+  int64_t total_steps = spec.steps();
+  if (total_steps <= 0) {
+    if (input.train_examples < global_batch) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "epochs: the training set's size is unknown or smaller than one global batch (",
+          input.train_examples, " examples); give steps instead"));
+    }
+    total_steps = spec.epochs() * (input.train_examples / global_batch);
+  }
+  UpdateReport([&](v1::JobReport& r) { r.set_total_steps(total_steps); });
+
+  if (partition_.num_workers() > 1) {
+    // An abortable barrier first: the transports' connect and accept loops only end at
+    // their deadline, while the store's waits end at Abort(). Once every worker is here,
+    // connecting takes milliseconds, so an abort during start-up is honoured in time.
+    LS_RETURN_IF_ERROR(
+        store_->Set(absl::StrCat("ready/", partition_.worker_rank()), partition_.secret()));
+    const absl::Time deadline = clock_->Now() + options_.rendezvous_timeout;
+    for (int r = 0; r < partition_.num_workers(); ++r) {
+      absl::StatusOr<std::string> ready = store_->Get(absl::StrCat("ready/", r), deadline);
+      if (!ready.ok()) {
+        return Annotate(ready.status(),
+                        absl::StrCat("waiting for worker rank ", r, " of ",
+                                     partition_.num_workers(), " to join (is it alive?)"));
+      }
+    }
+  }
+  JobStrategyOptions so;
+  so.devices = options_.devices;
+  so.store = store_.get();
+  so.transport = options_.transport;
+  so.listen_host = options_.listen_host;
+  so.connect_timeout = options_.rendezvous_timeout;
+  absl::StatusOr<std::unique_ptr<distribute::Strategy>> strategy_or =
+      MakeJobStrategy(partition_, so);
+  if (!strategy_or.ok()) return Annotate(strategy_or.status(), "joining the job's group");
+  std::unique_ptr<distribute::Strategy> strategy = std::move(*strategy_or);
+  LS_RETURN_IF_ERROR(Publish(strategy.get()));
+  // Unregister before the strategy is destroyed, whatever happens below.
+  struct Unpublish {
+    JobExecutor* self;
+    ~Unpublish() { self->Publish(nullptr).IgnoreError(); }
+  } unpublish{this};
+
+  LS_ASSIGN_OR_RETURN(engine::Graph graph, engine::BuildModel(spec.model()));
+  distribute::TrainerOptions to;
+  to.optimizer = spec.optimizer();
+  to.global_batch_size = global_batch;
+  std::unique_ptr<distribute::Trainer> trainer;
+  {
+    distribute::StrategyScope scope = strategy->Scope();
+    absl::StatusOr<std::unique_ptr<distribute::Trainer>> t =
+        distribute::Trainer::Create(strategy.get(), &graph, to);
+    if (!t.ok()) return Annotate(t.status(), "creating variables (chief's broadcast)");
+    trainer = std::move(*t);
+  }
+  distribute::DistributeOptions dopts;
+  dopts.auto_shard_policy = input.policy;
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<distribute::DistributedDataset> dataset,
+                      strategy->ExperimentalDistributeDataset(input.train, global_batch, dopts));
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Executor> evaluator,
+                      engine::Executor::Create(&graph));
+
+  std::unique_ptr<chief::CheckpointManager> checkpoints;
+  std::unique_ptr<chief::EventWriter> events;
+  if (partition_.is_chief() && !spec.checkpoint().dir().empty()) {
+    chief::CheckpointManager::Options co;
+    co.dir = spec.checkpoint().dir();
+    co.keep_last = spec.checkpoint().keep() > 0 ? spec.checkpoint().keep() : 5;
+    LS_ASSIGN_OR_RETURN(checkpoints, chief::CheckpointManager::Create(co));
+  }
+  if (partition_.is_chief() && !spec.summaries().dir().empty()) {
+    chief::EventWriter::Options eo;
+    eo.dir = spec.summaries().dir();
+    eo.filename_suffix = absl::StrCat(".", partition_.job_id(), ".", partition_.attempt());
+    eo.clock = options_.clock;
+    LS_ASSIGN_OR_RETURN(events, chief::EventWriter::Create(eo));
+    UpdateReport([&](v1::JobReport& r) { r.set_summary_dir(spec.summaries().dir()); });
+  }
+  const int64_t summary_every =
+      spec.summaries().every_steps() > 0 ? spec.summaries().every_steps() : 10;
+  size_t gradient_bytes = 0;
+  for (const distribute::DistributedVariable& v : trainer->variables()) {
+    gradient_bytes += v.Read(0).num_bytes();
+  }
+  const int n = strategy->num_replicas_in_sync();
+
+  auto checkpoint = [&](int64_t step) -> absl::Status {
+    if (checkpoints == nullptr) return absl::OkStatus();
+    v1::Checkpoint c;
+    c.set_job_id(partition_.job_id());
+    c.set_attempt(partition_.attempt());
+    c.set_global_step(step);
+    for (const distribute::DistributedVariable& v : trainer->variables()) {
+      *c.add_variables() = v.Read(0).ToNamedProto(v.name());
+    }
+    for (v1::NamedTensor& slot : trainer->optimizer().SaveState()) {
+      *c.add_optimizer_slots() = std::move(slot);
+    }
+    if (input.train_examples > 0) {
+      const int64_t consumed = step * global_batch;
+      c.mutable_data_position()->set_epoch(consumed / input.train_examples);
+      c.mutable_data_position()->set_element(consumed % input.train_examples);
+    }
+    c.set_created_unix_micros(absl::ToUnixMicros(clock_->Now()));
+    LS_ASSIGN_OR_RETURN(std::string path, checkpoints->Save(c));
+    UpdateReport([&](v1::JobReport& r) { r.set_checkpoint_path(path); });
+    return absl::OkStatus();
+  };
+  auto evaluate = [&](int64_t step) -> absl::Status {
+    if (!input.eval.has_value()) return absl::OkStatus();
+    LS_ASSIGN_OR_RETURN(engine::StepResult r,
+                        Evaluate(*evaluator, *trainer, input.eval->features, input.eval->labels));
+    UpdateReport([&](v1::JobReport& rep) { rep.set_eval_accuracy(r.accuracy); });
+    if (events != nullptr) {
+      LS_RETURN_IF_ERROR(events->AddScalars(step, {{std::string(tags::kEvalAccuracy), r.accuracy},
+                                                   {std::string(tags::kEvalLoss), r.loss}}));
+    }
+    return absl::OkStatus();
+  };
+
+  {
+    absl::MutexLock l(&mu_);
+    SetState(State::kTraining, "");
+  }
+  absl::Time window_start = clock_->Now();
+  int64_t window_steps = 0;
+  double loss_sum = 0;
+  for (int64_t step = 1; step <= total_steps; ++step) {
+    if (aborted()) return absl::AbortedError("aborted");
+    LS_ASSIGN_OR_RETURN(auto next, dataset->Next());
+    if (!next.has_value()) {
+      return absl::InternalError(absl::StrCat("the input ended before step ", step));
+    }
+    absl::StatusOr<distribute::TrainStepResult> r = trainer->Step(*next);
+    if (!r.ok()) return Annotate(r.status(), absl::StrCat("step ", step));
+    if (options_.on_step) options_.on_step(step);
+    ++window_steps;
+    loss_sum += r->loss;
+    const bool last = step == total_steps;
+    if (step % summary_every == 0 || last) {
+      const absl::Duration elapsed = clock_->Now() - window_start;
+      const double secs = std::max(absl::ToDoubleSeconds(elapsed), 1e-9);
+      const double eps = static_cast<double>(window_steps * global_batch) / secs;
+      // All-reduce bus bandwidth over the whole step (a lower bound: the all-reduce overlaps
+      // the backward pass), ring convention 2(n-1)/n.
+      const double busbw =
+          n > 1 ? 2.0 * (n - 1) / n * gradient_bytes * window_steps / secs / 1e9 : 0.0;
+      const double lr = trainer->optimizer().learning_rate();
+      const std::vector<engine::Tensor> features = strategy->ExperimentalLocalResults((*next)[0]);
+      const std::vector<engine::Tensor> labels = strategy->ExperimentalLocalResults((*next)[1]);
+      LS_ASSIGN_OR_RETURN(engine::StepResult train,
+                          Evaluate(*evaluator, *trainer, features[0], labels[0]));
+      const double mean_loss = loss_sum / window_steps;
+      UpdateReport([&](v1::JobReport& rep) {
+        rep.set_step(step);
+        rep.set_loss(mean_loss);
+        rep.set_examples_per_sec(eps);
+        rep.set_busbw_gbps(busbw);
+        rep.set_learning_rate(lr);
+        rep.set_train_accuracy(train.accuracy);
+        if (input.train_examples > 0) rep.set_epoch(step * global_batch / input.train_examples);
+      });
+      if (events != nullptr) {
+        LS_RETURN_IF_ERROR(
+            events->AddScalars(step, {{std::string(tags::kLoss), mean_loss},
+                                      {std::string(tags::kTrainAccuracy), train.accuracy},
+                                      {std::string(tags::kLearningRate), lr},
+                                      {std::string(tags::kExamplesPerSec), eps},
+                                      {std::string(tags::kBusBandwidth), busbw}}));
+      }
+      window_start = clock_->Now();
+      window_steps = 0;
+      loss_sum = 0;
+    } else {
+      UpdateReport([&](v1::JobReport& rep) { rep.set_step(step); });
+    }
+    if (spec.eval_every_steps() > 0 && step % spec.eval_every_steps() == 0 && !last) {
+      LS_RETURN_IF_ERROR(evaluate(step));
+    }
+    if (spec.checkpoint().every_steps() > 0 && step % spec.checkpoint().every_steps() == 0 &&
+        !last) {
+      LS_RETURN_IF_ERROR(checkpoint(step));
+    }
+  }
+  LS_RETURN_IF_ERROR(evaluate(total_steps));
+  LS_RETURN_IF_ERROR(checkpoint(total_steps));
+  if (events != nullptr) LS_RETURN_IF_ERROR(events->Flush());
+  return absl::OkStatus();
+}
+
+}  // namespace worker
+}  // namespace lockstep

@@ -1,0 +1,113 @@
+// JobExecutor: runs one Partition of a job on this worker, start to finish: rendezvous and
+// strategy (job_strategy.h), the input pipeline (job_input.h), the chief's initial
+// variables broadcast (in the strategy's scope), the Trainer loop for the job's steps or
+// epochs with gradient all-reduce overlapping the backward pass, evaluation every N steps
+// and at the end, progress as a JobReport, and on the chief, checkpoints
+// (chief::CheckpointManager) and TensorBoard scalars (chief::EventWriter).
+//
+//   CREATED --Run()--> STARTING --strategy, variables, input ready--> TRAINING
+//                         |                                             |
+//                         | error / Abort()                              | every step done,
+//                         v                                             v  final eval + ckpt
+//                   FAILED / ABORTED  <----- error / Abort() -------  DONE
+//
+// Multi-worker start-up: every worker sets "ready/<rank>" in the store and waits for the
+// others' before the strategy connects its transports (whose accept loops only end at
+// their deadline), so an abort while peers are missing is honoured by the store.
+// Abort(reason) (AbortJob, the agent dropping jobs) aborts the rendezvous store and the
+// strategy's collectives, so Run() returns within a step or a store poll slice (< 2 s),
+// with phase ABORTED. A collective failure (a peer lost) ends Run() with FAILED and the
+// collectives' error (which names the peer rank) prefixed by job, attempt and rank. Every
+// wait is bounded: rendezvous by `rendezvous_timeout`, collectives by the spec's
+// communication.timeout_ms.
+//
+// Ownership: borrows the client and clock (must outlive it); owns the store, strategy,
+// trainer and writers, all released when Run() returns. Thread model: Run() on one thread
+// (once); Abort() and report() from any thread.
+#ifndef LOCKSTEP_WORKER_JOB_EXECUTOR_H_
+#define LOCKSTEP_WORKER_JOB_EXECUTOR_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collectives/types.h"
+#include "common/clock.h"
+#include "distribute/strategy.h"
+#include "lockstep/v1/assignment.pb.h"
+#include "worker/coordinator_client.h"
+#include "worker/coordinator_store.h"
+
+namespace lockstep {
+namespace worker {
+
+struct JobExecutorOptions {
+  CoordinatorClient* client = nullptr;  // rendezvous key-value store; not owned
+  Clock* clock = nullptr;               // null: the real clock
+  distribute::LocalDevices devices;
+  collectives::TransportKind transport = collectives::TransportKind::kTcp;
+  std::string listen_host = "127.0.0.1";
+  absl::Duration rendezvous_timeout = absl::Seconds(60);
+  // Benchmarks: called on Run()'s thread after every completed step. Leave empty otherwise.
+  std::function<void(int64_t step)> on_step;
+};
+
+class JobExecutor {
+ public:
+  enum class State { kCreated, kStarting, kTraining, kDone, kFailed, kAborted };
+  static const char* StateName(State s);
+
+  // INVALID_ARGUMENT naming the field for a partition that cannot run (no job id, batch not
+  // divisible by the replicas, neither steps nor epochs).
+  static absl::StatusOr<std::unique_ptr<JobExecutor>> Create(v1::Partition partition,
+                                                             JobExecutorOptions options);
+  ~JobExecutor();
+
+  // Runs the partition to its end; returns the final report (phase DONE, FAILED or
+  // ABORTED). FAILED_PRECONDITION in the report if called twice.
+  v1::JobReport Run();
+  // Stops Run() as soon as possible; idempotent; safe before Run().
+  void Abort(const std::string& reason);
+
+  v1::JobReport report() const;
+  State state() const;
+  const v1::Partition& partition() const { return partition_; }
+
+ private:
+  JobExecutor(v1::Partition partition, JobExecutorOptions options);
+  absl::Status RunLoop();
+  // Registers the strategy for Abort() (null to unregister); ABORTED if already aborted.
+  absl::Status Publish(distribute::Strategy* strategy);
+  bool aborted() const;
+  // Applies `fn` to the shared report under the lock.
+  template <typename Fn>
+  void UpdateReport(Fn fn) {
+    absl::MutexLock l(&mu_);
+    fn(report_);
+  }
+  // Moves to `next` unless already finished; records the error for FAILED/ABORTED.
+  void SetState(State next, const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string Who() const;
+
+  const v1::Partition partition_;
+  const JobExecutorOptions options_;
+  const std::unique_ptr<Clock> owned_clock_;  // when options.clock is null
+  Clock* const clock_;
+  const std::unique_ptr<CoordinatorStore> store_;
+
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kCreated;
+  std::string abort_reason_ ABSL_GUARDED_BY(mu_);
+  bool abort_requested_ ABSL_GUARDED_BY(mu_) = false;
+  distribute::Strategy* strategy_ ABSL_GUARDED_BY(mu_) = nullptr;  // while Run() holds one
+  v1::JobReport report_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace worker
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_JOB_EXECUTOR_H_

@@ -1,0 +1,247 @@
+#include "worker/job_executor.h"
+
+#include <dirent.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/model_builder.h"
+#include "gtest/gtest.h"
+#include "worker/chief/checkpoint.h"
+#include "worker/chief/tfrecord.h"
+#include "worker/fake_coordinator_client.h"
+
+namespace lockstep::worker {
+namespace {
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string TempDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+}
+
+// The digits MLP job of examples/ (64-128-10, Adam with warm-up and cosine decay).
+v1::JobSpec DigitsSpec(const std::string& name, int64_t epochs) {
+  v1::JobSpec spec;
+  spec.set_name(name);
+  spec.set_strategy(v1::MULTI_WORKER_MIRRORED);
+  auto model = engine::ParseModelSpecJson(ReadText("examples/digits_mlp.json"));
+  EXPECT_TRUE(model.ok()) << model.status();
+  *spec.mutable_model() = *model;
+  auto optimizer = engine::ParseOptimizerSpecJson(ReadText("examples/digits_optimizer.json"));
+  EXPECT_TRUE(optimizer.ok()) << optimizer.status();
+  *spec.mutable_optimizer() = *optimizer;
+  v1::DataSource* train = spec.mutable_data()->mutable_train();
+  train->add_files("examples/data/digits.csv.gz");
+  train->set_format(v1::DataSource::CSV);
+  train->set_feature_scale(0.0625f);
+  spec.mutable_data()->set_eval_fraction(0.2);
+  spec.set_global_batch_size(32);
+  spec.set_epochs(epochs);
+  spec.set_eval_every_steps(200);
+  spec.mutable_checkpoint()->set_dir(TempDir(name + "/ckpt"));
+  spec.mutable_checkpoint()->set_every_steps(300);
+  spec.mutable_checkpoint()->set_keep(2);
+  spec.mutable_summaries()->set_dir(TempDir(name + "/tb"));
+  spec.mutable_summaries()->set_every_steps(20);
+  spec.mutable_communication()->set_timeout_ms(20000);
+  spec.set_seed(7);
+  return spec;
+}
+
+// Worker `rank` of `workers`' partition (one CPU device each).
+v1::Partition PartitionOf(const v1::JobSpec& spec, int rank, int workers) {
+  v1::Partition p;
+  p.set_job_id(spec.name());
+  p.set_attempt(0);
+  *p.mutable_spec() = spec;
+  std::string list;
+  for (int w = 0; w < workers; ++w) {
+    absl::StrAppend(&list, w ? "," : "", "\"127.0.0.1:", 2000 + w, "\"");
+  }
+  p.set_tf_config(absl::StrCat(R"({"cluster": {"worker": [)", list,
+                               R"(]}, "task": {"type": "worker", "index": )", rank, "}}"));
+  p.mutable_task()->set_type("worker");
+  p.mutable_task()->set_index(rank);
+  p.set_worker_rank(rank);
+  p.set_num_workers(workers);
+  p.set_is_chief(rank == 0);
+  p.add_replica_ids(rank);
+  p.set_num_replicas_in_sync(workers);
+  p.set_shard_index(rank);
+  p.set_num_shards(workers);
+  p.set_rendezvous_prefix(absl::StrCat("jobs/", spec.name(), "/0"));
+  p.set_secret("0123456789abcdef");
+  return p;
+}
+
+std::unique_ptr<JobExecutor> MakeExecutor(const v1::Partition& p, CoordinatorClient* client) {
+  JobExecutorOptions options;
+  options.client = client;
+  options.rendezvous_timeout = absl::Seconds(20);
+  auto e = JobExecutor::Create(p, options);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+// Every record of the event file in `dir` reads back with valid CRCs; returns the count.
+int CountEventRecords(const std::string& dir) {
+  int records = 0;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  std::string path;
+  while (dirent* e = readdir(d)) {
+    if (std::string(e->d_name).rfind("events.out.tfevents.", 0) == 0) {
+      path = dir + "/" + e->d_name;
+    }
+  }
+  closedir(d);
+  if (path.empty()) return -1;
+  auto reader = chief::TfRecordReader::Open(path);
+  if (!reader.ok()) return -1;
+  while (true) {
+    absl::StatusOr<std::string> r = reader->Next();
+    if (absl::IsOutOfRange(r.status())) break;
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return -1;
+    ++records;
+  }
+  return records;
+}
+
+bool WaitForStep(const JobExecutor& e, int64_t step, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (e.report().step() >= step) return true;
+    if (e.state() == JobExecutor::State::kFailed) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return false;
+}
+
+TEST(JobExecutor, OneWorkerTrainsDigitsWithCheckpointAndSummaries) {
+  FakeCoordinatorClient client;
+  const v1::JobSpec spec = DigitsSpec("one-worker", 20);
+  auto executor = MakeExecutor(PartitionOf(spec, 0, 1), &client);
+  ASSERT_NE(executor, nullptr);
+  const v1::JobReport r = executor->Run();
+  ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
+  EXPECT_EQ(r.step(), r.total_steps());
+  EXPECT_EQ(r.total_steps(), 20 * (1438 / 32));
+  EXPECT_GE(r.eval_accuracy(), 0.96);
+  EXPECT_GT(r.examples_per_sec(), 0);
+  EXPECT_GT(r.learning_rate(), 0);
+  auto restored = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->path, r.checkpoint_path());
+  EXPECT_EQ(restored->checkpoint.global_step(), r.total_steps());
+  EXPECT_EQ(restored->checkpoint.variables_size(), 4);
+  EXPECT_GT(restored->checkpoint.optimizer_slots_size(), 0);
+  EXPECT_GT(CountEventRecords(spec.summaries().dir()), 10);
+}
+
+TEST(JobExecutor, TwoWorkersOverTcpTrainDigitsIdentically) {
+  FakeCoordinatorClient client;
+  const v1::JobSpec spec = DigitsSpec("two-workers", 20);
+  std::vector<std::unique_ptr<JobExecutor>> executors;
+  for (int w = 0; w < 2; ++w) executors.push_back(MakeExecutor(PartitionOf(spec, w, 2), &client));
+  ASSERT_NE(executors[0], nullptr);
+  ASSERT_NE(executors[1], nullptr);
+  std::vector<v1::JobReport> reports(2);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) threads.emplace_back([&, w] { reports[w] = executors[w]->Run(); });
+  for (std::thread& t : threads) t.join();
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_EQ(reports[w].phase(), v1::JobReport::DONE) << reports[w].error();
+    EXPECT_GE(reports[w].eval_accuracy(), 0.96) << "worker " << w;
+  }
+  EXPECT_EQ(reports[0].eval_accuracy(), reports[1].eval_accuracy());
+  EXPECT_GT(reports[0].busbw_gbps(), 0);
+  EXPECT_FALSE(reports[0].checkpoint_path().empty());
+  EXPECT_TRUE(reports[1].checkpoint_path().empty()) << "only the chief writes checkpoints";
+  auto restored = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_GT(CountEventRecords(spec.summaries().dir()), 10);
+}
+
+TEST(JobExecutor, AbortMidTrainingReturnsWithinTwoSeconds) {
+  FakeCoordinatorClient client;
+  v1::JobSpec spec = DigitsSpec("abort", 1);
+  spec.set_epochs(0);
+  spec.set_steps(1000000);
+  auto executor = MakeExecutor(PartitionOf(spec, 0, 1), &client);
+  ASSERT_NE(executor, nullptr);
+  v1::JobReport report;
+  std::thread runner([&] { report = executor->Run(); });
+  ASSERT_TRUE(WaitForStep(*executor, 5, absl::Seconds(20)));
+  const absl::Time start = absl::Now();
+  executor->Abort("cancelled by the test");
+  runner.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(report.phase(), v1::JobReport::ABORTED);
+  EXPECT_NE(report.error().find("cancelled by the test"), std::string::npos) << report.error();
+}
+
+TEST(JobExecutor, AbortDuringRendezvousReturnsWithinTwoSeconds) {
+  FakeCoordinatorClient client;
+  v1::JobSpec spec = DigitsSpec("abort-rendezvous", 1);
+  // Worker 1 of 2 never shows up: worker 0 waits in the rendezvous until aborted.
+  auto executor = MakeExecutor(PartitionOf(spec, 0, 2), &client);
+  ASSERT_NE(executor, nullptr);
+  v1::JobReport report;
+  std::thread runner([&] { report = executor->Run(); });
+  const absl::Time wait_deadline = absl::Now() + absl::Seconds(10);
+  while (client.calls("GetKey") == 0 && absl::Now() < wait_deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const absl::Time start = absl::Now();
+  executor->Abort("cancelled during rendezvous");
+  runner.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(report.phase(), v1::JobReport::ABORTED) << report.error();
+}
+
+TEST(JobExecutor, PeerLostMakesTheOtherFailFastNamingIt) {
+  FakeCoordinatorClient client;
+  v1::JobSpec spec = DigitsSpec("peer-lost", 1);
+  spec.set_epochs(0);
+  spec.set_steps(1000000);
+  std::vector<std::unique_ptr<JobExecutor>> executors;
+  for (int w = 0; w < 2; ++w) executors.push_back(MakeExecutor(PartitionOf(spec, w, 2), &client));
+  ASSERT_NE(executors[0], nullptr);
+  ASSERT_NE(executors[1], nullptr);
+  std::vector<v1::JobReport> reports(2);
+  std::vector<absl::Time> ended(2);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      reports[w] = executors[w]->Run();
+      ended[w] = absl::Now();
+    });
+  }
+  const bool started = WaitForStep(*executors[0], 5, absl::Seconds(20));
+  // Worker 1 goes away: its collectives end and its sockets close.
+  executors[1]->Abort("worker 1 is going away");
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(started);
+  EXPECT_EQ(reports[1].phase(), v1::JobReport::ABORTED);
+  EXPECT_EQ(reports[0].phase(), v1::JobReport::FAILED) << reports[0].error();
+  EXPECT_LT(ended[0] - ended[1], absl::Seconds(5)) << "worker 0 did not fail fast";
+  EXPECT_NE(reports[0].error().find("rank"), std::string::npos) << reports[0].error();
+  std::cerr << "worker 0's error: " << reports[0].error() << "\n";
+}
+
+}  // namespace
+}  // namespace lockstep::worker

@@ -1,0 +1,193 @@
+#include "worker/job_input.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "data/dataset.h"
+#include "data/split.h"
+#include "engine/philox.h"
+
+namespace lockstep {
+namespace worker {
+namespace {
+
+using distribute::Batch;
+using distribute::BatchIterator;
+using distribute::ShardSpec;
+
+// A data::DatasetIterator yielding batches, as a distribute::BatchIterator.
+class DatasetBatchIterator final : public BatchIterator {
+ public:
+  explicit DatasetBatchIterator(std::unique_ptr<data::DatasetIterator> it) : it_(std::move(it)) {}
+  absl::StatusOr<std::optional<Batch>> Next() override {
+    data::Element e;
+    LS_ASSIGN_OR_RETURN(bool more, it_->Next(&e));
+    if (!more) return std::optional<Batch>();
+    return std::optional<Batch>(Batch{e.features, e.labels});
+  }
+
+ private:
+  std::unique_ptr<data::DatasetIterator> it_;
+};
+
+// The same batch forever (synthetic data).
+class RepeatBatchIterator final : public BatchIterator {
+ public:
+  explicit RepeatBatchIterator(Batch batch) : batch_(std::move(batch)) {}
+  absl::StatusOr<std::optional<Batch>> Next() override { return std::optional<Batch>(batch_); }
+
+ private:
+  const Batch batch_;
+};
+
+data::CsvOptions CsvOptionsOf(const v1::DataSource& source) {
+  data::CsvOptions options;
+  // proto3 cannot tell 0 from unset, and the documented default is the last column: 0 means
+  // last (-1). The first column is -(number of columns), counting from the end.
+  options.label_column = source.label_column() == 0 ? -1 : source.label_column();
+  options.header = source.header();
+  return options;
+}
+
+data::Dataset CsvDataset(const v1::DataSource& source, std::vector<std::string> files) {
+  data::Dataset ds = data::Dataset::Csv(std::move(files), CsvOptionsOf(source));
+  if (source.feature_scale() != 0 && source.feature_scale() != 1) {
+    ds = ds.Normalize({0.0f}, {1.0f / source.feature_scale()});
+  }
+  return ds;
+}
+
+absl::Status CheckFiles(const v1::DataSource& source, absl::string_view field) {
+  if (source.files().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".files: no input files; give at least one CSV file"));
+  }
+  return absl::OkStatus();
+}
+
+// Shuffled by (seed, epoch), batched with the remainder dropped, repeated forever.
+data::Dataset TrainPipeline(data::Dataset ds, const v1::JobSpec& spec, const ShardSpec& shard,
+                            int64_t batch_size, int64_t shuffle_buffer) {
+  if (shard.num_shards > 1) ds = ds.Shard(shard.num_shards, shard.shard_index);
+  if (!spec.data().no_shuffle()) {
+    ds = ds.Shuffle(shuffle_buffer, spec.seed(), /*reshuffle_each_iteration=*/true);
+  }
+  return ds.Batch(batch_size, /*drop_remainder=*/true).Repeat(-1).Prefetch(2);
+}
+
+absl::StatusOr<JobInput> SyntheticInput(const v1::JobSpec& spec) {
+  std::vector<int64_t> dims = {0};
+  for (int64_t d : spec.model().input_shape()) dims.push_back(d);
+  int64_t classes = 0;
+  for (const v1::Layer& layer : spec.model().layers()) {
+    if (layer.has_dense()) classes = layer.dense().units();
+  }
+  if (dims.size() < 2 || classes <= 0) {
+    return absl::InvalidArgumentError(
+        "data.train.format SYNTHETIC needs model.input_shape and a final dense layer (classes)");
+  }
+  const uint64_t seed = spec.seed();
+  JobInput input;
+  input.policy = distribute::AutoShardPolicy::kOff;
+  input.train_examples = spec.data().train().synthetic_examples() > 0
+                             ? spec.data().train().synthetic_examples()
+                             : spec.global_batch_size();
+  input.train.make = [dims, classes, seed](
+                         const ShardSpec& shard,
+                         int64_t batch_size) -> absl::StatusOr<std::unique_ptr<BatchIterator>> {
+    std::vector<int64_t> shape = dims;
+    shape[0] = batch_size;
+    engine::Shape fshape(shape);
+    std::vector<float> features(fshape.num_elements());
+    std::vector<int64_t> labels(batch_size);
+    const engine::Philox rng(seed);
+    const uint64_t stream = static_cast<uint64_t>(shard.shard_index) * 2;
+    for (size_t i = 0; i < features.size(); ++i) {
+      features[i] = static_cast<float>(rng.Uniform(i, stream) * 2.0 - 1.0);
+    }
+    for (size_t i = 0; i < labels.size(); ++i) {
+      labels[i] = static_cast<int64_t>(rng.Uniform(i, stream + 1) * classes) % classes;
+    }
+    return std::unique_ptr<BatchIterator>(std::make_unique<RepeatBatchIterator>(
+        Batch{engine::Tensor::FromVector<float>(features, fshape),
+              engine::Tensor::FromVector<int64_t>(labels, engine::Shape{batch_size})}));
+  };
+  return input;
+}
+
+}  // namespace
+
+absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec) {
+  const v1::DataSpec& data = spec.data();
+  if (data.train().format() == v1::DataSource::SYNTHETIC) return SyntheticInput(spec);
+  if (data.train().format() == v1::DataSource::RECORDS) {
+    return absl::UnimplementedError(
+        "data.train.format RECORDS is not supported by the job executor yet; use CSV");
+  }
+  LS_RETURN_IF_ERROR(CheckFiles(data.train(), "data.train"));
+  if (data.eval_fraction() < 0 || data.eval_fraction() >= 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.eval_fraction: ", data.eval_fraction(), " is outside [0, 1)"));
+  }
+  JobInput input;
+  switch (data.auto_shard_policy()) {
+    case v1::FILE:
+      input.policy = distribute::AutoShardPolicy::kFile;
+      break;
+    case v1::DATA:
+      input.policy = distribute::AutoShardPolicy::kData;
+      break;
+    case v1::OFF:
+      input.policy = distribute::AutoShardPolicy::kOff;
+      break;
+    default:
+      input.policy = distribute::AutoShardPolicy::kAuto;
+      break;
+  }
+  const v1::DataSource train_source = data.train();
+  if (data.has_eval() && !data.eval().files().empty()) {
+    LS_RETURN_IF_ERROR(CheckFiles(data.eval(), "data.eval"));
+    LS_ASSIGN_OR_RETURN(data::Element eval,
+                        data::ReadAll(CsvDataset(data.eval(), {data.eval().files().begin(),
+                                                               data.eval().files().end()})));
+    input.eval = std::move(eval);
+  }
+  if (data.eval_fraction() > 0 && !input.eval.has_value()) {
+    // Held-out split: everything in memory, split by the job seed.
+    LS_ASSIGN_OR_RETURN(data::Element all,
+                        data::ReadAll(CsvDataset(train_source, {train_source.files().begin(),
+                                                                train_source.files().end()})));
+    LS_ASSIGN_OR_RETURN(auto split, data::TrainTestSplit(all, data.eval_fraction(), spec.seed()));
+    input.eval = std::move(split.second);
+    data::Element train = std::move(split.first);
+    input.train_examples = train.features.shape().dim(0);
+    const int64_t n = input.train_examples;
+    input.train.make = [train, spec, n](
+                           const ShardSpec& shard,
+                           int64_t batch_size) -> absl::StatusOr<std::unique_ptr<BatchIterator>> {
+      data::Dataset ds = TrainPipeline(data::Dataset::FromTensors(train.features, train.labels),
+                                       spec, shard, batch_size, n);
+      LS_ASSIGN_OR_RETURN(auto it, ds.MakeIterator());
+      return std::unique_ptr<BatchIterator>(std::make_unique<DatasetBatchIterator>(std::move(it)));
+    };
+    return input;
+  }
+  // Streamed files: the strategy may hand this worker a subset (FILE sharding).
+  input.train.files = {train_source.files().begin(), train_source.files().end()};
+  input.train.make = [train_source, spec](
+                         const ShardSpec& shard,
+                         int64_t batch_size) -> absl::StatusOr<std::unique_ptr<BatchIterator>> {
+    data::Dataset ds = TrainPipeline(CsvDataset(train_source, shard.files), spec, shard, batch_size,
+                                     /*shuffle_buffer=*/4096);
+    LS_ASSIGN_OR_RETURN(auto it, ds.MakeIterator());
+    return std::unique_ptr<BatchIterator>(std::make_unique<DatasetBatchIterator>(std::move(it)));
+  };
+  return input;
+}
+
+}  // namespace worker
+}  // namespace lockstep

@@ -1,0 +1,51 @@
+// JobInput: a job's input pipeline built from its DataSpec, for one worker of a partition.
+//
+//   CSV (plain or .gz):   read with the spec's label column / header, features multiplied
+//                         by feature_scale. With eval_fraction > 0 and no eval source, the
+//                         whole file set is read into memory and split deterministically by
+//                         the job seed (data::TrainTestSplit), so every worker holds out the
+//                         same examples; otherwise the files are streamed (FILE sharding can
+//                         then give each worker its own files).
+//   SYNTHETIC:            one batch of seeded random features and labels, yielded forever
+//                         (benchmarks: no reading, no shuffling on the step's path).
+// The training source is handed to Strategy::ExperimentalDistributeDataset, which resolves
+// the auto-shard policy for this worker; this class adds shuffling by (seed, epoch)
+// (tf.data's reshuffle_each_iteration, keyed by the Repeat epoch), batches that drop the
+// remainder (every worker runs the same number of steps), and repetition without end: the
+// executor stops after the job's step count.
+//
+// Ownership: a value type; the sources hold shared in-memory tensors. Thread model: build
+// on one thread; the DatasetSource's iterators are each used by one thread.
+#ifndef LOCKSTEP_WORKER_JOB_INPUT_H_
+#define LOCKSTEP_WORKER_JOB_INPUT_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "data/element.h"
+#include "distribute/auto_shard.h"
+#include "distribute/distributed_dataset.h"
+#include "lockstep/v1/job_spec.pb.h"
+
+namespace lockstep {
+namespace worker {
+
+struct JobInput {
+  distribute::DatasetSource train;
+  distribute::AutoShardPolicy policy = distribute::AutoShardPolicy::kAuto;
+  // Examples in one epoch of the training set (all workers together); -1 when unknown
+  // (streamed files): then the job must give `steps`.
+  int64_t train_examples = -1;
+  // The evaluation set, whole (every worker evaluates the same weights on it).
+  std::optional<data::Element> eval;
+};
+
+// INVALID_ARGUMENT naming the field ("data.train.files", "data.eval_fraction", ...) for a
+// spec that cannot be read; read errors name the file and line.
+absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec);
+
+}  // namespace worker
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_JOB_INPUT_H_

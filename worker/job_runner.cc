@@ -1,0 +1,129 @@
+#include "worker/job_runner.h"
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace lockstep {
+namespace worker {
+
+JobRunner::JobRunner(JobExecutorOptions options, int final_report_repeats)
+    : options_(std::move(options)), final_report_repeats_(std::max(1, final_report_repeats)) {}
+
+JobRunner::~JobRunner() {
+  DropAll("the worker is shutting down");
+  std::map<Key, Job> jobs;
+  {
+    absl::MutexLock l(&mu_);
+    jobs.swap(jobs_);
+  }
+  for (auto& [key, job] : jobs) {
+    if (job.thread.joinable()) job.thread.join();
+  }
+}
+
+void JobRunner::Handle(const v1::Assignment& assignment) {
+  if (assignment.has_run()) {
+    Start(assignment.run());
+  } else if (assignment.has_abort()) {
+    Abort(assignment.abort());
+  }
+}
+
+void JobRunner::Start(const v1::Partition& partition) {
+  const Key key{partition.job_id(), partition.attempt()};
+  absl::MutexLock l(&mu_);
+  if (jobs_.count(key) > 0) return;  // a duplicate push (stream reopened)
+  for (auto& [other, job] : jobs_) {
+    if (other.first == key.first && other.second < key.second && job.executor != nullptr) {
+      job.executor->Abort(absl::StrCat("attempt ", key.second, " of the job replaces it"));
+    }
+  }
+  Job& job = jobs_[key];
+  absl::StatusOr<std::unique_ptr<JobExecutor>> executor = JobExecutor::Create(partition, options_);
+  if (!executor.ok()) {
+    job.finished = true;
+    job.final_report.set_job_id(key.first);
+    job.final_report.set_attempt(key.second);
+    job.final_report.set_phase(v1::JobReport::FAILED);
+    job.final_report.set_error(absl::StrCat("job ", key.first, " attempt ", key.second,
+                                            " cannot start: ", executor.status().message()));
+    spdlog::error("{}", job.final_report.error());
+    return;
+  }
+  job.executor = std::move(*executor);
+  JobExecutor* e = job.executor.get();
+  job.thread = std::thread([this, key, e] { Finished(key, e->Run()); });
+}
+
+void JobRunner::Finished(const Key& key, v1::JobReport report) {
+  absl::MutexLock l(&mu_);
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) return;
+  it->second.finished = true;
+  it->second.final_report = std::move(report);
+}
+
+void JobRunner::Abort(const v1::AbortJob& abort) {
+  absl::MutexLock l(&mu_);
+  for (auto& [key, job] : jobs_) {
+    if (key.first == abort.job_id() && key.second <= abort.attempt() && job.executor != nullptr) {
+      job.executor->Abort(abort.reason().empty() ? "AbortJob from the coordinator"
+                                                 : abort.reason());
+    }
+  }
+}
+
+void JobRunner::DropAll(const std::string& reason) {
+  absl::MutexLock l(&mu_);
+  for (auto& [key, job] : jobs_) {
+    if (job.executor != nullptr) job.executor->Abort(reason);
+  }
+}
+
+std::vector<v1::JobReport> JobRunner::Reports() {
+  std::vector<v1::JobReport> reports;
+  std::vector<Job> done;  // joined and freed outside the lock
+  {
+    absl::MutexLock l(&mu_);
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      Job& job = it->second;
+      if (!job.finished) {
+        reports.push_back(job.executor->report());
+        ++it;
+        continue;
+      }
+      reports.push_back(job.final_report);
+      if (++job.reported < final_report_repeats_) {
+        ++it;
+        continue;
+      }
+      done.push_back(std::move(job));
+      it = jobs_.erase(it);
+    }
+  }
+  for (Job& job : done) {
+    if (job.thread.joinable()) job.thread.join();  // then its executor is freed
+  }
+  return reports;
+}
+
+int JobRunner::running() const {
+  absl::MutexLock l(&mu_);
+  int n = 0;
+  for (const auto& [key, job] : jobs_) n += job.finished ? 0 : 1;
+  return n;
+}
+
+bool JobRunner::WaitIdle(absl::Time deadline) const {
+  absl::MutexLock l(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const auto& [key, job] : jobs_) {
+      if (!job.finished) return false;
+    }
+    return true;
+  };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+}  // namespace worker
+}  // namespace lockstep

@@ -1,0 +1,71 @@
+// JobRunner: the worker's jobs. Runs each Partition it is handed in a JobExecutor on a
+// thread of its own, aborts them on AbortJob (or all of them when the agent drops its
+// jobs), and collects their JobReports for the heartbeats. Partitions are scoped by
+// (job_id, attempt): a partition of a newer attempt aborts the older one; a duplicate of a
+// running one, or an abort of an attempt it does not run, is ignored.
+//
+// A partition that cannot even start (JobExecutor::Create refuses it) is reported FAILED
+// with the reason. Final reports stay in Reports() for `final_report_repeats` calls, then
+// the job's thread is joined and its executor freed.
+//
+// Ownership: owns the executors and their threads; borrows what JobExecutorOptions holds.
+// The destructor aborts every job and joins every thread. Thread model: thread-safe.
+#ifndef LOCKSTEP_WORKER_JOB_RUNNER_H_
+#define LOCKSTEP_WORKER_JOB_RUNNER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "worker/assignment_handler.h"
+#include "worker/job_executor.h"
+
+namespace lockstep {
+namespace worker {
+
+class JobRunner final : public AssignmentHandler {
+ public:
+  // `options` is the template for every executor (client, devices, transport).
+  explicit JobRunner(JobExecutorOptions options, int final_report_repeats = 3);
+  ~JobRunner() override;
+  JobRunner(const JobRunner&) = delete;
+  JobRunner& operator=(const JobRunner&) = delete;
+
+  void Handle(const v1::Assignment& assignment) override;
+  void DropAll(const std::string& reason) override;
+  std::vector<v1::JobReport> Reports() override;
+
+  // Jobs whose executor has not returned yet.
+  int running() const;
+  // Waits until no job runs or the deadline passes; true if none runs.
+  bool WaitIdle(absl::Time deadline) const;
+
+ private:
+  using Key = std::pair<std::string, int>;  // (job_id, attempt)
+  struct Job {
+    std::unique_ptr<JobExecutor> executor;  // null when Create refused the partition
+    std::thread thread;
+    bool finished = false;
+    v1::JobReport final_report;
+    int reported = 0;  // times the final report was handed out
+  };
+
+  void Start(const v1::Partition& partition);
+  void Abort(const v1::AbortJob& abort);
+  void Finished(const Key& key, v1::JobReport report);
+
+  const JobExecutorOptions options_;
+  const int final_report_repeats_;
+  mutable absl::Mutex mu_;
+  std::map<Key, Job> jobs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace worker
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_JOB_RUNNER_H_

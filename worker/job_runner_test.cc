@@ -1,0 +1,119 @@
+#include "worker/job_runner.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "worker/fake_coordinator_client.h"
+
+namespace lockstep::worker {
+namespace {
+
+// A small one-worker job on synthetic data (no files).
+v1::Assignment RunAssignment(const std::string& job, int attempt, int64_t steps) {
+  v1::Assignment a;
+  v1::Partition* p = a.mutable_run();
+  p->set_job_id(job);
+  p->set_attempt(attempt);
+  p->set_num_workers(1);
+  p->set_num_replicas_in_sync(1);
+  p->set_is_chief(true);
+  v1::JobSpec* spec = p->mutable_spec();
+  spec->set_strategy(v1::ONE_DEVICE);
+  spec->mutable_model()->add_input_shape(16);
+  spec->mutable_model()->set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
+  spec->mutable_model()->add_layers()->mutable_dense()->set_units(4);
+  spec->mutable_optimizer()->mutable_sgd();
+  spec->mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0.1);
+  spec->mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
+  spec->set_global_batch_size(8);
+  spec->set_steps(steps);
+  spec->set_seed(3);
+  return a;
+}
+
+v1::Assignment AbortAssignment(const std::string& job, int attempt) {
+  v1::Assignment a;
+  a.mutable_abort()->set_job_id(job);
+  a.mutable_abort()->set_attempt(attempt);
+  a.mutable_abort()->set_reason("cancelled by the user");
+  return a;
+}
+
+JobExecutorOptions Options(CoordinatorClient* client) {
+  JobExecutorOptions o;
+  o.client = client;
+  return o;
+}
+
+absl::Time Soon() { return absl::Now() + absl::Seconds(20); }
+
+TEST(JobRunner, RunsAPartitionAndRepeatsItsFinalReportThenForgetsIt) {
+  FakeCoordinatorClient client;
+  JobRunner runner(Options(&client), /*final_report_repeats=*/2);
+  runner.Handle(RunAssignment("job-1", 0, 30));
+  runner.Handle(RunAssignment("job-1", 0, 30));  // a duplicate push is ignored
+  ASSERT_TRUE(runner.WaitIdle(Soon()));
+  for (int i = 0; i < 2; ++i) {
+    std::vector<v1::JobReport> reports = runner.Reports();
+    ASSERT_EQ(reports.size(), 1u);
+    EXPECT_EQ(reports[0].phase(), v1::JobReport::DONE) << reports[0].error();
+    EXPECT_EQ(reports[0].step(), 30);
+    EXPECT_EQ(reports[0].total_steps(), 30);
+  }
+  EXPECT_TRUE(runner.Reports().empty());
+}
+
+TEST(JobRunner, AbortJobStopsItWithinTwoSeconds) {
+  FakeCoordinatorClient client;
+  JobRunner runner(Options(&client));
+  runner.Handle(RunAssignment("job-1", 0, 100000000));
+  EXPECT_EQ(runner.running(), 1);
+  const absl::Time start = absl::Now();
+  runner.Handle(AbortAssignment("job-1", 0));
+  ASSERT_TRUE(runner.WaitIdle(start + absl::Seconds(2)));
+  std::vector<v1::JobReport> reports = runner.Reports();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].phase(), v1::JobReport::ABORTED);
+  EXPECT_NE(reports[0].error().find("cancelled by the user"), std::string::npos);
+}
+
+TEST(JobRunner, ANewerAttemptReplacesTheOlder) {
+  FakeCoordinatorClient client;
+  JobRunner runner(Options(&client));
+  runner.Handle(RunAssignment("job-1", 0, 100000000));
+  runner.Handle(RunAssignment("job-1", 1, 10));
+  ASSERT_TRUE(runner.WaitIdle(Soon()));
+  std::vector<v1::JobReport> reports = runner.Reports();
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[0].attempt(), 0);
+  EXPECT_EQ(reports[0].phase(), v1::JobReport::ABORTED);
+  EXPECT_EQ(reports[1].attempt(), 1);
+  EXPECT_EQ(reports[1].phase(), v1::JobReport::DONE) << reports[1].error();
+}
+
+TEST(JobRunner, APartitionThatCannotStartIsReportedFailed) {
+  FakeCoordinatorClient client;
+  JobRunner runner(Options(&client));
+  v1::Assignment bad = RunAssignment("job-bad", 0, 10);
+  bad.mutable_run()->mutable_spec()->set_global_batch_size(0);
+  runner.Handle(bad);
+  std::vector<v1::JobReport> reports = runner.Reports();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].phase(), v1::JobReport::FAILED);
+  EXPECT_NE(reports[0].error().find("global_batch_size"), std::string::npos) << reports[0].error();
+}
+
+TEST(JobRunner, DropAllAbortsEveryJob) {
+  FakeCoordinatorClient client;
+  JobRunner runner(Options(&client));
+  runner.Handle(RunAssignment("job-1", 0, 100000000));
+  runner.Handle(RunAssignment("job-2", 0, 100000000));
+  runner.DropAll("the coordinator restarted");
+  ASSERT_TRUE(runner.WaitIdle(absl::Now() + absl::Seconds(2)));
+  for (const v1::JobReport& r : runner.Reports()) {
+    EXPECT_EQ(r.phase(), v1::JobReport::ABORTED) << r.job_id();
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::worker

@@ -1,0 +1,90 @@
+#include "worker/job_strategy.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "common/tf_config.h"
+#include "distribute/central_storage_strategy.h"
+#include "distribute/mirrored_strategy.h"
+#include "distribute/multi_worker_mirrored_strategy.h"
+#include "distribute/one_device_strategy.h"
+
+namespace lockstep {
+namespace worker {
+
+distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec) {
+  const v1::CommunicationSpec& c = spec.communication();
+  distribute::CommunicationOptions options;
+  switch (c.implementation()) {
+    case v1::CommunicationSpec::RING:
+      options.implementation = distribute::CommunicationOptions::Implementation::kRing;
+      break;
+    case v1::CommunicationSpec::NCCL:
+      options.implementation = distribute::CommunicationOptions::Implementation::kNccl;
+      break;
+    default:
+      options.implementation = distribute::CommunicationOptions::Implementation::kAuto;
+  }
+  options.bytes_per_pack = c.bytes_per_pack() > 0 ? static_cast<size_t>(c.bytes_per_pack()) : 0;
+  options.timeout = absl::Milliseconds(c.timeout_ms() > 0 ? c.timeout_ms() : 60000);
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
+    const v1::Partition& partition, const JobStrategyOptions& options) {
+  const v1::JobSpec& spec = partition.spec();
+  const distribute::CommunicationOptions comm = JobCommunicationOptions(spec);
+  const v1::StrategyKind kind = spec.strategy();
+  if (kind != v1::MULTI_WORKER_MIRRORED && kind != v1::STRATEGY_KIND_UNSPECIFIED &&
+      partition.num_workers() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy: ", v1::StrategyKind_Name(kind), " runs on one worker, but job ",
+        partition.job_id(), " was given ", partition.num_workers(), "; use MULTI_WORKER_MIRRORED"));
+  }
+  switch (kind) {
+    case v1::ONE_DEVICE: {
+      LS_ASSIGN_OR_RETURN(auto s, distribute::OneDeviceStrategy::Create("/cpu:0", options.devices));
+      return std::unique_ptr<distribute::Strategy>(std::move(s));
+    }
+    case v1::MIRRORED: {
+      distribute::MirroredStrategyOptions o;
+      o.available = options.devices;
+      o.communication = comm;
+      LS_ASSIGN_OR_RETURN(auto s, distribute::MirroredStrategy::Create(o));
+      return std::unique_ptr<distribute::Strategy>(std::move(s));
+    }
+    case v1::CENTRAL_STORAGE: {
+      distribute::CentralStorageStrategyOptions o;
+      o.available = options.devices;
+      o.communication = comm;
+      LS_ASSIGN_OR_RETURN(auto s, distribute::CentralStorageStrategy::Create(o));
+      return std::unique_ptr<distribute::Strategy>(std::move(s));
+    }
+    default: {
+      absl::StatusOr<TfConfig> cluster = TfConfig::Parse(partition.tf_config());
+      if (!cluster.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "partition.tf_config of job ", partition.job_id(), ": ", cluster.status().message()));
+      }
+      if (options.store == nullptr) {
+        return absl::InvalidArgumentError("MultiWorkerMirrored needs a rendezvous store");
+      }
+      distribute::MultiWorkerMirroredStrategyOptions o;
+      o.available = options.devices;
+      o.communication = comm;
+      o.hierarchical = !spec.communication().flat();
+      o.store = options.store;
+      o.key_prefix = "strategy";  // the store itself is scoped by the rendezvous prefix
+      o.secret = partition.secret();
+      o.transport = options.transport;
+      o.listen_host = options.listen_host;
+      o.connect_timeout = options.connect_timeout;
+      LS_ASSIGN_OR_RETURN(auto s, distribute::MultiWorkerMirroredStrategy::Create(*cluster, o));
+      return std::unique_ptr<distribute::Strategy>(std::move(s));
+    }
+  }
+}
+
+}  // namespace worker
+}  // namespace lockstep

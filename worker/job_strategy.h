@@ -1,0 +1,43 @@
+// MakeJobStrategy: the tf.distribute strategy a Partition asks for, on this worker's devices.
+//   MULTI_WORKER_MIRRORED (and unspecified): from Partition.tf_config, joining the group
+//     through `store` (scoped by the partition's rendezvous prefix) with the attempt's
+//     secret and the spec's communication options (hierarchical unless `flat`).
+//   MIRRORED, CENTRAL_STORAGE: every local device; ONE_DEVICE: the first one.
+// Errors: INVALID_ARGUMENT naming the field (tf_config, communication.implementation, a
+// single-worker strategy given several workers); the strategies' own errors (rendezvous
+// DEADLINE_EXCEEDED naming the missing peer, ABORTED after store->Abort()).
+// Stateless; blocks (multi-worker) until every worker joined or the deadline passes.
+#ifndef LOCKSTEP_WORKER_JOB_STRATEGY_H_
+#define LOCKSTEP_WORKER_JOB_STRATEGY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "collectives/store.h"
+#include "collectives/types.h"
+#include "distribute/strategy.h"
+#include "lockstep/v1/assignment.pb.h"
+
+namespace lockstep {
+namespace worker {
+
+struct JobStrategyOptions {
+  distribute::LocalDevices devices;     // this worker's (--cpu_devices)
+  collectives::Store* store = nullptr;  // multi-worker rendezvous; not owned
+  collectives::TransportKind transport = collectives::TransportKind::kTcp;
+  std::string listen_host = "127.0.0.1";
+  absl::Duration connect_timeout = absl::Seconds(60);
+};
+
+// The spec's communication options (defaults: AUTO, 4 MiB packs, 60 s timeout).
+distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec);
+
+absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
+    const v1::Partition& partition, const JobStrategyOptions& options);
+
+}  // namespace worker
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_WORKER_JOB_STRATEGY_H_
