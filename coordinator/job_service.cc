@@ -109,8 +109,11 @@ absl::StatusOr<v1::GetJobResponse> JobService::Get(const std::string& id) {
       auto r = it->second.reports.find(t);
       if (r != it->second.reports.end()) *out.add_workers() = r->second;
     }
-  } else if (auto f = final_reports_.find(id); f != final_reports_.end()) {
-    for (const v1::JobReport& r : f->second) *out.add_workers() = r;
+  } else if (auto e = ended_.find(id); e != ended_.end()) {
+    for (const TaskRef& t : e->second.tasks) {
+      auto r = e->second.reports.find(t);
+      if (r != e->second.reports.end()) *out.add_workers() = r->second;
+    }
   }
   return out;
 }
@@ -218,6 +221,12 @@ void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>
   for (const v1::JobReport& r : reports) {
     auto it = active_.find(r.job_id());
     if (it == active_.end() || it->second.attempt != r.attempt()) {
+      if (auto e = ended_.find(r.job_id());
+          e != ended_.end() && e->second.attempt == r.attempt() &&
+          std::find(e->second.tasks.begin(), e->second.tasks.end(), task) !=
+              e->second.tasks.end()) {
+        e->second.reports[task] = r;
+      }
       // A report on an attempt that is over: make sure the worker drops it.
       if (!EndedAttempt(r.phase())) {
         v1::Assignment a;
@@ -385,7 +394,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     PushLocked(ref, idle[i]->incarnation(), std::move(a));
   }
   active_[id] = std::move(job);
-  final_reports_.erase(id);
+  ended_.erase(id);
   ChangedLocked(id, message);
   return true;
 }
@@ -395,12 +404,7 @@ void JobService::EndLocked(const std::string& id, v1::JobState state, const std:
   if (it == active_.end()) return;
   if (state != v1::SUCCEEDED) AbortOthersLocked(id, it->second, TaskRef{}, reason);
   (void)store_->UpdateState(id, state, reason);
-  std::vector<v1::JobReport>& last = final_reports_[id];
-  last.clear();
-  for (const TaskRef& t : it->second.tasks) {
-    auto r = it->second.reports.find(t);
-    if (r != it->second.reports.end()) last.push_back(r->second);
-  }
+  ended_[id] = std::move(it->second);
   active_.erase(it);
   ChangedLocked(id, absl::StrCat(v1::JobState_Name(state), ": ", reason));
 }

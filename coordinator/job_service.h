@@ -138,8 +138,9 @@ class JobService {
   std::map<std::string, Active> active_ ABSL_GUARDED_BY(mu_);
   std::map<TaskRef, Mailbox> mailboxes_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> pending_ ABSL_GUARDED_BY(mu_);  // ids sort as submitted
-  // The last reports of jobs that ended (GetJob shows them), in rank order.
-  std::map<std::string, std::vector<v1::JobReport>> final_reports_ ABSL_GUARDED_BY(mu_);
+  // Attempts that ended: their workers' reports keep arriving until each worker left the
+  // attempt, and GetJob shows them (so "every worker stopped" can be observed).
+  std::map<std::string, Active> ended_ ABSL_GUARDED_BY(mu_);
   // Per job: a version bumped on every change (WatchJob cursors) and the latest message.
   int64_t version_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::pair<int64_t, std::string>> changes_ ABSL_GUARDED_BY(mu_);
