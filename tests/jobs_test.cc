@@ -178,6 +178,7 @@ class JobsTest : public ::testing::Test {
     o.work_dir = TmpDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
     o.heartbeat_interval = kInterval;
     o.heartbeat_timeout = kTimeout;
+    o.static_tf_config = true;  // lockstepd i is worker/i (job rank i)
     auto cluster = client::LocalCluster::StartCoordinator(o);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);
@@ -228,6 +229,7 @@ class JobsTest : public ::testing::Test {
     return absl::InfiniteDuration();
   }
 
+  std::unique_ptr<client::LocalCluster> old_cluster_;
   std::unique_ptr<client::LocalCluster> cluster_;
   std::unique_ptr<client::JobClient> jobs_;
 };
@@ -345,7 +347,9 @@ TEST_F(JobsTest, KilledWorkerFailsTheJobNamingItAndOthersLeave) {
             job->workers(0).phase() == v1::JobReport::FAILED);
     if (!left) absl::SleepFor(absl::Milliseconds(20));
   }
-  EXPECT_TRUE(left) << "worker/0 still in the job 5 s after worker/1 was killed";
+  EXPECT_TRUE(left) << "worker/0 still in the job 5 s after worker/1 was killed; its log:\n"
+                    << ReadFile(dir() + "/lockstepd.0.log") << "\ncoordinator log:\n"
+                    << ReadFile(dir() + "/coordinator.log");
   Result r = Cli({"describe", *id});
   EXPECT_THAT(r.output, HasSubstr("worker/1"));
 }
@@ -359,12 +363,14 @@ TEST_F(JobsTest, RestartedCoordinatorStillListsEveryJob) {
   ASSERT_TRUE(pending.ok() && running.ok() && cancelled.ok());
   EXPECT_EQ(jobs_->Get(*running)->job().state(), v1::RUNNING);
   ASSERT_TRUE(jobs_->Cancel(*cancelled).ok());
-  cluster_->Stop();
-  // A new coordinator on the same work_dir (and job store).
+  // The coordinator dies (its workers stay); a new one starts on the same job store.
+  cluster_->coordinator()->Signal(SIGKILL);
+  ASSERT_TRUE(cluster_->coordinator()->Wait(absl::Now() + absl::Seconds(10)).ok());
   client::LocalClusterOptions o = cluster_->options();
-  cluster_.reset();
+  o.workers = 0;
   auto cluster = client::LocalCluster::StartCoordinator(o);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
+  old_cluster_ = std::move(cluster_);  // its workers are reaped at the end
   cluster_ = std::move(*cluster);
   Result r = Cli({"jobs", "--output=json"});
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -179,6 +179,9 @@ int WatchToEnd(client::JobClient& jobs, const std::string& id, const CommandCont
     const v1::JobProgress& p = j.progress();
     const bool state_changed = j.state() != last_state;
     last_state = j.state();
+    const bool ended =
+        j.state() == v1::SUCCEEDED || j.state() == v1::FAILED || j.state() == v1::CANCELLED;
+    if (ended) return;  // FormatJobResult below says it all
     if (!live) {
       *ctx.out << client::FormatEventLine(e) << "\n";
       ctx.out->flush();
