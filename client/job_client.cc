@@ -11,8 +11,18 @@ namespace lockstep {
 namespace client {
 namespace {
 
-void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+// One unary call with a deadline; the error names the RPC and the coordinator.
+template <typename Request, typename Response>
+absl::StatusOr<Response> Call(
+    v1::Coordinator::Stub* stub,
+    grpc::Status (v1::Coordinator::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    const char* name, const Request& request, absl::Duration timeout, const std::string& address) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  Response response;
+  LS_RETURN_IF_ERROR(FromGrpcStatus((stub->*method)(&ctx, request, &response),
+                                    absl::StrCat(name, " to ", address)));
+  return response;
 }
 
 }  // namespace
@@ -32,47 +42,37 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& 
 }
 
 absl::StatusOr<std::string> JobClient::Submit(const v1::JobSpec& spec) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, rpc_timeout_);
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
-  v1::SubmitJobResponse response;
-  LS_RETURN_IF_ERROR(FromGrpcStatus(stub_->SubmitJob(&ctx, request, &response),
-                                    absl::StrCat("SubmitJob to ", address_)));
+  LS_ASSIGN_OR_RETURN(v1::SubmitJobResponse response,
+                      Call(stub_.get(), &v1::Coordinator::Stub::SubmitJob, "SubmitJob", request,
+                           rpc_timeout_, address_));
   return response.job_id();
 }
 
 absl::StatusOr<v1::GetJobResponse> JobClient::Get(const std::string& id) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, rpc_timeout_);
   v1::GetJobRequest request;
   request.set_job_id(id);
-  v1::GetJobResponse response;
-  LS_RETURN_IF_ERROR(FromGrpcStatus(stub_->GetJob(&ctx, request, &response),
-                                    absl::StrCat("GetJob to ", address_)));
-  return response;
+  return Call(stub_.get(), &v1::Coordinator::Stub::GetJob, "GetJob", request, rpc_timeout_,
+              address_);
 }
 
 absl::StatusOr<std::vector<v1::JobRecord>> JobClient::List(int limit) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, rpc_timeout_);
   v1::ListJobsRequest request;
   request.set_limit(limit);
-  v1::ListJobsResponse response;
-  LS_RETURN_IF_ERROR(FromGrpcStatus(stub_->ListJobs(&ctx, request, &response),
-                                    absl::StrCat("ListJobs to ", address_)));
+  LS_ASSIGN_OR_RETURN(v1::ListJobsResponse response,
+                      Call(stub_.get(), &v1::Coordinator::Stub::ListJobs, "ListJobs", request,
+                           rpc_timeout_, address_));
   return std::vector<v1::JobRecord>(response.jobs().begin(), response.jobs().end());
 }
 
 absl::StatusOr<v1::JobRecord> JobClient::Cancel(const std::string& id, const std::string& reason) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, rpc_timeout_);
   v1::CancelJobRequest request;
   request.set_job_id(id);
   request.set_reason(reason);
-  v1::CancelJobResponse response;
-  LS_RETURN_IF_ERROR(FromGrpcStatus(stub_->CancelJob(&ctx, request, &response),
-                                    absl::StrCat("CancelJob to ", address_)));
+  LS_ASSIGN_OR_RETURN(v1::CancelJobResponse response,
+                      Call(stub_.get(), &v1::Coordinator::Stub::CancelJob, "CancelJob", request,
+                           rpc_timeout_, address_));
   return response.job();
 }
 

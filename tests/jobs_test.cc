@@ -21,58 +21,23 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lockstep/v1/event.pb.h"
+#include "tests/test_util.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/chief/tfrecord.h"
 
 namespace lockstep {
 namespace {
 
-using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kInterval = absl::Milliseconds(150);
 constexpr absl::Duration kTimeout = absl::Seconds(1);
 
-std::string Runfile(const std::string& path) {
-  return absl::StrCat(getenv("TEST_SRCDIR"), "/lockstep/", path);
-}
-
-std::string TmpDir(const std::string& name) {
-  std::string dir = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
-  mkdir(dir.c_str(), 0755);
-  return dir;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
-
-// Runs a program to completion (at most `limit`), capturing stdout+stderr.
-Result RunTool(std::vector<std::string> argv, const std::string& log,
-               absl::Duration limit = absl::Seconds(30)) {
-  client::SubprocessOptions o;
-  o.argv = std::move(argv);
-  o.log_file = log;
-  unlink(log.c_str());
-  Result r;
-  auto p = client::Subprocess::Start(o);
-  if (!p.ok()) {
-    r.output = p.status().ToString();
-    return r;
-  }
-  auto status = (*p)->Wait(absl::Now() + limit);
-  if (status.ok() && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
-  r.output = ReadFile(log);
-  return r;
-}
+using testing::ReadFile;
+using testing::Result;
+using testing::Runfile;
+using testing::RunTool;
+using testing::TmpDir;
 
 // Processes whose command line mentions `needle` (none may be left behind).
 std::vector<std::string> ProcessesMentioning(const std::string& needle) {
@@ -149,7 +114,7 @@ TEST(LocalTest, LocalTrainsDigitsAndLeavesCheckpointAndSummaries) {
                       "--coordinator_bin=" + Runfile("coordinator/lockstep-coordinator"),
                       "--lockstepd_bin=" + Runfile("worker/lockstepd"), "--work_dir=" + dir,
                       "--heartbeat_interval=150ms", "--heartbeat_timeout=1s"},
-                     absl::StrCat(getenv("TEST_TMPDIR"), "/local.out"), absl::Seconds(120));
+                     absl::StrCat(getenv("TEST_TMPDIR"), "/local.out"), {}, absl::Seconds(120));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("SUCCEEDED"));
   const size_t at = r.output.find("test accuracy: ");
