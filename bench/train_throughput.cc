@@ -39,6 +39,7 @@ ABSL_FLAG(int, steps, 200, "measured steps per run");
 ABSL_FLAG(int, warmup, 20, "steps before measuring");
 ABSL_FLAG(int, batch, 256, "global batch");
 ABSL_FLAG(std::string, transport, "shm", "shm or tcp");
+ABSL_FLAG(bool, overlap, true, "all-reduce during the backward pass (false: after it)");
 ABSL_FLAG(int, timeout_s, 300, "a run's bound; its processes are killed after it");
 // Internal: a worker process.
 ABSL_FLAG(int, child_rank, -1, "internal");
@@ -136,6 +137,7 @@ int Child(int rank, int world, const std::string& store_dir) {
   options.client = &client;
   options.transport = absl::GetFlag(FLAGS_transport) == "tcp" ? collectives::TransportKind::kTcp
                                                               : collectives::TransportKind::kShm;
+  options.overlap_all_reduce = absl::GetFlag(FLAGS_overlap);
   options.on_step = [&](int64_t step) {
     if (step == warmup) start = absl::Now();
     if (step == warmup + steps) end = absl::Now();
@@ -181,7 +183,8 @@ double RunOnce(int world, int run) {
                                   "--warmup=" + std::to_string(absl::GetFlag(FLAGS_warmup)),
                                   "--steps=" + std::to_string(absl::GetFlag(FLAGS_steps)),
                                   "--batch=" + std::to_string(absl::GetFlag(FLAGS_batch)),
-                                  "--transport=" + absl::GetFlag(FLAGS_transport)};
+                                  "--transport=" + absl::GetFlag(FLAGS_transport),
+                                  absl::StrCat("--overlap=", absl::GetFlag(FLAGS_overlap))};
       std::vector<char*> argv = {const_cast<char*>("train_throughput")};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);

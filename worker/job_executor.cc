@@ -11,8 +11,8 @@
 #include "engine/executor.h"
 #include "engine/model_builder.h"
 #include "spdlog/spdlog.h"
-#include "worker/chief/checkpoint.h"
 #include "worker/chief/event_writer.h"
+#include "worker/job_chief.h"
 #include "worker/job_input.h"
 #include "worker/job_strategy.h"
 
@@ -237,6 +237,7 @@ absl::Status JobExecutor::RunLoop() {
   distribute::TrainerOptions to;
   to.optimizer = spec.optimizer();
   to.global_batch_size = global_batch;
+  to.overlap_all_reduce = options_.overlap_all_reduce;
   std::unique_ptr<distribute::Trainer> trainer;
   {
     distribute::StrategyScope scope = strategy->Scope();
@@ -252,22 +253,8 @@ absl::Status JobExecutor::RunLoop() {
   LS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Executor> evaluator,
                       engine::Executor::Create(&graph));
 
-  std::unique_ptr<chief::CheckpointManager> checkpoints;
-  std::unique_ptr<chief::EventWriter> events;
-  if (partition_.is_chief() && !spec.checkpoint().dir().empty()) {
-    chief::CheckpointManager::Options co;
-    co.dir = spec.checkpoint().dir();
-    co.keep_last = spec.checkpoint().keep() > 0 ? spec.checkpoint().keep() : 5;
-    LS_ASSIGN_OR_RETURN(checkpoints, chief::CheckpointManager::Create(co));
-  }
-  if (partition_.is_chief() && !spec.summaries().dir().empty()) {
-    chief::EventWriter::Options eo;
-    eo.dir = spec.summaries().dir();
-    eo.filename_suffix = absl::StrCat(".", partition_.job_id(), ".", partition_.attempt());
-    eo.clock = options_.clock;
-    LS_ASSIGN_OR_RETURN(events, chief::EventWriter::Create(eo));
-    UpdateReport([&](v1::JobReport& r) { r.set_summary_dir(spec.summaries().dir()); });
-  }
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<JobChief> chief, JobChief::Create(partition_, clock_));
+  UpdateReport([&](v1::JobReport& r) { r.set_summary_dir(chief->summary_dir()); });
   const int64_t summary_every =
       spec.summaries().every_steps() > 0 ? spec.summaries().every_steps() : 10;
   size_t gradient_bytes = 0;
@@ -277,25 +264,9 @@ absl::Status JobExecutor::RunLoop() {
   const int n = strategy->num_replicas_in_sync();
 
   auto checkpoint = [&](int64_t step) -> absl::Status {
-    if (checkpoints == nullptr) return absl::OkStatus();
-    v1::Checkpoint c;
-    c.set_job_id(partition_.job_id());
-    c.set_attempt(partition_.attempt());
-    c.set_global_step(step);
-    for (const distribute::DistributedVariable& v : trainer->variables()) {
-      *c.add_variables() = v.Read(0).ToNamedProto(v.name());
-    }
-    for (v1::NamedTensor& slot : trainer->optimizer().SaveState()) {
-      *c.add_optimizer_slots() = std::move(slot);
-    }
-    if (input.train_examples > 0) {
-      const int64_t consumed = step * global_batch;
-      c.mutable_data_position()->set_epoch(consumed / input.train_examples);
-      c.mutable_data_position()->set_element(consumed % input.train_examples);
-    }
-    c.set_created_unix_micros(absl::ToUnixMicros(clock_->Now()));
-    LS_ASSIGN_OR_RETURN(std::string path, checkpoints->Save(c));
-    UpdateReport([&](v1::JobReport& r) { r.set_checkpoint_path(path); });
+    LS_ASSIGN_OR_RETURN(std::string path,
+                        chief->SaveCheckpoint(step, *trainer, global_batch, input.train_examples));
+    if (!path.empty()) UpdateReport([&](v1::JobReport& r) { r.set_checkpoint_path(path); });
     return absl::OkStatus();
   };
   auto evaluate = [&](int64_t step) -> absl::Status {
@@ -303,10 +274,8 @@ absl::Status JobExecutor::RunLoop() {
     LS_ASSIGN_OR_RETURN(engine::StepResult r,
                         Evaluate(*evaluator, *trainer, input.eval->features, input.eval->labels));
     UpdateReport([&](v1::JobReport& rep) { rep.set_eval_accuracy(r.accuracy); });
-    if (events != nullptr) {
-      LS_RETURN_IF_ERROR(events->AddScalars(step, {{std::string(tags::kEvalAccuracy), r.accuracy},
-                                                   {std::string(tags::kEvalLoss), r.loss}}));
-    }
+    LS_RETURN_IF_ERROR(chief->AddScalars(step, {{std::string(tags::kEvalAccuracy), r.accuracy},
+                                                {std::string(tags::kEvalLoss), r.loss}}));
     return absl::OkStatus();
   };
 
@@ -352,14 +321,12 @@ absl::Status JobExecutor::RunLoop() {
         rep.set_train_accuracy(train.accuracy);
         if (input.train_examples > 0) rep.set_epoch(step * global_batch / input.train_examples);
       });
-      if (events != nullptr) {
-        LS_RETURN_IF_ERROR(
-            events->AddScalars(step, {{std::string(tags::kLoss), mean_loss},
-                                      {std::string(tags::kTrainAccuracy), train.accuracy},
-                                      {std::string(tags::kLearningRate), lr},
-                                      {std::string(tags::kExamplesPerSec), eps},
-                                      {std::string(tags::kBusBandwidth), busbw}}));
-      }
+      LS_RETURN_IF_ERROR(
+          chief->AddScalars(step, {{std::string(tags::kLoss), mean_loss},
+                                   {std::string(tags::kTrainAccuracy), train.accuracy},
+                                   {std::string(tags::kLearningRate), lr},
+                                   {std::string(tags::kExamplesPerSec), eps},
+                                   {std::string(tags::kBusBandwidth), busbw}}));
       window_start = clock_->Now();
       window_steps = 0;
       loss_sum = 0;
@@ -376,7 +343,7 @@ absl::Status JobExecutor::RunLoop() {
   }
   LS_RETURN_IF_ERROR(evaluate(total_steps));
   LS_RETURN_IF_ERROR(checkpoint(total_steps));
-  if (events != nullptr) LS_RETURN_IF_ERROR(events->Flush());
+  LS_RETURN_IF_ERROR(chief->Flush());
   return absl::OkStatus();
 }
 

@@ -3,7 +3,7 @@
 // variables broadcast (in the strategy's scope), the Trainer loop for the job's steps or
 // epochs with gradient all-reduce overlapping the backward pass, evaluation every N steps
 // and at the end, progress as a JobReport, and on the chief, checkpoints
-// (chief::CheckpointManager) and TensorBoard scalars (chief::EventWriter).
+// and TensorBoard scalars (JobChief).
 //
 //   CREATED --Run()--> STARTING --strategy, variables, input ready--> TRAINING
 //                         |                                             |
@@ -52,6 +52,8 @@ struct JobExecutorOptions {
   collectives::TransportKind transport = collectives::TransportKind::kTcp;
   std::string listen_host = "127.0.0.1";
   absl::Duration rendezvous_timeout = absl::Seconds(60);
+  // All-reduce each gradient while the backward pass goes on (the default); false: after it.
+  bool overlap_all_reduce = true;
   // Benchmarks: called on Run()'s thread after every completed step. Leave empty otherwise.
   std::function<void(int64_t step)> on_step;
 };

@@ -69,14 +69,27 @@ absl::Status CheckFiles(const v1::DataSource& source, absl::string_view field) {
   return absl::OkStatus();
 }
 
-// Shuffled by (seed, epoch), batched with the remainder dropped, repeated forever.
+// Shuffled by (seed, epoch), batched with the remainder dropped, repeated forever. With
+// DATA sharding every worker shuffles the whole set identically, batches it by the global
+// batch and keeps its own slice of rows of each global batch (tf.distribute's rebatching):
+// the global batch of every step is the same whatever the number of workers, so a job's
+// weights do not depend on how many workers ran it (within float rounding).
 data::Dataset TrainPipeline(data::Dataset ds, const v1::JobSpec& spec, const ShardSpec& shard,
                             int64_t batch_size, int64_t shuffle_buffer) {
-  if (shard.num_shards > 1) ds = ds.Shard(shard.num_shards, shard.shard_index);
   if (!spec.data().no_shuffle()) {
     ds = ds.Shuffle(shuffle_buffer, spec.seed(), /*reshuffle_each_iteration=*/true);
   }
-  return ds.Batch(batch_size, /*drop_remainder=*/true).Repeat(-1).Prefetch(2);
+  if (shard.num_shards > 1) {
+    const int64_t begin = shard.shard_index * batch_size;
+    ds = ds.Batch(batch_size * shard.num_shards, /*drop_remainder=*/true)
+             .Map([begin, batch_size](data::Element* e) {
+               *e = data::Rows(*e, begin, begin + batch_size);
+               return absl::OkStatus();
+             });
+  } else {
+    ds = ds.Batch(batch_size, /*drop_remainder=*/true);
+  }
+  return ds.Repeat(-1).Prefetch(2);
 }
 
 absl::StatusOr<JobInput> SyntheticInput(const v1::JobSpec& spec) {

@@ -12,7 +12,10 @@
 // the auto-shard policy for this worker; this class adds shuffling by (seed, epoch)
 // (tf.data's reshuffle_each_iteration, keyed by the Repeat epoch), batches that drop the
 // remainder (every worker runs the same number of steps), and repetition without end: the
-// executor stops after the job's step count.
+// executor stops after the job's step count. DATA sharding is done as rebatching: every
+// worker shuffles the whole set the same way, batches it by the global batch and keeps its
+// slice of rows, so every step's global batch, and so the trained weights, do not depend on
+// the number of workers.
 //
 // Ownership: a value type; the sources hold shared in-memory tensors. Thread model: build
 // on one thread; the DatasetSource's iterators are each used by one thread.

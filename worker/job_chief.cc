@@ -1,0 +1,69 @@
+#include "worker/job_chief.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace lockstep {
+namespace worker {
+
+absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& partition,
+                                                           Clock* clock) {
+  std::unique_ptr<JobChief> chief(new JobChief(partition, clock));
+  if (!partition.is_chief()) return chief;
+  const v1::JobSpec& spec = partition.spec();
+  if (!spec.checkpoint().dir().empty()) {
+    chief::CheckpointManager::Options co;
+    co.dir = spec.checkpoint().dir();
+    co.keep_last = spec.checkpoint().keep() > 0 ? spec.checkpoint().keep() : 5;
+    LS_ASSIGN_OR_RETURN(chief->checkpoints_, chief::CheckpointManager::Create(co));
+  }
+  if (!spec.summaries().dir().empty()) {
+    chief::EventWriter::Options eo;
+    eo.dir = spec.summaries().dir();
+    eo.filename_suffix = absl::StrCat(".", partition.job_id(), ".", partition.attempt());
+    eo.clock = clock;
+    LS_ASSIGN_OR_RETURN(chief->events_, chief::EventWriter::Create(eo));
+    chief->summary_dir_ = spec.summaries().dir();
+  }
+  return chief;
+}
+
+absl::StatusOr<std::string> JobChief::SaveCheckpoint(int64_t step,
+                                                     const distribute::Trainer& trainer,
+                                                     int64_t global_batch,
+                                                     int64_t examples_per_epoch) {
+  if (checkpoints_ == nullptr) return std::string();
+  v1::Checkpoint c;
+  c.set_job_id(job_id_);
+  c.set_attempt(attempt_);
+  c.set_global_step(step);
+  for (const distribute::DistributedVariable& v : trainer.variables()) {
+    *c.add_variables() = v.Read(0).ToNamedProto(v.name());
+  }
+  for (v1::NamedTensor& slot : trainer.optimizer().SaveState()) {
+    *c.add_optimizer_slots() = std::move(slot);
+  }
+  if (examples_per_epoch > 0) {
+    const int64_t consumed = step * global_batch;
+    c.mutable_data_position()->set_epoch(consumed / examples_per_epoch);
+    c.mutable_data_position()->set_element(consumed % examples_per_epoch);
+  }
+  c.set_created_unix_micros(absl::ToUnixMicros(clock_->Now()));
+  return checkpoints_->Save(c);
+}
+
+absl::Status JobChief::AddScalars(int64_t step,
+                                  const std::vector<std::pair<std::string, float>>& scalars) {
+  if (events_ == nullptr) return absl::OkStatus();
+  return events_->AddScalars(step, scalars);
+}
+
+absl::Status JobChief::Flush() {
+  if (events_ == nullptr) return absl::OkStatus();
+  return events_->Flush();
+}
+
+std::string JobChief::summary_dir() const { return summary_dir_; }
+
+}  // namespace worker
+}  // namespace lockstep
