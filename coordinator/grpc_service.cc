@@ -174,7 +174,14 @@ grpc::ServerUnaryReactor* CoordinatorService::Barrier(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* CoordinatorService::GetClusterStatus(
     grpc::CallbackServerContext* ctx, const v1::GetClusterStatusRequest*,
     v1::GetClusterStatusResponse* response) {
-  for (v1::TaskStatus& s : membership_->Snapshot()) *response->add_tasks() = std::move(s);
+  const auto running = jobs_->RunningTasks();
+  for (v1::TaskStatus& s : membership_->Snapshot()) {
+    if (auto it = running.find(FromProto(s.task())); it != running.end()) {
+      s.set_job_id(it->second.first);
+      s.set_step(it->second.second);
+    }
+    *response->add_tasks() = std::move(s);
+  }
   response->set_coordinator_incarnation(incarnation_);
   response->set_coordinator_start_unix_micros(absl::ToUnixMicros(start_));
   ToProto(membership_->Cluster(), response->mutable_cluster());

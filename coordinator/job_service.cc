@@ -320,6 +320,18 @@ void JobService::Tick() {
   ScheduleLocked();
 }
 
+std::map<TaskRef, std::pair<std::string, int64_t>> JobService::RunningTasks() {
+  absl::MutexLock l(&mu_);
+  std::map<TaskRef, std::pair<std::string, int64_t>> out;
+  for (const auto& [id, job] : active_) {
+    for (const TaskRef& t : job.tasks) {
+      auto r = job.reports.find(t);
+      out[t] = {id, r == job.reports.end() ? 0 : r->second.step()};
+    }
+  }
+  return out;
+}
+
 void JobService::Shutdown() {
   absl::MutexLock l(&mu_);
   shutdown_ = true;

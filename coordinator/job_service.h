@@ -89,6 +89,8 @@ class JobService {
   // out, and schedules pending jobs. The server calls it periodically (and after every
   // registration and heartbeat with reports).
   void Tick();
+  // The running job of each busy task, with the step it last reported (for status).
+  std::map<TaskRef, std::pair<std::string, int64_t>> RunningTasks();
   // Wakes every NextAssignment / NextEvent (they answer UNAVAILABLE).
   void Shutdown();
 

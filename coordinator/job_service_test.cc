@@ -108,6 +108,8 @@ TEST_F(JobServiceTest, PartitionsRunsAndSucceeds) {
   int64_t seen = 0;
   ASSERT_TRUE(jobs_->NextEvent(*id, &seen, clock_.Now()).ok());
   Report(w0, *id, 1, v1::JobReport::TRAINING, 4);
+  EXPECT_EQ(jobs_->RunningTasks()[w0], std::make_pair(*id, int64_t{4}));
+  EXPECT_EQ(jobs_->RunningTasks()[w1].first, *id);
   auto ev = jobs_->NextEvent(*id, &seen, clock_.Now());
   ASSERT_TRUE(ev.ok()) << ev.status();
   EXPECT_EQ(ev->job().progress().step(), 4);
