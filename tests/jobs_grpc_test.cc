@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "client/job_client.h"
+#include "client/job_format.h"
 #include "coordinator/grpc_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,18 +20,18 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A tiny valid job on synthetic data, as a user would write it.
 v1::JobSpec SmallJob() {
-  v1::JobSpec spec;
-  spec.set_name("small");
-  spec.mutable_model()->add_input_shape(8);
-  spec.mutable_model()->add_layers()->mutable_dense()->set_units(4);
-  spec.mutable_model()->set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
-  spec.mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0.1);
-  spec.mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
-  spec.mutable_data()->mutable_train()->set_synthetic_examples(256);
-  spec.set_global_batch_size(8);
-  spec.set_steps(10);
-  return spec;
+  auto spec = client::ParseJobSpecJson(R"({
+      "name": "small",
+      "model": {"inputShape": [8], "layers": [{"dense": {"units": 4}}],
+                "loss": "SPARSE_CATEGORICAL_CROSSENTROPY"},
+      "optimizer": {"learningRate": {"constant": {"value": 0.1}}},
+      "data": {"train": {"format": "SYNTHETIC", "syntheticExamples": 256}},
+      "globalBatchSize": 8, "steps": 10})",
+                                       "small job");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.value_or(v1::JobSpec());
 }
 
 class JobsGrpcTest : public ::testing::Test {
