@@ -78,8 +78,9 @@ absl::StatusOr<v1::JobRecord> JobClient::Cancel(const std::string& id, const std
 
 absl::StatusOr<v1::JobEvent> JobClient::Watch(
     const std::string& id, const std::function<void(const v1::JobEvent&)>& on_event,
-    absl::Time deadline) {
+    absl::Time deadline, const std::function<bool()>& stop, absl::Duration give_up_after) {
   absl::Status last_error;
+  absl::Time failing_since = absl::InfiniteFuture();
   while (absl::Now() < deadline) {
     grpc::ClientContext ctx;
     if (deadline != absl::InfiniteFuture()) ctx.set_deadline(absl::ToChronoTime(deadline));
@@ -87,9 +88,10 @@ absl::StatusOr<v1::JobEvent> JobClient::Watch(
     request.set_job_id(id);
     std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->WatchJob(&ctx, request);
     v1::JobEvent event;
-    bool ended = false;
+    bool ended = false, any = false;
     v1::JobEvent last;
     while (reader->Read(&event)) {
+      any = true;
       on_event(event);
       last = event;
       const v1::JobState s = event.job().state();
@@ -102,6 +104,14 @@ absl::StatusOr<v1::JobEvent> JobClient::Watch(
       return status;
     }
     last_error = status;
+    const absl::Time now = absl::Now();
+    if (any) failing_since = absl::InfiniteFuture();
+    if (failing_since == absl::InfiniteFuture()) failing_since = now;
+    if (now - failing_since >= give_up_after) return status;
+    if (stop && stop()) {
+      return absl::CancelledError(
+          absl::StrCat("stopped watching job ", id, ": ", last_error.message()));
+    }
     absl::SleepFor(absl::Milliseconds(200));  // the coordinator may be restarting
   }
   return absl::DeadlineExceededError(absl::StrCat(

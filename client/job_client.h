@@ -32,10 +32,14 @@ class JobClient {
   absl::StatusOr<v1::JobRecord> Cancel(const std::string& id, const std::string& reason = "");
   // Streams the job's events into `on_event` until the job ends; returns the last event
   // (its job state is terminal). A broken stream is reopened (the first event of a new
-  // stream is the current state) until `deadline`; the job's state decides, not the stream.
+  // stream is the current state: a restarting coordinator is waited for) until `deadline`,
+  // until the coordinator has been unreachable for `give_up_after` (UNAVAILABLE), or until
+  // `stop` (checked between attempts) returns true (CANCELLED).
   absl::StatusOr<v1::JobEvent> Watch(const std::string& id,
                                      const std::function<void(const v1::JobEvent&)>& on_event,
-                                     absl::Time deadline = absl::InfiniteFuture());
+                                     absl::Time deadline = absl::InfiniteFuture(),
+                                     const std::function<bool()>& stop = nullptr,
+                                     absl::Duration give_up_after = absl::Seconds(30));
 
   const std::string& address() const { return address_; }
 

@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
   std::string port_file = absl::StrCat(o.work_dir, "/coordinator.port");
   unlink(port_file.c_str());
   SubprocessOptions sp;
+  sp.new_process_group = true;  // Ctrl-C is for `lockstep local`, which stops us in order
   sp.argv = {o.coordinator_bin, "--host=127.0.0.1", "--port=0",
              absl::StrCat("--port_file=", port_file),
              absl::StrCat("--heartbeat_interval=", Millis(o.heartbeat_interval)),
@@ -101,6 +102,7 @@ absl::Status LocalCluster::StartWorker(int i) {
     return absl::FailedPreconditionError(absl::StrCat("worker ", i, " is running"));
   }
   SubprocessOptions sp;
+  sp.new_process_group = true;  // Ctrl-C is for `lockstep local`, which stops us in order
   sp.argv = {options_.lockstepd_bin, absl::StrCat("--coordinator=", coordinator_address_),
              absl::StrCat("--cpu_devices=", options_.cpu_devices)};
   sp.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};

@@ -168,47 +168,50 @@ bool IsTerminal(const CommandContext& ctx) {
 }
 
 int WatchToEnd(client::JobClient& jobs, const std::string& id, const CommandContext& ctx, bool live,
-               v1::JobRecord* final) {
+               v1::JobRecord* final, const std::function<bool()>& stop) {
   // Rate for the ETA: steps between the first and the latest progress seen.
   int64_t first_step = -1;
   absl::Time first_time;
   bool bar_shown = false;
   v1::JobState last_state = v1::JOB_STATE_UNSPECIFIED;
-  absl::StatusOr<v1::JobEvent> last = jobs.Watch(id, [&](const v1::JobEvent& e) {
-    const v1::JobRecord& j = e.job();
-    const v1::JobProgress& p = j.progress();
-    const bool state_changed = j.state() != last_state;
-    last_state = j.state();
-    const bool ended =
-        j.state() == v1::SUCCEEDED || j.state() == v1::FAILED || j.state() == v1::CANCELLED;
-    if (ended) return;  // FormatJobResult below says it all
-    if (!live) {
-      *ctx.out << client::FormatEventLine(e) << "\n";
-      ctx.out->flush();
-      return;
-    }
-    if (state_changed) {
-      if (bar_shown) *ctx.out << "\n";
-      *ctx.out << j.id() << " " << v1::JobState_Name(j.state())
-               << (e.message().empty() ? "" : absl::StrCat("  ", e.message())) << "\n";
-      bar_shown = false;
-    }
-    if (j.state() == v1::RUNNING && p.unix_micros() != 0) {
-      const absl::Time t = absl::FromUnixMicros(p.unix_micros());
-      if (first_step < 0) {
-        first_step = p.step();
-        first_time = t;
-      }
-      double eta = -1;
-      const double elapsed = absl::ToDoubleSeconds(t - first_time);
-      if (p.step() > first_step && elapsed > 0) {
-        eta = (p.total_steps() - p.step()) / ((p.step() - first_step) / elapsed);
-      }
-      *ctx.out << "\r" << client::FormatProgressBar(p, eta) << "\033[K";
-      bar_shown = true;
-    }
-    ctx.out->flush();
-  });
+  absl::StatusOr<v1::JobEvent> last = jobs.Watch(
+      id,
+      [&](const v1::JobEvent& e) {
+        const v1::JobRecord& j = e.job();
+        const v1::JobProgress& p = j.progress();
+        const bool state_changed = j.state() != last_state;
+        last_state = j.state();
+        const bool ended =
+            j.state() == v1::SUCCEEDED || j.state() == v1::FAILED || j.state() == v1::CANCELLED;
+        if (ended) return;  // FormatJobResult below says it all
+        if (!live) {
+          *ctx.out << client::FormatEventLine(e) << "\n";
+          ctx.out->flush();
+          return;
+        }
+        if (state_changed) {
+          if (bar_shown) *ctx.out << "\n";
+          *ctx.out << j.id() << " " << v1::JobState_Name(j.state())
+                   << (e.message().empty() ? "" : absl::StrCat("  ", e.message())) << "\n";
+          bar_shown = false;
+        }
+        if (j.state() == v1::RUNNING && p.unix_micros() != 0) {
+          const absl::Time t = absl::FromUnixMicros(p.unix_micros());
+          if (first_step < 0) {
+            first_step = p.step();
+            first_time = t;
+          }
+          double eta = -1;
+          const double elapsed = absl::ToDoubleSeconds(t - first_time);
+          if (p.step() > first_step && elapsed > 0) {
+            eta = (p.total_steps() - p.step()) / ((p.step() - first_step) / elapsed);
+          }
+          *ctx.out << "\r" << client::FormatProgressBar(p, eta) << "\033[K";
+          bar_shown = true;
+        }
+        ctx.out->flush();
+      },
+      absl::InfiniteFuture(), stop);
   if (bar_shown) *ctx.out << "\n";
   if (!last.ok()) {
     *ctx.err << "lockstep watch: " << last.status().message() << "\n";

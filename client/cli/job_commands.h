@@ -21,8 +21,9 @@ Command CancelCommand();
 // lines otherwise; then the final figures and the checkpoint and summary paths. Returns
 // kExitOk when the job SUCCEEDED, kExitFailure otherwise; the final record in `*final`
 // when given.
+// `stop` (may be null) ends the watch early once the stream breaks (lockstep local: Ctrl-C).
 int WatchToEnd(client::JobClient& jobs, const std::string& id, const CommandContext& ctx, bool live,
-               v1::JobRecord* final = nullptr);
+               v1::JobRecord* final = nullptr, const std::function<bool()>& stop = nullptr);
 
 // Whether ctx.out is this process's stdout and a terminal.
 bool IsTerminal(const CommandContext& ctx);

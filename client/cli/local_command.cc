@@ -123,7 +123,8 @@ int TrainLocal(client::LocalCluster& cluster, const v1::JobSpec& spec, const std
     }
   });
   v1::JobRecord final;
-  const int code = WatchToEnd(**jobs, *id, ctx, IsTerminal(ctx), &final);
+  const int code =
+      WatchToEnd(**jobs, *id, ctx, IsTerminal(ctx), &final, [&] { return signals.interrupted(); });
   done = true;
   canceller.join();
   if (final.state() == v1::SUCCEEDED) {
