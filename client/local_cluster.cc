@@ -63,12 +63,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
   std::string port_file = absl::StrCat(o.work_dir, "/coordinator.port");
   unlink(port_file.c_str());
   SubprocessOptions sp;
-  sp.argv = {o.coordinator_bin,
-             "--host=127.0.0.1",
-             "--port=0",
+  sp.new_process_group = true;  // Ctrl-C is for `lockstep local`, which stops us in order
+  sp.argv = {o.coordinator_bin, "--host=127.0.0.1", "--port=0",
              absl::StrCat("--port_file=", port_file),
              absl::StrCat("--heartbeat_interval=", Millis(o.heartbeat_interval)),
-             absl::StrCat("--heartbeat_timeout=", Millis(o.heartbeat_timeout))};
+             absl::StrCat("--heartbeat_timeout=", Millis(o.heartbeat_timeout)),
+             // Its own job store: a coordinator started again on this work_dir finds its jobs.
+             absl::StrCat("--state_dir=", o.work_dir, "/state")};
   if (o.log_to_files) sp.log_file = absl::StrCat(o.work_dir, "/coordinator.log");
   LS_ASSIGN_OR_RETURN(c->coordinator_, Subprocess::Start(sp));
   absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Now() + absl::Seconds(10));
@@ -101,9 +102,14 @@ absl::Status LocalCluster::StartWorker(int i) {
     return absl::FailedPreconditionError(absl::StrCat("worker ", i, " is running"));
   }
   SubprocessOptions sp;
+  sp.new_process_group = true;  // Ctrl-C is for `lockstep local`, which stops us in order
   sp.argv = {options_.lockstepd_bin, absl::StrCat("--coordinator=", coordinator_address_),
              absl::StrCat("--cpu_devices=", options_.cpu_devices)};
   sp.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
+  // One compute thread per worker: the workers share this machine's cores. (OpenBLAS also
+  // starts its thread pool before main() when it has more than one thread, and those
+  // threads would not have lockstepd's signals blocked: SIGTERM would kill it outright.)
+  sp.env = {{"OPENBLAS_NUM_THREADS", "1"}};
   if (options_.static_tf_config) {
     std::string path = absl::StrCat(options_.work_dir, "/tf_config.", i, ".json");
     std::ofstream(path) << StaticTfConfig(i);

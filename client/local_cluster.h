@@ -35,8 +35,8 @@ struct LocalClusterOptions {
   std::string lockstepd_bin;
   int workers = 3;
   int cpu_devices = 1;
-  // Holds the port file, TF_CONFIG files and one log file per process. Must exist;
-  // empty: a new directory /tmp/lockstep-cluster-XXXXXX.
+  // Holds the port file, TF_CONFIG files, one log file per process and the coordinator's
+  // job store (state/). Must exist; empty: a new directory /tmp/lockstep-cluster-XXXXXX.
   std::string work_dir;
   absl::Duration heartbeat_interval = absl::Seconds(1);
   absl::Duration heartbeat_timeout = absl::Seconds(3);

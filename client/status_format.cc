@@ -32,11 +32,12 @@ int CountInState(const v1::GetClusterStatusResponse& status, v1::TaskState state
 
 std::string FormatStatusTable(const v1::GetClusterStatusResponse& status) {
   std::vector<std::vector<std::string>> rows = {
-      {"TASK", "ADDRESS", "STATE", "INCARNATION", "HEARTBEAT", "DEVICES"}};
+      {"TASK", "ADDRESS", "STATE", "INCARNATION", "HEARTBEAT", "DEVICES", "JOB"}};
   for (const v1::TaskStatus& t : status.tasks()) {
     rows.push_back({absl::StrCat(t.task().type(), "/", t.task().index()), t.address(),
                     v1::TaskState_Name(t.state()), ShortIncarnation(t.incarnation()),
-                    absl::StrFormat("%.1fs ago", t.seconds_since_heartbeat()), Devices(t)});
+                    absl::StrFormat("%.1fs ago", t.seconds_since_heartbeat()), Devices(t),
+                    t.job_id().empty() ? "-" : absl::StrCat(t.job_id(), " step ", t.step())});
   }
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& row : rows) {

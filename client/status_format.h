@@ -13,7 +13,8 @@ namespace lockstep {
 namespace client {
 
 // One row per task: TASK, ADDRESS, STATE, INCARNATION (8 hex digits), HEARTBEAT (seconds
-// since the last one), DEVICES; then a summary line ("3 tasks: 3 ALIVE").
+// since the last one), DEVICES, JOB (the job it runs and its step, or "-"); then a summary line ("3
+// tasks: 3 ALIVE").
 std::string FormatStatusTable(const v1::GetClusterStatusResponse& status);
 
 // The proto3 JSON mapping (lowerCamelCase names, enums by name, 64-bit ints as strings).

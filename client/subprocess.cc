@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(const SubprocessOp
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
     if (getppid() != parent) _exit(127);  // the parent died before prctl took effect
+    if (options.new_process_group) setpgid(0, 0);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -32,6 +32,9 @@ struct SubprocessOptions {
   std::vector<std::string> unset_env;
   std::string log_file;  // "": inherit stdout/stderr
   int parent_death_signal = SIGTERM;
+  // The child leads a process group of its own, so that a terminal's Ctrl-C reaches only
+  // this process (which then stops its children in order).
+  bool new_process_group = false;
 };
 
 class Subprocess {

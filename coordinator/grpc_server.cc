@@ -2,10 +2,14 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/incarnation.h"
+#include "common/status.h"
 #include "coordinator/grpc_service.h"
 #include "spdlog/spdlog.h"
 
@@ -22,8 +26,23 @@ CoordinatorServer::CoordinatorServer(CoordinatorServerOptions options)
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
     CoordinatorServerOptions options) {
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(std::move(options)));
-  s->service_ = std::make_unique<CoordinatorService>(&s->membership_, &s->kv_, &s->barriers_,
-                                                     s->options_.clock, s->incarnation_);
+  s->state_dir_ = s->options_.state_dir;
+  if (s->state_dir_.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/lockstep-coordinator-XXXXXX");
+    if (mkdtemp(templ.data()) == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("cannot create a state directory ", templ, ": ", std::strerror(errno)));
+    }
+    s->state_dir_ = templ;
+  }
+  LS_ASSIGN_OR_RETURN(s->store_, JobStore::Open({s->state_dir_, s->options_.clock}));
+  s->jobs_ = std::make_unique<JobService>(s->store_.get(), &s->membership_, s->options_.clock,
+                                          s->options_.jobs);
+  LS_RETURN_IF_ERROR(s->jobs_->Recover());
+  s->service_ = std::make_unique<CoordinatorService>(
+      &s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(), s->options_.clock, s->incarnation_);
   grpc::ServerBuilder builder;
   std::string address = absl::StrCat(s->options_.host, ":", s->options_.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
@@ -56,6 +75,7 @@ void CoordinatorServer::SweepLoop() {
           t.task().type(), t.task().index(), ShortIncarnation(t.incarnation()), t.address(),
           t.seconds_since_heartbeat());
     }
+    jobs_->Tick();
     mu_.Lock();
   }
 }

@@ -1,6 +1,8 @@
 // CoordinatorServer: a running coordinator. Builds the domain objects (Membership, KvStore,
-// Barriers), serves them over gRPC on host:port (port 0 = any free port, read back with
-// port()), and runs a sweeper thread that marks silent workers LOST and logs it.
+// Barriers, JobStore, JobService), serves them over gRPC on host:port (port 0 = any free port, read
+// back with port()), and runs a sweeper thread that marks silent workers LOST and logs it, and
+// ticks the job service (scheduling, failures of lost workers). Jobs that were RUNNING when a
+// previous coordinator stopped are marked FAILED at start (JobService::Recover).
 // Used by main.cc, by the in-process tests and by the benchmarks.
 //
 // Ownership: owns the server, the service, the domain objects and the sweeper thread;
@@ -20,6 +22,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "coordinator/barriers.h"
+#include "coordinator/job_service.h"
+#include "coordinator/job_store/job_store.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/membership.h"
 
@@ -36,12 +40,16 @@ struct CoordinatorServerOptions {
   std::string host = "0.0.0.0";
   int port = 0;  // 0: any free port
   MembershipOptions membership;
+  JobServiceOptions jobs;
+  // Where the job store lives (created if missing; its parent must exist). Empty: a new
+  // temporary directory (tests).
+  std::string state_dir;
   Clock* clock = Clock::Real();
 };
 
 class CoordinatorServer {
  public:
-  // Errors: UNAVAILABLE when the port cannot be bound.
+  // Errors: UNAVAILABLE when the port cannot be bound; the JobStore's (state_dir).
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Create(
       CoordinatorServerOptions options);
   ~CoordinatorServer();
@@ -51,6 +59,8 @@ class CoordinatorServer {
   std::string local_address() const;
   uint64_t incarnation() const { return incarnation_; }
   Membership* membership() { return &membership_; }
+  JobService* jobs() { return jobs_.get(); }
+  const std::string& state_dir() const { return state_dir_; }
 
   void Shutdown();
   // Blocks until Shutdown() is called from another thread.
@@ -65,6 +75,9 @@ class CoordinatorServer {
   Membership membership_;
   KvStore kv_;
   Barriers barriers_;
+  std::string state_dir_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<JobService> jobs_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -5,6 +5,8 @@
 
 #include "common/grpc_status.h"
 #include "common/incarnation.h"
+#include "coordinator/grpc_stream_writer.h"
+#include "coordinator/job_store/job_store.h"
 #include "spdlog/spdlog.h"
 
 namespace lockstep {
@@ -29,10 +31,11 @@ void ToProto(const ClusterMap& cluster, v1::ClusterSpec* out) {
 }  // namespace
 
 CoordinatorService::CoordinatorService(Membership* membership, KvStore* kv, Barriers* barriers,
-                                       Clock* clock, uint64_t incarnation)
+                                       JobService* jobs, Clock* clock, uint64_t incarnation)
     : membership_(membership),
       kv_(kv),
       barriers_(barriers),
+      jobs_(jobs),
       clock_(clock),
       incarnation_(incarnation),
       start_(clock->Now()) {}
@@ -42,6 +45,7 @@ CoordinatorService::~CoordinatorService() { Shutdown(); }
 void CoordinatorService::Shutdown() {
   kv_->Shutdown();
   barriers_->Shutdown();
+  jobs_->Shutdown();
   absl::MutexLock l(&mu_);
   mu_.Await(absl::Condition(
       +[](int* n) { return *n == 0; }, &waiting_));
@@ -62,6 +66,15 @@ void CoordinatorService::FinishLater(grpc::ServerUnaryReactor* reactor,
     absl::MutexLock l(&mu_);
     --waiting_;
   }).detach();
+}
+
+std::function<void()> CoordinatorService::EnterStream() {
+  absl::MutexLock l(&mu_);
+  ++waiting_;
+  return [this] {
+    absl::MutexLock l(&mu_);
+    --waiting_;
+  };
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::RegisterWorker(
@@ -92,6 +105,7 @@ grpc::ServerUnaryReactor* CoordinatorService::RegisterWorker(
   response->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(o.heartbeat_interval));
   response->set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(o.heartbeat_timeout));
   response->set_tf_config(reg->tf_config);
+  jobs_->Tick();  // a restarted worker fails its job; a new one may start a pending job
   return Done(ctx, absl::OkStatus());
 }
 
@@ -100,6 +114,10 @@ grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerCont
                                                         v1::HeartbeatResponse* response) {
   absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation(),
                                           request->job_id(), request->step());
+  if (s.ok() && request->jobs_size() > 0) {
+    jobs_->OnReports(FromProto(request->task()),
+                     std::vector<v1::JobReport>(request->jobs().begin(), request->jobs().end()));
+  }
   response->set_coordinator_incarnation(incarnation_);
   return Done(ctx, s);
 }
@@ -156,11 +174,79 @@ grpc::ServerUnaryReactor* CoordinatorService::Barrier(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* CoordinatorService::GetClusterStatus(
     grpc::CallbackServerContext* ctx, const v1::GetClusterStatusRequest*,
     v1::GetClusterStatusResponse* response) {
-  for (v1::TaskStatus& s : membership_->Snapshot()) *response->add_tasks() = std::move(s);
+  const auto running = jobs_->RunningTasks();
+  for (v1::TaskStatus& s : membership_->Snapshot()) {
+    if (auto it = running.find(FromProto(s.task())); it != running.end()) {
+      s.set_job_id(it->second.first);
+      s.set_step(it->second.second);
+    }
+    *response->add_tasks() = std::move(s);
+  }
   response->set_coordinator_incarnation(incarnation_);
   response->set_coordinator_start_unix_micros(absl::ToUnixMicros(start_));
   ToProto(membership_->Cluster(), response->mutable_cluster());
   return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::SubmitJob(grpc::CallbackServerContext* ctx,
+                                                        const v1::SubmitJobRequest* request,
+                                                        v1::SubmitJobResponse* response) {
+  absl::StatusOr<std::string> id = jobs_->Submit(request->spec());
+  if (!id.ok()) {
+    spdlog::warn("SubmitJob \"{}\" from {} refused: {}", request->spec().name(), ctx->peer(),
+                 std::string(id.status().message()));
+    return Done(ctx, id.status());
+  }
+  spdlog::info("job {} (\"{}\") submitted", *id, request->spec().name());
+  response->set_job_id(*id);
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::GetJob(grpc::CallbackServerContext* ctx,
+                                                     const v1::GetJobRequest* request,
+                                                     v1::GetJobResponse* response) {
+  absl::StatusOr<v1::GetJobResponse> job = jobs_->Get(request->job_id());
+  if (job.ok()) *response = std::move(*job);
+  return Done(ctx, job.status());
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::ListJobs(grpc::CallbackServerContext* ctx,
+                                                       const v1::ListJobsRequest* request,
+                                                       v1::ListJobsResponse* response) {
+  absl::StatusOr<std::vector<v1::JobRecord>> jobs = jobs_->List(request->limit());
+  if (jobs.ok()) {
+    for (v1::JobRecord& j : *jobs) *response->add_jobs() = std::move(j);
+  }
+  return Done(ctx, jobs.status());
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::CancelJob(grpc::CallbackServerContext* ctx,
+                                                        const v1::CancelJobRequest* request,
+                                                        v1::CancelJobResponse* response) {
+  absl::StatusOr<v1::JobRecord> job = jobs_->Cancel(request->job_id(), request->reason());
+  if (job.ok()) {
+    spdlog::info("job {} cancelled: {}", request->job_id(), job->reason());
+    *response->mutable_job() = std::move(*job);
+  }
+  return Done(ctx, job.status());
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* CoordinatorService::WatchJob(
+    grpc::CallbackServerContext*, const v1::WatchJobRequest* request) {
+  auto seen = std::make_shared<int64_t>(0);
+  return StreamWriter<v1::JobEvent>::Start(
+      [this, id = request->job_id(), seen](absl::Time deadline) {
+        return jobs_->NextEvent(id, seen.get(), deadline);
+      },
+      [](const v1::JobEvent& e) { return JobStore::IsTerminal(e.job().state()); }, EnterStream());
+}
+
+grpc::ServerWriteReactor<v1::Assignment>* CoordinatorService::WatchAssignments(
+    grpc::CallbackServerContext*, const v1::WatchAssignmentsRequest* request) {
+  return StreamWriter<v1::Assignment>::Start(
+      [this, task = FromProto(request->task()), incarnation = request->incarnation()](
+          absl::Time deadline) { return jobs_->NextAssignment(task, incarnation, deadline); },
+      [](const v1::Assignment&) { return false; }, EnterStream());
 }
 
 }  // namespace coordinator

@@ -1,10 +1,13 @@
 // lockstep-coordinator: forms the cluster (membership, heartbeats), serves the key-value
-// store and barriers, and answers `lockstep status`. SIGTERM or SIGINT shuts it down
+// store and barriers, accepts, schedules and tracks jobs (stored under --state_dir), and
+// answers `lockstep status` and the job commands. SIGTERM or SIGINT shuts it down
 // cleanly: pending waits are answered, the port is closed, the process exits 0.
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -28,11 +31,31 @@ ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(3),
           "A worker silent for longer than this is marked LOST.");
 ABSL_FLAG(std::string, state_dir, "",
-          "Directory for the coordinator's state (created if missing). The coordinator "
-          "writes its address there; the job store joins it with the jobs issue.");
+          "Directory for the coordinator's state (created if missing): the job store "
+          "(jobs.sqlite3) and the port file. Default: $XDG_STATE_HOME/lockstep, else "
+          "$HOME/.local/state/lockstep, else /tmp/lockstep-state-$UID. One coordinator per "
+          "directory.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
 
 namespace {
+
+// mkdir -p; false (errno set) on failure.
+bool MakeDirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i < path.size() && path[i] != '/') continue;
+    const std::string prefix = path.substr(0, i);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+std::string DefaultStateDir() {
+  const char* xdg = std::getenv("XDG_STATE_HOME");
+  if (xdg != nullptr && *xdg == '/') return absl::StrCat(xdg, "/lockstep");
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home == '/') return absl::StrCat(home, "/.local/state/lockstep");
+  return absl::StrCat("/tmp/lockstep-state-", getuid());
+}
 
 int Run(sigset_t signals) {
   using lockstep::coordinator::CoordinatorServer;
@@ -49,18 +72,21 @@ int Run(sigset_t signals) {
     return 2;
   }
 
+  std::string state_dir = absl::GetFlag(FLAGS_state_dir);
+  if (state_dir.empty()) state_dir = DefaultStateDir();
+  if (!MakeDirs(state_dir)) {
+    spdlog::error("--state_dir {}: cannot create: {}", state_dir, std::strerror(errno));
+    return 1;
+  }
+  options.state_dir = state_dir;
+
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Create(options);
   if (!server.ok()) {
     spdlog::error("{}", server.status().ToString());
     return 1;
   }
   const int port = (*server)->port();
-  const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
-  if (!state_dir.empty()) {
-    if (mkdir(state_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      spdlog::error("--state_dir {}: cannot create: {}", state_dir, std::strerror(errno));
-      return 1;
-    }
+  {
     absl::Status s = lockstep::WritePortFile(absl::StrCat(state_dir, "/port"), port);
     if (!s.ok()) spdlog::warn("--state_dir: {}", s.ToString());
   }
@@ -72,10 +98,12 @@ int Run(sigset_t signals) {
       return 1;
     }
   }
-  spdlog::info("coordinator listening on {}:{}, incarnation {}, heartbeat every {}, LOST after {}",
-               options.host, port, lockstep::ShortIncarnation((*server)->incarnation()),
-               absl::FormatDuration(options.membership.heartbeat_interval),
-               absl::FormatDuration(options.membership.heartbeat_timeout));
+  spdlog::info(
+      "coordinator listening on {}:{}, incarnation {}, heartbeat every {}, LOST after {}, "
+      "jobs in {}",
+      options.host, port, lockstep::ShortIncarnation((*server)->incarnation()),
+      absl::FormatDuration(options.membership.heartbeat_interval),
+      absl::FormatDuration(options.membership.heartbeat_timeout), state_dir);
 
   int sig = 0;
   sigwait(&signals, &sig);

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/test_util.h"
 
 namespace lockstep {
 namespace {
@@ -27,50 +28,11 @@ using json = nlohmann::json;
 constexpr absl::Duration kInterval = absl::Milliseconds(150);
 constexpr absl::Duration kTimeout = absl::Seconds(1);
 
-std::string Runfile(const std::string& path) {
-  return absl::StrCat(getenv("TEST_SRCDIR"), "/lockstep/", path);
-}
-
-std::string TmpDir(const std::string& name) {
-  std::string dir = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
-  mkdir(dir.c_str(), 0755);
-  return dir;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct Result {
-  int exit_code = -1;
-  std::string output;
-  absl::Duration took;
-};
-
-// Runs a program to completion (bounded), capturing stdout+stderr.
-Result RunTool(std::vector<std::string> argv, const std::string& log,
-               std::vector<std::pair<std::string, std::string>> env = {}) {
-  client::SubprocessOptions o;
-  o.argv = std::move(argv);
-  o.log_file = log;
-  o.env = std::move(env);
-  unlink(log.c_str());
-  Result r;
-  absl::Time start = absl::Now();
-  auto p = client::Subprocess::Start(o);
-  if (!p.ok()) {
-    r.output = p.status().ToString();
-    return r;
-  }
-  auto status = (*p)->Wait(absl::Now() + absl::Seconds(30));
-  r.took = absl::Now() - start;
-  if (status.ok() && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
-  r.output = ReadFile(log);
-  return r;
-}
+using testing::ReadFile;
+using testing::Result;
+using testing::Runfile;
+using testing::RunTool;
+using testing::TmpDir;
 
 class ClusterTest : public ::testing::Test {
  protected:
@@ -240,10 +202,11 @@ TEST(CliTest, BadTfConfigExitsTwoWithResolverMessage) {
 
 TEST(CliTest, LocalBringsUpWorkersAndStopsThem) {
   std::string dir = TmpDir("local");
-  Result r = RunTool({Runfile("client/lockstep"), "local", "--workers=2",
-                      "--coordinator_bin=" + Runfile("coordinator/lockstep-coordinator"),
-                      "--lockstepd_bin=" + Runfile("worker/lockstepd"), "--work_dir=" + dir},
-                     absl::StrCat(getenv("TEST_TMPDIR"), "/local.out"));
+  Result r =
+      RunTool({Runfile("client/lockstep"), "local", "--workers=2",
+               "--coordinator_bin=" + Runfile("coordinator/lockstep-coordinator"),
+               "--lockstepd_bin=" + Runfile("worker/lockstepd"), "--work_dir=" + dir, "--no_job"},
+              absl::StrCat(getenv("TEST_TMPDIR"), "/local.out"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("2 task(s): 2 ALIVE"));
   // Every worker left the cluster cleanly before the coordinator stopped.

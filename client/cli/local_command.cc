@@ -2,11 +2,16 @@
 
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/cli/job_commands.h"
+#include "client/job_client.h"
+#include "client/job_format.h"
 #include "client/local_cluster.h"
 #include "client/status_format.h"
 #include "common/signals.h"
@@ -40,6 +45,95 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+constexpr char kDefaultJob[] = "examples/jobs/digits_mlp.json";
+
+bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+
+// Where bundled files (the default job, the digits data) may be, in order: the current
+// directory (tools/local.sh runs from the repository root), `bazel run`'s workspace, and
+// this binary's runfiles (bazel-bin/client/lockstep.runfiles/lockstep).
+std::vector<std::string> SearchRoots(const std::string& argv0) {
+  std::vector<std::string> roots;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof(cwd)) != nullptr) roots.push_back(cwd);
+  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY"); ws != nullptr && *ws != '\0') {
+    roots.push_back(ws);
+  }
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) roots.push_back(absl::StrCat(std::string(self, n), ".runfiles/lockstep"));
+  roots.push_back(absl::StrCat(argv0, ".runfiles/lockstep"));
+  return roots;
+}
+
+// `path` as given when it exists (or is absolute), else under the first root holding it.
+std::string Resolve(const std::string& path, const std::vector<std::string>& roots) {
+  if (path.empty() || path[0] == '/') return path;
+  for (const std::string& root : roots) {
+    const std::string candidate = absl::StrCat(root, "/", path);
+    if (Exists(candidate)) return candidate;
+  }
+  return path;
+}
+
+// Makes the job runnable from any worker directory: data files absolute, and checkpoints
+// and summaries in the cluster's work_dir unless the job names its own.
+void PrepareLocalJob(v1::JobSpec* spec, const std::vector<std::string>& roots,
+                     const std::string& work_dir) {
+  for (v1::DataSource* source :
+       {spec->mutable_data()->mutable_train(), spec->mutable_data()->mutable_eval()}) {
+    for (std::string& f : *source->mutable_files()) f = Resolve(f, roots);
+  }
+  if (!spec->data().has_eval() || spec->data().eval().files().empty()) {
+    spec->mutable_data()->clear_eval();
+  }
+  if (spec->checkpoint().dir().empty()) {
+    spec->mutable_checkpoint()->set_dir(absl::StrCat(work_dir, "/checkpoints"));
+  }
+  if (spec->summaries().dir().empty()) {
+    spec->mutable_summaries()->set_dir(absl::StrCat(work_dir, "/summaries"));
+  }
+}
+
+// Submits `spec`, follows it to the end (Ctrl-C cancels it) and prints where its results
+// are. kExitOk when it SUCCEEDED.
+int TrainLocal(client::LocalCluster& cluster, const v1::JobSpec& spec, const std::string& path,
+               const SignalWatcher& signals, const CommandContext& ctx) {
+  auto jobs = client::JobClient::Create(cluster.coordinator_address(), absl::Seconds(10));
+  if (!jobs.ok()) {
+    *ctx.err << "lockstep local: " << jobs.status().message() << "\n";
+    return kExitFailure;
+  }
+  absl::StatusOr<std::string> id = (*jobs)->Submit(spec);
+  if (!id.ok()) {
+    *ctx.err << "lockstep local: the coordinator refused " << path << ": " << id.status().message()
+             << "\n";
+    return kExitFailure;
+  }
+  *ctx.out << "submitted " << *id << " (" << spec.name() << ", " << path << ")\n";
+  ctx.out->flush();
+  std::atomic<bool> done{false};
+  std::thread canceller([&] {
+    while (!done) {
+      if (signals.interrupted()) {
+        (void)(*jobs)->Cancel(*id, "interrupted (Ctrl-C in lockstep local)");
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  });
+  v1::JobRecord final;
+  const int code =
+      WatchToEnd(**jobs, *id, ctx, IsTerminal(ctx), &final, [&] { return signals.interrupted(); });
+  done = true;
+  canceller.join();
+  if (final.state() == v1::SUCCEEDED) {
+    const double acc = final.progress().eval_accuracy();
+    *ctx.out << "test accuracy: " << (acc >= 0 ? absl::StrCat(acc) : "not evaluated") << "\n";
+  }
+  return code;
+}
+
 int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   auto workers = args.GetInt("workers", 3);
   auto cpu_devices = args.GetInt("cpu_devices", 1);
@@ -56,6 +150,24 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   if (*workers < 1 || *workers > 256) {
     *ctx.err << "lockstep local: --workers: expected 1..256, got " << *workers << "\n";
     return kExitUsage;
+  }
+  if (args.positional().size() > 1) {
+    *ctx.err << "lockstep local: expected at most one JOB.json\n";
+    return kExitUsage;
+  }
+  // The job, read before anything starts so that a bad file costs nothing.
+  const bool train = !args.Has("no_job");
+  const std::vector<std::string> roots = SearchRoots(ctx.argv0);
+  v1::JobSpec spec;
+  std::string job_path;
+  if (train) {
+    job_path = Resolve(args.positional().empty() ? kDefaultJob : args.positional()[0], roots);
+    absl::StatusOr<v1::JobSpec> parsed = client::ReadJobSpecFile(job_path);
+    if (!parsed.ok()) {
+      *ctx.err << "lockstep local: " << parsed.status().message() << "\n";
+      return kExitUsage;
+    }
+    spec = std::move(*parsed);
   }
 
   client::LocalClusterOptions options;
@@ -95,6 +207,11 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
     return kExitFailure;
   }
   *ctx.out << client::FormatStatusTable(*status);
+  int exit_code = kExitOk;
+  if (train) {
+    PrepareLocalJob(&spec, roots, (*cluster)->options().work_dir);
+    exit_code = TrainLocal(**cluster, spec, job_path, signals, ctx);
+  }
   if (args.Has("keep_running")) {
     *ctx.out << "running; Ctrl-C stops the cluster. In another shell: "
              << "lockstep status --coordinator=" << (*cluster)->coordinator_address() << "\n";
@@ -103,7 +220,7 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   }
   *ctx.out << "stopping the cluster\n";
   (*cluster)->Stop();
-  return kExitOk;
+  return exit_code;
 }
 
 }  // namespace
@@ -111,10 +228,12 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
 Command LocalCommand() {
   Command c;
   c.name = "local";
-  c.usage = "local [--workers=N] [--cpu_devices=N] [--keep_running]";
+  c.usage = "local [--workers=N] [--cpu_devices=N] [--keep_running] [--no_job] [JOB.json]";
   c.summary =
-      "Starts a coordinator and N workers on loopback, waits until all are ALIVE, prints "
-      "the status, then stops them (or keeps them until Ctrl-C with --keep_running).";
+      "Starts a coordinator and N workers on loopback, trains JOB.json on them (default "
+      "examples/jobs/digits_mlp.json: the bundled digits MLP, MultiWorkerMirrored) showing "
+      "its progress, prints the test accuracy and where the checkpoints and summaries are, "
+      "then stops them (or keeps them until Ctrl-C with --keep_running).";
   c.options = {
       {"workers", "Number of lockstepd to start (default 3)."},
       {"cpu_devices", "Logical CPU devices per worker (default 1)."},
@@ -122,6 +241,8 @@ Command LocalCommand() {
       {"heartbeat_interval", "Passed to the coordinator (default 1s)."},
       {"heartbeat_timeout", "Passed to the coordinator (default 3s)."},
       {"keep_running", "Keep the cluster up until Ctrl-C.", /*takes_value=*/false},
+      {"no_job", "Only bring the cluster up (and show its status); train nothing.",
+       /*takes_value=*/false},
       {"work_dir", "Directory for port file and logs (default: a new /tmp/lockstep-cluster-*)."},
       {"coordinator_bin",
        "Path to lockstep-coordinator (default: beside this binary in bazel-bin)."},

@@ -88,7 +88,7 @@ bool JobStore::IsTerminal(JobState state) {
 bool JobStore::IsValidTransition(JobState from, JobState to) {
   switch (from) {
     case v1::PENDING:
-      return to == v1::RUNNING || to == v1::CANCELLED;
+      return to == v1::RUNNING || to == v1::CANCELLED || to == v1::FAILED;
     case v1::RUNNING:
       return to == v1::SUCCEEDED || to == v1::FAILED || to == v1::CANCELLED || to == v1::PENDING;
     default:

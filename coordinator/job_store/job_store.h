@@ -16,7 +16,8 @@
 //                 |
 //        +--------+--------+
 //        v                 v
-//    SUCCEEDED           FAILED
+//    SUCCEEDED           FAILED <-- PENDING (refused when scheduled, e.g. the global
+//                                   batch does not split over the workers found)
 //
 // SUCCEEDED, FAILED and CANCELLED are terminal. Entering RUNNING increments `attempt`.
 // Every transition is appended to JobRecord.transitions with its time, reason and attempt.

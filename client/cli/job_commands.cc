@@ -1,0 +1,279 @@
+#include "client/cli/job_commands.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "client/cli/status_command.h"
+#include "client/job_format.h"
+
+namespace lockstep {
+namespace cli {
+namespace {
+
+const OptionSpec kCoordinatorOption = {
+    "coordinator", "Coordinator host:port (default $LOCKSTEP_COORDINATOR, else 127.0.0.1:7000)."};
+const OptionSpec kOutputOption = {"output", "table (default) or json (the proto's JSON mapping)."};
+
+// Connects to the coordinator; on failure prints why and returns null.
+std::unique_ptr<client::JobClient> Connect(const CommandArgs& args, const CommandContext& ctx,
+                                           const std::string& command) {
+  auto jobs = client::JobClient::Create(CoordinatorAddress(args), absl::Seconds(10));
+  if (!jobs.ok()) {
+    *ctx.err << "lockstep " << command << ": " << jobs.status().message() << "\n";
+    return nullptr;
+  }
+  return std::move(*jobs);
+}
+
+// The reason an RPC failed, with a hint when the coordinator is unreachable.
+int Fail(const CommandContext& ctx, const std::string& command, const absl::Status& s) {
+  *ctx.err << "lockstep " << command << ": " << s.message() << "\n";
+  if (s.code() == absl::StatusCode::kUnavailable) {
+    *ctx.err << "Is lockstep-coordinator running there? Pass --coordinator=HOST:PORT or set "
+                "LOCKSTEP_COORDINATOR.\n";
+  }
+  return kExitFailure;
+}
+
+// Checks --output; false (after printing why) when it is neither table nor json.
+bool JsonOutput(const CommandArgs& args, const CommandContext& ctx, const std::string& command,
+                bool* ok) {
+  const std::string output = args.Get("output", "table");
+  *ok = output == "table" || output == "json";
+  if (!*ok) {
+    *ctx.err << "lockstep " << command << ": --output: expected table or json, got \"" << output
+             << "\"\n";
+  }
+  return output == "json";
+}
+
+int PrintJson(const google::protobuf::Message& m, const CommandContext& ctx) {
+  absl::StatusOr<std::string> json = client::ToJson(m);
+  if (!json.ok()) {
+    *ctx.err << json.status().message() << "\n";
+    return kExitFailure;
+  }
+  *ctx.out << *json << "\n";
+  return kExitOk;
+}
+
+// The single positional argument JOB; prints usage and returns "" when missing.
+std::string OneJobId(const CommandArgs& args, const CommandContext& ctx,
+                     const std::string& command) {
+  if (args.positional().size() != 1) {
+    *ctx.err << "lockstep " << command << ": expected one JOB id (see `lockstep jobs`)\n";
+    return "";
+  }
+  return args.positional()[0];
+}
+
+int RunSubmit(const CommandArgs& args, const CommandContext& ctx) {
+  if (args.positional().size() != 1) {
+    *ctx.err << "lockstep submit: expected one JOB.json\n";
+    return kExitUsage;
+  }
+  bool output_ok;
+  const bool json = JsonOutput(args, ctx, "submit", &output_ok);
+  if (!output_ok) return kExitUsage;
+  absl::StatusOr<v1::JobSpec> spec = client::ReadJobSpecFile(args.positional()[0]);
+  if (!spec.ok()) {
+    *ctx.err << "lockstep submit: " << spec.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto jobs = Connect(args, ctx, "submit");
+  if (jobs == nullptr) return kExitUsage;
+  absl::StatusOr<std::string> id = jobs->Submit(*spec);
+  if (!id.ok()) {
+    *ctx.err << "lockstep submit: the coordinator refused " << args.positional()[0] << ": "
+             << id.status().message() << "\n";
+    return kExitFailure;
+  }
+  if (json) {
+    v1::SubmitJobResponse r;
+    r.set_job_id(*id);
+    PrintJson(r, ctx);
+  } else {
+    *ctx.out << "submitted " << *id << "\n";
+  }
+  if (!args.Has("watch")) return kExitOk;
+  return WatchToEnd(*jobs, *id, ctx, !json && IsTerminal(ctx));
+}
+
+int RunWatch(const CommandArgs& args, const CommandContext& ctx) {
+  const std::string id = OneJobId(args, ctx, "watch");
+  if (id.empty()) return kExitUsage;
+  auto jobs = Connect(args, ctx, "watch");
+  if (jobs == nullptr) return kExitUsage;
+  return WatchToEnd(*jobs, id, ctx, IsTerminal(ctx));
+}
+
+int RunJobs(const CommandArgs& args, const CommandContext& ctx) {
+  bool output_ok;
+  const bool json = JsonOutput(args, ctx, "jobs", &output_ok);
+  if (!output_ok) return kExitUsage;
+  auto limit = args.GetInt("limit", 0);
+  if (!limit.ok()) {
+    *ctx.err << "lockstep jobs: " << limit.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto jobs = Connect(args, ctx, "jobs");
+  if (jobs == nullptr) return kExitUsage;
+  absl::StatusOr<std::vector<v1::JobRecord>> list = jobs->List(*limit);
+  if (!list.ok()) return Fail(ctx, "jobs", list.status());
+  if (json) {
+    v1::ListJobsResponse r;
+    for (v1::JobRecord& j : *list) {
+      j.clear_spec();  // `describe` shows the spec
+      *r.add_jobs() = std::move(j);
+    }
+    return PrintJson(r, ctx);
+  }
+  *ctx.out << client::FormatJobsTable(*list, absl::Now());
+  return kExitOk;
+}
+
+int RunDescribe(const CommandArgs& args, const CommandContext& ctx) {
+  bool output_ok;
+  const bool json = JsonOutput(args, ctx, "describe", &output_ok);
+  if (!output_ok) return kExitUsage;
+  const std::string id = OneJobId(args, ctx, "describe");
+  if (id.empty()) return kExitUsage;
+  auto jobs = Connect(args, ctx, "describe");
+  if (jobs == nullptr) return kExitUsage;
+  absl::StatusOr<v1::GetJobResponse> job = jobs->Get(id);
+  if (!job.ok()) return Fail(ctx, "describe", job.status());
+  job->mutable_job()->clear_spec();  // shown decoded in `spec`
+  if (json) return PrintJson(*job, ctx);
+  *ctx.out << client::FormatJobDescription(*job);
+  return kExitOk;
+}
+
+int RunCancel(const CommandArgs& args, const CommandContext& ctx) {
+  const std::string id = OneJobId(args, ctx, "cancel");
+  if (id.empty()) return kExitUsage;
+  auto jobs = Connect(args, ctx, "cancel");
+  if (jobs == nullptr) return kExitUsage;
+  absl::StatusOr<v1::JobRecord> job = jobs->Cancel(id, args.Get("reason"));
+  if (!job.ok()) return Fail(ctx, "cancel", job.status());
+  *ctx.out << job->id() << " " << v1::JobState_Name(job->state()) << ": " << job->reason() << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+bool IsTerminal(const CommandContext& ctx) {
+  return ctx.out == &std::cout && isatty(STDOUT_FILENO) == 1;
+}
+
+int WatchToEnd(client::JobClient& jobs, const std::string& id, const CommandContext& ctx, bool live,
+               v1::JobRecord* final, const std::function<bool()>& stop) {
+  // Rate for the ETA: steps between the first and the latest progress seen.
+  int64_t first_step = -1;
+  absl::Time first_time;
+  bool bar_shown = false;
+  v1::JobState last_state = v1::JOB_STATE_UNSPECIFIED;
+  absl::StatusOr<v1::JobEvent> last = jobs.Watch(
+      id,
+      [&](const v1::JobEvent& e) {
+        const v1::JobRecord& j = e.job();
+        const v1::JobProgress& p = j.progress();
+        const bool state_changed = j.state() != last_state;
+        last_state = j.state();
+        const bool ended =
+            j.state() == v1::SUCCEEDED || j.state() == v1::FAILED || j.state() == v1::CANCELLED;
+        if (ended) return;  // FormatJobResult below says it all
+        if (!live) {
+          *ctx.out << client::FormatEventLine(e) << "\n";
+          ctx.out->flush();
+          return;
+        }
+        if (state_changed) {
+          if (bar_shown) *ctx.out << "\n";
+          *ctx.out << j.id() << " " << v1::JobState_Name(j.state())
+                   << (e.message().empty() ? "" : absl::StrCat("  ", e.message())) << "\n";
+          bar_shown = false;
+        }
+        if (j.state() == v1::RUNNING && p.unix_micros() != 0) {
+          const absl::Time t = absl::FromUnixMicros(p.unix_micros());
+          if (first_step < 0) {
+            first_step = p.step();
+            first_time = t;
+          }
+          double eta = -1;
+          const double elapsed = absl::ToDoubleSeconds(t - first_time);
+          if (p.step() > first_step && elapsed > 0) {
+            eta = (p.total_steps() - p.step()) / ((p.step() - first_step) / elapsed);
+          }
+          *ctx.out << "\r" << client::FormatProgressBar(p, eta) << "\033[K";
+          bar_shown = true;
+        }
+        ctx.out->flush();
+      },
+      absl::InfiniteFuture(), stop);
+  if (bar_shown) *ctx.out << "\n";
+  if (!last.ok()) {
+    *ctx.err << "lockstep watch: " << last.status().message() << "\n";
+    return kExitFailure;
+  }
+  *ctx.out << client::FormatJobResult(last->job());
+  if (final != nullptr) *final = last->job();
+  return last->job().state() == v1::SUCCEEDED ? kExitOk : kExitFailure;
+}
+
+Command SubmitCommand() {
+  Command c;
+  c.name = "submit";
+  c.usage = "submit JOB.json [--watch] [--coordinator=HOST:PORT] [--output=table|json]";
+  c.summary = "Submits a job (JSON, the JobSpec proto's JSON mapping); --watch follows it.";
+  c.options = {kCoordinatorOption,
+               kOutputOption,
+               {"watch", "Follow the job until it ends (exit 0 only if it SUCCEEDED).",
+                /*takes_value=*/false}};
+  c.run = RunSubmit;
+  return c;
+}
+
+Command WatchCommand() {
+  Command c;
+  c.name = "watch";
+  c.usage = "watch JOB [--coordinator=HOST:PORT]";
+  c.summary = "Follows a job to its end: progress, then the final figures; exit 0 if SUCCEEDED.";
+  c.options = {kCoordinatorOption};
+  c.run = RunWatch;
+  return c;
+}
+
+Command JobsCommand() {
+  Command c;
+  c.name = "jobs";
+  c.usage = "jobs [--limit=N] [--coordinator=HOST:PORT] [--output=table|json]";
+  c.summary = "Lists every job, newest first: state, attempt, step, loss, accuracy, reason.";
+  c.options = {kCoordinatorOption, kOutputOption, {"limit", "At most N jobs (default all)."}};
+  c.run = RunJobs;
+  return c;
+}
+
+Command DescribeCommand() {
+  Command c;
+  c.name = "describe";
+  c.usage = "describe JOB [--coordinator=HOST:PORT] [--output=table|json]";
+  c.summary = "Shows one job: state and reason, transitions, progress, each worker's report.";
+  c.options = {kCoordinatorOption, kOutputOption};
+  c.run = RunDescribe;
+  return c;
+}
+
+Command CancelCommand() {
+  Command c;
+  c.name = "cancel";
+  c.usage = "cancel JOB [--reason=TEXT] [--coordinator=HOST:PORT]";
+  c.summary = "Cancels a job; its workers stop within 2 s.";
+  c.options = {kCoordinatorOption, {"reason", "Recorded with the CANCELLED state."}};
+  c.run = RunCancel;
+  return c;
+}
+
+}  // namespace cli
+}  // namespace lockstep

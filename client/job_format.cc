@@ -1,0 +1,175 @@
+#include "client/job_format.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace lockstep {
+namespace client {
+namespace {
+
+bool IsTerminal(v1::JobState s) {
+  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
+}
+
+std::string Age(int64_t unix_micros, absl::Time now) {
+  if (unix_micros == 0) return "-";
+  const absl::Duration d = now - absl::FromUnixMicros(unix_micros);
+  if (d < absl::Minutes(1)) return absl::StrCat(absl::ToInt64Seconds(d), "s");
+  if (d < absl::Hours(1)) return absl::StrCat(absl::ToInt64Minutes(d), "m");
+  if (d < absl::Hours(48)) return absl::StrCat(absl::ToInt64Hours(d), "h");
+  return absl::StrCat(absl::ToInt64Hours(d) / 24, "d");
+}
+
+std::string Accuracy(double a) { return a < 0 ? "-" : absl::StrFormat("%.4f", a); }
+
+std::string Clip(const std::string& s, size_t n) {
+  return s.size() <= n ? s : absl::StrCat(s.substr(0, n - 3), "...");
+}
+
+std::string Duration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  return absl::StrFormat("%d:%02d", s / 60, s % 60);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::JobSpec> ParseJobSpecJson(absl::string_view json, absl::string_view source) {
+  v1::JobSpec spec;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto status = google::protobuf::util::JsonStringToMessage(std::string(json), &spec, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not a valid job spec: ", std::string(status.message())));
+  }
+  return spec;
+}
+
+absl::StatusOr<v1::JobSpec> ReadJobSpecFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the job file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseJobSpecJson(text.str(), path);
+}
+
+std::string FormatJobsTable(const std::vector<v1::JobRecord>& jobs, absl::Time now) {
+  std::string out =
+      absl::StrFormat("%-11s %-16s %-9s %7s %12s %8s %8s %5s  %s\n", "ID", "NAME", "STATE",
+                      "ATTEMPT", "STEP", "LOSS", "EVAL_ACC", "AGE", "REASON");
+  for (const v1::JobRecord& j : jobs) {
+    const v1::JobProgress& p = j.progress();
+    const std::string step =
+        p.total_steps() > 0 ? absl::StrCat(p.step(), "/", p.total_steps()) : absl::StrCat(p.step());
+    const bool has_progress = p.unix_micros() != 0;
+    absl::StrAppend(&out, absl::StrFormat("%-11s %-16s %-9s %7d %12s %8s %8s %5s  %s\n", j.id(),
+                                          Clip(j.name(), 16), v1::JobState_Name(j.state()),
+                                          j.attempt(), has_progress ? step : "-",
+                                          has_progress ? absl::StrFormat("%.4f", p.loss()) : "-",
+                                          has_progress ? Accuracy(p.eval_accuracy()) : "-",
+                                          Age(j.created_unix_micros(), now), Clip(j.reason(), 60)));
+  }
+  absl::StrAppend(&out, jobs.size(), jobs.size() == 1 ? " job\n" : " jobs\n");
+  return out;
+}
+
+std::string FormatJobResult(const v1::JobRecord& job) {
+  const v1::JobProgress& p = job.progress();
+  std::string out = absl::StrCat("job ", job.id(), " ", v1::JobState_Name(job.state()));
+  if (!job.reason().empty()) absl::StrAppend(&out, ": ", job.reason());
+  absl::StrAppend(&out, "\n");
+  if (p.unix_micros() != 0) {
+    absl::StrAppend(&out, absl::StrFormat("  steps %d/%d, epoch %d, loss %.4f, train accuracy %s, "
+                                          "test accuracy %s, %.0f examples/s\n",
+                                          p.step(), p.total_steps(), p.epoch(), p.loss(),
+                                          Accuracy(p.train_accuracy()), Accuracy(p.eval_accuracy()),
+                                          p.examples_per_sec()));
+  }
+  if (!p.checkpoint_path().empty())
+    absl::StrAppend(&out, "  checkpoint: ", p.checkpoint_path(), "\n");
+  if (!p.summary_dir().empty()) {
+    absl::StrAppend(&out, "  summaries:  ", p.summary_dir(), "  (tensorboard --logdir ",
+                    p.summary_dir(), ")\n");
+  }
+  return out;
+}
+
+std::string FormatJobDescription(const v1::GetJobResponse& r) {
+  const v1::JobRecord& j = r.job();
+  std::string out = absl::StrCat("Job:       ", j.id(), " (", j.name(), ")\n",
+                                 "State:     ", v1::JobState_Name(j.state()), "\n");
+  if (!j.reason().empty()) absl::StrAppend(&out, "Reason:    ", j.reason(), "\n");
+  absl::StrAppend(&out, "Attempt:   ", j.attempt(), "\n",
+                  "Strategy:  ", v1::StrategyKind_Name(r.spec().strategy()), ", global batch ",
+                  r.spec().global_batch_size(), "\n",
+                  "Created:   ", absl::FormatTime(absl::FromUnixMicros(j.created_unix_micros())),
+                  "\n");
+  absl::StrAppend(&out, "Progress:\n  ", FormatJobResult(j));
+  absl::StrAppend(&out, "Transitions:\n");
+  for (const v1::JobTransition& t : j.transitions()) {
+    absl::StrAppend(&out, "  ",
+                    absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::FromUnixMicros(t.unix_micros()),
+                                     absl::LocalTimeZone()),
+                    "  ", v1::JobState_Name(t.state()), " (attempt ", t.attempt(), ")",
+                    t.reason().empty() ? "" : absl::StrCat(": ", t.reason()), "\n");
+  }
+  if (r.workers_size() > 0) {
+    absl::StrAppend(&out, "Workers:\n",
+                    absl::StrFormat("  %-5s %-9s %10s %8s %10s %8s  %s\n", "RANK", "PHASE", "STEP",
+                                    "LOSS", "EX/S", "BUSBW", "ERROR"));
+    for (int i = 0; i < r.workers_size(); ++i) {
+      const v1::JobReport& w = r.workers(i);
+      absl::StrAppend(&out,
+                      absl::StrFormat("  %-5d %-9s %10d %8.4f %10.0f %8.2f  %s\n", i,
+                                      v1::JobReport::Phase_Name(w.phase()), w.step(), w.loss(),
+                                      w.examples_per_sec(), w.busbw_gbps(), w.error()));
+    }
+  }
+  return out;
+}
+
+std::string FormatEventLine(const v1::JobEvent& event) {
+  const v1::JobRecord& j = event.job();
+  const v1::JobProgress& p = j.progress();
+  std::string out = absl::StrCat(j.id(), " ", v1::JobState_Name(j.state()));
+  if (p.unix_micros() != 0) {
+    absl::StrAppend(&out,
+                    absl::StrFormat(" step %d/%d loss %.4f", p.step(), p.total_steps(), p.loss()));
+    if (p.eval_accuracy() >= 0) absl::StrAppend(&out, " test_acc ", Accuracy(p.eval_accuracy()));
+    absl::StrAppend(&out, absl::StrFormat(" %.0f ex/s", p.examples_per_sec()));
+  }
+  if (!event.message().empty() &&
+      (p.unix_micros() == 0 || IsTerminal(j.state()) || event.message().rfind("step ", 0) != 0)) {
+    absl::StrAppend(&out, "  ", event.message());
+  }
+  return out;
+}
+
+std::string FormatProgressBar(const v1::JobProgress& p, double eta_seconds, int width) {
+  const double frac =
+      p.total_steps() > 0 ? std::min(1.0, static_cast<double>(p.step()) / p.total_steps()) : 0.0;
+  const int filled = static_cast<int>(frac * width + 0.5);
+  std::string bar =
+      absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "]");
+  absl::StrAppend(&bar, absl::StrFormat(" %d/%d loss %.4f %.0f ex/s ETA %s", p.step(),
+                                        p.total_steps(), p.loss(), p.examples_per_sec(),
+                                        eta_seconds < 0 ? "-:--" : Duration(eta_seconds)));
+  return bar;
+}
+
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = false;
+  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) return absl::InternalError(std::string(status.message()));
+  return out;
+}
+
+}  // namespace client
+}  // namespace lockstep

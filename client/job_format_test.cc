@@ -1,0 +1,55 @@
+#include "client/job_format.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace client {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(JobFormatTest, BundledJobParses) {
+  auto spec = ReadJobSpecFile("examples/jobs/digits_mlp.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->strategy(), v1::MULTI_WORKER_MIRRORED);
+  EXPECT_EQ(spec->model().layers_size(), 3);
+  EXPECT_EQ(spec->data().train().files(0), "examples/data/digits.csv.gz");
+}
+
+TEST(JobFormatTest, BadJsonIsRefusedNamingTheSource) {
+  auto malformed = ParseJobSpecJson("{\"name\": ", "job.json");
+  EXPECT_EQ(malformed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(malformed.status().message(), HasSubstr("job.json"));
+  auto unknown = ParseJobSpecJson(R"({"model": {"layers": [{"conv9d": {}}]}})", "job.json");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("conv9d"));
+  EXPECT_EQ(ReadJobSpecFile("/no/such/job.json").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(JobFormatTest, TableAndResult) {
+  v1::JobRecord j;
+  j.set_id("job-000001");
+  j.set_name("digits-mlp");
+  j.set_state(v1::SUCCEEDED);
+  j.set_attempt(1);
+  j.mutable_progress()->set_step(900);
+  j.mutable_progress()->set_total_steps(900);
+  j.mutable_progress()->set_loss(0.05);
+  j.mutable_progress()->set_eval_accuracy(0.97);
+  j.mutable_progress()->set_unix_micros(1);
+  j.mutable_progress()->set_checkpoint_path("/tmp/c/ckpt-900");
+  const std::string table = FormatJobsTable({j}, absl::Now());
+  EXPECT_THAT(table, HasSubstr("job-000001"));
+  EXPECT_THAT(table, HasSubstr("SUCCEEDED"));
+  EXPECT_THAT(table, HasSubstr("900/900"));
+  EXPECT_THAT(table, HasSubstr("1 job\n"));
+  EXPECT_THAT(FormatJobResult(j), HasSubstr("test accuracy 0.9700"));
+  EXPECT_THAT(FormatJobResult(j), HasSubstr("checkpoint: /tmp/c/ckpt-900"));
+  EXPECT_THAT(FormatProgressBar(j.progress(), 65, 10), HasSubstr("[##########] 900/900"));
+  EXPECT_THAT(FormatProgressBar(j.progress(), 65, 10), HasSubstr("ETA 1:05"));
+}
+
+}  // namespace
+}  // namespace client
+}  // namespace lockstep

@@ -1,0 +1,154 @@
+// JobService: the coordinator's jobs. It validates and stores submitted jobs (JobStore),
+// schedules them onto ALIVE idle training workers, partitions them (partitioner.h), queues
+// each worker's Partition / AbortJob for its WatchAssignments stream, turns the JobReports
+// that workers send in heartbeats into the job's progress (the chief's figures) and state,
+// and feeds WatchJob streams. Pure logic: the gRPC adapter (grpc_service.cc) calls it, and
+// tests drive it with a FakeClock and fake workers.
+//
+// Life of a job (the stored state machine is drawn in job_store/job_store.h):
+//   Submit -> PENDING --Tick/Submit: enough idle ALIVE workers--> RUNNING (attempt+1,
+//   partitions queued) --every worker DONE--> SUCCEEDED
+//                      --a worker FAILED--> abort pushed to the others; FAILED with that
+//                        worker's error once the others ended the attempt, or naming a
+//                        task of the job that went LOST meanwhile (a SIGKILLed peer makes
+//                        the others fail first), or after `failure_grace`
+//                      --a worker LOST / re-registered--> FAILED naming it, abort the others
+//                      --Cancel--> CANCELLED, abort pushed to every worker
+// Workers needed: JobSpec.num_workers, or 1 for ONE_DEVICE / MIRRORED / CENTRAL_STORAGE,
+// or (0 with MULTI_WORKER_MIRRORED) every ALIVE training worker (type "worker" or
+// "chief"), all of which must be idle. Pending jobs are scheduled oldest first.
+// A coordinator restart: Recover() marks jobs that were RUNNING FAILED ("coordinator
+// restarted"); restart from a checkpoint is the restart policy's (next issue).
+//
+// Ownership: borrows the JobStore, the Membership and the Clock (they must outlive it).
+// Thread model: every method is thread-safe (one mutex; the store and membership have
+// their own and never call back). NextAssignment and NextEvent block up to a deadline;
+// Shutdown() wakes them.
+#ifndef LOCKSTEP_COORDINATOR_JOB_SERVICE_H_
+#define LOCKSTEP_COORDINATOR_JOB_SERVICE_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "coordinator/job_store/job_store.h"
+#include "coordinator/membership.h"
+#include "lockstep/v1/coordinator.pb.h"
+
+namespace lockstep {
+namespace coordinator {
+
+struct JobServiceOptions {
+  // After a worker reports FAILED, how long the job waits for its other workers to end
+  // the attempt (or for one to be found LOST, which then names the failure).
+  absl::Duration failure_grace = absl::Seconds(5);
+};
+
+class JobService {
+ public:
+  JobService(JobStore* store, Membership* membership, Clock* clock, JobServiceOptions options = {});
+
+  // Marks every job the store holds as RUNNING FAILED: its workers belonged to a previous
+  // coordinator. Call once, before serving.
+  absl::Status Recover();
+
+  // Validates (INVALID_ARGUMENT naming the field), stores (durably, before returning) and
+  // schedules the job. Returns its id.
+  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
+  // NOT_FOUND naming the id.
+  absl::StatusOr<v1::GetJobResponse> Get(const std::string& id);
+  absl::StatusOr<std::vector<v1::JobRecord>> List(int limit);
+  // NOT_FOUND; FAILED_PRECONDITION when the job already ended.
+  absl::StatusOr<v1::JobRecord> Cancel(const std::string& id, const std::string& reason);
+
+  // WatchJob: the job's next event. `*seen` is the caller's cursor (start at 0): the first
+  // call answers the current state at once, later ones wait for a change. The caller
+  // stops after an event whose job state is terminal. DEADLINE_EXCEEDED when nothing
+  // changed by `deadline`; NOT_FOUND; UNAVAILABLE after Shutdown().
+  absl::StatusOr<v1::JobEvent> NextEvent(const std::string& id, int64_t* seen, absl::Time deadline);
+
+  // WatchAssignments: the next Partition or AbortJob for `task`. ABORTED when
+  // `incarnation` is not the task's registered one (re-register); NOT_FOUND for an
+  // unknown task; DEADLINE_EXCEEDED when none came by `deadline`; UNAVAILABLE after
+  // Shutdown().
+  absl::StatusOr<v1::Assignment> NextAssignment(const TaskRef& task, uint64_t incarnation,
+                                                absl::Time deadline);
+
+  // A heartbeat's reports (the caller has already checked the heartbeat with Membership).
+  void OnReports(const TaskRef& task, const std::vector<v1::JobReport>& reports);
+  // Fails running jobs whose workers are no longer ALIVE under the incarnation they were
+  // given the job with (LOST, DEREGISTERED or restarted), settles failures whose grace ran
+  // out, and schedules pending jobs. The server calls it periodically (and after every
+  // registration and heartbeat with reports).
+  void Tick();
+  // The running job of each busy task, with the step it last reported (for status).
+  std::map<TaskRef, std::pair<std::string, int64_t>> RunningTasks();
+  // Wakes every NextAssignment / NextEvent (they answer UNAVAILABLE).
+  void Shutdown();
+
+ private:
+  // A job attempt that is RUNNING.
+  struct Active {
+    int attempt = 0;
+    v1::JobSpec spec;
+    std::vector<TaskRef> tasks;  // rank order
+    std::map<TaskRef, uint64_t> incarnations;
+    std::map<TaskRef, v1::JobReport> reports;
+    // Set by the first FAILED report: the reason, and when the job fails regardless.
+    std::string failure;
+    absl::Time fail_at = absl::InfiniteFuture();
+  };
+  struct Mailbox {
+    uint64_t incarnation = 0;
+    std::deque<v1::Assignment> queue;
+  };
+
+  void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts `record` if enough workers are idle; false if it must wait.
+  bool TryStartLocked(const v1::JobRecord& record, const std::vector<v1::TaskStatus>& tasks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the running job `id` in `state` (FAILED, SUCCEEDED or CANCELLED), pushing an
+  // abort to every worker that has not ended the attempt (unless SUCCEEDED).
+  void EndLocked(const std::string& id, v1::JobState state, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortOthersLocked(const std::string& id, const Active& job, const TaskRef& except,
+                         const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushLocked(const TaskRef& task, uint64_t incarnation, v1::Assignment a)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Settles `id` after a report: SUCCEEDED when all DONE; FAILED when a failure is known
+  // and every other worker ended the attempt.
+  void SettleLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ChangedLocked(const std::string& id, std::string message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsBusyLocked(const TaskRef& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t VersionLocked(const std::string& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  JobStore* const store_;
+  Membership* const membership_;
+  Clock* const clock_;
+  const JobServiceOptions options_;
+
+  absl::Mutex mu_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, Active> active_ ABSL_GUARDED_BY(mu_);
+  std::map<TaskRef, Mailbox> mailboxes_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> pending_ ABSL_GUARDED_BY(mu_);  // ids sort as submitted
+  // Attempts that ended: their workers' reports keep arriving until each worker left the
+  // attempt, and GetJob shows them (so "every worker stopped" can be observed).
+  std::map<std::string, Active> ended_ ABSL_GUARDED_BY(mu_);
+  // Per job: a version bumped on every change (WatchJob cursors) and the latest message.
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, std::pair<int64_t, std::string>> changes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace coordinator
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_JOB_SERVICE_H_

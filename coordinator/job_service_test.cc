@@ -1,0 +1,236 @@
+#include "coordinator/job_service.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A digits-sized MLP spec on synthetic data: valid, needs no files.
+v1::JobSpec SmallJob(int64_t batch = 64) {
+  v1::JobSpec spec;
+  spec.set_name("small");
+  spec.mutable_model()->add_input_shape(8);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(4);
+  spec.mutable_model()->set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
+  spec.mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0.1);
+  spec.mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
+  spec.mutable_data()->mutable_train()->set_synthetic_examples(256);
+  spec.set_global_batch_size(batch);
+  spec.set_steps(10);
+  return spec;
+}
+
+class JobServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(std::getenv("TEST_TMPDIR"), "/",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    OpenStore();
+  }
+  void OpenStore() {
+    jobs_.reset();
+    store_.reset();
+    auto store = JobStore::Open({dir_, &clock_});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    jobs_ = std::make_unique<JobService>(store_.get(), &membership_, &clock_);
+    ASSERT_TRUE(jobs_->Recover().ok());
+  }
+  TaskRef AddWorker(int devices = 1) {
+    RegisterRequest r;
+    r.address = absl::StrCat("127.0.0.1:", 5000 + next_);
+    r.incarnation = 100 + next_++;
+    for (int i = 0; i < devices; ++i) r.devices.emplace_back().set_index(i);
+    auto reg = membership_.Register(r);
+    EXPECT_TRUE(reg.ok()) << reg.status();
+    incarnations_[reg->task] = r.incarnation;
+    return reg->task;
+  }
+  v1::Assignment Next(const TaskRef& t) {
+    auto a = jobs_->NextAssignment(t, incarnations_[t], clock_.Now());
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() ? *a : v1::Assignment();
+  }
+  void Report(const TaskRef& t, const std::string& id, int attempt, v1::JobReport::Phase phase,
+              int64_t step = 0, const std::string& error = "") {
+    v1::JobReport r;
+    r.set_job_id(id);
+    r.set_attempt(attempt);
+    r.set_phase(phase);
+    r.set_step(step);
+    r.set_total_steps(10);
+    r.set_loss(0.5);
+    r.set_error(error);
+    jobs_->OnReports(t, {r});
+  }
+  void Beat(const TaskRef& t) {
+    ASSERT_TRUE(membership_.Heartbeat(t, incarnations_[t], "", 0).ok());
+  }
+  v1::JobState State(const std::string& id) { return jobs_->Get(id)->job().state(); }
+
+  FakeClock clock_;
+  Membership membership_{MembershipOptions{}, &clock_};
+  std::string dir_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<JobService> jobs_;
+  std::map<TaskRef, uint64_t> incarnations_;
+  int next_ = 0;
+};
+
+TEST_F(JobServiceTest, PartitionsRunsAndSucceeds) {
+  const TaskRef w0 = AddWorker(2), w1 = AddWorker(1);
+  auto id = jobs_->Submit(SmallJob(63));
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(State(*id), v1::RUNNING);
+  const v1::Partition p0 = Next(w0).run(), p1 = Next(w1).run();
+  EXPECT_EQ(p0.job_id(), *id);
+  EXPECT_EQ(p0.attempt(), 1);
+  EXPECT_TRUE(p0.is_chief());
+  EXPECT_FALSE(p1.is_chief());
+  EXPECT_THAT(p0.replica_ids(), ::testing::ElementsAre(0, 1));
+  EXPECT_THAT(p1.replica_ids(), ::testing::ElementsAre(2));
+  EXPECT_EQ(p1.num_replicas_in_sync(), 3);
+  EXPECT_EQ(p1.shard_index(), 1);
+  EXPECT_EQ(p1.num_shards(), 2);
+  EXPECT_EQ(p0.rendezvous_prefix(), absl::StrCat("jobs/", *id, "/1"));
+  EXPECT_EQ(p0.secret(), p1.secret());
+  EXPECT_EQ(p0.secret().size(), 64u);
+  EXPECT_THAT(p1.tf_config(), HasSubstr("127.0.0.1:5001"));
+  EXPECT_THAT(p1.tf_config(), HasSubstr("\"index\":1"));
+
+  int64_t seen = 0;
+  ASSERT_TRUE(jobs_->NextEvent(*id, &seen, clock_.Now()).ok());
+  Report(w0, *id, 1, v1::JobReport::TRAINING, 4);
+  EXPECT_EQ(jobs_->RunningTasks()[w0], std::make_pair(*id, int64_t{4}));
+  EXPECT_EQ(jobs_->RunningTasks()[w1].first, *id);
+  auto ev = jobs_->NextEvent(*id, &seen, clock_.Now());
+  ASSERT_TRUE(ev.ok()) << ev.status();
+  EXPECT_EQ(ev->job().progress().step(), 4);
+  Report(w0, *id, 1, v1::JobReport::DONE, 10);
+  EXPECT_EQ(State(*id), v1::RUNNING);  // worker 1 still running
+  Report(w1, *id, 1, v1::JobReport::DONE, 10);
+  EXPECT_EQ(State(*id), v1::SUCCEEDED);
+  EXPECT_EQ(jobs_->Get(*id)->workers_size(), 2);
+  EXPECT_EQ(jobs_->NextEvent(*id, &seen, clock_.Now())->job().state(), v1::SUCCEEDED);
+  // Nothing more for the workers: they are idle again and a new job can start.
+  EXPECT_EQ(jobs_->NextAssignment(w0, incarnations_[w0], clock_.Now()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  auto second = jobs_->Submit(SmallJob(63));
+  EXPECT_EQ(State(*second), v1::RUNNING);
+}
+
+TEST_F(JobServiceTest, RefusesBadSpecsNamingTheField) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  (void)w0, (void)w1;
+  v1::JobSpec bad = SmallJob(63);  // two replicas
+  EXPECT_THAT(jobs_->Submit(bad).status().message(), HasSubstr("global_batch_size"));
+  bad = SmallJob();
+  bad.mutable_model()->mutable_layers(0)->clear_kind();
+  EXPECT_THAT(jobs_->Submit(bad).status().message(), HasSubstr("model.layers[0]"));
+  bad = SmallJob();
+  bad.set_epochs(2);
+  EXPECT_THAT(jobs_->Submit(bad).status().message(), HasSubstr("steps, epochs"));
+  bad = SmallJob();
+  bad.mutable_checkpoint()->set_dir("/proc/no-such-dir/ckpt");
+  absl::Status s = jobs_->Submit(bad).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("checkpoint.dir"));
+  EXPECT_TRUE(jobs_->List(0)->empty());  // nothing refused was stored
+}
+
+TEST_F(JobServiceTest, PendingUntilWorkersThenFifo) {
+  v1::JobSpec two = SmallJob();
+  two.set_num_workers(2);
+  auto id = jobs_->Submit(two);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(State(*id), v1::PENDING);
+  const TaskRef w0 = AddWorker();
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::PENDING);
+  AddWorker();
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RUNNING);
+  EXPECT_TRUE(Next(w0).has_run());
+}
+
+TEST_F(JobServiceTest, FailureAbortsOthersAndNamesTheLostTask) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto id = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
+  Report(w0, *id, 1, v1::JobReport::TRAINING, 3);
+  Report(w1, *id, 1, v1::JobReport::TRAINING, 3);
+  // worker/1 is SIGKILLed: worker/0's collective fails first.
+  Report(w0, *id, 1, v1::JobReport::FAILED, 3, "all-reduce: peer rank 1 closed the connection");
+  EXPECT_EQ(State(*id), v1::RUNNING);  // waits to learn whether a peer was lost
+  EXPECT_TRUE(Next(w1).has_abort());
+  clock_.Advance(absl::Seconds(2));
+  Beat(w0);
+  clock_.Advance(absl::Seconds(2));  // worker/1 silent for 4 s > 3 s
+  jobs_->Tick();
+  auto job = jobs_->Get(*id);
+  EXPECT_EQ(job->job().state(), v1::FAILED);
+  EXPECT_THAT(job->job().reason(), HasSubstr("worker/1 (rank 1) was lost"));
+  EXPECT_THAT(job->job().reason(), HasSubstr("peer rank 1"));
+}
+
+TEST_F(JobServiceTest, WorkerErrorFailsTheJobOnceOthersStopped) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto id = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
+  Report(w1, *id, 1, v1::JobReport::FAILED, 0, "data.train.files[0]: no such file");
+  EXPECT_TRUE(Next(w0).has_abort());
+  Report(w0, *id, 1, v1::JobReport::ABORTED);
+  auto job = jobs_->Get(*id);
+  EXPECT_EQ(job->job().state(), v1::FAILED);
+  EXPECT_THAT(job->job().reason(), HasSubstr("worker/1 (rank 1) failed: data.train.files[0]"));
+}
+
+TEST_F(JobServiceTest, CancelAbortsEveryWorker) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto id = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
+  auto cancelled = jobs_->Cancel(*id, "");
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state(), v1::CANCELLED);
+  EXPECT_EQ(Next(w0).abort().job_id(), *id);
+  EXPECT_EQ(Next(w1).abort().attempt(), 1);
+  EXPECT_EQ(jobs_->Cancel(*id, "").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(jobs_->Cancel("job-999999", "").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobServiceTest, RestartFailsRunningJobsAndKeepsEveryJob) {
+  const TaskRef w0 = AddWorker();
+  v1::JobSpec one = SmallJob();
+  one.set_num_workers(1);
+  auto running = jobs_->Submit(one);
+  auto pending = jobs_->Submit(one);
+  ASSERT_TRUE(running.ok() && pending.ok());
+  EXPECT_EQ(State(*pending), v1::PENDING);
+  (void)w0;
+  OpenStore();  // a new coordinator on the same state_dir
+  auto jobs = jobs_->List(0);
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ(State(*running), v1::FAILED);
+  EXPECT_THAT(jobs_->Get(*running)->job().reason(), HasSubstr("coordinator restarted"));
+  jobs_->Tick();  // the worker is idle for this coordinator: the pending job starts
+  EXPECT_EQ(State(*pending), v1::RUNNING);
+}
+
+TEST_F(JobServiceTest, StaleIncarnationIsAborted) {
+  const TaskRef w0 = AddWorker();
+  EXPECT_EQ(jobs_->NextAssignment(w0, 12345, clock_.Now()).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(jobs_->NextAssignment(TaskRef{"worker", 9}, 1, clock_.Now()).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace coordinator
+}  // namespace lockstep

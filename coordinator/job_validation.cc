@@ -1,0 +1,122 @@
+#include "coordinator/job_validation.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "engine/model_builder.h"
+#include "worker/chief/file_util.h"
+
+namespace lockstep {
+namespace coordinator {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+absl::Status ValidateSource(const v1::DataSource& source, absl::string_view field) {
+  if (source.format() == v1::DataSource::SYNTHETIC) {
+    if (source.synthetic_examples() <= 0) {
+      return Invalid(absl::StrCat(field, ".synthetic_examples"),
+                     absl::StrCat(source.synthetic_examples(), " must be > 0 for SYNTHETIC data"));
+    }
+    return absl::OkStatus();
+  }
+  if (source.files().empty()) {
+    return Invalid(absl::StrCat(field, ".files"), "at least one file is needed");
+  }
+  for (int i = 0; i < source.files_size(); ++i) {
+    if (source.files(i).empty()) {
+      return Invalid(absl::StrCat(field, ".files[", i, "]"), "empty path");
+    }
+  }
+  if (source.feature_scale() < 0) {
+    return Invalid(absl::StrCat(field, ".feature_scale"),
+                   absl::StrCat(source.feature_scale(), " must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+v1::StrategyKind EffectiveStrategy(const v1::JobSpec& spec) {
+  return spec.strategy() == v1::STRATEGY_KIND_UNSPECIFIED ? v1::MULTI_WORKER_MIRRORED
+                                                          : spec.strategy();
+}
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  const v1::StrategyKind strategy = EffectiveStrategy(spec);
+  if (!v1::StrategyKind_IsValid(strategy)) {
+    return Invalid("strategy", absl::StrCat("unknown strategy ", spec.strategy()));
+  }
+  if (spec.num_workers() < 0) {
+    return Invalid("num_workers", absl::StrCat(spec.num_workers(), " must be >= 0"));
+  }
+  if (strategy != v1::MULTI_WORKER_MIRRORED && spec.num_workers() > 1) {
+    return Invalid("num_workers", absl::StrCat(spec.num_workers(), " workers, but ",
+                                               v1::StrategyKind_Name(strategy),
+                                               " runs on one worker; use MULTI_WORKER_MIRRORED"));
+  }
+  if (!spec.has_model()) return Invalid("model", "missing");
+  if (absl::StatusOr<engine::Graph> g = engine::BuildModel(spec.model()); !g.ok()) {
+    // The builder names the field inside the model ("layers[2].dense.units: ...").
+    return absl::InvalidArgumentError(absl::StrCat("model.", g.status().message()));
+  }
+  if (!spec.has_optimizer()) return Invalid("optimizer", "missing");
+  if (!spec.has_data() || !spec.data().has_train()) return Invalid("data.train", "missing");
+  LS_RETURN_IF_ERROR(ValidateSource(spec.data().train(), "data.train"));
+  if (spec.data().has_eval()) LS_RETURN_IF_ERROR(ValidateSource(spec.data().eval(), "data.eval"));
+  if (spec.data().eval_fraction() < 0 || spec.data().eval_fraction() >= 1) {
+    return Invalid("data.eval_fraction",
+                   absl::StrCat(spec.data().eval_fraction(), " must be in [0, 1)"));
+  }
+  if (spec.global_batch_size() <= 0) {
+    return Invalid("global_batch_size", absl::StrCat(spec.global_batch_size(), " must be > 0"));
+  }
+  if (spec.steps() < 0 || spec.epochs() < 0 || (spec.steps() > 0) == (spec.epochs() > 0)) {
+    return Invalid("steps, epochs", absl::StrCat("exactly one must be positive (got steps=",
+                                                 spec.steps(), ", epochs=", spec.epochs(), ")"));
+  }
+  if (spec.eval_every_steps() < 0) {
+    return Invalid("eval_every_steps", absl::StrCat(spec.eval_every_steps(), " must be >= 0"));
+  }
+  const v1::CheckpointSpec& ckpt = spec.checkpoint();
+  if (ckpt.every_steps() < 0) {
+    return Invalid("checkpoint.every_steps", absl::StrCat(ckpt.every_steps(), " must be >= 0"));
+  }
+  if (ckpt.keep() < 0)
+    return Invalid("checkpoint.keep", absl::StrCat(ckpt.keep(), " must be >= 0"));
+  if (spec.summaries().every_steps() < 0) {
+    return Invalid("summaries.every_steps",
+                   absl::StrCat(spec.summaries().every_steps(), " must be >= 0"));
+  }
+  const v1::CommunicationSpec& comm = spec.communication();
+  if (comm.bytes_per_pack() < 0) {
+    return Invalid("communication.bytes_per_pack",
+                   absl::StrCat(comm.bytes_per_pack(), " must be >= 0"));
+  }
+  if (comm.timeout_ms() < 0) {
+    return Invalid("communication.timeout_ms", absl::StrCat(comm.timeout_ms(), " must be >= 0"));
+  }
+  if (spec.restart_policy().max_restarts() < 0) {
+    return Invalid("restart_policy.max_restarts",
+                   absl::StrCat(spec.restart_policy().max_restarts(), " must be >= 0"));
+  }
+  // Last: these touch the file system.
+  if (!ckpt.dir().empty()) LS_RETURN_IF_ERROR(chief::CheckWritable(ckpt.dir(), "checkpoint.dir"));
+  if (!spec.summaries().dir().empty()) {
+    LS_RETURN_IF_ERROR(chief::CheckWritable(spec.summaries().dir(), "summaries.dir"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBatchDivisible(const v1::JobSpec& spec, int64_t num_replicas) {
+  if (num_replicas <= 0 || spec.global_batch_size() % num_replicas == 0) return absl::OkStatus();
+  return Invalid("global_batch_size",
+                 absl::StrCat(spec.global_batch_size(), " is not divisible by the ", num_replicas,
+                              " replicas in sync (one per device of every training worker); "
+                              "use a multiple of ",
+                              num_replicas));
+}
+
+}  // namespace coordinator
+}  // namespace lockstep

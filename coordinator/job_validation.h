@@ -1,0 +1,34 @@
+// Validation of a submitted JobSpec. Every error is INVALID_ARGUMENT and starts with the
+// JobSpec field it is about, in the proto's field names ("global_batch_size: ...",
+// "model.layers[2].dense.units: ...", "checkpoint.dir: ..."), so that `lockstep submit`
+// can show the user exactly what to fix. Stateless functions.
+//
+// Limitation: checkpoint.dir and summaries.dir are probed (CheckWritable) on the
+// coordinator's host. They are written by the chief; when the chief runs on another host
+// the probe says nothing about it, and the chief reports the error when it starts.
+#ifndef LOCKSTEP_COORDINATOR_JOB_VALIDATION_H_
+#define LOCKSTEP_COORDINATOR_JOB_VALIDATION_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "lockstep/v1/job_spec.pb.h"
+
+namespace lockstep {
+namespace coordinator {
+
+// Everything that can be checked without knowing the workers: strategy, model (through
+// engine's model builder), optimizer, data, batch size, steps/epochs, checkpoint and
+// summary settings (directories probed for writing), communication.
+absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// The global batch must split evenly over the replicas in sync.
+absl::Status CheckBatchDivisible(const v1::JobSpec& spec, int64_t num_replicas);
+
+// MULTI_WORKER_MIRRORED for STRATEGY_KIND_UNSPECIFIED.
+v1::StrategyKind EffectiveStrategy(const v1::JobSpec& spec);
+
+}  // namespace coordinator
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_JOB_VALIDATION_H_

@@ -1,0 +1,47 @@
+// Partitioner: turns a job attempt and the workers chosen for it into one Partition per
+// worker (proto/lockstep/v1/assignment.proto), as DESIGN.md "Jobs and in-graph
+// replication" says: one replica per device of every training worker, replica ids
+// 0..N-1 in task order, worker rank 0 is the chief, one data shard per worker, the job's
+// collective group as a TF_CONFIG ({"cluster": {"worker": [addresses in rank order]}},
+// with each worker's registered address), one secret and one rendezvous prefix
+// ("jobs/<id>/<attempt>") per attempt. Stateless functions.
+#ifndef LOCKSTEP_COORDINATOR_PARTITIONER_H_
+#define LOCKSTEP_COORDINATOR_PARTITIONER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/tf_config.h"
+#include "lockstep/v1/assignment.pb.h"
+#include "lockstep/v1/job_spec.pb.h"
+
+namespace lockstep {
+namespace coordinator {
+
+// A worker chosen for a job, in rank order.
+struct WorkerSlot {
+  TaskRef task;         // its task in the cluster (e.g. worker/3)
+  std::string address;  // its registered host:port
+  int devices = 1;      // replicas it runs (its device count; at least 1)
+};
+
+// Replicas in sync for `spec` over `workers` (ONE_DEVICE: 1).
+int64_t CountReplicas(const v1::JobSpec& spec, const std::vector<WorkerSlot>& workers);
+
+// INVALID_ARGUMENT when `workers` is empty or the global batch does not split evenly.
+absl::StatusOr<std::vector<v1::Partition>> MakePartitions(const std::string& job_id, int attempt,
+                                                          const v1::JobSpec& spec,
+                                                          const std::vector<WorkerSlot>& workers,
+                                                          const std::string& secret);
+
+// "jobs/<id>/<attempt>"
+std::string RendezvousPrefix(const std::string& job_id, int attempt);
+
+// 32 random bytes from the OS, hex-encoded.
+std::string NewJobSecret();
+
+}  // namespace coordinator
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_PARTITIONER_H_

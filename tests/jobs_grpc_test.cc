@@ -1,0 +1,161 @@
+// The coordinator's job RPCs over real gRPC in one process, with a hand-driven fake
+// worker: WatchAssignments delivers the partition and the abort, heartbeat reports move
+// the job, WatchJob streams it to its end, and Shutdown ends open streams promptly.
+#include <grpcpp/grpcpp.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "client/job_client.h"
+#include "client/job_format.h"
+#include "coordinator/grpc_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lockstep/v1/coordinator.grpc.pb.h"
+
+namespace lockstep {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A tiny valid job on synthetic data, as a user would write it.
+v1::JobSpec SmallJob() {
+  auto spec = client::ParseJobSpecJson(R"({
+      "name": "small",
+      "model": {"inputShape": [8], "layers": [{"dense": {"units": 4}}],
+                "loss": "SPARSE_CATEGORICAL_CROSSENTROPY"},
+      "optimizer": {"learningRate": {"constant": {"value": 0.1}}},
+      "data": {"train": {"format": "SYNTHETIC", "syntheticExamples": 256}},
+      "globalBatchSize": 8, "steps": 10})",
+                                       "small job");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.value_or(v1::JobSpec());
+}
+
+class JobsGrpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    coordinator::CoordinatorServerOptions o;
+    o.host = "127.0.0.1";
+    o.state_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/state");
+    auto server = coordinator::CoordinatorServer::Create(o);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    stub_ = v1::Coordinator::NewStub(
+        grpc::CreateChannel(server_->local_address(), grpc::InsecureChannelCredentials()));
+    jobs_ =
+        std::move(client::JobClient::Create(server_->local_address(), absl::Seconds(5)).value());
+    grpc::ClientContext ctx;
+    v1::RegisterWorkerRequest r;
+    r.set_address("127.0.0.1:5999");
+    r.set_incarnation(42);
+    r.add_devices()->set_index(0);
+    v1::RegisterWorkerResponse response;
+    ASSERT_TRUE(stub_->RegisterWorker(&ctx, r, &response).ok());
+    task_ = response.task();
+  }
+  void Report(const std::string& id, v1::JobReport::Phase phase) {
+    grpc::ClientContext ctx;
+    v1::HeartbeatRequest h;
+    *h.mutable_task() = task_;
+    h.set_incarnation(42);
+    v1::JobReport* r = h.add_jobs();
+    r->set_job_id(id);
+    r->set_attempt(1);
+    r->set_phase(phase);
+    r->set_step(10);
+    r->set_total_steps(10);
+    r->set_checkpoint_path("/ckpt/ckpt-10");
+    v1::HeartbeatResponse response;
+    ASSERT_TRUE(stub_->Heartbeat(&ctx, h, &response).ok());
+  }
+
+  std::unique_ptr<coordinator::CoordinatorServer> server_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  std::unique_ptr<client::JobClient> jobs_;
+  v1::TaskId task_;
+};
+
+TEST_F(JobsGrpcTest, PartitionReportsAndWatchToSuccess) {
+  grpc::ClientContext assignments_ctx;
+  v1::WatchAssignmentsRequest w;
+  *w.mutable_task() = task_;
+  w.set_incarnation(42);
+  auto assignments = stub_->WatchAssignments(&assignments_ctx, w);
+
+  auto id = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(id.ok()) << id.status();
+  v1::Assignment a;
+  ASSERT_TRUE(assignments->Read(&a));
+  EXPECT_EQ(a.run().job_id(), *id);
+  EXPECT_TRUE(a.run().is_chief());
+  EXPECT_THAT(a.run().tf_config(), HasSubstr("127.0.0.1:5999"));
+
+  std::vector<v1::JobState> seen;
+  absl::Notification watching;
+  absl::StatusOr<v1::JobEvent> last;
+  std::thread watcher([&] {
+    last = jobs_->Watch(
+        *id,
+        [&](const v1::JobEvent& e) {
+          seen.push_back(e.job().state());
+          if (!watching.HasBeenNotified()) watching.Notify();
+        },
+        absl::Now() + absl::Seconds(20));
+  });
+  // The first event is the state when the watch starts: report only after it.
+  EXPECT_TRUE(watching.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  Report(*id, v1::JobReport::TRAINING);
+  Report(*id, v1::JobReport::DONE);
+  watcher.join();
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->job().state(), v1::SUCCEEDED);
+  EXPECT_EQ(last->job().progress().checkpoint_path(), "/ckpt/ckpt-10");
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front(), v1::RUNNING);
+  EXPECT_EQ(jobs_->Get(*id)->job().state(), v1::SUCCEEDED);
+
+  // Refusals carry the field; a wrong incarnation cannot watch assignments.
+  v1::JobSpec bad = SmallJob();
+  bad.set_global_batch_size(0);
+  absl::Status s = jobs_->Submit(bad).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("global_batch_size"));
+  grpc::ClientContext stale_ctx;
+  w.set_incarnation(7);
+  auto stale = stub_->WatchAssignments(&stale_ctx, w);
+  EXPECT_FALSE(stale->Read(&a));
+  EXPECT_EQ(stale->Finish().error_code(), grpc::StatusCode::ABORTED);
+
+  // Shutdown with the assignment stream still open ends it promptly.
+  const absl::Time start = absl::Now();
+  server_->Shutdown();
+  EXPECT_FALSE(assignments->Read(&a));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+}
+
+TEST_F(JobsGrpcTest, CancelPushesAbort) {
+  grpc::ClientContext ctx;
+  v1::WatchAssignmentsRequest w;
+  *w.mutable_task() = task_;
+  w.set_incarnation(42);
+  auto assignments = stub_->WatchAssignments(&ctx, w);
+  auto id = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(id.ok());
+  v1::Assignment a;
+  ASSERT_TRUE(assignments->Read(&a));
+  auto cancelled = jobs_->Cancel(*id, "test");
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state(), v1::CANCELLED);
+  ASSERT_TRUE(assignments->Read(&a));
+  EXPECT_EQ(a.abort().job_id(), *id);
+  EXPECT_EQ(a.abort().reason(), "test");
+  EXPECT_EQ(jobs_->Cancel(*id).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(jobs_->Get("job-424242").status().code(), absl::StatusCode::kNotFound);
+  ctx.TryCancel();
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,359 @@
+// Jobs end to end, multi-process: a real lockstep-coordinator and lockstepd on loopback,
+// driven through the real `lockstep` CLI and the JobClient. Training is the bundled digits
+// MLP (seconds). Heartbeats are every 150 ms (timeout 3 s); every child is
+// reaped by LocalCluster/Subprocess destructors, also when an assertion fails.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/job_client.h"
+#include "client/job_format.h"
+#include "client/local_cluster.h"
+#include "client/subprocess.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "lockstep/v1/event.pb.h"
+#include "tests/test_util.h"
+#include "worker/chief/checkpoint.h"
+#include "worker/chief/tfrecord.h"
+
+namespace lockstep {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Short heartbeats so that reports arrive quickly; the timeout leaves room for a loaded CI
+// machine (2 cores, training and compiling at once) so that no worker is wrongly LOST.
+constexpr absl::Duration kInterval = absl::Milliseconds(150);
+constexpr absl::Duration kTimeout = absl::Seconds(3);
+
+using testing::ReadFile;
+using testing::Result;
+using testing::Runfile;
+using testing::RunTool;
+using testing::TmpDir;
+
+// Processes whose command line mentions `needle` (none may be left behind).
+std::vector<std::string> ProcessesMentioning(const std::string& needle) {
+  std::vector<std::string> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = readdir(proc)) {
+    int pid;
+    if (!absl::SimpleAtoi(e->d_name, &pid) || pid == getpid()) continue;
+    std::string cmd = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    if (absl::StrContains(cmd, needle)) found.push_back(absl::StrCat(pid, ": ", cmd));
+  }
+  closedir(proc);
+  return found;
+}
+
+// The bundled digits job with absolute data paths and its outputs under `dir`.
+v1::JobSpec DigitsJob(const std::string& dir) {
+  auto spec = client::ReadJobSpecFile(Runfile("examples/jobs/digits_mlp.json"));
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_data()->mutable_train()->set_files(0, Runfile("examples/data/digits.csv.gz"));
+  spec->mutable_checkpoint()->set_dir(dir + "/ckpt");
+  spec->mutable_summaries()->set_dir(dir + "/tb");
+  return *spec;
+}
+
+// A job that trains until cancelled or failed.
+v1::JobSpec EndlessJob(const std::string& dir) {
+  v1::JobSpec spec = DigitsJob(dir);
+  spec.set_epochs(0);
+  spec.set_steps(10000000);
+  spec.clear_checkpoint();
+  spec.clear_summaries();
+  return spec;
+}
+
+// Checks every record's CRCs; returns the number of scalar values found.
+int ValidateEventFiles(const std::string& dir) {
+  int scalars = 0, files = 0;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    ADD_FAILURE() << "no summary directory " << dir;
+    return 0;
+  }
+  while (dirent* e = readdir(d)) {
+    if (!absl::StartsWith(e->d_name, "events.out.tfevents.")) continue;
+    ++files;
+    auto reader = chief::TfRecordReader::Open(dir + "/" + e->d_name);
+    if (!reader.ok()) {
+      ADD_FAILURE() << reader.status();
+      continue;
+    }
+    while (true) {
+      absl::StatusOr<std::string> record = reader->Next();
+      if (record.status().code() == absl::StatusCode::kOutOfRange) break;
+      if (!record.ok()) {
+        ADD_FAILURE() << record.status();
+        break;
+      }
+      v1::Event event;
+      EXPECT_TRUE(event.ParseFromString(*record));
+      scalars += event.summary().value_size();
+    }
+  }
+  closedir(d);
+  EXPECT_GE(files, 1) << "no event file in " << dir;
+  return scalars;
+}
+
+TEST(LocalTest, LocalTrainsDigitsAndLeavesCheckpointAndSummaries) {
+  const std::string dir = TmpDir("local");
+  Result r = RunTool({Runfile("client/lockstep"), "local", "--workers=2",
+                      "--coordinator_bin=" + Runfile("coordinator/lockstep-coordinator"),
+                      "--lockstepd_bin=" + Runfile("worker/lockstepd"), "--work_dir=" + dir,
+                      "--heartbeat_interval=150ms"},
+                     absl::StrCat(getenv("TEST_TMPDIR"), "/local.out"), {}, absl::Seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("SUCCEEDED"));
+  const size_t at = r.output.find("test accuracy: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  double accuracy = 0;
+  ASSERT_TRUE(
+      absl::SimpleAtod(r.output.substr(at + 15, r.output.find('\n', at) - at - 15), &accuracy));
+  EXPECT_GE(accuracy, 0.96) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("checkpoint: " + dir + "/checkpoints/"));
+
+  auto restored = chief::CheckpointManager::RestoreLatest(dir + "/checkpoints");
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_GT(restored->checkpoint.global_step(), 0);
+  EXPECT_EQ(restored->checkpoint.variables_size(), 4);  // hidden and logits kernel + bias
+  EXPECT_GT(ValidateEventFiles(dir + "/summaries"), 10);
+  EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty());
+}
+
+class JobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    client::LocalClusterOptions o;
+    o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");
+    o.lockstepd_bin = Runfile("worker/lockstepd");
+    o.workers = 2;
+    o.work_dir = TmpDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    o.heartbeat_interval = kInterval;
+    o.heartbeat_timeout = kTimeout;
+    o.static_tf_config = true;  // lockstepd i is worker/i (job rank i)
+    auto cluster = client::LocalCluster::StartCoordinator(o);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+    ASSERT_TRUE(cluster_->StartWorkers().ok());
+    ASSERT_TRUE(cluster_->WaitForAlive(2, absl::Now() + absl::Seconds(20)).ok());
+    Connect();
+  }
+  void Connect() {
+    auto jobs = client::JobClient::Create(cluster_->coordinator_address(), absl::Seconds(10));
+    ASSERT_TRUE(jobs.ok());
+    jobs_ = std::move(*jobs);
+  }
+  const std::string& dir() { return cluster_->options().work_dir; }
+
+  // Runs the CLI against this cluster.
+  Result Cli(std::vector<std::string> args) {
+    std::vector<std::string> argv = {Runfile("client/lockstep")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--coordinator=" + cluster_->coordinator_address());
+    return RunTool(argv, dir() + "/cli.out");
+  }
+
+  // Waits until the job's chief reports a step >= `step`.
+  void WaitForStep(const std::string& id, int64_t step) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      auto job = jobs_->Get(id);
+      ASSERT_TRUE(job.ok()) << job.status();
+      ASSERT_EQ(job->job().state(), v1::RUNNING) << job->job().reason();
+      if (job->job().progress().step() >= step) return;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    FAIL() << "job " << id << " did not reach step " << step;
+  }
+
+  // Waits until every worker's report of the job says it left the attempt.
+  absl::Duration WaitAllLeft(const std::string& id, absl::Duration limit) {
+    const absl::Time start = absl::Now();
+    while (absl::Now() < start + limit) {
+      auto job = jobs_->Get(id);
+      int left = 0;
+      for (const v1::JobReport& w : job->workers()) {
+        left += w.phase() == v1::JobReport::ABORTED || w.phase() == v1::JobReport::FAILED;
+      }
+      if (left == job->workers_size() && left > 0) return absl::Now() - start;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return absl::InfiniteDuration();
+  }
+
+  std::unique_ptr<client::LocalCluster> old_cluster_;
+  std::unique_ptr<client::LocalCluster> cluster_;
+  std::unique_ptr<client::JobClient> jobs_;
+};
+
+TEST_F(JobsTest, TwoWorkersAndOneWorkerEndWithTheSameWeights) {
+  v1::JobSpec two = DigitsJob(dir() + "/two");
+  two.set_epochs(0);
+  two.set_steps(60);
+  two.set_num_workers(2);
+  // Element-wise sharding without shuffling: the two workers' batches together hold
+  // exactly the examples of the one worker's global batch.
+  two.mutable_data()->set_auto_shard_policy(v1::DATA);
+  two.mutable_data()->set_no_shuffle(true);
+  v1::JobSpec one = two;
+  one.set_num_workers(1);
+  one.mutable_checkpoint()->set_dir(dir() + "/one/ckpt");
+  one.mutable_summaries()->set_dir(dir() + "/one/tb");
+  for (const v1::JobSpec& spec : {two, one}) {
+    auto id = jobs_->Submit(spec);
+    ASSERT_TRUE(id.ok()) << id.status();
+    auto last = jobs_->Watch(
+        *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(60));
+    ASSERT_TRUE(last.ok()) << last.status();
+    ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
+  }
+  auto a = chief::CheckpointManager::RestoreLatest(dir() + "/two/ckpt");
+  auto b = chief::CheckpointManager::RestoreLatest(dir() + "/one/ckpt");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->checkpoint.global_step(), 60);
+  EXPECT_EQ(b->checkpoint.global_step(), 60);
+  ASSERT_EQ(a->checkpoint.variables_size(), b->checkpoint.variables_size());
+  for (int i = 0; i < a->checkpoint.variables_size(); ++i) {
+    const v1::NamedTensor& x = a->checkpoint.variables(i);
+    const v1::NamedTensor& y = b->checkpoint.variables(i);
+    ASSERT_EQ(x.name(), y.name());
+    ASSERT_EQ(x.tensor().content().size(), y.tensor().content().size());
+    const float* p = reinterpret_cast<const float*>(x.tensor().content().data());
+    const float* q = reinterpret_cast<const float*>(y.tensor().content().data());
+    double max_diff = 0, max_abs = 0;
+    for (size_t k = 0; k < x.tensor().content().size() / sizeof(float); ++k) {
+      max_diff = std::max<double>(max_diff, std::fabs(p[k] - q[k]));
+      max_abs = std::max<double>(max_abs, std::fabs(p[k]));
+    }
+    EXPECT_LE(max_diff, 1e-5 * max_abs) << x.name();
+  }
+}
+
+TEST_F(JobsTest, BadInputIsRefusedNamingTheFieldAndCancelStopsWorkers) {
+  auto running = jobs_->Submit(EndlessJob(dir()));
+  ASSERT_TRUE(running.ok()) << running.status();
+  WaitForStep(*running, 1);
+
+  const std::string malformed = dir() + "/malformed.json";
+  std::ofstream(malformed) << "{\"name\": \"broken\", ";
+  Result r = Cli({"submit", malformed});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("malformed.json"));
+
+  const std::string unknown = dir() + "/unknown_layer.json";
+  std::ofstream(unknown) << R"({"name": "x", "model": {"layers": [{"conv9d": {}}]}})";
+  r = Cli({"submit", unknown});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("conv9d"));
+
+  v1::JobSpec bad = DigitsJob(dir() + "/bad");
+  bad.set_global_batch_size(33);  // 2 replicas
+  absl::Status s = jobs_->Submit(bad).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("global_batch_size"));
+  bad = DigitsJob(dir() + "/bad");
+  bad.mutable_checkpoint()->set_dir("/proc/lockstep-not-writable/ckpt");
+  s = jobs_->Submit(bad).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("checkpoint.dir"));
+  bad = DigitsJob(dir() + "/bad");
+  bad.mutable_model()->mutable_layers(0)->mutable_dense()->set_units(-5);
+  s = jobs_->Submit(bad).status();
+  EXPECT_THAT(s.message(), HasSubstr("model.layers[0].dense.units"));
+
+  // The coordinator kept running and the running job is untouched.
+  auto job = jobs_->Get(*running);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->job().state(), v1::RUNNING);
+  const int64_t step = job->job().progress().step();
+  WaitForStep(*running, step + 1);
+
+  r = Cli({"cancel", *running});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("CANCELLED"));
+  // Workers report leaving within 2 s (+ one heartbeat to tell us).
+  EXPECT_LE(WaitAllLeft(*running, absl::Seconds(5)), absl::Seconds(2) + 2 * kInterval);
+  r = Cli({"jobs", "--output=json"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("CANCELLED"));
+  EXPECT_EQ(Cli({"watch", *running}).exit_code, 1);  // a CANCELLED job is no success
+}
+
+TEST_F(JobsTest, KilledWorkerFailsTheJobNamingItAndOthersLeave) {
+  auto id = jobs_->Submit(EndlessJob(dir()));
+  ASSERT_TRUE(id.ok()) << id.status();
+  WaitForStep(*id, 5);
+  cluster_->worker(1)->Signal(SIGKILL);
+  const absl::Time killed = absl::Now();
+  auto last = jobs_->Watch(
+      *id, [](const v1::JobEvent&) {}, killed + absl::Seconds(10));
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->job().state(), v1::FAILED);
+  EXPECT_THAT(last->job().reason(), HasSubstr("worker/1"));
+  // worker/0 left the job within 5 s of the kill.
+  bool left = false;
+  while (absl::Now() < killed + absl::Seconds(5) && !left) {
+    auto job = jobs_->Get(*id);
+    left = job.ok() && job->workers_size() > 0 &&
+           (job->workers(0).phase() == v1::JobReport::ABORTED ||
+            job->workers(0).phase() == v1::JobReport::FAILED);
+    if (!left) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(left) << "worker/0 still in the job 5 s after worker/1 was killed; its log:\n"
+                    << ReadFile(dir() + "/lockstepd.0.log") << "\ncoordinator log:\n"
+                    << ReadFile(dir() + "/coordinator.log");
+  Result r = Cli({"describe", *id});
+  EXPECT_THAT(r.output, HasSubstr("worker/1"));
+}
+
+TEST_F(JobsTest, RestartedCoordinatorStillListsEveryJob) {
+  v1::JobSpec three = EndlessJob(dir());
+  three.set_num_workers(3);  // stays PENDING: two workers only
+  auto running = jobs_->Submit(EndlessJob(dir()));
+  auto pending = jobs_->Submit(three);
+  auto cancelled = jobs_->Submit(three);
+  ASSERT_TRUE(pending.ok() && running.ok() && cancelled.ok());
+  EXPECT_EQ(jobs_->Get(*running)->job().state(), v1::RUNNING);
+  ASSERT_TRUE(jobs_->Cancel(*cancelled).ok());
+  // The coordinator dies (its workers stay); a new one starts on the same job store.
+  cluster_->coordinator()->Signal(SIGKILL);
+  ASSERT_TRUE(cluster_->coordinator()->Wait(absl::Now() + absl::Seconds(10)).ok());
+  client::LocalClusterOptions o = cluster_->options();
+  o.workers = 0;
+  auto cluster = client::LocalCluster::StartCoordinator(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  old_cluster_ = std::move(cluster_);  // its workers are reaped at the end
+  cluster_ = std::move(*cluster);
+  Result r = Cli({"jobs", "--output=json"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string& id : {*pending, *running, *cancelled})
+    EXPECT_THAT(r.output, HasSubstr(id));
+  Connect();
+  auto jobs = jobs_->List();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ(jobs_->Get(*pending)->job().state(), v1::PENDING);
+  EXPECT_EQ(jobs_->Get(*running)->job().state(), v1::FAILED);
+  EXPECT_THAT(jobs_->Get(*running)->job().reason(), HasSubstr("coordinator restarted"));
+  EXPECT_EQ(jobs_->Get(*cancelled)->job().state(), v1::CANCELLED);
+  r = Cli({"jobs"});
+  EXPECT_THAT(r.output, HasSubstr("3 jobs"));
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,56 @@
+#include "tests/test_util.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "client/subprocess.h"
+
+namespace lockstep {
+namespace testing {
+
+std::string Runfile(const std::string& path) {
+  return absl::StrCat(getenv("TEST_SRCDIR"), "/lockstep/", path);
+}
+
+std::string TmpDir(const std::string& name) {
+  std::string dir = absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+  mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Result RunTool(std::vector<std::string> argv, const std::string& log,
+               std::vector<std::pair<std::string, std::string>> env, absl::Duration limit) {
+  client::SubprocessOptions o;
+  o.argv = std::move(argv);
+  o.log_file = log;
+  o.env = std::move(env);
+  unlink(log.c_str());
+  Result r;
+  absl::Time start = absl::Now();
+  auto p = client::Subprocess::Start(o);
+  if (!p.ok()) {
+    r.output = p.status().ToString();
+    return r;
+  }
+  auto status = (*p)->Wait(absl::Now() + limit);
+  r.took = absl::Now() - start;
+  if (status.ok() && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
+  r.output = ReadFile(log);
+  return r;
+}
+
+}  // namespace testing
+}  // namespace lockstep

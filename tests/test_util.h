@@ -1,0 +1,37 @@
+// Helpers shared by the multi-process tests: runfiles, per-test directories, files, and
+// running a program to completion with a bound.
+#ifndef LOCKSTEP_TESTS_TEST_UTIL_H_
+#define LOCKSTEP_TESTS_TEST_UTIL_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace lockstep {
+namespace testing {
+
+// $TEST_SRCDIR/lockstep/<path>
+std::string Runfile(const std::string& path);
+// $TEST_TMPDIR/<name>, created.
+std::string TmpDir(const std::string& name);
+// The whole file ("" if it cannot be read).
+std::string ReadFile(const std::string& path);
+
+struct Result {
+  int exit_code = -1;  // -1: did not exit by the limit, or was killed
+  std::string output;  // stdout and stderr
+  absl::Duration took;
+};
+
+// Runs a program to completion (at most `limit`, then it is killed), capturing its stdout
+// and stderr in `log`.
+Result RunTool(std::vector<std::string> argv, const std::string& log,
+               std::vector<std::pair<std::string, std::string>> env = {},
+               absl::Duration limit = absl::Seconds(30));
+
+}  // namespace testing
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_TESTS_TEST_UTIL_H_
