@@ -1,7 +1,17 @@
 // Signal handling for the binaries: shutdown signals are blocked in every thread and taken
-// synchronously (sigwait / sigtimedwait) by one thread, so no async handler and no global
-// flag is needed. BlockSignals must run before any thread starts (threads inherit the
-// mask; gRPC starts its own as soon as a channel or server exists).
+// synchronously (sigwait / sigtimedwait) by one thread, so shutdown code runs as ordinary
+// code, not in an async handler. BlockSignals should run before any thread starts (threads
+// inherit the mask; gRPC starts its own as soon as a channel or server exists).
+//
+// Threads that exist before main() cannot be covered by the mask: OpenBLAS starts its
+// thread pool when the library loads. A process-directed signal may be delivered to one of
+// them, where the default action would kill the process. So BlockSignals also installs a
+// handler that hands such a signal on to the waiting thread (pthread_kill, which is
+// async-signal-safe), where it is blocked and so stays pending for sigwait.
+//
+// Thread model: the waiting thread is process-wide state (signal dispositions are);
+// BlockSignals makes its caller the waiter, TakeSignalsOnThisThread moves that role to
+// another thread that has the signals blocked.
 #ifndef LOCKSTEP_COMMON_SIGNALS_H_
 #define LOCKSTEP_COMMON_SIGNALS_H_
 
@@ -11,9 +21,13 @@
 
 namespace lockstep {
 
-// Blocks `signals` in the calling thread (and so in every thread it starts later) and
-// returns them as a set for sigwait.
+// Blocks `signals` in the calling thread (and so in every thread it starts later), makes
+// the calling thread the one that takes them, and returns them as a set for sigwait.
 sigset_t BlockSignals(std::initializer_list<int> signals);
+
+// Makes the calling thread (which must have the signals blocked, e.g. a thread started
+// after BlockSignals) the one stray signals are handed on to.
+void TakeSignalsOnThisThread();
 
 }  // namespace lockstep
 

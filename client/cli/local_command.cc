@@ -26,6 +26,7 @@ class SignalWatcher {
   SignalWatcher() {
     set_ = BlockSignals({SIGINT, SIGTERM});
     thread_ = std::thread([this] {
+      TakeSignalsOnThisThread();
       timespec poll{0, 50 * 1000 * 1000};
       while (!done_) {
         if (sigtimedwait(&set_, nullptr, &poll) > 0) interrupted_ = true;
@@ -35,6 +36,7 @@ class SignalWatcher {
   ~SignalWatcher() {
     done_ = true;
     thread_.join();
+    TakeSignalsOnThisThread();  // still blocked here; never hand signals to a dead thread
   }
   bool interrupted() const { return interrupted_; }
 
