@@ -1,15 +1,18 @@
 // lockstep: the command line for users and operators. Each subcommand lives in
 // client/cli/<name>_command.{h,cc}; add it to the list below.
+#include "client/cli/bench_command.h"
 #include "client/cli/command.h"
 #include "client/cli/job_commands.h"
 #include "client/cli/local_command.h"
 #include "client/cli/status_command.h"
 
 int main(int argc, char** argv) {
+  // Before anything else: the benchmark forks its ranks and parses its own flags.
+  if (auto status = lockstep::cli::RunBenchIfAsked(argc, argv)) return *status;
   using namespace lockstep::cli;  // NOLINT: the list reads better without prefixes
   const std::vector<Command> commands = {
       StatusCommand(),   SubmitCommand(), WatchCommand(), JobsCommand(),
-      DescribeCommand(), CancelCommand(), LocalCommand(),
+      DescribeCommand(), CancelCommand(), LocalCommand(), BenchCommand(),
   };
   return Dispatch(argc, argv, commands);
 }
