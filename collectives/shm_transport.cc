@@ -82,7 +82,8 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
       options_(options),
       slot_bytes_(kRingCtlBytes + options.ring_bytes),
       segment_bytes_(kHeaderBytes + slot_bytes_ * size),
-      segments_(size) {
+      segments_(size),
+      seen_tail_(size, 0) {
   const bool shared_cores = size > sysconf(_SC_NPROCESSORS_ONLN);
   spin_ = options.spin_iterations >= 0 ? options.spin_iterations : (shared_cores ? 1 : 256);
   yield_ = options.yield_iterations >= 0 ? options.yield_iterations : (shared_cores ? 1000 : 64);
@@ -210,10 +211,15 @@ bool ShmTransport::TryPush(const SendSpec& send, size_t* pushed) {
   Ring* rg = ring(send.peer, rank_);
   const size_t R = options_.ring_bytes;
   const uint64_t head = rg->head.load(std::memory_order_relaxed);
-  const uint64_t tail = rg->tail.load(std::memory_order_acquire);
-  const size_t free = R - static_cast<size_t>(head - tail);
   const size_t pos = head % R;
   const size_t remaining = send.len - *pushed;
+  // The consumer's tail is read only when the last value seen leaves too little room: the
+  // tail's cache line then stays with the consumer (one cross-core miss less per message).
+  uint64_t& tail = seen_tail_[send.peer];
+  if (R - static_cast<size_t>(head - tail) < std::min(remaining, R - pos)) {
+    tail = rg->tail.load(std::memory_order_acquire);
+  }
+  const size_t free = R - static_cast<size_t>(head - tail);
   size_t n = std::min({remaining, free, R - pos});
   if (n < remaining) n = n / kAlign * kAlign;  // only the last piece may be unaligned
   if (n == 0) return false;

@@ -108,7 +108,8 @@ class ShmTransport final : public Transport {
   int yield_ = 0;
   const size_t slot_bytes_;
   const size_t segment_bytes_;
-  std::vector<Mapping> segments_;  // segments_[r]: rank r's segment
+  std::vector<Mapping> segments_;    // segments_[r]: rank r's segment
+  std::vector<uint64_t> seen_tail_;  // [peer]: its ring's tail as last read (<= the real one)
   std::string own_name_;
   bool own_unlinked_ = false;
   std::atomic<bool> aborted_{false};
