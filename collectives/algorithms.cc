@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "collectives/reduce.h"
 #include "common/status.h"
@@ -26,25 +28,75 @@ Range BlockOf(size_t count, int n, int b) {
   return {s, e - s};
 }
 
-// One exchange of a range of elements with a neighbour, split into segments of at most
-// `seg` elements. If `reduce`, received bytes are combined into `base` as they arrive.
-absl::Status Exchange(Transport& t, int to, Range send, int from, Range recv, char* base,
+// A vector of bytes laid over one or more pieces of memory. Offsets are in bytes from the
+// start of the whole vector; At() gives the address of one and how many bytes follow it
+// contiguously. No allocation for the contiguous case.
+class View {
+ public:
+  View(char* base, size_t bytes) { Append(base, bytes); }
+  explicit View(absl::Span<const BufferPiece> pieces) {
+    for (const BufferPiece& p : pieces) Append(static_cast<char*>(p.data), p.bytes);
+  }
+  size_t bytes() const { return ends_.empty() ? 0 : ends_.back(); }
+  // Address of byte `off` (< bytes()) and the contiguous bytes from there.
+  std::pair<char*, size_t> At(size_t off) const {
+    size_t i = std::upper_bound(ends_.begin(), ends_.end(), off) - ends_.begin();
+    const size_t start = i == 0 ? 0 : ends_[i - 1];
+    return {bases_[i] + (off - start), ends_[i] - off};
+  }
+  template <typename F>
+  void ForEachPiece(F&& f) const {
+    for (size_t i = 0; i < bases_.size(); ++i) f(bases_[i], ends_[i] - (i == 0 ? 0 : ends_[i - 1]));
+  }
+
+ private:
+  void Append(char* base, size_t bytes) {
+    if (bytes == 0) return;
+    bases_.push_back(base);
+    ends_.push_back(this->bytes() + bytes);
+  }
+  absl::InlinedVector<char*, 1> bases_;
+  absl::InlinedVector<size_t, 1> ends_;  // ends_[i]: offset one past piece i
+};
+
+// One exchange of a range of elements with a neighbour, split into messages of at most
+// `seg` elements that never cross a piece boundary of `v` (both ends cut a block the same
+// way: the layout is the same on every rank). If `reduce`, received bytes are combined into
+// `v` as they arrive.
+absl::Status Exchange(Transport& t, int to, Range send, int from, Range recv, const View& v,
                       size_t esize, size_t seg, bool reduce, DType dtype, ReduceOp op,
                       absl::Time deadline) {
-  size_t nseg = std::max((send.len + seg - 1) / seg, (recv.len + seg - 1) / seg);
-  for (size_t k = 0; k < nseg; ++k) {
-    size_t s_off = std::min(send.len, k * seg), s_len = std::min(seg, send.len - s_off);
-    size_t r_off = std::min(recv.len, k * seg), r_len = std::min(seg, recv.len - r_off);
-    char* dst = base + (recv.start + r_off) * esize;
+  size_t s_off = 0, r_off = 0;
+  while (s_off < send.len || r_off < recv.len) {
+    SendSpec s{to, nullptr, 0};
+    char* dst = nullptr;
+    size_t s_len = 0, r_len = 0;
+    if (s_off < send.len) {
+      auto [p, run] = v.At((send.start + s_off) * esize);
+      s_len = std::min({seg, send.len - s_off, run / esize});
+      s = {to, p, s_len * esize};
+    }
+    if (r_off < recv.len) {
+      auto [p, run] = v.At((recv.start + r_off) * esize);
+      r_len = std::min({seg, recv.len - r_off, run / esize});
+      dst = p;
+    }
     auto combine = [&](size_t offset, const void* data, size_t len) {
       Reduce(dtype, op, dst + offset, data, len / esize);
     };
     RecvSink sink(combine);
-    SendSpec s{to, base + (send.start + s_off) * esize, s_len * esize};
     RecvSpec r{from, dst, r_len * esize, esize, reduce ? &sink : nullptr};
     LS_RETURN_IF_ERROR(t.SendRecv(s, r, deadline));
+    s_off += s_len;
+    r_off += r_len;
   }
   return absl::OkStatus();
+}
+
+void FinishMeanView(DType dtype, ReduceOp op, const View& v, int world_size) {
+  const size_t esize = DTypeSize(dtype);
+  v.ForEachPiece(
+      [&](char* p, size_t bytes) { FinishMean(dtype, op, p, bytes / esize, world_size); });
 }
 
 size_t SegmentElems(size_t chunk_bytes, size_t esize) {
@@ -53,8 +105,9 @@ size_t SegmentElems(size_t chunk_bytes, size_t esize) {
 
 // Ring reduce-scatter over `count` elements in n blocks; rank r ends owning the fully
 // reduced block (r + 1 + shift) mod n.
-absl::Status RingReduceScatterBlocks(Transport& t, size_t chunk_bytes, char* base, size_t count,
-                                     DType dtype, ReduceOp op, int shift, absl::Time deadline) {
+absl::Status RingReduceScatterBlocks(Transport& t, size_t chunk_bytes, const View& base,
+                                     size_t count, DType dtype, ReduceOp op, int shift,
+                                     absl::Time deadline) {
   const int n = t.size(), r = t.rank();
   const size_t esize = DTypeSize(dtype);
   const int right = Mod(r + 1, n), left = Mod(r - 1, n);
@@ -68,7 +121,7 @@ absl::Status RingReduceScatterBlocks(Transport& t, size_t chunk_bytes, char* bas
 }
 
 // Ring all-gather where rank r starts owning block (r + first) mod n.
-absl::Status RingAllGatherBlocks(Transport& t, size_t chunk_bytes, char* base, size_t count,
+absl::Status RingAllGatherBlocks(Transport& t, size_t chunk_bytes, const View& base, size_t count,
                                  size_t esize, int first, absl::Time deadline) {
   const int n = t.size(), r = t.rank();
   const int right = Mod(r + 1, n), left = Mod(r - 1, n);
@@ -112,17 +165,48 @@ absl::Status AllReduce(Transport& t, const AlgorithmOptions& options, void* buf,
   }
 }
 
-absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t count, DType dtype,
-                           ReduceOp op, absl::Time deadline) {
-  char* base = static_cast<char*>(buf);
+namespace {
+absl::Status RingAllReduceView(Transport& t, size_t chunk_bytes, const View& v, size_t count,
+                               DType dtype, ReduceOp op, absl::Time deadline) {
   absl::Status s =
-      RingReduceScatterBlocks(t, chunk_bytes, base, count, dtype, op, /*shift=*/0, deadline);
+      RingReduceScatterBlocks(t, chunk_bytes, v, count, dtype, op, /*shift=*/0, deadline);
   if (s.ok()) {
-    s = RingAllGatherBlocks(t, chunk_bytes, base, count, DTypeSize(dtype), /*first=*/1, deadline);
+    s = RingAllGatherBlocks(t, chunk_bytes, v, count, DTypeSize(dtype), /*first=*/1, deadline);
   }
   LS_RETURN_IF_ERROR(WithContext(s, "ring all-reduce", t));
-  FinishMean(dtype, op, buf, count, t.size());
+  FinishMeanView(dtype, op, v, t.size());
   return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t count, DType dtype,
+                           ReduceOp op, absl::Time deadline) {
+  return RingAllReduceView(t, chunk_bytes, View(static_cast<char*>(buf), count * DTypeSize(dtype)),
+                           count, dtype, op, deadline);
+}
+
+absl::Status CheckPieces(absl::Span<const BufferPiece> pieces, DType dtype) {
+  for (const BufferPiece& p : pieces) {
+    if (p.bytes % DTypeSize(dtype) != 0 || (p.bytes > 0 && p.data == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "all-reduce of pieces: a piece of ", p.bytes, " bytes is not a whole number of ",
+          DTypeName(dtype), " elements or has no buffer; check the tensors' sizes and dtypes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingAllReducePieces(Transport& t, size_t chunk_bytes,
+                                 absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
+                                 absl::Time deadline) {
+  LS_RETURN_IF_ERROR(CheckPieces(pieces, dtype));
+  const size_t esize = DTypeSize(dtype);
+  View v(pieces);
+  if (t.size() == 1 || v.bytes() == 0) {
+    FinishMeanView(dtype, op, v, t.size());
+    return absl::OkStatus();
+  }
+  return RingAllReduceView(t, chunk_bytes, v, v.bytes() / esize, dtype, op, deadline);
 }
 
 static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t count, DType dtype,
@@ -155,6 +239,7 @@ static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t co
     Reduce(dtype, op, base + offset, data, len / esize);
   };
   RecvSink sink_all(combine_all);
+  const View view(base, all);
 
   // Fold: among the first 2*rem ranks, even ranks hand their vector to the odd neighbour.
   int newrank;
@@ -196,7 +281,7 @@ static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t co
       Range keep{lo, mid - lo}, give{mid, hi - mid};
       if (newrank & mask) std::swap(keep, give);
       stack[depth++] = {lo, hi - lo};
-      s = Exchange(t, partner, give, partner, keep, base, esize, std::max<size_t>(count, 1), true,
+      s = Exchange(t, partner, give, partner, keep, view, esize, std::max<size_t>(count, 1), true,
                    dtype, op, deadline);
       lo = keep.start;
       hi = keep.start + keep.len;
@@ -207,7 +292,7 @@ static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t co
       Range mine{lo, hi - lo};
       Range other = lo == parent.start ? Range{hi, parent.start + parent.len - hi}
                                        : Range{parent.start, lo - parent.start};
-      s = Exchange(t, partner, mine, partner, other, base, esize, std::max<size_t>(count, 1), false,
+      s = Exchange(t, partner, mine, partner, other, view, esize, std::max<size_t>(count, 1), false,
                    dtype, op, deadline);
       lo = parent.start;
       hi = parent.start + parent.len;
@@ -274,8 +359,9 @@ absl::Status RingAllGather(Transport& t, size_t chunk_bytes, void* buf, size_t b
                            absl::Time deadline) {
   if (t.size() == 1 || block_bytes == 0) return absl::OkStatus();
   // Blocks are equal, so BlockOf over n * block_bytes "elements" of one byte is exact.
-  absl::Status s = RingAllGatherBlocks(t, chunk_bytes, static_cast<char*>(buf),
-                                       block_bytes * t.size(), 1, /*first=*/0, deadline);
+  absl::Status s =
+      RingAllGatherBlocks(t, chunk_bytes, View(static_cast<char*>(buf), block_bytes * t.size()),
+                          block_bytes * t.size(), 1, /*first=*/0, deadline);
   return WithContext(s, "ring all-gather", t);
 }
 
@@ -284,7 +370,8 @@ absl::Status RingReduceScatter(Transport& t, size_t chunk_bytes, void* buf, size
   const int n = t.size();
   char* base = static_cast<char*>(buf);
   if (n > 1 && block_count > 0) {
-    absl::Status s = RingReduceScatterBlocks(t, chunk_bytes, base, block_count * n, dtype, op,
+    const View view(base, block_count * n * DTypeSize(dtype));
+    absl::Status s = RingReduceScatterBlocks(t, chunk_bytes, view, block_count * n, dtype, op,
                                              /*shift=*/-1, deadline);
     LS_RETURN_IF_ERROR(WithContext(s, "ring reduce-scatter", t));
   }

@@ -140,6 +140,36 @@ Handle Communicator::AllReduceAsync(const void* send, void* recv, size_t count, 
   });
 }
 
+Handle Communicator::AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype,
+                                          ReduceOp op, absl::Time deadline) {
+  return Submit([=] { return AllReducePiecesNow(pieces, dtype, op, deadline); });
+}
+
+absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> pieces, DType dtype,
+                                              ReduceOp op, absl::Time deadline) {
+  LS_RETURN_IF_ERROR(CheckPieces(pieces, dtype));
+  size_t bytes = 0;
+  for (const BufferPiece& p : pieces) bytes += p.bytes;
+  const size_t esize = DTypeSize(dtype);
+  if (size() == 1 || ChooseAllReduce(options_, size(), bytes) == AllReduceAlgorithm::kRing) {
+    return RingAllReducePieces(*transport_, options_.chunk_bytes, pieces, dtype, op, deadline);
+  }
+  scratch_.resize(bytes);
+  size_t offset = 0;
+  for (const BufferPiece& p : pieces) {
+    if (p.bytes > 0) std::memcpy(scratch_.data() + offset, p.data, p.bytes);
+    offset += p.bytes;
+  }
+  LS_RETURN_IF_ERROR(collectives::AllReduce(*transport_, options_, scratch_.data(), bytes / esize,
+                                            dtype, op, deadline));
+  offset = 0;
+  for (const BufferPiece& p : pieces) {
+    if (p.bytes > 0) std::memcpy(p.data, scratch_.data() + offset, p.bytes);
+    offset += p.bytes;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Communicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                      absl::Time deadline) {
   if (root < 0 || root >= size()) {

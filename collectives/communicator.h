@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "collectives/algorithms.h"
 #include "collectives/transport.h"
 #include "collectives/types.h"
@@ -74,6 +75,15 @@ class Communicator {
   Handle AllReduceAsync(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                         absl::Time deadline);
 
+  // All-reduce, in place, of the vector made of `pieces` end to end (one dtype; each piece a
+  // whole number of elements; the same piece sizes on every rank): what FusedAllReduce uses
+  // so that a bucket of tensors is reduced where they lie, never packed. Ring-sized vectors
+  // are reduced in place (RingAllReducePieces); smaller ones are packed into scratch, where
+  // the copy costs less than the latency-optimal algorithms save. `pieces` and the buffers
+  // must stay valid until Wait() returns.
+  Handle AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
+                              absl::Time deadline);
+
   // `buf` of `root` is copied to every rank's `buf`.
   absl::Status Broadcast(void* buf, size_t count, DType dtype, int root, absl::Time deadline);
   Handle BroadcastAsync(void* buf, size_t count, DType dtype, int root, absl::Time deadline);
@@ -108,11 +118,14 @@ class Communicator {
   template <typename F>
   absl::Status Execute(F&& body);
   void WorkerLoop();
+  absl::Status AllReducePiecesNow(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
+                                  absl::Time deadline);
 
   const std::unique_ptr<Transport> transport_;
   const AlgorithmOptions options_;
   std::atomic<bool> aborted_{false};
-  // Scratch for out-of-place reduce-scatter; used only by the collective running now.
+  // Scratch for out-of-place reduce-scatter and packed small pieces; used only by the collective
+  // running now.
   std::vector<char> scratch_;
 
   absl::Mutex mu_;

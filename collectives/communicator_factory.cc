@@ -105,6 +105,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
       algorithms.doubling_threshold_bytes = kShmDoublingThresholdBytes;
     }
   }
+  if (kind == TransportKind::kTcp && config.world_size == 2 &&
+      algorithms.chunk_bytes == kDefaultChunkBytes) {
+    algorithms.chunk_bytes = kTcpPairChunkBytes;  // measured, see algorithms.h
+  }
   return Communicator::Create(std::move(transport).value(), algorithms);
 }
 

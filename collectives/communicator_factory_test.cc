@@ -58,8 +58,10 @@ TEST_P(AbortTest, AbortEndsAPendingCallWithin100msOnEveryTransport) {
   auto group = MakeGroup(GetParam(), 2);
   ASSERT_TRUE(group.ok()) << group.status();
   std::vector<float> x(1 << 10, 1.0f);
-  // Rank 1 never joins, so rank 0's call blocks until Abort().
-  Handle h = (*group)[0]->AllReduceAsync(x.data(), x.data(), x.size(), DType::kF32, ReduceOp::kSum,
+  // Rank 1 never joins, so rank 0's call blocks until Abort(). It only receives (a broadcast
+  // from rank 1): had it sent its vector before the Abort, rank 1 could still complete an
+  // all-reduce with those bytes, which would make the check below racy.
+  Handle h = (*group)[0]->BroadcastAsync(x.data(), x.size(), DType::kF32, /*root=*/1,
                                          absl::Now() + absl::Seconds(60));
   const absl::Time start = absl::Now();
   (*group)[0]->Abort();

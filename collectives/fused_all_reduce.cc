@@ -1,6 +1,6 @@
 #include "collectives/fused_all_reduce.h"
 
-#include <cstring>
+#include <algorithm>
 
 namespace lockstep {
 namespace collectives {
@@ -28,13 +28,11 @@ FusedAllReduce::Bucket& FusedAllReduce::OpenBucket(DType dtype) {
   b.entries.clear();
   b.deadline = absl::InfiniteFuture();
   b.handle.reset();
-  if (b.buffer.size() < bytes_per_pack_) b.buffer.resize(bytes_per_pack_);
   return b;
 }
 
 void FusedAllReduce::Launch(Bucket& b) {
-  b.handle = comm_->AllReduceAsync(b.buffer.data(), b.buffer.data(), b.used / DTypeSize(b.dtype),
-                                   b.dtype, op_, b.deadline);
+  b.handle = comm_->AllReducePiecesAsync(b.entries, b.dtype, op_, b.deadline);
   ++started_;
 }
 
@@ -51,7 +49,6 @@ void FusedAllReduce::Add(void* data, size_t count, DType dtype, absl::Time deadl
     Launch(*b);
     b = &OpenBucket(dtype);
   }
-  std::memcpy(b->buffer.data() + b->used, data, bytes);
   b->entries.push_back({data, bytes});
   b->used += bytes;
   b->deadline = std::min(b->deadline, deadline);
@@ -66,15 +63,7 @@ absl::Status FusedAllReduce::Finish() {
   for (size_t i = 0; i < in_use_; ++i) {
     Bucket& b = *buckets_[i];
     absl::Status s = b.handle->Wait();
-    if (s.ok()) {
-      size_t offset = 0;
-      for (const Entry& e : b.entries) {
-        std::memcpy(e.data, b.buffer.data() + offset, e.bytes);
-        offset += e.bytes;
-      }
-    } else if (first.ok()) {
-      first = s;
-    }
+    if (!s.ok() && first.ok()) first = s;
     b.handle.reset();
   }
   for (auto& h : direct_) {

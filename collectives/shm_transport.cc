@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,6 +29,8 @@ constexpr uint64_t kShmMagic = 0x4c53534d52494e47ull;  // "LSSMRING"
 constexpr size_t kAlign = 64;
 constexpr size_t kHeaderBytes = 4096;
 constexpr size_t kRingCtlBytes = 128;
+constexpr size_t kBounceBytes = 128 << 10;      // CMA pieces for a reduction: stay in L2
+constexpr size_t kCmaCopyPieceBytes = 1 << 20;  // CMA pieces copied in place (abort checks)
 
 size_t RoundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -62,6 +65,7 @@ struct ShmTransport::Header {
   std::atomic<uint64_t> magic;
   int32_t pid;
   int32_t rank;
+  uint64_t self_address;  // this header's address in its owner's process (the CMA probe)
   alignas(64) std::atomic<uint32_t> doorbell;
   std::atomic<uint32_t> sleeping;
   alignas(64) std::atomic<uint32_t> aborted;
@@ -78,7 +82,8 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
       options_(options),
       slot_bytes_(kRingCtlBytes + options.ring_bytes),
       segment_bytes_(kHeaderBytes + slot_bytes_ * size),
-      segments_(size) {
+      segments_(size),
+      seen_tail_(size, 0) {
   const bool shared_cores = size > sysconf(_SC_NPROCESSORS_ONLN);
   spin_ = options.spin_iterations >= 0 ? options.spin_iterations : (shared_cores ? 1 : 256);
   yield_ = options.yield_iterations >= 0 ? options.yield_iterations : (shared_cores ? 1000 : 64);
@@ -142,6 +147,7 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, in
   Header* h = t->header(rank);
   h->pid = getpid();
   h->rank = rank;
+  h->self_address = reinterpret_cast<uint64_t>(h);
   h->magic.store(kShmMagic, std::memory_order_release);
   LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/shm/", rank), t->own_name_));
   for (int r = 0; r < world_size; ++r) {
@@ -158,11 +164,20 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, in
                        "same group layout; do all ranks use the same options?"));
     }
   }
+  // Single copy only if every rank can read every other's memory and all use the same
+  // threshold (both ends of a message must agree on how it travels): each reports its own.
+  bool cma = t->options_.cma_threshold_bytes > 0;
+  for (int r = 0; r < world_size && cma; ++r) cma = r == rank || t->ProbeCma(r);
+  const std::string mine = absl::StrCat("cma=", cma ? t->options_.cma_threshold_bytes : 0);
   // Unlink once everyone has mapped everything: nothing is left behind in /dev/shm.
-  LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/shm_mapped/", rank), "1"));
+  LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/shm_mapped/", rank), mine));
   for (int r = 0; r < world_size; ++r) {
-    LS_RETURN_IF_ERROR(store->Get(absl::StrCat(key_prefix, "/shm_mapped/", r), deadline).status());
+    LS_ASSIGN_OR_RETURN(std::string theirs,
+                        store->Get(absl::StrCat(key_prefix, "/shm_mapped/", r), deadline));
+    cma = cma && theirs == mine;
   }
+  t->cma_ = cma;
+  if (cma) t->bounce_.resize(kBounceBytes);
   shm_unlink(t->own_name_.c_str());
   t->own_unlinked_ = true;
   return t;
@@ -196,10 +211,15 @@ bool ShmTransport::TryPush(const SendSpec& send, size_t* pushed) {
   Ring* rg = ring(send.peer, rank_);
   const size_t R = options_.ring_bytes;
   const uint64_t head = rg->head.load(std::memory_order_relaxed);
-  const uint64_t tail = rg->tail.load(std::memory_order_acquire);
-  const size_t free = R - static_cast<size_t>(head - tail);
   const size_t pos = head % R;
   const size_t remaining = send.len - *pushed;
+  // The consumer's tail is read only when the last value seen leaves too little room: the
+  // tail's cache line then stays with the consumer (one cross-core miss less per message).
+  uint64_t& tail = seen_tail_[send.peer];
+  if (R - static_cast<size_t>(head - tail) < std::min(remaining, R - pos)) {
+    tail = rg->tail.load(std::memory_order_acquire);
+  }
+  const size_t free = R - static_cast<size_t>(head - tail);
   size_t n = std::min({remaining, free, R - pos});
   if (n < remaining) n = n / kAlign * kAlign;  // only the last piece may be unaligned
   if (n == 0) return false;
@@ -233,6 +253,79 @@ bool ShmTransport::TryPop(const RecvSpec& recv, size_t* got) {
   return true;
 }
 
+bool ShmTransport::ProbeCma(int peer) const {
+  const Header* h = header(peer);
+  uint64_t magic = 0;
+  iovec local{&magic, sizeof(magic)};
+  iovec remote{reinterpret_cast<void*>(h->self_address), sizeof(magic)};
+  // EPERM (ptrace rules, other uid), ENOSYS (seccomp) or EFAULT: fall back to the rings.
+  return process_vm_readv(h->pid, &local, 1, &remote, 1, 0) == sizeof(magic) && magic == kShmMagic;
+}
+
+// The descriptor a CMA sender leaves in the ring: where its bytes are, in its process.
+struct CmaDescriptor {
+  uint64_t address;
+  uint64_t len;
+};
+static_assert(sizeof(CmaDescriptor) <= kAlign, "descriptor must fit one ring slot");
+
+bool ShmTransport::TryPushCma(const SendSpec& send, size_t* pushed, uint64_t* ack_at) {
+  Ring* rg = ring(send.peer, rank_);
+  if (*ack_at == 0) {
+    const size_t R = options_.ring_bytes;
+    const uint64_t head = rg->head.load(std::memory_order_relaxed);
+    if (R - static_cast<size_t>(head - rg->tail.load(std::memory_order_acquire)) < kAlign) {
+      return false;
+    }
+    CmaDescriptor d{reinterpret_cast<uint64_t>(send.data), send.len};
+    std::memcpy(ring_data(send.peer, rank_) + head % R, &d, sizeof(d));
+    *ack_at = head + kAlign;
+    rg->head.store(*ack_at, std::memory_order_release);
+    RingDoorbell(send.peer);
+    return true;
+  }
+  // The receiver consumes the descriptor only after it has read every byte.
+  if (rg->tail.load(std::memory_order_acquire) < *ack_at) return false;
+  *pushed = send.len;
+  return true;
+}
+
+absl::StatusOr<bool> ShmTransport::TryPopCma(const RecvSpec& recv, size_t* got) {
+  Ring* rg = ring(rank_, recv.peer);
+  const uint64_t tail = rg->tail.load(std::memory_order_relaxed);
+  if (rg->head.load(std::memory_order_acquire) == tail) return false;
+  CmaDescriptor d;
+  std::memcpy(&d, ring_data(rank_, recv.peer) + tail % options_.ring_bytes, sizeof(d));
+  if (d.len != recv.len) {
+    return absl::InternalError(absl::StrCat("rank ", rank_, ": rank ", recv.peer, " sent ", d.len,
+                                            " bytes where ", recv.len,
+                                            " were expected; the ranks' collectives differ"));
+  }
+  const bool reduce = recv.sink != nullptr;
+  const size_t piece = std::min(recv.len - *got, reduce ? bounce_.size() : kCmaCopyPieceBytes);
+  char* dst = reduce ? bounce_.data() : static_cast<char*>(recv.data) + *got;
+  for (size_t done = 0; done < piece;) {
+    iovec local{dst + done, piece - done};
+    iovec remote{reinterpret_cast<void*>(d.address + *got + done), piece - done};
+    const ssize_t n = process_vm_readv(header(recv.peer)->pid, &local, 1, &remote, 1, 0);
+    if (n <= 0) {
+      const int err = errno;
+      LS_RETURN_IF_ERROR(CheckPeer(recv.peer, "receiving from"));
+      return absl::UnavailableError(absl::StrCat("rank ", rank_, ": reading ", piece - done,
+                                                 " bytes out of rank ", recv.peer,
+                                                 " (process_vm_readv): ", std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (reduce) (*recv.sink)(*got, dst, piece);
+  *got += piece;
+  if (*got == recv.len) {
+    rg->tail.store(tail + kAlign, std::memory_order_release);
+    RingDoorbell(recv.peer);
+  }
+  return true;
+}
+
 absl::Status ShmTransport::CheckPeer(int peer, const char* what) const {
   Header* h = header(peer);
   if (h->aborted.load() != 0) {
@@ -251,7 +344,18 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
                                     absl::Time deadline) {
   const bool sending = send.peer != kNoPeer && send.len > 0;
   const bool receiving = recv.peer != kNoPeer && recv.len > 0;
+  const size_t threshold = options_.cma_threshold_bytes;
+  const bool send_cma = cma_ && send.len >= threshold;
+  const bool recv_cma = cma_ && recv.len >= threshold;
   size_t pushed = 0, got = 0;
+  uint64_t ack_at = 0;  // CMA send: the ring position that acknowledges it
+  auto push = [&] {
+    return send_cma ? TryPushCma(send, &pushed, &ack_at) : TryPush(send, &pushed);
+  };
+  auto pop = [&]() -> absl::StatusOr<bool> {
+    if (recv_cma) return TryPopCma(recv, &got);
+    return TryPop(recv, &got);
+  };
   Header* me = segments_[rank_].base != nullptr ? header(rank_) : nullptr;
   int idle = 0;
   absl::Time next_check = absl::InfinitePast();
@@ -260,8 +364,11 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
       return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
     }
     bool progress = false;
-    if (sending && pushed < send.len) progress |= TryPush(send, &pushed);
-    if (receiving && got < recv.len) progress |= TryPop(recv, &got);
+    if (sending && pushed < send.len) progress |= push();
+    if (receiving && got < recv.len) {
+      LS_ASSIGN_OR_RETURN(bool popped, pop());
+      progress |= popped;
+    }
     if (progress) {
       idle = 0;
       continue;
@@ -292,8 +399,15 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
     me->sleeping.store(1);  // seq_cst: a full barrier before the re-check below
     const uint32_t bell = me->doorbell.load();
     bool woke = false;
-    if (sending && pushed < send.len) woke |= TryPush(send, &pushed);
-    if (receiving && got < recv.len) woke |= TryPop(recv, &got);
+    if (sending && pushed < send.len) woke |= push();
+    if (receiving && got < recv.len) {
+      absl::StatusOr<bool> popped = pop();
+      if (!popped.ok()) {
+        me->sleeping.store(0);
+        return popped.status();
+      }
+      woke |= *popped;
+    }
     if (!woke) FutexWait(&me->doorbell, bell, std::min(deadline - now, absl::Milliseconds(10)));
     me->sleeping.store(0);
     idle = woke ? 0 : idle;

@@ -1,0 +1,116 @@
+#include "collectives/shm_transport.h"
+
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "collectives/in_memory_store.h"
+#include "collectives/test_util.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace collectives {
+namespace {
+
+// Single copy from 64 KiB on, whatever the number of CPUs.
+ShmOptions Cma() {
+  ShmOptions o;
+  o.cma_threshold_bytes = 64 << 10;
+  return o;
+}
+
+// Connects `n` ShmTransports (threads of this process) with per-rank options.
+std::vector<std::unique_ptr<ShmTransport>> ConnectGroup(const std::vector<ShmOptions>& options) {
+  const int n = static_cast<int>(options.size());
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  std::vector<std::unique_ptr<ShmTransport>> group(n);
+  RunRanks(n, [&](int r) {
+    auto t =
+        ShmTransport::Connect(r, n, prefix, &store, options[r], absl::Now() + absl::Seconds(20));
+    ASSERT_TRUE(t.ok()) << t.status();
+    group[r] = std::move(t).value();
+  });
+  return group;
+}
+
+// Both directions at once between two ranks, one message copied and one reduced through the
+// sink, of sizes below and above the CMA threshold; checks every byte.
+void ExchangeAndCheck(std::vector<std::unique_ptr<ShmTransport>>& group) {
+  for (size_t len : {size_t{64}, size_t{(64 << 10) - 8}, size_t{64 << 10}, size_t{3 << 20} + 8}) {
+    const size_t count = len / sizeof(int64_t);
+    std::vector<std::vector<int64_t>> out(2, std::vector<int64_t>(count));
+    std::vector<std::vector<int64_t>> in(2, std::vector<int64_t>(count, 1));
+    for (int r = 0; r < 2; ++r) std::iota(out[r].begin(), out[r].end(), int64_t{r * 1000});
+    RunRanks(2, [&](int r) {
+      const absl::Time deadline = absl::Now() + absl::Seconds(20);
+      // Rank 0 copies what rank 1 sends; rank 1 adds what rank 0 sends into `in`.
+      auto add = [&](size_t offset, const void* data, size_t bytes) {
+        ASSERT_EQ(offset % sizeof(int64_t), 0u);
+        ASSERT_EQ(bytes % sizeof(int64_t), 0u);
+        const int64_t* v = static_cast<const int64_t*>(data);
+        for (size_t i = 0; i < bytes / sizeof(int64_t); ++i) in[r][offset / 8 + i] += v[i];
+      };
+      RecvSink sink(add);
+      RecvSpec recv{1 - r, in[r].data(), len, sizeof(int64_t), r == 1 ? &sink : nullptr};
+      absl::Status s = group[r]->SendRecv({1 - r, out[r].data(), len}, recv, deadline);
+      ASSERT_TRUE(s.ok()) << s;
+    });
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(in[0][i], static_cast<int64_t>(1000 + i)) << "len " << len << " at " << i;
+      ASSERT_EQ(in[1][i], static_cast<int64_t>(i + 1)) << "len " << len << " at " << i;
+    }
+  }
+}
+
+TEST(ShmTransportTest, SingleCopyWhenEveryRankCanReadEveryOther) {
+  auto group = ConnectGroup({Cma(), Cma()});
+  ASSERT_EQ(group.size(), 2u);
+  EXPECT_TRUE(group[0]->cma_enabled());
+  EXPECT_TRUE(group[1]->cma_enabled());
+  ExchangeAndCheck(group);
+}
+
+TEST(ShmTransportTest, FallsBackToRingsWhenOneRankCannotUseSingleCopy) {
+  ShmOptions off;
+  off.cma_threshold_bytes = 0;  // as a rank whose probe failed (EPERM) reports
+  auto group = ConnectGroup({off, Cma()});
+  EXPECT_FALSE(group[0]->cma_enabled());
+  EXPECT_FALSE(group[1]->cma_enabled());  // the whole group agrees
+  ExchangeAndCheck(group);
+}
+
+TEST(ShmTransportTest, RanksWithDifferentThresholdsUseTheRings) {
+  ShmOptions other;
+  other.cma_threshold_bytes = 1 << 20;
+  auto group = ConnectGroup({other, Cma()});
+  EXPECT_FALSE(group[0]->cma_enabled());
+  EXPECT_FALSE(group[1]->cma_enabled());
+  ExchangeAndCheck(group);
+}
+
+TEST(ShmTransportTest, AbortEndsASingleCopySendThatIsNeverRead) {
+  auto group = ConnectGroup({Cma(), Cma()});
+  ASSERT_TRUE(group[0]->cma_enabled());
+  std::vector<char> big(1 << 20);
+  absl::Notification started;
+  std::thread aborter([&] {
+    started.WaitForNotification();
+    absl::SleepFor(absl::Milliseconds(50));
+    group[0]->Abort();
+  });
+  started.Notify();
+  const absl::Time t0 = absl::Now();
+  absl::Status s =
+      group[0]->SendRecv({1, big.data(), big.size()}, {}, absl::Now() + absl::Seconds(20));
+  const absl::Duration took = absl::Now() - t0;
+  aborter.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_LT(took, absl::Milliseconds(50 + 100));
+}
+
+}  // namespace
+}  // namespace collectives
+}  // namespace lockstep
