@@ -22,7 +22,21 @@ void Gemm<double>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, d
               trans_b ? k : n, beta, c, n);
 }
 
-void SetBlasThreads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+// OpenBLAS (Debian's pthread build) starts a pool of one thread per core when the library
+// loads. With one BLAS thread per replica those threads only get in the way: on these
+// 2-core machines their presence cost a 1-worker training step 1.125x -> 1.063x of the bare
+// engine step, and the all-reduce benchmark ~1.8x at 256 KiB..1 MiB over shm. So one thread
+// means no pool; asking for more later starts it again.
+extern "C" void blas_thread_shutdown_(void);
+
+void SetBlasThreads(int threads) {
+  if (threads <= 1) {
+    blas_thread_shutdown_();
+    openblas_set_num_threads(1);
+    return;
+  }
+  openblas_set_num_threads(threads);
+}
 
 int BlasThreads() { return openblas_get_num_threads(); }
 
