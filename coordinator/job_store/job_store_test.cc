@@ -119,9 +119,9 @@ TEST(JobStoreTransitionTest, TransitionTable) {
                                      v1::FAILED,
                                      v1::CANCELLED};
   const std::vector<std::pair<JobState, JobState>> allowed = {
-      {v1::PENDING, v1::RUNNING}, {v1::PENDING, v1::CANCELLED}, {v1::PENDING, v1::FAILED},
-      {v1::RUNNING, v1::SUCCEEDED},
-      {v1::RUNNING, v1::FAILED},  {v1::RUNNING, v1::CANCELLED}, {v1::RUNNING, v1::PENDING}};
+      {v1::PENDING, v1::RUNNING},   {v1::PENDING, v1::CANCELLED}, {v1::PENDING, v1::FAILED},
+      {v1::RUNNING, v1::SUCCEEDED}, {v1::RUNNING, v1::FAILED},    {v1::RUNNING, v1::CANCELLED},
+      {v1::RUNNING, v1::PENDING}};
   for (JobState from : all) {
     for (JobState to : all) {
       bool expected =
