@@ -106,10 +106,6 @@ absl::Status LocalCluster::StartWorker(int i) {
   sp.argv = {options_.lockstepd_bin, absl::StrCat("--coordinator=", coordinator_address_),
              absl::StrCat("--cpu_devices=", options_.cpu_devices)};
   sp.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
-  // One compute thread per worker: the workers share this machine's cores. (OpenBLAS also
-  // starts its thread pool before main() when it has more than one thread, and those
-  // threads would not have lockstepd's signals blocked: SIGTERM would kill it outright.)
-  sp.env = {{"OPENBLAS_NUM_THREADS", "1"}};
   if (options_.static_tf_config) {
     std::string path = absl::StrCat(options_.work_dir, "/tf_config.", i, ".json");
     std::ofstream(path) << StaticTfConfig(i);

@@ -166,6 +166,7 @@ int Run(sigset_t signals) {
 
   Agent agent(options, client->get(), lockstep::Clock::Real());
   std::thread waiter([&] {
+    lockstep::TakeSignalsOnThisThread();  // stray signals from OpenBLAS's threads come here
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig == SIGUSR1) return;  // Run() ended by itself
