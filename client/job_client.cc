@@ -3,8 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_channel.h"
 #include "common/grpc_status.h"
-#include "common/net.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -29,14 +29,7 @@ absl::StatusOr<Response> Call(
 
 absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& address,
                                                              absl::Duration rpc_timeout) {
-  absl::StatusOr<HostPort> hp = ParseHostPort(address);
-  if (!hp.ok()) return Annotate(hp.status(), "coordinator address");
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  LS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, CoordinatorChannel(address));
   return std::unique_ptr<JobClient>(
       new JobClient(address, rpc_timeout, v1::Coordinator::NewStub(channel)));
 }

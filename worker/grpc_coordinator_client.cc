@@ -3,26 +3,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_channel.h"
 #include "common/grpc_status.h"
-#include "common/net.h"
 #include "common/status.h"
 
 namespace lockstep {
 namespace worker {
 absl::StatusOr<std::unique_ptr<GrpcCoordinatorClient>> GrpcCoordinatorClient::Create(
     const std::string& address, absl::Duration rpc_timeout) {
-  absl::StatusOr<HostPort> hp = ParseHostPort(address);
-  if (!hp.ok()) return Annotate(hp.status(), "coordinator address");
-  grpc::ChannelArguments args;
-  // Reconnect quickly after the coordinator restarts (gRPC's default backoff reaches 120 s).
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  // Callers decide about retries (the agent backs off, the CLI reports); gRPC's own retry
-  // filter would only add per-call buffering.
-  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  LS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, CoordinatorChannel(address));
   return std::unique_ptr<GrpcCoordinatorClient>(
       new GrpcCoordinatorClient(address, rpc_timeout, v1::Coordinator::NewStub(channel)));
 }
