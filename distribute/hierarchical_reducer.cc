@@ -47,7 +47,10 @@ void HierarchicalReducer::Add(int local_replica, ReduceOp op, engine::Tensor* va
     in = step->inputs[k];
   }
   // The last replica to produce gradient k sums it and hands it to the cross-worker packs.
-  engine::Tensor sum = in[0]->Clone();
+  // The sum accumulates in local replica 0's own gradient (the executor hands out gradient
+  // buffers nothing else aliases, and every replica's gradient is overwritten by the result
+  // in Complete): with one replica per worker the all-reduce runs in place, with no copy.
+  engine::Tensor sum = *in[0];
   absl::Status s;
   for (int r = 1; r < num_local_ && s.ok(); ++r) {
     s = AddInto(*in[r], &sum);
@@ -84,7 +87,9 @@ absl::Status HierarchicalReducer::Complete(Step* step) {
       if (!d.ok()) return d;
     }
     for (engine::Tensor* t : step->inputs[k]) {
-      if (sum.num_bytes() > 0) std::memcpy(t->raw_data(), sum.raw_data(), sum.num_bytes());
+      if (sum.num_bytes() > 0 && t->raw_data() != sum.raw_data()) {
+        std::memcpy(t->raw_data(), sum.raw_data(), sum.num_bytes());
+      }
     }
   }
   return absl::OkStatus();

@@ -35,7 +35,9 @@ class HierarchicalReducer {
   HierarchicalReducer(int num_local_replicas, int num_replicas_in_sync,
                       collectives::Communicator* cross_worker, size_t bytes_per_pack);
 
-  // `deadline` bounds the cross-worker pack the gradient joins.
+  // `deadline` bounds the cross-worker pack the gradient joins. `value` is the replica's own
+  // buffer (nothing else may alias it) until Finish: local replica 0's becomes the sum, and
+  // the cross-worker all-reduce runs in it in place.
   void Add(int local_replica, ReduceOp op, engine::Tensor* value, absl::Time deadline);
   absl::Status Finish(int local_replica, absl::Time deadline);
   void Abort();
