@@ -1,9 +1,14 @@
-// CoordinatorService: the gRPC adapter over the coordinator's domain objects. Each unary
-// handler validates the request, calls Membership / KvStore / Barriers / JobService, converts the
-// absl::Status (common/grpc_status.h) and finishes. Handlers that may wait (GetKey and
-// Barrier with a timeout) run the wait on a thread of their own so that gRPC's callback
-// threads never block; so do the WatchAssignments and WatchJob streams
-// (grpc_stream_writer.h). Shutdown() wakes those waits and joins them.
+// CoordinatorService: the gRPC adapter over the coordinator's domain objects. Each handler
+// validates the request, calls Membership / KvStore / Barriers / JobService, and converts the
+// absl::Status (common/grpc_status.h).
+//
+// It is served on gRPC's synchronous API: the server thread that polls the completion queue
+// runs the handler itself, so a short call (GetClusterStatus, Heartbeat) costs no hand-off
+// between threads (the callback API adds its own polling threads and a hand-off, which on
+// a VM costs tens of microseconds per call). Handlers that wait (GetKey and Barrier with a
+// timeout, the WatchAssignments and WatchJob streams in grpc_stream_writer.h) hold their
+// server thread while they wait; gRPC starts more threads as they are needed. Shutdown()
+// wakes every wait, so the server's own Shutdown finishes promptly.
 //
 // Ownership: borrows the domain objects and the Clock; they must outlive it.
 // Thread model: gRPC calls the handlers concurrently; the domain objects are thread-safe.
@@ -12,8 +17,6 @@
 
 #include <cstdint>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/barriers.h"
@@ -25,60 +28,47 @@
 namespace lockstep {
 namespace coordinator {
 
-class CoordinatorService final : public v1::Coordinator::CallbackService {
+class CoordinatorService final : public v1::Coordinator::Service {
  public:
   CoordinatorService(Membership* membership, KvStore* kv, Barriers* barriers, JobService* jobs,
                      Clock* clock, uint64_t incarnation);
   ~CoordinatorService() override;
 
-  // Wakes pending GetKey/Barrier waits (they answer UNAVAILABLE) and waits for their
-  // threads to finish. Call before the server is destroyed.
+  // Wakes pending GetKey/Barrier waits and open streams (they answer UNAVAILABLE). Call
+  // before the server's Shutdown.
   void Shutdown();
 
-  grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* ctx,
-                                           const v1::RegisterWorkerRequest* request,
-                                           v1::RegisterWorkerResponse* response) override;
-  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
-                                      const v1::HeartbeatRequest* request,
-                                      v1::HeartbeatResponse* response) override;
-  grpc::ServerUnaryReactor* Deregister(grpc::CallbackServerContext* ctx,
-                                       const v1::DeregisterRequest* request,
-                                       v1::DeregisterResponse* response) override;
-  grpc::ServerUnaryReactor* SetKey(grpc::CallbackServerContext* ctx,
-                                   const v1::SetKeyRequest* request,
-                                   v1::SetKeyResponse* response) override;
-  grpc::ServerUnaryReactor* GetKey(grpc::CallbackServerContext* ctx,
-                                   const v1::GetKeyRequest* request,
-                                   v1::GetKeyResponse* response) override;
-  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx,
-                                    const v1::BarrierRequest* request,
-                                    v1::BarrierResponse* response) override;
-  grpc::ServerUnaryReactor* GetClusterStatus(grpc::CallbackServerContext* ctx,
-                                             const v1::GetClusterStatusRequest* request,
-                                             v1::GetClusterStatusResponse* response) override;
-  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
-                                      const v1::SubmitJobRequest* request,
-                                      v1::SubmitJobResponse* response) override;
-  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx,
-                                   const v1::GetJobRequest* request,
-                                   v1::GetJobResponse* response) override;
-  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
-                                     const v1::ListJobsRequest* request,
-                                     v1::ListJobsResponse* response) override;
-  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
-                                      const v1::CancelJobRequest* request,
-                                      v1::CancelJobResponse* response) override;
-  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* ctx,
-                                                   const v1::WatchJobRequest* request) override;
-  grpc::ServerWriteReactor<v1::Assignment>* WatchAssignments(
-      grpc::CallbackServerContext* ctx, const v1::WatchAssignmentsRequest* request) override;
+  grpc::Status RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* request,
+                              v1::RegisterWorkerResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override;
+  grpc::Status Deregister(grpc::ServerContext* ctx, const v1::DeregisterRequest* request,
+                          v1::DeregisterResponse* response) override;
+  grpc::Status SetKey(grpc::ServerContext* ctx, const v1::SetKeyRequest* request,
+                      v1::SetKeyResponse* response) override;
+  grpc::Status GetKey(grpc::ServerContext* ctx, const v1::GetKeyRequest* request,
+                      v1::GetKeyResponse* response) override;
+  grpc::Status Barrier(grpc::ServerContext* ctx, const v1::BarrierRequest* request,
+                       v1::BarrierResponse* response) override;
+  grpc::Status GetClusterStatus(grpc::ServerContext* ctx,
+                                const v1::GetClusterStatusRequest* request,
+                                v1::GetClusterStatusResponse* response) override;
+  grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* request,
+                         v1::SubmitJobResponse* response) override;
+  grpc::Status GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* request,
+                      v1::GetJobResponse* response) override;
+  grpc::Status ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override;
+  grpc::Status CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* request,
+                         v1::CancelJobResponse* response) override;
+  grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* request,
+                        grpc::ServerWriter<v1::JobEvent>* writer) override;
+  grpc::Status WatchAssignments(grpc::ServerContext* ctx,
+                                const v1::WatchAssignmentsRequest* request,
+                                grpc::ServerWriter<v1::Assignment>* writer) override;
 
  private:
-  // Runs `wait` on its own thread, then finishes `reactor` with its status.
-  void FinishLater(grpc::ServerUnaryReactor* reactor, std::function<absl::Status()> wait);
   absl::Time DeadlineFor(int64_t timeout_ms) const;
-  // Counts a stream thread in (for Shutdown) and returns the function that counts it out.
-  std::function<void()> EnterStream();
 
   Membership* const membership_;
   KvStore* const kv_;
@@ -87,9 +77,6 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   Clock* const clock_;
   const uint64_t incarnation_;
   const absl::Time start_;
-
-  absl::Mutex mu_;
-  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace coordinator
