@@ -130,6 +130,8 @@ TEST_F(AgentJobsTest, DropsJobsWhenTheCoordinatorRestarts) {
 }
 
 TEST_F(AgentJobsTest, DropsJobsWhenLost) {
+  // The watch must be open before the LOST, or re-registering opens the first one only.
+  ASSERT_TRUE(Eventually([&] { return client_.calls("WatchAssignments") >= 1; }));
   std::atomic<bool> lost{true};
   client_.on_heartbeat = [&](const v1::HeartbeatRequest&) {
     return lost.exchange(false) ? absl::AbortedError("worker/0 was marked LOST") : absl::OkStatus();

@@ -16,18 +16,34 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinatorClient>> GrpcCoordinatorClient::Cr
       new GrpcCoordinatorClient(address, rpc_timeout, v1::Coordinator::NewStub(channel)));
 }
 
+void GrpcCoordinatorClient::WaitForOne(grpc::CompletionQueue* cq) {
+  void* tag;
+  bool ok;
+  const absl::Time spin_end = absl::Now() + kSpinBeforeBlocking;
+  bool done = false;
+  while (!done && absl::Now() < spin_end) {
+    done = cq->AsyncNext(&tag, &ok, gpr_inf_past(GPR_CLOCK_MONOTONIC)) ==
+           grpc::CompletionQueue::GOT_EVENT;
+  }
+  if (!done) cq->Next(&tag, &ok);
+  cq->Shutdown();
+  while (cq->Next(&tag, &ok)) {
+  }
+}
+
 absl::StatusOr<v1::RegisterWorkerResponse> GrpcCoordinatorClient::RegisterWorker(
     const v1::RegisterWorkerRequest& request) {
-  return Call(&v1::Coordinator::Stub::RegisterWorker, "RegisterWorker", request, rpc_timeout_);
+  return Call(&v1::Coordinator::Stub::AsyncRegisterWorker, "RegisterWorker", request, rpc_timeout_);
 }
 
 absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& request) {
-  return Call(&v1::Coordinator::Stub::Heartbeat, "Heartbeat", request, rpc_timeout_);
+  return Call(&v1::Coordinator::Stub::AsyncHeartbeat, "Heartbeat", request, rpc_timeout_);
 }
 
 absl::Status GrpcCoordinatorClient::Deregister(const v1::DeregisterRequest& request) {
-  return Call(&v1::Coordinator::Stub::Deregister, "Deregister", request, rpc_timeout_).status();
+  return Call(&v1::Coordinator::Stub::AsyncDeregister, "Deregister", request, rpc_timeout_)
+      .status();
 }
 
 absl::Status GrpcCoordinatorClient::SetKey(const std::string& key, const std::string& value,
@@ -36,7 +52,7 @@ absl::Status GrpcCoordinatorClient::SetKey(const std::string& key, const std::st
   request.set_key(key);
   request.set_value(value);
   request.set_overwrite(overwrite);
-  return Call(&v1::Coordinator::Stub::SetKey, "SetKey", request, rpc_timeout_).status();
+  return Call(&v1::Coordinator::Stub::AsyncSetKey, "SetKey", request, rpc_timeout_).status();
 }
 
 absl::StatusOr<std::string> GrpcCoordinatorClient::GetKey(const std::string& key,
@@ -45,19 +61,19 @@ absl::StatusOr<std::string> GrpcCoordinatorClient::GetKey(const std::string& key
   request.set_key(key);
   request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   // The coordinator answers by the timeout; the RPC deadline leaves room for the network.
-  LS_ASSIGN_OR_RETURN(v1::GetKeyResponse response, Call(&v1::Coordinator::Stub::GetKey, "GetKey",
-                                                        request, timeout + rpc_timeout_));
+  LS_ASSIGN_OR_RETURN(v1::GetKeyResponse response, Call(&v1::Coordinator::Stub::AsyncGetKey,
+                                                        "GetKey", request, timeout + rpc_timeout_));
   return std::move(*response.mutable_value());
 }
 
 absl::Status GrpcCoordinatorClient::Barrier(const v1::BarrierRequest& request) {
-  return Call(&v1::Coordinator::Stub::Barrier, "Barrier", request,
+  return Call(&v1::Coordinator::Stub::AsyncBarrier, "Barrier", request,
               absl::Milliseconds(request.timeout_ms()) + rpc_timeout_)
       .status();
 }
 
 absl::StatusOr<v1::GetClusterStatusResponse> GrpcCoordinatorClient::GetClusterStatus() {
-  return Call(&v1::Coordinator::Stub::GetClusterStatus, "GetClusterStatus",
+  return Call(&v1::Coordinator::Stub::AsyncGetClusterStatus, "GetClusterStatus",
               v1::GetClusterStatusRequest(), rpc_timeout_);
 }
 

@@ -39,24 +39,39 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
 
  private:
   // One unary call with a deadline `timeout` from now; errors name `name` and the address.
+  // The calling thread spins on the call's completion queue for up to kSpinBeforeBlocking
+  // before it blocks: a coordinator answers in well under that, and a thread that blocked
+  // costs a wake-up on the answer (on a VM, where an idle vCPU halts, ~60 us of the ~160 us
+  // a GetClusterStatus took on loopback). The spin is bounded, so a slow call costs at most
+  // that much CPU more.
   template <typename Request, typename Response>
-  absl::StatusOr<Response> Call(grpc::Status (v1::Coordinator::Stub::*method)(grpc::ClientContext*,
-                                                                              const Request&,
-                                                                              Response*),
+  absl::StatusOr<Response> Call(std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> (
+                                    v1::Coordinator::Stub::*start)(grpc::ClientContext*,
+                                                                   const Request&,
+                                                                   grpc::CompletionQueue*),
                                 const char* name, const Request& request, absl::Duration timeout) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    grpc::CompletionQueue cq;
     Response response;
-    grpc::Status s = (stub_.get()->*method)(&ctx, request, &response);
+    grpc::Status s;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> call =
+        (stub_.get()->*start)(&ctx, request, &cq);
+    call->Finish(&response, &s, &response);
+    WaitForOne(&cq);
     if (!s.ok()) {
       return FromGrpcStatus(s, absl::StrCat(name, " to coordinator ", address_));
     }
     return response;
   }
+  // Waits (spinning first) for the one operation pending on `cq`, then shuts `cq` down.
+  static void WaitForOne(grpc::CompletionQueue* cq);
 
   GrpcCoordinatorClient(std::string address, absl::Duration rpc_timeout,
                         std::unique_ptr<v1::Coordinator::Stub> stub)
       : address_(std::move(address)), rpc_timeout_(rpc_timeout), stub_(std::move(stub)) {}
+
+  static constexpr absl::Duration kSpinBeforeBlocking = absl::Microseconds(250);
 
   const std::string address_;
   const absl::Duration rpc_timeout_;
