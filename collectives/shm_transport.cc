@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -84,7 +85,8 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
       segment_bytes_(kHeaderBytes + slot_bytes_ * size),
       segments_(size),
       seen_tail_(size, 0) {
-  const bool shared_cores = size > sysconf(_SC_NPROCESSORS_ONLN);
+  const bool shared_cores = static_cast<long>(size) * std::max(1, options.busy_threads_per_rank) >
+                            sysconf(_SC_NPROCESSORS_ONLN);
   spin_ = options.spin_iterations >= 0 ? options.spin_iterations : (shared_cores ? 1 : 256);
   yield_ = options.yield_iterations >= 0 ? options.yield_iterations : (shared_cores ? 1000 : 64);
   static_assert(sizeof(Header) <= kHeaderBytes, "header too large");

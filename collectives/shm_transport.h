@@ -52,6 +52,9 @@ struct ShmOptions {
   // 21 us with spinning, 5.3 us yielding).
   int spin_iterations = -1;   // pause-spins before yielding
   int yield_iterations = -1;  // sched_yield()s before sleeping on the futex
+  // Threads each rank keeps busy (the communicator's own, plus e.g. a trainer's compute
+  // threads): "ranks share cores" above means ranks x this > online CPUs.
+  int busy_threads_per_rank = 1;
   // Messages of at least this many bytes use single-copy CMA when the whole group can;
   // 0 (the default) keeps every message in the rings. Measured on these 2-core VMs
   // (bench/allreduce, float32 sum, rank 0's median): CMA loses at every size, because

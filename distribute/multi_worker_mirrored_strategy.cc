@@ -47,6 +47,11 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   }
   const int n = static_cast<int>(config.devices.size());
   const int in_sync = n * config.num_workers;
+  // Each worker keeps a compute thread per local replica busy beside its communicator's
+  // thread. Over shared memory (one host) a rank waiting for a peer then yields its core at
+  // once rather than spinning, when the group's busy threads outnumber the cores
+  // (bench/train_throughput, 2 workers on 2 cores: ~5 % more examples/s).
+  base.shm.busy_threads_per_rank = n + 1;
   const std::string who = absl::StrCat(config.name, " worker ", config.worker_index, " (",
                                        cluster.task().ToString(), ")");
 
