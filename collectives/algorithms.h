@@ -55,12 +55,6 @@ struct AlgorithmOptions {
   size_t broadcast_chain_threshold_bytes = kDefaultBroadcastChainThresholdBytes;
 };
 
-// One piece of a vector scattered over memory: `bytes` (a whole number of elements) at `data`.
-struct BufferPiece {
-  void* data = nullptr;
-  size_t bytes = 0;
-};
-
 AllReduceAlgorithm ChooseAllReduce(const AlgorithmOptions& options, int world_size, size_t bytes);
 
 // In place on `buf` (count elements). kMean divides at the end.
@@ -70,8 +64,9 @@ absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t c
                            ReduceOp op, absl::Time deadline);
 // Ring all-reduce of the vector made of `pieces` end to end, reduced where the pieces lie
 // (zero-copy fusion: a bucket of tensors is never packed). Same blocks, same reduction order
-// and so bitwise the same result as RingAllReduce of the concatenation; messages are cut at
-// piece boundaries as well as every `chunk_bytes`.
+// and so bitwise the same result as RingAllReduce of the concatenation. Messages are the
+// same `chunk_bytes` segments as for the concatenation: one that spans several pieces is
+// sent as one scattered message (SendRecv's pieces), not one message per piece.
 // INVALID_ARGUMENT unless every piece is a whole number of `dtype` elements with a buffer.
 absl::Status CheckPieces(absl::Span<const BufferPiece> pieces, DType dtype);
 absl::Status RingAllReducePieces(Transport& t, size_t chunk_bytes,

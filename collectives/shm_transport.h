@@ -38,6 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "collectives/piece_cursor.h"
 #include "collectives/store.h"
 #include "collectives/transport.h"
 
@@ -92,12 +93,15 @@ class ShmTransport final : public Transport {
   Ring* ring(int owner, int sender) const;
   char* ring_data(int owner, int sender) const;
   void RingDoorbell(int r) const;
-  bool TryPush(const SendSpec& send, size_t* pushed);
-  bool TryPop(const RecvSpec& recv, size_t* got);
+  bool TryPush(const SendSpec& send, PieceCursor* out, size_t* pushed);
+  bool TryPop(const RecvSpec& recv, PieceCursor* in, size_t* got);
   // CMA: the sender posts its descriptor, then `*pushed` jumps to the end once acknowledged.
   bool TryPushCma(const SendSpec& send, size_t* pushed, uint64_t* ack_at);
   // CMA: reads the next piece of the message out of the sender's memory.
-  absl::StatusOr<bool> TryPopCma(const RecvSpec& recv, size_t* got);
+  absl::StatusOr<bool> TryPopCma(const RecvSpec& recv, PieceCursor* in, size_t* got);
+  // One process_vm_readv from `peer`; `*n` bytes read (> 0) or UNAVAILABLE naming it.
+  absl::Status ReadPeer(int peer, const iovec* local, int nlocal, const iovec* remote, int nremote,
+                        size_t* n);
   bool ProbeCma(int peer) const;
   absl::Status CheckPeer(int peer, const char* what) const;
 
@@ -114,7 +118,8 @@ class ShmTransport final : public Transport {
   bool own_unlinked_ = false;
   std::atomic<bool> aborted_{false};
   bool cma_ = false;
-  std::vector<char> bounce_;  // CMA reads that feed a reduction sink land here
+  std::vector<char> bounce_;                // CMA reads that feed a reduction sink land here
+  std::vector<BufferPiece> remote_pieces_;  // CMA: the sender's pieces (scattered message)
 };
 
 }  // namespace collectives
