@@ -13,7 +13,8 @@
 // Thresholds, measured with bench/allreduce (n=4, 2-core machine shared with other jobs,
 // see bench/allreduce_bench.cc; n=2 barely cares: every algorithm does one or two exchanges):
 //   TCP: recursive doubling fastest below ~32 KiB (61 us vs 104-150 us for halving-doubling),
-//        halving-doubling up to ~1 MiB (64 KiB: 185 us vs 268 us ring), ring above.
+//        halving-doubling up to ~1 MiB (64 KiB: 185 us vs 268 us ring; 2 MiB with more than
+//        two ranks, kTcpRingThresholdBytes), ring above.
 //   shm: recursive doubling below ~8 KiB (8 B: 5.8 us vs 12 us), halving-doubling up to
 //        ~64 KiB, ring above (256 KiB: 93 us vs 135 us; 1 MiB: 0.29 ms vs 3.8 ms).
 // The defaults below are TCP's (and in-process'); CreateCommunicator switches to the kShm*
@@ -46,6 +47,10 @@ constexpr size_t kDefaultBroadcastChainThresholdBytes = 256 << 10;
 // with 4 MiB segments, 4 MiB 1.2-2.9 ms vs 1.9-6.0 ms). With four ranks the blocks are
 // already a quarter of the message and 256 KiB segments measured no better (n=4, 1-16 MiB).
 constexpr size_t kTcpPairChunkBytes = 256 << 10;
+// TCP with more than two ranks: halving-doubling up to 2 MiB. Its 2 log2(n) exchanges with one
+// partner each beat the ring's 2(n-1) steps at 1 MiB (n=4 on 2 cores, 4 interleaved runs,
+// medians: 0.74 ms vs 1.00 ms); from 2 MiB on the ring is as fast or faster.
+constexpr size_t kTcpRingThresholdBytes = 2 << 20;
 
 struct AlgorithmOptions {
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;

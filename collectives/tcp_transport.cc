@@ -35,9 +35,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
                                                                     absl::Time deadline) {
   const int n = me.world_size;
   std::unique_ptr<TcpTransport> t(new TcpTransport(me.rank, n, options.staging_bytes));
-  t->busy_polls_ = options.busy_polls >= 0              ? options.busy_polls
-                   : n <= sysconf(_SC_NPROCESSORS_ONLN) ? 64
-                                                        : 0;
+  t->busy_polls_ = options.busy_polls >= 0 ? options.busy_polls : 64;
   if (n == 1) return t;
   LS_ASSIGN_OR_RETURN(auto listening, ListenEphemeral(options.listen_host, n));
   UniqueFd listen_fd = std::move(listening.first);
