@@ -57,12 +57,10 @@ absl::Status Communicator::Execute(F&& body) {
   if (aborted_.load()) {
     return absl::AbortedError(absl::StrCat("communicator rank ", rank(), " was aborted"));
   }
-  {
+  if (has_failed_.load()) {
     absl::MutexLock lock(&mu_);
-    if (!failed_.ok()) {
-      return absl::Status(failed_.code(), absl::StrCat("an earlier collective failed on rank ",
-                                                       rank(), ": ", failed_.message()));
-    }
+    return absl::Status(failed_.code(), absl::StrCat("an earlier collective failed on rank ",
+                                                     rank(), ": ", failed_.message()));
   }
   absl::Status s = body();
   if (!s.ok()) {
@@ -75,6 +73,7 @@ absl::Status Communicator::Execute(F&& body) {
     if (s.code() != absl::StatusCode::kDeadlineExceeded) transport_->Abort();
     absl::MutexLock lock(&mu_);
     if (failed_.ok()) failed_ = s;
+    has_failed_.store(true);
   }
   return s;
 }
@@ -83,18 +82,20 @@ void Communicator::WorkerLoop() {
   absl::MutexLock lock(&mu_);
   while (true) {
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty() && !busy_);
+      return (!queue_.empty() || stopping_) && !busy_.load();
     };
     mu_.Await(absl::Condition(&ready));
     if (queue_.empty()) return;  // stopping
+    bool idle = false;
+    if (!busy_.compare_exchange_strong(idle, true)) continue;  // a sync call got in first
     Op op = std::move(queue_.front());
     queue_.pop_front();
-    busy_ = true;
+    queued_.fetch_sub(1);
     mu_.Unlock();
     absl::Status s = Execute(op.body);
     op.handle->Finish(std::move(s));
     mu_.Lock();
-    busy_ = false;
+    busy_.store(false);
   }
 }
 
@@ -102,22 +103,25 @@ Handle Communicator::Submit(Body body) {
   auto handle = std::make_shared<CollectiveHandle>();
   absl::MutexLock lock(&mu_);
   queue_.push_back(Op{std::move(body), handle});
+  queued_.fetch_add(1);
   return handle;
 }
 
 template <typename F>
 absl::Status Communicator::RunNow(F&& body) {
-  bool run_here;
-  {
-    absl::MutexLock lock(&mu_);
-    run_here = queue_.empty() && !busy_;
-    if (run_here) busy_ = true;
-  }
+  bool idle = false;
   // Keep call order: queue behind the pending async collectives.
-  if (!run_here) return Submit(Body(std::forward<F>(body)))->Wait();
+  if (queued_.load() > 0 || !busy_.compare_exchange_strong(idle, true)) {
+    return Submit(Body(std::forward<F>(body)))->Wait();
+  }
   absl::Status s = Execute(body);
-  absl::MutexLock lock(&mu_);
-  busy_ = false;
+  busy_.store(false);
+  // The worker waits for !busy_ only under mu_: let it re-check (Dekker with Submit, which
+  // counts queued_ before it releases mu_).
+  if (queued_.load() > 0) {
+    mu_.Lock();
+    mu_.Unlock();
+  }
   return s;
 }
 

@@ -128,9 +128,16 @@ class Communicator {
   // running now.
   std::vector<char> scratch_;
 
+  // The sync fast path takes no lock (a Mutex lock costs more than a small shm all-reduce
+  // here): a caller runs its collective at once when nothing is queued and it wins `busy_`.
+  // `queued_` mirrors queue_.size(); the worker claims `busy_` before it pops an op, and a
+  // sync caller that finds ops queued after it is done touches mu_ so the worker re-checks.
+  std::atomic<bool> busy_{false};  // a collective is running
+  std::atomic<int> queued_{0};
+  std::atomic<bool> has_failed_{false};  // failed_ is set
+
   absl::Mutex mu_;
   std::deque<Op> queue_ ABSL_GUARDED_BY(mu_);
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a collective is running
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // first error; sticky
   std::thread worker_;

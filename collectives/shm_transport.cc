@@ -29,7 +29,11 @@ namespace {
 constexpr uint64_t kShmMagic = 0x4c53534d52494e47ull;  // "LSSMRING"
 constexpr size_t kAlign = 64;
 constexpr size_t kHeaderBytes = 4096;
-constexpr size_t kRingCtlBytes = 128;
+constexpr size_t kRingCtlBytes = 192;
+// Small messages: lines of 56 payload bytes and an 8-byte flag, written last (see header).
+constexpr size_t kLinePayload = 56;
+constexpr size_t kSmallLines = 128;  // per ordered pair: 8 KiB
+constexpr size_t kLineAreaBytes = kSmallLines * 64;
 constexpr size_t kBounceBytes = 128 << 10;      // CMA pieces for a reduction: stay in L2
 constexpr size_t kCmaCopyPieceBytes = 1 << 20;  // CMA pieces copied in place (abort checks)
 constexpr int kMaxIov = 64;                     // iovecs per process_vm_readv
@@ -74,23 +78,36 @@ struct ShmTransport::Header {
 };
 
 struct ShmTransport::Ring {
-  alignas(64) std::atomic<uint64_t> head;  // bytes written by the producer (64-aligned)
-  alignas(64) std::atomic<uint64_t> tail;  // bytes consumed by the consumer (64-aligned)
+  alignas(64) std::atomic<uint64_t> head;            // bytes written by the producer (64-aligned)
+  alignas(64) std::atomic<uint64_t> tail;            // bytes consumed by the consumer (64-aligned)
+  alignas(64) std::atomic<uint64_t> lines_consumed;  // small-message lines read by the consumer
+};
+
+// One line of a small message: line number m of a pair lives in slot m % kSmallLines and is
+// complete once `flag` == m + 1 (stores are ordered on x86 and the flag is a release store, so
+// the payload is there when the flag is; stale slots hold older numbers, never m + 1).
+struct ShmTransport::Line {
+  char payload[kLinePayload];
+  std::atomic<uint64_t> flag;
 };
 
 ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
     : rank_(rank),
       size_(size),
       options_(options),
-      slot_bytes_(kRingCtlBytes + options.ring_bytes),
+      slot_bytes_(kRingCtlBytes + kLineAreaBytes + options.ring_bytes),
       segment_bytes_(kHeaderBytes + slot_bytes_ * size),
       segments_(size),
-      seen_tail_(size, 0) {
+      seen_tail_(size, 0),
+      line_sent_(size, 0),
+      line_seen_consumed_(size, 0),
+      line_received_(size, 0) {
   const bool shared_cores = size > sysconf(_SC_NPROCESSORS_ONLN);
   spin_ = options.spin_iterations >= 0 ? options.spin_iterations : (shared_cores ? 1 : 256);
   yield_ = options.yield_iterations >= 0 ? options.yield_iterations : (shared_cores ? 1000 : 64);
   static_assert(sizeof(Header) <= kHeaderBytes, "header too large");
   static_assert(sizeof(Ring) <= kRingCtlBytes, "ring control too large");
+  static_assert(sizeof(Line) == 64, "a line is one cache line");
 }
 
 ShmTransport::~ShmTransport() {
@@ -109,8 +126,12 @@ ShmTransport::Ring* ShmTransport::ring(int owner, int sender) const {
   return reinterpret_cast<Ring*>(base + kHeaderBytes + slot_bytes_ * sender);
 }
 
+ShmTransport::Line* ShmTransport::lines(int owner, int sender) const {
+  return reinterpret_cast<Line*>(reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes);
+}
+
 char* ShmTransport::ring_data(int owner, int sender) const {
-  return reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes;
+  return reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes + kLineAreaBytes;
 }
 
 absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, int world_size,
@@ -255,6 +276,53 @@ bool ShmTransport::TryPop(const RecvSpec& recv, PieceCursor* in, size_t* got) {
   return true;
 }
 
+bool ShmTransport::TryPushLines(const SendSpec& send, PieceCursor* out, size_t* pushed) {
+  Line* slots = lines(send.peer, rank_);
+  uint64_t& next = line_sent_[send.peer];
+  uint64_t& consumed = line_seen_consumed_[send.peer];
+  bool progress = false;
+  while (*pushed < send.len) {
+    if (next - consumed >= kSmallLines) {
+      consumed = ring(send.peer, rank_)->lines_consumed.load(std::memory_order_acquire);
+      if (next - consumed >= kSmallLines) break;
+    }
+    Line& line = slots[next % kSmallLines];
+    const size_t n = std::min(kLinePayload, send.len - *pushed);
+    out->CopyOut(line.payload, n);
+    line.flag.store(next + 1, std::memory_order_release);
+    ++next;
+    *pushed += n;
+    progress = true;
+  }
+  if (progress) RingDoorbell(send.peer);
+  return progress;
+}
+
+bool ShmTransport::TryPopLines(const RecvSpec& recv, PieceCursor* in, size_t* got) {
+  Line* slots = lines(rank_, recv.peer);
+  uint64_t& next = line_received_[recv.peer];
+  alignas(64) char gathered[kShmSmallMessageBytes];  // for the sink: one call per batch
+  size_t batch = 0;
+  while (*got + batch < recv.len) {
+    Line& line = slots[next % kSmallLines];
+    if (line.flag.load(std::memory_order_acquire) != next + 1) break;
+    const size_t n = std::min(kLinePayload, recv.len - *got - batch);
+    if (recv.sink != nullptr) {
+      std::memcpy(gathered + batch, line.payload, n);
+    } else {
+      in->CopyIn(line.payload, n);
+    }
+    batch += n;
+    ++next;
+  }
+  if (batch == 0) return false;
+  ring(rank_, recv.peer)->lines_consumed.store(next, std::memory_order_release);
+  if (recv.sink != nullptr) (*recv.sink)(*got, gathered, batch);
+  *got += batch;
+  RingDoorbell(recv.peer);
+  return true;
+}
+
 bool ShmTransport::ProbeCma(int peer) const {
   const Header* h = header(peer);
   uint64_t magic = 0;
@@ -373,15 +441,19 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
   const bool sending = send.peer != kNoPeer && send.len > 0;
   const bool receiving = recv.peer != kNoPeer && recv.len > 0;
   const size_t threshold = options_.cma_threshold_bytes;
-  const bool send_cma = cma_ && send.len >= threshold;
-  const bool recv_cma = cma_ && recv.len >= threshold;
+  const bool send_small = send.len <= kShmSmallMessageBytes;
+  const bool recv_small = recv.len <= kShmSmallMessageBytes;
+  const bool send_cma = cma_ && !send_small && send.len >= threshold;
+  const bool recv_cma = cma_ && !recv_small && recv.len >= threshold;
   size_t pushed = 0, got = 0;
   PieceCursor out(send), in(recv);
   uint64_t ack_at = 0;  // CMA send: the ring position that acknowledges it
   auto push = [&] {
+    if (send_small) return TryPushLines(send, &out, &pushed);
     return send_cma ? TryPushCma(send, &pushed, &ack_at) : TryPush(send, &out, &pushed);
   };
   auto pop = [&]() -> absl::StatusOr<bool> {
+    if (recv_small) return TryPopLines(recv, &in, &got);
     if (recv_cma) return TryPopCma(recv, &in, &got);
     return TryPop(recv, &in, &got);
   };
