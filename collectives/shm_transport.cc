@@ -104,7 +104,7 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
       line_received_(size, 0) {
   const bool shared_cores = size > sysconf(_SC_NPROCESSORS_ONLN);
   spin_ = options.spin_iterations >= 0 ? options.spin_iterations : (shared_cores ? 1 : 256);
-  yield_ = options.yield_iterations >= 0 ? options.yield_iterations : (shared_cores ? 1000 : 64);
+  yield_ = options.yield_iterations >= 0 ? options.yield_iterations : (shared_cores ? 1000 : 2000);
   static_assert(sizeof(Header) <= kHeaderBytes, "header too large");
   static_assert(sizeof(Ring) <= kRingCtlBytes, "ring control too large");
   static_assert(sizeof(Line) == 64, "a line is one cache line");

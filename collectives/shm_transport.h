@@ -57,9 +57,12 @@ constexpr size_t kShmSmallMessageBytes = 256;
 struct ShmOptions {
   size_t ring_bytes = 2 << 20;  // per ordered pair of ranks; a multiple of 64
   // Waiting policy; -1 chooses by load: with no more ranks than online CPUs, spin 256
-  // pauses then yield 64 times; with more (ranks share cores), yield at once and up to 1000
-  // times, which hands the core to the rank we wait for (measured: n=4 on 2 cores, 8 B,
-  // 21 us with spinning, 5.3 us yielding).
+  // pauses then yield up to 2000 times (about a millisecond); with more (ranks share cores),
+  // yield at once and up to 1000 times, which hands the core to the rank we wait for
+  // (measured: n=4 on 2 cores, 8 B, 21 us with spinning, 5.3 us yielding). Sleeping sooner
+  // costs more than the CPU it saves: once one rank sleeps, every exchange pays a futex wake
+  // and the ranks stay out of step (n=2, 3 interleaved runs with 64 yields: one ran 5-7x
+  // slower from 8 B to 512 KiB, e.g. 256 KiB 105 us vs 16.5 us; none did with 2000).
   int spin_iterations = -1;   // pause-spins before yielding
   int yield_iterations = -1;  // sched_yield()s before sleeping on the futex
   // Messages of at least this many bytes use single-copy CMA when the whole group can;
