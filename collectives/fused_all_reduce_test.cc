@@ -49,7 +49,8 @@ TEST(FusedAllReduceTest, PacksBucketsMixesDTypesAndReducesLargeTensorsInPlace) {
 // Zero-copy fusion over the ring (the pieces path): tensors of ragged sizes and four dtypes,
 // interleaved, each dtype's tensors in one bucket. The result must be bitwise the one a packed
 // bucket gives (a ring all-reduce of the tensors concatenated), on every rank.
-class ZeroCopyFusionTest : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
+class ZeroCopyFusionTest : public ::testing::TestWithParam<std::tuple<TransportKind, int, size_t>> {
+};
 
 struct RankData {
   std::vector<std::vector<float>> f32;
@@ -73,10 +74,12 @@ void ExpectBitwise(const std::vector<std::vector<T>>& got, const std::vector<T>&
 }
 
 TEST_P(ZeroCopyFusionTest, RaggedMixedDTypesMatchPackedRingBitwise) {
-  const auto [kind, n] = GetParam();
+  const auto [kind, n, chunk_bytes] = GetParam();
   AlgorithmOptions options;
   options.algorithm = AllReduceAlgorithm::kRing;
-  options.chunk_bytes = 96;  // messages cut at chunks and at tensor boundaries
+  // Small chunks: many messages, each gathered from several tensors (some empty); larger:
+  // messages of a few KiB over many tensors (shm: through the ring, not the small lines).
+  options.chunk_bytes = chunk_bytes;
   auto group = MakeGroup(kind, n, options);
   ASSERT_TRUE(group.ok()) << group.status();
   const std::vector<size_t> sizes = {1, 7, 1023, 3, 0, 130, 2, 61, 9, 300};
@@ -154,7 +157,8 @@ INSTANTIATE_TEST_SUITE_P(Transports, ZeroCopyFusionTest,
                          ::testing::Combine(::testing::Values(TransportKind::kInProc,
                                                               TransportKind::kTcp,
                                                               TransportKind::kShm),
-                                            ::testing::Values(2, 3, 4)));
+                                            ::testing::Values(2, 3, 4),
+                                            ::testing::Values(size_t{96}, size_t{8192})));
 
 TEST(ZeroCopyFusionTest, RefusesPiecesThatAreNotWholeElements) {
   auto group = MakeGroup(TransportKind::kInProc, 1);
