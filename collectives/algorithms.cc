@@ -191,7 +191,20 @@ absl::Status AllReduce(Transport& t, const AlgorithmOptions& options, void* buf,
     FinishMean(dtype, op, buf, count, t.size());
     return absl::OkStatus();
   }
-  switch (ChooseAllReduce(options, t.size(), count * DTypeSize(dtype))) {
+  const size_t esize = DTypeSize(dtype);
+  if (options.algorithm == AllReduceAlgorithm::kAuto && options.segment_bytes > 0 &&
+      count * esize > options.segment_bytes) {
+    AlgorithmOptions one = options;
+    one.segment_bytes = 0;
+    const size_t seg = std::max<size_t>(1, options.segment_bytes / esize);
+    char* base = static_cast<char*>(buf);
+    for (size_t at = 0; at < count; at += seg) {
+      LS_RETURN_IF_ERROR(
+          AllReduce(t, one, base + at * esize, std::min(seg, count - at), dtype, op, deadline));
+    }
+    return absl::OkStatus();
+  }
+  switch (ChooseAllReduce(options, t.size(), count * esize)) {
     case AllReduceAlgorithm::kRing:
       return RingAllReduce(t, options.chunk_bytes, buf, count, dtype, op, deadline);
     case AllReduceAlgorithm::kRecursiveDoubling:

@@ -51,6 +51,10 @@ constexpr size_t kTcpPairChunkBytes = 256 << 10;
 // partner each beat the ring's 2(n-1) steps at 1 MiB (n=4 on 2 cores, 4 interleaved runs,
 // medians: 0.74 ms vs 1.00 ms); from 2 MiB on the ring is as fast or faster.
 constexpr size_t kTcpRingThresholdBytes = 2 << 20;
+// TCP with more than two ranks: larger all-reduces run as consecutive 1 MiB halving-doubling
+// all-reduces (AlgorithmOptions::segment_bytes): past ~2 MiB both algorithms slow down per byte
+// (n=4 on 2 cores: four ranks' buffers and socket queues leave the 2 MiB L2 of each core).
+constexpr size_t kTcpSegmentBytes = 1 << 20;
 
 struct AlgorithmOptions {
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
@@ -58,6 +62,9 @@ struct AlgorithmOptions {
   size_t ring_threshold_bytes = kDefaultRingThresholdBytes;
   size_t doubling_threshold_bytes = kDefaultDoublingThresholdBytes;
   size_t broadcast_chain_threshold_bytes = kDefaultBroadcastChainThresholdBytes;
+  // > 0: with kAuto, all-reduces larger than this run as consecutive all-reduces of
+  // segments of this size (each choosing its algorithm by its own size). 0: one piece.
+  size_t segment_bytes = 0;
 };
 
 AllReduceAlgorithm ChooseAllReduce(const AlgorithmOptions& options, int world_size, size_t bytes);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/piece_cursor.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -155,21 +156,40 @@ absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> piec
   size_t bytes = 0;
   for (const BufferPiece& p : pieces) bytes += p.bytes;
   const size_t esize = DTypeSize(dtype);
-  if (size() == 1 || ChooseAllReduce(options_, size(), bytes) == AllReduceAlgorithm::kRing) {
+  // Segments as AllReduce cuts a contiguous vector (AlgorithmOptions::segment_bytes).
+  size_t seg = bytes;
+  if (options_.algorithm == AllReduceAlgorithm::kAuto && options_.segment_bytes > 0 &&
+      bytes > options_.segment_bytes) {
+    seg = std::max<size_t>(1, options_.segment_bytes / esize) * esize;
+  }
+  if (size() == 1) {
     return RingAllReducePieces(*transport_, options_.chunk_bytes, pieces, dtype, op, deadline);
   }
-  scratch_.resize(bytes);
-  size_t offset = 0;
-  for (const BufferPiece& p : pieces) {
-    if (p.bytes > 0) std::memcpy(scratch_.data() + offset, p.data, p.bytes);
-    offset += p.bytes;
-  }
-  LS_RETURN_IF_ERROR(collectives::AllReduce(*transport_, options_, scratch_.data(), bytes / esize,
-                                            dtype, op, deadline));
-  offset = 0;
-  for (const BufferPiece& p : pieces) {
-    if (p.bytes > 0) std::memcpy(p.data, scratch_.data() + offset, p.bytes);
-    offset += p.bytes;
+  AlgorithmOptions one = options_;
+  one.segment_bytes = 0;
+  PieceCursor cursor(nullptr, bytes, pieces);
+  for (size_t at = 0; at < bytes; at += seg) {
+    const size_t n = std::min(seg, bytes - at);
+    segment_.clear();
+    PieceCursor slicer(nullptr, bytes, pieces);
+    slicer.Advance(at);
+    for (iovec v; slicer.offset() < at + n && slicer.Fill(&v, 1, at + n - slicer.offset()) > 0;) {
+      segment_.push_back({v.iov_base, v.iov_len});
+      slicer.Advance(v.iov_len);
+    }
+    if (ChooseAllReduce(one, size(), n) == AllReduceAlgorithm::kRing) {
+      // Reduced where the pieces lie.
+      LS_RETURN_IF_ERROR(
+          RingAllReducePieces(*transport_, one.chunk_bytes, segment_, dtype, op, deadline));
+      cursor.Advance(n);
+      continue;
+    }
+    // Latency-optimal algorithms run on a packed copy (it costs less than they save).
+    scratch_.resize(n);
+    cursor.CopyOut(scratch_.data(), n);
+    LS_RETURN_IF_ERROR(
+        collectives::AllReduce(*transport_, one, scratch_.data(), n / esize, dtype, op, deadline));
+    PieceCursor(nullptr, n, segment_).CopyIn(scratch_.data(), n);
   }
   return absl::OkStatus();
 }

@@ -127,6 +127,7 @@ class Communicator {
   // Scratch for out-of-place reduce-scatter and packed small pieces; used only by the collective
   // running now.
   std::vector<char> scratch_;
+  std::vector<BufferPiece> segment_;  // AllReducePiecesNow: the pieces of one segment
 
   // The sync fast path takes no lock (a Mutex lock costs more than a small shm all-reduce
   // here): a caller runs its collective at once when nothing is queued and it wins `busy_`.

@@ -23,6 +23,8 @@ class PieceCursor {
   PieceCursor(const void* data, size_t len, absl::Span<const BufferPiece> pieces);
   explicit PieceCursor(const SendSpec& s) : PieceCursor(s.data, s.len, s.pieces) {}
   explicit PieceCursor(const RecvSpec& r) : PieceCursor(r.data, r.len, r.pieces) {}
+  PieceCursor(const PieceCursor&) = delete;  // may point into itself
+  PieceCursor& operator=(const PieceCursor&) = delete;
 
   // Bytes from the start of the message to the cursor.
   size_t offset() const { return offset_; }
