@@ -78,9 +78,11 @@ class Communicator {
   // All-reduce, in place, of the vector made of `pieces` end to end (one dtype; each piece a
   // whole number of elements; the same piece sizes on every rank): what FusedAllReduce uses
   // so that a bucket of tensors is reduced where they lie, never packed. Ring-sized vectors
-  // are reduced in place (RingAllReducePieces); smaller ones are packed into scratch, where
-  // the copy costs less than the latency-optimal algorithms save. `pieces` and the buffers
-  // must stay valid until Wait() returns.
+  // are reduced in place (RingAllReducePieces, scattered messages); smaller ones are packed
+  // into scratch, where the copy costs less than the latency-optimal algorithms save. With
+  // AlgorithmOptions::segment_bytes the vector is cut into the same segments as AllReduce
+  // cuts a contiguous one, each handled so. `pieces` and the buffers must stay valid until
+  // Wait() returns.
   Handle AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
                               absl::Time deadline);
 
