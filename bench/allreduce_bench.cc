@@ -43,6 +43,7 @@ struct BenchFlags {
   size_t shm_cma_bytes = 0;
   size_t chunk_bytes = 0;
   size_t ring_threshold_bytes = 0;
+  size_t segment_bytes = 0;
   std::string bind = "auto";  // auto: bind for shm only (measured: it hurts loopback TCP)
   int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
@@ -105,6 +106,8 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &f.chunk_bytes);
     } else if (name == "ring_threshold_bytes") {
       ok = absl::SimpleAtoi(value, &f.ring_threshold_bytes);
+    } else if (name == "segment_bytes") {
+      ok = absl::SimpleAtoi(value, &f.segment_bytes);
     } else {
       return absl::InvalidArgumentError("unknown flag --" + name);
     }
@@ -150,6 +153,7 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
   c.shm_cma_bytes = f.shm_cma_bytes;
   c.chunk_bytes = f.chunk_bytes;
   c.ring_threshold_bytes = f.ring_threshold_bytes;
+  c.segment_bytes = f.segment_bytes;
   c.results_path = absl::StrCat(dir, "/results.jsonl");
   std::fflush(nullptr);
   std::vector<pid_t> pids;

@@ -6,7 +6,8 @@
 //   --np N  --transport tcp|shm  [--sizes 8:64M] [--iters K (max timed calls per size)]
 //   [--peers all|none|mpi|gloo] [--peers_dir DIR] [--algorithm auto|ring|hd]
 //   [--fusion true|false] [--target_s 0.25] [--bytes_per_pack N] [--bind auto|true|false]
-//   tuning: [--chunk_bytes N] [--ring_threshold_bytes N] [--shm_spin N] [--shm_yield N]
+//   tuning: [--chunk_bytes N] [--ring_threshold_bytes N] [--segment_bytes N] [--shm_spin N]
+//   [--shm_yield N]
 //           [--shm_cma_bytes N] (single-copy CMA from N bytes; 0: off)
 //           [--tcp_buffer_bytes N] [--tcp_busy_polls N]
 //

@@ -155,6 +155,7 @@ absl::Status RunBenchRank(const RankConfig& c) {
   config.tcp.busy_polls = c.tcp_busy_polls;
   if (c.chunk_bytes > 0) config.algorithms.chunk_bytes = c.chunk_bytes;
   if (c.ring_threshold_bytes > 0) config.algorithms.ring_threshold_bytes = c.ring_threshold_bytes;
+  if (c.segment_bytes > 0) config.algorithms.segment_bytes = c.segment_bytes;
   LS_ASSIGN_OR_RETURN(auto comm, collectives::CreateCommunicator(config, &store));
   uint64_t largest = 0;
   for (uint64_t b : c.sizes) largest = std::max(largest, b);

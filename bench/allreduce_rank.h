@@ -40,6 +40,7 @@ struct RankConfig {
   size_t shm_cma_bytes = 0;  // ShmOptions::cma_threshold_bytes
   size_t chunk_bytes = 0;
   size_t ring_threshold_bytes = 0;
+  size_t segment_bytes = 0;  // > 0: AlgorithmOptions::segment_bytes
   int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
   size_t bytes_per_pack = 4 << 20;

@@ -44,6 +44,17 @@ class View {
     const size_t start = i == 0 ? 0 : ends_[i - 1];
     return {bases_[i] + (off - start), ends_[i] - off};
   }
+  // Appends to `out` the pieces that hold bytes [off, off + len) (within bytes()).
+  template <typename Out>
+  void Slice(size_t off, size_t len, Out* out) const {
+    while (len > 0) {
+      auto [p, run] = At(off);
+      const size_t k = std::min(run, len);
+      out->push_back({p, k});
+      off += k;
+      len -= k;
+    }
+  }
   template <typename F>
   void ForEachPiece(F&& f) const {
     for (size_t i = 0; i < bases_.size(); ++i) f(bases_[i], ends_[i] - (i == 0 ? 0 : ends_[i - 1]));
@@ -60,32 +71,57 @@ class View {
 };
 
 // One exchange of a range of elements with a neighbour, split into messages of at most
-// `seg` elements that never cross a piece boundary of `v` (both ends cut a block the same
-// way: the layout is the same on every rank). If `reduce`, received bytes are combined into
-// `v` as they arrive.
+// `seg` elements. A message that spans pieces of `v` goes as one scattered message
+// (SendSpec/RecvSpec pieces): a fused bucket moves in whole segments, not one message per
+// tensor. If `reduce`, received bytes are combined into `v` as they arrive.
 absl::Status Exchange(Transport& t, int to, Range send, int from, Range recv, const View& v,
                       size_t esize, size_t seg, bool reduce, DType dtype, ReduceOp op,
                       absl::Time deadline) {
+  absl::InlinedVector<BufferPiece, 4> send_pieces, recv_pieces;
   size_t s_off = 0, r_off = 0;
   while (s_off < send.len || r_off < recv.len) {
     SendSpec s{to, nullptr, 0};
-    char* dst = nullptr;
-    size_t s_len = 0, r_len = 0;
-    if (s_off < send.len) {
-      auto [p, run] = v.At((send.start + s_off) * esize);
-      s_len = std::min({seg, send.len - s_off, run / esize});
-      s = {to, p, s_len * esize};
+    RecvSpec r{from, nullptr, 0, esize, nullptr};
+    const size_t s_len = std::min(seg, send.len - s_off);
+    const size_t r_len = std::min(seg, recv.len - r_off);
+    const size_t s_at = (send.start + s_off) * esize, r_at = (recv.start + r_off) * esize;
+    if (s_len > 0) {
+      s.len = s_len * esize;
+      auto [p, run] = v.At(s_at);
+      if (run >= s.len) {
+        s.data = p;
+      } else {
+        send_pieces.clear();
+        v.Slice(s_at, s.len, &send_pieces);
+        s.pieces = absl::MakeConstSpan(send_pieces);
+      }
     }
-    if (r_off < recv.len) {
-      auto [p, run] = v.At((recv.start + r_off) * esize);
-      r_len = std::min({seg, recv.len - r_off, run / esize});
-      dst = p;
+    if (r_len > 0) {
+      r.len = r_len * esize;
+      auto [p, run] = v.At(r_at);
+      if (run >= r.len) {
+        r.data = p;
+      } else if (!reduce) {
+        recv_pieces.clear();
+        v.Slice(r_at, r.len, &recv_pieces);
+        r.pieces = absl::MakeConstSpan(recv_pieces);
+      }
     }
+    // Pieces of the message arrive whole elements at a time; piece boundaries of `v` are
+    // element boundaries too.
     auto combine = [&](size_t offset, const void* data, size_t len) {
-      Reduce(dtype, op, dst + offset, data, len / esize);
+      const char* in = static_cast<const char*>(data);
+      while (len > 0) {
+        auto [p, run] = v.At(r_at + offset);
+        const size_t k = std::min(run, len);
+        Reduce(dtype, op, p, in, k / esize);
+        in += k;
+        offset += k;
+        len -= k;
+      }
     };
     RecvSink sink(combine);
-    RecvSpec r{from, dst, r_len * esize, esize, reduce ? &sink : nullptr};
+    if (reduce) r.sink = &sink;
     LS_RETURN_IF_ERROR(t.SendRecv(s, r, deadline));
     s_off += s_len;
     r_off += r_len;
@@ -155,7 +191,20 @@ absl::Status AllReduce(Transport& t, const AlgorithmOptions& options, void* buf,
     FinishMean(dtype, op, buf, count, t.size());
     return absl::OkStatus();
   }
-  switch (ChooseAllReduce(options, t.size(), count * DTypeSize(dtype))) {
+  const size_t esize = DTypeSize(dtype);
+  if (options.algorithm == AllReduceAlgorithm::kAuto && options.segment_bytes > 0 &&
+      count * esize > options.segment_bytes) {
+    AlgorithmOptions one = options;
+    one.segment_bytes = 0;
+    const size_t seg = std::max<size_t>(1, options.segment_bytes / esize);
+    char* base = static_cast<char*>(buf);
+    for (size_t at = 0; at < count; at += seg) {
+      LS_RETURN_IF_ERROR(
+          AllReduce(t, one, base + at * esize, std::min(seg, count - at), dtype, op, deadline));
+    }
+    return absl::OkStatus();
+  }
+  switch (ChooseAllReduce(options, t.size(), count * esize)) {
     case AllReduceAlgorithm::kRing:
       return RingAllReduce(t, options.chunk_bytes, buf, count, dtype, op, deadline);
     case AllReduceAlgorithm::kRecursiveDoubling:

@@ -13,7 +13,8 @@
 // Thresholds, measured with bench/allreduce (n=4, 2-core machine shared with other jobs,
 // see bench/allreduce_bench.cc; n=2 barely cares: every algorithm does one or two exchanges):
 //   TCP: recursive doubling fastest below ~32 KiB (61 us vs 104-150 us for halving-doubling),
-//        halving-doubling up to ~1 MiB (64 KiB: 185 us vs 268 us ring), ring above.
+//        halving-doubling up to ~1 MiB (64 KiB: 185 us vs 268 us ring; 2 MiB with more than
+//        two ranks, kTcpRingThresholdBytes), ring above.
 //   shm: recursive doubling below ~8 KiB (8 B: 5.8 us vs 12 us), halving-doubling up to
 //        ~64 KiB, ring above (256 KiB: 93 us vs 135 us; 1 MiB: 0.29 ms vs 3.8 ms).
 // The defaults below are TCP's (and in-process'); CreateCommunicator switches to the kShm*
@@ -46,6 +47,14 @@ constexpr size_t kDefaultBroadcastChainThresholdBytes = 256 << 10;
 // with 4 MiB segments, 4 MiB 1.2-2.9 ms vs 1.9-6.0 ms). With four ranks the blocks are
 // already a quarter of the message and 256 KiB segments measured no better (n=4, 1-16 MiB).
 constexpr size_t kTcpPairChunkBytes = 256 << 10;
+// TCP with more than two ranks: halving-doubling up to 2 MiB. Its 2 log2(n) exchanges with one
+// partner each beat the ring's 2(n-1) steps at 1 MiB (n=4 on 2 cores, 4 interleaved runs,
+// medians: 0.74 ms vs 1.00 ms); from 2 MiB on the ring is as fast or faster.
+constexpr size_t kTcpRingThresholdBytes = 2 << 20;
+// TCP with more than two ranks: larger all-reduces run as consecutive 1 MiB halving-doubling
+// all-reduces (AlgorithmOptions::segment_bytes): past ~2 MiB both algorithms slow down per byte
+// (n=4 on 2 cores: four ranks' buffers and socket queues leave the 2 MiB L2 of each core).
+constexpr size_t kTcpSegmentBytes = 1 << 20;
 
 struct AlgorithmOptions {
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
@@ -53,12 +62,9 @@ struct AlgorithmOptions {
   size_t ring_threshold_bytes = kDefaultRingThresholdBytes;
   size_t doubling_threshold_bytes = kDefaultDoublingThresholdBytes;
   size_t broadcast_chain_threshold_bytes = kDefaultBroadcastChainThresholdBytes;
-};
-
-// One piece of a vector scattered over memory: `bytes` (a whole number of elements) at `data`.
-struct BufferPiece {
-  void* data = nullptr;
-  size_t bytes = 0;
+  // > 0: with kAuto, all-reduces larger than this run as consecutive all-reduces of
+  // segments of this size (each choosing its algorithm by its own size). 0: one piece.
+  size_t segment_bytes = 0;
 };
 
 AllReduceAlgorithm ChooseAllReduce(const AlgorithmOptions& options, int world_size, size_t bytes);
@@ -70,8 +76,9 @@ absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t c
                            ReduceOp op, absl::Time deadline);
 // Ring all-reduce of the vector made of `pieces` end to end, reduced where the pieces lie
 // (zero-copy fusion: a bucket of tensors is never packed). Same blocks, same reduction order
-// and so bitwise the same result as RingAllReduce of the concatenation; messages are cut at
-// piece boundaries as well as every `chunk_bytes`.
+// and so bitwise the same result as RingAllReduce of the concatenation. Messages are the
+// same `chunk_bytes` segments as for the concatenation: one that spans several pieces is
+// sent as one scattered message (SendRecv's pieces), not one message per piece.
 // INVALID_ARGUMENT unless every piece is a whole number of `dtype` elements with a buffer.
 absl::Status CheckPieces(absl::Span<const BufferPiece> pieces, DType dtype);
 absl::Status RingAllReducePieces(Transport& t, size_t chunk_bytes,

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/piece_cursor.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -57,12 +58,10 @@ absl::Status Communicator::Execute(F&& body) {
   if (aborted_.load()) {
     return absl::AbortedError(absl::StrCat("communicator rank ", rank(), " was aborted"));
   }
-  {
+  if (has_failed_.load()) {
     absl::MutexLock lock(&mu_);
-    if (!failed_.ok()) {
-      return absl::Status(failed_.code(), absl::StrCat("an earlier collective failed on rank ",
-                                                       rank(), ": ", failed_.message()));
-    }
+    return absl::Status(failed_.code(), absl::StrCat("an earlier collective failed on rank ",
+                                                     rank(), ": ", failed_.message()));
   }
   absl::Status s = body();
   if (!s.ok()) {
@@ -75,6 +74,7 @@ absl::Status Communicator::Execute(F&& body) {
     if (s.code() != absl::StatusCode::kDeadlineExceeded) transport_->Abort();
     absl::MutexLock lock(&mu_);
     if (failed_.ok()) failed_ = s;
+    has_failed_.store(true);
   }
   return s;
 }
@@ -83,18 +83,20 @@ void Communicator::WorkerLoop() {
   absl::MutexLock lock(&mu_);
   while (true) {
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty() && !busy_);
+      return (!queue_.empty() || stopping_) && !busy_.load();
     };
     mu_.Await(absl::Condition(&ready));
     if (queue_.empty()) return;  // stopping
+    bool idle = false;
+    if (!busy_.compare_exchange_strong(idle, true)) continue;  // a sync call got in first
     Op op = std::move(queue_.front());
     queue_.pop_front();
-    busy_ = true;
+    queued_.fetch_sub(1);
     mu_.Unlock();
     absl::Status s = Execute(op.body);
     op.handle->Finish(std::move(s));
     mu_.Lock();
-    busy_ = false;
+    busy_.store(false);
   }
 }
 
@@ -102,22 +104,25 @@ Handle Communicator::Submit(Body body) {
   auto handle = std::make_shared<CollectiveHandle>();
   absl::MutexLock lock(&mu_);
   queue_.push_back(Op{std::move(body), handle});
+  queued_.fetch_add(1);
   return handle;
 }
 
 template <typename F>
 absl::Status Communicator::RunNow(F&& body) {
-  bool run_here;
-  {
-    absl::MutexLock lock(&mu_);
-    run_here = queue_.empty() && !busy_;
-    if (run_here) busy_ = true;
-  }
+  bool idle = false;
   // Keep call order: queue behind the pending async collectives.
-  if (!run_here) return Submit(Body(std::forward<F>(body)))->Wait();
+  if (queued_.load() > 0 || !busy_.compare_exchange_strong(idle, true)) {
+    return Submit(Body(std::forward<F>(body)))->Wait();
+  }
   absl::Status s = Execute(body);
-  absl::MutexLock lock(&mu_);
-  busy_ = false;
+  busy_.store(false);
+  // The worker waits for !busy_ only under mu_: let it re-check (Dekker with Submit, which
+  // counts queued_ before it releases mu_).
+  if (queued_.load() > 0) {
+    mu_.Lock();
+    mu_.Unlock();
+  }
   return s;
 }
 
@@ -151,21 +156,40 @@ absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> piec
   size_t bytes = 0;
   for (const BufferPiece& p : pieces) bytes += p.bytes;
   const size_t esize = DTypeSize(dtype);
-  if (size() == 1 || ChooseAllReduce(options_, size(), bytes) == AllReduceAlgorithm::kRing) {
+  // Segments as AllReduce cuts a contiguous vector (AlgorithmOptions::segment_bytes).
+  size_t seg = bytes;
+  if (options_.algorithm == AllReduceAlgorithm::kAuto && options_.segment_bytes > 0 &&
+      bytes > options_.segment_bytes) {
+    seg = std::max<size_t>(1, options_.segment_bytes / esize) * esize;
+  }
+  if (size() == 1) {
     return RingAllReducePieces(*transport_, options_.chunk_bytes, pieces, dtype, op, deadline);
   }
-  scratch_.resize(bytes);
-  size_t offset = 0;
-  for (const BufferPiece& p : pieces) {
-    if (p.bytes > 0) std::memcpy(scratch_.data() + offset, p.data, p.bytes);
-    offset += p.bytes;
-  }
-  LS_RETURN_IF_ERROR(collectives::AllReduce(*transport_, options_, scratch_.data(), bytes / esize,
-                                            dtype, op, deadline));
-  offset = 0;
-  for (const BufferPiece& p : pieces) {
-    if (p.bytes > 0) std::memcpy(p.data, scratch_.data() + offset, p.bytes);
-    offset += p.bytes;
+  AlgorithmOptions one = options_;
+  one.segment_bytes = 0;
+  PieceCursor cursor(nullptr, bytes, pieces);
+  for (size_t at = 0; at < bytes; at += seg) {
+    const size_t n = std::min(seg, bytes - at);
+    segment_.clear();
+    PieceCursor slicer(nullptr, bytes, pieces);
+    slicer.Advance(at);
+    for (iovec v; slicer.offset() < at + n && slicer.Fill(&v, 1, at + n - slicer.offset()) > 0;) {
+      segment_.push_back({v.iov_base, v.iov_len});
+      slicer.Advance(v.iov_len);
+    }
+    if (ChooseAllReduce(one, size(), n) == AllReduceAlgorithm::kRing) {
+      // Reduced where the pieces lie.
+      LS_RETURN_IF_ERROR(
+          RingAllReducePieces(*transport_, one.chunk_bytes, segment_, dtype, op, deadline));
+      cursor.Advance(n);
+      continue;
+    }
+    // Latency-optimal algorithms run on a packed copy (it costs less than they save).
+    scratch_.resize(n);
+    cursor.CopyOut(scratch_.data(), n);
+    LS_RETURN_IF_ERROR(
+        collectives::AllReduce(*transport_, one, scratch_.data(), n / esize, dtype, op, deadline));
+    PieceCursor(nullptr, n, segment_).CopyIn(scratch_.data(), n);
   }
   return absl::OkStatus();
 }

@@ -78,9 +78,11 @@ class Communicator {
   // All-reduce, in place, of the vector made of `pieces` end to end (one dtype; each piece a
   // whole number of elements; the same piece sizes on every rank): what FusedAllReduce uses
   // so that a bucket of tensors is reduced where they lie, never packed. Ring-sized vectors
-  // are reduced in place (RingAllReducePieces); smaller ones are packed into scratch, where
-  // the copy costs less than the latency-optimal algorithms save. `pieces` and the buffers
-  // must stay valid until Wait() returns.
+  // are reduced in place (RingAllReducePieces, scattered messages); smaller ones are packed
+  // into scratch, where the copy costs less than the latency-optimal algorithms save. With
+  // AlgorithmOptions::segment_bytes the vector is cut into the same segments as AllReduce
+  // cuts a contiguous one, each handled so. `pieces` and the buffers must stay valid until
+  // Wait() returns.
   Handle AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
                               absl::Time deadline);
 
@@ -127,10 +129,18 @@ class Communicator {
   // Scratch for out-of-place reduce-scatter and packed small pieces; used only by the collective
   // running now.
   std::vector<char> scratch_;
+  std::vector<BufferPiece> segment_;  // AllReducePiecesNow: the pieces of one segment
+
+  // The sync fast path takes no lock (a Mutex lock costs more than a small shm all-reduce
+  // here): a caller runs its collective at once when nothing is queued and it wins `busy_`.
+  // `queued_` mirrors queue_.size(); the worker claims `busy_` before it pops an op, and a
+  // sync caller that finds ops queued after it is done touches mu_ so the worker re-checks.
+  std::atomic<bool> busy_{false};  // a collective is running
+  std::atomic<int> queued_{0};
+  std::atomic<bool> has_failed_{false};  // failed_ is set
 
   absl::Mutex mu_;
   std::deque<Op> queue_ ABSL_GUARDED_BY(mu_);
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // a collective is running
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // first error; sticky
   std::thread worker_;

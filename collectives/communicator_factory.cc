@@ -109,6 +109,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
       algorithms.chunk_bytes == kDefaultChunkBytes) {
     algorithms.chunk_bytes = kTcpPairChunkBytes;  // measured, see algorithms.h
   }
+  if (kind == TransportKind::kTcp && config.world_size > 2 &&
+      algorithms.ring_threshold_bytes == kDefaultRingThresholdBytes) {
+    algorithms.ring_threshold_bytes = kTcpRingThresholdBytes;  // measured, see algorithms.h
+  }
+  if (kind == TransportKind::kTcp && config.world_size > 2 && algorithms.segment_bytes == 0) {
+    algorithms.segment_bytes = kTcpSegmentBytes;  // measured, see algorithms.h
+  }
   return Communicator::Create(std::move(transport).value(), algorithms);
 }
 

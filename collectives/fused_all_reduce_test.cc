@@ -49,7 +49,8 @@ TEST(FusedAllReduceTest, PacksBucketsMixesDTypesAndReducesLargeTensorsInPlace) {
 // Zero-copy fusion over the ring (the pieces path): tensors of ragged sizes and four dtypes,
 // interleaved, each dtype's tensors in one bucket. The result must be bitwise the one a packed
 // bucket gives (a ring all-reduce of the tensors concatenated), on every rank.
-class ZeroCopyFusionTest : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
+class ZeroCopyFusionTest : public ::testing::TestWithParam<std::tuple<TransportKind, int, size_t>> {
+};
 
 struct RankData {
   std::vector<std::vector<float>> f32;
@@ -73,10 +74,12 @@ void ExpectBitwise(const std::vector<std::vector<T>>& got, const std::vector<T>&
 }
 
 TEST_P(ZeroCopyFusionTest, RaggedMixedDTypesMatchPackedRingBitwise) {
-  const auto [kind, n] = GetParam();
+  const auto [kind, n, chunk_bytes] = GetParam();
   AlgorithmOptions options;
   options.algorithm = AllReduceAlgorithm::kRing;
-  options.chunk_bytes = 96;  // messages cut at chunks and at tensor boundaries
+  // Small chunks: many messages, each gathered from several tensors (some empty); larger:
+  // messages of a few KiB over many tensors (shm: through the ring, not the small lines).
+  options.chunk_bytes = chunk_bytes;
   auto group = MakeGroup(kind, n, options);
   ASSERT_TRUE(group.ok()) << group.status();
   const std::vector<size_t> sizes = {1, 7, 1023, 3, 0, 130, 2, 61, 9, 300};
@@ -154,7 +157,55 @@ INSTANTIATE_TEST_SUITE_P(Transports, ZeroCopyFusionTest,
                          ::testing::Combine(::testing::Values(TransportKind::kInProc,
                                                               TransportKind::kTcp,
                                                               TransportKind::kShm),
-                                            ::testing::Values(2, 3, 4)));
+                                            ::testing::Values(2, 3, 4),
+                                            ::testing::Values(size_t{96}, size_t{8192})));
+
+// AlgorithmOptions::segment_bytes: a large all-reduce runs as consecutive all-reduces of
+// segments (each picking its algorithm by size; the last one shorter); a fused bucket is cut
+// into the same segments, so it gives bitwise the contiguous result. Exact for integers.
+TEST(ZeroCopyFusionTest, SegmentedAllReduceOfPiecesMatchesContiguousBitwise) {
+  const int n = 3;
+  AlgorithmOptions options;
+  options.segment_bytes = 4000;         // segments cut through tensors; 1000 floats each
+  options.ring_threshold_bytes = 3000;  // 4000-byte segments take the ring, the last (2956) not
+  options.chunk_bytes = 512;
+  auto group = MakeGroup(TransportKind::kInProc, n, options);
+  ASSERT_TRUE(group.ok()) << group.status();
+  const std::vector<size_t> sizes = {700, 0, 1, 2500, 333, 1200, 5};  // 4739 elements
+  std::vector<std::vector<std::vector<float>>> f(n);
+  std::vector<std::vector<int32_t>> ints(n);
+  std::vector<std::vector<float>> contiguous(n);
+  for (int r = 0; r < n; ++r) {
+    std::mt19937 gen(5 + r);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (size_t k : sizes) {
+      f[r].emplace_back(k);
+      for (float& v : f[r].back()) v = u(gen);
+    }
+    contiguous[r] = Concat(f[r]);
+    for (size_t i = 0; i < 4739; ++i) ints[r].push_back(static_cast<int32_t>(gen() % 100));
+  }
+  const std::vector<std::vector<int32_t>> ints_in = ints;
+  RunRanks(n, [&](int r) {
+    Communicator& comm = *(*group)[r];
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    FusedAllReduce fused(&comm, ReduceOp::kSum, /*bytes_per_pack=*/1 << 20);
+    for (auto& t : f[r]) fused.Add(t.data(), t.size(), DType::kF32, deadline);
+    ASSERT_TRUE(fused.Finish().ok());
+    ASSERT_TRUE(comm.AllReduce(contiguous[r].data(), contiguous[r].data(), contiguous[r].size(),
+                               DType::kF32, ReduceOp::kSum, deadline)
+                    .ok());
+    ASSERT_TRUE(comm.AllReduce(ints[r].data(), ints[r].data(), ints[r].size(), DType::kI32,
+                               ReduceOp::kSum, deadline)
+                    .ok());
+  });
+  for (int r = 0; r < n; ++r) {
+    ExpectBitwise(f[r], contiguous[0]);
+    for (size_t i = 0; i < ints[r].size(); ++i) {
+      ASSERT_EQ(ints[r][i], ints_in[0][i] + ints_in[1][i] + ints_in[2][i]) << r << " at " << i;
+    }
+  }
+}
 
 TEST(ZeroCopyFusionTest, RefusesPiecesThatAreNotWholeElements) {
   auto group = MakeGroup(TransportKind::kInProc, 1);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/piece_cursor.h"
 
 namespace lockstep {
 namespace collectives {
@@ -22,8 +23,9 @@ absl::Status InProcTransport::SendRecv(const SendSpec& send, const RecvSpec& rec
       return absl::UnavailableError(
           absl::StrCat("rank ", rank_, ": peer rank ", send.peer, " has aborted"));
     }
-    hub_->mailbox_[rank_ * n + send.peer].emplace_back(static_cast<const char*>(send.data),
-                                                       send.len);
+    std::string msg(send.len, '\0');
+    PieceCursor(send).CopyOut(msg.data(), send.len);
+    hub_->mailbox_[rank_ * n + send.peer].push_back(std::move(msg));
   }
   if (recv.peer == kNoPeer || recv.len == 0) return absl::OkStatus();
   auto& box = hub_->mailbox_[recv.peer * n + rank_];
@@ -50,7 +52,7 @@ absl::Status InProcTransport::SendRecv(const SendSpec& send, const RecvSpec& rec
   if (recv.sink != nullptr) {
     (*recv.sink)(0, msg.data(), msg.size());
   } else {
-    std::memcpy(recv.data, msg.data(), msg.size());
+    PieceCursor(recv).CopyIn(msg.data(), msg.size());
   }
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "collectives/piece_cursor.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -29,9 +30,14 @@ namespace {
 constexpr uint64_t kShmMagic = 0x4c53534d52494e47ull;  // "LSSMRING"
 constexpr size_t kAlign = 64;
 constexpr size_t kHeaderBytes = 4096;
-constexpr size_t kRingCtlBytes = 128;
+constexpr size_t kRingCtlBytes = 192;
+// Small messages: lines of 56 payload bytes and an 8-byte flag, written last (see header).
+constexpr size_t kLinePayload = 56;
+constexpr size_t kSmallLines = 128;  // per ordered pair: 8 KiB
+constexpr size_t kLineAreaBytes = kSmallLines * 64;
 constexpr size_t kBounceBytes = 128 << 10;      // CMA pieces for a reduction: stay in L2
 constexpr size_t kCmaCopyPieceBytes = 1 << 20;  // CMA pieces copied in place (abort checks)
+constexpr int kMaxIov = 64;                     // iovecs per process_vm_readv
 
 size_t RoundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -73,24 +79,37 @@ struct ShmTransport::Header {
 };
 
 struct ShmTransport::Ring {
-  alignas(64) std::atomic<uint64_t> head;  // bytes written by the producer (64-aligned)
-  alignas(64) std::atomic<uint64_t> tail;  // bytes consumed by the consumer (64-aligned)
+  alignas(64) std::atomic<uint64_t> head;            // bytes written by the producer (64-aligned)
+  alignas(64) std::atomic<uint64_t> tail;            // bytes consumed by the consumer (64-aligned)
+  alignas(64) std::atomic<uint64_t> lines_consumed;  // small-message lines read by the consumer
+};
+
+// One line of a small message: line number m of a pair lives in slot m % kSmallLines and is
+// complete once `flag` == m + 1 (stores are ordered on x86 and the flag is a release store, so
+// the payload is there when the flag is; stale slots hold older numbers, never m + 1).
+struct ShmTransport::Line {
+  char payload[kLinePayload];
+  std::atomic<uint64_t> flag;
 };
 
 ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
     : rank_(rank),
       size_(size),
       options_(options),
-      slot_bytes_(kRingCtlBytes + options.ring_bytes),
+      slot_bytes_(kRingCtlBytes + kLineAreaBytes + options.ring_bytes),
       segment_bytes_(kHeaderBytes + slot_bytes_ * size),
       segments_(size),
-      seen_tail_(size, 0) {
+      seen_tail_(size, 0),
+      line_sent_(size, 0),
+      line_seen_consumed_(size, 0),
+      line_received_(size, 0) {
   const bool shared_cores = static_cast<long>(size) * std::max(1, options.busy_threads_per_rank) >
                             sysconf(_SC_NPROCESSORS_ONLN);
   spin_ = options.spin_iterations >= 0 ? options.spin_iterations : (shared_cores ? 1 : 256);
-  yield_ = options.yield_iterations >= 0 ? options.yield_iterations : (shared_cores ? 1000 : 64);
+  yield_ = options.yield_iterations >= 0 ? options.yield_iterations : (shared_cores ? 1000 : 2000);
   static_assert(sizeof(Header) <= kHeaderBytes, "header too large");
   static_assert(sizeof(Ring) <= kRingCtlBytes, "ring control too large");
+  static_assert(sizeof(Line) == 64, "a line is one cache line");
 }
 
 ShmTransport::~ShmTransport() {
@@ -109,8 +128,12 @@ ShmTransport::Ring* ShmTransport::ring(int owner, int sender) const {
   return reinterpret_cast<Ring*>(base + kHeaderBytes + slot_bytes_ * sender);
 }
 
+ShmTransport::Line* ShmTransport::lines(int owner, int sender) const {
+  return reinterpret_cast<Line*>(reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes);
+}
+
 char* ShmTransport::ring_data(int owner, int sender) const {
-  return reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes;
+  return reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes + kLineAreaBytes;
 }
 
 absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, int world_size,
@@ -209,7 +232,7 @@ void ShmTransport::Abort() {
   }
 }
 
-bool ShmTransport::TryPush(const SendSpec& send, size_t* pushed) {
+bool ShmTransport::TryPush(const SendSpec& send, PieceCursor* out, size_t* pushed) {
   Ring* rg = ring(send.peer, rank_);
   const size_t R = options_.ring_bytes;
   const uint64_t head = rg->head.load(std::memory_order_relaxed);
@@ -225,7 +248,7 @@ bool ShmTransport::TryPush(const SendSpec& send, size_t* pushed) {
   size_t n = std::min({remaining, free, R - pos});
   if (n < remaining) n = n / kAlign * kAlign;  // only the last piece may be unaligned
   if (n == 0) return false;
-  std::memcpy(ring_data(send.peer, rank_) + pos, static_cast<const char*>(send.data) + *pushed, n);
+  out->CopyOut(ring_data(send.peer, rank_) + pos, n);
   *pushed += n;
   const size_t advance = *pushed == send.len ? RoundUp(n, kAlign) : n;
   rg->head.store(head + advance, std::memory_order_release);
@@ -233,7 +256,7 @@ bool ShmTransport::TryPush(const SendSpec& send, size_t* pushed) {
   return true;
 }
 
-bool ShmTransport::TryPop(const RecvSpec& recv, size_t* got) {
+bool ShmTransport::TryPop(const RecvSpec& recv, PieceCursor* in, size_t* got) {
   Ring* rg = ring(rank_, recv.peer);
   const size_t R = options_.ring_bytes;
   const uint64_t tail = rg->tail.load(std::memory_order_relaxed);
@@ -246,11 +269,58 @@ bool ShmTransport::TryPop(const RecvSpec& recv, size_t* got) {
   if (recv.sink != nullptr) {
     (*recv.sink)(*got, src, real);
   } else {
-    std::memcpy(static_cast<char*>(recv.data) + *got, src, real);
+    in->CopyIn(src, real);
   }
   *got += real;
   const size_t advance = *got == recv.len ? RoundUp(real, kAlign) : real;
   rg->tail.store(tail + advance, std::memory_order_release);
+  RingDoorbell(recv.peer);
+  return true;
+}
+
+bool ShmTransport::TryPushLines(const SendSpec& send, PieceCursor* out, size_t* pushed) {
+  Line* slots = lines(send.peer, rank_);
+  uint64_t& next = line_sent_[send.peer];
+  uint64_t& consumed = line_seen_consumed_[send.peer];
+  bool progress = false;
+  while (*pushed < send.len) {
+    if (next - consumed >= kSmallLines) {
+      consumed = ring(send.peer, rank_)->lines_consumed.load(std::memory_order_acquire);
+      if (next - consumed >= kSmallLines) break;
+    }
+    Line& line = slots[next % kSmallLines];
+    const size_t n = std::min(kLinePayload, send.len - *pushed);
+    out->CopyOut(line.payload, n);
+    line.flag.store(next + 1, std::memory_order_release);
+    ++next;
+    *pushed += n;
+    progress = true;
+  }
+  if (progress) RingDoorbell(send.peer);
+  return progress;
+}
+
+bool ShmTransport::TryPopLines(const RecvSpec& recv, PieceCursor* in, size_t* got) {
+  Line* slots = lines(rank_, recv.peer);
+  uint64_t& next = line_received_[recv.peer];
+  alignas(64) char gathered[kShmSmallMessageBytes];  // for the sink: one call per batch
+  size_t batch = 0;
+  while (*got + batch < recv.len) {
+    Line& line = slots[next % kSmallLines];
+    if (line.flag.load(std::memory_order_acquire) != next + 1) break;
+    const size_t n = std::min(kLinePayload, recv.len - *got - batch);
+    if (recv.sink != nullptr) {
+      std::memcpy(gathered + batch, line.payload, n);
+    } else {
+      in->CopyIn(line.payload, n);
+    }
+    batch += n;
+    ++next;
+  }
+  if (batch == 0) return false;
+  ring(rank_, recv.peer)->lines_consumed.store(next, std::memory_order_release);
+  if (recv.sink != nullptr) (*recv.sink)(*got, gathered, batch);
+  *got += batch;
   RingDoorbell(recv.peer);
   return true;
 }
@@ -264,10 +334,13 @@ bool ShmTransport::ProbeCma(int peer) const {
   return process_vm_readv(h->pid, &local, 1, &remote, 1, 0) == sizeof(magic) && magic == kShmMagic;
 }
 
-// The descriptor a CMA sender leaves in the ring: where its bytes are, in its process.
+// The descriptor a CMA sender leaves in the ring: where its bytes are, in its process: `len`
+// bytes at `address`, or, when `pieces` > 0, over that many BufferPieces whose table is at
+// `address`.
 struct CmaDescriptor {
   uint64_t address;
   uint64_t len;
+  uint64_t pieces;
 };
 static_assert(sizeof(CmaDescriptor) <= kAlign, "descriptor must fit one ring slot");
 
@@ -279,7 +352,9 @@ bool ShmTransport::TryPushCma(const SendSpec& send, size_t* pushed, uint64_t* ac
     if (R - static_cast<size_t>(head - rg->tail.load(std::memory_order_acquire)) < kAlign) {
       return false;
     }
-    CmaDescriptor d{reinterpret_cast<uint64_t>(send.data), send.len};
+    CmaDescriptor d{reinterpret_cast<uint64_t>(send.data), send.len, 0};
+    if (!send.pieces.empty())
+      d = {reinterpret_cast<uint64_t>(send.pieces.data()), send.len, send.pieces.size()};
     std::memcpy(ring_data(send.peer, rank_) + head % R, &d, sizeof(d));
     *ack_at = head + kAlign;
     rg->head.store(*ack_at, std::memory_order_release);
@@ -292,7 +367,20 @@ bool ShmTransport::TryPushCma(const SendSpec& send, size_t* pushed, uint64_t* ac
   return true;
 }
 
-absl::StatusOr<bool> ShmTransport::TryPopCma(const RecvSpec& recv, size_t* got) {
+absl::Status ShmTransport::ReadPeer(int peer, const iovec* local, int nlocal, const iovec* remote,
+                                    int nremote, size_t* n) {
+  const ssize_t k = process_vm_readv(header(peer)->pid, local, nlocal, remote, nremote, 0);
+  if (k > 0) {
+    *n = static_cast<size_t>(k);
+    return absl::OkStatus();
+  }
+  const int err = errno;
+  LS_RETURN_IF_ERROR(CheckPeer(peer, "receiving from"));
+  return absl::UnavailableError(absl::StrCat("rank ", rank_, ": reading out of rank ", peer,
+                                             " (process_vm_readv): ", std::strerror(err)));
+}
+
+absl::StatusOr<bool> ShmTransport::TryPopCma(const RecvSpec& recv, PieceCursor* in, size_t* got) {
   Ring* rg = ring(rank_, recv.peer);
   const uint64_t tail = rg->tail.load(std::memory_order_relaxed);
   if (rg->head.load(std::memory_order_acquire) == tail) return false;
@@ -303,23 +391,31 @@ absl::StatusOr<bool> ShmTransport::TryPopCma(const RecvSpec& recv, size_t* got) 
                                             " bytes where ", recv.len,
                                             " were expected; the ranks' collectives differ"));
   }
+  if (*got == 0 && d.pieces > 0) {
+    // A scattered message: fetch the sender's table of pieces first.
+    remote_pieces_.resize(d.pieces);
+    const size_t table = d.pieces * sizeof(BufferPiece);
+    for (size_t done = 0, n = 0; done < table; done += n) {
+      iovec local{reinterpret_cast<char*>(remote_pieces_.data()) + done, table - done};
+      iovec remote{reinterpret_cast<void*>(d.address + done), table - done};
+      LS_RETURN_IF_ERROR(ReadPeer(recv.peer, &local, 1, &remote, 1, &n));
+    }
+  }
   const bool reduce = recv.sink != nullptr;
   const size_t piece = std::min(recv.len - *got, reduce ? bounce_.size() : kCmaCopyPieceBytes);
-  char* dst = reduce ? bounce_.data() : static_cast<char*>(recv.data) + *got;
-  for (size_t done = 0; done < piece;) {
-    iovec local{dst + done, piece - done};
-    iovec remote{reinterpret_cast<void*>(d.address + *got + done), piece - done};
-    const ssize_t n = process_vm_readv(header(recv.peer)->pid, &local, 1, &remote, 1, 0);
-    if (n <= 0) {
-      const int err = errno;
-      LS_RETURN_IF_ERROR(CheckPeer(recv.peer, "receiving from"));
-      return absl::UnavailableError(absl::StrCat("rank ", rank_, ": reading ", piece - done,
-                                                 " bytes out of rank ", recv.peer,
-                                                 " (process_vm_readv): ", std::strerror(err)));
-    }
-    done += static_cast<size_t>(n);
+  for (size_t done = 0, n = 0; done < piece; done += n) {
+    iovec local[kMaxIov], remote[kMaxIov];
+    const int nlocal = reduce ? (local[0] = {bounce_.data() + done, piece - done}, 1)
+                              : in->Fill(local, kMaxIov, piece - done);
+    PieceCursor theirs(
+        reinterpret_cast<void*>(d.address), d.len,
+        d.pieces > 0 ? absl::MakeConstSpan(remote_pieces_) : absl::Span<BufferPiece>());
+    theirs.Advance(*got + done);
+    const int nremote = theirs.Fill(remote, kMaxIov, piece - done);
+    LS_RETURN_IF_ERROR(ReadPeer(recv.peer, local, nlocal, remote, nremote, &n));
+    if (!reduce) in->Advance(n);
   }
-  if (reduce) (*recv.sink)(*got, dst, piece);
+  if (reduce) (*recv.sink)(*got, bounce_.data(), piece);
   *got += piece;
   if (*got == recv.len) {
     rg->tail.store(tail + kAlign, std::memory_order_release);
@@ -347,16 +443,21 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
   const bool sending = send.peer != kNoPeer && send.len > 0;
   const bool receiving = recv.peer != kNoPeer && recv.len > 0;
   const size_t threshold = options_.cma_threshold_bytes;
-  const bool send_cma = cma_ && send.len >= threshold;
-  const bool recv_cma = cma_ && recv.len >= threshold;
+  const bool send_small = send.len <= kShmSmallMessageBytes;
+  const bool recv_small = recv.len <= kShmSmallMessageBytes;
+  const bool send_cma = cma_ && !send_small && send.len >= threshold;
+  const bool recv_cma = cma_ && !recv_small && recv.len >= threshold;
   size_t pushed = 0, got = 0;
+  PieceCursor out(send), in(recv);
   uint64_t ack_at = 0;  // CMA send: the ring position that acknowledges it
   auto push = [&] {
-    return send_cma ? TryPushCma(send, &pushed, &ack_at) : TryPush(send, &pushed);
+    if (send_small) return TryPushLines(send, &out, &pushed);
+    return send_cma ? TryPushCma(send, &pushed, &ack_at) : TryPush(send, &out, &pushed);
   };
   auto pop = [&]() -> absl::StatusOr<bool> {
-    if (recv_cma) return TryPopCma(recv, &got);
-    return TryPop(recv, &got);
+    if (recv_small) return TryPopLines(recv, &in, &got);
+    if (recv_cma) return TryPopCma(recv, &in, &got);
+    return TryPop(recv, &in, &got);
   };
   Header* me = segments_[rank_].base != nullptr ? header(rank_) : nullptr;
   int idle = 0;

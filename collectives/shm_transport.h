@@ -6,6 +6,12 @@
 // reductions read it in place (RecvSpec::sink), so a ring all-reduce step costs one copy.
 // Messages start 64-byte aligned in the ring, so no element straddles the ring's end.
 //
+// Small messages (up to kShmSmallMessageBytes, both ends agree on a message's length and so on
+// its path) skip the ring: each pair also has 128 cache lines, each 56 payload bytes and a flag
+// word written last (the line's sequence number). The receiver polls the flag of its next line,
+// so one cache-line transfer brings both the news and the bytes (the ring needs two: its head,
+// then the data); the sender reads the consumer's count of lines only when it has used them all.
+//
 // Waiting: spin briefly, then yield, then sleep on a futex "doorbell" in the waiter's own
 // header that producers and consumers ring after every step (wake-ups cost a syscall only
 // when the waiter sleeps). While sleeping, a waiter wakes every few milliseconds to check
@@ -38,18 +44,25 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "collectives/piece_cursor.h"
 #include "collectives/store.h"
 #include "collectives/transport.h"
 
 namespace lockstep {
 namespace collectives {
 
+// Messages of at most this many bytes take the small-message path (lines, see above).
+constexpr size_t kShmSmallMessageBytes = 256;
+
 struct ShmOptions {
   size_t ring_bytes = 2 << 20;  // per ordered pair of ranks; a multiple of 64
   // Waiting policy; -1 chooses by load: with no more ranks than online CPUs, spin 256
-  // pauses then yield 64 times; with more (ranks share cores), yield at once and up to 1000
-  // times, which hands the core to the rank we wait for (measured: n=4 on 2 cores, 8 B,
-  // 21 us with spinning, 5.3 us yielding).
+  // pauses then yield up to 2000 times (about a millisecond); with more (ranks share cores),
+  // yield at once and up to 1000 times, which hands the core to the rank we wait for
+  // (measured: n=4 on 2 cores, 8 B, 21 us with spinning, 5.3 us yielding). Sleeping sooner
+  // costs more than the CPU it saves: once one rank sleeps, every exchange pays a futex wake
+  // and the ranks stay out of step (n=2, 3 interleaved runs with 64 yields: one ran 5-7x
+  // slower from 8 B to 512 KiB, e.g. 256 KiB 105 us vs 16.5 us; none did with 2000).
   int spin_iterations = -1;   // pause-spins before yielding
   int yield_iterations = -1;  // sched_yield()s before sleeping on the futex
   // Threads each rank keeps busy (the communicator's own, plus e.g. a trainer's compute
@@ -85,6 +98,7 @@ class ShmTransport final : public Transport {
  private:
   struct Header;
   struct Ring;
+  struct Line;
   struct Mapping {
     void* base = nullptr;
     size_t bytes = 0;
@@ -94,13 +108,20 @@ class ShmTransport final : public Transport {
   Header* header(int r) const;
   Ring* ring(int owner, int sender) const;
   char* ring_data(int owner, int sender) const;
+  Line* lines(int owner, int sender) const;
   void RingDoorbell(int r) const;
-  bool TryPush(const SendSpec& send, size_t* pushed);
-  bool TryPop(const RecvSpec& recv, size_t* got);
+  bool TryPush(const SendSpec& send, PieceCursor* out, size_t* pushed);
+  bool TryPop(const RecvSpec& recv, PieceCursor* in, size_t* got);
+  // Small messages (<= kShmSmallMessageBytes) go through the pair's lines instead of the ring.
+  bool TryPushLines(const SendSpec& send, PieceCursor* out, size_t* pushed);
+  bool TryPopLines(const RecvSpec& recv, PieceCursor* in, size_t* got);
   // CMA: the sender posts its descriptor, then `*pushed` jumps to the end once acknowledged.
   bool TryPushCma(const SendSpec& send, size_t* pushed, uint64_t* ack_at);
   // CMA: reads the next piece of the message out of the sender's memory.
-  absl::StatusOr<bool> TryPopCma(const RecvSpec& recv, size_t* got);
+  absl::StatusOr<bool> TryPopCma(const RecvSpec& recv, PieceCursor* in, size_t* got);
+  // One process_vm_readv from `peer`; `*n` bytes read (> 0) or UNAVAILABLE naming it.
+  absl::Status ReadPeer(int peer, const iovec* local, int nlocal, const iovec* remote, int nremote,
+                        size_t* n);
   bool ProbeCma(int peer) const;
   absl::Status CheckPeer(int peer, const char* what) const;
 
@@ -113,11 +134,15 @@ class ShmTransport final : public Transport {
   const size_t segment_bytes_;
   std::vector<Mapping> segments_;    // segments_[r]: rank r's segment
   std::vector<uint64_t> seen_tail_;  // [peer]: its ring's tail as last read (<= the real one)
+  std::vector<uint64_t> line_sent_;  // [peer]: lines written to it so far
+  std::vector<uint64_t> line_seen_consumed_;  // [peer]: its lines_consumed as last read
+  std::vector<uint64_t> line_received_;       // [peer]: lines read from it so far
   std::string own_name_;
   bool own_unlinked_ = false;
   std::atomic<bool> aborted_{false};
   bool cma_ = false;
-  std::vector<char> bounce_;  // CMA reads that feed a reduction sink land here
+  std::vector<char> bounce_;                // CMA reads that feed a reduction sink land here
+  std::vector<BufferPiece> remote_pieces_;  // CMA: the sender's pieces (scattered message)
 };
 
 }  // namespace collectives

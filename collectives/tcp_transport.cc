@@ -11,11 +11,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "collectives/piece_cursor.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 
 namespace lockstep {
 namespace collectives {
+namespace {
+constexpr int kMaxIov = 64;  // iovecs per sendmsg/recvmsg (the rest go in the next call)
+}  // namespace
 
 TcpTransport::TcpTransport(int rank, int size, size_t staging_bytes)
     : rank_(rank), size_(size), peers_(size), staging_(std::max<size_t>(staging_bytes, 64)) {
@@ -31,9 +35,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
                                                                     absl::Time deadline) {
   const int n = me.world_size;
   std::unique_ptr<TcpTransport> t(new TcpTransport(me.rank, n, options.staging_bytes));
-  t->busy_polls_ = options.busy_polls >= 0              ? options.busy_polls
-                   : n <= sysconf(_SC_NPROCESSORS_ONLN) ? 64
-                                                        : 0;
+  t->busy_polls_ = options.busy_polls >= 0 ? options.busy_polls : 64;
   if (n == 1) return t;
   LS_ASSIGN_OR_RETURN(auto listening, ListenEphemeral(options.listen_host, n));
   UniqueFd listen_fd = std::move(listening.first);
@@ -110,7 +112,8 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
   const bool receiving = recv.peer != kNoPeer && recv.len > 0;
   const int sfd = sending ? peers_[send.peer].get() : -1;
   const int rfd = receiving ? peers_[recv.peer].get() : -1;
-  const char* sp = static_cast<const char*>(send.data);
+  PieceCursor out(send), in(recv);
+  iovec iov[kMaxIov];
   size_t sent = 0, received = 0, staged = 0;
   const size_t align = std::max<size_t>(recv.align, 1);
   int idle = 0;
@@ -118,9 +121,13 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
   while ((sending && sent < send.len) || (receiving && received < recv.len)) {
     bool progress = false;
     if (sending && sent < send.len) {
-      ssize_t k = ::send(sfd, sp + sent, send.len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = out.Fill(iov, kMaxIov, send.len - sent);
+      ssize_t k = ::sendmsg(sfd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k > 0) {
         sent += k;
+        out.Advance(k);
         progress = true;
       } else if (k < 0 && errno != EAGAIN && errno != EINTR) {
         return PeerError(send.peer, "sending to", errno);
@@ -129,9 +136,14 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
     if (receiving && received < recv.len) {
       ssize_t k;
       if (recv.sink == nullptr) {
-        k = ::recv(rfd, static_cast<char*>(recv.data) + received, recv.len - received,
-                   MSG_DONTWAIT);
-        if (k > 0) received += k;
+        msghdr m{};
+        m.msg_iov = iov;
+        m.msg_iovlen = in.Fill(iov, kMaxIov, recv.len - received);
+        k = ::recvmsg(rfd, &m, MSG_DONTWAIT);
+        if (k > 0) {
+          received += k;
+          in.Advance(k);
+        }
       } else {
         // Reductions read whole elements: keep a partial element for the next round.
         size_t want = std::min(staging_.size() - staged, recv.len - received - staged);

@@ -14,6 +14,13 @@
 // multiples of `recv.align` (an element size), as they arrive: reductions then overlap with
 // the transfer and read straight from the transport's buffers (shared memory: no copy).
 //
+// Scatter-gather: a message may lie over many buffers (`pieces`, in order; `len` is then
+// their total and `data` is ignored; zero-length pieces are allowed). The sender gathers
+// them and the receiver scatters into its own pieces (TCP: sendmsg/recvmsg with iovecs;
+// shared memory: one gather copy into the ring), so a fused bucket of many tensors moves as
+// one message, without a packing copy. Only the bytes count: the two ends may cut the same
+// message into different pieces, or one may use pieces and the other one buffer.
+//
 // Errors: UNAVAILABLE naming the peer (closed, dead or aborted), DEADLINE_EXCEEDED, ABORTED
 // after Abort(). After any error the stream is out of step: the owner must not reuse it.
 // Thread model: one thread calls SendRecv at a time; Abort() may be called from any thread
@@ -26,6 +33,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 namespace lockstep {
 namespace collectives {
@@ -35,10 +43,17 @@ constexpr int kNoPeer = -1;
 // Receives consecutive pieces of a message: `offset` bytes from its start.
 using RecvSink = absl::FunctionRef<void(size_t offset, const void* data, size_t len)>;
 
+// One contiguous run of memory: `bytes` at `data`.
+struct BufferPiece {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
 struct SendSpec {
   int peer = kNoPeer;
   const void* data = nullptr;
   size_t len = 0;
+  absl::Span<const BufferPiece> pieces = {};  // non-empty: the message, instead of data
 };
 
 struct RecvSpec {
@@ -47,6 +62,7 @@ struct RecvSpec {
   size_t len = 0;
   size_t align = 1;  // pieces handed to sink are multiples of this
   const RecvSink* sink = nullptr;
+  absl::Span<const BufferPiece> pieces = {};  // non-empty and no sink: the copy targets
 };
 
 class Transport {
