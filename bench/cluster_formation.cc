@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/local_cluster.h"
 #include "client/status_format.h"
+#include "common/process.h"
 
 ABSL_FLAG(int, workers, 8, "lockstepd processes per run.");
 ABSL_FLAG(int, runs, 5, "Runs; the median is reported.");
@@ -21,6 +22,7 @@ ABSL_FLAG(std::string, coordinator_bin, "",
 ABSL_FLAG(std::string, lockstepd_bin, "", "Default: <bazel-bin>/worker/lockstepd.");
 
 int main(int argc, char** argv) {
+  lockstep::InitProcess();
   absl::ParseCommandLine(argc, argv);
   using lockstep::client::LocalCluster;
   lockstep::client::LocalClusterOptions o;

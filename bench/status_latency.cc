@@ -12,6 +12,7 @@
 #include "absl/flags/parse.h"
 #include "client/local_cluster.h"
 #include "client/status_format.h"
+#include "common/process.h"
 
 ABSL_FLAG(int, workers, 8, "lockstepd registered while measuring.");
 ABSL_FLAG(int, calls, 10000, "Timed calls (after 1000 warm-up calls).");
@@ -20,6 +21,7 @@ ABSL_FLAG(std::string, coordinator_bin, "",
 ABSL_FLAG(std::string, lockstepd_bin, "", "Default: <bazel-bin>/worker/lockstepd.");
 
 int main(int argc, char** argv) {
+  lockstep::InitProcess();
   absl::ParseCommandLine(argc, argv);
   using lockstep::client::LocalCluster;
   lockstep::client::LocalClusterOptions o;

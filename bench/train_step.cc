@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
+#include "common/process.h"
 #include "engine/executor.h"
 #include "engine/kernels/cpu/blas.h"
 #include "engine/model_builder.h"
@@ -84,6 +85,7 @@ double StepGemmSeconds(Scratch& s, int batch, const std::vector<int64_t>& widths
 }  // namespace
 
 int main(int argc, char** argv) {
+  lockstep::InitProcess();
   absl::ParseCommandLine(argc, argv);
   namespace engine = lockstep::engine;
   const int batch = absl::GetFlag(FLAGS_batch);

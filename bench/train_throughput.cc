@@ -29,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "collectives/file_store.h"
+#include "common/process.h"
 #include "engine/executor.h"
 #include "engine/model_builder.h"
 #include "engine/optimizer.h"
@@ -316,6 +317,7 @@ int Main() {
 }  // namespace lockstep
 
 int main(int argc, char** argv) {
+  lockstep::InitProcess();
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_child_rank) >= 0) {
     return lockstep::Child(absl::GetFlag(FLAGS_child_rank), absl::GetFlag(FLAGS_child_world),

@@ -18,6 +18,7 @@
 #include "common/incarnation.h"
 #include "common/logging.h"
 #include "common/net.h"
+#include "common/process.h"
 #include "common/signals.h"
 #include "coordinator/grpc_server.h"
 #include "spdlog/spdlog.h"
@@ -116,6 +117,7 @@ int Run(sigset_t signals) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  lockstep::InitProcess();
   // Signals are taken by sigwait in Run(); block them before any thread starts.
   const sigset_t signals = lockstep::BlockSignals({SIGTERM, SIGINT});
 

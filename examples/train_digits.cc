@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
+#include "common/process.h"
 #include "engine/model_builder.h"
 #include "examples/digits_data.h"
 #include "examples/local_trainer.h"
@@ -40,6 +41,7 @@ int Fail(const absl::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  lockstep::InitProcess();
   absl::ParseCommandLine(argc, argv);
   using namespace lockstep;
   auto model_json = ReadText(absl::GetFlag(FLAGS_model));

@@ -20,6 +20,7 @@
 #include "common/incarnation.h"
 #include "common/logging.h"
 #include "common/net.h"
+#include "common/process.h"
 #include "common/signals.h"
 #include "common/tf_config.h"
 #include "spdlog/spdlog.h"
@@ -187,6 +188,7 @@ int Run(sigset_t signals) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  lockstep::InitProcess();
   // Signals go to the waiter thread in Run(); block them before any thread starts (gRPC
   // starts its own as soon as a channel exists, and they would inherit an open mask).
   // SIGUSR1 is internal: it wakes the waiter when Run() ends by itself.

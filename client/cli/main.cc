@@ -5,8 +5,10 @@
 #include "client/cli/job_commands.h"
 #include "client/cli/local_command.h"
 #include "client/cli/status_command.h"
+#include "common/process.h"
 
 int main(int argc, char** argv) {
+  lockstep::InitProcess();
   // Before anything else: the benchmark forks its ranks and parses its own flags.
   if (auto status = lockstep::cli::RunBenchIfAsked(argc, argv)) return *status;
   using namespace lockstep::cli;  // NOLINT: the list reads better without prefixes
