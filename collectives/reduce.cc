@@ -3,27 +3,54 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 namespace lockstep {
 namespace collectives {
 namespace {
 
+// Every operator is commutative bit for bit, so two ranks combining the same pair in
+// opposite orders agree. IEEE + and * are, except for which NaN payload survives (x86 keeps
+// the first operand's): a NaN result becomes the canonical quiet NaN (a compare and a blend
+// per vector, free in these memory-bound loops). For MIN and MAX, a NaN on either side gives
+// the canonical NaN too, and -0 counts below +0 (IEEE 754-2019 minimum and maximum).
+template <typename T>
+T Canonical(T r) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return r != r ? std::numeric_limits<T>::quiet_NaN() : r;
+  }
+  return r;
+}
 template <typename T>
 struct SumOp {
-  T operator()(T a, T b) const { return a + b; }
+  T operator()(T a, T b) const { return Canonical(a + b); }
 };
 template <typename T>
 struct ProdOp {
-  T operator()(T a, T b) const { return a * b; }
+  T operator()(T a, T b) const { return Canonical(a * b); }
 };
 template <typename T>
 struct MinOp {
-  T operator()(T a, T b) const { return b < a ? b : a; }
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (a != a || b != b) return std::numeric_limits<T>::quiet_NaN();
+      if (a == b) return std::signbit(a) ? a : b;
+    }
+    return b < a ? b : a;
+  }
 };
 template <typename T>
 struct MaxOp {
-  T operator()(T a, T b) const { return a < b ? b : a; }
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (a != a || b != b) return std::numeric_limits<T>::quiet_NaN();
+      if (a == b) return std::signbit(a) ? b : a;
+    }
+    return a < b ? b : a;
+  }
 };
 
 // The compiler vectorises these loops (-O2 -march=x86-64-v3); __restrict tells it the

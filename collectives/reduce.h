@@ -2,8 +2,9 @@
 //
 // Reduce(dtype, op, inout, in, count): inout[i] = op(inout[i], in[i]). kMean reduces like
 // kSum; FinishMean divides by the world size once at the end. Every operator is commutative
-// element by element (IEEE + and * are), so a pair of ranks combining the same two values in
-// either order gets bitwise the same result: this is what keeps results deterministic.
+// element by element, bit for bit (NaN results are the canonical quiet NaN; MIN/MAX order -0
+// below +0), so a pair of ranks combining the same two values in either order gets bitwise
+// the same result: this is what keeps results deterministic.
 // f16/bf16 are widened to f32, combined, and rounded to nearest even.
 // Thread model: pure functions.
 #ifndef LOCKSTEP_COLLECTIVES_REDUCE_H_

@@ -1,6 +1,9 @@
 #include "collectives/reduce.h"
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -19,6 +22,38 @@ TEST(ReduceTest, FloatOps) {
   EXPECT_EQ(a, (std::vector<float>{4, 5, -6}));
   Reduce(DType::kF32, ReduceOp::kProd, a.data(), b.data(), 3);
   EXPECT_EQ(a, (std::vector<float>{16, 25, 36}));
+}
+
+// Two ranks combine the same pair in opposite orders (recursive doubling): every operator
+// must give bitwise the same result either way, also for NaNs and signed zeros.
+template <typename T>
+void ExpectCommutativeBitwise(DType dtype) {
+  const T nan_a = std::numeric_limits<T>::quiet_NaN();
+  const T nan_b = -std::numeric_limits<T>::quiet_NaN();  // another payload (sign bit)
+  const std::vector<T> x = {T(0.0), -T(0.0), nan_a, T(1), nan_a, T(-3), T(2)};
+  const std::vector<T> y = {-T(0.0), T(0.0), T(1), nan_b, nan_b, T(-3), T(5)};
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
+    std::vector<T> xy = x, yx = y;
+    Reduce(dtype, op, xy.data(), y.data(), x.size());
+    Reduce(dtype, op, yx.data(), x.data(), x.size());
+    EXPECT_EQ(std::memcmp(xy.data(), yx.data(), xy.size() * sizeof(T)), 0)
+        << "op " << static_cast<int>(op);
+    if (op == ReduceOp::kMin) {
+      EXPECT_TRUE(std::signbit(xy[0]) && std::signbit(xy[1])) << "min(+0, -0) is -0";
+      EXPECT_TRUE(std::isnan(xy[2]) && std::isnan(xy[3])) << "NaN propagates";
+      EXPECT_EQ(xy[6], T(2));
+    }
+    if (op == ReduceOp::kMax) {
+      EXPECT_TRUE(!std::signbit(xy[0]) && !std::signbit(xy[1])) << "max(+0, -0) is +0";
+      EXPECT_TRUE(std::isnan(xy[2]) && std::isnan(xy[3])) << "NaN propagates";
+      EXPECT_EQ(xy[6], T(5));
+    }
+  }
+}
+
+TEST(ReduceTest, EveryOperatorIsCommutativeBitwiseWithNaNsAndSignedZeros) {
+  ExpectCommutativeBitwise<float>(DType::kF32);
+  ExpectCommutativeBitwise<double>(DType::kF64);
 }
 
 TEST(ReduceTest, IntegerMeanTruncates) {
