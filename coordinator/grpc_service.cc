@@ -74,10 +74,10 @@ grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext* ctx,
   response->set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(o.heartbeat_timeout));
   response->set_tf_config(reg->tf_config);
   jobs_->Tick();  // a restarted worker fails its job; a new one may start a pending job
-  return ToGrpcStatus(absl::OkStatus());
+  return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
+grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*,
                                            const v1::HeartbeatRequest* request,
                                            v1::HeartbeatResponse* response) {
   absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation(),
@@ -90,7 +90,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   return ToGrpcStatus(s);
 }
 
-grpc::Status CoordinatorService::Deregister(grpc::ServerContext* ctx,
+grpc::Status CoordinatorService::Deregister(grpc::ServerContext*,
                                             const v1::DeregisterRequest* request,
                                             v1::DeregisterResponse*) {
   absl::Status s = membership_->Deregister(FromProto(request->task()), request->incarnation());
@@ -101,7 +101,7 @@ grpc::Status CoordinatorService::Deregister(grpc::ServerContext* ctx,
   return ToGrpcStatus(s);
 }
 
-grpc::Status CoordinatorService::SetKey(grpc::ServerContext* ctx, const v1::SetKeyRequest* request,
+grpc::Status CoordinatorService::SetKey(grpc::ServerContext*, const v1::SetKeyRequest* request,
                                         v1::SetKeyResponse*) {
   return ToGrpcStatus(kv_->Set(request->key(), request->value(), request->overwrite()));
 }
@@ -121,7 +121,7 @@ grpc::Status CoordinatorService::Barrier(grpc::ServerContext*, const v1::Barrier
                                         DeadlineFor(request->timeout_ms())));
 }
 
-grpc::Status CoordinatorService::GetClusterStatus(grpc::ServerContext* ctx,
+grpc::Status CoordinatorService::GetClusterStatus(grpc::ServerContext*,
                                                   const v1::GetClusterStatusRequest*,
                                                   v1::GetClusterStatusResponse* response) {
   const auto running = jobs_->RunningTasks();
@@ -135,7 +135,7 @@ grpc::Status CoordinatorService::GetClusterStatus(grpc::ServerContext* ctx,
   response->set_coordinator_incarnation(incarnation_);
   response->set_coordinator_start_unix_micros(absl::ToUnixMicros(start_));
   ToProto(membership_->Cluster(), response->mutable_cluster());
-  return ToGrpcStatus(absl::OkStatus());
+  return grpc::Status::OK;
 }
 
 grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx,
@@ -149,18 +149,17 @@ grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx,
   }
   spdlog::info("job {} (\"{}\") submitted", *id, request->spec().name());
   response->set_job_id(*id);
-  return ToGrpcStatus(absl::OkStatus());
+  return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* request,
+grpc::Status CoordinatorService::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
                                         v1::GetJobResponse* response) {
   absl::StatusOr<v1::GetJobResponse> job = jobs_->Get(request->job_id());
   if (job.ok()) *response = std::move(*job);
   return ToGrpcStatus(job.status());
 }
 
-grpc::Status CoordinatorService::ListJobs(grpc::ServerContext* ctx,
-                                          const v1::ListJobsRequest* request,
+grpc::Status CoordinatorService::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
                                           v1::ListJobsResponse* response) {
   absl::StatusOr<std::vector<v1::JobRecord>> jobs = jobs_->List(request->limit());
   if (jobs.ok()) {
@@ -169,7 +168,7 @@ grpc::Status CoordinatorService::ListJobs(grpc::ServerContext* ctx,
   return ToGrpcStatus(jobs.status());
 }
 
-grpc::Status CoordinatorService::CancelJob(grpc::ServerContext* ctx,
+grpc::Status CoordinatorService::CancelJob(grpc::ServerContext*,
                                            const v1::CancelJobRequest* request,
                                            v1::CancelJobResponse* response) {
   absl::StatusOr<v1::JobRecord> job = jobs_->Cancel(request->job_id(), request->reason());
