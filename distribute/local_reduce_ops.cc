@@ -127,14 +127,32 @@ absl::Status LocalReduceOps::Combine(Slot* slot, absl::Time deadline) {
           ReduceOpName(slot->ops[r]), ", local replica 0 for ", ReduceOpName(slot->ops[0])));
     }
   }
-  engine::Tensor sum = first.Clone();
-  for (int r = 1; r < num_local_; ++r) LS_RETURN_IF_ERROR(AddInto(*slot->inputs[r], &sum));
-  if (cross_worker_ != nullptr) {
-    LS_RETURN_IF_ERROR(FusedAllReduceSum(cross_worker_, {&sum}, bytes_per_pack_, deadline));
+  // The result is written into every replica's tensor, so the sum accumulates in local
+  // replica 0's own (no copy at all for one replica on one worker), unless a later replica's
+  // tensor shares its memory: then in a scratch copy.
+  engine::Tensor* sum = slot->inputs[0];
+  engine::Tensor scratch;
+  const char* begin = static_cast<const char*>(first.raw_data());
+  for (int r = 1; r < num_local_; ++r) {
+    const char* other = static_cast<const char*>(slot->inputs[r]->raw_data());
+    if (first.num_bytes() > 0 && other < begin + first.num_bytes() &&
+        begin < other + first.num_bytes()) {
+      scratch = first.Clone();
+      sum = &scratch;
+      break;
+    }
   }
-  if (slot->ops[0] == ReduceOp::kMean) LS_RETURN_IF_ERROR(DivideBy(num_in_sync_, &sum));
+  for (int r = 1; r < num_local_; ++r) LS_RETURN_IF_ERROR(AddInto(*slot->inputs[r], sum));
+  if (cross_worker_ != nullptr) {
+    LS_RETURN_IF_ERROR(FusedAllReduceSum(cross_worker_, {sum}, bytes_per_pack_, deadline));
+  }
+  if (slot->ops[0] == ReduceOp::kMean && num_in_sync_ > 1) {
+    LS_RETURN_IF_ERROR(DivideBy(num_in_sync_, sum));
+  }
   for (engine::Tensor* t : slot->inputs) {
-    if (sum.num_bytes() > 0) std::memcpy(t->raw_data(), sum.raw_data(), sum.num_bytes());
+    if (sum->num_bytes() > 0 && t->raw_data() != sum->raw_data()) {
+      std::memcpy(t->raw_data(), sum->raw_data(), sum->num_bytes());
+    }
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
 // LocalReduceOps: CrossDeviceOps of kind kReduceToOneDevice. The local replicas' threads
 // meet at a rendezvous; the last one to arrive sums every replica's tensor on the host in
-// replica order (a fixed order: bitwise reproducible), runs the cross-worker all-reduce of
+// replica order (a fixed order: bitwise reproducible) into local replica 0's tensor (with
+// one replica and one worker nothing is copied at all), runs the cross-worker all-reduce of
 // that sum when there are several workers (hierarchical: one collective per worker), divides
 // for MEAN, and writes the result back into every replica's tensor.
 //

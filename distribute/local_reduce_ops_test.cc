@@ -41,6 +41,30 @@ TEST(LocalReduceOpsTest, SuccessiveAllReducesMatchByOrder) {
   }
 }
 
+TEST(LocalReduceOpsTest, ReplicasSharingOneBufferEachCountOnce) {
+  // The sum accumulates in replica 0's tensor unless another replica's tensor shares its
+  // memory; summing in place there would count replica 0's contribution again.
+  LocalReduceOps ops(3, 3, nullptr, 0);
+  Tensor x = Tensor::FromVector<float>({1, 2}, Shape{2});
+  std::vector<Tensor> views(3, x);  // one buffer, three replicas
+  ASSERT_EQ(views[2].raw_data(), x.raw_data());
+  std::vector<std::unique_ptr<PendingAllReduce>> pending;
+  for (int r = 0; r < 3; ++r)
+    pending.push_back(ops.AllReduceAsync(r, ReduceOp::kSum, &views[r], Soon()));
+  for (auto& p : pending) ASSERT_TRUE(p->Wait().ok());
+  EXPECT_THAT(x.ToVector<float>(), ElementsAre(3, 6));
+}
+
+TEST(LocalReduceOpsTest, OneReplicaKeepsItsTensorInPlace) {
+  LocalReduceOps ops(1, 1, nullptr, 0);
+  Tensor x = Tensor::FromVector<float>({1.5f, -2}, Shape{2});
+  const void* before = x.raw_data();
+  ASSERT_TRUE(ops.AllReduceAsync(0, ReduceOp::kSum, &x, Soon())->Wait().ok());
+  ASSERT_TRUE(ops.AllReduceAsync(0, ReduceOp::kMean, &x, Soon())->Wait().ok());
+  EXPECT_EQ(x.raw_data(), before);
+  EXPECT_THAT(x.ToVector<float>(), ElementsAre(1.5f, -2));
+}
+
 TEST(LocalReduceOpsTest, ReplicasDisagreeingOnShapeGetAnError) {
   LocalReduceOps ops(2, 2, nullptr, 0);
   Tensor x = Tensor::FromVector<float>({1, 2}, Shape{2});
