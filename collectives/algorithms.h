@@ -65,6 +65,10 @@ struct AlgorithmOptions {
   // > 0: with kAuto, all-reduces larger than this run as consecutive all-reduces of
   // segments of this size (each choosing its algorithm by its own size). 0: one piece.
   size_t segment_bytes = 0;
+  // > 0: the communicator's thread asks the kernel for scheduler slices this short
+  // (common/sched.h), so that a wake-up from a peer preempts the compute threads it shares
+  // its cores with instead of waiting out their slice. Zero keeps the kernel's default.
+  absl::Duration progress_thread_slice = absl::ZeroDuration();
 };
 
 AllReduceAlgorithm ChooseAllReduce(const AlgorithmOptions& options, int world_size, size_t bytes);

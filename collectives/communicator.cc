@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/piece_cursor.h"
+#include "common/sched.h"
 #include "common/status.h"
+#include "spdlog/spdlog.h"
 
 namespace lockstep {
 namespace collectives {
@@ -80,6 +82,15 @@ absl::Status Communicator::Execute(F&& body) {
 }
 
 void Communicator::WorkerLoop() {
+  if (options_.progress_thread_slice > absl::ZeroDuration()) {
+    absl::Status s = RequestSchedulerSlice(options_.progress_thread_slice);
+    if (!s.ok()) {
+      spdlog::warn(
+          "collectives: rank {}: the communicator thread keeps the default scheduler "
+          "slice ({}); all-reduces overlapped with compute may progress slowly",
+          rank(), s.ToString());
+    }
+  }
   absl::MutexLock lock(&mu_);
   while (true) {
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

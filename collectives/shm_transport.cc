@@ -92,6 +92,13 @@ struct ShmTransport::Line {
   std::atomic<uint64_t> flag;
 };
 
+ShmWaitPolicy ChooseShmWaitPolicy(int ranks, int busy_threads_per_rank, long cpus) {
+  const long busy = static_cast<long>(ranks) * std::max(1, busy_threads_per_rank);
+  if (ranks > cpus) return {1, 1000};  // yielding may run the rank we wait for
+  if (busy > cpus) return {0, 0};      // yielding would run our own compute thread
+  return {256, 2000};
+}
+
 ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
     : rank_(rank),
       size_(size),
@@ -103,10 +110,10 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
       line_sent_(size, 0),
       line_seen_consumed_(size, 0),
       line_received_(size, 0) {
-  const bool shared_cores = static_cast<long>(size) * std::max(1, options.busy_threads_per_rank) >
-                            sysconf(_SC_NPROCESSORS_ONLN);
-  spin_ = options.spin_iterations >= 0 ? options.spin_iterations : (shared_cores ? 1 : 256);
-  yield_ = options.yield_iterations >= 0 ? options.yield_iterations : (shared_cores ? 1000 : 2000);
+  const ShmWaitPolicy chosen =
+      ChooseShmWaitPolicy(size, options.busy_threads_per_rank, sysconf(_SC_NPROCESSORS_ONLN));
+  spin_ = options.spin_iterations >= 0 ? options.spin_iterations : chosen.spin_iterations;
+  yield_ = options.yield_iterations >= 0 ? options.yield_iterations : chosen.yield_iterations;
   static_assert(sizeof(Header) <= kHeaderBytes, "header too large");
   static_assert(sizeof(Ring) <= kRingCtlBytes, "ring control too large");
   static_assert(sizeof(Line) == 64, "a line is one cache line");

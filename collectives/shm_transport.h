@@ -56,13 +56,21 @@ constexpr size_t kShmSmallMessageBytes = 256;
 
 struct ShmOptions {
   size_t ring_bytes = 2 << 20;  // per ordered pair of ranks; a multiple of 64
-  // Waiting policy; -1 chooses by load: with no more ranks than online CPUs, spin 256
-  // pauses then yield up to 2000 times (about a millisecond); with more (ranks share cores),
-  // yield at once and up to 1000 times, which hands the core to the rank we wait for
-  // (measured: n=4 on 2 cores, 8 B, 21 us with spinning, 5.3 us yielding). Sleeping sooner
-  // costs more than the CPU it saves: once one rank sleeps, every exchange pays a futex wake
-  // and the ranks stay out of step (n=2, 3 interleaved runs with 64 yields: one ran 5-7x
-  // slower from 8 B to 512 KiB, e.g. 256 KiB 105 us vs 16.5 us; none did with 2000).
+  // Waiting policy; -1 chooses by load (ChooseShmWaitPolicy):
+  //  - every rank has a core: spin 256 pauses, then yield up to 2000 times (about a
+  //    millisecond). Sleeping sooner costs more than the CPU it saves: once one rank sleeps,
+  //    every exchange pays a futex wake and the ranks stay out of step (n=2, 3 interleaved
+  //    runs with 64 yields: one ran 5-7x slower from 8 B to 512 KiB, e.g. 256 KiB 105 us
+  //    vs 16.5 us; none did with 2000).
+  //  - ranks outnumber the cores: yield at once and up to 1000 times, which hands the core
+  //    to a rank we may be waiting for (n=4 on 2 cores, 8 B: 21 us spinning, 5.3 us yielding).
+  //  - the ranks fit but their compute threads (busy_threads_per_rank) do not: sleep at
+  //    once. A yield would hand the core to this rank's own compute thread for the rest of
+  //    its slice (milliseconds), so an all-reduce overlapped with the backward pass would
+  //    progress once per slice; asleep, the peer's wake-up preempts the compute thread when
+  //    the communicator's thread has a short slice (AlgorithmOptions::progress_thread_slice).
+  //    Measured, bench/train_throughput with 2 workers on 2 cores: the 4 MiB all-reduce
+  //    started during the backward pass took 3.1-3.4 ms yielding, 0.5-1.2 ms asleep.
   int spin_iterations = -1;   // pause-spins before yielding
   int yield_iterations = -1;  // sched_yield()s before sleeping on the futex
   // Threads each rank keeps busy (the communicator's own, plus e.g. a trainer's compute
@@ -77,6 +85,15 @@ struct ShmOptions {
   // Kept for hosts where a copy is dearer than a syscall (large NUMA boxes); try it there.
   size_t cma_threshold_bytes = 0;
 };
+
+// How a rank waits for a peer: pause-spins, then sched_yield()s, then the futex.
+struct ShmWaitPolicy {
+  int spin_iterations;
+  int yield_iterations;
+};
+// The policy ShmOptions' -1 values stand for (see ShmOptions): `ranks` ranks of this host,
+// each keeping `busy_threads_per_rank` threads busy, on `cpus` online CPUs.
+ShmWaitPolicy ChooseShmWaitPolicy(int ranks, int busy_threads_per_rank, long cpus);
 
 class ShmTransport final : public Transport {
  public:

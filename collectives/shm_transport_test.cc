@@ -158,3 +158,28 @@ TEST(ShmTransportTest, SmallMessagesKeepOrderWithRingMessagesAndWaitForRoom) {
 }  // namespace
 }  // namespace collectives
 }  // namespace lockstep
+
+namespace lockstep::collectives {
+namespace {
+
+TEST(ShmWaitPolicyTest, SleepsAtOnceOnlyWhenComputeThreadsShareTheCores) {
+  // Every rank has a core: spin, then yield for about a millisecond.
+  ShmWaitPolicy alone = ChooseShmWaitPolicy(2, 1, 2);
+  EXPECT_EQ(alone.spin_iterations, 256);
+  EXPECT_EQ(alone.yield_iterations, 2000);
+  // More ranks than cores: yield at once (the core may go to the rank we wait for).
+  ShmWaitPolicy crowded = ChooseShmWaitPolicy(4, 1, 2);
+  EXPECT_EQ(crowded.spin_iterations, 1);
+  EXPECT_EQ(crowded.yield_iterations, 1000);
+  EXPECT_EQ(ChooseShmWaitPolicy(4, 3, 2).yield_iterations, 1000);
+  // The ranks fit, their compute threads do not: a yield would only run our own compute
+  // thread, so sleep at once and let the peer's wake-up preempt it.
+  ShmWaitPolicy training = ChooseShmWaitPolicy(2, 2, 2);
+  EXPECT_EQ(training.spin_iterations, 0);
+  EXPECT_EQ(training.yield_iterations, 0);
+  // The same workers on a larger host keep spinning.
+  EXPECT_EQ(ChooseShmWaitPolicy(2, 2, 16).spin_iterations, 256);
+}
+
+}  // namespace
+}  // namespace lockstep::collectives
