@@ -35,11 +35,11 @@ struct TcpOptions {
   // Congestion control, the first of these the kernel lets us set (TuneSocket); empty: the
   // system's default. Not BBR (these machines' default): it paces every connection with a
   // timer when the interface has no fq qdisc (loopback never has one), and its bandwidth
-  // estimate swings from run to run. n=2 loopback, 3 interleaved runs each, 1 MiB / 2 MiB /
-  // 4 MiB all-reduce: bbr 295-866 / 628-1730 / 2831-4779 us, cubic 233-301 / 485-605 /
-  // 985-1365 us, reno 223-232 / 492-972 / 941-1207 us. cubic and reno send as fast as the
-  // window allows; reno is always allowed to unprivileged processes, cubic often is.
-  std::string congestion_control = "cubic,reno";
+  // estimate swings from run to run. n=2 loopback, medians of 6 interleaved runs (two
+  // sessions of 3), 1 / 2 / 4 / 8 MiB all-reduce: bbr 318 / 1150 / 2390 / 3233 us, cubic
+  // 308 / 605 / 1190 / 2778 us, reno 242 / 615 / 1118 / 2958 us. Reno and cubic send as fast
+  // as the window allows; reno is always allowed to unprivileged processes.
+  std::string congestion_control = "reno";
   // Non-blocking attempts (each after a sched_yield) before sleeping in poll(); -1: 64.
   // Also when ranks outnumber cores: the yield hands the core to a rank that can make
   // progress, and sleeping costs a wake-up per segment (n=4 on 2 cores, 4 rounds, medians:
