@@ -9,6 +9,8 @@
 //   tuning: [--chunk_bytes N] [--ring_threshold_bytes N] [--segment_bytes N] [--shm_spin N]
 //   [--shm_yield N]
 //           [--shm_cma_bytes N] (single-copy CMA from N bytes; 0: off)
+//           [--shm_ring_bytes N] (per-pair ring; 0: the default)
+//           [--tcp_congestion LIST] (TcpOptions::congestion_control; "" the system's)
 //           [--tcp_buffer_bytes N] [--tcp_busy_polls N]
 //
 // argv[0] is skipped (the program or subcommand name). Ranks follow the peers' measuring

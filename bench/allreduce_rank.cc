@@ -151,6 +151,8 @@ absl::Status RunBenchRank(const RankConfig& c) {
   if (c.shm_spin >= 0) config.shm.spin_iterations = c.shm_spin;
   if (c.shm_yield >= 0) config.shm.yield_iterations = c.shm_yield;
   config.shm.cma_threshold_bytes = c.shm_cma_bytes;
+  if (c.shm_ring_bytes > 0) config.shm.ring_bytes = c.shm_ring_bytes;
+  if (c.tcp_congestion != "-") config.tcp.congestion_control = c.tcp_congestion;
   if (c.tcp_buffer_bytes >= 0) config.tcp.socket_buffer_bytes = c.tcp_buffer_bytes;
   config.tcp.busy_polls = c.tcp_busy_polls;
   if (c.chunk_bytes > 0) config.algorithms.chunk_bytes = c.chunk_bytes;

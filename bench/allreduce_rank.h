@@ -37,7 +37,9 @@ struct RankConfig {
   // Tuning knobs (0: the library's defaults).
   int shm_spin = -1;
   int shm_yield = -1;
-  size_t shm_cma_bytes = 0;  // ShmOptions::cma_threshold_bytes
+  size_t shm_cma_bytes = 0;          // ShmOptions::cma_threshold_bytes
+  size_t shm_ring_bytes = 0;         // ShmOptions::ring_bytes; 0: its default
+  std::string tcp_congestion = "-";  // TcpOptions::congestion_control; "-": its default
   size_t chunk_bytes = 0;
   size_t ring_threshold_bytes = 0;
   size_t segment_bytes = 0;  // > 0: AlgorithmOptions::segment_bytes

@@ -27,19 +27,21 @@ namespace lockstep {
 namespace collectives {
 
 namespace {
+constexpr size_t RoundUpConst(size_t x, size_t a) { return (x + a - 1) / a * a; }
 constexpr uint64_t kShmMagic = 0x4c53534d52494e47ull;  // "LSSMRING"
 constexpr size_t kAlign = 64;
 constexpr size_t kHeaderBytes = 4096;
 constexpr size_t kRingCtlBytes = 192;
-// Small messages: lines of 56 payload bytes and an 8-byte flag, written last (see header).
-constexpr size_t kLinePayload = 56;
-constexpr size_t kSmallLines = 128;  // per ordered pair: 8 KiB
-constexpr size_t kLineAreaBytes = kSmallLines * 64;
+// Small messages: slots of an 8-byte flag, written last, and the contiguous payload (see
+// header). 320 bytes: the flag and kShmSmallMessageBytes rounded up to whole cache lines.
+constexpr size_t kSlotBytes = RoundUpConst(8 + kShmSmallMessageBytes, 64);
+constexpr size_t kSmallSlots = 32;
+constexpr size_t kSlotAreaBytes = 12288;
 constexpr size_t kBounceBytes = 128 << 10;      // CMA pieces for a reduction: stay in L2
 constexpr size_t kCmaCopyPieceBytes = 1 << 20;  // CMA pieces copied in place (abort checks)
 constexpr int kMaxIov = 64;                     // iovecs per process_vm_readv
 
-size_t RoundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+size_t RoundUp(size_t x, size_t a) { return RoundUpConst(x, a); }
 
 uint64_t Fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -81,15 +83,17 @@ struct ShmTransport::Header {
 struct ShmTransport::Ring {
   alignas(64) std::atomic<uint64_t> head;            // bytes written by the producer (64-aligned)
   alignas(64) std::atomic<uint64_t> tail;            // bytes consumed by the consumer (64-aligned)
-  alignas(64) std::atomic<uint64_t> lines_consumed;  // small-message lines read by the consumer
+  alignas(64) std::atomic<uint64_t> slots_consumed;  // small messages read by the consumer
 };
 
-// One line of a small message: line number m of a pair lives in slot m % kSmallLines and is
-// complete once `flag` == m + 1 (stores are ordered on x86 and the flag is a release store, so
-// the payload is there when the flag is; stale slots hold older numbers, never m + 1).
-struct ShmTransport::Line {
-  char payload[kLinePayload];
-  std::atomic<uint64_t> flag;
+// One small message: small message number m of a pair lives in slot m % kSmallSlots and is
+// complete once `flag` == m + 1. The sender copies the payload, then stores the flag with
+// release order, and the receiver loads it with acquire order: the payload is there when
+// the flag is (on x86 both are plain moves; stores become visible in program order). The
+// flag word is never payload, and stale slots hold older numbers, never m + 1.
+struct ShmTransport::Slot {
+  alignas(64) std::atomic<uint64_t> flag;
+  char payload[kSlotBytes - sizeof(uint64_t)];
 };
 
 ShmWaitPolicy ChooseShmWaitPolicy(int ranks, int busy_threads_per_rank, long cpus) {
@@ -103,20 +107,20 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
     : rank_(rank),
       size_(size),
       options_(options),
-      slot_bytes_(kRingCtlBytes + kLineAreaBytes + options.ring_bytes),
+      slot_bytes_(kRingCtlBytes + kSlotAreaBytes + options.ring_bytes),
       segment_bytes_(kHeaderBytes + slot_bytes_ * size),
       segments_(size),
       seen_tail_(size, 0),
-      line_sent_(size, 0),
-      line_seen_consumed_(size, 0),
-      line_received_(size, 0) {
+      small_sent_(size, 0),
+      small_seen_consumed_(size, 0),
+      small_received_(size, 0) {
   const ShmWaitPolicy chosen =
       ChooseShmWaitPolicy(size, options.busy_threads_per_rank, sysconf(_SC_NPROCESSORS_ONLN));
   spin_ = options.spin_iterations >= 0 ? options.spin_iterations : chosen.spin_iterations;
   yield_ = options.yield_iterations >= 0 ? options.yield_iterations : chosen.yield_iterations;
   static_assert(sizeof(Header) <= kHeaderBytes, "header too large");
   static_assert(sizeof(Ring) <= kRingCtlBytes, "ring control too large");
-  static_assert(sizeof(Line) == 64, "a line is one cache line");
+  static_assert(sizeof(Slot) == kSlotBytes, "a slot is whole cache lines");
 }
 
 ShmTransport::~ShmTransport() {
@@ -135,12 +139,12 @@ ShmTransport::Ring* ShmTransport::ring(int owner, int sender) const {
   return reinterpret_cast<Ring*>(base + kHeaderBytes + slot_bytes_ * sender);
 }
 
-ShmTransport::Line* ShmTransport::lines(int owner, int sender) const {
-  return reinterpret_cast<Line*>(reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes);
+ShmTransport::Slot* ShmTransport::slots(int owner, int sender) const {
+  return reinterpret_cast<Slot*>(reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes);
 }
 
 char* ShmTransport::ring_data(int owner, int sender) const {
-  return reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes + kLineAreaBytes;
+  return reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes + kSlotAreaBytes;
 }
 
 absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, int world_size,
@@ -285,49 +289,39 @@ bool ShmTransport::TryPop(const RecvSpec& recv, PieceCursor* in, size_t* got) {
   return true;
 }
 
-bool ShmTransport::TryPushLines(const SendSpec& send, PieceCursor* out, size_t* pushed) {
-  Line* slots = lines(send.peer, rank_);
-  uint64_t& next = line_sent_[send.peer];
-  uint64_t& consumed = line_seen_consumed_[send.peer];
-  bool progress = false;
-  while (*pushed < send.len) {
-    if (next - consumed >= kSmallLines) {
-      consumed = ring(send.peer, rank_)->lines_consumed.load(std::memory_order_acquire);
-      if (next - consumed >= kSmallLines) break;
-    }
-    Line& line = slots[next % kSmallLines];
-    const size_t n = std::min(kLinePayload, send.len - *pushed);
-    out->CopyOut(line.payload, n);
-    line.flag.store(next + 1, std::memory_order_release);
-    ++next;
-    *pushed += n;
-    progress = true;
+bool ShmTransport::TryPushSmall(const SendSpec& send, PieceCursor* out) {
+  uint64_t& next = small_sent_[send.peer];
+  uint64_t& consumed = small_seen_consumed_[send.peer];
+  if (next - consumed >= kSmallSlots) {
+    consumed = ring(send.peer, rank_)->slots_consumed.load(std::memory_order_acquire);
+    if (next - consumed >= kSmallSlots) return false;
   }
-  if (progress) RingDoorbell(send.peer);
-  return progress;
+  Slot& slot = slots(send.peer, rank_)[next % kSmallSlots];
+  if (send.pieces.empty()) {
+    std::memcpy(slot.payload, send.data, send.len);
+  } else {
+    out->CopyOut(slot.payload, send.len);
+  }
+  ++next;
+  slot.flag.store(next, std::memory_order_release);
+  RingDoorbell(send.peer);
+  return true;
 }
 
-bool ShmTransport::TryPopLines(const RecvSpec& recv, PieceCursor* in, size_t* got) {
-  Line* slots = lines(rank_, recv.peer);
-  uint64_t& next = line_received_[recv.peer];
-  alignas(64) char gathered[kShmSmallMessageBytes];  // for the sink: one call per batch
-  size_t batch = 0;
-  while (*got + batch < recv.len) {
-    Line& line = slots[next % kSmallLines];
-    if (line.flag.load(std::memory_order_acquire) != next + 1) break;
-    const size_t n = std::min(kLinePayload, recv.len - *got - batch);
-    if (recv.sink != nullptr) {
-      std::memcpy(gathered + batch, line.payload, n);
-    } else {
-      in->CopyIn(line.payload, n);
-    }
-    batch += n;
-    ++next;
+bool ShmTransport::TryPopSmall(const RecvSpec& recv, PieceCursor* in) {
+  uint64_t& next = small_received_[recv.peer];
+  const Slot& slot = slots(rank_, recv.peer)[next % kSmallSlots];
+  if (slot.flag.load(std::memory_order_acquire) != next + 1) return false;
+  // A reduction reads the peer's slot in place, straight into its output.
+  if (recv.sink != nullptr) {
+    (*recv.sink)(0, slot.payload, recv.len);
+  } else if (recv.pieces.empty()) {
+    std::memcpy(recv.data, slot.payload, recv.len);
+  } else {
+    in->CopyIn(slot.payload, recv.len);
   }
-  if (batch == 0) return false;
-  ring(rank_, recv.peer)->lines_consumed.store(next, std::memory_order_release);
-  if (recv.sink != nullptr) (*recv.sink)(*got, gathered, batch);
-  *got += batch;
+  ++next;
+  ring(rank_, recv.peer)->slots_consumed.store(next, std::memory_order_release);
   RingDoorbell(recv.peer);
   return true;
 }
@@ -458,11 +452,19 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
   PieceCursor out(send), in(recv);
   uint64_t ack_at = 0;  // CMA send: the ring position that acknowledges it
   auto push = [&] {
-    if (send_small) return TryPushLines(send, &out, &pushed);
+    if (send_small) {
+      if (!TryPushSmall(send, &out)) return false;
+      pushed = send.len;
+      return true;
+    }
     return send_cma ? TryPushCma(send, &pushed, &ack_at) : TryPush(send, &out, &pushed);
   };
   auto pop = [&]() -> absl::StatusOr<bool> {
-    if (recv_small) return TryPopLines(recv, &in, &got);
+    if (recv_small) {
+      if (!TryPopSmall(recv, &in)) return false;
+      got = recv.len;
+      return true;
+    }
     if (recv_cma) return TryPopCma(recv, &in, &got);
     return TryPop(recv, &in, &got);
   };

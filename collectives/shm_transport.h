@@ -7,10 +7,14 @@
 // Messages start 64-byte aligned in the ring, so no element straddles the ring's end.
 //
 // Small messages (up to kShmSmallMessageBytes, both ends agree on a message's length and so on
-// its path) skip the ring: each pair also has 128 cache lines, each 56 payload bytes and a flag
-// word written last (the line's sequence number). The receiver polls the flag of its next line,
-// so one cache-line transfer brings both the news and the bytes (the ring needs two: its head,
-// then the data); the sender reads the consumer's count of lines only when it has used them all.
+// its path) skip the ring: each pair also has 32 slots of 320 bytes, one per message: a flag
+// word (the message's sequence number), written last, then the payload, contiguous. The
+// receiver polls only the flag of its next slot, so for up to 56 bytes one cache-line transfer
+// brings both the news and the bytes (the ring needs two: its head, then the data), and the
+// sender writes the other lines of a longer message while nobody reads them (one flag per
+// line let the receiver pull each line as it was written: 256 B cost twice 8 B). Reductions
+// read the slot in place. The sender reads the consumer's count of slots only when it has
+// used them all.
 //
 // Waiting: spin briefly, then yield, then sleep on a futex "doorbell" in the waiter's own
 // header that producers and consumers ring after every step (wake-ups cost a syscall only
@@ -115,7 +119,7 @@ class ShmTransport final : public Transport {
  private:
   struct Header;
   struct Ring;
-  struct Line;
+  struct Slot;
   struct Mapping {
     void* base = nullptr;
     size_t bytes = 0;
@@ -125,13 +129,14 @@ class ShmTransport final : public Transport {
   Header* header(int r) const;
   Ring* ring(int owner, int sender) const;
   char* ring_data(int owner, int sender) const;
-  Line* lines(int owner, int sender) const;
+  Slot* slots(int owner, int sender) const;
   void RingDoorbell(int r) const;
   bool TryPush(const SendSpec& send, PieceCursor* out, size_t* pushed);
   bool TryPop(const RecvSpec& recv, PieceCursor* in, size_t* got);
-  // Small messages (<= kShmSmallMessageBytes) go through the pair's lines instead of the ring.
-  bool TryPushLines(const SendSpec& send, PieceCursor* out, size_t* pushed);
-  bool TryPopLines(const RecvSpec& recv, PieceCursor* in, size_t* got);
+  // Small messages (<= kShmSmallMessageBytes) go whole through one of the pair's slots
+  // instead of the ring: true once the message is sent or received.
+  bool TryPushSmall(const SendSpec& send, PieceCursor* out);
+  bool TryPopSmall(const RecvSpec& recv, PieceCursor* in);
   // CMA: the sender posts its descriptor, then `*pushed` jumps to the end once acknowledged.
   bool TryPushCma(const SendSpec& send, size_t* pushed, uint64_t* ack_at);
   // CMA: reads the next piece of the message out of the sender's memory.
@@ -149,11 +154,11 @@ class ShmTransport final : public Transport {
   int yield_ = 0;
   const size_t slot_bytes_;
   const size_t segment_bytes_;
-  std::vector<Mapping> segments_;    // segments_[r]: rank r's segment
-  std::vector<uint64_t> seen_tail_;  // [peer]: its ring's tail as last read (<= the real one)
-  std::vector<uint64_t> line_sent_;  // [peer]: lines written to it so far
-  std::vector<uint64_t> line_seen_consumed_;  // [peer]: its lines_consumed as last read
-  std::vector<uint64_t> line_received_;       // [peer]: lines read from it so far
+  std::vector<Mapping> segments_;     // segments_[r]: rank r's segment
+  std::vector<uint64_t> seen_tail_;   // [peer]: its ring's tail as last read (<= the real one)
+  std::vector<uint64_t> small_sent_;  // [peer]: small messages written to it so far
+  std::vector<uint64_t> small_seen_consumed_;  // [peer]: its slots_consumed as last read
+  std::vector<uint64_t> small_received_;       // [peer]: small messages read from it so far
   std::string own_name_;
   bool own_unlinked_ = false;
   std::atomic<bool> aborted_{false};

@@ -115,9 +115,10 @@ TEST(ShmTransportTest, AbortEndsASingleCopySendThatIsNeverRead) {
   EXPECT_LT(took, absl::Milliseconds(50 + 100));
 }
 
-// Small messages (cache lines with a flag) and ring messages between the same pair keep their
-// order; a sender that runs more than the pair's lines ahead waits for the receiver; the sink
-// gets whole elements. Lengths around the line payload (56) and the small-message limit.
+// Small messages (slots with a flag) and ring messages between the same pair keep their
+// order; a sender that runs more than the pair's 32 slots ahead waits for the receiver (else
+// it would overwrite unread slots); the sink gets whole elements. Lengths around one cache
+// line (56 payload bytes share the flag's line) and the small-message limit.
 TEST(ShmTransportTest, SmallMessagesKeepOrderWithRingMessagesAndWaitForRoom) {
   auto group = ConnectGroup({ShmOptions(), ShmOptions()});
   const size_t cycle[] = {8, 56, 64, 112, kShmSmallMessageBytes, kShmSmallMessageBytes + 8, 1024};
@@ -134,9 +135,11 @@ TEST(ShmTransportTest, SmallMessagesKeepOrderWithRingMessagesAndWaitForRoom) {
       sent.fetch_add(1);
     }
   });
-  // Read nothing until rank 0 has used most of the 128 lines (11 per 7 messages).
+  // Read nothing until rank 0 has used all 32 slots (5 small messages in every 7: message 44
+  // is the 33rd small one, which must wait).
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (sent.load() < 70 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  while (sent.load() < 44 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(sent.load(), 44);
   for (size_t m = 0; m < lengths.size(); ++m) {
     std::string got(lengths[m], 0);
     auto copy = [&](size_t offset, const void* data, size_t bytes) {
@@ -153,6 +156,34 @@ TEST(ShmTransportTest, SmallMessagesKeepOrderWithRingMessagesAndWaitForRoom) {
   }
   sender.join();
   EXPECT_EQ(sent.load(), 300);
+}
+
+// A small message travels in one slot whose flag (its sequence number) is written after the
+// whole payload: payload words that look like sequence numbers, past and future, must never
+// be taken for a flag, and a message is read whole, never half written. Both directions at
+// once, the second of each pair of calls reduced straight out of the slot.
+TEST(ShmTransportTest, SmallMessagesArriveWholeWhateverTheirPayload) {
+  auto group = ConnectGroup({ShmOptions(), ShmOptions()});
+  constexpr size_t kWords = kShmSmallMessageBytes / sizeof(uint64_t);
+  RunRanks(2, [&](int r) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    for (uint64_t m = 0; m < 200; ++m) {
+      const size_t words = m % 3 == 0 ? kWords : 1 + m % kWords;
+      std::vector<uint64_t> out(words), in(words, 0);
+      // Every word is a sequence number the slots will see, or its owner's message number.
+      for (size_t i = 0; i < words; ++i) out[i] = i == 0 ? m * 2 + r : m + 1 + i;
+      auto add = [&](size_t offset, const void* data, size_t bytes) {
+        const uint64_t* w = static_cast<const uint64_t*>(data);
+        for (size_t i = 0; i < bytes / 8; ++i) in[offset / 8 + i] += w[i];
+      };
+      RecvSink sink(add);
+      RecvSpec recv{1 - r, in.data(), words * 8, 8, m % 2 ? &sink : nullptr};
+      ASSERT_TRUE(group[r]->SendRecv({1 - r, out.data(), words * 8}, recv, deadline).ok());
+      for (size_t i = 0; i < words; ++i) {
+        ASSERT_EQ(in[i], i == 0 ? m * 2 + (1 - r) : m + 1 + i) << "message " << m << " word " << i;
+      }
+    }
+  });
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 
 namespace lockstep {
@@ -147,13 +149,20 @@ absl::StatusOr<UniqueFd> ConnectWithRetry(const std::string& address, absl::Time
   }
 }
 
-void TuneSocket(int fd, int buffer_bytes) {
+std::string TuneSocket(int fd, int buffer_bytes, const std::string& congestion) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   if (buffer_bytes > 0) {
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof(buffer_bytes));
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof(buffer_bytes));
   }
+  for (absl::string_view name : absl::StrSplit(congestion, ',', absl::SkipEmpty())) {
+    // EPERM when not in net.ipv4.tcp_allowed_congestion_control; ENOENT when not built in.
+    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), name.size()) == 0) {
+      return std::string(name);
+    }
+  }
+  return "";
 }
 
 absl::Status SetNonBlocking(int fd) {

@@ -46,8 +46,10 @@ absl::StatusOr<std::pair<UniqueFd, std::string>> ListenEphemeral(const std::stri
 // Connects to "host:port", retrying refused connections until `deadline`.
 absl::StatusOr<UniqueFd> ConnectWithRetry(const std::string& address, absl::Time deadline);
 
-// TCP_NODELAY, and send/receive buffers of `buffer_bytes` (0: leave the kernel's autotuning).
-void TuneSocket(int fd, int buffer_bytes);
+// TCP_NODELAY, send/receive buffers of `buffer_bytes` (0: leave the kernel's autotuning), and
+// the first congestion control of the comma-separated `congestion` list that the kernel lets
+// this process set (TCP_CONGESTION; empty: the system's default). Returns the one set, or "".
+std::string TuneSocket(int fd, int buffer_bytes, const std::string& congestion);
 absl::Status SetNonBlocking(int fd);
 
 }  // namespace collectives

@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
     LS_ASSIGN_OR_RETURN(std::string address,
                         store->Get(absl::StrCat(key_prefix, "/tcp/", peer), deadline));
     LS_ASSIGN_OR_RETURN(UniqueFd fd, ConnectWithRetry(address, deadline));
-    TuneSocket(fd.get(), options.socket_buffer_bytes);
+    TuneSocket(fd.get(), options.socket_buffer_bytes, options.congestion_control);
     absl::Status s = HandshakeAsConnector(fd.get(), me, peer, deadline);
     if (!s.ok()) {
       return Annotate(
@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
     }
     UniqueFd fd(accept4(listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (fd.get() < 0) continue;
-    TuneSocket(fd.get(), options.socket_buffer_bytes);
+    TuneSocket(fd.get(), options.socket_buffer_bytes, options.congestion_control);
     auto peer = HandshakeAsAcceptor(fd.get(), me,
                                     std::min(deadline, absl::Now() + options.handshake_timeout));
     if (!peer.ok() || *peer <= me.rank || t->peers_[*peer].get() >= 0) {

@@ -32,6 +32,15 @@ struct TcpOptions {
   // autotuning. 4 MiB measured 1.5-4x faster than autotuning from 8 B to 2 MiB here.
   int socket_buffer_bytes = 4 << 20;
   size_t staging_bytes = 256 << 10;
+  // Congestion control, the first of these the kernel lets us set (TuneSocket); empty: the
+  // system's default. Not BBR (these machines' default): it paces every connection with a
+  // timer when the interface has no fq qdisc (loopback never has one), and its bandwidth
+  // estimate swings from run to run. n=2 loopback, medians of 6 interleaved runs (two
+  // sessions of 3), 1 / 2 / 4 / 8 MiB all-reduce: bbr 318 / 1150 / 2390 / 3233 us, cubic
+  // 308 / 605 / 1190 / 2778 us, reno 242 / 615 / 1118 / 2958 us. Cubic (Linux's usual
+  // default, better than reno on long fat links between hosts), else reno, which every
+  // kernel lets unprivileged processes set.
+  std::string congestion_control = "cubic,reno";
   // Non-blocking attempts (each after a sched_yield) before sleeping in poll(); -1: 64.
   // Also when ranks outnumber cores: the yield hands the core to a rank that can make
   // progress, and sleeping costs a wake-up per segment (n=4 on 2 cores, 4 rounds, medians:
