@@ -21,6 +21,10 @@ class DataBatchIterator final : public BatchIterator {
 
 }  // namespace
 
+std::unique_ptr<BatchIterator> AsBatchIterator(std::unique_ptr<data::DatasetIterator> batches) {
+  return std::make_unique<DataBatchIterator>(std::move(batches));
+}
+
 DatasetSource DataDatasetSource(data::Dataset examples, bool drop_remainder) {
   DatasetSource source;
   source.num_files = examples.num_files();
@@ -32,7 +36,7 @@ DatasetSource DataDatasetSource(data::Dataset examples, bool drop_remainder) {
     if (spec.num_shards > 1) ds = ds.Shard(spec.num_shards, spec.shard_index);
     ds = ds.Batch(batch_size, drop_remainder);
     LS_ASSIGN_OR_RETURN(std::unique_ptr<data::DatasetIterator> it, ds.MakeIterator());
-    return std::unique_ptr<BatchIterator>(std::make_unique<DataBatchIterator>(std::move(it)));
+    return AsBatchIterator(std::move(it));
   };
   return source;
 }

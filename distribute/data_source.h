@@ -11,12 +11,17 @@
 #ifndef LOCKSTEP_DISTRIBUTE_DATA_SOURCE_H_
 #define LOCKSTEP_DISTRIBUTE_DATA_SOURCE_H_
 
+#include <memory>
+
 #include "data/dataset.h"
 #include "distribute/distributed_dataset.h"
 
 namespace lockstep::distribute {
 
 DatasetSource DataDatasetSource(data::Dataset examples, bool drop_remainder = false);
+
+// A batched data::DatasetIterator (each element a batch) as a BatchIterator.
+std::unique_ptr<BatchIterator> AsBatchIterator(std::unique_ptr<data::DatasetIterator> batches);
 
 }  // namespace lockstep::distribute
 

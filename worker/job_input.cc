@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "data/dataset.h"
 #include "data/split.h"
+#include "distribute/data_source.h"
 #include "engine/philox.h"
 
 namespace lockstep {
@@ -18,21 +19,6 @@ namespace {
 using distribute::Batch;
 using distribute::BatchIterator;
 using distribute::ShardSpec;
-
-// A data::DatasetIterator yielding batches, as a distribute::BatchIterator.
-class DatasetBatchIterator final : public BatchIterator {
- public:
-  explicit DatasetBatchIterator(std::unique_ptr<data::DatasetIterator> it) : it_(std::move(it)) {}
-  absl::StatusOr<std::optional<Batch>> Next() override {
-    data::Element e;
-    LS_ASSIGN_OR_RETURN(bool more, it_->Next(&e));
-    if (!more) return std::optional<Batch>();
-    return std::optional<Batch>(Batch{e.features, e.labels});
-  }
-
- private:
-  std::unique_ptr<data::DatasetIterator> it_;
-};
 
 // The same batch forever (synthetic data).
 class RepeatBatchIterator final : public BatchIterator {
@@ -185,7 +171,7 @@ absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec) {
       data::Dataset ds = TrainPipeline(data::Dataset::FromTensors(train.features, train.labels),
                                        spec, shard, batch_size, n);
       LS_ASSIGN_OR_RETURN(auto it, ds.MakeIterator());
-      return std::unique_ptr<BatchIterator>(std::make_unique<DatasetBatchIterator>(std::move(it)));
+      return distribute::AsBatchIterator(std::move(it));
     };
     return input;
   }
@@ -197,7 +183,7 @@ absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec) {
     data::Dataset ds = TrainPipeline(CsvDataset(train_source, shard.files), spec, shard, batch_size,
                                      /*shuffle_buffer=*/4096);
     LS_ASSIGN_OR_RETURN(auto it, ds.MakeIterator());
-    return std::unique_ptr<BatchIterator>(std::make_unique<DatasetBatchIterator>(std::move(it)));
+    return distribute::AsBatchIterator(std::move(it));
   };
   return input;
 }
