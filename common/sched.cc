@@ -2,14 +2,13 @@
 
 #include <errno.h>
 #include <sched.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace lockstep {
 namespace {
@@ -32,6 +31,12 @@ absl::Status Errno(const char* what) {
   return absl::ErrnoToStatus(errno, absl::StrCat(what, " for thread ", gettid()));
 }
 
+absl::Status GetAttr(SchedAttr* attr) {
+  *attr = {};
+  if (syscall(SYS_sched_getattr, 0, attr, sizeof(*attr), 0) != 0) return Errno("sched_getattr");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RequestSchedulerSlice(absl::Duration slice) {
@@ -39,10 +44,8 @@ absl::Status RequestSchedulerSlice(absl::Duration slice) {
     return absl::InvalidArgumentError(
         absl::StrCat("scheduler slice must be positive, got ", absl::FormatDuration(slice)));
   }
-  SchedAttr attr = {};
-  if (syscall(SYS_sched_getattr, 0, &attr, sizeof(attr), 0) != 0) {
-    return Errno("sched_getattr");
-  }
+  SchedAttr attr;
+  LS_RETURN_IF_ERROR(GetAttr(&attr));
   if (attr.sched_policy != SCHED_OTHER && attr.sched_policy != SCHED_BATCH) {
     return absl::OkStatus();  // real-time or idle: a slice means nothing there
   }
@@ -54,10 +57,8 @@ absl::Status RequestSchedulerSlice(absl::Duration slice) {
 }
 
 absl::StatusOr<absl::Duration> CurrentSchedulerSlice() {
-  SchedAttr attr = {};
-  if (syscall(SYS_sched_getattr, 0, &attr, sizeof(attr), 0) != 0) {
-    return Errno("sched_getattr");
-  }
+  SchedAttr attr;
+  LS_RETURN_IF_ERROR(GetAttr(&attr));
   return absl::Nanoseconds(attr.sched_runtime);
 }
 

@@ -50,11 +50,11 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   // A worker rank keeps its replicas' compute threads busy beside its communicator's thread
   // (a replica rank, flat: one of each). Over shared memory, when those threads outnumber the
   // cores, a rank waiting for a peer sleeps at once instead of spinning or yielding to its
-  // own compute thread (ShmOptions), and the communicator's thread asks for the shortest
-  // scheduler slice, so a peer's wake-up preempts the compute thread and the gradient
-  // all-reduce really overlaps the backward pass (bench/train_throughput, 2 workers on
-  // 2 cores: the all-reduce started mid-backward took 3.1-3.4 ms, now 0.5-1.2 ms; the
-  // examples/s did not change, as both cores were already busy).
+  // own compute thread (ShmOptions). The communicator's thread always asks for the shortest
+  // scheduler slice (harmless on idle cores), so a peer's wake-up preempts a compute thread
+  // and the gradient all-reduce really overlaps the backward pass (bench/train_throughput,
+  // 2 workers on 2 cores: the all-reduce started mid-backward took 3.1-3.4 ms, now
+  // 0.5-1.2 ms; the examples/s did not change, as both cores were already busy).
   base.shm.busy_threads_per_rank = n + 1;
   base.algorithms.progress_thread_slice = absl::Microseconds(100);
   const std::string who = absl::StrCat(config.name, " worker ", config.worker_index, " (",
