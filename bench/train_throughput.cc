@@ -31,7 +31,6 @@
 #include "collectives/file_store.h"
 #include "common/process.h"
 #include "engine/executor.h"
-#include "engine/kernels/cpu/blas.h"
 #include "engine/model_builder.h"
 #include "engine/optimizer.h"
 #include "engine/variable_set.h"
@@ -319,7 +318,6 @@ int Main() {
 
 int main(int argc, char** argv) {
   lockstep::InitProcess();
-  lockstep::engine::cpu::LoadBlas();  // before any thread: it sets OPENBLAS_CORETYPE
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_child_rank) >= 0) {
     return lockstep::Child(absl::GetFlag(FLAGS_child_rank), absl::GetFlag(FLAGS_child_world),

@@ -11,7 +11,6 @@
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
 #include "common/process.h"
-#include "engine/kernels/cpu/blas.h"
 #include "engine/model_builder.h"
 #include "examples/digits_data.h"
 #include "examples/local_trainer.h"
@@ -43,7 +42,6 @@ int Fail(const absl::Status& status) {
 
 int main(int argc, char** argv) {
   lockstep::InitProcess();
-  lockstep::engine::cpu::LoadBlas();  // before any thread: it sets OPENBLAS_CORETYPE
   absl::ParseCommandLine(argc, argv);
   using namespace lockstep;
   auto model_json = ReadText(absl::GetFlag(FLAGS_model));

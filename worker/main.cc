@@ -23,7 +23,6 @@
 #include "common/process.h"
 #include "common/signals.h"
 #include "common/tf_config.h"
-#include "engine/kernels/cpu/blas.h"
 #include "spdlog/spdlog.h"
 #include "worker/agent.h"
 #include "worker/grpc_coordinator_client.h"
@@ -190,7 +189,6 @@ int Run(sigset_t signals) {
 
 int main(int argc, char** argv) {
   lockstep::InitProcess();
-  lockstep::engine::cpu::LoadBlas();  // before any thread: it sets OPENBLAS_CORETYPE
   // Signals go to the waiter thread in Run(); block them before any thread starts (gRPC
   // starts its own as soon as a channel exists, and they would inherit an open mask).
   // SIGUSR1 is internal: it wakes the waiter when Run() ends by itself.
@@ -204,9 +202,5 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%s\n", logging.ToString().c_str());
     return kExitBadConfig;
   }
-  const std::string chosen = lockstep::engine::cpu::BlasCoreChosen();
-  spdlog::info(
-      "OpenBLAS runs its {} kernels{}", lockstep::engine::cpu::BlasCoreName(),
-      chosen.empty() ? "" : " (chosen for this AMD Zen CPU; set OPENBLAS_CORETYPE to override)");
   return Run(signals);
 }
