@@ -157,9 +157,10 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &usage);
 
   std::printf(
-      "train_step: MLP 784-1024-1024-10, batch %d, f32, %d BLAS thread(s), %d steps after %d "
-      "warm-up\n",
-      batch, absl::GetFlag(FLAGS_blas_threads), steps, warmup);
+      "train_step: MLP 784-1024-1024-10, batch %d, f32, %d BLAS thread(s) (OpenBLAS %s "
+      "kernels), %d steps after %d warm-up\n",
+      batch, absl::GetFlag(FLAGS_blas_threads), lockstep::engine::cpu::BlasCoreName().c_str(),
+      steps, warmup);
   std::printf("  median step        %8.2f ms   (min %.2f, max %.2f; last loss %.4f)\n",
               step_s * 1e3, *std::min_element(times.begin(), times.end()) * 1e3,
               *std::max_element(times.begin(), times.end()) * 1e3, loss);

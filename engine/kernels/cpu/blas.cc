@@ -40,4 +40,9 @@ void SetBlasThreads(int threads) {
 
 int BlasThreads() { return openblas_get_num_threads(); }
 
+std::string BlasCoreName() {
+  const char* name = openblas_get_corename();
+  return name == nullptr ? "unknown" : name;
+}
+
 }  // namespace lockstep::engine::cpu

@@ -5,6 +5,7 @@
 #define LOCKSTEP_ENGINE_KERNELS_CPU_BLAS_H_
 
 #include <cstdint>
+#include <string>
 
 namespace lockstep::engine::cpu {
 
@@ -14,6 +15,9 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
 
 void SetBlasThreads(int threads);
 int BlasThreads();
+// The kernels OpenBLAS chose for this CPU ("Cooperlake", "Zen", "Haswell", ...), for
+// benchmark headers: timings taken with different kernels do not compare.
+std::string BlasCoreName();
 
 }  // namespace lockstep::engine::cpu
 
