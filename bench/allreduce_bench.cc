@@ -41,6 +41,8 @@ struct BenchFlags {
   int shm_spin = -1;
   int shm_yield = -1;
   size_t shm_cma_bytes = 0;
+  bool shm_heap = true;
+  size_t shm_direct_bytes = 0;
   size_t shm_ring_bytes = 0;
   std::string tcp_congestion = "-";  // "-": TcpOptions' default
   size_t chunk_bytes = 0;
@@ -104,6 +106,11 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       f.tcp_congestion = value;
     } else if (name == "shm_ring_bytes") {
       ok = absl::SimpleAtoi(value, &f.shm_ring_bytes) && f.shm_ring_bytes % 64 == 0;
+    } else if (name == "shm_heap") {
+      ok = value == "true" || value == "false";
+      f.shm_heap = value == "true";
+    } else if (name == "shm_direct_bytes") {
+      ok = absl::SimpleAtoi(value, &f.shm_direct_bytes);
     } else if (name == "shm_cma_bytes") {
       ok = absl::SimpleAtoi(value, &f.shm_cma_bytes);
     } else if (name == "shm_yield") {
@@ -157,6 +164,8 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
   c.bytes_per_pack = f.bytes_per_pack;
   c.shm_yield = f.shm_yield;
   c.shm_cma_bytes = f.shm_cma_bytes;
+  c.shm_heap = f.shm_heap && f.shm_cma_bytes == 0;
+  c.shm_direct_bytes = f.shm_direct_bytes;
   c.shm_ring_bytes = f.shm_ring_bytes;
   c.tcp_congestion = f.tcp_congestion;
   c.chunk_bytes = f.chunk_bytes;

@@ -8,7 +8,10 @@
 //   [--fusion true|false] [--target_s 0.25] [--bytes_per_pack N] [--bind auto|true|false]
 //   tuning: [--chunk_bytes N] [--ring_threshold_bytes N] [--segment_bytes N] [--shm_spin N]
 //   [--shm_yield N]
-//           [--shm_cma_bytes N] (single-copy CMA from N bytes; 0: off)
+//           [--shm_heap true|false] (shm: buffers in the zero-copy heap, read in place by
+//            peers; default true; false: ordinary memory, every message through the rings)
+//           [--shm_direct_bytes N] (ShmOptions::direct_threshold_bytes; 0: its default)
+//           [--shm_cma_bytes N] (single-copy CMA from N bytes; 0: off; needs --shm_heap false)
 //           [--shm_ring_bytes N] (per-pair ring; 0: the default)
 //           [--tcp_congestion LIST] (TcpOptions::congestion_control; "" the system's)
 //           [--tcp_buffer_bytes N] [--tcp_busy_polls N]

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <fstream>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include "collectives/communicator_factory.h"
 #include "collectives/file_store.h"
 #include "collectives/fused_all_reduce.h"
@@ -36,6 +39,34 @@ double Median(std::vector<double> v) {
 
 absl::Time Deadline() { return absl::Now() + absl::Seconds(120); }
 
+constexpr int kFusionTensors = 100;
+constexpr size_t kFusionFloats = 40 * 1024 / sizeof(float);
+
+// The rank's buffers: from the transport's zero-copy heap when it has one (what a trainer
+// does for its gradients), else ordinary memory. Freed when it goes.
+class Buffers {
+ public:
+  explicit Buffers(std::shared_ptr<collectives::TransportHeap> heap) : heap_(std::move(heap)) {}
+  ~Buffers() {
+    for (float* p : from_heap_) heap_->Free(p);
+  }
+  absl::StatusOr<float*> Allocate(size_t floats) {
+    if (heap_ == nullptr) return ordinary_.emplace_back(floats).data();
+    float* p = static_cast<float*>(heap_->Allocate(floats * sizeof(float)));
+    if (p == nullptr) {
+      return absl::InternalError(absl::StrCat("the shm heap has no room for ", floats,
+                                              " floats; the bench sized it too small"));
+    }
+    from_heap_.push_back(p);
+    return p;
+  }
+
+ private:
+  std::shared_ptr<collectives::TransportHeap> heap_;
+  std::vector<float*> from_heap_;
+  std::deque<std::vector<float>> ordinary_;
+};
+
 void Fill(int rank, float* x, size_t count) {
   for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>((rank + 1) * (1 + i % 7));
 }
@@ -50,9 +81,8 @@ bool Check(int np, const float* x, size_t count) {
 
 // Returns the JSON line for one size.
 absl::StatusOr<std::string> MeasureSize(Communicator& comm, const RankConfig& c, uint64_t bytes,
-                                        std::vector<float>& buf) {
+                                        float* x) {
   const size_t count = bytes / sizeof(float);
-  float* x = buf.data();
   Fill(c.rank, x, count);
   LS_RETURN_IF_ERROR(comm.AllReduce(x, x, count, DType::kF32, ReduceOp::kSum, Deadline()));
   int32_t ok = Check(c.np, x, count) ? 1 : 0;
@@ -83,10 +113,14 @@ absl::StatusOr<std::string> MeasureSize(Communicator& comm, const RankConfig& c,
 // 100 tensors of 40 KiB: 100 separate synchronous calls; 100 separate async calls issued
 // back to back and then waited for (what a training step that overlaps the backward pass
 // issues without fusion); then the same through FusedAllReduce.
-absl::StatusOr<std::string> MeasureFusion(Communicator& comm, const RankConfig& c) {
-  constexpr int kTensors = 100, kReps = 20, kWarmup = 3;
-  constexpr size_t kFloats = 40 * 1024 / sizeof(float);
-  std::vector<std::vector<float>> t(kTensors, std::vector<float>(kFloats));
+absl::StatusOr<std::string> MeasureFusion(Communicator& comm, const RankConfig& c,
+                                          Buffers& buffers) {
+  constexpr int kReps = 20, kWarmup = 3;
+  std::vector<absl::Span<float>> t;
+  for (int i = 0; i < kFusionTensors; ++i) {
+    LS_ASSIGN_OR_RETURN(float* p, buffers.Allocate(kFusionFloats));
+    t.push_back(absl::MakeSpan(p, kFusionFloats));
+  }
   for (auto& v : t) Fill(c.rank, v.data(), v.size());
   collectives::FusedAllReduce fused(&comm, ReduceOp::kSum, c.bytes_per_pack);
   std::vector<double> separate, separate_async, together;
@@ -121,8 +155,8 @@ absl::StatusOr<std::string> MeasureFusion(Communicator& comm, const RankConfig& 
   }
   return absl::StrFormat(
       R"({"fusion":true,"tensors":%d,"tensor_bytes":%d,"bytes_per_pack":%d,"separate_us_p50":%.1f,"separate_async_us_p50":%.1f,"fused_us_p50":%.1f})",
-      kTensors, kFloats * sizeof(float), c.bytes_per_pack, Median(separate), Median(separate_async),
-      Median(together));
+      kFusionTensors, kFusionFloats * sizeof(float), c.bytes_per_pack, Median(separate),
+      Median(separate_async), Median(together));
 }
 
 }  // namespace
@@ -158,10 +192,18 @@ absl::Status RunBenchRank(const RankConfig& c) {
   if (c.chunk_bytes > 0) config.algorithms.chunk_bytes = c.chunk_bytes;
   if (c.ring_threshold_bytes > 0) config.algorithms.ring_threshold_bytes = c.ring_threshold_bytes;
   if (c.segment_bytes > 0) config.algorithms.segment_bytes = c.segment_bytes;
-  LS_ASSIGN_OR_RETURN(auto comm, collectives::CreateCommunicator(config, &store));
   uint64_t largest = 0;
   for (uint64_t b : c.sizes) largest = std::max(largest, b);
-  std::vector<float> buf(largest / sizeof(float) + 16);
+  if (c.shm_heap) {
+    // Room for the largest size and the fusion tensors, as a trainer sizes it for its
+    // gradients; the heap is only reserved by a shared-memory transport.
+    config.shm.heap_bytes =
+        largest + kFusionTensors * (kFusionFloats * sizeof(float) + 64) + (1 << 20);
+    if (c.shm_direct_bytes > 0) config.shm.direct_threshold_bytes = c.shm_direct_bytes;
+  }
+  LS_ASSIGN_OR_RETURN(auto comm, collectives::CreateCommunicator(config, &store));
+  Buffers buffers(comm->heap());
+  LS_ASSIGN_OR_RETURN(float* buf, buffers.Allocate(largest / sizeof(float) + 16));
   std::ofstream out;
   if (c.rank == 0) out.open(c.results_path);
   for (uint64_t bytes : c.sizes) {
@@ -169,7 +211,7 @@ absl::Status RunBenchRank(const RankConfig& c) {
     if (c.rank == 0) out << line << "\n" << std::flush;
   }
   if (c.fusion) {
-    LS_ASSIGN_OR_RETURN(std::string line, MeasureFusion(*comm, c));
+    LS_ASSIGN_OR_RETURN(std::string line, MeasureFusion(*comm, c, buffers));
     if (c.rank == 0) out << line << "\n" << std::flush;
   }
   return absl::OkStatus();

@@ -38,6 +38,8 @@ struct RankConfig {
   int shm_spin = -1;
   int shm_yield = -1;
   size_t shm_cma_bytes = 0;          // ShmOptions::cma_threshold_bytes
+  bool shm_heap = false;             // buffers in the shm transport's zero-copy heap
+  size_t shm_direct_bytes = 0;       // ShmOptions::direct_threshold_bytes; 0: its default
   size_t shm_ring_bytes = 0;         // ShmOptions::ring_bytes; 0: its default
   std::string tcp_congestion = "-";  // TcpOptions::congestion_control; "-": its default
   size_t chunk_bytes = 0;

@@ -44,6 +44,11 @@ ABSL_FLAG(int, warmup, 20, "steps before measuring");
 ABSL_FLAG(int, batch, 256, "global batch");
 ABSL_FLAG(std::string, transport, "shm", "shm or tcp");
 ABSL_FLAG(bool, overlap, true, "all-reduce during the backward pass (false: after it)");
+ABSL_FLAG(bool, shm_heap, true,
+          "gradients in the shm transport's zero-copy heap (false: ordinary memory)");
+ABSL_FLAG(bool, compare_shm_heap, false,
+          "also run every multi-worker count with --shm_heap=false in each round, and print "
+          "the per-round ratio of the two");
 ABSL_FLAG(int, timeout_s, 300, "a run's bound; its processes are killed after it");
 // Internal: a worker process.
 ABSL_FLAG(int, child_rank, -1, "internal");
@@ -121,6 +126,7 @@ int Child(int rank, int world, const std::string& store_dir) {
   spec->set_steps(warmup + steps);
   spec->mutable_summaries()->set_every_steps(warmup + steps);
   spec->mutable_communication()->set_timeout_ms(60000);
+  spec->mutable_communication()->set_disable_shm_heap(!absl::GetFlag(FLAGS_shm_heap));
   spec->set_seed(5);
   std::string list;
   for (int w = 0; w < world; ++w) absl::StrAppend(&list, w ? "," : "", "\"127.0.0.1:", 1 + w, "\"");
@@ -168,7 +174,7 @@ double Median(std::vector<double> v) {
 }
 
 // One run with `world` worker processes; worker 0's examples/s, or -1 on failure.
-double RunOnce(int world, int run) {
+double RunOnce(int world, int run, bool shm_heap) {
   char tmpl[] = "/tmp/lockstep-train-throughput-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return -1;
   const std::string dir = tmpl;
@@ -188,7 +194,8 @@ double RunOnce(int world, int run) {
                                   "--steps=" + std::to_string(absl::GetFlag(FLAGS_steps)),
                                   "--batch=" + std::to_string(absl::GetFlag(FLAGS_batch)),
                                   "--transport=" + absl::GetFlag(FLAGS_transport),
-                                  absl::StrCat("--overlap=", absl::GetFlag(FLAGS_overlap))};
+                                  absl::StrCat("--overlap=", absl::GetFlag(FLAGS_overlap)),
+                                  absl::StrCat("--shm_heap=", shm_heap)};
       std::vector<char*> argv = {const_cast<char*>("train_throughput")};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -271,23 +278,43 @@ int Main() {
   }
   printf(
       "train_throughput: MLP 784-1024-1024-10, global batch %d, f32, SGD, synthetic data,\n"
-      "one compute thread per worker process, %s transport; %d measured steps after %d, "
+      "one compute thread per worker process, %s transport%s; %d measured steps after %d, "
       "median of %d runs\n",
       absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_transport).c_str(),
+      absl::GetFlag(FLAGS_transport) == "shm" && absl::GetFlag(FLAGS_shm_heap)
+          ? " (gradients in its zero-copy heap)"
+          : "",
       absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_runs));
   // Rounds interleave the worker counts (1, 2, 1, 2, ...) and the bare engine step, so that
   // a slow spell of this shared machine hits every figure alike; each round's ratios are
   // printed besides the ratios of the medians.
   std::map<int, std::vector<double>> eps;
+  std::map<int, std::vector<double>> eps_no_heap;  // --compare_shm_heap
   std::vector<double> bare;
   const bool has_one = std::find(counts.begin(), counts.end(), 1) != counts.end();
+  const bool compare = absl::GetFlag(FLAGS_compare_shm_heap);
   for (int run = 0; run < absl::GetFlag(FLAGS_runs); ++run) {
     for (int world : counts) {
-      const double e = RunOnce(world, run);
+      const double e = RunOnce(world, run, absl::GetFlag(FLAGS_shm_heap));
       if (e < 0) return 1;
       eps[world].push_back(e);
+      if (compare && world > 1) {
+        const double f = RunOnce(world, run, false);
+        if (f < 0) return 1;
+        eps_no_heap[world].push_back(f);
+      }
     }
     if (has_one) bare.push_back(BareEngineStep());
+  }
+  for (const auto& [world, other] : eps_no_heap) {
+    std::string rounds;
+    for (size_t r = 0; r < other.size(); ++r) {
+      absl::StrAppend(&rounds, r ? ", " : "", absl::StrFormat("%.3f", eps[world][r] / other[r]));
+    }
+    printf(
+        "%d worker(s) without the shm heap: %10.1f examples/s median; heap / no heap per "
+        "round: %s\n",
+        world, Median(other), rounds.c_str());
   }
   for (int world : counts) {
     std::string all;

@@ -69,6 +69,9 @@ class Communicator {
 
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
+  // The transport's zero-copy heap, or nullptr (transport.h: TransportHeap). Collectives on
+  // buffers allocated there move a copy less (shared memory: peers read them in place).
+  std::shared_ptr<TransportHeap> heap() const { return transport_->heap(); }
 
   absl::Status AllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                          absl::Time deadline);

@@ -1,4 +1,5 @@
-// Four processes over TCP and over shared memory: SIGKILL one during large all-reduces and
+// Four processes over TCP and over shared memory (with the buffer in ordinary memory, and in
+// the zero-copy heap that peers read in place): SIGKILL one during large all-reduces and
 // the others return UNAVAILABLE within 2 s; SIGSTOP one and the others return
 // DEADLINE_EXCEEDED at their deadline. Children are always killed and reaped.
 #include <poll.h>
@@ -7,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
@@ -57,7 +59,14 @@ class Children {
 // `call_timeout`; writes one byte to `ready_fd` after the first success, and the status code
 // of the first failure to `result_fd`; then waits to be killed (exiting would close its
 // connections and change what the other ranks see).
-[[noreturn]] void ChildMain(int rank, TransportKind kind, const std::string& dir,
+// How a group is set up: the transport, and (shared memory) whether the all-reduced buffer
+// lies in the zero-copy heap, which peers read in place.
+struct Setup {
+  TransportKind kind;
+  bool heap;
+};
+
+[[noreturn]] void ChildMain(int rank, Setup setup, const std::string& dir,
                             const std::string& prefix, size_t floats, absl::Duration call_timeout,
                             int ready_fd, int result_fd) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -65,7 +74,8 @@ class Children {
   CommunicatorConfig config;
   config.rank = rank;
   config.world_size = kRanks;
-  config.transport = kind;
+  config.transport = setup.kind;
+  if (setup.heap) config.shm.heap_bytes = 8 << 20;
   config.secret = "multiprocess-secret";
   config.key_prefix = prefix;
   config.connect_timeout = absl::Seconds(30);
@@ -76,12 +86,22 @@ class Children {
     while (true) pause();  // the parent kills us
   };
   if (!comm.ok()) report(100);
-  std::vector<float> x(floats, 1.0f);
+  std::vector<float> ordinary;
+  float* x = nullptr;
+  if (setup.heap) {
+    if ((*comm)->heap() == nullptr) report(101);
+    x = static_cast<float*>((*comm)->heap()->Allocate(floats * sizeof(float)));
+    if (x == nullptr) report(102);
+  } else {
+    ordinary.resize(floats);
+    x = ordinary.data();
+  }
+  std::fill_n(x, floats, 1.0f);
   bool told = false;
   // Bounded: the parent kills us after at most a minute.
   for (int i = 0; i < 100000; ++i) {
-    absl::Status s = (*comm)->AllReduce(x.data(), x.data(), x.size(), DType::kF32, ReduceOp::kMean,
-                                        absl::Now() + call_timeout);
+    absl::Status s =
+        (*comm)->AllReduce(x, x, floats, DType::kF32, ReduceOp::kMean, absl::Now() + call_timeout);
     if (!s.ok()) report(static_cast<int>(s.code()));
     if (!told) {
       char c = 1;
@@ -92,7 +112,7 @@ class Children {
   report(0);
 }
 
-class MultiProcessTest : public ::testing::TestWithParam<TransportKind> {
+class MultiProcessTest : public ::testing::TestWithParam<Setup> {
  protected:
   // Forks kRanks children and waits until every one completed an all-reduce.
   void StartGroup(size_t floats, absl::Duration call_timeout) {
@@ -157,8 +177,13 @@ TEST_P(MultiProcessTest, SigstopOneRankOthersHitTheirDeadline) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, MultiProcessTest,
-                         ::testing::Values(TransportKind::kTcp, TransportKind::kShm),
-                         [](const auto& info) { return TransportKindName(info.param); });
+                         ::testing::Values(Setup{TransportKind::kTcp, false},
+                                           Setup{TransportKind::kShm, false},
+                                           Setup{TransportKind::kShm, true}),
+                         [](const auto& info) {
+                           return absl::StrCat(TransportKindName(info.param.kind),
+                                               info.param.heap ? "_heap" : "");
+                         });
 
 }  // namespace
 }  // namespace collectives

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -16,12 +17,18 @@
 #include <cstring>
 #include <fstream>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/random/random.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "collectives/piece_cursor.h"
+#include "collectives/region_allocator.h"
 #include "common/status.h"
+#include "spdlog/spdlog.h"
 
 namespace lockstep {
 namespace collectives {
@@ -42,6 +49,26 @@ constexpr size_t kSlotAreaBytes = RoundUp(kSmallSlots * kSlotBytes, 4096);
 constexpr size_t kBounceBytes = 128 << 10;      // CMA pieces for a reduction: stay in L2
 constexpr size_t kCmaCopyPieceBytes = 1 << 20;  // CMA pieces copied in place (abort checks)
 constexpr int kMaxIov = 64;                     // iovecs per process_vm_readv
+constexpr size_t kHeapAlign = 64 << 10;         // the heap starts this aligned in a segment
+constexpr size_t kDirectStepBytes = 1 << 20;    // direct reads between abort checks
+// A direct message over more pieces than this goes inline (its table would crowd the ring).
+constexpr size_t kMaxDirectPieces = 1024;
+
+// The first 64 bytes of a framed message in the ring (see the header). kDirect: the bytes lie
+// in the sender's heap: `len` bytes at `offset`, or, when `pieces` > 0, over the table of that
+// many DirectPieces that follows the frame. kInline: the bytes follow through the ring.
+struct Frame {
+  enum Kind : uint32_t { kInline = 1, kDirect = 2 };
+  uint32_t kind;
+  uint32_t pieces;
+  uint64_t len;
+  uint64_t offset;
+};
+static_assert(sizeof(Frame) <= kAlign, "a frame is one ring line");
+struct DirectPiece {
+  uint64_t offset;  // in the sender's heap
+  uint64_t bytes;
+};
 
 uint64_t Fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -75,6 +102,8 @@ struct ShmTransport::Header {
   int32_t pid;
   int32_t rank;
   uint64_t self_address;  // this header's address in its owner's process (the CMA probe)
+  uint64_t heap_offset;   // the heap: bytes [heap_offset, heap_offset + heap_bytes)
+  uint64_t heap_bytes;
   alignas(64) std::atomic<uint32_t> doorbell;
   std::atomic<uint32_t> sleeping;
   alignas(64) std::atomic<uint32_t> aborted;
@@ -103,12 +132,30 @@ ShmWaitPolicy ChooseShmWaitPolicy(int ranks, int busy_threads_per_rank, long cpu
   return {256, 2000};
 }
 
+// This rank's segment: unmapped when the transport and every heap buffer are gone.
+class ShmTransport::OwnSegment final : public TransportHeap {
+ public:
+  OwnSegment(void* base, size_t bytes, size_t heap_offset, size_t heap_bytes)
+      : base_(base), bytes_(bytes), heap_(static_cast<char*>(base) + heap_offset, heap_bytes) {}
+  ~OwnSegment() override { munmap(base_, bytes_); }
+  void* Allocate(size_t bytes) override { return heap_.Allocate(bytes); }
+  void Free(void* p) override { heap_.Free(p); }
+  const RegionAllocator& heap() const { return heap_; }
+
+ private:
+  void* const base_;
+  const size_t bytes_;
+  RegionAllocator heap_;
+};
+
 ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
     : rank_(rank),
       size_(size),
       options_(options),
       slot_bytes_(kRingCtlBytes + kSlotAreaBytes + options.ring_bytes),
-      segment_bytes_(kHeaderBytes + slot_bytes_ * size),
+      heap_offset_(RoundUp(kHeaderBytes + slot_bytes_ * size, kHeapAlign)),
+      segment_bytes_(options.heap_bytes > 0 ? heap_offset_ + RoundUp(options.heap_bytes, kAlign)
+                                            : kHeaderBytes + slot_bytes_ * size),
       segments_(size),
       seen_tail_(size, 0),
       small_sent_(size, 0),
@@ -124,8 +171,8 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
 }
 
 ShmTransport::~ShmTransport() {
-  for (auto& m : segments_) {
-    if (m.base != nullptr) munmap(m.base, m.bytes);
+  for (int r = 0; r < size_; ++r) {  // own_ unmaps this rank's own
+    if (r != rank_ && segments_[r].base != nullptr) munmap(segments_[r].base, segments_[r].bytes);
   }
   if (!own_name_.empty() && !own_unlinked_) shm_unlink(own_name_.c_str());
 }
@@ -147,6 +194,29 @@ char* ShmTransport::ring_data(int owner, int sender) const {
   return reinterpret_cast<char*>(ring(owner, sender)) + kRingCtlBytes + kSlotAreaBytes;
 }
 
+std::shared_ptr<TransportHeap> ShmTransport::heap() const {
+  if (own_ == nullptr || own_->heap().bytes() == 0) return nullptr;
+  return own_;
+}
+
+namespace {
+// "; /dev/shm has N MiB free", or nothing when that cannot be read.
+std::string ShmSpace() {
+  struct statvfs v;
+  if (statvfs("/dev/shm", &v) != 0) return "";
+  return absl::StrCat("; /dev/shm has ", (static_cast<uint64_t>(v.f_bavail) * v.f_frsize) >> 20,
+                      " MiB free");
+}
+
+// "<key>=<value>" out of a ';'-separated list of them.
+std::string Field(const std::string& list, const std::string& key) {
+  for (absl::string_view f : absl::StrSplit(list, ';')) {
+    if (absl::ConsumePrefix(&f, key + "=")) return std::string(f);
+  }
+  return "";
+}
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, int world_size,
                                                                     const std::string& key_prefix,
                                                                     Store* store,
@@ -155,64 +225,113 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, in
   if (options.ring_bytes == 0 || options.ring_bytes % kAlign != 0) {
     return absl::InvalidArgumentError("shm ring_bytes must be a positive multiple of 64");
   }
+  if (options.heap_bytes > 0 && options.cma_threshold_bytes > 0) {
+    return absl::InvalidArgumentError(
+        "shm heap_bytes and cma_threshold_bytes are two ways to single copy (in place through "
+        "the heap, or process_vm_readv); set one of them");
+  }
   std::unique_ptr<ShmTransport> t(new ShmTransport(rank, world_size, options));
   if (world_size == 1) return t;
   absl::BitGen gen;
   t->own_name_ = absl::StrFormat("/lockstep-%016x-r%d-p%d-%08x", Fnv1a(key_prefix), rank, getpid(),
                                  absl::Uniform<uint32_t>(gen));
-  auto map = [&](const std::string& name, bool create) -> absl::StatusOr<void*> {
+  auto map = [&](const std::string& name, bool create, size_t bytes) -> absl::StatusOr<void*> {
     int fd = shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
     if (fd < 0) {
       return absl::UnavailableError(absl::StrCat("shm_open ", name, ": ", std::strerror(errno),
                                                  "; check /dev/shm (space, permissions)"));
     }
-    if (create && ftruncate(fd, static_cast<off_t>(t->segment_bytes_)) != 0) {
-      close(fd);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "ftruncate ", name, " to ", t->segment_bytes_, " bytes: ", std::strerror(errno)));
+    if (create) {
+      // Every page is reserved now: a full /dev/shm fails here, clearly, and never as a
+      // SIGBUS at the first touch of a ring or heap page in the middle of a collective.
+      int err = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+      if (err == 0) err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+      if (err != 0) {
+        close(fd);
+        shm_unlink(name.c_str());
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "rank ", rank, ": reserving ", bytes >> 10, " KiB of shared memory for segment ", name,
+            ": ", std::strerror(err), ShmSpace(),
+            ". Give /dev/shm more room (docker run --shm-size; Kubernetes: an emptyDir volume "
+            "with medium: Memory) or ask for a smaller shm heap"));
+      }
     }
-    void* p = mmap(nullptr, t->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
       return absl::ResourceExhaustedError(absl::StrCat("mmap ", name, ": ", std::strerror(errno)));
     }
     return p;
   };
-  LS_ASSIGN_OR_RETURN(void* own, map(t->own_name_, true));
-  t->segments_[rank] = {own, t->segment_bytes_};
+  absl::StatusOr<void*> mapped = map(t->own_name_, true, t->segment_bytes_);
+  if (!mapped.ok() && absl::IsResourceExhausted(mapped.status()) && options.heap_bytes > 0 &&
+      !options.heap_required) {
+    spdlog::warn(
+        "collectives: rank {} ({}): no zero-copy heap, so shared-memory messages take a copy "
+        "more: {}",
+        rank, key_prefix, std::string(mapped.status().message()));
+    t->segment_bytes_ = kHeaderBytes + t->slot_bytes_ * world_size;
+    mapped = map(t->own_name_, true, t->segment_bytes_);
+  }
+  LS_RETURN_IF_ERROR(mapped.status());
+  void* const own = *mapped;
+  const size_t heap_bytes =
+      t->segment_bytes_ > t->heap_offset_ ? t->segment_bytes_ - t->heap_offset_ : 0;
+  t->own_ = std::make_shared<OwnSegment>(own, t->segment_bytes_, t->heap_offset_, heap_bytes);
+  t->segments_[rank] = {own, t->segment_bytes_, static_cast<char*>(own) + t->heap_offset_,
+                        heap_bytes};
   Header* h = t->header(rank);
   h->pid = getpid();
   h->rank = rank;
   h->self_address = reinterpret_cast<uint64_t>(h);
+  h->heap_offset = heap_bytes > 0 ? t->heap_offset_ : 0;
+  h->heap_bytes = heap_bytes;
   h->magic.store(kShmMagic, std::memory_order_release);
-  LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/shm/", rank), t->own_name_));
+  LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/shm/", rank),
+                                absl::StrCat(t->own_name_, " ", t->segment_bytes_)));
   for (int r = 0; r < world_size; ++r) {
     if (r == rank) continue;
-    LS_ASSIGN_OR_RETURN(std::string name,
+    LS_ASSIGN_OR_RETURN(std::string value,
                         store->Get(absl::StrCat(key_prefix, "/shm/", r), deadline));
-    LS_ASSIGN_OR_RETURN(void* p, map(name, false));
-    t->segments_[r] = {p, t->segment_bytes_};
-    if (t->header(r)->magic.load(std::memory_order_acquire) != kShmMagic ||
-        t->header(r)->rank != r) {
+    const std::vector<std::string> parts = absl::StrSplit(value, ' ');
+    size_t bytes = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &bytes) || bytes < kHeaderBytes) {
       return absl::FailedPreconditionError(
-          absl::StrCat("shm segment ", name, " of rank ", r,
+          absl::StrCat("rank ", r, " published shm segment \"", value,
+                       "\", not \"<name> <bytes>\"; do all ranks run the same Lockstep version?"));
+    }
+    LS_ASSIGN_OR_RETURN(void* p, map(parts[0], false, bytes));
+    t->segments_[r] = {p, bytes};
+    const Header* peer = t->header(r);
+    if (peer->magic.load(std::memory_order_acquire) != kShmMagic || peer->rank != r ||
+        peer->heap_offset > bytes || peer->heap_bytes > bytes - peer->heap_offset) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("shm segment ", parts[0], " of rank ", r,
                        " is not a Lockstep segment of the "
                        "same group layout; do all ranks use the same options?"));
     }
+    t->segments_[r].heap = static_cast<const char*>(p) + peer->heap_offset;
+    t->segments_[r].heap_bytes = peer->heap_bytes;
   }
   // Single copy only if every rank can read every other's memory and all use the same
   // threshold (both ends of a message must agree on how it travels): each reports its own.
+  // Likewise the heap path: every rank has a heap and frames the same messages.
   bool cma = t->options_.cma_threshold_bytes > 0;
   for (int r = 0; r < world_size && cma; ++r) cma = r == rank || t->ProbeCma(r);
-  const std::string mine = absl::StrCat("cma=", cma ? t->options_.cma_threshold_bytes : 0);
+  bool direct = heap_bytes > 0;
+  const std::string mine =
+      absl::StrCat("cma=", cma ? t->options_.cma_threshold_bytes : 0,
+                   ";direct=", direct ? absl::StrCat(options.direct_threshold_bytes) : "off");
   // Unlink once everyone has mapped everything: nothing is left behind in /dev/shm.
   LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/shm_mapped/", rank), mine));
   for (int r = 0; r < world_size; ++r) {
     LS_ASSIGN_OR_RETURN(std::string theirs,
                         store->Get(absl::StrCat(key_prefix, "/shm_mapped/", r), deadline));
-    cma = cma && theirs == mine;
+    cma = cma && Field(theirs, "cma") == Field(mine, "cma");
+    direct = direct && Field(theirs, "direct") == Field(mine, "direct");
   }
   t->cma_ = cma;
+  t->direct_ = direct;
   if (cma) t->bounce_.resize(kBounceBytes);
   shm_unlink(t->own_name_.c_str());
   t->own_unlinked_ = true;
@@ -243,19 +362,36 @@ void ShmTransport::Abort() {
   }
 }
 
+size_t ShmTransport::RingFree(int peer, uint64_t head, size_t want) {
+  // The consumer's tail is read only when the last value seen leaves too little room: the
+  // tail's cache line then stays with the consumer (one cross-core miss less per message).
+  uint64_t& tail = seen_tail_[peer];
+  const size_t R = options_.ring_bytes;
+  if (R - static_cast<size_t>(head - tail) < want) {
+    tail = ring(peer, rank_)->tail.load(std::memory_order_acquire);
+  }
+  return R - static_cast<size_t>(head - tail);
+}
+
+void ShmTransport::RingWrite(int owner, int sender, uint64_t at, const void* src, size_t n) const {
+  const size_t R = options_.ring_bytes, pos = at % R, first = std::min(n, R - pos);
+  std::memcpy(ring_data(owner, sender) + pos, src, first);
+  std::memcpy(ring_data(owner, sender), static_cast<const char*>(src) + first, n - first);
+}
+
+void ShmTransport::RingRead(int owner, int sender, uint64_t at, void* dst, size_t n) const {
+  const size_t R = options_.ring_bytes, pos = at % R, first = std::min(n, R - pos);
+  std::memcpy(dst, ring_data(owner, sender) + pos, first);
+  std::memcpy(static_cast<char*>(dst) + first, ring_data(owner, sender), n - first);
+}
+
 bool ShmTransport::TryPush(const SendSpec& send, PieceCursor* out, size_t* pushed) {
   Ring* rg = ring(send.peer, rank_);
   const size_t R = options_.ring_bytes;
   const uint64_t head = rg->head.load(std::memory_order_relaxed);
   const size_t pos = head % R;
   const size_t remaining = send.len - *pushed;
-  // The consumer's tail is read only when the last value seen leaves too little room: the
-  // tail's cache line then stays with the consumer (one cross-core miss less per message).
-  uint64_t& tail = seen_tail_[send.peer];
-  if (R - static_cast<size_t>(head - tail) < std::min(remaining, R - pos)) {
-    tail = rg->tail.load(std::memory_order_acquire);
-  }
-  const size_t free = R - static_cast<size_t>(head - tail);
+  const size_t free = RingFree(send.peer, head, std::min(remaining, R - pos));
   size_t n = std::min({remaining, free, R - pos});
   if (n < remaining) n = n / kAlign * kAlign;  // only the last piece may be unaligned
   if (n == 0) return false;
@@ -425,6 +561,139 @@ absl::StatusOr<bool> ShmTransport::TryPopCma(const RecvSpec& recv, PieceCursor* 
   return true;
 }
 
+bool ShmTransport::TryPushFramed(const SendSpec& send, PieceCursor* out, size_t* pushed,
+                                 Framed* f) {
+  Ring* rg = ring(send.peer, rank_);
+  if (f->kind == Framed::Kind::kInline) return TryPush(send, out, pushed);
+  if (f->kind == Framed::Kind::kDirect) {
+    // The receiver consumes the frame only after it has read every byte.
+    if (rg->tail.load(std::memory_order_acquire) < f->ack_at) return false;
+    *pushed = send.len;
+    return true;
+  }
+  // Direct when every byte lies in this rank's heap; a table of pieces follows the frame.
+  const RegionAllocator& heap = own_->heap();
+  Frame frame{Frame::kDirect, 0, send.len, 0};
+  absl::InlinedVector<DirectPiece, 16> table;
+  bool direct = true;
+  if (send.pieces.empty()) {
+    direct = heap.Contains(send.data, send.len);
+    if (direct) frame.offset = heap.OffsetOf(send.data);
+  } else if (send.pieces.size() > kMaxDirectPieces) {
+    direct = false;
+  } else {
+    for (const BufferPiece& p : send.pieces) {
+      if (p.bytes == 0) continue;
+      if (!heap.Contains(p.data, p.bytes)) {
+        direct = false;
+        break;
+      }
+      table.push_back({heap.OffsetOf(p.data), p.bytes});
+    }
+    frame.pieces = static_cast<uint32_t>(table.size());
+  }
+  if (!direct) {
+    frame = {Frame::kInline, 0, send.len, 0};
+    table.clear();
+  }
+  const size_t table_bytes = RoundUp(table.size() * sizeof(DirectPiece), kAlign);
+  const size_t need = kAlign + table_bytes;
+  const uint64_t head = rg->head.load(std::memory_order_relaxed);
+  if (RingFree(send.peer, head, need) < need) return false;
+  RingWrite(send.peer, rank_, head, &frame, sizeof(frame));
+  if (!table.empty()) {
+    RingWrite(send.peer, rank_, head + kAlign, table.data(), table.size() * sizeof(DirectPiece));
+  }
+  rg->head.store(head + need, std::memory_order_release);
+  RingDoorbell(send.peer);
+  f->kind = direct ? Framed::Kind::kDirect : Framed::Kind::kInline;
+  f->ack_at = head + need;
+  return true;
+}
+
+absl::StatusOr<bool> ShmTransport::TryPopFramed(const RecvSpec& recv, PieceCursor* in, size_t* got,
+                                                Framed* f) {
+  if (f->kind == Framed::Kind::kInline) return TryPop(recv, in, got);
+  Ring* rg = ring(rank_, recv.peer);
+  const uint64_t tail = rg->tail.load(std::memory_order_relaxed);
+  if (f->kind == Framed::Kind::kUnread) {
+    if (rg->head.load(std::memory_order_acquire) == tail) return false;
+    Frame frame;
+    RingRead(rank_, recv.peer, tail, &frame, sizeof(frame));
+    if (frame.len != recv.len || (frame.kind != Frame::kInline && frame.kind != Frame::kDirect)) {
+      return absl::InternalError(absl::StrCat(
+          "rank ", rank_, ": rank ", recv.peer, " sent a message of ", frame.len, " bytes where ",
+          recv.len, " were expected (frame kind ", frame.kind, "); the ranks' collectives differ"));
+    }
+    if (frame.kind == Frame::kInline) {
+      rg->tail.store(tail + kAlign, std::memory_order_release);
+      RingDoorbell(recv.peer);
+      f->kind = Framed::Kind::kInline;
+      return true;
+    }
+    // The table was published with the frame. Every piece must lie in the peer's heap as
+    // mapped here (a corrupt frame must not make us read outside it).
+    const Mapping& peer = segments_[recv.peer];
+    remote_pieces_.clear();
+    uint64_t total = 0;
+    auto add = [&](uint64_t offset, uint64_t bytes) {
+      if (offset > peer.heap_bytes || bytes > peer.heap_bytes - offset) return false;
+      remote_pieces_.push_back({const_cast<char*>(peer.heap) + offset, bytes});
+      total += bytes;
+      return true;
+    };
+    bool inside = true;
+    if (frame.pieces == 0) {
+      inside = add(frame.offset, frame.len);
+    } else {
+      std::vector<DirectPiece> table(frame.pieces);
+      RingRead(rank_, recv.peer, tail + kAlign, table.data(), table.size() * sizeof(DirectPiece));
+      for (const DirectPiece& p : table) inside = inside && add(p.offset, p.bytes);
+    }
+    if (!inside || total != frame.len) {
+      return absl::InternalError(absl::StrCat("rank ", rank_, ": rank ", recv.peer,
+                                              " described a message outside its shm heap"));
+    }
+    f->kind = Framed::Kind::kDirect;
+    f->ack_at = tail + kAlign + RoundUp(frame.pieces * sizeof(DirectPiece), kAlign);
+  }
+  ReadDirect(recv, in, got);
+  if (*got == recv.len) {
+    rg->tail.store(f->ack_at, std::memory_order_release);
+    RingDoorbell(recv.peer);
+  }
+  return true;
+}
+
+void ShmTransport::ReadDirect(const RecvSpec& recv, PieceCursor* in, size_t* got) {
+  PieceCursor theirs(nullptr, recv.len, absl::MakeConstSpan(remote_pieces_));
+  theirs.Advance(*got);
+  size_t budget = std::min(recv.len - *got, kDirectStepBytes);
+  while (budget > 0) {
+    iovec run;
+    theirs.Fill(&run, 1, budget);
+    // A reduction reads the peer's buffer in place; a copy goes straight to its targets.
+    size_t n = run.iov_len;
+    if (recv.sink == nullptr) {
+      in->CopyIn(run.iov_base, n);
+    } else if ((n = n / recv.align * recv.align) > 0) {
+      (*recv.sink)(*got, run.iov_base, n);
+    } else {
+      // An element straddles two of the sender's pieces: the sink gets it whole.
+      n = recv.align;
+      absl::InlinedVector<char, 64> element(n);
+      theirs.CopyOut(element.data(), n);
+      (*recv.sink)(*got, element.data(), n);
+      *got += n;
+      budget -= n;
+      continue;
+    }
+    theirs.Advance(n);
+    *got += n;
+    budget -= n;
+  }
+}
+
 absl::Status ShmTransport::CheckPeer(int peer, const char* what) const {
   Header* h = header(peer);
   if (h->aborted.load() != 0) {
@@ -448,15 +717,20 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
   const bool recv_small = recv.len <= kShmSmallMessageBytes;
   const bool send_cma = cma_ && !send_small && send.len >= threshold;
   const bool recv_cma = cma_ && !recv_small && recv.len >= threshold;
+  const size_t framed_from = options_.direct_threshold_bytes;
+  const bool send_framed = direct_ && !send_small && send.len >= framed_from;
+  const bool recv_framed = direct_ && !recv_small && recv.len >= framed_from;
   size_t pushed = 0, got = 0;
   PieceCursor out(send), in(recv);
   uint64_t ack_at = 0;  // CMA send: the ring position that acknowledges it
+  Framed send_frame, recv_frame;
   auto push = [&] {
     if (send_small) {
       if (!TryPushSmall(send, &out)) return false;
       pushed = send.len;
       return true;
     }
+    if (send_framed) return TryPushFramed(send, &out, &pushed, &send_frame);
     return send_cma ? TryPushCma(send, &pushed, &ack_at) : TryPush(send, &out, &pushed);
   };
   auto pop = [&]() -> absl::StatusOr<bool> {
@@ -465,6 +739,7 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
       got = recv.len;
       return true;
     }
+    if (recv_framed) return TryPopFramed(recv, &in, &got, &recv_frame);
     if (recv_cma) return TryPopCma(recv, &in, &got);
     return TryPop(recv, &in, &got);
   };

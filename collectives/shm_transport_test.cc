@@ -40,14 +40,44 @@ std::vector<std::unique_ptr<ShmTransport>> ConnectGroup(const std::vector<ShmOpt
   return group;
 }
 
+// Rank r's send buffer of `count` words: from its transport's heap when `from_heap` (freed
+// at scope end), else ordinary memory.
+class SendBuffer {
+ public:
+  SendBuffer(ShmTransport& t, size_t count, bool from_heap)
+      : heap_(from_heap ? t.heap() : nullptr) {
+    if (heap_ != nullptr) {
+      data_ = static_cast<int64_t*>(heap_->Allocate(count * sizeof(int64_t)));
+    } else {
+      ordinary_.resize(count);
+      data_ = ordinary_.data();
+    }
+  }
+  ~SendBuffer() {
+    if (heap_ != nullptr) heap_->Free(data_);
+  }
+  int64_t* data() const { return data_; }
+
+ private:
+  std::shared_ptr<TransportHeap> heap_;
+  std::vector<int64_t> ordinary_;
+  int64_t* data_ = nullptr;
+};
+
 // Both directions at once between two ranks, one message copied and one reduced through the
-// sink, of sizes below and above the CMA threshold; checks every byte.
-void ExchangeAndCheck(std::vector<std::unique_ptr<ShmTransport>>& group) {
-  for (size_t len : {size_t{64}, size_t{(64 << 10) - 8}, size_t{64 << 10}, size_t{3 << 20} + 8}) {
+// sink, of sizes below and above the CMA and heap thresholds; checks every byte. With
+// `from_heap`, each rank sends from its heap (when it has one).
+void ExchangeAndCheck(std::vector<std::unique_ptr<ShmTransport>>& group, bool from_heap = false) {
+  for (size_t len : {size_t{64}, size_t{(64 << 10) - 8}, size_t{64 << 10}, size_t{(1 << 20) - 8},
+                     size_t{1 << 20}, size_t{3 << 20} + 8}) {
     const size_t count = len / sizeof(int64_t);
-    std::vector<std::vector<int64_t>> out(2, std::vector<int64_t>(count));
+    std::vector<std::unique_ptr<SendBuffer>> out;
+    for (int r = 0; r < 2; ++r) {
+      out.push_back(std::make_unique<SendBuffer>(*group[r], count, from_heap));
+      ASSERT_NE(out[r]->data(), nullptr) << "heap full";
+      std::iota(out[r]->data(), out[r]->data() + count, int64_t{r * 1000});
+    }
     std::vector<std::vector<int64_t>> in(2, std::vector<int64_t>(count, 1));
-    for (int r = 0; r < 2; ++r) std::iota(out[r].begin(), out[r].end(), int64_t{r * 1000});
     RunRanks(2, [&](int r) {
       const absl::Time deadline = absl::Now() + absl::Seconds(20);
       // Rank 0 copies what rank 1 sends; rank 1 adds what rank 0 sends into `in`.
@@ -59,7 +89,7 @@ void ExchangeAndCheck(std::vector<std::unique_ptr<ShmTransport>>& group) {
       };
       RecvSink sink(add);
       RecvSpec recv{1 - r, in[r].data(), len, sizeof(int64_t), r == 1 ? &sink : nullptr};
-      absl::Status s = group[r]->SendRecv({1 - r, out[r].data(), len}, recv, deadline);
+      absl::Status s = group[r]->SendRecv({1 - r, out[r]->data(), len}, recv, deadline);
       ASSERT_TRUE(s.ok()) << s;
     });
     for (size_t i = 0; i < count; ++i) {
@@ -95,24 +125,162 @@ TEST(ShmTransportTest, RanksWithDifferentThresholdsUseTheRings) {
   ExchangeAndCheck(group);
 }
 
-TEST(ShmTransportTest, AbortEndsASingleCopySendThatIsNeverRead) {
-  auto group = ConnectGroup({Cma(), Cma()});
-  ASSERT_TRUE(group[0]->cma_enabled());
-  std::vector<char> big(1 << 20);
+// Rank 0 sends `len` bytes at `data` that rank 1 never reads, waiting for the receiver's
+// acknowledgement; Abort() from another thread 50 ms later ends it within 100 ms.
+void ExpectAbortEndsAnUnreadSend(ShmTransport& sender, const void* data, size_t len) {
   absl::Notification started;
   std::thread aborter([&] {
     started.WaitForNotification();
     absl::SleepFor(absl::Milliseconds(50));
-    group[0]->Abort();
+    sender.Abort();
   });
   started.Notify();
   const absl::Time t0 = absl::Now();
-  absl::Status s =
-      group[0]->SendRecv({1, big.data(), big.size()}, {}, absl::Now() + absl::Seconds(20));
+  absl::Status s = sender.SendRecv({1, data, len}, {}, absl::Now() + absl::Seconds(20));
   const absl::Duration took = absl::Now() - t0;
   aborter.join();
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
   EXPECT_LT(took, absl::Milliseconds(50 + 100));
+}
+
+TEST(ShmTransportTest, AbortEndsASingleCopySendThatIsNeverRead) {
+  auto group = ConnectGroup({Cma(), Cma()});
+  ASSERT_TRUE(group[0]->cma_enabled());
+  std::vector<char> big(1 << 20);
+  ExpectAbortEndsAnUnreadSend(*group[0], big.data(), big.size());
+}
+
+ShmOptions Heap() {
+  ShmOptions o;
+  o.heap_bytes = 8 << 20;
+  return o;
+}
+
+TEST(ShmTransportTest, HeapMessagesAreReadInPlaceAndOthersGoInline) {
+  auto group = ConnectGroup({Heap(), Heap()});
+  ASSERT_NE(group[0]->heap(), nullptr);
+  EXPECT_TRUE(group[0]->direct_enabled());
+  EXPECT_TRUE(group[1]->direct_enabled());
+  ExchangeAndCheck(group, /*from_heap=*/true);
+  ExchangeAndCheck(group, /*from_heap=*/false);  // framed, inline
+  ExchangeAndCheck(group, /*from_heap=*/true);   // and back: the rings stayed in step
+}
+
+TEST(ShmTransportTest, GroupWithoutHeapOnEveryRankUsesTheRings) {
+  auto group = ConnectGroup({Heap(), ShmOptions()});
+  EXPECT_NE(group[0]->heap(), nullptr);  // still allocates: buffers work, with a copy more
+  EXPECT_EQ(group[1]->heap(), nullptr);
+  EXPECT_FALSE(group[0]->direct_enabled());
+  EXPECT_FALSE(group[1]->direct_enabled());
+  ExchangeAndCheck(group, /*from_heap=*/true);
+}
+
+// A message scattered over heap pieces whose boundaries split elements (the sink must still
+// get whole ones), received once reduced and once copied into differently cut pieces; then
+// one whose last piece lies outside the heap, which goes inline.
+TEST(ShmTransportTest, ScatteredHeapMessagesSplitAnywhere) {
+  ShmOptions o = Heap();
+  o.direct_threshold_bytes = 1024;
+  auto group = ConnectGroup({o, o});
+  ASSERT_TRUE(group[0]->direct_enabled());
+  std::shared_ptr<TransportHeap> heap = group[0]->heap();
+  const size_t cuts[] = {12, 4, 4096, 20, 1, 3, 2000, 4};  // 6140 bytes
+  const size_t len = 6140 / 8 * 8;                         // whole int64 words: 6136
+  std::vector<BufferPiece> pieces;
+  size_t total = 0;
+  for (size_t c : cuts) {
+    const size_t take = std::min(c, len - total);
+    pieces.push_back({heap->Allocate(take), take});
+    total += take;
+  }
+  ASSERT_EQ(total, len);
+  std::vector<char> outside(64);
+  for (bool last_outside : {false, true}) {
+    if (last_outside) pieces.back().data = outside.data();
+    size_t k = 0;
+    for (const BufferPiece& p : pieces) {
+      for (size_t i = 0; i < p.bytes; ++i) static_cast<char*>(p.data)[i] = char(k++ * 13 + 5);
+    }
+    for (bool reduce : {true, false}) {
+      std::vector<char> got(len, 0);
+      std::vector<BufferPiece> targets = {{got.data(), 100}, {got.data() + 100, len - 100}};
+      auto add = [&](size_t offset, const void* data, size_t bytes) {
+        ASSERT_EQ(offset % 8, 0u);
+        ASSERT_EQ(bytes % 8, 0u);
+        std::memcpy(&got[offset], data, bytes);
+      };
+      RecvSink sink(add);
+      RecvSpec recv{0, nullptr, len, 8, reduce ? &sink : nullptr};
+      if (!reduce) recv.pieces = absl::MakeConstSpan(targets);
+      RunRanks(2, [&](int r) {
+        const absl::Time deadline = absl::Now() + absl::Seconds(20);
+        SendSpec send;
+        if (r == 0) send = {1, nullptr, len, absl::MakeConstSpan(pieces)};
+        absl::Status s = group[r]->SendRecv(send, r == 1 ? recv : RecvSpec{}, deadline);
+        ASSERT_TRUE(s.ok()) << s;
+      });
+      for (size_t i = 0; i < len; ++i) {
+        ASSERT_EQ(got[i], char(i * 13 + 5)) << "byte " << i << (reduce ? " reduced" : " copied");
+      }
+    }
+  }
+  for (size_t i = 0; i + 1 < pieces.size(); ++i) heap->Free(pieces[i].data);
+}
+
+TEST(ShmTransportTest, HeapBuffersOutliveTheTransport) {
+  auto group = ConnectGroup({Heap(), Heap()});
+  std::shared_ptr<TransportHeap> heap = group[0]->heap();
+  char* p = static_cast<char*>(heap->Allocate(1 << 20));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 7, 1 << 20);
+  group.clear();  // the segment stays mapped while the heap is referenced
+  std::memset(p, 9, 1 << 20);
+  EXPECT_EQ(p[(1 << 20) - 1], 9);
+  heap->Free(p);
+}
+
+TEST(ShmTransportTest, HeapLargerThanDevShmIsLeftOutWithAWarning) {
+  ShmOptions huge;
+  huge.heap_bytes = size_t{1} << 44;  // 16 TiB
+  auto group = ConnectGroup({huge, huge});
+  EXPECT_EQ(group[0]->heap(), nullptr);
+  EXPECT_FALSE(group[0]->direct_enabled());
+  ExchangeAndCheck(group);
+}
+
+TEST(ShmTransportTest, RequiredHeapLargerThanDevShmFailsClearlyAtConnect) {
+  ShmOptions huge;
+  huge.heap_bytes = size_t{1} << 44;  // 16 TiB
+  huge.heap_required = true;
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  RunRanks(2, [&](int r) {
+    auto t = ShmTransport::Connect(r, 2, prefix, &store, huge, absl::Now() + absl::Seconds(5));
+    ASSERT_FALSE(t.ok());
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted) << t.status();
+    EXPECT_NE(t.status().message().find("/dev/shm"), std::string::npos) << t.status();
+    EXPECT_NE(t.status().message().find("rank " + std::to_string(r)), std::string::npos);
+  });
+}
+
+TEST(ShmTransportTest, HeapAndCmaAreAlternatives) {
+  ShmOptions both = Heap();
+  both.cma_threshold_bytes = 64 << 10;
+  InMemoryStore store;
+  auto t =
+      ShmTransport::Connect(0, 2, UniquePrefix(), &store, both, absl::Now() + absl::Seconds(5));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("heap_bytes"), std::string::npos) << t.status();
+}
+
+TEST(ShmTransportTest, AbortEndsAHeapSendThatIsNeverRead) {
+  auto group = ConnectGroup({Heap(), Heap()});
+  ASSERT_TRUE(group[0]->direct_enabled());
+  std::shared_ptr<TransportHeap> heap = group[0]->heap();
+  void* big = heap->Allocate(1 << 20);
+  ExpectAbortEndsAnUnreadSend(*group[0], big, 1 << 20);
+  heap->Free(big);
 }
 
 // Small messages (slots with a flag) and ring messages between the same pair keep their

@@ -21,6 +21,12 @@
 // one message, without a packing copy. Only the bytes count: the two ends may cut the same
 // message into different pieces, or one may use pieces and the other one buffer.
 //
+// Zero-copy memory: a transport may offer a heap (heap(), TransportHeap) whose buffers its
+// peers read in place. A message whose bytes (every piece) lie in the sender's heap then
+// moves with one copy, straight from the sender's buffer into the receiver's (none into a
+// reduction), instead of through the transport's own buffers. Its SendRecv returns once the
+// receiver has read it, so the sender's buffer must not change meanwhile (as for any send).
+//
 // Errors: UNAVAILABLE naming the peer (closed, dead or aborted), DEADLINE_EXCEEDED, ABORTED
 // after Abort(). After any error the stream is out of step: the owner must not reuse it.
 // Thread model: one thread calls SendRecv at a time; Abort() may be called from any thread
@@ -29,6 +35,7 @@
 #define LOCKSTEP_COLLECTIVES_TRANSPORT_H_
 
 #include <cstddef>
+#include <memory>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -65,6 +72,18 @@ struct RecvSpec {
   absl::Span<const BufferPiece> pieces = {};  // non-empty and no sink: the copy targets
 };
 
+// Memory peers read in place (see above). Buffers may outlive the transport: the heap lives
+// as long as a shared_ptr to it. Thread model: thread-safe.
+class TransportHeap {
+ public:
+  virtual ~TransportHeap() = default;
+  // A 64-byte-aligned buffer of `bytes`, or nullptr when the heap has no room (use ordinary
+  // memory then: it still works, with a copy more).
+  virtual void* Allocate(size_t bytes) = 0;
+  // Returns a buffer from Allocate (nullptr is ignored).
+  virtual void Free(void* p) = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -73,6 +92,9 @@ class Transport {
   virtual absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv,
                                 absl::Time deadline) = 0;
   virtual void Abort() = 0;
+  // The zero-copy heap, or nullptr when this transport has none (TCP, in-process, shm
+  // without ShmOptions::heap_bytes).
+  virtual std::shared_ptr<TransportHeap> heap() const { return nullptr; }
 };
 
 }  // namespace collectives

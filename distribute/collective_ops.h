@@ -34,6 +34,11 @@ class CollectiveOps final : public CrossDeviceOps {
   absl::Status CrossWorkerSum(const std::vector<engine::Tensor*>& values,
                               absl::Time deadline) override;
   void Abort() override;
+  engine::BufferAllocator GradientAllocator(int local_replica) const override {
+    return local_replica >= 0 && local_replica < static_cast<int>(comms_.size())
+               ? HeapAllocator(comms_[local_replica]->heap())
+               : nullptr;
+  }
 
  private:
   const std::vector<std::unique_ptr<collectives::Communicator>> comms_;

@@ -7,6 +7,15 @@
 
 namespace lockstep::distribute {
 
+engine::BufferAllocator HeapAllocator(std::shared_ptr<collectives::TransportHeap> heap) {
+  if (heap == nullptr) return nullptr;
+  return [heap](size_t bytes) -> std::shared_ptr<char> {
+    char* p = static_cast<char*>(heap->Allocate(bytes));
+    if (p == nullptr) return nullptr;
+    return std::shared_ptr<char>(p, [heap](char* q) { heap->Free(q); });
+  };
+}
+
 const char* CrossDeviceOpsKindName(CrossDeviceOpsKind kind) {
   return kind == CrossDeviceOpsKind::kCollective ? "collective" : "reduce_to_one_device";
 }

@@ -82,7 +82,16 @@ class CrossDeviceOps {
                                       absl::Time deadline) = 0;
 
   virtual void Abort() = 0;
+
+  // Where local replica `local_replica`'s gradients should live so that they are
+  // all-reduced in place (the communicator's zero-copy heap, see collectives' transport.h),
+  // or null when that gains nothing.
+  virtual engine::BufferAllocator GradientAllocator(int local_replica) const { return nullptr; }
 };
+
+// Buffers from `heap` (null when it is null or full), returned to it when released. The
+// heap lives while any buffer does.
+engine::BufferAllocator HeapAllocator(std::shared_ptr<collectives::TransportHeap> heap);
 
 // All-reduces (SUM) `values` over `comm` through collectives::FusedAllReduce: tensors of
 // one dtype are packed into buckets of `bytes_per_pack` bytes (0: the collectives' default,

@@ -43,6 +43,11 @@ class LocalReduceOps final : public CrossDeviceOps {
   absl::Status CrossWorkerSum(const std::vector<engine::Tensor*>& values,
                               absl::Time deadline) override;
   void Abort() override;
+  // Local replica 0's gradients hold the local sums that go to the cross-worker all-reduce.
+  engine::BufferAllocator GradientAllocator(int local_replica) const override {
+    return local_replica == 0 && cross_worker_ != nullptr ? HeapAllocator(cross_worker_->heap())
+                                                          : nullptr;
+  }
 
  private:
   struct Slot {

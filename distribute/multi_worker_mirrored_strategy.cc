@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   // 2 workers on 2 cores: the all-reduce started mid-backward took 3.1-3.4 ms, now
   // 0.5-1.2 ms; the examples/s did not change, as both cores were already busy).
   base.shm.busy_threads_per_rank = n + 1;
+  base.shm.heap_bytes = options.communication.shm_heap_bytes;
   base.algorithms.progress_thread_slice = absl::Microseconds(100);
   const std::string who = absl::StrCat(config.name, " worker ", config.worker_index, " (",
                                        cluster.task().ToString(), ")");

@@ -65,6 +65,10 @@ struct CommunicationOptions {
   // Bound on every collective; tf.distribute's "no timeout" is not offered (nothing may
   // hang forever): the default is 5 minutes.
   absl::Duration timeout = absl::Minutes(5);
+  // Shared-memory transport: bytes each rank reserves as the communicator's zero-copy heap,
+  // where the trainer places the gradients so that peers read them in place (0: none). Jobs
+  // size it from the model (worker/job_executor.cc); too little room only costs the copy.
+  size_t shm_heap_bytes = 0;
 };
 const char* ImplementationName(CommunicationOptions::Implementation implementation);
 

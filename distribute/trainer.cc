@@ -22,9 +22,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
     LS_ASSIGN_OR_RETURN(DistributedVariable v, scope.CreateVariable(init.name(i), init.tensor(i)));
     t->variables_.push_back(std::move(v));
   }
-  for (const engine::Device& d : strategy->extended().worker_devices()) {
+  const std::vector<engine::Device>& devices = strategy->extended().worker_devices();
+  for (size_t r = 0; r < devices.size(); ++r) {
     engine::ExecutorOptions eo;
-    eo.device = d;
+    eo.device = devices[r];
+    // Gradients where the all-reduce reads them in place, when the strategy has such memory.
+    eo.gradient_allocator =
+        strategy->extended().cross_device_ops().GradientAllocator(static_cast<int>(r));
     LS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Executor> e, engine::Executor::Create(graph, eo));
     t->executors_.push_back(std::move(e));
   }

@@ -1,6 +1,7 @@
 #include "engine/executor.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -85,10 +86,17 @@ std::vector<bool> Executor::Ancestors(std::vector<int> targets) const {
   return mark;
 }
 
-Tensor Executor::Allocate(DType dtype, const Shape& shape) {
+bool Executor::IsTrainableVariable(int node) const {
+  const int v = variable_index_[node];
+  return v >= 0 && variables_[v].trainable;
+}
+
+Tensor Executor::Allocate(DType dtype, const Shape& shape, bool gradient) {
+  gradient = gradient && options_.gradient_allocator != nullptr;
   const size_t bytes = shape.num_elements() * SizeOf(dtype);
   for (PooledBuffer& b : pool_) {
-    if (b.tensor.use_count() == 1 && b.tensor.dtype() == dtype && b.tensor.num_bytes() == bytes) {
+    if (b.tensor.use_count() == 1 && b.gradient == gradient && b.tensor.dtype() == dtype &&
+        b.tensor.num_bytes() == bytes) {
       absl::StatusOr<Tensor> reuse = b.tensor.Reshaped(shape);
       if (reuse.ok()) {
         b.last_run = run_;
@@ -96,8 +104,13 @@ Tensor Executor::Allocate(DType dtype, const Shape& shape) {
       }
     }
   }
-  Tensor fresh(dtype, shape, options_.device);
-  pool_.push_back(PooledBuffer{fresh, run_});
+  Tensor fresh;
+  if (gradient) {
+    std::shared_ptr<char> buffer = options_.gradient_allocator(bytes);
+    if (buffer != nullptr) fresh = Tensor(dtype, shape, std::move(buffer), options_.device);
+  }
+  if (!fresh.valid()) fresh = Tensor(dtype, shape, options_.device);
+  pool_.push_back(PooledBuffer{fresh, run_, gradient});
   return fresh;
 }
 
@@ -197,12 +210,23 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
     const bool pooled = std::any_of(pool_.begin(), pool_.end(), [&](const PooledBuffer& p) {
       return p.tensor.raw_data() == g.raw_data();
     });
-    (*gradients)[v] = g.use_count() > (pooled ? 2 : 1) ? g.Clone() : std::move(g);
+    if (g.use_count() > (pooled ? 2 : 1)) {
+      Tensor copy = Allocate(g.dtype(), g.shape(), /*gradient=*/true);
+      std::memcpy(copy.raw_data(), g.raw_data(), g.num_bytes());
+      g = copy;
+    }
+    (*gradients)[v] = std::move(g);
     g = Tensor();
     if (options.on_gradient_ready) options.on_gradient_ready(v);
   };
   KernelContext ctx = base_ctx;
+  int backward_node = loss;
+  ctx.allocate_input_gradient = [&](int input, DType dtype, const Shape& shape) {
+    const int from = graph_->node(backward_node).inputs(input);
+    return Allocate(dtype, shape, IsTrainableVariable(from));
+  };
   for (int i = loss; i >= 0; --i) {
+    backward_node = i;
     const v1::NodeDef& node = graph_->node(i);
     if (grads_[i].valid() && kernels_[i] != nullptr && needs_grad_[i]) {
       const int k = node.inputs_size();
@@ -223,7 +247,7 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
         if (!acc.valid()) {
           acc = std::move(d_inputs[j]);
         } else {  // a second consumer: sum into a fresh buffer (inputs may alias)
-          Tensor sum = Allocate(acc.dtype(), acc.shape());
+          Tensor sum = Allocate(acc.dtype(), acc.shape(), IsTrainableVariable(node.inputs(j)));
           if (acc.dtype() == DType::kF32) {
             AddInto<float>(acc, d_inputs[j], &sum);
           } else {

@@ -45,6 +45,10 @@ struct ExecutorOptions {
   // OpenBLAS threads. OpenBLAS's setting is process-wide: every executor of a process
   // should use the same value (the default, 1, suits one replica thread per core).
   int blas_threads = 1;
+  // Where the gradients of trainable variables are placed, when set. MultiWorkerMirrored
+  // passes its communicator's zero-copy heap (collectives' TransportHeap), so that gradients
+  // are all-reduced where the backward pass wrote them, a copy less. Pooled like every buffer.
+  BufferAllocator gradient_allocator;
 };
 
 struct StepOptions {
@@ -99,7 +103,10 @@ class Executor {
                         std::vector<Tensor>* gradients);
   // Marks the nodes `targets` depend on.
   std::vector<bool> Ancestors(std::vector<int> targets) const;
-  Tensor Allocate(DType dtype, const Shape& shape);
+  // From the pool; `gradient`: a variable's gradient (gradient_allocator's memory).
+  Tensor Allocate(DType dtype, const Shape& shape, bool gradient = false);
+  // Whether graph node `node` is a trainable variable.
+  bool IsTrainableVariable(int node) const;
   KernelContext MakeContext(bool training, uint64_t dropout_key);
 
   const Graph* graph_;
@@ -118,6 +125,7 @@ class Executor {
   struct PooledBuffer {
     Tensor tensor;
     int64_t last_run = 0;
+    bool gradient = false;  // from (or meant for) options_.gradient_allocator
   };
   std::vector<PooledBuffer> pool_;
   int64_t run_ = 0;  // counts ComputeGradients and Evaluate calls

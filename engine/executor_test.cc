@@ -1,6 +1,8 @@
 #include "engine/executor.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <set>
 #include <thread>
 
 #include "engine/optimizer.h"
@@ -213,6 +215,92 @@ TEST(Executor, RefusesBadFeedsAndVariables) {
   short_vars[1] = Tensor::Zeros(DType::kF32, Shape{9});
   auto var = exec->ComputeGradients(short_vars, Batch(4), {}, &grads);
   EXPECT_THAT(std::string(var.status().message()), HasSubstr("\"d0/bias\""));
+}
+
+}  // namespace
+}  // namespace lockstep::engine
+
+namespace lockstep::engine {
+namespace {
+
+// Hands out 64-byte-aligned buffers and remembers them; `fail` makes it return null.
+struct RecordingAllocator {
+  std::set<const void*> live;
+  int allocations = 0;
+  bool fail = false;
+  BufferAllocator Get() {
+    return [this](size_t bytes) -> std::shared_ptr<char> {
+      if (fail) return nullptr;
+      ++allocations;
+      char* p = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64));
+      live.insert(p);
+      return std::shared_ptr<char>(p, [this](char* q) {
+        live.erase(q);
+        std::free(q);
+      });
+    };
+  }
+};
+
+// One step of `g` on a batch of `batch`, by `placed` (its gradients in other memory) and by a
+// plain executor: the gradients must be bitwise equal. Returns placed's.
+std::vector<Tensor> PlacedGradients(const Graph& g, int batch, Executor* placed) {
+  auto vars = *VariableSet::Initialize(g);
+  auto plain = *Executor::Create(&g);
+  std::vector<Tensor> a, b;
+  EXPECT_TRUE(placed->ComputeGradients(vars.tensors(), Batch(batch), {}, &a).ok());
+  EXPECT_TRUE(plain->ComputeGradients(vars.tensors(), Batch(batch), {}, &b).ok());
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t v = 0; v < a.size() && v < b.size(); ++v) {
+    EXPECT_TRUE(a[v].BitwiseEquals(b[v])) << "gradient " << v;
+  }
+  return a;
+}
+
+std::unique_ptr<Executor> PlacedExecutor(const Graph& g, RecordingAllocator& memory) {
+  ExecutorOptions options;
+  options.gradient_allocator = memory.Get();
+  return *Executor::Create(&g, options);
+}
+
+TEST(Executor, GradientsOfVariablesComeFromTheGradientAllocatorAndArePooled) {
+  Graph g = Mlp();
+  RecordingAllocator memory;
+  auto placed = PlacedExecutor(g, memory);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Tensor> a = PlacedGradients(g, 16, placed.get());
+    ASSERT_EQ(a.size(), 4u);
+    for (int v = 0; v < 4; ++v) {
+      EXPECT_EQ(memory.live.count(a[v].raw_data()), 1u) << "gradient " << v << " step " << step;
+    }
+    // Only the four gradients (no activation) came from it, once: later steps reuse them.
+    EXPECT_EQ(memory.allocations, 4) << "step " << step;
+  }
+}
+
+TEST(Executor, GradientsFallBackToOrdinaryMemoryWhenTheAllocatorIsFull) {
+  Graph g = Mlp();
+  RecordingAllocator memory;
+  memory.fail = true;
+  auto placed = PlacedExecutor(g, memory);
+  EXPECT_EQ(PlacedGradients(g, 16, placed.get()).size(), 4u);
+  EXPECT_EQ(memory.allocations, 0);
+}
+
+// A variable read by two nodes: its gradient is the sum of two, made in gradient memory too.
+TEST(Executor, SummedGradientOfASharedVariableComesFromTheGradientAllocator) {
+  Graph g(3);
+  int x = *g.Input("features", DType::kF32, Shape{-1, 6});
+  int labels = *g.Input("labels", DType::kI64, Shape{-1});
+  int w = *g.Variable("w", DType::kF32, Shape{6, 6}, Glorot(), 6, 6);
+  int w_out = *g.Variable("out", DType::kF32, Shape{6, 3}, Glorot(), 6, 3);
+  int h = *g.Op(v1::MATMUL, {*g.Op(v1::MATMUL, {x, w}), w});
+  (void)g.SetLoss(*g.Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {*g.Op(v1::MATMUL, {h, w_out}), labels}));
+  RecordingAllocator memory;
+  auto placed = PlacedExecutor(g, memory);
+  std::vector<Tensor> a = PlacedGradients(g, 8, placed.get());
+  ASSERT_EQ(a.size(), 2u);
+  for (int v = 0; v < 2; ++v) EXPECT_EQ(memory.live.count(a[v].raw_data()), 1u) << v;
 }
 
 }  // namespace

@@ -23,6 +23,14 @@ namespace lockstep::engine {
 struct KernelContext {
   // Returns a tensor of this dtype and shape; its contents are unspecified.
   std::function<Tensor(DType, const Shape&)> allocate;
+  // Backward: like `allocate`, for the gradient of input `input`. The executor places the
+  // gradients of variables in the memory the caller asked for
+  // (ExecutorOptions::gradient_allocator). Kernels call AllocateInputGradient.
+  std::function<Tensor(int input, DType, const Shape&)> allocate_input_gradient;
+  Tensor AllocateInputGradient(int input, DType dtype, const Shape& shape) const {
+    return allocate_input_gradient ? allocate_input_gradient(input, dtype, shape)
+                                   : allocate(dtype, shape);
+  }
   bool training = false;
   // Dropout masks: Philox keyed by MixKey(dropout_key, node index), counter = element.
   uint64_t dropout_key = 0;

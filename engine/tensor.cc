@@ -24,6 +24,9 @@ Tensor::Tensor(DType dtype, Shape shape, Device device)
   buffer_ = AllocateAligned(num_bytes());
 }
 
+Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<char> buffer, Device device)
+    : dtype_(dtype), shape_(std::move(shape)), device_(device), buffer_(std::move(buffer)) {}
+
 Tensor Tensor::Zeros(DType dtype, Shape shape) {
   Tensor t(dtype, std::move(shape));
   t.SetZero();

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,12 +23,19 @@
 
 namespace lockstep::engine {
 
+// Memory for a tensor: a 64-byte-aligned buffer of at least `bytes`, or null (then ordinary
+// memory is used). See ExecutorOptions::gradient_allocator.
+using BufferAllocator = std::function<std::shared_ptr<char>(size_t bytes)>;
+
 class Tensor {
  public:
   // An empty (null) tensor: valid() is false.
   Tensor() = default;
   // Allocates an uninitialised buffer.
   Tensor(DType dtype, Shape shape, Device device = Device::Cpu());
+  // A tensor over `buffer` (at least num_bytes(), 64-byte aligned), e.g. memory a transport
+  // reads in place (ExecutorOptions::gradient_allocator); it lives while the tensor does.
+  Tensor(DType dtype, Shape shape, std::shared_ptr<char> buffer, Device device = Device::Cpu());
 
   static Tensor Zeros(DType dtype, Shape shape);
   // A tensor holding `values` (of T = float, double, int32_t or int64_t).

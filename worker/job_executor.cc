@@ -216,7 +216,14 @@ absl::Status JobExecutor::RunLoop() {
       }
     }
   }
+  LS_ASSIGN_OR_RETURN(engine::Graph graph, engine::BuildModel(spec.model()));
+  std::vector<size_t> gradient_sizes;
+  for (const engine::VariableInfo& v : graph.Variables()) {
+    if (v.trainable) gradient_sizes.push_back(v.shape.num_elements() * engine::SizeOf(v.dtype));
+  }
   JobStrategyOptions so;
+  so.shm_heap_bytes =
+      spec.communication().disable_shm_heap() ? 0 : ShmHeapBytes(gradient_sizes);
   so.devices = options_.devices;
   so.store = store_.get();
   so.transport = options_.transport;
@@ -233,7 +240,6 @@ absl::Status JobExecutor::RunLoop() {
     ~Unpublish() { self->Publish(nullptr).IgnoreError(); }
   } unpublish{this};
 
-  LS_ASSIGN_OR_RETURN(engine::Graph graph, engine::BuildModel(spec.model()));
   distribute::TrainerOptions to;
   to.optimizer = spec.optimizer();
   to.global_batch_size = global_batch;

@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       o.available = options.devices;
       o.communication = comm;
       o.hierarchical = !spec.communication().flat();
+      o.communication.shm_heap_bytes = options.shm_heap_bytes;
       o.store = options.store;
       o.key_prefix = "strategy";  // the store itself is scoped by the rendezvous prefix
       o.secret = partition.secret();
@@ -84,6 +85,12 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       return std::unique_ptr<distribute::Strategy>(std::move(s));
     }
   }
+}
+
+size_t ShmHeapBytes(const std::vector<size_t>& gradient_bytes) {
+  size_t total = 0;
+  for (size_t b : gradient_bytes) total += (b + 63) / 64 * 64;
+  return total + total / 4 + (1 << 20);
 }
 
 }  // namespace worker

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -29,7 +30,15 @@ struct JobStrategyOptions {
   collectives::TransportKind transport = collectives::TransportKind::kTcp;
   std::string listen_host = "127.0.0.1";
   absl::Duration connect_timeout = absl::Seconds(60);
+  // MultiWorkerMirrored over shared memory: the zero-copy heap each rank reserves for its
+  // gradients (CommunicationOptions::shm_heap_bytes); ShmHeapBytes sizes it.
+  size_t shm_heap_bytes = 0;
 };
+
+// Heap room for one replica's gradients: each trainable variable's bytes rounded up to the
+// heap's 64-byte blocks, a quarter more (a gradient the executor must copy takes a second
+// buffer of its shape), and 1 MiB.
+size_t ShmHeapBytes(const std::vector<size_t>& gradient_bytes);
 
 // The spec's communication options (defaults: AUTO, 4 MiB packs, 60 s timeout).
 distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec);

@@ -196,7 +196,9 @@ class CpuKernel final : public OpKernel {
     const v1::OpType op = node_.op();
     const T* dy = d_out.data<T>();
     const int64_t n = in.empty() ? 0 : in[0].num_elements();
-    auto alloc_like = [&](int i) { return ctx.allocate(DTypeOf<T>(), in[i].shape()); };
+    auto alloc_like = [&](int i) {
+      return ctx.AllocateInputGradient(i, DTypeOf<T>(), in[i].shape());
+    };
     switch (op) {
       case v1::MATMUL: {
         const Shape &a = in[0].shape(), &b = in[1].shape();
