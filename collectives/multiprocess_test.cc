@@ -110,6 +110,7 @@ struct Setup {
     }
   }
   report(0);
+  __builtin_unreachable();  // report() never returns
 }
 
 class MultiProcessTest : public ::testing::TestWithParam<Setup> {
