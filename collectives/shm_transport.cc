@@ -574,35 +574,30 @@ bool ShmTransport::TryPushFramed(const SendSpec& send, PieceCursor* out, size_t*
   // Direct when every byte lies in this rank's heap; a table of pieces follows the frame.
   const RegionAllocator& heap = own_->heap();
   Frame frame{Frame::kDirect, 0, send.len, 0};
-  absl::InlinedVector<DirectPiece, 16> table;
   bool direct = true;
   if (send.pieces.empty()) {
     direct = heap.Contains(send.data, send.len);
     if (direct) frame.offset = heap.OffsetOf(send.data);
-  } else if (send.pieces.size() > kMaxDirectPieces) {
-    direct = false;
   } else {
     for (const BufferPiece& p : send.pieces) {
       if (p.bytes == 0) continue;
-      if (!heap.Contains(p.data, p.bytes)) {
-        direct = false;
-        break;
-      }
-      table.push_back({heap.OffsetOf(p.data), p.bytes});
+      direct = direct && heap.Contains(p.data, p.bytes);
+      ++frame.pieces;
     }
-    frame.pieces = static_cast<uint32_t>(table.size());
+    direct = direct && frame.pieces <= kMaxDirectPieces;
   }
-  if (!direct) {
-    frame = {Frame::kInline, 0, send.len, 0};
-    table.clear();
-  }
-  const size_t table_bytes = RoundUp(table.size() * sizeof(DirectPiece), kAlign);
-  const size_t need = kAlign + table_bytes;
+  if (!direct) frame = {Frame::kInline, 0, send.len, 0};
+  const size_t need = kAlign + RoundUp(frame.pieces * sizeof(DirectPiece), kAlign);
   const uint64_t head = rg->head.load(std::memory_order_relaxed);
   if (RingFree(send.peer, head, need) < need) return false;
   RingWrite(send.peer, rank_, head, &frame, sizeof(frame));
-  if (!table.empty()) {
-    RingWrite(send.peer, rank_, head + kAlign, table.data(), table.size() * sizeof(DirectPiece));
+  uint64_t at = head + kAlign;  // the table, written entry by entry (no allocation)
+  for (size_t i = 0; i < send.pieces.size() && frame.pieces > 0; ++i) {
+    const BufferPiece& p = send.pieces[i];
+    if (p.bytes == 0) continue;
+    const DirectPiece entry{heap.OffsetOf(p.data), p.bytes};
+    RingWrite(send.peer, rank_, at, &entry, sizeof(entry));
+    at += sizeof(entry);
   }
   rg->head.store(head + need, std::memory_order_release);
   RingDoorbell(send.peer);
@@ -646,9 +641,11 @@ absl::StatusOr<bool> ShmTransport::TryPopFramed(const RecvSpec& recv, PieceCurso
     if (frame.pieces == 0) {
       inside = add(frame.offset, frame.len);
     } else {
-      std::vector<DirectPiece> table(frame.pieces);
-      RingRead(rank_, recv.peer, tail + kAlign, table.data(), table.size() * sizeof(DirectPiece));
-      for (const DirectPiece& p : table) inside = inside && add(p.offset, p.bytes);
+      for (uint32_t i = 0; i < frame.pieces && inside; ++i) {
+        DirectPiece p;
+        RingRead(rank_, recv.peer, tail + kAlign + i * sizeof(DirectPiece), &p, sizeof(p));
+        inside = add(p.offset, p.bytes);
+      }
     }
     if (!inside || total != frame.len) {
       return absl::InternalError(absl::StrCat("rank ", rank_, ": rank ", recv.peer,

@@ -222,8 +222,7 @@ absl::Status JobExecutor::RunLoop() {
     if (v.trainable) gradient_sizes.push_back(v.shape.num_elements() * engine::SizeOf(v.dtype));
   }
   JobStrategyOptions so;
-  so.shm_heap_bytes =
-      spec.communication().disable_shm_heap() ? 0 : ShmHeapBytes(gradient_sizes);
+  so.shm_heap_bytes = spec.communication().disable_shm_heap() ? 0 : ShmHeapBytes(gradient_sizes);
   so.devices = options_.devices;
   so.store = store_.get();
   so.transport = options_.transport;
