@@ -47,23 +47,19 @@ constexpr size_t kFusionFloats = 40 * 1024 / sizeof(float);
 class Buffers {
  public:
   explicit Buffers(std::shared_ptr<collectives::TransportHeap> heap) : heap_(std::move(heap)) {}
-  ~Buffers() {
-    for (float* p : from_heap_) heap_->Free(p);
-  }
   absl::StatusOr<float*> Allocate(size_t floats) {
     if (heap_ == nullptr) return ordinary_.emplace_back(floats).data();
-    float* p = static_cast<float*>(heap_->Allocate(floats * sizeof(float)));
+    std::shared_ptr<char> p = collectives::AllocateShared(heap_, floats * sizeof(float));
     if (p == nullptr) {
       return absl::InternalError(absl::StrCat("the shm heap has no room for ", floats,
                                               " floats; the bench sized it too small"));
     }
-    from_heap_.push_back(p);
-    return p;
+    return reinterpret_cast<float*>(from_heap_.emplace_back(std::move(p)).get());
   }
 
  private:
   std::shared_ptr<collectives::TransportHeap> heap_;
-  std::vector<float*> from_heap_;
+  std::vector<std::shared_ptr<char>> from_heap_;
   std::deque<std::vector<float>> ordinary_;
 };
 

@@ -75,7 +75,10 @@ struct Setup {
   config.rank = rank;
   config.world_size = kRanks;
   config.transport = setup.kind;
-  if (setup.heap) config.shm.heap_bytes = 8 << 20;
+  if (setup.heap) {
+    config.shm.heap_bytes = 8 << 20;
+    config.shm.direct_threshold_bytes = 16 << 10;  // both tests' messages travel in place
+  }
   config.secret = "multiprocess-secret";
   config.key_prefix = prefix;
   config.connect_timeout = absl::Seconds(30);

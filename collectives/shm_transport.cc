@@ -615,7 +615,8 @@ absl::StatusOr<bool> ShmTransport::TryPopFramed(const RecvSpec& recv, PieceCurso
     if (rg->head.load(std::memory_order_acquire) == tail) return false;
     Frame frame;
     RingRead(rank_, recv.peer, tail, &frame, sizeof(frame));
-    if (frame.len != recv.len || (frame.kind != Frame::kInline && frame.kind != Frame::kDirect)) {
+    if (frame.len != recv.len || (frame.kind != Frame::kInline && frame.kind != Frame::kDirect) ||
+        frame.pieces > kMaxDirectPieces) {
       return absl::InternalError(absl::StrCat(
           "rank ", rank_, ": rank ", recv.peer, " sent a message of ", frame.len, " bytes where ",
           recv.len, " were expected (frame kind ", frame.kind, "); the ranks' collectives differ"));

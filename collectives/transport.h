@@ -84,6 +84,15 @@ class TransportHeap {
   virtual void Free(void* p) = 0;
 };
 
+// A buffer of `bytes` from `heap` that goes back to it when the last owner lets go, and keeps
+// the heap alive until then; null when `heap` is null or full.
+inline std::shared_ptr<char> AllocateShared(const std::shared_ptr<TransportHeap>& heap,
+                                            size_t bytes) {
+  char* p = heap == nullptr ? nullptr : static_cast<char*>(heap->Allocate(bytes));
+  if (p == nullptr) return nullptr;
+  return std::shared_ptr<char>(p, [heap](char* q) { heap->Free(q); });
+}
+
 class Transport {
  public:
   virtual ~Transport() = default;

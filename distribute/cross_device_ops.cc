@@ -9,11 +9,7 @@ namespace lockstep::distribute {
 
 engine::BufferAllocator HeapAllocator(std::shared_ptr<collectives::TransportHeap> heap) {
   if (heap == nullptr) return nullptr;
-  return [heap](size_t bytes) -> std::shared_ptr<char> {
-    char* p = static_cast<char*>(heap->Allocate(bytes));
-    if (p == nullptr) return nullptr;
-    return std::shared_ptr<char>(p, [heap](char* q) { heap->Free(q); });
-  };
+  return [heap](size_t bytes) { return collectives::AllocateShared(heap, bytes); };
 }
 
 const char* CrossDeviceOpsKindName(CrossDeviceOpsKind kind) {
