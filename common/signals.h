@@ -11,7 +11,8 @@
 //
 // Thread model: the waiting thread is process-wide state (signal dispositions are);
 // BlockSignals makes its caller the waiter, TakeSignalsOnThisThread moves that role to
-// another thread that has the signals blocked.
+// another thread that has the signals blocked. A signal handed on before the move stays
+// pending on the old waiter: prefer taking signals on the thread that called BlockSignals.
 #ifndef LOCKSTEP_COMMON_SIGNALS_H_
 #define LOCKSTEP_COMMON_SIGNALS_H_
 

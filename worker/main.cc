@@ -4,6 +4,7 @@
 // --cpu_devices logical CPU devices, and runs the partitions of jobs the coordinator pushes
 // (worker/job_runner.h). SIGTERM/SIGINT abort its jobs, deregister and exit 0. A bad
 // configuration exits 2 with the resolver's message.
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -166,18 +167,23 @@ int Run(sigset_t signals) {
   options.jobs = &jobs;
 
   Agent agent(options, client->get(), lockstep::Clock::Real());
-  std::thread waiter([&] {
-    lockstep::TakeSignalsOnThisThread();  // stray signals from OpenBLAS's threads come here
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (sig == SIGUSR1) return;  // Run() ended by itself
+  // This thread, which called BlockSignals, stays the one that takes the signals: a SIGTERM
+  // that reaches one of OpenBLAS's threads is handed on to it at once. (Moving that role to
+  // a new thread left a window in which a signal was handed to this thread and never taken:
+  // a worker stopped right after it registered ignored SIGTERM and was killed.)
+  const pthread_t waiter = pthread_self();
+  absl::Status result;
+  std::thread runner([&] {
+    result = agent.Run();
+    pthread_kill(waiter, SIGUSR1);  // Run() ended by itself (permanent error): wake the waiter
+  });
+  int sig = 0;
+  sigwait(&signals, &sig);
+  if (sig != SIGUSR1) {
     spdlog::info("{} received: leaving the cluster", strsignal(sig));
     agent.Stop();
-  });
-  absl::Status result = agent.Run();
-  // Wake the waiter if Run() ended on its own (permanent error).
-  pthread_kill(waiter.native_handle(), SIGUSR1);
-  waiter.join();
+  }
+  runner.join();
   if (!result.ok()) {
     spdlog::error("{}", result.ToString());
     return 1;
