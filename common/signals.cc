@@ -1,8 +1,11 @@
 #include "common/signals.h"
 
 #include <pthread.h>
+#include <time.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 
 namespace lockstep {
 namespace {
@@ -39,6 +42,36 @@ sigset_t BlockSignals(std::initializer_list<int> signals) {
 void TakeSignalsOnThisThread() {
   waiter.store(pthread_self(), std::memory_order_release);
   have_waiter.store(true, std::memory_order_release);
+}
+
+SignalWatcher::SignalWatcher(std::initializer_list<int> signals) {
+  set_ = BlockSignals(signals);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool taken = false;
+  thread_ = std::thread([&, this] {
+    TakeSignalsOnThisThread();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      taken = true;
+    }
+    cv.notify_all();  // the constructor's locals are not touched after this
+    timespec poll{0, 50 * 1000 * 1000};
+    while (!done_.load()) {
+      if (sigtimedwait(&set_, nullptr, &poll) > 0) interrupted_.store(true);
+    }
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return taken; });
+  // Handed on here before the watcher took over: still pending on this thread.
+  timespec now{0, 0};
+  if (sigtimedwait(&set_, nullptr, &now) > 0) interrupted_.store(true);
+}
+
+SignalWatcher::~SignalWatcher() {
+  done_.store(true);
+  thread_.join();
+  TakeSignalsOnThisThread();  // still blocked here; never hand signals to a dead thread
 }
 
 }  // namespace lockstep

@@ -18,7 +18,9 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <initializer_list>
+#include <thread>
 
 namespace lockstep {
 
@@ -29,6 +31,27 @@ sigset_t BlockSignals(std::initializer_list<int> signals);
 // Makes the calling thread (which must have the signals blocked, e.g. a thread started
 // after BlockSignals) the one stray signals are handed on to.
 void TakeSignalsOnThisThread();
+
+// For a command whose main thread is busy: blocks `signals` (BlockSignals, so construct it
+// before starting any thread or child) and takes them on a thread of its own; interrupted()
+// turns true at the first. A signal handed on to the constructing thread before the
+// watcher took over is not lost: the constructor takes it once the watcher has. The
+// destructor makes the constructing thread the waiter again (the signals stay blocked).
+class SignalWatcher {
+ public:
+  explicit SignalWatcher(std::initializer_list<int> signals = {SIGINT, SIGTERM});
+  ~SignalWatcher();
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+
+  bool interrupted() const { return interrupted_.load(); }
+
+ private:
+  sigset_t set_;
+  std::atomic<bool> done_{false};
+  std::atomic<bool> interrupted_{false};
+  std::thread thread_;
+};
 
 }  // namespace lockstep
 

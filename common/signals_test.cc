@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -77,6 +78,30 @@ TEST(SignalsTest, AnotherThreadCanTakeTheSignals) {
   waiter.join();
   TakeSignalsOnThisThread();
   EXPECT_EQ(got, SIGUSR2);
+}
+
+// The watcher's hand-over race: a signal that reached the constructing thread before the
+// watcher thread took the signals over (here: made pending on it directly) is not lost.
+TEST(SignalWatcherTest, TakesASignalHandedOnBeforeItsThreadTookOver) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR2);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ASSERT_EQ(pthread_kill(pthread_self(), SIGUSR2), 0);  // pending on this thread
+  SignalWatcher watcher({SIGUSR2});
+  EXPECT_TRUE(watcher.interrupted());
+}
+
+TEST(SignalWatcherTest, ASignalOnAnyThreadInterrupts) {
+  EarlyThread early;
+  SignalWatcher watcher({SIGUSR2});
+  EXPECT_FALSE(watcher.interrupted());
+  ASSERT_EQ(pthread_kill(early.handle(), SIGUSR2), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!watcher.interrupted() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polls a condition
+  }
+  EXPECT_TRUE(watcher.interrupted());
 }
 
 }  // namespace

@@ -20,33 +20,6 @@ namespace lockstep {
 namespace cli {
 namespace {
 
-// Watches SIGINT/SIGTERM (blocked in every thread) until Finish(); sets interrupted().
-class SignalWatcher {
- public:
-  SignalWatcher() {
-    set_ = BlockSignals({SIGINT, SIGTERM});
-    thread_ = std::thread([this] {
-      TakeSignalsOnThisThread();
-      timespec poll{0, 50 * 1000 * 1000};
-      while (!done_) {
-        if (sigtimedwait(&set_, nullptr, &poll) > 0) interrupted_ = true;
-      }
-    });
-  }
-  ~SignalWatcher() {
-    done_ = true;
-    thread_.join();
-    TakeSignalsOnThisThread();  // still blocked here; never hand signals to a dead thread
-  }
-  bool interrupted() const { return interrupted_; }
-
- private:
-  sigset_t set_;
-  std::atomic<bool> done_{false};
-  std::atomic<bool> interrupted_{false};
-  std::thread thread_;
-};
-
 constexpr char kDefaultJob[] = "examples/jobs/digits_mlp.json";
 
 bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
