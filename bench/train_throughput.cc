@@ -44,6 +44,8 @@ ABSL_FLAG(int, warmup, 20, "steps before measuring");
 ABSL_FLAG(int, batch, 256, "global batch");
 ABSL_FLAG(std::string, transport, "shm", "shm or tcp");
 ABSL_FLAG(bool, overlap, true, "all-reduce during the backward pass (false: after it)");
+ABSL_FLAG(int64_t, bytes_per_pack, 0,
+          "JobSpec communication.bytes_per_pack: gradient fusion pack size (0: 4 MiB)");
 ABSL_FLAG(bool, shm_heap, true,
           "gradients in the shm transport's zero-copy heap (false: ordinary memory)");
 ABSL_FLAG(bool, compare_shm_heap, false,
@@ -127,6 +129,7 @@ int Child(int rank, int world, const std::string& store_dir) {
   spec->mutable_summaries()->set_every_steps(warmup + steps);
   spec->mutable_communication()->set_timeout_ms(60000);
   spec->mutable_communication()->set_disable_shm_heap(!absl::GetFlag(FLAGS_shm_heap));
+  spec->mutable_communication()->set_bytes_per_pack(absl::GetFlag(FLAGS_bytes_per_pack));
   spec->set_seed(5);
   std::string list;
   for (int w = 0; w < world; ++w) absl::StrAppend(&list, w ? "," : "", "\"127.0.0.1:", 1 + w, "\"");
@@ -187,15 +190,17 @@ double RunOnce(int world, int run, bool shm_heap) {
       if (r == 0) dup2(out[1], 1);
       close(out[0]);
       close(out[1]);
-      const std::string args[] = {"--child_rank=" + std::to_string(r),
-                                  "--child_world=" + std::to_string(world),
-                                  "--child_store=" + dir,
-                                  "--warmup=" + std::to_string(absl::GetFlag(FLAGS_warmup)),
-                                  "--steps=" + std::to_string(absl::GetFlag(FLAGS_steps)),
-                                  "--batch=" + std::to_string(absl::GetFlag(FLAGS_batch)),
-                                  "--transport=" + absl::GetFlag(FLAGS_transport),
-                                  absl::StrCat("--overlap=", absl::GetFlag(FLAGS_overlap)),
-                                  absl::StrCat("--shm_heap=", shm_heap)};
+      const std::string args[] = {
+          "--child_rank=" + std::to_string(r),
+          "--child_world=" + std::to_string(world),
+          "--child_store=" + dir,
+          "--warmup=" + std::to_string(absl::GetFlag(FLAGS_warmup)),
+          "--steps=" + std::to_string(absl::GetFlag(FLAGS_steps)),
+          "--batch=" + std::to_string(absl::GetFlag(FLAGS_batch)),
+          "--transport=" + absl::GetFlag(FLAGS_transport),
+          absl::StrCat("--overlap=", absl::GetFlag(FLAGS_overlap)),
+          absl::StrCat("--bytes_per_pack=", absl::GetFlag(FLAGS_bytes_per_pack)),
+          absl::StrCat("--shm_heap=", shm_heap)};
       std::vector<char*> argv = {const_cast<char*>("train_throughput")};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
