@@ -52,10 +52,12 @@ SignalWatcher::SignalWatcher(std::initializer_list<int> signals) {
   thread_ = std::thread([&, this] {
     TakeSignalsOnThisThread();
     {
+      // Notified under the lock: the constructor cannot return (destroying mu, cv and
+      // taken) before this block has released them; nothing here touches them after.
       std::lock_guard<std::mutex> lock(mu);
       taken = true;
+      cv.notify_all();
     }
-    cv.notify_all();  // the constructor's locals are not touched after this
     timespec poll{0, 50 * 1000 * 1000};
     while (!done_.load()) {
       if (sigtimedwait(&set_, nullptr, &poll) > 0) interrupted_.store(true);
