@@ -1,7 +1,5 @@
 #include "client/cli/local_command.h"
 
-#include <signal.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
