@@ -2,12 +2,28 @@
 
 #include <cblas.h>
 
+#include "engine/kernels/cpu/gemm_f32.h"
+
 namespace lockstep::engine::cpu {
+
+// Below this many multiply-adds a product takes microseconds whichever code runs it; it
+// stays with OpenBLAS.
+constexpr int64_t kOwnKernelMinWork = int64_t{1} << 18;
 
 template <>
 void Gemm<float>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, const float* b, float beta, float* c) {
   if (m == 0 || n == 0) return;
+  if (trans_a != trans_b && m * n * k >= kOwnKernelMinWork) {
+    // A dense layer's two backward products: kernels that do not pack the weight
+    // (gemm_f32.h says why).
+    if (trans_a) {
+      GemmTransA(m, n, k, alpha, a, b, beta, c);
+    } else {
+      GemmTransB(m, n, k, alpha, a, b, beta, c);
+    }
+    return;
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, trans_a ? m : k, b,
               trans_b ? k : n, beta, c, n);

@@ -1,0 +1,114 @@
+// bench/gemm_shapes: the backward products of the MLP 784-1024-1024-10 (what a training
+// step of bench/train_step and bench/train_throughput runs), through cpu::Gemm (our kernels
+// in engine/kernels/cpu/gemm_f32 for dW = X^T dY and dX = dY W^T) and through
+// cblas_sgemm (OpenBLAS), one thread, interleaved call by call. Prints, per batch, the
+// median time of each family over --reps rounds and the ratio (OpenBLAS time / ours).
+//   bazel run //bench:gemm_shapes
+//   bazel run //bench:gemm_shapes -- --batches=128,256 --reps=40
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "engine/kernels/cpu/blas.h"
+
+ABSL_FLAG(std::string, batches, "128,256", "batch sizes (128: a worker's half of 256)");
+ABSL_FLAG(int, reps, 40, "rounds per batch (the median is reported)");
+
+namespace {
+
+using lockstep::engine::cpu::Gemm;
+
+constexpr int kWidths[] = {784, 1024, 1024, 10};
+constexpr int kLayers = 3;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<float> Filled(size_t n, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(static_cast<int>(i % 13) - 6);
+  return v;
+}
+
+double Ms(absl::Time t0) { return absl::ToDoubleMilliseconds(absl::Now() - t0); }
+
+void RunBatch(int batch, int reps) {
+  std::vector<std::vector<float>> x, dy, w, dw, dx;
+  for (int l = 0; l < kLayers; ++l) {
+    const int in = kWidths[l], out = kWidths[l + 1];
+    x.push_back(Filled(static_cast<size_t>(batch) * in, 0.01f));
+    dy.push_back(Filled(static_cast<size_t>(batch) * out, 0.02f));
+    w.push_back(Filled(static_cast<size_t>(in) * out, 0.03f));
+    dw.emplace_back(static_cast<size_t>(in) * out);
+    dx.emplace_back(static_cast<size_t>(batch) * in);
+  }
+  // [family][ours = 0, OpenBLAS = 1]
+  std::vector<double> times[2][2];
+  for (int rep = 0; rep < reps; ++rep) {
+    for (int blas = 0; blas < 2; ++blas) {
+      absl::Time t0 = absl::Now();
+      for (int l = 0; l < kLayers; ++l) {  // dW = X^T dY: [in x out]
+        const int in = kWidths[l], out = kWidths[l + 1];
+        if (blas) {
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, batch, 1, x[l].data(), in,
+                      dy[l].data(), out, 0, dw[l].data(), out);
+        } else {
+          Gemm<float>(true, false, in, out, batch, 1, x[l].data(), dy[l].data(), 0, dw[l].data());
+        }
+      }
+      times[0][blas].push_back(Ms(t0));
+      t0 = absl::Now();
+      for (int l = 1; l < kLayers; ++l) {  // dX = dY W^T: [batch x in] (not for the input)
+        const int in = kWidths[l], out = kWidths[l + 1];
+        if (blas) {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, in, out, 1, dy[l].data(), out,
+                      w[l].data(), out, 0, dx[l].data(), in);
+        } else {
+          Gemm<float>(false, true, batch, in, out, 1, dy[l].data(), w[l].data(), 0, dx[l].data());
+        }
+      }
+      times[1][blas].push_back(Ms(t0));
+    }
+  }
+  const char* names[2] = {"dW = X^T dY (3 layers)", "dX = dY W^T (2 layers)"};
+  double ours_total = 0, blas_total = 0;
+  for (int f = 0; f < 2; ++f) {
+    const double ours = Median(times[f][0]), blas = Median(times[f][1]);
+    ours_total += ours;
+    blas_total += blas;
+    std::printf("batch %4d  %-24s  ours %7.3f ms  OpenBLAS %7.3f ms  %.3fx\n", batch, names[f],
+                ours, blas, blas / ours);
+  }
+  std::printf("batch %4d  %-24s  ours %7.3f ms  OpenBLAS %7.3f ms  %.3fx\n", batch, "both",
+              ours_total, blas_total, blas_total / ours_total);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  lockstep::engine::cpu::SetBlasThreads(1);
+  std::printf(
+      "gemm_shapes: MLP 784-1024-1024-10 backward products, f32, 1 thread, OpenBLAS %s "
+      "kernels; median of %d interleaved rounds\n",
+      lockstep::engine::cpu::BlasCoreName().c_str(), absl::GetFlag(FLAGS_reps));
+  for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {
+    int batch = 0;
+    if (!absl::SimpleAtoi(b, &batch) || batch <= 0) {
+      std::fprintf(stderr, "gemm_shapes: --batches: bad batch size '%s'\n", std::string(b).c_str());
+      return 2;
+    }
+    RunBatch(batch, std::max(1, absl::GetFlag(FLAGS_reps)));
+  }
+  return 0;
+}
