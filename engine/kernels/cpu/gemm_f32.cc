@@ -15,11 +15,17 @@ constexpr int64_t kCols = 16;  // vector operand: two 8-float registers
 // batch stay in L2 while every panel of B passes through L1 (measured: 16 against 8, 32 and
 // unblocked at batch 128 and 256).
 constexpr int64_t kTransATilesPerBlock = 16;
+// ... and k (the batch for dW) in blocks of 512: a dense layer's batch is one block; longer
+// products (a convolution's dW, k = batch x output pixels) pack a bounded slice at a time.
+constexpr int64_t kTransABlockK = 512;
 // GemmTransB: the weight is read in blocks of 48 rows (8 tiles of 6) by up to 1024 columns,
 // 192 KiB that stay in L2 while every panel of the batch passes (measured against 24 and 96
 // rows and against 256, 512 and 768 columns, batch 128 and 256).
 constexpr int64_t kTransBRowsPerBlock = 48;
 constexpr int64_t kTransBBlockK = 1024;
+// ... and A (the batch) in blocks of 16 panels, 256 rows: a dense layer's batch is one or two
+// blocks; taller products (a convolution's dX) pack a bounded slice at a time.
+constexpr int64_t kTransBPanelsPerBlock = 16;
 
 // Lanes [0, r) of a mask for _mm256_mask{load,store}_ps, r in [0, 8].
 __m256i LaneMask(int64_t r) {
@@ -52,6 +58,11 @@ __attribute__((always_inline)) inline void MicroKernel(int64_t kc, const float* 
   store(acc);
 }
 
+// C = beta * C for a product with k = 0 (beta = 0 writes zeros, never reading C).
+void ScaleC(int64_t count, float beta, float* c) {
+  for (int64_t i = 0; i < count; ++i) c[i] = beta == 0 ? 0.0f : beta * c[i];
+}
+
 // Copies columns [j, j + nr) of the [k x ld] matrix `src` into a panel of 16 floats per row,
 // zero-filling the lanes past nr.
 void PackPanel(const float* src, int64_t ld, int64_t k, int64_t nr, float* dst) {
@@ -68,66 +79,73 @@ void PackPanel(const float* src, int64_t ld, int64_t k, int64_t nr, float* dst) 
 void GemmTransA(int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
                 float beta, float* c) {
   if (m <= 0 || n <= 0) return;
+  if (k <= 0) return ScaleC(m * n, beta, c);
   const int64_t tiles = (m + kRows - 1) / kRows, panels = (n + kCols - 1) / kCols;
+  const int64_t block_k = std::min(k, kTransABlockK);
   thread_local std::vector<float> packed_a, packed_b;
-  // A^T in tiles of 6 of its rows (columns of A), k steps of 6 floats each; a partial last
-  // tile repeats its last column (computed, never stored).
-  packed_a.resize(tiles * kRows * k);
-  packed_b.resize(panels * kCols * k);
-  for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t i0 = t * kRows, mr = std::min(kRows, m - i0);
-    float* dst = packed_a.data() + t * kRows * k;
-    const float* src = a + i0;
-    if (mr == kRows) {
-      for (int64_t p = 0; p < k; ++p, src += m, dst += kRows) {
-#pragma GCC unroll 6
-        for (int64_t x = 0; x < kRows; ++x) dst[x] = src[x];
-      }
-    } else {
-      for (int64_t p = 0; p < k; ++p, src += m, dst += kRows) {
-        for (int64_t x = 0; x < kRows; ++x) dst[x] = src[std::min(x, mr - 1)];
-      }
-    }
-  }
-  for (int64_t jp = 0; jp < panels; ++jp) {
-    PackPanel(b + jp * kCols, n, k, std::min(kCols, n - jp * kCols),
-              packed_b.data() + jp * kCols * k);
-  }
-  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-  for (int64_t t0 = 0; t0 < tiles; t0 += kTransATilesPerBlock) {
-    const int64_t t1 = std::min(tiles, t0 + kTransATilesPerBlock);
+  packed_a.resize(kTransATilesPerBlock * kRows * block_k);
+  packed_b.resize(panels * kCols * block_k);
+  for (int64_t p0 = 0; p0 < k; p0 += kTransABlockK) {
+    const int64_t kc = std::min(kTransABlockK, k - p0);
+    // Later blocks of k add to what the earlier ones stored.
+    const float block_beta = p0 == 0 ? beta : 1.0f;
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(block_beta);
     for (int64_t jp = 0; jp < panels; ++jp) {
-      const int64_t j = jp * kCols, nr = std::min(kCols, n - j);
-      const __m256i m0 = LaneMask(std::min<int64_t>(nr, 8));
-      const __m256i m1 = LaneMask(std::max<int64_t>(nr - 8, 0));
+      PackPanel(b + p0 * n + jp * kCols, n, kc, std::min(kCols, n - jp * kCols),
+                packed_b.data() + jp * kCols * kc);
+    }
+    for (int64_t t0 = 0; t0 < tiles; t0 += kTransATilesPerBlock) {
+      const int64_t t1 = std::min(tiles, t0 + kTransATilesPerBlock);
+      // A^T in tiles of 6 of its rows (columns of A), kc steps of 6 floats each; a partial
+      // last tile repeats its last column (computed, never stored).
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t i = t * kRows, mr = std::min(kRows, m - i);
-        const float* tile_a = packed_a.data() + t * kRows * k;
-        const float* rows[kRows] = {tile_a,     tile_a + 1, tile_a + 2,
-                                    tile_a + 3, tile_a + 4, tile_a + 5};
-        MicroKernel<kRows>(k, rows, packed_b.data() + jp * kCols * k, [&](__m256 acc[][2]) {
+        const int64_t i0 = t * kRows, mr = std::min(kRows, m - i0);
+        float* dst = packed_a.data() + (t - t0) * kRows * kc;
+        const float* src = a + p0 * m + i0;
+        if (mr == kRows) {
+          for (int64_t p = 0; p < kc; ++p, src += m, dst += kRows) {
 #pragma GCC unroll 6
-          for (int64_t x = 0; x < kRows; ++x) {
-            if (x == mr) break;
-            float* out = c + (i + x) * n + j;
-            __m256 lo = _mm256_mul_ps(va, acc[x][0]), hi = _mm256_mul_ps(va, acc[x][1]);
-            if (nr == kCols) {
-              if (beta != 0) {
-                lo = _mm256_fmadd_ps(vb, _mm256_loadu_ps(out), lo);
-                hi = _mm256_fmadd_ps(vb, _mm256_loadu_ps(out + 8), hi);
-              }
-              _mm256_storeu_ps(out, lo);
-              _mm256_storeu_ps(out + 8, hi);
-            } else {
-              if (beta != 0) {
-                lo = _mm256_fmadd_ps(vb, _mm256_maskload_ps(out, m0), lo);
-                hi = _mm256_fmadd_ps(vb, _mm256_maskload_ps(out + 8, m1), hi);
-              }
-              _mm256_maskstore_ps(out, m0, lo);
-              _mm256_maskstore_ps(out + 8, m1, hi);
-            }
+            for (int64_t x = 0; x < kRows; ++x) dst[x] = src[x];
           }
-        });
+        } else {
+          for (int64_t p = 0; p < kc; ++p, src += m, dst += kRows) {
+            for (int64_t x = 0; x < kRows; ++x) dst[x] = src[std::min(x, mr - 1)];
+          }
+        }
+      }
+      for (int64_t jp = 0; jp < panels; ++jp) {
+        const int64_t j = jp * kCols, nr = std::min(kCols, n - j);
+        const __m256i m0 = LaneMask(std::min<int64_t>(nr, 8));
+        const __m256i m1 = LaneMask(std::max<int64_t>(nr - 8, 0));
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t i = t * kRows, mr = std::min(kRows, m - i);
+          const float* tile_a = packed_a.data() + (t - t0) * kRows * kc;
+          const float* rows[kRows] = {tile_a,     tile_a + 1, tile_a + 2,
+                                      tile_a + 3, tile_a + 4, tile_a + 5};
+          MicroKernel<kRows>(kc, rows, packed_b.data() + jp * kCols * kc, [&](__m256 acc[][2]) {
+#pragma GCC unroll 6
+            for (int64_t x = 0; x < kRows; ++x) {
+              if (x == mr) break;
+              float* out = c + (i + x) * n + j;
+              __m256 lo = _mm256_mul_ps(va, acc[x][0]), hi = _mm256_mul_ps(va, acc[x][1]);
+              if (nr == kCols) {
+                if (block_beta != 0) {
+                  lo = _mm256_fmadd_ps(vb, _mm256_loadu_ps(out), lo);
+                  hi = _mm256_fmadd_ps(vb, _mm256_loadu_ps(out + 8), hi);
+                }
+                _mm256_storeu_ps(out, lo);
+                _mm256_storeu_ps(out + 8, hi);
+              } else {
+                if (block_beta != 0) {
+                  lo = _mm256_fmadd_ps(vb, _mm256_maskload_ps(out, m0), lo);
+                  hi = _mm256_fmadd_ps(vb, _mm256_maskload_ps(out + 8, m1), hi);
+                }
+                _mm256_maskstore_ps(out, m0, lo);
+                _mm256_maskstore_ps(out + 8, m1, hi);
+              }
+            }
+          });
+        }
       }
     }
   }
@@ -136,50 +154,53 @@ void GemmTransA(int64_t m, int64_t n, int64_t k, float alpha, const float* a, co
 void GemmTransB(int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
                 float beta, float* c) {
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) {  // no products: C = beta * C
-    for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0 ? 0.0f : beta * c[i];
-    return;
-  }
-  // A^T in panels of 16 rows of A (the batch), k steps of 16 floats each; rows past m
-  // repeat row m - 1 (computed, never stored).
+  if (k <= 0) return ScaleC(m * n, beta, c);
   const int64_t panels = (m + kCols - 1) / kCols;
+  const int64_t block_k = std::min(k, kTransBBlockK);
   thread_local std::vector<float> packed_a;
-  packed_a.resize(panels * kCols * k);
-  for (int64_t t = 0; t < panels; ++t) {
-    float* dst = packed_a.data() + t * kCols * k;
-    for (int64_t q = 0; q < kCols; ++q) {
-      const float* src = a + std::min(t * kCols + q, m - 1) * k;
-      for (int64_t p = 0; p < k; ++p) dst[p * kCols + q] = src[p];
-    }
-  }
-  for (int64_t p0 = 0; p0 < k; p0 += kTransBBlockK) {
-    const int64_t kc = std::min(kTransBBlockK, k - p0);
-    // Later blocks of k add to what the earlier ones stored.
-    const float block_beta = p0 == 0 ? beta : 1.0f;
-    for (int64_t j0 = 0; j0 < n; j0 += kTransBRowsPerBlock) {
-      const int64_t j1 = std::min(n, j0 + kTransBRowsPerBlock);
-      for (int64_t t = 0; t < panels; ++t) {
-        const int64_t i = t * kCols, mr = std::min(kCols, m - i);
-        const float* panel = packed_a.data() + t * kCols * k + p0 * kCols;
-        for (int64_t j = j0; j < j1; j += kRows) {
-          const int64_t nr = std::min(kRows, n - j);
-          const float* rows[kRows];
-          for (int64_t x = 0; x < kRows; ++x) rows[x] = b + std::min(j + x, n - 1) * k + p0;
-          // acc[x] holds C[i .. i + 16][j + x]: it is stored transposed.
-          alignas(32) float cols[kRows][kCols];
-          MicroKernel<1>(kc, rows, panel, [&](__m256 acc[][2]) {
+  packed_a.resize(std::min(panels, kTransBPanelsPerBlock) * kCols * block_k);
+  for (int64_t t0 = 0; t0 < panels; t0 += kTransBPanelsPerBlock) {
+    const int64_t t1 = std::min(panels, t0 + kTransBPanelsPerBlock);
+    for (int64_t p0 = 0; p0 < k; p0 += kTransBBlockK) {
+      const int64_t kc = std::min(kTransBBlockK, k - p0);
+      // Later blocks of k add to what the earlier ones stored.
+      const float block_beta = p0 == 0 ? beta : 1.0f;
+      // A^T in panels of 16 rows of A (the batch), kc steps of 16 floats each; rows past m
+      // repeat row m - 1 (computed, never stored).
+      for (int64_t t = t0; t < t1; ++t) {
+        float* dst = packed_a.data() + (t - t0) * kCols * kc;
+        for (int64_t q = 0; q < kCols; ++q) {
+          const float* src = a + std::min(t * kCols + q, m - 1) * k + p0;
+          for (int64_t p = 0; p < kc; ++p) dst[p * kCols + q] = src[p];
+        }
+      }
+      for (int64_t j0 = 0; j0 < n; j0 += kTransBRowsPerBlock) {
+        const int64_t j1 = std::min(n, j0 + kTransBRowsPerBlock);
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t i = t * kCols, mr = std::min(kCols, m - i);
+          const float* panel = packed_a.data() + (t - t0) * kCols * kc;
+          for (int64_t j = j0; j < j1; j += kRows) {
+            const int64_t nr = std::min(kRows, n - j);
+            const float* rows[kRows];
+            for (int64_t x = 0; x < kRows; ++x) rows[x] = b + std::min(j + x, n - 1) * k + p0;
+            // acc[x] holds C[i .. i + 16][j + x]: it is stored transposed.
+            alignas(32) float cols[kRows][kCols];
+            MicroKernel<1>(kc, rows, panel, [&](__m256 acc[][2]) {
 #pragma GCC unroll 6
-            for (int x = 0; x < kRows; ++x) {
-              _mm256_store_ps(cols[x], acc[x][0]);
-              _mm256_store_ps(cols[x] + 8, acc[x][1]);
-            }
-          });
-          for (int64_t q = 0; q < mr; ++q) {
-            float* out = c + (i + q) * n + j;
-            if (block_beta == 0) {
-              for (int64_t x = 0; x < nr; ++x) out[x] = alpha * cols[x][q];
-            } else {
-              for (int64_t x = 0; x < nr; ++x) out[x] = alpha * cols[x][q] + block_beta * out[x];
+              for (int x = 0; x < kRows; ++x) {
+                _mm256_store_ps(cols[x], acc[x][0]);
+                _mm256_store_ps(cols[x] + 8, acc[x][1]);
+              }
+            });
+            for (int64_t q = 0; q < mr; ++q) {
+              float* out = c + (i + q) * n + j;
+              if (block_beta == 0) {
+                for (int64_t x = 0; x < nr; ++x) out[x] = alpha * cols[x][q];
+              } else {
+                for (int64_t x = 0; x < nr; ++x) {
+                  out[x] = alpha * cols[x][q] + block_beta * out[x];
+                }
+              }
             }
           }
         }

@@ -15,16 +15,17 @@
 // copy of the whole weight matrix per call and a memset of the whole weight gradient,
 // costs that do not shrink with the batch, so a worker with half the batch pays them in
 // full. Measured on the 2-core EPYC machines (OpenBLAS 0.3.21, Cooperlake kernels) with the
-// MLP 784-1024-1024-10's shapes, bench/gemm_shapes, two runs, OpenBLAS time / ours:
-//   batch 128: dW 1.10x, dX 1.20-1.22x, together 1.14-1.15x (8.8 ms -> 7.7 ms);
-//   batch 256: dW 1.03-1.04x, dX 1.09-1.11x, together 1.06-1.07x (16.2 ms -> 15.3 ms).
+// MLP 784-1024-1024-10's shapes, bench/gemm_shapes, four runs, OpenBLAS time / ours:
+//   batch 128: dW 1.04-1.10x, dX 1.20-1.24x, together 1.11-1.15x (8.8 ms -> 7.7 ms);
+//   batch 256: dW 1.03-1.08x, dX 1.09-1.11x, together 1.06-1.09x (16.0 ms -> 14.8 ms).
 // The forward product keeps OpenBLAS: without packing the weight, its panels are reread
 // from L2 at a 4 KiB stride and lost (at batch 256: 1.4x slower than OpenBLAS).
 //
-// Results are deterministic: each element is summed over k in one fixed order (GemmTransA
-// sums k in order; GemmTransB in order within blocks of kTransBBlockK, blocks in order).
-// beta = 0 does not read C (NaN in C does not propagate), as BLAS specifies.
-// Thread-safe: packing buffers are per thread.
+// Results are deterministic: each element is summed over k in one fixed order (in order
+// within blocks of k, blocks in order). beta = 0 does not read C (NaN in C does not
+// propagate), as BLAS specifies.
+// Thread-safe: packing buffers are per thread and bounded (a few MiB whatever the shape:
+// k and the batch are packed a block at a time).
 #ifndef LOCKSTEP_ENGINE_KERNELS_CPU_GEMM_F32_H_
 #define LOCKSTEP_ENGINE_KERNELS_CPU_GEMM_F32_H_
 

@@ -84,10 +84,15 @@ TEST(GemmF32Test, MatchesADoubleProductForEveryTileRemainder) {
   }
 }
 
-TEST(GemmF32Test, TransBAddsItsBlocksOfKInOrder) {
+// Long k and a tall batch are packed a block at a time: more than one block of each, with
+// remainders, in both kernels.
+TEST(GemmF32Test, ProductsLargerThanOnePackingBlock) {
   std::mt19937 rng(11);
   for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, {2.0f, -1.0f}}) {
-    Check({false, 19, 13, 2500, alpha, beta}, Direct, rng);
+    Check({false, 19, 13, 2500, alpha, beta}, Direct, rng);  // k: 3 blocks
+    Check({false, 300, 13, 70, alpha, beta}, Direct, rng);   // batch: 2 blocks
+    Check({true, 19, 21, 1300, alpha, beta}, Direct, rng);   // k: 3 blocks
+    Check({true, 200, 21, 40, alpha, beta}, Direct, rng);    // A: 3 blocks of columns
   }
 }
 
