@@ -63,14 +63,24 @@ void ScaleC(int64_t count, float beta, float* c) {
   for (int64_t i = 0; i < count; ++i) c[i] = beta == 0 ? 0.0f : beta * c[i];
 }
 
-// Copies columns [j, j + nr) of the [k x ld] matrix `src` into a panel of 16 floats per row,
-// zero-filling the lanes past nr.
-void PackPanel(const float* src, int64_t ld, int64_t k, int64_t nr, float* dst) {
-  const __m256i m0 = LaneMask(std::min<int64_t>(nr, 8));
-  const __m256i m1 = LaneMask(std::max<int64_t>(nr - 8, 0));
-  for (int64_t p = 0; p < k; ++p, src += ld, dst += kCols) {
-    _mm256_storeu_ps(dst, _mm256_maskload_ps(src, m0));
-    _mm256_storeu_ps(dst + 8, _mm256_maskload_ps(src + 8, m1));
+// Packs columns [0, n) of the [k x ld] matrix `src` into ceil(n / 16) panels of k rows of
+// 16 floats (panel jp at dst + jp * 16 * k), zero-filling past n. Row by row: each source
+// row is read once, in order, which the prefetcher follows (panel by panel, every 64-byte
+// read would start a new row, a 4 KiB stride for a 1024-wide matrix).
+void PackPanels(const float* src, int64_t ld, int64_t k, int64_t n, float* dst) {
+  const int64_t full = n / kCols, rest = n - full * kCols;
+  const __m256i m0 = LaneMask(std::min<int64_t>(rest, 8));
+  const __m256i m1 = LaneMask(std::max<int64_t>(rest - 8, 0));
+  for (int64_t p = 0; p < k; ++p, src += ld) {
+    float* out = dst + p * kCols;
+    for (int64_t jp = 0; jp < full; ++jp, out += kCols * k) {
+      _mm256_storeu_ps(out, _mm256_loadu_ps(src + jp * kCols));
+      _mm256_storeu_ps(out + 8, _mm256_loadu_ps(src + jp * kCols + 8));
+    }
+    if (rest > 0) {
+      _mm256_storeu_ps(out, _mm256_maskload_ps(src + full * kCols, m0));
+      _mm256_storeu_ps(out + 8, _mm256_maskload_ps(src + full * kCols + 8, m1));
+    }
   }
 }
 
@@ -90,10 +100,7 @@ void GemmTransA(int64_t m, int64_t n, int64_t k, float alpha, const float* a, co
     // Later blocks of k add to what the earlier ones stored.
     const float block_beta = p0 == 0 ? beta : 1.0f;
     const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(block_beta);
-    for (int64_t jp = 0; jp < panels; ++jp) {
-      PackPanel(b + p0 * n + jp * kCols, n, kc, std::min(kCols, n - jp * kCols),
-                packed_b.data() + jp * kCols * kc);
-    }
+    PackPanels(b + p0 * n, n, kc, n, packed_b.data());
     for (int64_t t0 = 0; t0 < tiles; t0 += kTransATilesPerBlock) {
       const int64_t t1 = std::min(tiles, t0 + kTransATilesPerBlock);
       // A^T in tiles of 6 of its rows (columns of A), kc steps of 6 floats each; a partial
