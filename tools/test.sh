@@ -20,10 +20,11 @@ if [ "${CI:-}" = "true" ] || [ ! -t 1 ]; then flags+=(--curses=no --color=no --s
 bazel test "${flags[@]}" "${targets[@]}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 
-passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
-failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)' "$log")
-built_failed=$(grep -cE '^//[^ ]+ +FAILED TO BUILD' "$log")
-failed=$((failed + built_failed))
+# "(cached)", or "(3/4 cached)" for a sharded test whose shards were partly cached. FAILED
+# also counts "FAILED TO BUILD".
+cached='(\(([0-9]+/[0-9]+ )?cached\) )?'
+passed=$(grep -cE "^//[^ ]+ +${cached}PASSED" "$log")
+failed=$(grep -cE "^//[^ ]+ +${cached}(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE)" "$log")
 # A build error can stop Bazel before it lists any test: count that as a failure.
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
 echo
