@@ -14,9 +14,10 @@ template <>
 void Gemm<float>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, const float* b, float beta, float* c) {
   if (m == 0 || n == 0) return;
-  if (trans_a != trans_b && m * n * k >= kOwnKernelMinWork) {
+  if (trans_a != trans_b && m * n * k >= kOwnKernelMinWork && openblas_get_num_threads() == 1) {
     // A dense layer's two backward products: kernels that do not pack the weight
-    // (gemm_f32.h says why).
+    // (gemm_f32.h says why). They run on the calling thread only, so with more BLAS
+    // threads OpenBLAS keeps these products too.
     if (trans_a) {
       GemmTransA(m, n, k, alpha, a, b, beta, c);
     } else {

@@ -1,8 +1,9 @@
 // Row-major GEMM: C = alpha * op(A) * op(B) + beta * C, for float and double, through CBLAS
 // (Debian's OpenBLAS), except a float product with exactly one operand transposed (a dense
-// layer's backward products) of at least 2^18 multiply-adds, which runs our own kernels
-// (gemm_f32.h). SetBlasThreads sets OpenBLAS's thread count, which
-// is process-wide: the engine defaults to 1 (one replica thread = one BLAS thread).
+// layer's backward products) of at least 2^18 multiply-adds, which runs our own
+// single-threaded kernels (gemm_f32.h) while OpenBLAS has one thread. SetBlasThreads sets
+// OpenBLAS's thread count, which is process-wide: the engine defaults to 1 (one replica thread =
+// one BLAS thread).
 #ifndef LOCKSTEP_ENGINE_KERNELS_CPU_BLAS_H_
 #define LOCKSTEP_ENGINE_KERNELS_CPU_BLAS_H_
 
