@@ -42,6 +42,16 @@ std::vector<float> Filled(size_t n, float scale) {
 
 double Ms(absl::Time t0) { return absl::ToDoubleMilliseconds(absl::Now() - t0); }
 
+// C[m x n] = op(A) op(B), exactly one operand transposed (trans_a: A^T B, else A B^T),
+// through cpu::Gemm or, with `blas`, straight through cblas_sgemm.
+void Product(bool blas, bool trans_a, int m, int n, int k, const float* a, const float* b,
+             float* c) {
+  if (!blas) return Gemm<float>(trans_a, !trans_a, m, n, k, 1, a, b, 0, c);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_a ? CblasNoTrans : CblasTrans, m, n, k, 1, a, trans_a ? m : k, b,
+              trans_a ? n : k, 0, c, n);
+}
+
 void RunBatch(int batch, int reps) {
   std::vector<std::vector<float>> x, dy, w, dw, dx;
   for (int l = 0; l < kLayers; ++l) {
@@ -58,39 +68,31 @@ void RunBatch(int batch, int reps) {
     for (int blas = 0; blas < 2; ++blas) {
       absl::Time t0 = absl::Now();
       for (int l = 0; l < kLayers; ++l) {  // dW = X^T dY: [in x out]
-        const int in = kWidths[l], out = kWidths[l + 1];
-        if (blas) {
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, batch, 1, x[l].data(), in,
-                      dy[l].data(), out, 0, dw[l].data(), out);
-        } else {
-          Gemm<float>(true, false, in, out, batch, 1, x[l].data(), dy[l].data(), 0, dw[l].data());
-        }
+        Product(blas, true, kWidths[l], kWidths[l + 1], batch, x[l].data(), dy[l].data(),
+                dw[l].data());
       }
       times[0][blas].push_back(Ms(t0));
       t0 = absl::Now();
       for (int l = 1; l < kLayers; ++l) {  // dX = dY W^T: [batch x in] (not for the input)
-        const int in = kWidths[l], out = kWidths[l + 1];
-        if (blas) {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, in, out, 1, dy[l].data(), out,
-                      w[l].data(), out, 0, dx[l].data(), in);
-        } else {
-          Gemm<float>(false, true, batch, in, out, 1, dy[l].data(), w[l].data(), 0, dx[l].data());
-        }
+        Product(blas, false, batch, kWidths[l], kWidths[l + 1], dy[l].data(), w[l].data(),
+                dx[l].data());
       }
       times[1][blas].push_back(Ms(t0));
     }
   }
+  auto row = [batch](const char* name, double ours, double blas) {
+    std::printf("batch %4d  %-24s  ours %7.3f ms  OpenBLAS %7.3f ms  %.3fx\n", batch, name, ours,
+                blas, blas / ours);
+  };
   const char* names[2] = {"dW = X^T dY (3 layers)", "dX = dY W^T (2 layers)"};
   double ours_total = 0, blas_total = 0;
   for (int f = 0; f < 2; ++f) {
     const double ours = Median(times[f][0]), blas = Median(times[f][1]);
     ours_total += ours;
     blas_total += blas;
-    std::printf("batch %4d  %-24s  ours %7.3f ms  OpenBLAS %7.3f ms  %.3fx\n", batch, names[f],
-                ours, blas, blas / ours);
+    row(names[f], ours, blas);
   }
-  std::printf("batch %4d  %-24s  ours %7.3f ms  OpenBLAS %7.3f ms  %.3fx\n", batch, "both",
-              ours_total, blas_total, blas_total / ours_total);
+  row("both", ours_total, blas_total);
 }
 
 }  // namespace

@@ -24,8 +24,9 @@
 // Results are deterministic: each element is summed over k in one fixed order (in order
 // within blocks of k, blocks in order). beta = 0 does not read C (NaN in C does not
 // propagate), as BLAS specifies.
-// Thread-safe: packing buffers are per thread and bounded (a few MiB whatever the shape:
-// k and the batch are packed a block at a time).
+// Thread-safe: packing buffers are per thread. They grow with the product's width, not with
+// k or the batch, which are packed a block at a time: GemmTransA keeps 512 x n floats,
+// GemmTransB 256 x min(k, 1024) (2 MiB and 1 MiB for a 1024-wide layer).
 #ifndef LOCKSTEP_ENGINE_KERNELS_CPU_GEMM_F32_H_
 #define LOCKSTEP_ENGINE_KERNELS_CPU_GEMM_F32_H_
 
