@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "bench/allreduce_peers.h"
 #include "bench/allreduce_rank.h"
+#include "bench/core_latency.h"
 #include "nlohmann/json.hpp"
 
 namespace lockstep {
@@ -52,6 +54,7 @@ struct BenchFlags {
   int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
   size_t bytes_per_pack = 4 << 20;
+  int rounds = 1;
 };
 
 absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
@@ -87,6 +90,8 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
     } else if (name == "algorithm") {
       f.algorithm = value;
       ok = value == "auto" || value == "ring" || value == "hd" || value == "rd";
+    } else if (name == "rounds") {
+      ok = absl::SimpleAtoi(value, &f.rounds) && f.rounds >= 1 && f.rounds <= 100;
     } else if (name == "fusion") {
       ok = absl::SimpleAtob(value, &f.fusion);
     } else if (name == "target_s") {
@@ -216,6 +221,13 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
   return lines;
 }
 
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
 std::string SizeName(uint64_t b) {
   if (b >= (1u << 20) && b % (1u << 20) == 0) return absl::StrCat(b >> 20, "M");
   if (b >= 1024 && b % 1024 == 0) return absl::StrCat(b >> 10, "K");
@@ -260,38 +272,63 @@ int RunAllreduceBench(int argc, char** argv) {
     std::fprintf(stderr, "bench allreduce: %s\n", std::string(sizes.status().message()).c_str());
     return 2;
   }
-  auto lines = RunRanks(f, *sizes);
-  if (!lines.ok()) {
-    std::fprintf(stderr, "bench allreduce: %s\n", lines.status().ToString().c_str());
-    return 1;
-  }
-  std::map<uint64_t, OurRow> ours;
-  nlohmann::json fusion;
-  for (const auto& j : *lines) {
-    if (j.contains("fusion")) {
-      fusion = j;
-      continue;
-    }
-    OurRow row{j["iters"].get<int>(), j["time_us_p50"].get<double>(),
-               j["time_us_avg"].get<double>(), j["correct"].get<bool>()};
-    ours[j["bytes"].get<uint64_t>()] = row;
-  }
-
-  // Peers, one after the other (never concurrently with ours or each other).
+  // Rounds: ours and every peer once each, back to back; even rounds run ours first, odd
+  // rounds the peers first. Each round starts with the core-to-core probe: the host moves
+  // our vCPUs, and the figures of one round share a placement more often than not.
   const std::string dir = f.peers_dir.empty() ? DefaultPeersDir() : f.peers_dir;
-  std::vector<PeerSpec> peers = PeersFor(f.transport, f.peers);
-  std::vector<std::map<uint64_t, PeerRow>> peer_rows;
+  const std::vector<PeerSpec> peers = PeersFor(f.transport, f.peers);
+  std::vector<std::map<uint64_t, OurRow>> our_rounds(f.rounds);
+  std::vector<nlohmann::json> fusions;
+  // [peer][round] rows; a peer that failed in any round is left out of the table.
+  std::vector<std::vector<std::map<uint64_t, PeerRow>>> peer_rounds(peers.size());
+  std::vector<bool> peer_ok(peers.size(), true);
+  for (int round = 0; round < f.rounds; ++round) {
+    std::printf("# round %d: %s\n", round + 1, CoreLatencyLine().c_str());
+    std::fflush(stdout);
+    auto run_ours = [&]() -> bool {
+      auto lines = RunRanks(f, *sizes);
+      if (!lines.ok()) {
+        std::fprintf(stderr, "bench allreduce: %s\n", lines.status().ToString().c_str());
+        return false;
+      }
+      for (const auto& j : *lines) {
+        if (j.contains("fusion")) {
+          fusions.push_back(j);
+          continue;
+        }
+        our_rounds[round][j["bytes"].get<uint64_t>()] =
+            OurRow{j["iters"].get<int>(), j["time_us_p50"].get<double>(),
+                   j["time_us_avg"].get<double>(), j["correct"].get<bool>()};
+      }
+      return true;
+    };
+    // Peers one after the other, never concurrently with ours or each other.
+    auto run_peers = [&] {
+      for (size_t k = 0; k < peers.size(); ++k) {
+        if (!peer_ok[k]) continue;
+        PeerSpec p = peers[k];
+        p.args.insert(p.args.end(), {"--np", absl::StrCat(f.np), "--sizes", f.sizes, "--iters",
+                                     absl::StrCat(f.iters)});
+        auto rows = RunPeer(dir, p, absl::Minutes(10));
+        if (!rows.ok()) {
+          std::printf("# peer %s: %s\n", p.impl.c_str(),
+                      std::string(rows.status().message()).c_str());
+          peer_ok[k] = false;
+          continue;
+        }
+        peer_rounds[k].push_back(*rows);
+      }
+    };
+    if (round % 2 == 1) run_peers();
+    if (!run_ours()) return 1;
+    if (round % 2 == 0) run_peers();
+  }
   std::vector<std::string> peer_names;
-  for (PeerSpec p : peers) {
-    p.args.insert(p.args.end(), {"--np", absl::StrCat(f.np), "--sizes", f.sizes, "--iters",
-                                 absl::StrCat(f.iters)});
-    auto rows = RunPeer(dir, p, absl::Minutes(10));
-    if (!rows.ok()) {
-      std::printf("# peer %s: %s\n", p.impl.c_str(), std::string(rows.status().message()).c_str());
-      continue;
-    }
-    peer_names.push_back(p.impl);
-    peer_rows.push_back(*rows);
+  std::vector<const std::vector<std::map<uint64_t, PeerRow>>*> peer_rows;
+  for (size_t k = 0; k < peers.size(); ++k) {
+    if (!peer_ok[k]) continue;
+    peer_names.push_back(peers[k].impl);
+    peer_rows.push_back(&peer_rounds[k]);
   }
 
   const double bus = f.np > 1 ? 2.0 * (f.np - 1) / f.np : 1.0;
@@ -300,29 +337,56 @@ int RunAllreduceBench(int argc, char** argv) {
   std::printf(
       "# time: median of K back-to-back calls on rank 0; GB/s = 1e9 B/s; "
       "ratio = peer time / our time (>1: we are faster)\n");
+  if (f.rounds > 1) {
+    std::printf(
+        "# %d rounds: times are medians over rounds, ratios the medians of each round's "
+        "ratio\n",
+        f.rounds);
+  }
   std::printf("%12s %6s %11s %10s %10s %4s", "bytes", "iters", "time_us", "algbw", "busbw", "ok");
   for (auto& n : peer_names) std::printf(" %22s", ("x " + n).c_str());
   std::printf("\n");
   bool all_correct = true;
   double worst = 1e30;
   uint64_t worst_at = 0;
-  for (const auto& [bytes, row] : ours) {
-    const double algbw = row.p50 > 0 ? bytes / row.p50 / 1e3 : 0;
-    all_correct &= row.correct;
-    std::printf("%12s %6d %11.2f %10.3f %10.3f %4s", SizeName(bytes).c_str(), row.iters, row.p50,
-                algbw, algbw * bus, row.correct ? "ok" : "BAD");
-    double best_peer = 1e30;
-    for (size_t k = 0; k < peer_rows.size(); ++k) {
-      auto it = peer_rows[k].find(bytes);
-      if (it == peer_rows[k].end() || it->second.time_us_p50 <= 0) {
+  for (const auto& [bytes, unused] : our_rounds[0]) {
+    std::vector<double> our_times;
+    int iters = 0;
+    bool correct = true;
+    for (const auto& r : our_rounds) {
+      auto it = r.find(bytes);
+      if (it == r.end()) continue;
+      our_times.push_back(it->second.p50);
+      iters = std::max(iters, it->second.iters);
+      correct &= it->second.correct;
+    }
+    const double p50 = Median(our_times);
+    const double algbw = p50 > 0 ? bytes / p50 / 1e3 : 0;
+    all_correct &= correct;
+    std::printf("%12s %6d %11.2f %10.3f %10.3f %4s", SizeName(bytes).c_str(), iters, p50, algbw,
+                algbw * bus, correct ? "ok" : "BAD");
+    double worst_here = 1e30;  // the smallest ratio to any peer at this size
+    for (const auto* rounds : peer_rows) {
+      std::vector<double> times, ratios;
+      for (size_t round = 0; round < rounds->size(); ++round) {
+        auto it = (*rounds)[round].find(bytes);
+        auto ours_it = our_rounds[round].find(bytes);
+        if (it == (*rounds)[round].end() || it->second.time_us_p50 <= 0) continue;
+        times.push_back(it->second.time_us_p50);
+        if (ours_it != our_rounds[round].end() && ours_it->second.p50 > 0) {
+          ratios.push_back(it->second.time_us_p50 / ours_it->second.p50);
+        }
+      }
+      if (times.empty() || ratios.empty()) {
         std::printf(" %22s", "-");
         continue;
       }
-      best_peer = std::min(best_peer, it->second.time_us_p50);
-      std::printf(" %12.2fus %7.2fx", it->second.time_us_p50, it->second.time_us_p50 / row.p50);
+      const double ratio = Median(ratios);
+      worst_here = std::min(worst_here, ratio);
+      std::printf(" %12.2fus %7.2fx", Median(times), ratio);
     }
-    if (best_peer < 1e30 && best_peer / row.p50 < worst) {
-      worst = best_peer / row.p50;
+    if (worst_here < worst) {
+      worst = worst_here;
       worst_at = bytes;
     }
     std::printf("\n");
@@ -331,16 +395,29 @@ int RunAllreduceBench(int argc, char** argv) {
     std::printf("# worst ratio to the best peer: %.2fx at %s bytes\n", worst,
                 SizeName(worst_at).c_str());
   }
-  if (!fusion.is_null()) {
-    const double sep = fusion["separate_us_p50"].get<double>();
-    const double sep_async = fusion["separate_async_us_p50"].get<double>();
-    const double fus = fusion["fused_us_p50"].get<double>();
+  if (!fusions.empty()) {
+    std::vector<double> sep, sep_async, fus, ratio, ratio_async;
+    for (const auto& j : fusions) {
+      sep.push_back(j["separate_us_p50"].get<double>());
+      sep_async.push_back(j["separate_async_us_p50"].get<double>());
+      fus.push_back(j["fused_us_p50"].get<double>());
+      ratio.push_back(fus.back() > 0 ? sep.back() / fus.back() : 0);
+      ratio_async.push_back(fus.back() > 0 ? sep_async.back() / fus.back() : 0);
+    }
+    std::string per_round;
+    if (fusions.size() > 1) {
+      per_round = absl::StrCat(
+          "; per round: ", absl::StrJoin(ratio, ", ", [](std::string* out, double r) {
+            absl::StrAppendFormat(out, "%.2fx", r);
+          }));
+    }
+    const nlohmann::json& j = fusions.front();
     std::printf(
         "# fusion: %d tensors of %d bytes, bytes_per_pack %d: separate %.1f us (async %.1f us), "
-        "fused %.1f us: %.2fx (%.2fx vs async)\n",
-        fusion["tensors"].get<int>(), fusion["tensor_bytes"].get<int>(),
-        fusion["bytes_per_pack"].get<int>(), sep, sep_async, fus, fus > 0 ? sep / fus : 0,
-        fus > 0 ? sep_async / fus : 0);
+        "fused %.1f us: %.2fx (%.2fx vs async)%s\n",
+        j["tensors"].get<int>(), j["tensor_bytes"].get<int>(), j["bytes_per_pack"].get<int>(),
+        Median(sep), Median(sep_async), Median(fus), Median(ratio), Median(ratio_async),
+        per_round.c_str());
   }
   return all_correct ? 0 : 1;
 }

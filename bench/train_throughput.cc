@@ -28,6 +28,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/core_latency.h"
 #include "collectives/file_store.h"
 #include "common/process.h"
 #include "engine/executor.h"
@@ -298,7 +299,12 @@ int Main() {
   std::vector<double> bare;
   const bool has_one = std::find(counts.begin(), counts.end(), 1) != counts.end();
   const bool compare = absl::GetFlag(FLAGS_compare_shm_heap);
+  // The host moves this VM's vCPUs between placements that differ 2-8x in how fast the two
+  // CPUs share data (bench/core_latency.h); each round's probe is printed with its ratios.
+  std::vector<double> probe_ns;
   for (int run = 0; run < absl::GetFlag(FLAGS_runs); ++run) {
+    absl::StatusOr<bench::CoreLatency> probe = bench::MeasureCoreLatency();
+    probe_ns.push_back(probe.ok() ? probe->round_trip_ns : -1);
     for (int world : counts) {
       const double e = RunOnce(world, run, absl::GetFlag(FLAGS_shm_heap));
       if (e < 0) return 1;
@@ -334,8 +340,12 @@ int Main() {
     std::string rounds;
     for (size_t r = 0; r < eps[world].size(); ++r) {
       absl::StrAppend(&rounds, r ? ", " : "", absl::StrFormat("%.2f", eps[world][r] / eps[1][r]));
+      if (probe_ns[r] > 0) absl::StrAppendFormat(&rounds, " (%.0f ns)", probe_ns[r]);
     }
-    printf("scaling %d workers / 1: %.2fx (goal >= 1.6x for 2; per round: %s)\n", world,
+    printf(
+        "scaling %d workers / 1: %.2fx (goal >= 1.6x for 2; per round, with its core-to-core "
+        "round trip: %s)\n",
+        world,
            Median(eps[world]) / one, rounds.c_str());
   }
   const double job_step = absl::GetFlag(FLAGS_batch) / one;
