@@ -55,6 +55,7 @@ struct BenchFlags {
   int tcp_busy_polls = -1;
   size_t bytes_per_pack = 4 << 20;
   int rounds = 1;
+  std::string json_out;  // every round's rows, one JSON object per line
 };
 
 absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
@@ -92,6 +93,8 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       ok = value == "auto" || value == "ring" || value == "hd" || value == "rd";
     } else if (name == "rounds") {
       ok = absl::SimpleAtoi(value, &f.rounds) && f.rounds >= 1 && f.rounds <= 100;
+    } else if (name == "json_out") {
+      f.json_out = value;
     } else if (name == "fusion") {
       ok = absl::SimpleAtob(value, &f.fusion);
     } else if (name == "target_s") {
@@ -134,11 +137,6 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
   return f;
 }
 
-struct OurRow {
-  int iters = 0;
-  double p50 = 0, avg = 0;
-  bool correct = false;
-};
 
 // Forks the ranks, waits for them, and returns rank 0's JSON lines.
 absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
@@ -260,6 +258,48 @@ absl::StatusOr<std::vector<uint64_t>> ParseSizes(const std::string& spec) {
   return sizes;
 }
 
+namespace {
+
+// A run's placement, from the core-to-core probe before and after it (core_latency.h).
+enum class Placement { kSharedL3, kSplit, kMixed, kUnknown };
+// Measured here: 58-97 ns per round trip with the vCPUs on one L3, 370-430 ns apart.
+constexpr double kSplitPlacementNs = 200;
+
+Placement Classify(const absl::StatusOr<CoreLatency>& before,
+                   const absl::StatusOr<CoreLatency>& after) {
+  if (!before.ok() || !after.ok()) return Placement::kUnknown;
+  const bool a = before->round_trip_ns >= kSplitPlacementNs;
+  const bool b = after->round_trip_ns >= kSplitPlacementNs;
+  if (a != b) return Placement::kMixed;
+  return a ? Placement::kSplit : Placement::kSharedL3;
+}
+
+const char* PlacementName(Placement p) {
+  switch (p) {
+    case Placement::kSharedL3:
+      return "CPUs sharing an L3 (probe < 200 ns)";
+    case Placement::kSplit:
+      return "CPUs on different L3s (probe >= 200 ns)";
+    case Placement::kMixed:
+      return "placement changed during the run";
+    case Placement::kUnknown:
+      return "placement unknown (no probe)";
+  }
+  return "";
+}
+
+// One implementation's sweep: its median time per size, and the probes around it.
+struct Sweep {
+  std::string impl;
+  Placement placement = Placement::kUnknown;
+  std::map<uint64_t, double> p50;
+  std::map<uint64_t, int> iters;
+  bool correct = true;
+  nlohmann::json fusion;  // ours only
+};
+
+}  // namespace
+
 int RunAllreduceBench(int argc, char** argv) {
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
@@ -272,34 +312,68 @@ int RunAllreduceBench(int argc, char** argv) {
     std::fprintf(stderr, "bench allreduce: %s\n", std::string(sizes.status().message()).c_str());
     return 2;
   }
-  // Rounds: ours and every peer once each, back to back; even rounds run ours first, odd
-  // rounds the peers first. Each round starts with the core-to-core probe: the host moves
-  // our vCPUs, and the figures of one round share a placement more often than not.
+  std::ofstream json_out;
+  if (!f.json_out.empty()) {
+    json_out.open(f.json_out);
+    if (!json_out) {
+      std::fprintf(stderr, "bench allreduce: --json_out: cannot write %s\n", f.json_out.c_str());
+      return 2;
+    }
+  }
+  // Rounds: ours and every peer once each, one at a time; even rounds run ours first, odd
+  // rounds the peers first. Every sweep is bracketed by the core-to-core probe and filed
+  // under its placement; only sweeps of the same placement are compared.
   const std::string dir = f.peers_dir.empty() ? DefaultPeersDir() : f.peers_dir;
   const std::vector<PeerSpec> peers = PeersFor(f.transport, f.peers);
-  std::vector<std::map<uint64_t, OurRow>> our_rounds(f.rounds);
-  std::vector<nlohmann::json> fusions;
-  // [peer][round] rows; a peer that failed in any round is left out of the table.
-  std::vector<std::vector<std::map<uint64_t, PeerRow>>> peer_rounds(peers.size());
+  const std::string ours_name = "lockstep_" + f.transport;
+  std::vector<Sweep> sweeps;
   std::vector<bool> peer_ok(peers.size(), true);
-  for (int round = 0; round < f.rounds; ++round) {
-    std::printf("# round %d: %s\n", round + 1, CoreLatencyLine().c_str());
+  absl::StatusOr<CoreLatency> probe = MeasureCoreLatency();
+  auto file = [&](Sweep sweep, int round, const absl::StatusOr<CoreLatency>& before) {
+    const absl::StatusOr<CoreLatency> after = MeasureCoreLatency();
+    sweep.placement = Classify(before, after);
+    std::printf("# round %d %-24s %s -> %s: %s\n", round + 1, sweep.impl.c_str(),
+                before.ok() ? absl::StrFormat("%.0f ns", before->round_trip_ns).c_str() : "?",
+                after.ok() ? absl::StrFormat("%.0f ns", after->round_trip_ns).c_str() : "?",
+                PlacementName(sweep.placement));
     std::fflush(stdout);
+    if (json_out.is_open()) {
+      for (const auto& [bytes, p50] : sweep.p50) {
+        json_out << nlohmann::json{{"round", round + 1},
+                                   {"impl", sweep.impl},
+                                   {"probe_ns_before", before.ok() ? before->round_trip_ns : -1.0},
+                                   {"probe_ns_after", after.ok() ? after->round_trip_ns : -1.0},
+                                   {"bytes", bytes},
+                                   {"time_us_p50", p50}}
+                        .dump()
+                 << "\n";
+      }
+    }
+    sweeps.push_back(std::move(sweep));
+    probe = after;
+  };
+  if (!probe.ok()) std::printf("# %s\n", CoreLatencyLine(probe).c_str());
+  for (int round = 0; round < f.rounds; ++round) {
     auto run_ours = [&]() -> bool {
+      const absl::StatusOr<CoreLatency> before = probe;
       auto lines = RunRanks(f, *sizes);
       if (!lines.ok()) {
         std::fprintf(stderr, "bench allreduce: %s\n", lines.status().ToString().c_str());
         return false;
       }
+      Sweep sweep;
+      sweep.impl = ours_name;
       for (const auto& j : *lines) {
         if (j.contains("fusion")) {
-          fusions.push_back(j);
+          sweep.fusion = j;
           continue;
         }
-        our_rounds[round][j["bytes"].get<uint64_t>()] =
-            OurRow{j["iters"].get<int>(), j["time_us_p50"].get<double>(),
-                   j["time_us_avg"].get<double>(), j["correct"].get<bool>()};
+        const uint64_t bytes = j["bytes"].get<uint64_t>();
+        sweep.p50[bytes] = j["time_us_p50"].get<double>();
+        sweep.iters[bytes] = j["iters"].get<int>();
+        sweep.correct &= j["correct"].get<bool>();
       }
+      file(std::move(sweep), round, before);
       return true;
     };
     // Peers one after the other, never concurrently with ours or each other.
@@ -309,6 +383,7 @@ int RunAllreduceBench(int argc, char** argv) {
         PeerSpec p = peers[k];
         p.args.insert(p.args.end(), {"--np", absl::StrCat(f.np), "--sizes", f.sizes, "--iters",
                                      absl::StrCat(f.iters)});
+        const absl::StatusOr<CoreLatency> before = probe;
         auto rows = RunPeer(dir, p, absl::Minutes(10));
         if (!rows.ok()) {
           std::printf("# peer %s: %s\n", p.impl.c_str(),
@@ -316,108 +391,113 @@ int RunAllreduceBench(int argc, char** argv) {
           peer_ok[k] = false;
           continue;
         }
-        peer_rounds[k].push_back(*rows);
+        Sweep sweep;
+        sweep.impl = p.impl;
+        for (const auto& [bytes, row] : *rows) {
+          sweep.p50[bytes] = row.time_us_p50;
+          sweep.correct &= row.correct;
+        }
+        file(std::move(sweep), round, before);
       }
     };
     if (round % 2 == 1) run_peers();
     if (!run_ours()) return 1;
     if (round % 2 == 0) run_peers();
   }
-  std::vector<std::string> peer_names;
-  std::vector<const std::vector<std::map<uint64_t, PeerRow>>*> peer_rows;
-  for (size_t k = 0; k < peers.size(); ++k) {
-    if (!peer_ok[k]) continue;
-    peer_names.push_back(peers[k].impl);
-    peer_rows.push_back(&peer_rounds[k]);
-  }
 
   const double bus = f.np > 1 ? 2.0 * (f.np - 1) / f.np : 1.0;
   std::printf("# lockstep allreduce: np=%d transport=%s algorithm=%s, float32 sum in place\n", f.np,
               f.transport.c_str(), f.algorithm.c_str());
   std::printf(
-      "# time: median of K back-to-back calls on rank 0; GB/s = 1e9 B/s; "
-      "ratio = peer time / our time (>1: we are faster)\n");
-  if (f.rounds > 1) {
-    std::printf(
-        "# %d rounds: times are medians over rounds, ratios the medians of each round's "
-        "ratio\n",
-        f.rounds);
-  }
-  std::printf("%12s %6s %11s %10s %10s %4s", "bytes", "iters", "time_us", "algbw", "busbw", "ok");
-  for (auto& n : peer_names) std::printf(" %22s", ("x " + n).c_str());
-  std::printf("\n");
+      "# time: median of K back-to-back calls on rank 0, then the median over the sweeps of one "
+      "placement; GB/s = 1e9 B/s; ratio = peer time / our time (>1: we are faster)\n");
   bool all_correct = true;
-  double worst = 1e30;
-  uint64_t worst_at = 0;
-  for (const auto& [bytes, unused] : our_rounds[0]) {
-    std::vector<double> our_times;
-    int iters = 0;
-    bool correct = true;
-    for (const auto& r : our_rounds) {
-      auto it = r.find(bytes);
-      if (it == r.end()) continue;
-      our_times.push_back(it->second.p50);
-      iters = std::max(iters, it->second.iters);
-      correct &= it->second.correct;
-    }
-    const double p50 = Median(our_times);
-    const double algbw = p50 > 0 ? bytes / p50 / 1e3 : 0;
-    all_correct &= correct;
-    std::printf("%12s %6d %11.2f %10.3f %10.3f %4s", SizeName(bytes).c_str(), iters, p50, algbw,
-                algbw * bus, correct ? "ok" : "BAD");
-    double worst_here = 1e30;  // the smallest ratio to any peer at this size
-    for (const auto* rounds : peer_rows) {
-      std::vector<double> times, ratios;
-      for (size_t round = 0; round < rounds->size(); ++round) {
-        auto it = (*rounds)[round].find(bytes);
-        auto ours_it = our_rounds[round].find(bytes);
-        if (it == (*rounds)[round].end() || it->second.time_us_p50 <= 0) continue;
-        times.push_back(it->second.time_us_p50);
-        if (ours_it != our_rounds[round].end() && ours_it->second.p50 > 0) {
-          ratios.push_back(it->second.time_us_p50 / ours_it->second.p50);
-        }
+  for (const Sweep& s : sweeps) {
+    if (s.impl == ours_name) all_correct &= s.correct;
+  }
+  for (Placement placement :
+       {Placement::kSharedL3, Placement::kSplit, Placement::kUnknown, Placement::kMixed}) {
+    auto of = [&](const std::string& impl) {
+      std::vector<const Sweep*> out;
+      for (const Sweep& s : sweeps) {
+        if (s.impl == impl && s.placement == placement) out.push_back(&s);
       }
-      if (times.empty() || ratios.empty()) {
-        std::printf(" %22s", "-");
-        continue;
-      }
-      const double ratio = Median(ratios);
-      worst_here = std::min(worst_here, ratio);
-      std::printf(" %12.2fus %7.2fx", Median(times), ratio);
+      return out;
+    };
+    const std::vector<const Sweep*> ours = of(ours_name);
+    if (ours.empty()) continue;
+    std::vector<std::string> names;
+    std::vector<std::vector<const Sweep*>> theirs;
+    std::string counts = absl::StrCat("ours ", ours.size());
+    for (const PeerSpec& p : peers) {
+      std::vector<const Sweep*> t = of(p.impl);
+      absl::StrAppend(&counts, ", ", p.impl, " ", t.size());
+      names.push_back(p.impl);
+      theirs.push_back(std::move(t));
     }
-    if (worst_here < worst) {
-      worst = worst_here;
-      worst_at = bytes;
-    }
+    std::printf("# %s; sweeps: %s\n", PlacementName(placement), counts.c_str());
+    std::printf("%12s %6s %11s %10s %10s %4s", "bytes", "iters", "time_us", "algbw", "busbw",
+                "ok");
+    for (auto& n : names) std::printf(" %22s", ("x " + n).c_str());
     std::printf("\n");
-  }
-  if (worst < 1e30) {
-    std::printf("# worst ratio to the best peer: %.2fx at %s bytes\n", worst,
-                SizeName(worst_at).c_str());
-  }
-  if (!fusions.empty()) {
-    std::vector<double> sep, sep_async, fus, ratio, ratio_async;
-    for (const auto& j : fusions) {
-      sep.push_back(j["separate_us_p50"].get<double>());
-      sep_async.push_back(j["separate_async_us_p50"].get<double>());
-      fus.push_back(j["fused_us_p50"].get<double>());
+    auto median_at = [](const std::vector<const Sweep*>& v, uint64_t bytes) {
+      std::vector<double> t;
+      for (const Sweep* s : v) {
+        auto it = s->p50.find(bytes);
+        if (it != s->p50.end() && it->second > 0) t.push_back(it->second);
+      }
+      return Median(t);
+    };
+    double worst = 1e30;
+    uint64_t worst_at = 0;
+    for (uint64_t bytes : *sizes) {
+      const double p50 = median_at(ours, bytes);
+      int iters = 0;
+      bool correct = true;
+      for (const Sweep* s : ours) {
+        iters = std::max(iters, s->iters.count(bytes) ? s->iters.at(bytes) : 0);
+        correct &= s->correct;
+      }
+      const double algbw = p50 > 0 ? bytes / p50 / 1e3 : 0;
+      std::printf("%12s %6d %11.2f %10.3f %10.3f %4s", SizeName(bytes).c_str(), iters, p50,
+                  algbw, algbw * bus, correct ? "ok" : "BAD");
+      for (const auto& t : theirs) {
+        const double peer = median_at(t, bytes);
+        if (peer <= 0 || p50 <= 0) {
+          std::printf(" %22s", "-");
+          continue;
+        }
+        if (peer / p50 < worst) {
+          worst = peer / p50;
+          worst_at = bytes;
+        }
+        std::printf(" %12.2fus %7.2fx", peer, peer / p50);
+      }
+      std::printf("\n");
+    }
+    if (worst < 1e30) {
+      std::printf("# worst ratio to the best peer: %.2fx at %s bytes\n", worst,
+                  SizeName(worst_at).c_str());
+    }
+    std::vector<double> sep, sep_async, fus, ratio;
+    for (const Sweep* s : ours) {
+      if (s->fusion.is_null()) continue;
+      sep.push_back(s->fusion["separate_us_p50"].get<double>());
+      sep_async.push_back(s->fusion["separate_async_us_p50"].get<double>());
+      fus.push_back(s->fusion["fused_us_p50"].get<double>());
       ratio.push_back(fus.back() > 0 ? sep.back() / fus.back() : 0);
-      ratio_async.push_back(fus.back() > 0 ? sep_async.back() / fus.back() : 0);
     }
-    std::string per_round;
-    if (fusions.size() > 1) {
-      per_round = absl::StrCat(
-          "; per round: ", absl::StrJoin(ratio, ", ", [](std::string* out, double r) {
-            absl::StrAppendFormat(out, "%.2fx", r);
-          }));
+    if (!fus.empty()) {
+      const nlohmann::json& j = ours.front()->fusion;
+      std::printf(
+          "# fusion: %d tensors of %d bytes, bytes_per_pack %d: separate %.1f us (async %.1f "
+          "us), fused %.1f us: %.2fx (per sweep: %s)\n",
+          j["tensors"].get<int>(), j["tensor_bytes"].get<int>(), j["bytes_per_pack"].get<int>(),
+          Median(sep), Median(sep_async), Median(fus), Median(ratio),
+          absl::StrJoin(ratio, ", ",
+                        [](std::string* out, double r) { absl::StrAppendFormat(out, "%.2fx", r); })
+              .c_str());
     }
-    const nlohmann::json& j = fusions.front();
-    std::printf(
-        "# fusion: %d tensors of %d bytes, bytes_per_pack %d: separate %.1f us (async %.1f us), "
-        "fused %.1f us: %.2fx (%.2fx vs async)%s\n",
-        j["tensors"].get<int>(), j["tensor_bytes"].get<int>(), j["bytes_per_pack"].get<int>(),
-        Median(sep), Median(sep_async), Median(fus), Median(ratio), Median(ratio_async),
-        per_round.c_str());
   }
   return all_correct ? 0 : 1;
 }

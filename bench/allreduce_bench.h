@@ -6,7 +6,7 @@
 //   --np N  --transport tcp|shm  [--sizes 8:64M] [--iters K (max timed calls per size)]
 //   [--peers all|none|mpi|gloo] [--peers_dir DIR] [--algorithm auto|ring|hd]
 //   [--fusion true|false] [--target_s 0.25] [--bytes_per_pack N] [--bind auto|true|false]
-//   [--rounds R (default 1)]
+//   [--rounds R (default 1)] [--json_out PATH (every round's rows, one JSON object a line)]
 //   tuning: [--chunk_bytes N] [--ring_threshold_bytes N] [--segment_bytes N] [--shm_spin N]
 //   [--shm_yield N]
 //           [--shm_heap true|false] (shm: buffers in the zero-copy heap, read in place by
@@ -22,11 +22,13 @@
 // binds its ranks by default (measured here: 8 B p50 0.9 us pinned vs 18.6 us unpinned at
 // n=2); TCP ranks stay unpinned (pinning made loopback TCP 2-4x slower above 1 MiB).
 // Rounds: each round runs our ranks and then every peer (odd rounds: the peers first), one
-// at a time, after the core-to-core probe (core_latency.h), whose line it prints. The host
-// moves this VM's vCPUs, and every implementation's times move with the placement (5-8x
-// at 256 KiB over shm), so figures from different minutes do not compare; a ratio is taken
-// within each round and the table shows the median of those ratios, beside the median
-// times. Use --rounds 5 for figures worth reporting.
+// at a time. The host moves this VM's vCPUs between placements that share an L3 and
+// placements that do not, and every implementation's times move with it (5-8x at 256 KiB
+// over shm), so figures from different placements do not compare. Every sweep is bracketed
+// by the core-to-core probe (core_latency.h) and filed under its placement; the output has
+// one table per placement, whose times are medians over that placement's sweeps and whose
+// ratios compare only those. A sweep during which the placement changed is shown apart.
+// Use --rounds 5 for figures worth reporting.
 //
 // Returns the process exit status (0 ok, 1 a rank failed or results were wrong, 2 bad
 // flags). Call it before starting any thread: it forks.

@@ -145,8 +145,7 @@ absl::StatusOr<CoreLatency> MeasureCoreLatency(const CoreLatencyOptions& options
   return result;
 }
 
-std::string CoreLatencyLine(const CoreLatencyOptions& options) {
-  absl::StatusOr<CoreLatency> l = MeasureCoreLatency(options);
+std::string CoreLatencyLine(const absl::StatusOr<CoreLatency>& l) {
   if (!l.ok()) return absl::StrCat("core-to-core probe failed: ", l.status().message());
   return absl::StrFormat("core-to-core round trip %.0f ns (CPUs %d and %d)", l->round_trip_ns,
                          l->cpu_a, l->cpu_b);

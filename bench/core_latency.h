@@ -17,6 +17,7 @@
 #ifndef LOCKSTEP_BENCH_CORE_LATENCY_H_
 #define LOCKSTEP_BENCH_CORE_LATENCY_H_
 
+#include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -46,7 +47,10 @@ absl::StatusOr<CoreLatency> MeasureCoreLatency(const CoreLatencyOptions& options
 
 // One line for a benchmark's output: "core-to-core round trip 212 ns (CPUs 0 and 1)", or
 // the probe's error.
-std::string CoreLatencyLine(const CoreLatencyOptions& options = {});
+std::string CoreLatencyLine(const absl::StatusOr<CoreLatency>& probe);
+inline std::string CoreLatencyLine(const CoreLatencyOptions& options = {}) {
+  return CoreLatencyLine(MeasureCoreLatency(options));
+}
 
 }  // namespace bench
 }  // namespace lockstep
