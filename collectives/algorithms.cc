@@ -1,5 +1,7 @@
 #include "collectives/algorithms.h"
 
+#include <memory>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -307,12 +309,18 @@ static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t co
   if (newrank >= 0 && s.ok() && !halving) {
     // Whole-vector exchanges: a op b on one side, b op a on the other, bitwise equal.
     // The partner's vector lands in scratch (`base` is being sent meanwhile).
+    // Larger vectors use this thread's scratch, kept between calls: no allocation and no
+    // zero-fill per call (TCP pairs run recursive doubling up to 128 KiB).
     alignas(64) char small[16 << 10];
-    std::vector<char> large;
+    thread_local std::unique_ptr<char[]> large;
+    thread_local size_t large_bytes = 0;
     char* theirs = small;
     if (all > sizeof(small)) {
-      large.resize(all);
-      theirs = large.data();
+      if (large_bytes < all) {
+        large.reset(new char[all]);
+        large_bytes = all;
+      }
+      theirs = large.get();
     }
     for (int mask = 1; mask < p && s.ok(); mask *= 2) {
       const int partner = real(newrank ^ mask);

@@ -109,6 +109,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
       algorithms.chunk_bytes == kDefaultChunkBytes) {
     algorithms.chunk_bytes = kTcpPairChunkBytes;  // measured, see algorithms.h
   }
+  if (kind == TransportKind::kTcp && config.world_size == 2 &&
+      algorithms.doubling_threshold_bytes == kDefaultDoublingThresholdBytes) {
+    algorithms.doubling_threshold_bytes = kTcpPairDoublingThresholdBytes;  // see algorithms.h
+  }
   if (kind == TransportKind::kTcp && config.world_size > 2 &&
       algorithms.ring_threshold_bytes == kDefaultRingThresholdBytes) {
     algorithms.ring_threshold_bytes = kTcpRingThresholdBytes;  // measured, see algorithms.h
