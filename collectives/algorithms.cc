@@ -173,6 +173,35 @@ absl::Status RingAllGatherBlocks(Transport& t, size_t chunk_bytes, const View& b
   return absl::OkStatus();
 }
 
+// The group as a ring in AlgorithmOptions::ring_order: rank() is this rank's position and
+// peers are named by position; everything else is the underlying transport's.
+class RingOrderTransport final : public Transport {
+ public:
+  RingOrderTransport(Transport& base, const std::vector<int>& order)
+      : base_(base), order_(order) {
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (order[i] == base.rank()) position_ = static_cast<int>(i);
+    }
+  }
+  int rank() const override { return position_; }
+  int size() const override { return base_.size(); }
+  absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv,
+                        absl::Time deadline) override {
+    SendSpec s = send;
+    RecvSpec r = recv;
+    if (s.peer != kNoPeer) s.peer = order_[s.peer];
+    if (r.peer != kNoPeer) r.peer = order_[r.peer];
+    return base_.SendRecv(s, r, deadline);
+  }
+  void Abort() override { base_.Abort(); }
+  std::shared_ptr<TransportHeap> heap() const override { return base_.heap(); }
+
+ private:
+  Transport& base_;
+  const std::vector<int>& order_;
+  int position_ = 0;
+};
+
 absl::Status WithContext(absl::Status s, const char* what, const Transport& t) {
   if (s.ok()) return s;
   return Annotate(s, absl::StrCat(what, " (rank ", t.rank(), " of ", t.size(), ")"));
@@ -207,8 +236,13 @@ absl::Status AllReduce(Transport& t, const AlgorithmOptions& options, void* buf,
     return absl::OkStatus();
   }
   switch (ChooseAllReduce(options, t.size(), count * esize)) {
-    case AllReduceAlgorithm::kRing:
-      return RingAllReduce(t, options.chunk_bytes, buf, count, dtype, op, deadline);
+    case AllReduceAlgorithm::kRing: {
+      if (options.ring_order.empty()) {
+        return RingAllReduce(t, options.chunk_bytes, buf, count, dtype, op, deadline);
+      }
+      RingOrderTransport ring(t, options.ring_order);
+      return RingAllReduce(ring, options.chunk_bytes, buf, count, dtype, op, deadline);
+    }
     case AllReduceAlgorithm::kRecursiveDoubling:
       return RecursiveDoublingAllReduce(t, buf, count, dtype, op, deadline);
     default:
@@ -245,6 +279,29 @@ absl::Status CheckPieces(absl::Span<const BufferPiece> pieces, DType dtype) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status RingAllReducePieces(Transport& t, const AlgorithmOptions& options,
+                                 absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
+                                 absl::Time deadline) {
+  if (options.ring_order.empty() || t.size() == 1) {
+    return RingAllReducePieces(t, options.chunk_bytes, pieces, dtype, op, deadline);
+  }
+  RingOrderTransport ring(t, options.ring_order);
+  return RingAllReducePieces(ring, options.chunk_bytes, pieces, dtype, op, deadline);
+}
+
+std::vector<int> RingOrderForCpus(const std::vector<int>& cpus) {
+  std::vector<int> order(cpus.size());
+  for (size_t r = 0; r < cpus.size(); ++r) {
+    if (cpus[r] < 0) return {};
+    order[r] = static_cast<int>(r);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cpus[a] < cpus[b]; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (cpus[order[i]] == cpus[order[i - 1]]) return order;
+  }
+  return {};
 }
 
 absl::Status RingAllReducePieces(Transport& t, size_t chunk_bytes,

@@ -27,6 +27,7 @@
 #define LOCKSTEP_COLLECTIVES_ALGORITHMS_H_
 
 #include <cstddef>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -78,7 +79,22 @@ struct AlgorithmOptions {
   // (common/sched.h), so that a wake-up from a peer preempts the compute threads it shares
   // its cores with instead of waiting out their slice. Zero keeps the kernel's default.
   absl::Duration progress_thread_slice = absl::ZeroDuration();
+  // The ring all-reduce's order: ring_order[i] is the rank at position i, each rank once;
+  // empty: rank order. Ranks that share a core or a cache should be neighbours, so that
+  // most ring steps stay inside it (CreateCommunicator orders ranks pinned to one CPU each
+  // by that CPU; RingOrderForCpus). Every rank must be given the same order. Measured, n=4
+  // over shm pinned round robin on 2 CPUs (bench/allreduce, interleaved sweeps, rank 0's
+  // medians), order 0,2,1,3 vs rank order: CPUs on different L3s, 128 KiB 120-125 vs
+  // 145-171 us, 1 MiB 800-840 vs 982-1152 us, 2 MiB 1.63-1.64 vs 2.14-2.18 ms; on one L3,
+  // 1 MiB 185-208 vs 225-236 us, 4 MiB 395-444 vs 445-506 us.
+  std::vector<int> ring_order;
 };
+
+// The ring order that makes ranks pinned to the same CPU neighbours: ranks sorted by
+// (cpu, rank), where cpus[r] is the one CPU rank r is pinned to, or -1 when it is not
+// pinned to one; empty (rank order) when any rank is unpinned or every rank has its own CPU
+// (then every order crosses CPUs alike).
+std::vector<int> RingOrderForCpus(const std::vector<int>& cpus);
 
 AllReduceAlgorithm ChooseAllReduce(const AlgorithmOptions& options, int world_size, size_t bytes);
 
@@ -95,6 +111,10 @@ absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t c
 // INVALID_ARGUMENT unless every piece is a whole number of `dtype` elements with a buffer.
 absl::Status CheckPieces(absl::Span<const BufferPiece> pieces, DType dtype);
 absl::Status RingAllReducePieces(Transport& t, size_t chunk_bytes,
+                                 absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
+                                 absl::Time deadline);
+// The same in options.ring_order (rank order when it is empty), with options.chunk_bytes.
+absl::Status RingAllReducePieces(Transport& t, const AlgorithmOptions& options,
                                  absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
                                  absl::Time deadline);
 absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,

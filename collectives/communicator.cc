@@ -190,8 +190,7 @@ absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> piec
     }
     if (ChooseAllReduce(one, size(), n) == AllReduceAlgorithm::kRing) {
       // Reduced where the pieces lie.
-      LS_RETURN_IF_ERROR(
-          RingAllReducePieces(*transport_, one.chunk_bytes, segment_, dtype, op, deadline));
+      LS_RETURN_IF_ERROR(RingAllReducePieces(*transport_, one, segment_, dtype, op, deadline));
       cursor.Advance(n);
       continue;
     }

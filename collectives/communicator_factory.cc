@@ -1,10 +1,13 @@
 #include "collectives/communicator_factory.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "collectives/shm_transport.h"
@@ -62,6 +65,17 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const CommunicatorConfi
       absl::StrCat("transport ", TransportKindName(kind), " is not available"));
 }
 
+// The one CPU this thread may run on, or -1.
+int PinnedCpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) != 1) return -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) return c;
+  }
+  return -1;
+}
+
 }  // namespace
 
 std::string HostIdentity() {
@@ -104,6 +118,18 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
     if (algorithms.doubling_threshold_bytes == kDefaultDoublingThresholdBytes) {
       algorithms.doubling_threshold_bytes = kShmDoublingThresholdBytes;
     }
+  }
+  if (kind == TransportKind::kShm && config.world_size > 2 && algorithms.ring_order.empty()) {
+    // Ranks pinned to a shared CPU become ring neighbours (AlgorithmOptions::ring_order).
+    LS_RETURN_IF_ERROR(store->Set(absl::StrCat(config.key_prefix, "/cpu/", config.rank),
+                                  absl::StrCat(PinnedCpu())));
+    std::vector<int> cpus(config.world_size, -1);
+    for (int r = 0; r < config.world_size; ++r) {
+      LS_ASSIGN_OR_RETURN(std::string cpu,
+                          store->Get(absl::StrCat(config.key_prefix, "/cpu/", r), deadline));
+      if (!absl::SimpleAtoi(cpu, &cpus[r])) cpus[r] = -1;
+    }
+    algorithms.ring_order = RingOrderForCpus(cpus);
   }
   if (kind == TransportKind::kTcp && config.world_size == 2 &&
       algorithms.chunk_bytes == kDefaultChunkBytes) {

@@ -2,6 +2,7 @@
 // in-process transport (the transports have their own tests).
 #include "collectives/communicator.h"
 
+#include <cstring>
 #include <numeric>
 #include <thread>
 
@@ -94,6 +95,57 @@ TEST_P(CommunicatorTest, AsyncAllReducesCompleteInOrderWithBarrier) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CommunicatorTest, ::testing::Values(1, 2, 3, 5, 8));
+
+TEST(RingOrderTest, PinnedRanksSharingACpuBecomeNeighbours) {
+  // Round-robin pinning of four ranks on two CPUs: 0 and 2 on CPU 0, 1 and 3 on CPU 1.
+  EXPECT_EQ(RingOrderForCpus({0, 1, 0, 1}), (std::vector<int>{0, 2, 1, 3}));
+  EXPECT_EQ(RingOrderForCpus({5, 3, 5, 3, 4}), (std::vector<int>{1, 3, 4, 0, 2}));
+  EXPECT_TRUE(RingOrderForCpus({0, 1, -1, 1}).empty());  // one rank not pinned
+  EXPECT_TRUE(RingOrderForCpus({0, 1, 2, 3}).empty());   // a CPU each: any order is alike
+  EXPECT_TRUE(RingOrderForCpus({}).empty());
+}
+
+// The ring all-reduce in a non-trivial order, contiguous and as pieces: every rank gets the
+// exact sum, and all ranks hold bitwise the same result.
+TEST(RingOrderTest, AllReduceInRingOrderIsExactOnEveryRank) {
+  const int n = 4;
+  AlgorithmOptions options;
+  options.algorithm = AllReduceAlgorithm::kRing;
+  options.chunk_bytes = 256;  // many segments per block
+  options.ring_order = {0, 2, 1, 3};
+  auto group = MakeGroup(TransportKind::kInProc, n, options);
+  ASSERT_TRUE(group.ok()) << group.status();
+  for (size_t count : {size_t{1}, size_t{7}, size_t{1023}, size_t{5000}}) {
+    std::vector<std::vector<float>> bufs(n, std::vector<float>(count));
+    std::vector<std::vector<int64_t>> ints(n, std::vector<int64_t>(count));
+    for (int r = 0; r < n; ++r) {
+      for (size_t i = 0; i < count; ++i) {
+        bufs[r][i] = 0.1f * static_cast<float>((r + 1) * (i % 13 + 1));
+        ints[r][i] = (r + 1) * static_cast<int64_t>(i % 101);
+      }
+    }
+    RunRanks(n, [&](int r) {
+      ASSERT_TRUE((*group)[r]
+                      ->AllReduce(bufs[r].data(), bufs[r].data(), count, DType::kF32,
+                                  ReduceOp::kSum, Soon())
+                      .ok());
+      // Two pieces of uneven length: the fused path.
+      const size_t half = count / 3;
+      std::vector<BufferPiece> pieces = {{ints[r].data(), half * sizeof(int64_t)},
+                                         {ints[r].data() + half, (count - half) * sizeof(int64_t)}};
+      ASSERT_TRUE(
+          (*group)[r]->AllReducePiecesAsync(pieces, DType::kI64, ReduceOp::kSum, Soon())->Wait().ok());
+    });
+    for (size_t i = 0; i < count; ++i) {
+      EXPECT_NEAR(bufs[0][i], 0.1f * 10 * (i % 13 + 1), 1e-4) << i;
+      EXPECT_EQ(ints[0][i], 10 * static_cast<int64_t>(i % 101)) << i;
+    }
+    for (int r = 1; r < n; ++r) {
+      EXPECT_EQ(0, std::memcmp(bufs[r].data(), bufs[0].data(), count * sizeof(float))) << r;
+      EXPECT_EQ(ints[r], ints[0]) << r;
+    }
+  }
+}
 
 TEST(CommunicatorFailureTest, AbortEndsPendingCallWithin100ms) {
   auto group = MakeGroup(TransportKind::kInProc, 2);
