@@ -137,7 +137,6 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
   return f;
 }
 
-
 // Forks the ranks, waits for them, and returns rank 0's JSON lines.
 absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
                                                      const std::vector<uint64_t>& sizes) {
@@ -436,8 +435,7 @@ int RunAllreduceBench(int argc, char** argv) {
       theirs.push_back(std::move(t));
     }
     std::printf("# %s; sweeps: %s\n", PlacementName(placement), counts.c_str());
-    std::printf("%12s %6s %11s %10s %10s %4s", "bytes", "iters", "time_us", "algbw", "busbw",
-                "ok");
+    std::printf("%12s %6s %11s %10s %10s %4s", "bytes", "iters", "time_us", "algbw", "busbw", "ok");
     for (auto& n : names) std::printf(" %22s", ("x " + n).c_str());
     std::printf("\n");
     auto median_at = [](const std::vector<const Sweep*>& v, uint64_t bytes) {
@@ -459,8 +457,8 @@ int RunAllreduceBench(int argc, char** argv) {
         correct &= s->correct;
       }
       const double algbw = p50 > 0 ? bytes / p50 / 1e3 : 0;
-      std::printf("%12s %6d %11.2f %10.3f %10.3f %4s", SizeName(bytes).c_str(), iters, p50,
-                  algbw, algbw * bus, correct ? "ok" : "BAD");
+      std::printf("%12s %6d %11.2f %10.3f %10.3f %4s", SizeName(bytes).c_str(), iters, p50, algbw,
+                  algbw * bus, correct ? "ok" : "BAD");
       for (const auto& t : theirs) {
         const double peer = median_at(t, bytes);
         if (peer <= 0 || p50 <= 0) {
@@ -494,9 +492,9 @@ int RunAllreduceBench(int argc, char** argv) {
           "us), fused %.1f us: %.2fx (per sweep: %s)\n",
           j["tensors"].get<int>(), j["tensor_bytes"].get<int>(), j["bytes_per_pack"].get<int>(),
           Median(sep), Median(sep_async), Median(fus), Median(ratio),
-          absl::StrJoin(ratio, ", ",
-                        [](std::string* out, double r) { absl::StrAppendFormat(out, "%.2fx", r); })
-              .c_str());
+          absl::StrJoin(ratio, ", ", [](std::string* out, double r) {
+            absl::StrAppendFormat(out, "%.2fx", r);
+          }).c_str());
     }
   }
   return all_correct ? 0 : 1;

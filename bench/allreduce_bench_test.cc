@@ -42,10 +42,9 @@ TEST(AllreduceBenchTest, EndToEndTinyRunIsCorrect) {
 }
 
 TEST(AllreduceBenchTest, RoundsAggregateAndBadRoundsAreRefused) {
-  const char* two[] = {"allreduce", "--np",     "2",     "--transport", "shm",
-                       "--sizes",   "8:64",     "--iters", "5",         "--peers",
-                       "none",      "--fusion", "false", "--target_s",  "0.01",
-                       "--rounds",  "2"};
+  const char* two[] = {"allreduce", "--np",       "2",    "--transport", "shm",  "--sizes",
+                       "8:64",      "--iters",    "5",    "--peers",     "none", "--fusion",
+                       "false",     "--target_s", "0.01", "--rounds",    "2"};
   EXPECT_EQ(RunAllreduceBench(sizeof(two) / sizeof(two[0]), const_cast<char**>(two)), 0);
   const char* zero[] = {"allreduce", "--rounds", "0"};
   EXPECT_EQ(RunAllreduceBench(sizeof(zero) / sizeof(zero[0]), const_cast<char**>(zero)), 2);

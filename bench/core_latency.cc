@@ -74,9 +74,8 @@ absl::StatusOr<CoreLatency> MeasureCoreLatency(const CoreLatencyOptions& options
     if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
   }
   if (cpus.size() < 2) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the core-to-core probe needs two CPUs; this process may run on ",
-                     cpus.size()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the core-to-core probe needs two CPUs; this process may run on ", cpus.size()));
   }
   CoreLatency result;
   result.cpu_a = options.cpu_a >= 0 ? options.cpu_a : cpus[0];
@@ -135,10 +134,10 @@ absl::StatusOr<CoreLatency> MeasureCoreLatency(const CoreLatencyOptions& options
                                             result.cpu_a, " and ", result.cpu_b));
   }
   if (static_cast<int>(batch_ns.size()) < batches) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "core-to-core probe: CPUs ", result.cpu_a, " and ", result.cpu_b, " finished ",
-        batch_ns.size(), " of ", batches, " batches within ", absl::FormatDuration(options.timeout),
-        "; is one of them starved?"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("core-to-core probe: CPUs ", result.cpu_a, " and ", result.cpu_b, " finished ",
+                     batch_ns.size(), " of ", batches, " batches within ",
+                     absl::FormatDuration(options.timeout), "; is one of them starved?"));
   }
   std::nth_element(batch_ns.begin(), batch_ns.begin() + batch_ns.size() / 2, batch_ns.end());
   result.round_trip_ns = batch_ns[batch_ns.size() / 2];

@@ -345,8 +345,7 @@ int Main() {
     printf(
         "scaling %d workers / 1: %.2fx (goal >= 1.6x for 2; per round, with its core-to-core "
         "round trip: %s)\n",
-        world,
-           Median(eps[world]) / one, rounds.c_str());
+        world, Median(eps[world]) / one, rounds.c_str());
   }
   const double job_step = absl::GetFlag(FLAGS_batch) / one;
   const double bare_step = Median(bare);

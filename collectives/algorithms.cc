@@ -1,9 +1,8 @@
 #include "collectives/algorithms.h"
 
-#include <memory>
-
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -177,16 +176,14 @@ absl::Status RingAllGatherBlocks(Transport& t, size_t chunk_bytes, const View& b
 // peers are named by position; everything else is the underlying transport's.
 class RingOrderTransport final : public Transport {
  public:
-  RingOrderTransport(Transport& base, const std::vector<int>& order)
-      : base_(base), order_(order) {
+  RingOrderTransport(Transport& base, const std::vector<int>& order) : base_(base), order_(order) {
     for (size_t i = 0; i < order.size(); ++i) {
       if (order[i] == base.rank()) position_ = static_cast<int>(i);
     }
   }
   int rank() const override { return position_; }
   int size() const override { return base_.size(); }
-  absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv,
-                        absl::Time deadline) override {
+  absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv, absl::Time deadline) override {
     SendSpec s = send;
     RecvSpec r = recv;
     if (s.peer != kNoPeer) s.peer = order_[s.peer];

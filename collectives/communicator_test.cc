@@ -133,8 +133,10 @@ TEST(RingOrderTest, AllReduceInRingOrderIsExactOnEveryRank) {
       const size_t half = count / 3;
       std::vector<BufferPiece> pieces = {{ints[r].data(), half * sizeof(int64_t)},
                                          {ints[r].data() + half, (count - half) * sizeof(int64_t)}};
-      ASSERT_TRUE(
-          (*group)[r]->AllReducePiecesAsync(pieces, DType::kI64, ReduceOp::kSum, Soon())->Wait().ok());
+      ASSERT_TRUE((*group)[r]
+                      ->AllReducePiecesAsync(pieces, DType::kI64, ReduceOp::kSum, Soon())
+                      ->Wait()
+                      .ok());
     });
     for (size_t i = 0; i < count; ++i) {
       EXPECT_NEAR(bufs[0][i], 0.1f * 10 * (i % 13 + 1), 1e-4) << i;
