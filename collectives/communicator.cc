@@ -1,8 +1,10 @@
 #include "collectives/communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "collectives/piece_cursor.h"
 #include "common/sched.h"
 #include "common/status.h"
@@ -33,6 +35,19 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   if (transport == nullptr) return absl::InvalidArgumentError("communicator: null transport");
   if (options.chunk_bytes == 0) {
     return absl::InvalidArgumentError("communicator: chunk_bytes must be positive");
+  }
+  if (!options.ring_order.empty()) {
+    std::vector<int> sorted = options.ring_order;
+    std::sort(sorted.begin(), sorted.end());
+    bool permutation = sorted.size() == static_cast<size_t>(transport->size());
+    for (size_t i = 0; i < sorted.size() && permutation; ++i) {
+      permutation = sorted[i] == static_cast<int>(i);
+    }
+    if (!permutation) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "communicator: ring_order must name every rank of the group of ", transport->size(),
+          " exactly once, got [", absl::StrJoin(options.ring_order, ","), "]"));
+    }
   }
   return std::unique_ptr<Communicator>(new Communicator(std::move(transport), options));
 }

@@ -125,9 +125,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
                                   absl::StrCat(PinnedCpu())));
     std::vector<int> cpus(config.world_size, -1);
     for (int r = 0; r < config.world_size; ++r) {
-      LS_ASSIGN_OR_RETURN(std::string cpu,
-                          store->Get(absl::StrCat(config.key_prefix, "/cpu/", r), deadline));
-      if (!absl::SimpleAtoi(cpu, &cpus[r])) cpus[r] = -1;
+      absl::StatusOr<std::string> cpu =
+          store->Get(absl::StrCat(config.key_prefix, "/cpu/", r), deadline);
+      if (!cpu.ok()) {
+        return Annotate(cpu.status(), absl::StrCat("rank ", config.rank, ": waiting for rank ", r,
+                                                   " to publish its CPU"));
+      }
+      if (!absl::SimpleAtoi(*cpu, &cpus[r])) cpus[r] = -1;
     }
     algorithms.ring_order = RingOrderForCpus(cpus);
   }

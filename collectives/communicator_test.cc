@@ -149,6 +149,18 @@ TEST(RingOrderTest, AllReduceInRingOrderIsExactOnEveryRank) {
   }
 }
 
+TEST(RingOrderTest, AnOrderThatIsNotAPermutationIsRefused) {
+  for (const std::vector<int>& bad :
+       {std::vector<int>{0, 1, 2}, std::vector<int>{0, 1, 1, 3}, std::vector<int>{0, 1, 2, 4}}) {
+    AlgorithmOptions options;
+    options.ring_order = bad;
+    auto group = MakeGroup(TransportKind::kInProc, 4, options);
+    ASSERT_FALSE(group.ok());
+    EXPECT_EQ(group.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(group.status().message().find("ring_order"), std::string::npos) << group.status();
+  }
+}
+
 TEST(CommunicatorFailureTest, AbortEndsPendingCallWithin100ms) {
   auto group = MakeGroup(TransportKind::kInProc, 2);
   ASSERT_TRUE(group.ok());
