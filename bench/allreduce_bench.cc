@@ -259,34 +259,6 @@ absl::StatusOr<std::vector<uint64_t>> ParseSizes(const std::string& spec) {
 
 namespace {
 
-// A run's placement, from the core-to-core probe before and after it (core_latency.h).
-enum class Placement { kSharedL3, kSplit, kMixed, kUnknown };
-// Measured here: 58-97 ns per round trip with the vCPUs on one L3, 370-430 ns apart.
-constexpr double kSplitPlacementNs = 200;
-
-Placement Classify(const absl::StatusOr<CoreLatency>& before,
-                   const absl::StatusOr<CoreLatency>& after) {
-  if (!before.ok() || !after.ok()) return Placement::kUnknown;
-  const bool a = before->round_trip_ns >= kSplitPlacementNs;
-  const bool b = after->round_trip_ns >= kSplitPlacementNs;
-  if (a != b) return Placement::kMixed;
-  return a ? Placement::kSplit : Placement::kSharedL3;
-}
-
-const char* PlacementName(Placement p) {
-  switch (p) {
-    case Placement::kSharedL3:
-      return "CPUs sharing an L3 (probe < 200 ns)";
-    case Placement::kSplit:
-      return "CPUs on different L3s (probe >= 200 ns)";
-    case Placement::kMixed:
-      return "placement changed during the run";
-    case Placement::kUnknown:
-      return "placement unknown (no probe)";
-  }
-  return "";
-}
-
 // One implementation's sweep: its median time per size, and the probes around it.
 struct Sweep {
   std::string impl;
@@ -330,7 +302,7 @@ int RunAllreduceBench(int argc, char** argv) {
   absl::StatusOr<CoreLatency> probe = MeasureCoreLatency();
   auto file = [&](Sweep sweep, int round, const absl::StatusOr<CoreLatency>& before) {
     const absl::StatusOr<CoreLatency> after = MeasureCoreLatency();
-    sweep.placement = Classify(before, after);
+    sweep.placement = ClassifyPlacement(before, after);
     std::printf("# round %d %-24s %s -> %s: %s\n", round + 1, sweep.impl.c_str(),
                 before.ok() ? absl::StrFormat("%.0f ns", before->round_trip_ns).c_str() : "?",
                 after.ok() ? absl::StrFormat("%.0f ns", after->round_trip_ns).c_str() : "?",

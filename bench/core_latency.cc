@@ -150,5 +150,28 @@ std::string CoreLatencyLine(const absl::StatusOr<CoreLatency>& l) {
                          l->cpu_a, l->cpu_b);
 }
 
+Placement ClassifyPlacement(const absl::StatusOr<CoreLatency>& before,
+                            const absl::StatusOr<CoreLatency>& after) {
+  if (!before.ok() || !after.ok()) return Placement::kUnknown;
+  const bool a = before->round_trip_ns >= kSplitPlacementNs;
+  const bool b = after->round_trip_ns >= kSplitPlacementNs;
+  if (a != b) return Placement::kMixed;
+  return a ? Placement::kSplit : Placement::kSharedL3;
+}
+
+const char* PlacementName(Placement p) {
+  switch (p) {
+    case Placement::kSharedL3:
+      return "CPUs sharing an L3 (probe < 200 ns)";
+    case Placement::kSplit:
+      return "CPUs on different L3s (probe >= 200 ns)";
+    case Placement::kMixed:
+      return "placement changed during the run";
+    case Placement::kUnknown:
+      return "placement unknown (no probe)";
+  }
+  return "";
+}
+
 }  // namespace bench
 }  // namespace lockstep

@@ -54,6 +54,23 @@ TEST(CoreLatencyTest, RefusesBadOptionsNamingTheField) {
   EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(CoreLatencyTest, ClassifiesPlacementFromTheProbesAroundARun) {
+  auto at = [](double ns) -> absl::StatusOr<CoreLatency> {
+    CoreLatency l;
+    l.round_trip_ns = ns;
+    return l;
+  };
+  const absl::StatusOr<CoreLatency> failed = absl::DeadlineExceededError("starved");
+  EXPECT_EQ(ClassifyPlacement(at(60), at(95)), Placement::kSharedL3);
+  EXPECT_EQ(ClassifyPlacement(at(390), at(450)), Placement::kSplit);
+  EXPECT_EQ(ClassifyPlacement(at(80), at(400)), Placement::kMixed);
+  EXPECT_EQ(ClassifyPlacement(at(400), at(80)), Placement::kMixed);
+  EXPECT_EQ(ClassifyPlacement(at(199.9), at(kSplitPlacementNs)), Placement::kMixed);
+  EXPECT_EQ(ClassifyPlacement(failed, at(80)), Placement::kUnknown);
+  EXPECT_EQ(ClassifyPlacement(at(80), failed), Placement::kUnknown);
+  EXPECT_NE(std::string(PlacementName(Placement::kSplit)).find("different L3s"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace bench
 }  // namespace lockstep
