@@ -24,6 +24,7 @@
 #include "bench/allreduce_peers.h"
 #include "bench/allreduce_rank.h"
 #include "bench/core_latency.h"
+#include "bench/peers/peer_measurement.h"
 #include "nlohmann/json.hpp"
 
 namespace lockstep {
@@ -216,13 +217,6 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
   std::filesystem::remove_all(dir, ec);
   if (!result.ok()) return result;
   return lines;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 std::string SizeName(uint64_t b) {

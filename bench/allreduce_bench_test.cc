@@ -1,6 +1,10 @@
-// The driver's size parsing and iteration rules, and a tiny end-to-end run (2 ranks over
-// shm and tcp, no peers) that checks exit status 0 (correct results).
+// The driver's size parsing and iteration rules, a tiny end-to-end run (2 ranks over shm and
+// tcp, no peers) that checks exit status 0 (correct results), and the tables of --rounds.
 #include "bench/allreduce_bench.h"
+
+#include <cctype>
+#include <sstream>
+#include <string>
 
 #include "bench/allreduce_rank.h"
 #include "gtest/gtest.h"
@@ -41,11 +45,36 @@ TEST(AllreduceBenchTest, EndToEndTinyRunIsCorrect) {
   }
 }
 
+// Two rounds: each sweep is filed under a placement, and the tables hold both sweeps' rows.
 TEST(AllreduceBenchTest, RoundsAggregateAndBadRoundsAreRefused) {
   const char* two[] = {"allreduce", "--np",       "2",    "--transport", "shm",  "--sizes",
                        "8:64",      "--iters",    "5",    "--peers",     "none", "--fusion",
                        "false",     "--target_s", "0.01", "--rounds",    "2"};
-  EXPECT_EQ(RunAllreduceBench(sizeof(two) / sizeof(two[0]), const_cast<char**>(two)), 0);
+  testing::internal::CaptureStdout();
+  const int status = RunAllreduceBench(sizeof(two) / sizeof(two[0]), const_cast<char**>(two));
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("# round 1 lockstep_shm"), std::string::npos) << out;
+  EXPECT_NE(out.find("# round 2 lockstep_shm"), std::string::npos) << out;
+  // Whatever placements the two sweeps landed in, their counts add up to two, and every
+  // table has one row per size (8, 16, 32, 64).
+  int sweeps = 0, tables = 0;
+  for (size_t at = out.find("sweeps: ours "); at != std::string::npos;
+       at = out.find("sweeps: ours ", at + 1)) {
+    sweeps += std::stoi(out.substr(at + 13));
+    ++tables;
+  }
+  EXPECT_EQ(sweeps, 2) << out;
+  int rows = 0;  // lines "<size> <iters> ... ok"
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t first = line.find_first_not_of(' ');
+    if (first != std::string::npos && std::isdigit(line[first]) && line.size() > 3 &&
+        line.compare(line.size() - 3, 3, " ok") == 0) {
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rows, 4 * tables) << out;
   const char* zero[] = {"allreduce", "--rounds", "0"};
   EXPECT_EQ(RunAllreduceBench(sizeof(zero) / sizeof(zero[0]), const_cast<char**>(zero)), 2);
 }

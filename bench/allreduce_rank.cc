@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
+#include "bench/peers/peer_measurement.h"
 #include "collectives/communicator_factory.h"
 #include "collectives/file_store.h"
 #include "collectives/fused_all_reduce.h"
@@ -28,13 +29,6 @@ double NowUs() {
   return std::chrono::duration<double, std::micro>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
 absl::Time Deadline() { return absl::Now() + absl::Seconds(120); }
@@ -156,18 +150,6 @@ absl::StatusOr<std::string> MeasureFusion(Communicator& comm, const RankConfig& 
 }
 
 }  // namespace
-
-int WarmupIters(uint64_t bytes, int requested) {
-  const uint64_t budget = uint64_t{128} << 20;
-  int64_t cap = bytes == 0 ? requested : static_cast<int64_t>(budget / bytes);
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(requested, cap)));
-}
-
-int ChooseTimedIters(double estimate_us, double target_s, int min_iters, int max_iters) {
-  double want = estimate_us > 0 ? target_s * 1e6 / estimate_us : max_iters;
-  int k = static_cast<int>(std::min<double>(want, max_iters));
-  return std::min(std::max(k, min_iters), max_iters);
-}
 
 absl::Status RunBenchRank(const RankConfig& c) {
   collectives::FileStore store(c.store_dir);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "bench/peers/peer_measurement.h"
 #include "collectives/types.h"
 
 namespace lockstep {
@@ -52,10 +53,8 @@ struct RankConfig {
 
 absl::Status RunBenchRank(const RankConfig& config);
 
-// Untimed warm-up calls for `bytes`: `requested`, cut to move at most ~128 MiB, at least 1.
-int WarmupIters(uint64_t bytes, int requested);
-// Timed calls for one estimated at `estimate_us`: fill target_s, in [min_iters, max_iters].
-int ChooseTimedIters(double estimate_us, double target_s, int min_iters, int max_iters);
+// The warm-up and timed-iteration rules (WarmupIters, ChooseTimedIters) are the peers' own,
+// from bench/peers/peer_measurement.h, so that every row of the table is measured alike.
 
 }  // namespace bench
 }  // namespace lockstep

@@ -48,9 +48,6 @@ absl::StatusOr<CoreLatency> MeasureCoreLatency(const CoreLatencyOptions& options
 // One line for a benchmark's output: "core-to-core round trip 212 ns (CPUs 0 and 1)", or
 // the probe's error.
 std::string CoreLatencyLine(const absl::StatusOr<CoreLatency>& probe);
-inline std::string CoreLatencyLine(const CoreLatencyOptions& options = {}) {
-  return CoreLatencyLine(MeasureCoreLatency(options));
-}
 
 // Where the host ran a measurement, from the probe before and after it.
 enum class Placement {

@@ -29,7 +29,7 @@ TEST(CoreLatencyTest, MeasuresARoundTripBetweenTwoCpus) {
   // below 100 us (a probe that measured scheduling instead of the cache would exceed it).
   EXPECT_GT(l->round_trip_ns, 1.0);
   EXPECT_LT(l->round_trip_ns, 100e3);
-  EXPECT_NE(CoreLatencyLine(o).find("core-to-core round trip"), std::string::npos);
+  EXPECT_NE(CoreLatencyLine(l).find("core-to-core round trip"), std::string::npos);
 }
 
 TEST(CoreLatencyTest, RefusesBadOptionsNamingTheField) {
@@ -45,7 +45,7 @@ TEST(CoreLatencyTest, RefusesBadOptionsNamingTheField) {
   l = MeasureCoreLatency(o);
   EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(l.status().message().find("cpu_b"), std::string::npos);
-  EXPECT_NE(CoreLatencyLine(o).find("probe failed"), std::string::npos);
+  EXPECT_NE(CoreLatencyLine(l).find("probe failed"), std::string::npos);
 
   o = {};
   o.cpu_a = 0;

@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
+#include "bench/peers/peer_measurement.h"
 #include "common/process.h"
 #include "engine/executor.h"
 #include "engine/kernels/cpu/blas.h"
@@ -29,14 +30,10 @@ ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads");
 
 namespace {
 
+using lockstep::bench::Median;
 using lockstep::engine::DType;
 using lockstep::engine::Shape;
 using lockstep::engine::Tensor;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 Tensor RandomTensor(Shape shape, uint64_t stream) {
   Tensor t(DType::kF32, shape);

@@ -29,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/core_latency.h"
+#include "bench/peers/peer_measurement.h"
 #include "collectives/file_store.h"
 #include "common/process.h"
 #include "engine/executor.h"
@@ -60,6 +61,8 @@ ABSL_FLAG(std::string, child_store, "", "internal");
 
 namespace lockstep {
 namespace {
+
+using bench::Median;
 
 // The rendezvous of the bench's worker processes: a CoordinatorClient whose key-value
 // calls go to a FileStore in a temporary directory (no coordinator needed).
@@ -170,11 +173,6 @@ int Child(int rank, int world, const std::string& store_dir) {
     printf("EPS %.3f\n", steps * absl::GetFlag(FLAGS_batch) / absl::ToDoubleSeconds(end - start));
   }
   return 0;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 // One run with `world` worker processes; worker 0's examples/s, or -1 on failure.

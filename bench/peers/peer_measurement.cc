@@ -38,6 +38,13 @@ int ChooseTimedIters(double estimate_us, double target_s, int min_iters, int max
   return std::max(1, std::min(iters, max_iters));
 }
 
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
 PeerMeasurement Summarize(std::string impl, int np, uint64_t bytes,
                           const std::vector<double>& iter_us, bool correct) {
   PeerMeasurement m;
@@ -47,11 +54,8 @@ PeerMeasurement Summarize(std::string impl, int np, uint64_t bytes,
   m.iters = static_cast<int>(iter_us.size());
   m.correct = correct;
   if (iter_us.empty()) return m;
-  std::vector<double> sorted = iter_us;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  m.time_us_p50 = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  m.time_us_avg = std::accumulate(sorted.begin(), sorted.end(), 0.0) / n;
+  m.time_us_p50 = Median(iter_us);
+  m.time_us_avg = std::accumulate(iter_us.begin(), iter_us.end(), 0.0) / iter_us.size();
   if (m.time_us_p50 > 0) {
     m.algbw_gbps = static_cast<double>(bytes) / (m.time_us_p50 * 1e3);  // B/us -> GB/s.
     m.busbw_gbps = m.algbw_gbps * 2.0 * (np - 1) / np;

@@ -45,6 +45,10 @@ int WarmupIters(uint64_t bytes, int requested);
 // at least `min_iters`, at most `max_iters` (which wins over min_iters).
 int ChooseTimedIters(double estimate_us, double target_s, int min_iters, int max_iters);
 
+// The median of `v` (the mean of the two middle values for an even count); 0 when empty.
+// Every benchmark here reports medians through this one function.
+double Median(std::vector<double> v);
+
 // Fills in the statistics from rank 0's per-iteration times (microseconds).
 PeerMeasurement Summarize(std::string impl, int np, uint64_t bytes,
                           const std::vector<double>& iter_us, bool correct);
