@@ -1,14 +1,15 @@
 // bench/train_throughput: training throughput of a Lockstep job with 1 and 2 workers on this
 // machine. Each worker is a separate process (this binary, re-executed with --child_rank)
 // running a real worker::JobExecutor on a MultiWorkerMirrored partition: MLP 784-1024-1024-10,
-// global batch 256, f32, SGD, synthetic data, one compute thread per worker, collectives
-// over shared memory, rendezvous through a FileStore. Examples/s are measured by worker 0
-// over --steps steps after --warmup, in --runs rounds that interleave the worker counts; the
-// median per worker count is printed, then the scaling ratio (goal >= 1.6x) and the 1-worker
-// step time against a bare engine step (Executor::ComputeGradients + Optimizer::Apply, as
-// bench/train_step; goal <= 1.1x).
+// global batch 256, f32, SGD, synthetic data, one compute thread per worker (--pin_workers:
+// each on a CPU of its own), collectives over shared memory, rendezvous through a FileStore.
+// Examples/s are measured by worker 0 over --steps steps after --warmup, in --runs rounds
+// that interleave the worker counts; the median per worker count is printed, then the
+// scaling ratio (goal >= 1.6x) and the 1-worker step time against a bare engine step
+// (Executor::ComputeGradients + Optimizer::Apply, as bench/train_step; goal <= 1.1x).
 //   bazel run //bench:train_throughput
 //   bazel run //bench:train_throughput -- --workers=1,2 --runs=3 --steps=200 --warmup=20
+//   bazel run //bench:train_throughput -- --runs=7 --compare_pinning
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 #include "bench/core_latency.h"
 #include "bench/peers/peer_measurement.h"
 #include "collectives/file_store.h"
+#include "common/sched.h"
 #include "common/process.h"
 #include "engine/executor.h"
 #include "engine/model_builder.h"
@@ -53,6 +55,12 @@ ABSL_FLAG(bool, shm_heap, true,
 ABSL_FLAG(bool, compare_shm_heap, false,
           "also run every multi-worker count with --shm_heap=false in each round, and print "
           "the per-round ratio of the two");
+ABSL_FLAG(bool, pin_workers, false,
+          "each worker process on a CPU of its own when there are enough, as `lockstep local "
+          "--pin_workers` places them (common/sched.h: CpusPerWorker)");
+ABSL_FLAG(bool, compare_pinning, false,
+          "also run every multi-worker count with the other --pin_workers in each round, and "
+          "print the per-round ratio of the two");
 ABSL_FLAG(int, timeout_s, 300, "a run's bound; its processes are killed after it");
 // Internal: a worker process.
 ABSL_FLAG(int, child_rank, -1, "internal");
@@ -119,6 +127,15 @@ v1::OptimizerSpec Sgd() {
 
 // One worker process: runs its partition, prints "EPS <examples/s>" (rank 0).
 int Child(int rank, int world, const std::string& store_dir) {
+  if (absl::GetFlag(FLAGS_pin_workers)) {
+    const std::vector<std::vector<int>> cpus = CpusPerWorker(world, 1, AllowedCpus());
+    if (!cpus.empty()) {
+      if (absl::Status s = SetCpuAffinity(cpus[rank]); !s.ok()) {
+        fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
+        return 1;
+      }
+    }
+  }
   const int warmup = absl::GetFlag(FLAGS_warmup);
   const int steps = absl::GetFlag(FLAGS_steps);
   v1::Partition p;
@@ -175,8 +192,14 @@ int Child(int rank, int world, const std::string& store_dir) {
   return 0;
 }
 
+// How a run's workers are set up (--shm_heap, --pin_workers).
+struct Variant {
+  bool shm_heap = true;
+  bool pin = false;
+};
+
 // One run with `world` worker processes; worker 0's examples/s, or -1 on failure.
-double RunOnce(int world, int run, bool shm_heap) {
+double RunOnce(int world, int run, Variant variant) {
   char tmpl[] = "/tmp/lockstep-train-throughput-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return -1;
   const std::string dir = tmpl;
@@ -199,7 +222,8 @@ double RunOnce(int world, int run, bool shm_heap) {
           "--transport=" + absl::GetFlag(FLAGS_transport),
           absl::StrCat("--overlap=", absl::GetFlag(FLAGS_overlap)),
           absl::StrCat("--bytes_per_pack=", absl::GetFlag(FLAGS_bytes_per_pack)),
-          absl::StrCat("--shm_heap=", shm_heap)};
+          absl::StrCat("--shm_heap=", variant.shm_heap),
+          absl::StrCat("--pin_workers=", variant.pin)};
       std::vector<char*> argv = {const_cast<char*>("train_throughput")};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -280,12 +304,14 @@ int Main() {
     int n = 0;
     if (absl::SimpleAtoi(w, &n) && n > 0) counts.push_back(n);
   }
+  const Variant variant{absl::GetFlag(FLAGS_shm_heap), absl::GetFlag(FLAGS_pin_workers)};
   printf(
       "train_throughput: MLP 784-1024-1024-10, global batch %d, f32, SGD, synthetic data,\n"
-      "one compute thread per worker process, %s transport%s; %d measured steps after %d, "
+      "one compute thread per worker process%s, %s transport%s; %d measured steps after %d, "
       "median of %d runs\n",
-      absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_transport).c_str(),
-      absl::GetFlag(FLAGS_transport) == "shm" && absl::GetFlag(FLAGS_shm_heap)
+      absl::GetFlag(FLAGS_batch), variant.pin ? " (each on a CPU of its own)" : "",
+      absl::GetFlag(FLAGS_transport).c_str(),
+      absl::GetFlag(FLAGS_transport) == "shm" && variant.shm_heap
           ? " (gradients in its zero-copy heap)"
           : "",
       absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_runs));
@@ -293,10 +319,18 @@ int Main() {
   // a slow spell of this shared machine hits every figure alike; each round's ratios are
   // printed besides the ratios of the medians.
   std::map<int, std::vector<double>> eps;
-  std::map<int, std::vector<double>> eps_no_heap;  // --compare_shm_heap
+  // --compare_shm_heap and --compare_pinning: the other setting's runs, by name.
+  std::vector<std::pair<std::string, Variant>> others;
+  if (absl::GetFlag(FLAGS_compare_shm_heap)) {
+    others.push_back({variant.shm_heap ? "without the shm heap" : "with the shm heap",
+                      Variant{!variant.shm_heap, variant.pin}});
+  }
+  if (absl::GetFlag(FLAGS_compare_pinning)) {
+    others.push_back({variant.pin ? "unpinned" : "pinned", Variant{variant.shm_heap, !variant.pin}});
+  }
+  std::vector<std::map<int, std::vector<double>>> eps_other(others.size());
   std::vector<double> bare;
   const bool has_one = std::find(counts.begin(), counts.end(), 1) != counts.end();
-  const bool compare = absl::GetFlag(FLAGS_compare_shm_heap);
   // The host moves this VM's vCPUs between placements that differ 2-8x in how fast the two
   // CPUs share data (bench/core_latency.h); each round's probe is printed with its ratios.
   std::vector<double> probe_ns;
@@ -304,26 +338,26 @@ int Main() {
     absl::StatusOr<bench::CoreLatency> probe = bench::MeasureCoreLatency();
     probe_ns.push_back(probe.ok() ? probe->round_trip_ns : -1);
     for (int world : counts) {
-      const double e = RunOnce(world, run, absl::GetFlag(FLAGS_shm_heap));
+      const double e = RunOnce(world, run, variant);
       if (e < 0) return 1;
       eps[world].push_back(e);
-      if (compare && world > 1) {
-        const double f = RunOnce(world, run, false);
+      for (size_t o = 0; o < others.size() && world > 1; ++o) {
+        const double f = RunOnce(world, run, others[o].second);
         if (f < 0) return 1;
-        eps_no_heap[world].push_back(f);
+        eps_other[o][world].push_back(f);
       }
     }
     if (has_one) bare.push_back(BareEngineStep());
   }
-  for (const auto& [world, other] : eps_no_heap) {
-    std::string rounds;
-    for (size_t r = 0; r < other.size(); ++r) {
-      absl::StrAppend(&rounds, r ? ", " : "", absl::StrFormat("%.3f", eps[world][r] / other[r]));
+  for (size_t o = 0; o < others.size(); ++o) {
+    for (const auto& [world, other] : eps_other[o]) {
+      std::string rounds;
+      for (size_t r = 0; r < other.size(); ++r) {
+        absl::StrAppend(&rounds, r ? ", " : "", absl::StrFormat("%.3f", eps[world][r] / other[r]));
+      }
+      printf("%d worker(s) %s: %10.1f examples/s median; as set / %s per round: %s\n", world,
+             others[o].first.c_str(), Median(other), others[o].first.c_str(), rounds.c_str());
     }
-    printf(
-        "%d worker(s) without the shm heap: %10.1f examples/s median; heap / no heap per "
-        "round: %s\n",
-        world, Median(other), rounds.c_str());
   }
   for (int world : counts) {
     std::string all;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "client/status_format.h"
 #include "common/net.h"
+#include "common/sched.h"
 #include "common/status.h"
 #include "common/tf_config.h"
 #include "worker/grpc_coordinator_client.h"
@@ -79,6 +80,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
   c->coordinator_address_ = absl::StrCat("127.0.0.1:", *port);
   LS_ASSIGN_OR_RETURN(c->client_, worker::GrpcCoordinatorClient::Create(c->coordinator_address_));
   c->workers_.resize(o.workers);
+  if (o.pin_workers) c->worker_cpus_ = CpusPerWorker(o.workers, o.cpu_devices, AllowedCpus());
   return c;
 }
 
@@ -105,6 +107,9 @@ absl::Status LocalCluster::StartWorker(int i) {
   sp.new_process_group = true;  // Ctrl-C is for `lockstep local`, which stops us in order
   sp.argv = {options_.lockstepd_bin, absl::StrCat("--coordinator=", coordinator_address_),
              absl::StrCat("--cpu_devices=", options_.cpu_devices)};
+  if (!worker_cpus_.empty()) {
+    sp.argv.push_back(absl::StrCat("--cpu_affinity=", FormatCpuList(worker_cpus_[i])));
+  }
   sp.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
   if (options_.static_tf_config) {
     std::string path = absl::StrCat(options_.work_dir, "/tf_config.", i, ".json");

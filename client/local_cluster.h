@@ -43,6 +43,9 @@ struct LocalClusterOptions {
   bool static_tf_config = false;
   // Children's logs go to work_dir/<name>.log unless false (then to this stderr).
   bool log_to_files = true;
+  // Gives each worker CPUs of its own (lockstepd --cpu_affinity, CpusPerWorker) when there
+  // are enough (`lockstep local --pin_workers`).
+  bool pin_workers = false;
 };
 
 class LocalCluster {
@@ -87,6 +90,7 @@ class LocalCluster {
   const LocalClusterOptions options_;
   std::unique_ptr<Subprocess> coordinator_;
   std::string coordinator_address_;
+  std::vector<std::vector<int>> worker_cpus_;  // CpusPerWorker(), when pin_workers
   std::unique_ptr<worker::CoordinatorClient> client_;
   std::vector<std::unique_ptr<Subprocess>> workers_;
 };

@@ -13,6 +13,7 @@
 #include "client/local_cluster.h"
 #include "client/status_format.h"
 #include "client/subprocess.h"
+#include "common/sched.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -22,6 +23,7 @@ namespace lockstep {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using json = nlohmann::json;
 
 // Short, but with room for a loaded CI machine (2 cores, compiling while tests run).
@@ -200,6 +202,15 @@ TEST(CliTest, BadTfConfigExitsTwoWithResolverMessage) {
   EXPECT_THAT(r.output, HasSubstr("task.index"));
 }
 
+TEST(CliTest, BadCpuAffinityExitsTwoNamingTheFlag) {
+  for (const char* list : {"--cpu_affinity=0-", "--cpu_affinity=100000"}) {
+    Result r = RunTool({Runfile("worker/lockstepd"), "--coordinator=127.0.0.1:1", list},
+                       absl::StrCat(getenv("TEST_TMPDIR"), "/badaffinity.out"));
+    EXPECT_EQ(r.exit_code, 2) << list;
+    EXPECT_THAT(r.output, HasSubstr("--cpu_affinity")) << list;
+  }
+}
+
 TEST(CliTest, LocalBringsUpWorkersAndStopsThem) {
   std::string dir = TmpDir("local");
   Result r =
@@ -212,6 +223,25 @@ TEST(CliTest, LocalBringsUpWorkersAndStopsThem) {
   // Every worker left the cluster cleanly before the coordinator stopped.
   EXPECT_THAT(ReadFile(dir + "/lockstepd.0.log"), HasSubstr("STOPPING -> STOPPED"));
   EXPECT_THAT(ReadFile(dir + "/coordinator.log"), HasSubstr("coordinator stopped"));
+  EXPECT_THAT(ReadFile(dir + "/lockstepd.0.log"), Not(HasSubstr("running on CPU(s)")));
+}
+
+TEST(CliTest, LocalPinWorkersGivesEachWorkerACpuOfItsOwn) {
+  const std::vector<int> cpus = AllowedCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU: nothing to pin two workers to";
+  std::string dir = TmpDir("local_pinned");
+  Result r =
+      RunTool({Runfile("client/lockstep"), "local", "--workers=2", "--pin_workers",
+               "--coordinator_bin=" + Runfile("coordinator/lockstep-coordinator"),
+               "--lockstepd_bin=" + Runfile("worker/lockstepd"), "--work_dir=" + dir, "--no_job"},
+              absl::StrCat(getenv("TEST_TMPDIR"), "/local_pinned.out"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("2 task(s): 2 ALIVE"));
+  for (int w = 0; w < 2; ++w) {
+    const std::string log = ReadFile(absl::StrCat(dir, "/lockstepd.", w, ".log"));
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("running on CPU(s) ", cpus[w])));
+    EXPECT_THAT(log, HasSubstr("STOPPING -> STOPPED"));
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -22,6 +23,7 @@
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/process.h"
+#include "common/sched.h"
 #include "common/signals.h"
 #include "common/tf_config.h"
 #include "spdlog/spdlog.h"
@@ -43,6 +45,10 @@ ABSL_FLAG(std::string, transport, "auto",
           "Collectives between workers: auto (shared memory when every worker is on this "
           "host, else TCP), tcp or shm.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
+ABSL_FLAG(std::string, cpu_affinity, "",
+          "CPUs this worker and all its threads run on, in Linux's list syntax (\"0-3,6\", as "
+          "taskset -c and systemd's CPUAffinity=). Default: every CPU it is allowed. "
+          "`lockstep local` gives each worker CPUs of its own when there are enough.");
 
 namespace {
 
@@ -201,12 +207,23 @@ int main(int argc, char** argv) {
   const sigset_t signals = lockstep::BlockSignals({SIGTERM, SIGINT, SIGUSR1});
 
   absl::SetProgramUsageMessage(
-      "lockstepd --coordinator=HOST:PORT [--tf_config=FILE] [--cpu_devices=N]");
+      "lockstepd --coordinator=HOST:PORT [--tf_config=FILE] [--cpu_devices=N] "
+      "[--cpu_affinity=LIST]");
   absl::ParseCommandLine(argc, argv);
   absl::Status logging = lockstep::InitLogging("lockstepd", absl::GetFlag(FLAGS_log_level));
   if (!logging.ok()) {
     fprintf(stderr, "%s\n", logging.ToString().c_str());
     return kExitBadConfig;
+  }
+  // Before any thread starts (gRPC's, the job's), so that every one of them inherits it.
+  if (const std::string list = absl::GetFlag(FLAGS_cpu_affinity); !list.empty()) {
+    absl::StatusOr<std::vector<int>> cpus = lockstep::ParseCpuList(list, "--cpu_affinity");
+    absl::Status pinned = cpus.ok() ? lockstep::SetCpuAffinity(*cpus) : cpus.status();
+    if (!pinned.ok()) {
+      spdlog::error("--cpu_affinity: {}", std::string(pinned.message()));
+      return kExitBadConfig;
+    }
+    spdlog::info("running on CPU(s) {}", lockstep::FormatCpuList(*cpus));
   }
   return Run(signals);
 }

@@ -151,6 +151,7 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   options.coordinator_bin = args.Get("coordinator_bin");
   options.lockstepd_bin = args.Get("lockstepd_bin");
   options.work_dir = args.Get("work_dir");
+  options.pin_workers = args.Has("pin_workers");
 
   SignalWatcher signals;  // before any child or thread: they inherit the blocked mask
   absl::StatusOr<std::unique_ptr<client::LocalCluster>> cluster =
@@ -201,7 +202,9 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
 Command LocalCommand() {
   Command c;
   c.name = "local";
-  c.usage = "local [--workers=N] [--cpu_devices=N] [--keep_running] [--no_job] [JOB.json]";
+  c.usage =
+      "local [--workers=N] [--cpu_devices=N] [--pin_workers] [--keep_running] [--no_job] "
+      "[JOB.json]";
   c.summary =
       "Starts a coordinator and N workers on loopback, trains JOB.json on them (default "
       "examples/jobs/digits_mlp.json: the bundled digits MLP, MultiWorkerMirrored) showing "
@@ -213,6 +216,10 @@ Command LocalCommand() {
       {"timeout", "How long to wait for every worker to be ALIVE (default 30s)."},
       {"heartbeat_interval", "Passed to the coordinator (default 1s)."},
       {"heartbeat_timeout", "Passed to the coordinator (default 3s)."},
+      {"pin_workers",
+       "Give each worker cpu_devices CPUs of its own (lockstepd --cpu_affinity) when there are "
+       "enough for every worker (default: workers run on any CPU).",
+       /*takes_value=*/false},
       {"keep_running", "Keep the cluster up until Ctrl-C.", /*takes_value=*/false},
       {"no_job", "Only bring the cluster up (and show its status); train nothing.",
        /*takes_value=*/false},
