@@ -32,8 +32,8 @@
 #include "bench/core_latency.h"
 #include "bench/peers/peer_measurement.h"
 #include "collectives/file_store.h"
-#include "common/sched.h"
 #include "common/process.h"
+#include "common/sched.h"
 #include "engine/executor.h"
 #include "engine/model_builder.h"
 #include "engine/optimizer.h"
@@ -326,7 +326,8 @@ int Main() {
                       Variant{!variant.shm_heap, variant.pin}});
   }
   if (absl::GetFlag(FLAGS_compare_pinning)) {
-    others.push_back({variant.pin ? "unpinned" : "pinned", Variant{variant.shm_heap, !variant.pin}});
+    others.push_back(
+        {variant.pin ? "unpinned" : "pinned", Variant{variant.shm_heap, !variant.pin}});
   }
   std::vector<std::map<int, std::vector<double>>> eps_other(others.size());
   std::vector<double> bare;
