@@ -59,6 +59,31 @@ struct BenchFlags {
   std::string json_out;  // every round's rows, one JSON object per line
 };
 
+constexpr char kUsage[] =
+    R"(usage: lockstep bench allreduce --np=N --transport=tcp|shm [options]
+Starts N local ranks, all-reduces float32 sums of every size in --sizes (in place), checks
+every result, and prints an nccl-tests-style table per placement of the two CPUs, with the
+ratio to Gloo and Open MPI measured in the same run. Flags take "--name=value" or
+"--name value".
+  --np=N                  ranks, 1..64 (default 2)
+  --transport=tcp|shm     loopback TCP or shared memory (default shm)
+  --sizes=MIN:MAX         sizes in bytes, doubling, K/M/G suffixes (default 8:64M)
+  --iters=K               most calls per size (default 1000; fewer for large sizes)
+  --target_s=S            time to aim for per size (default 0.25)
+  --rounds=R              rounds of ours and every peer, 1..100 (default 1)
+  --json_out=FILE         every sweep's rows, one JSON object per line
+  --peers=all|none|mpi|gloo   which peers run (default all)
+  --peers_dir=DIR         where the peer binaries are (default: beside this binary)
+  --fusion=true|false     also time 100 x 40 KiB fused against separate calls (default true)
+  --bytes_per_pack=B      fusion pack size (default 4194304)
+  --algorithm=auto|ring|hd|rd   force one all-reduce algorithm (default auto)
+  --chunk_bytes=B, --ring_threshold_bytes=B, --segment_bytes=B   AlgorithmOptions overrides
+  --bind=auto|true|false  pin rank r to CPU r mod cores (auto: for shm only)
+  --tcp_buffer_bytes=B, --tcp_busy_polls=N, --tcp_congestion=NAME   TcpOptions overrides
+  --shm_spin=N, --shm_yield=N, --shm_ring_bytes=B, --shm_heap=true|false,
+  --shm_direct_bytes=B, --shm_cma_bytes=B   ShmOptions overrides
+)";
+
 absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
   BenchFlags f;
   for (int i = 1; i < argc; ++i) {
@@ -266,9 +291,16 @@ struct Sweep {
 }  // namespace
 
 int RunAllreduceBench(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  }
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
-    std::fprintf(stderr, "bench allreduce: %s\n", std::string(flags.status().message()).c_str());
+    std::fprintf(stderr, "bench allreduce: %s (--help lists the flags)\n",
+                 std::string(flags.status().message()).c_str());
     return 2;
   }
   const BenchFlags& f = *flags;

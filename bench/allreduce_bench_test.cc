@@ -79,6 +79,49 @@ TEST(AllreduceBenchTest, RoundsAggregateAndBadRoundsAreRefused) {
   EXPECT_EQ(RunAllreduceBench(sizeof(zero) / sizeof(zero[0]), const_cast<char**>(zero)), 2);
 }
 
+TEST(AllreduceBenchTest, HelpListsEveryFlagTheParserTakes) {
+  const char* help[] = {"allreduce", "--np", "2", "--help"};
+  testing::internal::CaptureStdout();
+  const int status = RunAllreduceBench(sizeof(help) / sizeof(help[0]), const_cast<char**>(help));
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(status, 0);
+  for (const char* flag : {"--np=",
+                           "--transport=",
+                           "--sizes=",
+                           "--iters=",
+                           "--target_s=",
+                           "--rounds=",
+                           "--json_out=",
+                           "--peers=",
+                           "--peers_dir=",
+                           "--fusion=",
+                           "--bytes_per_pack=",
+                           "--algorithm=",
+                           "--chunk_bytes=",
+                           "--ring_threshold_bytes=",
+                           "--segment_bytes=",
+                           "--bind=",
+                           "--tcp_buffer_bytes=",
+                           "--tcp_busy_polls=",
+                           "--tcp_congestion=",
+                           "--shm_spin=",
+                           "--shm_yield=",
+                           "--shm_ring_bytes=",
+                           "--shm_heap=",
+                           "--shm_direct_bytes=",
+                           "--shm_cma_bytes="}) {
+    EXPECT_NE(out.find(flag), std::string::npos) << flag << " missing from:\n" << out;
+    // ... and the parser knows it. "--rounds=0" after it makes every parse fail, so nothing
+    // runs; an unknown flag fails first, naming itself.
+    const std::string bad = std::string(flag) + "@";
+    const char* argv[] = {"allreduce", bad.c_str(), "--rounds=0"};
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(RunAllreduceBench(3, const_cast<char**>(argv)), 2) << flag;
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(err.find("unknown flag"), std::string::npos) << flag << ": " << err;
+  }
+}
+
 }  // namespace
 }  // namespace bench
 }  // namespace lockstep
