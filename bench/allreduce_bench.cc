@@ -56,6 +56,10 @@ struct BenchFlags {
   int tcp_busy_polls = -1;
   size_t bytes_per_pack = 4 << 20;
   int rounds = 1;
+  // size: each size runs ours and every peer back to back (seconds apart, so that a slow
+  // spell of the machine hits all of them alike); sweep: ours over every size, then each
+  // peer over every size.
+  std::string interleave = "size";
   std::string json_out;  // every round's rows, one JSON object per line
 };
 
@@ -71,6 +75,9 @@ ratio to Gloo and Open MPI measured in the same run. Flags take "--name=value" o
   --iters=K               most calls per size (default 1000; fewer for large sizes)
   --target_s=S            time to aim for per size (default 0.25)
   --rounds=R              rounds of ours and every peer, 1..100 (default 1)
+  --interleave=size|sweep size: every size runs ours and each peer back to back, so that
+                          they meet the machine in the same state (default); sweep: ours
+                          over all sizes, then each peer over all sizes
   --json_out=FILE         every sweep's rows, one JSON object per line
   --peers=all|none|mpi|gloo   which peers run (default all)
   --peers_dir=DIR         where the peer binaries are (default: beside this binary)
@@ -121,6 +128,9 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &f.rounds) && f.rounds >= 1 && f.rounds <= 100;
     } else if (name == "json_out") {
       f.json_out = value;
+    } else if (name == "interleave") {
+      f.interleave = value;
+      ok = value == "size" || value == "sweep";
     } else if (name == "fusion") {
       ok = absl::SimpleAtob(value, &f.fusion);
     } else if (name == "target_s") {
@@ -317,9 +327,9 @@ int RunAllreduceBench(int argc, char** argv) {
       return 2;
     }
   }
-  // Rounds: ours and every peer once each, one at a time; even rounds run ours first, odd
-  // rounds the peers first. Every sweep is bracketed by the core-to-core probe and filed
-  // under its placement; only sweeps of the same placement are compared.
+  // Rounds: ours and every peer once each per size (--interleave=size) or over every size
+  // (sweep), one at a time, never concurrently. Every run is bracketed by the core-to-core
+  // probe and filed under its placement; only runs of the same placement are compared.
   const std::string dir = f.peers_dir.empty() ? DefaultPeersDir() : f.peers_dir;
   const std::vector<PeerSpec> peers = PeersFor(f.transport, f.peers);
   const std::string ours_name = "lockstep_" + f.transport;
@@ -329,7 +339,10 @@ int RunAllreduceBench(int argc, char** argv) {
   auto file = [&](Sweep sweep, int round, const absl::StatusOr<CoreLatency>& before) {
     const absl::StatusOr<CoreLatency> after = MeasureCoreLatency();
     sweep.placement = ClassifyPlacement(before, after);
-    std::printf("# round %d %-24s %s -> %s: %s\n", round + 1, sweep.impl.c_str(),
+    const std::string what = sweep.p50.size() == 1
+                                 ? absl::StrCat(SizeName(sweep.p50.begin()->first), " ", sweep.impl)
+                                 : sweep.impl;
+    std::printf("# round %d %-30s %s -> %s: %s\n", round + 1, what.c_str(),
                 before.ok() ? absl::StrFormat("%.0f ns", before->round_trip_ns).c_str() : "?",
                 after.ok() ? absl::StrFormat("%.0f ns", after->round_trip_ns).c_str() : "?",
                 PlacementName(sweep.placement));
@@ -350,56 +363,74 @@ int RunAllreduceBench(int argc, char** argv) {
     probe = after;
   };
   if (!probe.ok()) std::printf("# %s\n", CoreLatencyLine(probe).c_str());
-  for (int round = 0; round < f.rounds; ++round) {
-    auto run_ours = [&]() -> bool {
+  // Ours over `run_sizes` (with the fusion measurement when `fusion`), filed as one sweep.
+  auto run_ours = [&](int round, const std::vector<uint64_t>& run_sizes, bool fusion) -> bool {
+    const absl::StatusOr<CoreLatency> before = probe;
+    BenchFlags run_flags = f;
+    run_flags.fusion = fusion;
+    auto lines = RunRanks(run_flags, run_sizes);
+    if (!lines.ok()) {
+      std::fprintf(stderr, "bench allreduce: %s\n", lines.status().ToString().c_str());
+      return false;
+    }
+    Sweep sweep;
+    sweep.impl = ours_name;
+    for (const auto& j : *lines) {
+      if (j.contains("fusion")) {
+        sweep.fusion = j;
+        continue;
+      }
+      const uint64_t bytes = j["bytes"].get<uint64_t>();
+      sweep.p50[bytes] = j["time_us_p50"].get<double>();
+      sweep.iters[bytes] = j["iters"].get<int>();
+      sweep.correct &= j["correct"].get<bool>();
+    }
+    file(std::move(sweep), round, before);
+    return true;
+  };
+  // Every peer over `sizes_spec` ("MIN:MAX"), one after the other, never concurrently with
+  // ours or each other. A peer that fails once is left out from then on.
+  auto run_peers = [&](int round, const std::string& sizes_spec) {
+    for (size_t k = 0; k < peers.size(); ++k) {
+      if (!peer_ok[k]) continue;
+      PeerSpec p = peers[k];
+      p.args.insert(p.args.end(), {"--np", absl::StrCat(f.np), "--sizes", sizes_spec, "--iters",
+                                   absl::StrCat(f.iters)});
       const absl::StatusOr<CoreLatency> before = probe;
-      auto lines = RunRanks(f, *sizes);
-      if (!lines.ok()) {
-        std::fprintf(stderr, "bench allreduce: %s\n", lines.status().ToString().c_str());
-        return false;
+      auto rows = RunPeer(dir, p, absl::Minutes(10));
+      if (!rows.ok()) {
+        std::printf("# peer %s: %s\n", p.impl.c_str(),
+                    std::string(rows.status().message()).c_str());
+        peer_ok[k] = false;
+        continue;
       }
       Sweep sweep;
-      sweep.impl = ours_name;
-      for (const auto& j : *lines) {
-        if (j.contains("fusion")) {
-          sweep.fusion = j;
-          continue;
-        }
-        const uint64_t bytes = j["bytes"].get<uint64_t>();
-        sweep.p50[bytes] = j["time_us_p50"].get<double>();
-        sweep.iters[bytes] = j["iters"].get<int>();
-        sweep.correct &= j["correct"].get<bool>();
+      sweep.impl = p.impl;
+      for (const auto& [bytes, row] : *rows) {
+        sweep.p50[bytes] = row.time_us_p50;
+        sweep.correct &= row.correct;
       }
       file(std::move(sweep), round, before);
-      return true;
-    };
-    // Peers one after the other, never concurrently with ours or each other.
-    auto run_peers = [&] {
-      for (size_t k = 0; k < peers.size(); ++k) {
-        if (!peer_ok[k]) continue;
-        PeerSpec p = peers[k];
-        p.args.insert(p.args.end(), {"--np", absl::StrCat(f.np), "--sizes", f.sizes, "--iters",
-                                     absl::StrCat(f.iters)});
-        const absl::StatusOr<CoreLatency> before = probe;
-        auto rows = RunPeer(dir, p, absl::Minutes(10));
-        if (!rows.ok()) {
-          std::printf("# peer %s: %s\n", p.impl.c_str(),
-                      std::string(rows.status().message()).c_str());
-          peer_ok[k] = false;
-          continue;
-        }
-        Sweep sweep;
-        sweep.impl = p.impl;
-        for (const auto& [bytes, row] : *rows) {
-          sweep.p50[bytes] = row.time_us_p50;
-          sweep.correct &= row.correct;
-        }
-        file(std::move(sweep), round, before);
-      }
-    };
-    if (round % 2 == 1) run_peers();
-    if (!run_ours()) return 1;
-    if (round % 2 == 0) run_peers();
+    }
+  };
+  for (int round = 0; round < f.rounds; ++round) {
+    if (f.interleave == "sweep") {
+      // Even rounds run ours first, odd rounds the peers first.
+      if (round % 2 == 1) run_peers(round, f.sizes);
+      if (!run_ours(round, *sizes, f.fusion)) return 1;
+      if (round % 2 == 0) run_peers(round, f.sizes);
+      continue;
+    }
+    // By size: who goes first alternates from size to size and from round to round; the
+    // fusion measurement rides with ours at the last size.
+    for (size_t i = 0; i < sizes->size(); ++i) {
+      const uint64_t bytes = (*sizes)[i];
+      const std::string spec = absl::StrCat(bytes, ":", bytes);
+      const bool peers_first = (round + i) % 2 == 1;
+      if (peers_first) run_peers(round, spec);
+      if (!run_ours(round, {bytes}, f.fusion && i + 1 == sizes->size())) return 1;
+      if (!peers_first) run_peers(round, spec);
+    }
   }
 
   const double bus = f.np > 1 ? 2.0 * (f.np - 1) / f.np : 1.0;
@@ -408,6 +439,10 @@ int RunAllreduceBench(int argc, char** argv) {
   std::printf(
       "# time: median of K back-to-back calls on rank 0, then the median over the sweeps of one "
       "placement; GB/s = 1e9 B/s; ratio = peer time / our time (>1: we are faster)\n");
+  std::printf("# interleaved by %s%s\n", f.interleave.c_str(),
+              f.interleave == "size"
+                  ? ": each size ran ours and every peer back to back, each run its own sweep"
+                  : ": ours over every size, then each peer");
   bool all_correct = true;
   for (const Sweep& s : sweeps) {
     if (s.impl == ours_name) all_correct &= s.correct;
@@ -448,6 +483,7 @@ int RunAllreduceBench(int argc, char** argv) {
     uint64_t worst_at = 0;
     for (uint64_t bytes : *sizes) {
       const double p50 = median_at(ours, bytes);
+      if (p50 <= 0) continue;  // interleaved by size: no run of ours at this size landed here
       int iters = 0;
       bool correct = true;
       for (const Sweep* s : ours) {
@@ -484,7 +520,9 @@ int RunAllreduceBench(int argc, char** argv) {
       ratio.push_back(fus.back() > 0 ? sep.back() / fus.back() : 0);
     }
     if (!fus.empty()) {
-      const nlohmann::json& j = ours.front()->fusion;
+      const Sweep* with_fusion = *std::find_if(ours.begin(), ours.end(),
+                                               [](const Sweep* s) { return !s->fusion.is_null(); });
+      const nlohmann::json& j = with_fusion->fusion;
       std::printf(
           "# fusion: %d tensors of %d bytes, bytes_per_pack %d: separate %.1f us (async %.1f "
           "us), fused %.1f us: %.2fx (per sweep: %s)\n",

@@ -49,7 +49,8 @@ TEST(AllreduceBenchTest, EndToEndTinyRunIsCorrect) {
 TEST(AllreduceBenchTest, RoundsAggregateAndBadRoundsAreRefused) {
   const char* two[] = {"allreduce", "--np",       "2",    "--transport", "shm",  "--sizes",
                        "8:64",      "--iters",    "5",    "--peers",     "none", "--fusion",
-                       "false",     "--target_s", "0.01", "--rounds",    "2"};
+                       "false",     "--target_s", "0.01", "--rounds",    "2",    "--interleave",
+                       "sweep"};
   testing::internal::CaptureStdout();
   const int status = RunAllreduceBench(sizeof(two) / sizeof(two[0]), const_cast<char**>(two));
   const std::string out = testing::internal::GetCapturedStdout();
@@ -79,6 +80,35 @@ TEST(AllreduceBenchTest, RoundsAggregateAndBadRoundsAreRefused) {
   EXPECT_EQ(RunAllreduceBench(sizeof(zero) / sizeof(zero[0]), const_cast<char**>(zero)), 2);
 }
 
+// By size: every size is its own run, so four sizes in two rounds make eight runs of ours,
+// and the fusion measurement rides with the last size's run only.
+TEST(AllreduceBenchTest, InterleavedBySizeRunsEachSizeOnItsOwn) {
+  const char* argv[] = {"allreduce", "--np",       "2",    "--transport", "shm",  "--sizes",
+                        "8:64",      "--iters",    "5",    "--peers",     "none", "--fusion",
+                        "true",      "--target_s", "0.01", "--rounds",    "2"};
+  testing::internal::CaptureStdout();
+  const int status = RunAllreduceBench(sizeof(argv) / sizeof(argv[0]), const_cast<char**>(argv));
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("# interleaved by size"), std::string::npos) << out;
+  for (const char* run : {"# round 1 8 lockstep_shm", "# round 1 64 lockstep_shm",
+                          "# round 2 16 lockstep_shm", "# round 2 32 lockstep_shm"}) {
+    EXPECT_NE(out.find(run), std::string::npos) << run << " missing from:\n" << out;
+  }
+  int runs = 0, fusion_lines = 0;
+  for (size_t at = out.find("sweeps: ours "); at != std::string::npos;
+       at = out.find("sweeps: ours ", at + 1)) {
+    runs += std::stoi(out.substr(at + 13));
+  }
+  for (size_t at = out.find("# fusion: "); at != std::string::npos;
+       at = out.find("# fusion: ", at + 1)) {
+    ++fusion_lines;
+  }
+  EXPECT_EQ(runs, 8) << out;
+  EXPECT_GE(fusion_lines, 1) << out;  // one per placement the last size's runs landed in
+  EXPECT_LE(fusion_lines, 2) << out;
+}
+
 TEST(AllreduceBenchTest, HelpListsEveryFlagTheParserTakes) {
   const char* help[] = {"allreduce", "--np", "2", "--help"};
   testing::internal::CaptureStdout();
@@ -92,6 +122,7 @@ TEST(AllreduceBenchTest, HelpListsEveryFlagTheParserTakes) {
                            "--target_s=",
                            "--rounds=",
                            "--json_out=",
+                           "--interleave=",
                            "--peers=",
                            "--peers_dir=",
                            "--fusion=",
