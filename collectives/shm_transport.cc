@@ -256,7 +256,11 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, in
             "with medium: Memory) or ask for a smaller shm heap"));
       }
     }
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    // MAP_POPULATE: the page tables are filled now, not by a fault at the first touch of each
+    // page. Without it a short run paid one fault per new ring page: 2 KiB all-reduces over
+    // 2 ranks took 3.5-4.2 us for their first 1000 calls (one 4 KiB page every second call)
+    // and 0.65 us once the ring had gone round.
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
       return absl::ResourceExhaustedError(absl::StrCat("mmap ", name, ": ", std::strerror(errno)));
