@@ -109,6 +109,26 @@ TEST(AllreduceBenchTest, InterleavedBySizeRunsEachSizeOnItsOwn) {
   EXPECT_LE(fusion_lines, 2) << out;
 }
 
+// A peer that cannot run is reported for each failed run and left out after three in a row;
+// ours still runs every size.
+TEST(AllreduceBenchTest, AFailingPeerIsLeftOutAfterThreeFailures) {
+  const char* argv[] = {"allreduce", "--np",       "2",    "--transport", "shm",         "--sizes",
+                        "8:64",      "--iters",    "5",    "--peers",     "mpi",         "--fusion",
+                        "false",     "--target_s", "0.01", "--peers_dir", "/nonexistent"};
+  testing::internal::CaptureStdout();
+  const int status = RunAllreduceBench(sizeof(argv) / sizeof(argv[0]), const_cast<char**>(argv));
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(status, 0) << out;
+  int failures = 0;
+  for (size_t at = out.find("# peer mpi_vader: "); at != std::string::npos;
+       at = out.find("# peer mpi_vader: ", at + 1)) {
+    ++failures;
+  }
+  EXPECT_EQ(failures, 3) << out;
+  EXPECT_NE(out.find("3 failures in a row: left out"), std::string::npos) << out;
+  EXPECT_NE(out.find("# round 1 64 lockstep_shm"), std::string::npos) << out;
+}
+
 TEST(AllreduceBenchTest, HelpListsEveryFlagTheParserTakes) {
   const char* help[] = {"allreduce", "--np", "2", "--help"};
   testing::internal::CaptureStdout();
