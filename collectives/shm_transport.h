@@ -45,7 +45,8 @@
 // it. Otherwise the frame says "inline" and the bytes follow through the ring as usual.
 // Segments are reserved with posix_fallocate when made, so a full /dev/shm is a clear error
 // (or, for the heap, a warning and no heap: ShmOptions::heap_required) at Connect(), never a
-// SIGBUS in the middle of a collective.
+// SIGBUS in the middle of a collective; every rank maps them with MAP_POPULATE, so no call
+// takes a page fault on its first pass over a ring or the heap.
 //
 // Connect(): segment names go through the Store ("<prefix>/shm/<rank>"); once every rank has
 // mapped every segment ("<prefix>/shm_mapped/<rank>"), each rank unlinks its own, so no
