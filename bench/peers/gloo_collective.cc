@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<GlooCollective>> GlooCollective::Create(int rank,
                                                " ranks started and share ", store_dir));
   }
   std::unique_ptr<GlooCollective> collective(
-      new GlooCollective(rank, np, algorithm, std::move(context)));
+      new GlooCollective(rank, np, algorithm, store_dir, timeout, std::move(context)));
   status = Guarded(rank, "setup", [&] {
     GlooCollective& c = *collective;
     c.barrier_ = std::make_unique<gloo::BarrierAllToAll>(c.context_);
@@ -74,9 +74,14 @@ absl::StatusOr<std::unique_ptr<GlooCollective>> GlooCollective::Create(int rank,
   return collective;
 }
 
-GlooCollective::GlooCollective(int rank, int np, Algorithm algorithm,
-                               std::shared_ptr<gloo::Context> context)
-    : rank_(rank), np_(np), algorithm_(algorithm), context_(std::move(context)) {}
+GlooCollective::GlooCollective(int rank, int np, Algorithm algorithm, std::string store_dir,
+                               absl::Duration timeout, std::shared_ptr<gloo::Context> context)
+    : rank_(rank),
+      np_(np),
+      algorithm_(algorithm),
+      store_dir_(std::move(store_dir)),
+      timeout_(timeout),
+      context_(std::move(context)) {}
 
 GlooCollective::~GlooCollective() = default;
 
@@ -106,6 +111,16 @@ absl::Status GlooCollective::AllReduce() {
 
 absl::Status GlooCollective::Barrier() {
   return Guarded(rank_, "barrier", [&] { barrier_->run(); });
+}
+
+absl::Status GlooCollective::Leave() {
+  return Guarded(rank_, "leaving", [&] {
+    gloo::rendezvous::FileStore store(store_dir_);
+    store.set(absl::StrCat("lockstep-left-", rank_), {'1'});
+    std::vector<std::string> keys;
+    for (int r = 0; r < np_; ++r) keys.push_back(absl::StrCat("lockstep-left-", r));
+    store.wait(keys, std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout_)));
+  });
 }
 
 absl::StatusOr<int> GlooCollective::BroadcastFromRank0(int value) {

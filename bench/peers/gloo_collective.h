@@ -40,13 +40,20 @@ class GlooCollective final : public PeerCollective {
   absl::Status Barrier() override;
   absl::StatusOr<int> BroadcastFromRank0(int value) override;
   absl::StatusOr<int> SumOverRanks(int value) override;
+  // Through the rendezvous FileStore, not the Gloo connections: Gloo's closing barrier can
+  // return on one rank while another still waits on a pair whose socket the first then
+  // closes ("Connection closed by peer", 1-2 runs in a few hundred).
+  absl::Status Leave() override;
 
  private:
-  GlooCollective(int rank, int np, Algorithm algorithm, std::shared_ptr<gloo::Context> context);
+  GlooCollective(int rank, int np, Algorithm algorithm, std::string store_dir,
+                 absl::Duration timeout, std::shared_ptr<gloo::Context> context);
 
   const int rank_;
   const int np_;
   const Algorithm algorithm_;
+  const std::string store_dir_;
+  const absl::Duration timeout_;
   std::shared_ptr<gloo::Context> context_;
   std::unique_ptr<gloo::Algorithm> allreduce_;  // Bound by Prepare.
   std::unique_ptr<gloo::Algorithm> barrier_;

@@ -105,6 +105,7 @@ absl::StatusOr<int> RunPeerSweep(PeerCollective& collective, const PeerSweepOpti
   // No rank leaves (closing its connections) before every rank is done with the last
   // exchange: otherwise a rank still finishing it can see "connection closed by peer".
   absl::Status done = collective.Barrier();
+  if (done.ok()) done = collective.Leave();
   if (!done.ok()) {
     return Annotate(done, absl::StrCat(options.impl, " rank ", collective.rank(), " of ",
                                        collective.size(), ", closing barrier"));

@@ -32,6 +32,9 @@ class PeerCollective {
   virtual absl::StatusOr<int> BroadcastFromRank0(int value) = 0;
   // Returns the sum of `value` over all ranks, on every rank.
   virtual absl::StatusOr<int> SumOverRanks(int value) = 0;
+  // After the last collective: returns once every rank has called it, so that no rank closes
+  // its connections while another is still finishing a collective (default: nothing to do).
+  virtual absl::Status Leave() { return absl::OkStatus(); }
 };
 
 struct PeerSweepOptions {
