@@ -1,10 +1,12 @@
 // The driver's size parsing and iteration rules, a tiny end-to-end run (2 ranks over shm and
-// tcp, no peers) that checks exit status 0 (correct results), and the tables of --rounds.
+// tcp, no peers) that checks exit status 0 (correct results), the tables of --rounds in both
+// --interleave orders, a peer that cannot start, and --help.
 #include "bench/allreduce_bench.h"
 
 #include <cctype>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "bench/allreduce_rank.h"
 #include "gtest/gtest.h"
@@ -12,6 +14,37 @@
 namespace lockstep {
 namespace bench {
 namespace {
+
+struct Run {
+  int status;
+  std::string out;  // stdout
+};
+
+// RunAllreduceBench on `args` (after the program name), capturing what it prints.
+Run RunCaptured(std::vector<const char*> args) {
+  args.insert(args.begin(), "allreduce");
+  testing::internal::CaptureStdout();
+  const int status =
+      RunAllreduceBench(static_cast<int>(args.size()), const_cast<char**>(args.data()));
+  return {status, testing::internal::GetCapturedStdout()};
+}
+
+// How many times `needle` occurs in `text`.
+int Occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// The sum of the "sweeps: ours N" counts over every placement's table.
+int OurSweeps(const std::string& out) {
+  int sweeps = 0;
+  for (size_t at = out.find("sweeps: ours "); at != std::string::npos;
+       at = out.find("sweeps: ours ", at + 1)) {
+    sweeps += std::stoi(out.substr(at + 13));
+  }
+  return sweeps;
+}
 
 TEST(AllreduceBenchTest, ParsesSizesLikeNcclTests) {
   auto s = ParseSizes("8:64");
@@ -47,25 +80,16 @@ TEST(AllreduceBenchTest, EndToEndTinyRunIsCorrect) {
 
 // Two rounds: each sweep is filed under a placement, and the tables hold both sweeps' rows.
 TEST(AllreduceBenchTest, RoundsAggregateAndBadRoundsAreRefused) {
-  const char* two[] = {"allreduce", "--np",       "2",    "--transport", "shm",  "--sizes",
-                       "8:64",      "--iters",    "5",    "--peers",     "none", "--fusion",
-                       "false",     "--target_s", "0.01", "--rounds",    "2",    "--interleave",
-                       "sweep"};
-  testing::internal::CaptureStdout();
-  const int status = RunAllreduceBench(sizeof(two) / sizeof(two[0]), const_cast<char**>(two));
-  const std::string out = testing::internal::GetCapturedStdout();
+  const auto [status, out] = RunCaptured(
+      {"--np", "2", "--transport", "shm", "--sizes", "8:64", "--iters", "5", "--peers", "none",
+       "--fusion", "false", "--target_s", "0.01", "--rounds", "2", "--interleave", "sweep"});
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("# round 1 lockstep_shm"), std::string::npos) << out;
   EXPECT_NE(out.find("# round 2 lockstep_shm"), std::string::npos) << out;
   // Whatever placements the two sweeps landed in, their counts add up to two, and every
   // table has one row per size (8, 16, 32, 64).
-  int sweeps = 0, tables = 0;
-  for (size_t at = out.find("sweeps: ours "); at != std::string::npos;
-       at = out.find("sweeps: ours ", at + 1)) {
-    sweeps += std::stoi(out.substr(at + 13));
-    ++tables;
-  }
-  EXPECT_EQ(sweeps, 2) << out;
+  const int tables = Occurrences(out, "sweeps: ours ");
+  EXPECT_EQ(OurSweeps(out), 2) << out;
   int rows = 0;  // lines "<size> <iters> ... ok"
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {
@@ -83,57 +107,35 @@ TEST(AllreduceBenchTest, RoundsAggregateAndBadRoundsAreRefused) {
 // By size: every size is its own run, so four sizes in two rounds make eight runs of ours,
 // and the fusion measurement rides with the last size's run only.
 TEST(AllreduceBenchTest, InterleavedBySizeRunsEachSizeOnItsOwn) {
-  const char* argv[] = {"allreduce", "--np",       "2",    "--transport", "shm",  "--sizes",
-                        "8:64",      "--iters",    "5",    "--peers",     "none", "--fusion",
-                        "true",      "--target_s", "0.01", "--rounds",    "2"};
-  testing::internal::CaptureStdout();
-  const int status = RunAllreduceBench(sizeof(argv) / sizeof(argv[0]), const_cast<char**>(argv));
-  const std::string out = testing::internal::GetCapturedStdout();
+  const auto [status, out] =
+      RunCaptured({"--np", "2", "--transport", "shm", "--sizes", "8:64", "--iters", "5", "--peers",
+                   "none", "--fusion", "true", "--target_s", "0.01", "--rounds", "2"});
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("# interleaved by size"), std::string::npos) << out;
   for (const char* run : {"# round 1 8 lockstep_shm", "# round 1 64 lockstep_shm",
                           "# round 2 16 lockstep_shm", "# round 2 32 lockstep_shm"}) {
     EXPECT_NE(out.find(run), std::string::npos) << run << " missing from:\n" << out;
   }
-  int runs = 0, fusion_lines = 0;
-  for (size_t at = out.find("sweeps: ours "); at != std::string::npos;
-       at = out.find("sweeps: ours ", at + 1)) {
-    runs += std::stoi(out.substr(at + 13));
-  }
-  for (size_t at = out.find("# fusion: "); at != std::string::npos;
-       at = out.find("# fusion: ", at + 1)) {
-    ++fusion_lines;
-  }
-  EXPECT_EQ(runs, 8) << out;
-  EXPECT_GE(fusion_lines, 1) << out;  // one per placement the last size's runs landed in
-  EXPECT_LE(fusion_lines, 2) << out;
+  EXPECT_EQ(OurSweeps(out), 8) << out;
+  // One fusion line per placement the last size's two runs landed in.
+  EXPECT_GE(Occurrences(out, "# fusion: "), 1) << out;
+  EXPECT_LE(Occurrences(out, "# fusion: "), 2) << out;
 }
 
 // A peer that cannot run is reported for each failed run and left out after three in a row;
 // ours still runs every size.
 TEST(AllreduceBenchTest, AFailingPeerIsLeftOutAfterThreeFailures) {
-  const char* argv[] = {"allreduce", "--np",       "2",    "--transport", "shm",         "--sizes",
-                        "8:64",      "--iters",    "5",    "--peers",     "mpi",         "--fusion",
-                        "false",     "--target_s", "0.01", "--peers_dir", "/nonexistent"};
-  testing::internal::CaptureStdout();
-  const int status = RunAllreduceBench(sizeof(argv) / sizeof(argv[0]), const_cast<char**>(argv));
-  const std::string out = testing::internal::GetCapturedStdout();
+  const auto [status, out] = RunCaptured({"--np", "2", "--transport", "shm", "--sizes", "8:64",
+                                          "--iters", "5", "--peers", "mpi", "--fusion", "false",
+                                          "--target_s", "0.01", "--peers_dir", "/nonexistent"});
   EXPECT_EQ(status, 0) << out;
-  int failures = 0;
-  for (size_t at = out.find("# peer mpi_vader: "); at != std::string::npos;
-       at = out.find("# peer mpi_vader: ", at + 1)) {
-    ++failures;
-  }
-  EXPECT_EQ(failures, 3) << out;
+  EXPECT_EQ(Occurrences(out, "# peer mpi_vader: "), 3) << out;
   EXPECT_NE(out.find("3 failures in a row: left out"), std::string::npos) << out;
   EXPECT_NE(out.find("# round 1 64 lockstep_shm"), std::string::npos) << out;
 }
 
 TEST(AllreduceBenchTest, HelpListsEveryFlagTheParserTakes) {
-  const char* help[] = {"allreduce", "--np", "2", "--help"};
-  testing::internal::CaptureStdout();
-  const int status = RunAllreduceBench(sizeof(help) / sizeof(help[0]), const_cast<char**>(help));
-  const std::string out = testing::internal::GetCapturedStdout();
+  const auto [status, out] = RunCaptured({"--np", "2", "--help"});
   EXPECT_EQ(status, 0);
   for (const char* flag : {"--np=",
                            "--transport=",
