@@ -131,7 +131,7 @@ int Child(int rank, int world, const std::string& store_dir) {
     const std::vector<std::vector<int>> cpus = CpusPerWorker(world, 1, AllowedCpus());
     if (!cpus.empty()) {
       if (absl::Status s = SetCpuAffinity(cpus[rank]); !s.ok()) {
-        fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
+        fprintf(stderr, "rank %d: pinning: %s\n", rank, s.ToString().c_str());
         return 1;
       }
     }

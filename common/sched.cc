@@ -80,8 +80,9 @@ absl::StatusOr<std::vector<int>> ParseCpuList(absl::string_view list, absl::stri
       return bad(element, "not a CPU number or range:");
     }
     if (last < first) return bad(element, "a range that runs backwards:");
-    if (last >= CPU_SETSIZE)
+    if (last >= CPU_SETSIZE) {
       return bad(element, absl::StrCat("CPUs go up to ", CPU_SETSIZE - 1, ":"));
+    }
     for (int c = first; c <= last; ++c) cpus.push_back(c);
   }
   std::sort(cpus.begin(), cpus.end());
@@ -113,15 +114,14 @@ std::vector<int> AllowedCpus() {
 }
 
 absl::Status SetCpuAffinity(const std::vector<int>& cpus) {
-  if (cpus.empty()) return absl::InvalidArgumentError("CPU affinity: no CPUs given");
+  if (cpus.empty()) return absl::InvalidArgumentError("no CPUs given to run on");
   const std::vector<int> allowed = AllowedCpus();
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int c : cpus) {
     if (!std::binary_search(allowed.begin(), allowed.end(), c)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "CPU affinity: CPU ", c,
-          " is not available to this process (allowed: ", FormatCpuList(allowed), ")"));
+          "CPU ", c, " is not available to this process (allowed: ", FormatCpuList(allowed), ")"));
     }
     CPU_SET(c, &set);
   }

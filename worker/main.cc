@@ -48,7 +48,7 @@ ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
 ABSL_FLAG(std::string, cpu_affinity, "",
           "CPUs this worker and all its threads run on, in Linux's list syntax (\"0-3,6\", as "
           "taskset -c and systemd's CPUAffinity=). Default: every CPU it is allowed. "
-          "`lockstep local` gives each worker CPUs of its own when there are enough.");
+          "`lockstep local --pin_workers` gives each worker CPUs of its own.");
 
 namespace {
 
@@ -218,8 +218,11 @@ int main(int argc, char** argv) {
   // Before any thread starts (gRPC's, the job's), so that every one of them inherits it.
   if (const std::string list = absl::GetFlag(FLAGS_cpu_affinity); !list.empty()) {
     absl::StatusOr<std::vector<int>> cpus = lockstep::ParseCpuList(list, "--cpu_affinity");
-    absl::Status pinned = cpus.ok() ? lockstep::SetCpuAffinity(*cpus) : cpus.status();
-    if (!pinned.ok()) {
+    if (!cpus.ok()) {
+      spdlog::error("{}", std::string(cpus.status().message()));  // names the flag
+      return kExitBadConfig;
+    }
+    if (absl::Status pinned = lockstep::SetCpuAffinity(*cpus); !pinned.ok()) {
       spdlog::error("--cpu_affinity: {}", std::string(pinned.message()));
       return kExitBadConfig;
     }
