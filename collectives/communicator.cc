@@ -136,15 +136,6 @@ Handle Communicator::Submit(Body body) {
 
 template <typename F>
 absl::Status Communicator::RunNow(F&& body) {
-  // The caller waits for this collective: nothing else of this rank runs meanwhile.
-  SetComputeIdle(true);
-  absl::Status s = RunNowOrQueue(std::forward<F>(body));
-  SetComputeIdle(false);
-  return s;
-}
-
-template <typename F>
-absl::Status Communicator::RunNowOrQueue(F&& body) {
   bool idle = false;
   // Keep call order: queue behind the pending async collectives.
   if (queued_.load() > 0 || !busy_.compare_exchange_strong(idle, true)) {

@@ -105,11 +105,6 @@ class Communicator {
 
   absl::Status Barrier(absl::Time deadline);
 
-  // Tells the transport that this rank's compute threads wait for the collectives until the
-  // matching SetComputeIdle(false) (Transport::SetComputeIdle): FusedAllReduce::Finish does,
-  // and every sync call does for itself.
-  void SetComputeIdle(bool idle) { transport_->SetComputeIdle(idle); }
-
   void Abort();
 
  private:
@@ -125,8 +120,6 @@ class Communicator {
   // queues it behind the pending collectives and waits.
   template <typename F>
   absl::Status RunNow(F&& body);
-  template <typename F>
-  absl::Status RunNowOrQueue(F&& body);
   template <typename F>
   absl::Status Execute(F&& body);
   void WorkerLoop();

@@ -2,14 +2,11 @@
 // in-process transport (the transports have their own tests).
 #include "collectives/communicator.h"
 
-#include <atomic>
 #include <cstring>
 #include <numeric>
 #include <thread>
 
 #include "absl/time/clock.h"
-#include "collectives/fused_all_reduce.h"
-#include "collectives/inproc_transport.h"
 #include "collectives/test_util.h"
 #include "gtest/gtest.h"
 
@@ -161,78 +158,6 @@ TEST(RingOrderTest, AnOrderThatIsNotAPermutationIsRefused) {
     ASSERT_FALSE(group.ok());
     EXPECT_EQ(group.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(group.status().message().find("ring_order"), std::string::npos) << group.status();
-  }
-}
-
-// Wraps a transport and records, for every exchange, whether the owner had said its compute
-// threads were idle (Transport::SetComputeIdle).
-class IdleRecordingTransport final : public Transport {
- public:
-  explicit IdleRecordingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv, absl::Time deadline) override {
-    (idle_.load() > 0 ? exchanges_idle_ : exchanges_busy_).fetch_add(1);
-    return inner_->SendRecv(send, recv, deadline);
-  }
-  void Abort() override { inner_->Abort(); }
-  void SetComputeIdle(bool idle) override { idle_.fetch_add(idle ? 1 : -1); }
-
-  std::atomic<int> idle_{0};
-  std::atomic<int> exchanges_idle_{0}, exchanges_busy_{0};
-
- private:
-  std::unique_ptr<Transport> inner_;
-};
-
-// Sync calls and FusedAllReduce::Finish tell the transport that the caller only waits, and
-// take it back when they return; an async call on its own does not.
-TEST(ComputeIdleTest, SyncCallsAndFinishMarkTheComputeThreadsIdle) {
-  auto hub = std::make_shared<InProcHub>(2);
-  std::vector<IdleRecordingTransport*> transports;
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (int r = 0; r < 2; ++r) {
-    auto t = std::make_unique<IdleRecordingTransport>(std::make_unique<InProcTransport>(hub, r));
-    transports.push_back(t.get());
-    auto c = Communicator::Create(std::move(t), AlgorithmOptions{});
-    ASSERT_TRUE(c.ok()) << c.status();
-    comms.push_back(std::move(*c));
-  }
-  std::vector<std::vector<float>> v(2, std::vector<float>(64, 1.0f));
-  // Async: the caller may be computing meanwhile.
-  RunRanks(2, [&](int r) {
-    ASSERT_TRUE(
-        comms[r]
-            ->AllReduceAsync(v[r].data(), v[r].data(), 64, DType::kF32, ReduceOp::kSum, Soon())
-            ->Wait()
-            .ok());
-  });
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_GT(transports[r]->exchanges_busy_.load(), 0);
-    EXPECT_EQ(transports[r]->exchanges_idle_.load(), 0);
-  }
-  // Sync: the caller waits.
-  RunRanks(2, [&](int r) {
-    ASSERT_TRUE(comms[r]
-                    ->AllReduce(v[r].data(), v[r].data(), 64, DType::kF32, ReduceOp::kSum, Soon())
-                    .ok());
-  });
-  std::vector<int> idle_before(2);
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_GT(transports[r]->exchanges_idle_.load(), 0);
-    EXPECT_EQ(transports[r]->idle_.load(), 0);  // taken back
-    idle_before[r] = transports[r]->exchanges_idle_.load();
-  }
-  // A bucket that fills only at Finish runs while the caller waits in Finish.
-  RunRanks(2, [&](int r) {
-    FusedAllReduce fused(comms[r].get(), ReduceOp::kSum);
-    fused.Add(v[r].data(), 64, DType::kF32, Soon());
-    ASSERT_TRUE(fused.Finish().ok());
-  });
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_GT(transports[r]->exchanges_idle_.load(), idle_before[r]);
-    EXPECT_EQ(transports[r]->idle_.load(), 0);
-    EXPECT_EQ(v[r][0], 8.0f);  // 1 -> 2 -> 4 -> 8 over three all-reduces
   }
 }
 

@@ -56,9 +56,6 @@ void FusedAllReduce::Add(void* data, size_t count, DType dtype, absl::Time deadl
 }
 
 absl::Status FusedAllReduce::Finish() {
-  // From here the caller only waits: the transport may spin for its peers instead of sleeping
-  // (the backward pass that it had to leave the cores to is over).
-  comm_->SetComputeIdle(true);
   for (size_t i = 0; i < in_use_; ++i) {
     if (!buckets_[i]->handle) Launch(*buckets_[i]);
   }
@@ -76,7 +73,6 @@ absl::Status FusedAllReduce::Finish() {
   direct_.clear();
   in_use_ = 0;
   started_ = 0;
-  comm_->SetComputeIdle(false);
   return first;
 }
 

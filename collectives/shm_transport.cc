@@ -165,9 +165,6 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
       ChooseShmWaitPolicy(size, options.busy_threads_per_rank, sysconf(_SC_NPROCESSORS_ONLN));
   spin_ = options.spin_iterations >= 0 ? options.spin_iterations : chosen.spin_iterations;
   yield_ = options.yield_iterations >= 0 ? options.yield_iterations : chosen.yield_iterations;
-  const ShmWaitPolicy idle = ChooseShmWaitPolicy(size, 1, sysconf(_SC_NPROCESSORS_ONLN));
-  idle_spin_ = options.spin_iterations >= 0 ? options.spin_iterations : idle.spin_iterations;
-  idle_yield_ = options.yield_iterations >= 0 ? options.yield_iterations : idle.yield_iterations;
   static_assert(sizeof(Header) <= kHeaderBytes, "header too large");
   static_assert(sizeof(Ring) <= kRingCtlBytes, "ring control too large");
   static_assert(sizeof(Slot) == kSlotBytes, "a slot is whole cache lines");
@@ -713,15 +710,6 @@ absl::Status ShmTransport::CheckPeer(int peer, const char* what) const {
   return absl::OkStatus();
 }
 
-void ShmTransport::SetComputeIdle(bool idle) {
-  compute_idle_.fetch_add(idle ? 1 : -1, std::memory_order_relaxed);
-}
-
-ShmWaitPolicy ShmTransport::wait_policy() const {
-  return compute_idle_.load(std::memory_order_relaxed) > 0 ? ShmWaitPolicy{idle_spin_, idle_yield_}
-                                                           : ShmWaitPolicy{spin_, yield_};
-}
-
 absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
                                     absl::Time deadline) {
   const bool sending = send.peer != kNoPeer && send.len > 0;
@@ -775,12 +763,11 @@ absl::Status ShmTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
       continue;
     }
     ++idle;
-    const ShmWaitPolicy policy = wait_policy();  // SetComputeIdle may switch it meanwhile
-    if (idle < policy.spin_iterations) {
+    if (idle < spin_) {
       _mm_pause();
       continue;
     }
-    if (idle < policy.spin_iterations + policy.yield_iterations) {
+    if (idle < spin_ + yield_) {
       sched_yield();
       continue;
     }

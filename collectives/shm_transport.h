@@ -89,12 +89,6 @@ struct ShmOptions {
   //    the communicator's thread has a short slice (AlgorithmOptions::progress_thread_slice).
   //    Measured, bench/train_throughput with 2 workers on 2 cores: the 4 MiB all-reduce
   //    started during the backward pass took 3.1-3.4 ms yielding, 0.5-1.2 ms asleep.
-  //    Once the compute threads only wait (FusedAllReduce::Finish, a sync collective), the
-  //    owner says so (Transport::SetComputeIdle) and waits go back to the first policy: the
-  //    all-reduces left after the backward pass no longer pay a futex wake-up of a halted
-  //    vCPU per exchange (2 workers: Finish took 0.27-0.93 ms against 0.31-1.20 ms per call,
-  //    shorter in 3 of 4 interleaved pairs; examples/s 22 pairs, median ratio 1.04, 1.05 with
-  //    sleeping first in the pair, 1.00 with it second).
   int spin_iterations = -1;   // pause-spins before yielding
   int yield_iterations = -1;  // sched_yield()s before sleeping on the futex
   // Threads each rank keeps busy (the communicator's own, plus e.g. a trainer's compute
@@ -153,11 +147,6 @@ class ShmTransport final : public Transport {
   void Abort() override;
 
   std::shared_ptr<TransportHeap> heap() const override;
-  // While it holds, waits follow ChooseShmWaitPolicy as if the rank had no compute threads
-  // (busy_threads_per_rank = 1): spin and yield before sleeping. See ShmOptions.
-  void SetComputeIdle(bool idle) override;
-  // How a wait for a peer goes now (ShmOptions' explicit values, else ChooseShmWaitPolicy's).
-  ShmWaitPolicy wait_policy() const;
 
   // Whether this group moves large messages with process_vm_readv (see above).
   bool cma_enabled() const { return cma_; }
@@ -218,10 +207,6 @@ class ShmTransport final : public Transport {
   const ShmOptions options_;
   int spin_ = 0;
   int yield_ = 0;
-  // ... and while the owner's compute threads wait (SetComputeIdle).
-  int idle_spin_ = 0;
-  int idle_yield_ = 0;
-  std::atomic<int> compute_idle_{0};
   const size_t slot_bytes_;
   const size_t heap_offset_;         // where the heap starts in a segment (all ranks alike)
   size_t segment_bytes_;             // this rank's (without the heap when it could not be reserved)

@@ -1,7 +1,5 @@
 #include "collectives/shm_transport.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -380,42 +378,6 @@ TEST(ShmWaitPolicyTest, SleepsAtOnceOnlyWhenComputeThreadsShareTheCores) {
   EXPECT_EQ(training.yield_iterations, 0);
   // The same workers on a larger host keep spinning.
   EXPECT_EQ(ChooseShmWaitPolicy(2, 2, 16).spin_iterations, 256);
-}
-
-// Training ranks whose compute threads crowd the cores sleep at once; while the owner says
-// the compute threads only wait (counted, nested), they spin and yield like lone ranks.
-TEST(ShmWaitPolicyTest, ComputeIdleSwitchesToTheLoneRankPolicyWhileItHolds) {
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  ShmOptions training;
-  training.busy_threads_per_rank = static_cast<int>(cpus);  // 2 ranks x cpus > cpus
-  std::vector<std::unique_ptr<ShmTransport>> group = ConnectGroup({training, training});
-  ShmTransport& t = *group[0];
-  const ShmWaitPolicy busy = ChooseShmWaitPolicy(2, static_cast<int>(cpus), cpus);
-  const ShmWaitPolicy lone = ChooseShmWaitPolicy(2, 1, cpus);
-  EXPECT_EQ(t.wait_policy().spin_iterations, busy.spin_iterations);
-  EXPECT_EQ(t.wait_policy().yield_iterations, busy.yield_iterations);
-  t.SetComputeIdle(true);
-  t.SetComputeIdle(true);
-  EXPECT_EQ(t.wait_policy().spin_iterations, lone.spin_iterations);
-  EXPECT_EQ(t.wait_policy().yield_iterations, lone.yield_iterations);
-  t.SetComputeIdle(false);  // one holder left
-  EXPECT_EQ(t.wait_policy().yield_iterations, lone.yield_iterations);
-  t.SetComputeIdle(false);
-  EXPECT_EQ(t.wait_policy().spin_iterations, busy.spin_iterations);
-  EXPECT_EQ(t.wait_policy().yield_iterations, busy.yield_iterations);
-  // Exchanges still work in either policy.
-  ExchangeAndCheck(group);
-  t.SetComputeIdle(true);
-  group[1]->SetComputeIdle(true);
-  ExchangeAndCheck(group);
-  // Explicit ShmOptions values hold in both.
-  ShmOptions fixed = training;
-  fixed.spin_iterations = 7;
-  fixed.yield_iterations = 3;
-  std::vector<std::unique_ptr<ShmTransport>> other = ConnectGroup({fixed, fixed});
-  other[0]->SetComputeIdle(true);
-  EXPECT_EQ(other[0]->wait_policy().spin_iterations, 7);
-  EXPECT_EQ(other[0]->wait_policy().yield_iterations, 3);
 }
 
 }  // namespace

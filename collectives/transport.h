@@ -104,10 +104,6 @@ class Transport {
   // The zero-copy heap, or nullptr when this transport has none (TCP, in-process, shm
   // without ShmOptions::heap_bytes).
   virtual std::shared_ptr<TransportHeap> heap() const { return nullptr; }
-  // A hint from the rank's owner, counted (every true is matched by a false): while it holds,
-  // the rank's compute threads wait for the collectives, so this rank's cores have nothing
-  // else to run and a transport may wait for peers by spinning rather than sleeping.
-  virtual void SetComputeIdle(bool idle) {}
 };
 
 }  // namespace collectives
