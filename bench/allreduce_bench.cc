@@ -403,9 +403,10 @@ int RunAllreduceBench(int argc, char** argv) {
       const absl::StatusOr<CoreLatency> before = probe;
       auto rows = RunPeer(dir, p, absl::Minutes(10));
       if (!rows.ok()) {
+        const bool left_out = ++peer_failures[k] >= kPeerFailuresInARow;
         std::printf(
             "# peer %s: %s%s\n", p.impl.c_str(), std::string(rows.status().message()).c_str(),
-            ++peer_failures[k] >= kPeerFailuresInARow
+            left_out
                 ? absl::StrCat(" (", kPeerFailuresInARow, " failures in a row: left out)").c_str()
                 : "");
         continue;
