@@ -33,8 +33,9 @@ absl::StatusOr<absl::Duration> CurrentSchedulerSlice();
 
 // CPU affinity, for training workers that share a host (as MPI's --bind-to core): each
 // worker's threads on CPUs of its own. On the 2-core test machines it neither helps nor hurts
-// 2 training workers (bench/train_throughput --compare_pinning, 14 interleaved rounds: pinned /
-// unpinned 0.88-1.26x, median 0.99x), so nothing pins by default.
+// 2 training workers (bench/train_throughput --compare_pinning: 14 rounds with pinned first,
+// pinned / unpinned 0.88-1.26x, median 0.99x; 10 rounds alternating which goes first,
+// 0.95-1.07x, median 0.99x), so nothing pins by default.
 //
 // Linux's CPU list syntax (taskset -c, systemd's CPUAffinity=, a cgroup's cpuset.cpus):
 // "0-3,6" -> {0, 1, 2, 3, 6}, sorted, without duplicates. INVALID_ARGUMENT naming `what`
