@@ -1,6 +1,5 @@
 #include "bench/allreduce_bench.h"
 
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -25,6 +24,7 @@
 #include "bench/allreduce_rank.h"
 #include "bench/core_latency.h"
 #include "bench/peers/peer_measurement.h"
+#include "common/sched.h"
 #include "nlohmann/json.hpp"
 
 namespace lockstep {
@@ -219,11 +219,13 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
       c.rank = r;
       if (f.bind == "true" || (f.bind == "auto" && f.transport == "shm")) {
         // Like Open MPI's default binding (to core for np <= 2, to socket above): here one
-        // core per rank, round robin, so two ranks never time-share a core by accident.
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(r % std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)), &set);
-        sched_setaffinity(0, sizeof(set), &set);
+        // core per rank, round robin over the CPUs we may use, so two ranks never time-share
+        // a core by accident.
+        const std::vector<int> cpus = AllowedCpus();
+        if (!cpus.empty()) {
+          absl::Status pinned = SetCpuAffinity({cpus[r % cpus.size()]});
+          if (!pinned.ok()) std::fprintf(stderr, "rank %d: %s\n", r, pinned.ToString().c_str());
+        }
       }
       absl::Status s = RunBenchRank(c);
       if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", r, s.ToString().c_str());

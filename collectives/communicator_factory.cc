@@ -1,6 +1,5 @@
 #include "collectives/communicator_factory.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -12,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "collectives/shm_transport.h"
 #include "collectives/tcp_transport.h"
+#include "common/sched.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -67,13 +67,8 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const CommunicatorConfi
 
 // The one CPU this thread may run on, or -1.
 int PinnedCpu() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) != 1) return -1;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) return c;
-  }
-  return -1;
+  const std::vector<int> cpus = AllowedCpus();
+  return cpus.size() == 1 ? cpus[0] : -1;
 }
 
 }  // namespace
