@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -34,6 +35,7 @@
 #include "collectives/file_store.h"
 #include "common/process.h"
 #include "common/sched.h"
+#include "distribute/trainer.h"
 #include "engine/executor.h"
 #include "engine/model_builder.h"
 #include "engine/optimizer.h"
@@ -172,8 +174,10 @@ int Child(int rank, int world, const std::string& store_dir) {
   options.transport = absl::GetFlag(FLAGS_transport) == "tcp" ? collectives::TransportKind::kTcp
                                                               : collectives::TransportKind::kShm;
   options.overlap_all_reduce = absl::GetFlag(FLAGS_overlap);
-  options.on_step = [&](int64_t step) {
+  distribute::StepTimes measured;  // the measured steps' phases, summed
+  options.on_step = [&](int64_t step, const distribute::TrainStepResult& result) {
     if (step == warmup) start = absl::Now();
+    if (step > warmup) measured += result.times;
     if (step == warmup + steps) end = absl::Now();
   };
   auto executor = worker::JobExecutor::Create(p, options);
@@ -188,6 +192,9 @@ int Child(int rank, int world, const std::string& store_dir) {
   }
   if (rank == 0) {
     printf("EPS %.3f\n", steps * absl::GetFlag(FLAGS_batch) / absl::ToDoubleSeconds(end - start));
+    auto ms = [&](absl::Duration d) { return absl::ToDoubleMilliseconds(d) / steps; };
+    printf("PHASES %.4f %.4f %.4f %.4f\n", ms(measured.total), ms(measured.compute),
+           ms(measured.allreduce_wait), ms(measured.apply));
   }
   return 0;
 }
@@ -198,8 +205,13 @@ struct Variant {
   bool pin = false;
 };
 
-// One run with `world` worker processes; worker 0's examples/s, or -1 on failure.
-double RunOnce(int world, int run, Variant variant) {
+// Worker 0's milliseconds per measured step: the whole step, compute, all-reduce wait, apply
+// (distribute::StepTimes).
+using Phases = std::array<double, 4>;
+
+// One run with `world` worker processes; worker 0's examples/s, or -1 on failure. Worker 0's
+// step phases go to *phases when it is not null.
+double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
   char tmpl[] = "/tmp/lockstep-train-throughput-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return -1;
   const std::string dir = tmpl;
@@ -261,9 +273,18 @@ double RunOnce(int world, int run, Variant variant) {
   std::system(("rm -rf '" + dir + "'").c_str());
   double eps = -1;
   const size_t at = text.find("EPS ");
-  if (!ok || at == std::string::npos || !absl::SimpleAtod(text.substr(at + 4), &eps)) {
+  if (!ok || at == std::string::npos ||
+      !absl::SimpleAtod(text.substr(at + 4, text.find('\n', at) - at - 4), &eps)) {
     fprintf(stderr, "run %d with %d worker(s) failed\n", run, world);
     return -1;
+  }
+  if (phases != nullptr) {
+    const size_t p = text.find("PHASES ");
+    if (p == std::string::npos || sscanf(text.c_str() + p, "PHASES %lf %lf %lf %lf", &(*phases)[0],
+                                         &(*phases)[1], &(*phases)[2], &(*phases)[3]) != 4) {
+      fprintf(stderr, "run %d with %d worker(s): worker 0 printed no step phases\n", run, world);
+      return -1;
+    }
   }
   return eps;
 }
@@ -319,6 +340,7 @@ int Main() {
   // a slow spell of this shared machine hits every figure alike; each round's ratios are
   // printed besides the ratios of the medians.
   std::map<int, std::vector<double>> eps;
+  std::map<int, std::vector<Phases>> phases;  // worker 0's, per run of the set variant
   // --compare_shm_heap and --compare_pinning: the other setting's runs, by name.
   std::vector<std::pair<std::string, Variant>> others;
   if (absl::GetFlag(FLAGS_compare_shm_heap)) {
@@ -350,9 +372,11 @@ int Main() {
         return true;
       };
       if (run % 2 == 1 && !run_others()) return 1;
-      const double e = RunOnce(world, run, variant);
+      Phases ph;
+      const double e = RunOnce(world, run, variant, &ph);
       if (e < 0) return 1;
       eps[world].push_back(e);
+      phases[world].push_back(ph);
       if (run % 2 == 0 && !run_others()) return 1;
     }
     if (has_one) bare.push_back(BareEngineStep());
@@ -372,6 +396,19 @@ int Main() {
     for (double e : eps[world]) absl::StrAppend(&all, all.empty() ? "" : ", ", absl::SixDigits(e));
     printf("%d worker(s): %10.1f examples/s median (runs: %s)\n", world, Median(eps[world]),
            all.c_str());
+  }
+  for (int world : counts) {
+    // Medians of each phase over the runs (so they need not add up exactly).
+    double m[4];
+    for (int k = 0; k < 4; ++k) {
+      std::vector<double> v;
+      for (const Phases& p : phases[world]) v.push_back(p[k]);
+      m[k] = Median(v);
+    }
+    printf(
+        "%d worker(s), worker 0's step: %.2f ms = compute %.2f + all-reduce wait %.2f + apply "
+        "%.2f + other %.2f (medians)\n",
+        world, m[0], m[1], m[2], m[3], m[0] - m[1] - m[2] - m[3]);
   }
   if (!has_one) return 0;
   const double one = Median(eps[1]);

@@ -88,6 +88,12 @@ std::string FormatJobResult(const v1::JobRecord& job) {
                                           p.step(), p.total_steps(), p.epoch(), p.loss(),
                                           Accuracy(p.train_accuracy()), Accuracy(p.eval_accuracy()),
                                           p.examples_per_sec()));
+    if (p.step_ms() > 0) {
+      absl::StrAppend(
+          &out, absl::StrFormat("  step %.2f ms: compute %.2f, all-reduce wait %.2f, "
+                                "apply %.2f\n",
+                                p.step_ms(), p.compute_ms(), p.allreduce_wait_ms(), p.apply_ms()));
+    }
   }
   if (!p.checkpoint_path().empty())
     absl::StrAppend(&out, "  checkpoint: ", p.checkpoint_path(), "\n");
@@ -118,15 +124,20 @@ std::string FormatJobDescription(const v1::GetJobResponse& r) {
                     t.reason().empty() ? "" : absl::StrCat(": ", t.reason()), "\n");
   }
   if (r.workers_size() > 0) {
+    // Per step, in milliseconds: the whole step, then its compute, its wait for all-reduces
+    // the backward pass did not hide, and the optimizer's update. The worker the others wait
+    // for has the longest compute and the shortest wait.
     absl::StrAppend(&out, "Workers:\n",
-                    absl::StrFormat("  %-5s %-9s %10s %8s %10s %8s  %s\n", "RANK", "PHASE", "STEP",
-                                    "LOSS", "EX/S", "BUSBW", "ERROR"));
+                    absl::StrFormat("  %-5s %-9s %10s %8s %10s %8s %8s %8s %8s %8s  %s\n", "RANK",
+                                    "PHASE", "STEP", "LOSS", "EX/S", "BUSBW", "STEP_MS", "COMPUTE",
+                                    "AR_WAIT", "APPLY", "ERROR"));
     for (int i = 0; i < r.workers_size(); ++i) {
       const v1::JobReport& w = r.workers(i);
-      absl::StrAppend(&out,
-                      absl::StrFormat("  %-5d %-9s %10d %8.4f %10.0f %8.2f  %s\n", i,
-                                      v1::JobReport::Phase_Name(w.phase()), w.step(), w.loss(),
-                                      w.examples_per_sec(), w.busbw_gbps(), w.error()));
+      absl::StrAppend(
+          &out, absl::StrFormat("  %-5d %-9s %10d %8.4f %10.0f %8.2f %8.2f %8.2f %8.2f %8.2f  %s\n",
+                                i, v1::JobReport::Phase_Name(w.phase()), w.step(), w.loss(),
+                                w.examples_per_sec(), w.busbw_gbps(), w.step_ms(), w.compute_ms(),
+                                w.allreduce_wait_ms(), w.apply_ms(), w.error()));
     }
   }
   return out;

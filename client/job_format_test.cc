@@ -39,6 +39,10 @@ TEST(JobFormatTest, TableAndResult) {
   j.mutable_progress()->set_eval_accuracy(0.97);
   j.mutable_progress()->set_unix_micros(1);
   j.mutable_progress()->set_checkpoint_path("/tmp/c/ckpt-900");
+  j.mutable_progress()->set_step_ms(16.25);
+  j.mutable_progress()->set_compute_ms(14.5);
+  j.mutable_progress()->set_allreduce_wait_ms(1);
+  j.mutable_progress()->set_apply_ms(0.75);
   const std::string table = FormatJobsTable({j}, absl::Now());
   EXPECT_THAT(table, HasSubstr("job-000001"));
   EXPECT_THAT(table, HasSubstr("SUCCEEDED"));
@@ -46,8 +50,29 @@ TEST(JobFormatTest, TableAndResult) {
   EXPECT_THAT(table, HasSubstr("1 job\n"));
   EXPECT_THAT(FormatJobResult(j), HasSubstr("test accuracy 0.9700"));
   EXPECT_THAT(FormatJobResult(j), HasSubstr("checkpoint: /tmp/c/ckpt-900"));
+  EXPECT_THAT(FormatJobResult(j),
+              HasSubstr("step 16.25 ms: compute 14.50, all-reduce wait 1.00, apply 0.75"));
   EXPECT_THAT(FormatProgressBar(j.progress(), 65, 10), HasSubstr("[##########] 900/900"));
   EXPECT_THAT(FormatProgressBar(j.progress(), 65, 10), HasSubstr("ETA 1:05"));
+}
+
+TEST(JobFormatTest, DescriptionShowsWhereEachWorkersStepsGo) {
+  v1::GetJobResponse r;
+  r.mutable_job()->set_id("job-000002");
+  r.mutable_job()->set_state(v1::RUNNING);
+  for (double wait : {1.25, 0.5}) {
+    v1::JobReport* w = r.add_workers();
+    w->set_phase(v1::JobReport::TRAINING);
+    w->set_step(40);
+    w->set_step_ms(15.5);
+    w->set_compute_ms(15.5 - wait - 0.5);
+    w->set_allreduce_wait_ms(wait);
+    w->set_apply_ms(0.5);
+  }
+  const std::string text = FormatJobDescription(r);
+  EXPECT_THAT(text, HasSubstr("STEP_MS  COMPUTE  AR_WAIT    APPLY"));
+  EXPECT_THAT(text, HasSubstr("   15.50    13.75     1.25     0.50"));
+  EXPECT_THAT(text, HasSubstr("   15.50    14.50     0.50     0.50"));
 }
 
 }  // namespace

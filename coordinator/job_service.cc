@@ -43,6 +43,10 @@ v1::JobProgress ProgressOf(const v1::JobReport& r) {
   p.set_epoch(r.epoch());
   p.set_checkpoint_path(r.checkpoint_path());
   p.set_summary_dir(r.summary_dir());
+  p.set_step_ms(r.step_ms());
+  p.set_compute_ms(r.compute_ms());
+  p.set_allreduce_wait_ms(r.allreduce_wait_ms());
+  p.set_apply_ms(r.apply_ms());
   return p;
 }
 

@@ -87,6 +87,12 @@ std::vector<Tensor> Train(Strategy* strategy, bool overlap, double* last_loss = 
     EXPECT_TRUE(result.ok()) << result.status();
     if (!result.ok()) return {};
     if (last_loss != nullptr) *last_loss = result->loss;
+    // The step's phases were timed, and they fit in the step.
+    const StepTimes& t = result->times;
+    EXPECT_GT(t.compute, absl::ZeroDuration());
+    EXPECT_GT(t.apply, absl::ZeroDuration());
+    EXPECT_GE(t.allreduce_wait, absl::ZeroDuration());
+    EXPECT_LE(t.compute + t.allreduce_wait + t.apply, t.total);
     ++steps;
   }
   EXPECT_EQ(steps, (rows + kGlobalBatch - 1) / kGlobalBatch);

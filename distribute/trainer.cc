@@ -1,5 +1,7 @@
 #include "distribute/trainer.h"
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "engine/variable_set.h"
@@ -7,6 +9,14 @@
 namespace lockstep::distribute {
 
 using engine::Tensor;
+
+namespace {
+// Step phases are timed on the monotonic clock.
+using PhaseClock = std::chrono::steady_clock;
+absl::Duration Since(PhaseClock::time_point start) {
+  return absl::FromChrono(PhaseClock::now() - start);
+}
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
                                                          const engine::Graph* graph,
@@ -85,6 +95,8 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
       if (grads[i].valid()) reducer->Add(&grads[i]);
     };
   }
+  StepTimes& times = replica_times_[r];
+  PhaseClock::time_point phase = PhaseClock::now();
   absl::StatusOr<engine::StepResult> result;
   if (local_batch == 0) {
     // A replica past the end of a partial batch: it contributes zero gradients.
@@ -97,12 +109,17 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
   } else {
     result = executors_[r]->ComputeGradients(vars, feeds, step, &grads);
   }
+  times.compute = Since(phase);
+  phase = PhaseClock::now();
   // Every started all-reduce must be waited for, even after an error (it writes into grads).
   absl::Status status = result.status();
   if (reducer != nullptr) status.Update(reducer->Finish());
+  times.allreduce_wait = Since(phase);
   if (!status.ok()) return status;
   if (overlap) {
+    phase = PhaseClock::now();
     LS_RETURN_IF_ERROR(optimizers_[r]->Apply(grads, &vars));
+    times.apply = Since(phase);
     grads.clear();  // applied here: nothing for the cross-replica path
   }
   // Output 0: this replica's share of the global mean loss; then the gradients.
@@ -118,29 +135,43 @@ absl::StatusOr<TrainStepResult> Trainer::Step(const std::vector<DistributedValue
   }
   const bool overlap = options_.overlap_all_reduce && !variables_.empty() &&
                        variables_[0].kind() != DistributedVariable::Kind::kCentral;
+  const PhaseClock::time_point start = PhaseClock::now();
+  replica_times_.assign(strategy_->num_local_replicas(), StepTimes{});
   LS_ASSIGN_OR_RETURN(std::vector<DistributedValues> out,
                       strategy_->RunMulti(
                           [&](ReplicaContext& ctx, const std::vector<Tensor>& args) {
                             return ReplicaStep(ctx, args, overlap);
                           },
                           {inputs[0], inputs[1]}));
+  TrainStepResult r;
+  for (const StepTimes& t : replica_times_) r.times += t;
+  const int replicas = static_cast<int>(replica_times_.size());
+  r.times.compute /= replicas;
+  r.times.allreduce_wait /= replicas;
+  r.times.apply /= replicas;
   if (!overlap) {
+    PhaseClock::time_point phase = PhaseClock::now();
     std::vector<DistributedValues> grads(out.begin() + 1, out.end());
     StrategyExtended& ext = strategy_->extended();
     LS_ASSIGN_OR_RETURN(std::vector<DistributedValues> reduced,
                         ext.BatchReduceTo(ReduceOp::kSum, grads, ext.variable_destination()));
+    r.times.allreduce_wait += Since(phase);
+    phase = PhaseClock::now();
     std::vector<DistributedVariable*> vars;
     for (DistributedVariable& v : variables_) vars.push_back(&v);
     LS_RETURN_IF_ERROR(ext.Update(
         vars, reduced, [this](int copy, std::vector<Tensor>& v, const std::vector<Tensor>& g) {
           return optimizers_[copy]->Apply(g, &v);
         }));
+    r.times.apply += Since(phase);
   }
+  const PhaseClock::time_point loss_start = PhaseClock::now();
   LS_ASSIGN_OR_RETURN(Tensor loss, strategy_->Reduce(ReduceOp::kSum, out[0], kNoAxis));
-  TrainStepResult r;
+  r.times.allreduce_wait += Since(loss_start);
   r.loss = loss.data<double>()[0];
   for (const Tensor& t : inputs[0].components()) r.examples += t.shape().dim(0);
   ++steps_;
+  r.times.total = Since(start);
   return r;
 }
 

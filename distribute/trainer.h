@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "distribute/distributed_values.h"
 #include "distribute/distributed_variable.h"
 #include "distribute/strategy.h"
@@ -48,9 +49,33 @@ struct TrainerOptions {
   std::string labels_key = "labels";
 };
 
+// Where one step's time went on this worker (each phase averaged over its local replicas). Shows
+// whether a job is bound by compute or by communication the backward pass did not hide, and
+// which worker the others wait for (its compute is longer and its wait shorter).
+struct StepTimes {
+  // Forward and backward passes, with the gradients' all-reduces in flight meanwhile.
+  absl::Duration compute;
+  // Blocked on collectives: after the backward pass until every gradient is reduced (without
+  // overlap: the whole gradient reduction), then the loss's reduction.
+  absl::Duration allreduce_wait;
+  // The optimizer's update.
+  absl::Duration apply;
+  // The whole step, these three included.
+  absl::Duration total;
+
+  StepTimes& operator+=(const StepTimes& o) {
+    compute += o.compute;
+    allreduce_wait += o.allreduce_wait;
+    apply += o.apply;
+    total += o.total;
+    return *this;
+  }
+};
+
 struct TrainStepResult {
   double loss = 0;  // mean over the global batch
   int64_t examples = 0;
+  StepTimes times;
 };
 
 class Trainer {
@@ -88,6 +113,8 @@ class Trainer {
   // probed once in Create): a replica with an empty batch adds its zero gradients to the
   // all-reduce in this same order, as every replica must.
   std::vector<int> gradient_order_;
+  // This step's phases, per local replica (each replica's thread writes its own).
+  std::vector<StepTimes> replica_times_;
   int64_t steps_ = 0;
 };
 

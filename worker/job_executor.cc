@@ -291,6 +291,7 @@ absl::Status JobExecutor::RunLoop() {
   absl::Time window_start = clock_->Now();
   int64_t window_steps = 0;
   double loss_sum = 0;
+  distribute::StepTimes window_times;
   for (int64_t step = 1; step <= total_steps; ++step) {
     if (aborted()) return absl::AbortedError("aborted");
     LS_ASSIGN_OR_RETURN(auto next, dataset->Next());
@@ -299,9 +300,10 @@ absl::Status JobExecutor::RunLoop() {
     }
     absl::StatusOr<distribute::TrainStepResult> r = trainer->Step(*next);
     if (!r.ok()) return Annotate(r.status(), absl::StrCat("step ", step));
-    if (options_.on_step) options_.on_step(step);
+    if (options_.on_step) options_.on_step(step, *r);
     ++window_steps;
     loss_sum += r->loss;
+    window_times += r->times;
     const bool last = step == total_steps;
     if (step % summary_every == 0 || last) {
       const absl::Duration elapsed = clock_->Now() - window_start;
@@ -317,6 +319,13 @@ absl::Status JobExecutor::RunLoop() {
       LS_ASSIGN_OR_RETURN(engine::StepResult train,
                           Evaluate(*evaluator, *trainer, features[0], labels[0]));
       const double mean_loss = loss_sum / window_steps;
+      auto per_step_ms = [&](absl::Duration d) {
+        return absl::ToDoubleMilliseconds(d) / static_cast<double>(window_steps);
+      };
+      const double step_ms = per_step_ms(window_times.total);
+      const double compute_ms = per_step_ms(window_times.compute);
+      const double wait_ms = per_step_ms(window_times.allreduce_wait);
+      const double apply_ms = per_step_ms(window_times.apply);
       UpdateReport([&](v1::JobReport& rep) {
         rep.set_step(step);
         rep.set_loss(mean_loss);
@@ -324,6 +333,10 @@ absl::Status JobExecutor::RunLoop() {
         rep.set_busbw_gbps(busbw);
         rep.set_learning_rate(lr);
         rep.set_train_accuracy(train.accuracy);
+        rep.set_step_ms(step_ms);
+        rep.set_compute_ms(compute_ms);
+        rep.set_allreduce_wait_ms(wait_ms);
+        rep.set_apply_ms(apply_ms);
         if (input.train_examples > 0) rep.set_epoch(step * global_batch / input.train_examples);
       });
       LS_RETURN_IF_ERROR(
@@ -331,10 +344,15 @@ absl::Status JobExecutor::RunLoop() {
                                    {std::string(tags::kTrainAccuracy), train.accuracy},
                                    {std::string(tags::kLearningRate), lr},
                                    {std::string(tags::kExamplesPerSec), eps},
-                                   {std::string(tags::kBusBandwidth), busbw}}));
+                                   {std::string(tags::kBusBandwidth), busbw},
+                                   {std::string(tags::kStepMs), step_ms},
+                                   {std::string(tags::kComputeMs), compute_ms},
+                                   {std::string(tags::kAllReduceWaitMs), wait_ms},
+                                   {std::string(tags::kApplyMs), apply_ms}}));
       window_start = clock_->Now();
       window_steps = 0;
       loss_sum = 0;
+      window_times = {};
     } else {
       UpdateReport([&](v1::JobReport& rep) { rep.set_step(step); });
     }

@@ -38,6 +38,7 @@
 #include "collectives/types.h"
 #include "common/clock.h"
 #include "distribute/strategy.h"
+#include "distribute/trainer.h"
 #include "lockstep/v1/assignment.pb.h"
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
@@ -55,7 +56,7 @@ struct JobExecutorOptions {
   // All-reduce each gradient while the backward pass goes on (the default); false: after it.
   bool overlap_all_reduce = true;
   // Benchmarks: called on Run()'s thread after every completed step. Leave empty otherwise.
-  std::function<void(int64_t step)> on_step;
+  std::function<void(int64_t step, const distribute::TrainStepResult& result)> on_step;
 };
 
 class JobExecutor {

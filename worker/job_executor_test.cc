@@ -171,6 +171,15 @@ TEST(JobExecutor, TwoWorkersOverTcpTrainDigitsIdentically) {
   }
   EXPECT_EQ(reports[0].eval_accuracy(), reports[1].eval_accuracy());
   EXPECT_GT(reports[0].busbw_gbps(), 0);
+  for (int w = 0; w < 2; ++w) {
+    // Where the steps went: measured, and the phases fit in the step.
+    const v1::JobReport& r = reports[w];
+    EXPECT_GT(r.compute_ms(), 0) << "worker " << w;
+    EXPECT_GT(r.apply_ms(), 0) << "worker " << w;
+    EXPECT_GT(r.allreduce_wait_ms(), 0) << "worker " << w << ": the loss is all-reduced";
+    EXPECT_LE(r.compute_ms() + r.allreduce_wait_ms() + r.apply_ms(), r.step_ms() * (1 + 1e-9))
+        << "worker " << w;
+  }
   EXPECT_FALSE(reports[0].checkpoint_path().empty());
   EXPECT_TRUE(reports[1].checkpoint_path().empty()) << "only the chief writes checkpoints";
   auto restored = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());

@@ -37,6 +37,11 @@ inline constexpr absl::string_view kEvalLoss = "loss/eval";
 inline constexpr absl::string_view kLearningRate = "learning_rate";
 inline constexpr absl::string_view kExamplesPerSec = "examples_per_sec";
 inline constexpr absl::string_view kBusBandwidth = "allreduce/busbw_gbps";
+// Milliseconds per step (distribute::StepTimes), averaged over the summary window.
+inline constexpr absl::string_view kStepMs = "step/time_ms";
+inline constexpr absl::string_view kComputeMs = "step/compute_ms";
+inline constexpr absl::string_view kAllReduceWaitMs = "step/allreduce_wait_ms";
+inline constexpr absl::string_view kApplyMs = "step/apply_ms";
 }  // namespace summary_tags
 
 class EventWriter {
