@@ -201,7 +201,10 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
   for (int v = 0; v < static_cast<int>(variables_.size()); ++v) {
     if (gradient_final_after_[v] >= 0) final_after[gradient_final_after_[v]].push_back(v);
   }
+  std::vector<bool> finished(variables_.size(), false);
   auto finish = [&](int v) {
+    if (finished[v]) return;  // handed out early (take() below)
+    finished[v] = true;
     Tensor& g = grads_[variables_[v].node];
     if (!g.valid()) g = Tensor::Zeros(variables_[v].dtype, variables_[v].shape);
     // The caller may all-reduce it in place: never hand out a buffer something else
@@ -237,17 +240,18 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
         need[j] = needs_grad_[node.inputs(j)];
       }
       std::vector<Tensor> d_inputs(k);
-      ctx.node_index = i;
-      LS_RETURN_IF_ERROR(
-          kernels_[i]->Backward(ctx, inputs, values_[i], grads_[i], need, &d_inputs));
-      grads_[i] = Tensor();
-      for (int j = 0; j < k; ++j) {
-        if (!need[j] || !d_inputs[j].valid()) continue;
-        Tensor& acc = grads_[node.inputs(j)];
+      std::vector<bool> taken(k, false);
+      // Accumulates input j's gradient; when that input is a variable this node reads once
+      // and last, its gradient is final: hand it out now.
+      auto take = [&](int j) {
+        if (taken[j] || !need[j] || !d_inputs[j].valid()) return;
+        taken[j] = true;
+        const int from = node.inputs(j);
+        Tensor& acc = grads_[from];
         if (!acc.valid()) {
           acc = std::move(d_inputs[j]);
         } else {  // a second consumer: sum into a fresh buffer (inputs may alias)
-          Tensor sum = Allocate(acc.dtype(), acc.shape(), IsTrainableVariable(node.inputs(j)));
+          Tensor sum = Allocate(acc.dtype(), acc.shape(), IsTrainableVariable(from));
           if (acc.dtype() == DType::kF32) {
             AddInto<float>(acc, d_inputs[j], &sum);
           } else {
@@ -255,7 +259,19 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
           }
           acc = sum;
         }
-      }
+        const int v = variable_index_[from];
+        if (v >= 0 && gradient_final_after_[v] == i &&
+            std::count(node.inputs().begin(), node.inputs().end(), from) == 1) {
+          finish(v);
+        }
+      };
+      ctx.node_index = i;
+      ctx.input_gradient_done = take;
+      LS_RETURN_IF_ERROR(
+          kernels_[i]->Backward(ctx, inputs, values_[i], grads_[i], need, &d_inputs));
+      ctx.input_gradient_done = nullptr;
+      grads_[i] = Tensor();
+      for (int j = 0; j < k; ++j) take(j);
     }
     for (int v : final_after[i]) finish(v);
   }

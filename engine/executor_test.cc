@@ -71,6 +71,33 @@ TEST(Executor, GradientReadyHookFiresInReverseLayerOrderWithFinalValues) {
   }
 }
 
+// A MatMul hands out its weights' gradient before it computes its input's gradient, so that
+// the weights' all-reduce overlaps that GEMM. Seen from the layer below: doubling the second
+// layer's weights when their gradient is handed out doubles the gradient that flows to the
+// first layer (a caller must never change variables during the step; this test does, to
+// observe the order).
+TEST(Executor, WeightsGradientLeavesBeforeTheInputGradientIsComputed) {
+  Graph g = Mlp();
+  auto vars = *VariableSet::Initialize(g);
+  auto exec = *Executor::Create(&g);
+  std::vector<Tensor> reference, grads, w;
+  ASSERT_TRUE(exec->ComputeGradients(vars.tensors(), Batch(16), {}, &reference).ok());
+  for (const Tensor& t : vars.tensors()) w.push_back(t.Clone());
+  StepOptions options;
+  options.on_gradient_ready = [&](int v) {
+    if (v != 2) return;  // d1/kernel
+    for (int64_t i = 0; i < w[2].num_elements(); ++i) w[2].data<float>()[i] *= 2;
+  };
+  ASSERT_TRUE(exec->ComputeGradients(w, Batch(16), options, &grads).ok());
+  EXPECT_TRUE(grads[2].BitwiseEquals(reference[2]));
+  EXPECT_TRUE(grads[3].BitwiseEquals(reference[3]));
+  for (int v : {0, 1}) {  // d0/kernel, d0/bias: below the doubled weights
+    for (int64_t i = 0; i < grads[v].num_elements(); ++i) {
+      ASSERT_EQ(grads[v].data<float>()[i], 2 * reference[v].data<float>()[i]) << v << " " << i;
+    }
+  }
+}
+
 TEST(Executor, GradientsMayBeReducedInPlaceDuringTheBackwardPass) {
   // Add's gradient flows to both inputs as the same tensor: each variable still gets its
   // own buffer, so an in-place all-reduce of one cannot corrupt the other.

@@ -31,6 +31,15 @@ struct KernelContext {
     return allocate_input_gradient ? allocate_input_gradient(input, dtype, shape)
                                    : allocate(dtype, shape);
   }
+  // Backward: a kernel may call InputGradientDone(i) as soon as (*d_inputs)[i] is final and
+  // before it computes the others. The executor then hands a variable's finished gradient
+  // out at once (StepOptions::on_gradient_ready), so that its all-reduce overlaps the rest of
+  // the node's backward pass (a MatMul's dW leaves before its dX is computed). Optional: the
+  // executor takes every gradient when Backward returns.
+  std::function<void(int input)> input_gradient_done;
+  void InputGradientDone(int input) const {
+    if (input_gradient_done) input_gradient_done(input);
+  }
   bool training = false;
   // Dropout masks: Philox keyed by MixKey(dropout_key, node index), counter = element.
   uint64_t dropout_key = 0;

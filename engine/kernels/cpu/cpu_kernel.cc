@@ -203,15 +203,18 @@ class CpuKernel final : public OpKernel {
       case v1::MATMUL: {
         const Shape &a = in[0].shape(), &b = in[1].shape();
         const int64_t m = a.dim(0), k = a.dim(1), nn = b.dim(1);
-        if (need[0]) {  // dA = dC * B^T
-          (*d_in)[0] = alloc_like(0);
-          cpu::Gemm<T>(false, true, m, k, nn, T(1), dy, in[1].data<T>(), T(0),
-                       (*d_in)[0].data<T>());
-        }
+        // dB first: B is usually the weights, and their gradient can then be all-reduced
+        // while dA is computed (KernelContext::InputGradientDone).
         if (need[1]) {  // dB = A^T * dC
           (*d_in)[1] = alloc_like(1);
           cpu::Gemm<T>(true, false, k, nn, m, T(1), in[0].data<T>(), dy, T(0),
                        (*d_in)[1].data<T>());
+          ctx.InputGradientDone(1);
+        }
+        if (need[0]) {  // dA = dC * B^T
+          (*d_in)[0] = alloc_like(0);
+          cpu::Gemm<T>(false, true, m, k, nn, T(1), dy, in[1].data<T>(), T(0),
+                       (*d_in)[0].data<T>());
         }
         return absl::OkStatus();
       }
