@@ -23,6 +23,7 @@ TEST(JobFormatTest, BadJsonIsRefusedNamingTheSource) {
   EXPECT_THAT(malformed.status().message(), HasSubstr("job.json"));
   auto unknown = ParseJobSpecJson(R"({"model": {"layers": [{"conv9d": {}}]}})", "job.json");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("model.layers[0]"));
   EXPECT_THAT(unknown.status().message(), HasSubstr("conv9d"));
   EXPECT_EQ(ReadJobSpecFile("/no/such/job.json").status().code(), absl::StatusCode::kNotFound);
 }

@@ -19,6 +19,7 @@
 #include "client/local_cluster.h"
 #include "client/subprocess.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "lockstep/v1/event.pb.h"
 #include "tests/test_util.h"
@@ -241,6 +242,32 @@ TEST_F(JobsTest, TwoWorkersAndOneWorkerEndWithTheSameWeights) {
       max_abs = std::max<double>(max_abs, std::fabs(p[k]));
     }
     EXPECT_LE(max_diff, 1e-5 * max_abs) << x.name();
+  }
+}
+
+// The CLI on a job that succeeds: `submit --watch` follows it to the end and exits 0 with
+// the final figures and where the checkpoint and the summaries are; `watch` of the finished
+// job says the same and exits 0 too.
+TEST_F(JobsTest, SubmitWatchFollowsAJobToSuccessAndExitsZero) {
+  v1::JobSpec spec = DigitsJob(dir() + "/cli");
+  spec.set_epochs(0);
+  spec.set_steps(30);
+  std::string json;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(spec, &json).ok());
+  const std::string path = dir() + "/short.json";
+  std::ofstream(path) << json;
+  Result submit = Cli({"submit", path, "--watch"});
+  EXPECT_EQ(submit.exit_code, 0) << submit.output;
+  const size_t at = submit.output.find("submitted ");
+  ASSERT_NE(at, std::string::npos) << submit.output;
+  const std::string id =
+      submit.output.substr(at + 10, submit.output.find_first_of(" \n", at + 10) - at - 10);
+  for (const Result& r : {submit, Cli({"watch", id})}) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("job " + id + " SUCCEEDED"));
+    EXPECT_THAT(r.output, HasSubstr("steps 30/30"));
+    EXPECT_THAT(r.output, HasSubstr("checkpoint: " + dir() + "/cli/ckpt/ckpt-0000000030"));
+    EXPECT_THAT(r.output, HasSubstr("summaries:  " + dir() + "/cli/tb"));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "engine/model_builder.h"
 #include "gtest/gtest.h"
 #include "worker/chief/checkpoint.h"
+#include "worker/chief/event_writer.h"
 #include "worker/chief/tfrecord.h"
 #include "worker/fake_coordinator_client.h"
 
@@ -99,7 +101,8 @@ std::unique_ptr<JobExecutor> MakeExecutor(const v1::Partition& p, CoordinatorCli
 }
 
 // Every record of the event file in `dir` reads back with valid CRCs; returns the count.
-int CountEventRecords(const std::string& dir) {
+// The scalar tags seen go to *tags when it is not null.
+int CountEventRecords(const std::string& dir, std::set<std::string>* tags = nullptr) {
   int records = 0;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return -1;
@@ -119,6 +122,11 @@ int CountEventRecords(const std::string& dir) {
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return -1;
     ++records;
+    v1::Event event;
+    EXPECT_TRUE(event.ParseFromString(*r)) << "record " << records << " is not an Event";
+    if (tags != nullptr) {
+      for (const v1::Summary::Value& v : event.summary().value()) tags->insert(v.tag());
+    }
   }
   return records;
 }
@@ -151,7 +159,18 @@ TEST(JobExecutor, OneWorkerTrainsDigitsWithCheckpointAndSummaries) {
   EXPECT_EQ(restored->checkpoint.global_step(), r.total_steps());
   EXPECT_EQ(restored->checkpoint.variables_size(), 4);
   EXPECT_GT(restored->checkpoint.optimizer_slots_size(), 0);
-  EXPECT_GT(CountEventRecords(spec.summaries().dir()), 10);
+  std::set<std::string> tags;
+  EXPECT_GT(CountEventRecords(spec.summaries().dir(), &tags), 10);
+  // Every scalar the chief promises (DESIGN.md, "Chief duties").
+  for (absl::string_view tag :
+       {chief::summary_tags::kLoss, chief::summary_tags::kTrainAccuracy,
+        chief::summary_tags::kEvalAccuracy, chief::summary_tags::kEvalLoss,
+        chief::summary_tags::kLearningRate, chief::summary_tags::kExamplesPerSec,
+        chief::summary_tags::kBusBandwidth, chief::summary_tags::kStepMs,
+        chief::summary_tags::kComputeMs, chief::summary_tags::kAllReduceWaitMs,
+        chief::summary_tags::kApplyMs}) {
+    EXPECT_EQ(tags.count(std::string(tag)), 1u) << "no " << tag << " scalar in the event file";
+  }
 }
 
 TEST(JobExecutor, TwoWorkersOverTcpTrainDigitsIdentically) {
