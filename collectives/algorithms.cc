@@ -314,53 +314,107 @@ absl::Status RingAllReducePieces(Transport& t, size_t chunk_bytes,
   return RingAllReduceView(t, chunk_bytes, v, v.bytes() / esize, dtype, op, deadline);
 }
 
-static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t count, DType dtype,
-                                              ReduceOp op, bool halving, absl::Time deadline);
+namespace {
 
-absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
-                                        ReduceOp op, absl::Time deadline) {
-  return FoldedPowerOfTwoAllReduce(t, buf, count, dtype, op, /*halving=*/false, deadline);
+// Non-powers of two fold their extra ranks into neighbours first: among the first 2*rem
+// ranks (rem = n - p, p the largest power of two <= n), even ranks hand their vector to the
+// odd neighbour and sit out. Returns this rank's number among the p that go on, or -1.
+absl::StatusOr<int> Fold(Transport& t, const View& v, size_t count, DType dtype, ReduceOp op,
+                         int rem, absl::Time deadline) {
+  const int r = t.rank();
+  const size_t esize = DTypeSize(dtype), whole = std::max<size_t>(count, 1);
+  if (r >= 2 * rem) return r - rem;
+  if (r % 2 == 0) {
+    LS_RETURN_IF_ERROR(Exchange(t, r + 1, {0, count}, kNoPeer, {0, 0}, v, esize, whole, false,
+                                dtype, op, deadline));
+    return -1;
+  }
+  LS_RETURN_IF_ERROR(
+      Exchange(t, kNoPeer, {0, 0}, r - 1, {0, count}, v, esize, whole, true, dtype, op, deadline));
+  return r / 2;
 }
 
-absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
-                                      ReduceOp op, absl::Time deadline) {
-  return FoldedPowerOfTwoAllReduce(t, buf, count, dtype, op, /*halving=*/true, deadline);
+// Unfold: odd ranks hand the result back to the even neighbour that sat out.
+absl::Status Unfold(Transport& t, const View& v, size_t count, DType dtype, int rem,
+                    absl::Time deadline) {
+  const int r = t.rank();
+  if (r >= 2 * rem) return absl::OkStatus();
+  const size_t esize = DTypeSize(dtype), whole = std::max<size_t>(count, 1);
+  if (r % 2 == 1) {
+    return Exchange(t, r - 1, {0, count}, kNoPeer, {0, 0}, v, esize, whole, false, dtype,
+                    ReduceOp::kSum, deadline);
+  }
+  return Exchange(t, kNoPeer, {0, 0}, r + 1, {0, count}, v, esize, whole, false, dtype,
+                  ReduceOp::kSum, deadline);
 }
 
-// Non-powers of two fold their extra ranks into neighbours first. Between the remaining p
-// ranks: with `halving`, recursive halving (reduce-scatter) then recursive doubling
-// (all-gather), Rabenseifner; without, log2(p) exchanges of the whole vector.
-static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t count, DType dtype,
-                                              ReduceOp op, bool halving, absl::Time deadline) {
-  const int n = t.size(), r = t.rank();
-  const size_t esize = DTypeSize(dtype);
-  char* base = static_cast<char*>(buf);
-  const size_t all = count * esize;
+int PowerOfTwoBelow(int n) {
   int p = 1;
   while (p * 2 <= n) p *= 2;
-  const int rem = n - p;
-  auto real = [&](int nr) { return nr < rem ? 2 * nr + 1 : nr + rem; };
-  auto combine_all = [&](size_t offset, const void* data, size_t len) {
-    Reduce(dtype, op, base + offset, data, len / esize);
-  };
-  RecvSink sink_all(combine_all);
-  const View view(base, all);
+  return p;
+}
 
-  // Fold: among the first 2*rem ranks, even ranks hand their vector to the odd neighbour.
-  int newrank;
-  absl::Status s;
-  if (r < 2 * rem) {
-    if (r % 2 == 0) {
-      s = t.SendRecv({r + 1, base, all}, {}, deadline);
-      newrank = -1;
-    } else {
-      s = t.SendRecv({}, {r - 1, base, all, esize, &sink_all}, deadline);
-      newrank = r / 2;
+// Rabenseifner over a vector of `count` elements laid over `v` (one buffer or many pieces):
+// fold, recursive halving (reduce-scatter), recursive doubling (all-gather), unfold. Each
+// exchange reduces where the elements lie, so a fused bucket needs no packing copy.
+absl::Status HalvingDoublingView(Transport& t, const View& v, size_t count, DType dtype,
+                                 ReduceOp op, absl::Time deadline) {
+  const int n = t.size();
+  const size_t esize = DTypeSize(dtype), whole = std::max<size_t>(count, 1);
+  const int p = PowerOfTwoBelow(n), rem = n - p;
+  auto real = [&](int nr) { return nr < rem ? 2 * nr + 1 : nr + rem; };
+  absl::StatusOr<int> folded = Fold(t, v, count, dtype, op, rem, deadline);
+  absl::Status s = folded.status();
+  const int newrank = folded.ok() ? *folded : -1;
+  if (newrank >= 0) {
+    Range stack[64];  // one entry per halving step (log2 p); no allocation per call
+    int depth = 0;
+    size_t lo = 0, hi = count;
+    for (int mask = p / 2; mask >= 1 && s.ok(); mask /= 2) {
+      const int partner = real(newrank ^ mask);
+      const size_t mid = lo + (hi - lo) / 2;
+      Range keep{lo, mid - lo}, give{mid, hi - mid};
+      if (newrank & mask) std::swap(keep, give);
+      stack[depth++] = {lo, hi - lo};
+      s = Exchange(t, partner, give, partner, keep, v, esize, whole, true, dtype, op, deadline);
+      lo = keep.start;
+      hi = keep.start + keep.len;
     }
-  } else {
-    newrank = r - rem;
+    for (int mask = 1; mask < p && s.ok(); mask *= 2) {
+      const int partner = real(newrank ^ mask);
+      Range parent = stack[--depth];
+      Range mine{lo, hi - lo};
+      Range other = lo == parent.start ? Range{hi, parent.start + parent.len - hi}
+                                       : Range{parent.start, lo - parent.start};
+      s = Exchange(t, partner, mine, partner, other, v, esize, whole, false, dtype, op, deadline);
+      lo = parent.start;
+      hi = parent.start + parent.len;
+    }
   }
-  if (newrank >= 0 && s.ok() && !halving) {
+  if (s.ok()) s = Unfold(t, v, count, dtype, rem, deadline);
+  LS_RETURN_IF_ERROR(WithContext(s, "halving-doubling all-reduce", t));
+  FinishMeanView(dtype, op, v, n);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Fold, then log2(p) exchanges of the whole vector between the remaining p ranks, unfold.
+absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                        ReduceOp op, absl::Time deadline) {
+  if (t.size() == 1 || count == 0) {
+    FinishMean(dtype, op, buf, count, t.size());
+    return absl::OkStatus();
+  }
+  const int p = PowerOfTwoBelow(t.size()), rem = t.size() - p;
+  const size_t all = count * DTypeSize(dtype);
+  char* base = static_cast<char*>(buf);
+  const View view(base, all);
+  absl::StatusOr<int> folded = Fold(t, view, count, dtype, op, rem, deadline);
+  absl::Status s = folded.status();
+  const int newrank = folded.ok() ? *folded : -1;
+  if (newrank >= 0) {
+    auto real = [&](int nr) { return nr < rem ? 2 * nr + 1 : nr + rem; };
     // Whole-vector exchanges: a op b on one side, b op a on the other, bitwise equal.
     // The partner's vector lands in scratch (`base` is being sent meanwhile).
     // Larger vectors use this thread's scratch, kept between calls: no allocation and no
@@ -381,46 +435,33 @@ static absl::Status FoldedPowerOfTwoAllReduce(Transport& t, void* buf, size_t co
       s = t.SendRecv({partner, base, all}, {partner, theirs, all}, deadline);
       if (s.ok()) Reduce(dtype, op, base, theirs, count);
     }
-  } else if (newrank >= 0 && s.ok()) {
-    // Recursive halving (reduce-scatter), then recursive doubling (all-gather).
-    Range stack[64];  // one entry per halving step (log2 p); no allocation per call
-    int depth = 0;
-    size_t lo = 0, hi = count;
-    for (int mask = p / 2; mask >= 1 && s.ok(); mask /= 2) {
-      const int partner = real(newrank ^ mask);
-      const size_t mid = lo + (hi - lo) / 2;
-      Range keep{lo, mid - lo}, give{mid, hi - mid};
-      if (newrank & mask) std::swap(keep, give);
-      stack[depth++] = {lo, hi - lo};
-      s = Exchange(t, partner, give, partner, keep, view, esize, std::max<size_t>(count, 1), true,
-                   dtype, op, deadline);
-      lo = keep.start;
-      hi = keep.start + keep.len;
-    }
-    for (int mask = 1; mask < p && s.ok(); mask *= 2) {
-      const int partner = real(newrank ^ mask);
-      Range parent = stack[--depth];
-      Range mine{lo, hi - lo};
-      Range other = lo == parent.start ? Range{hi, parent.start + parent.len - hi}
-                                       : Range{parent.start, lo - parent.start};
-      s = Exchange(t, partner, mine, partner, other, view, esize, std::max<size_t>(count, 1), false,
-                   dtype, op, deadline);
-      lo = parent.start;
-      hi = parent.start + parent.len;
-    }
   }
-  // Unfold: odd ranks hand the result back to the even neighbour that sat out.
-  if (s.ok() && r < 2 * rem) {
-    if (r % 2 == 1) {
-      s = t.SendRecv({r - 1, base, all}, {}, deadline);
-    } else {
-      s = t.SendRecv({}, {r + 1, base, all}, deadline);
-    }
-  }
-  LS_RETURN_IF_ERROR(
-      WithContext(s, halving ? "halving-doubling all-reduce" : "recursive-doubling all-reduce", t));
-  FinishMean(dtype, op, buf, count, n);
+  if (s.ok()) s = Unfold(t, view, count, dtype, rem, deadline);
+  LS_RETURN_IF_ERROR(WithContext(s, "recursive-doubling all-reduce", t));
+  FinishMean(dtype, op, buf, count, t.size());
   return absl::OkStatus();
+}
+
+absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                      ReduceOp op, absl::Time deadline) {
+  if (t.size() == 1 || count == 0) {
+    FinishMean(dtype, op, buf, count, t.size());
+    return absl::OkStatus();
+  }
+  return HalvingDoublingView(t, View(static_cast<char*>(buf), count * DTypeSize(dtype)), count,
+                             dtype, op, deadline);
+}
+
+absl::Status HalvingDoublingAllReducePieces(Transport& t, absl::Span<const BufferPiece> pieces,
+                                            DType dtype, ReduceOp op, absl::Time deadline) {
+  LS_RETURN_IF_ERROR(CheckPieces(pieces, dtype));
+  const View v(pieces);
+  const size_t count = v.bytes() / DTypeSize(dtype);
+  if (t.size() == 1 || count == 0) {
+    FinishMeanView(dtype, op, v, t.size());
+    return absl::OkStatus();
+  }
+  return HalvingDoublingView(t, v, count, dtype, op, deadline);
 }
 
 absl::Status Broadcast(Transport& t, const AlgorithmOptions& options, void* buf, size_t bytes,

@@ -203,13 +203,21 @@ absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> piec
       segment_.push_back({v.iov_base, v.iov_len});
       slicer.Advance(v.iov_len);
     }
-    if (ChooseAllReduce(one, size(), n) == AllReduceAlgorithm::kRing) {
+    const AllReduceAlgorithm algorithm = ChooseAllReduce(one, size(), n);
+    if (algorithm == AllReduceAlgorithm::kRing) {
       // Reduced where the pieces lie.
       LS_RETURN_IF_ERROR(RingAllReducePieces(*transport_, one, segment_, dtype, op, deadline));
       cursor.Advance(n);
       continue;
     }
-    // Latency-optimal algorithms run on a packed copy (it costs less than they save).
+    if (algorithm == AllReduceAlgorithm::kHalvingDoubling) {
+      // Reduced where the pieces lie too (shm runs it on multi-MiB buckets).
+      LS_RETURN_IF_ERROR(
+          HalvingDoublingAllReducePieces(*transport_, segment_, dtype, op, deadline));
+      cursor.Advance(n);
+      continue;
+    }
+    // Recursive doubling runs on a packed copy (small vectors: it costs less than it saves).
     scratch_.resize(n);
     cursor.CopyOut(scratch_.data(), n);
     LS_RETURN_IF_ERROR(

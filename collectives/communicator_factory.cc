@@ -108,7 +108,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
   if (kind == TransportKind::kShm) {
     // Thresholds measured for shared memory (algorithms.h), unless the caller chose.
     if (algorithms.ring_threshold_bytes == kDefaultRingThresholdBytes) {
-      algorithms.ring_threshold_bytes = kShmRingThresholdBytes;
+      // Halving-doubling needs no fold for a power of two (algorithms.h).
+      const bool power_of_two = (config.world_size & (config.world_size - 1)) == 0;
+      algorithms.ring_threshold_bytes = config.world_size > 2 && power_of_two
+                                            ? kShmManyRanksRingThresholdBytes
+                                            : kShmRingThresholdBytes;
     }
     if (algorithms.doubling_threshold_bytes == kDefaultDoublingThresholdBytes) {
       algorithms.doubling_threshold_bytes = kShmDoublingThresholdBytes;
