@@ -191,6 +191,7 @@ class RingOrderTransport final : public Transport {
     return base_.SendRecv(s, r, deadline);
   }
   void Abort() override { base_.Abort(); }
+  void AbortOnPeerFailure(int failed_rank) override { base_.AbortOnPeerFailure(failed_rank); }
   std::shared_ptr<TransportHeap> heap() const override { return base_.heap(); }
 
  private:

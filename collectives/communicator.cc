@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "collectives/peer_failure.h"
 #include "collectives/piece_cursor.h"
 #include "common/sched.h"
 #include "common/status.h"
@@ -77,8 +79,7 @@ absl::Status Communicator::Execute(F&& body) {
   }
   if (has_failed_.load()) {
     absl::MutexLock lock(&mu_);
-    return absl::Status(failed_.code(), absl::StrCat("an earlier collective failed on rank ",
-                                                     rank(), ": ", failed_.message()));
+    return Annotate(failed_, absl::StrCat("an earlier collective failed on rank ", rank()));
   }
   absl::Status s = body();
   if (!s.ok()) {
@@ -87,8 +88,17 @@ absl::Status Communicator::Execute(F&& body) {
           absl::StrCat("communicator rank ", rank(), " was aborted: ", s.message()));
     }
     // Tell the peers at once (they see this rank leave: UNAVAILABLE) rather than letting
-    // them wait for their deadlines. A deadline stays local: the peers have their own.
-    if (s.code() != absl::StatusCode::kDeadlineExceeded) transport_->Abort();
+    // them wait for their deadlines, and which rank the failure started at when it started
+    // elsewhere, so that they name it rather than this rank. A deadline stays local: the
+    // peers have their own.
+    if (s.code() != absl::StatusCode::kDeadlineExceeded) {
+      const std::optional<int> failed_rank = FailedRank(s);
+      if (failed_rank.has_value() && *failed_rank != rank()) {
+        transport_->AbortOnPeerFailure(*failed_rank);
+      } else {
+        transport_->Abort();
+      }
+    }
     absl::MutexLock lock(&mu_);
     if (failed_.ok()) failed_ = s;
     has_failed_.store(true);

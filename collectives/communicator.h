@@ -5,10 +5,12 @@
 // Calls take raw buffers (void* + element count + DType), in place when send == recv, and
 // an absolute deadline; they return absl::Status:
 //   OK; DEADLINE_EXCEEDED (a peer is slow or stopped); UNAVAILABLE naming the peer that
-//   died, closed its connection or aborted; ABORTED after Abort(); INVALID_ARGUMENT for a
-//   bad root or null buffer. After any error the communicator is failed: every later call
-//   returns the same code at once (the group must be rebuilt, as with NCCL). Except after a
-//   deadline, a failed rank also closes its transport so that its peers fail fast too.
+//   died, closed its connection or aborted, and the rank the failure started at when that
+//   peer left because of another (peer_failure.h: every survivor names the same culprit); ABORTED
+//   after Abort(); INVALID_ARGUMENT for a bad root or null buffer. After any error the communicator
+//   is failed: every later call returns the same code at once (the group must be rebuilt, as with
+//   NCCL). Except after a deadline, a failed rank also closes its transport so that its peers fail
+//   fast too.
 // Every rank must issue the same collectives in the same order.
 //
 // Async forms return a CollectiveHandle; the collectives run one at a time, in call order,

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/peer_failure.h"
 #include "collectives/piece_cursor.h"
 
 namespace lockstep {
@@ -11,7 +12,8 @@ namespace collectives {
 InProcHub::InProcHub(int world_size)
     : world_size_(world_size),
       mailbox_(static_cast<size_t>(world_size) * world_size),
-      aborted_(world_size, false) {}
+      aborted_(world_size, false),
+      failed_rank_(world_size, -1) {}
 
 absl::Status InProcTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
                                        absl::Time deadline) {
@@ -19,10 +21,7 @@ absl::Status InProcTransport::SendRecv(const SendSpec& send, const RecvSpec& rec
   absl::MutexLock lock(&hub_->mu_);
   if (hub_->aborted_[rank_]) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
   if (send.peer != kNoPeer && send.len > 0) {
-    if (hub_->aborted_[send.peer]) {
-      return absl::UnavailableError(
-          absl::StrCat("rank ", rank_, ": peer rank ", send.peer, " has aborted"));
-    }
+    if (hub_->aborted_[send.peer]) return PeerLeft(send.peer);
     std::string msg(send.len, '\0');
     PieceCursor(send).CopyOut(msg.data(), send.len);
     hub_->mailbox_[rank_ * n + send.peer].push_back(std::move(msg));
@@ -35,10 +34,7 @@ absl::Status InProcTransport::SendRecv(const SendSpec& send, const RecvSpec& rec
   hub_->mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
   if (hub_->aborted_[rank_]) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
   if (box.empty()) {
-    if (hub_->aborted_[recv.peer]) {
-      return absl::UnavailableError(
-          absl::StrCat("rank ", rank_, ": peer rank ", recv.peer, " has aborted"));
-    }
+    if (hub_->aborted_[recv.peer]) return PeerLeft(recv.peer);
     return absl::DeadlineExceededError(absl::StrCat(
         "rank ", rank_, ": deadline passed waiting for a message from rank ", recv.peer));
   }
@@ -60,6 +56,21 @@ absl::Status InProcTransport::SendRecv(const SendSpec& send, const RecvSpec& rec
 void InProcTransport::Abort() {
   absl::MutexLock lock(&hub_->mu_);
   hub_->aborted_[rank_] = true;
+}
+
+void InProcTransport::AbortOnPeerFailure(int failed_rank) {
+  absl::MutexLock lock(&hub_->mu_);
+  hub_->failed_rank_[rank_] = failed_rank;
+  hub_->aborted_[rank_] = true;
+}
+
+absl::Status InProcTransport::PeerLeft(int peer) const {
+  const int failed = hub_->failed_rank_[peer];
+  if (failed >= 0 && failed != peer) {
+    return PeerFailure(failed, absl::StrCat("rank ", rank_, ": peer rank ", peer,
+                                            " left the group after peer rank ", failed, " failed"));
+  }
+  return PeerFailure(peer, absl::StrCat("rank ", rank_, ": peer rank ", peer, " has aborted"));
 }
 
 }  // namespace collectives

@@ -4,7 +4,8 @@
 // The hub is shared (std::shared_ptr) by the `world_size` transports made from it, one per
 // rank. Thread model: each transport is used by its rank's thread; the hub is thread-safe.
 // Abort() on one rank's transport fails that rank's calls and makes peers waiting on it
-// return UNAVAILABLE, like a closed connection.
+// return UNAVAILABLE, like a closed connection (naming the rank a failure started at, as
+// the other transports do: peer_failure.h).
 #ifndef LOCKSTEP_COLLECTIVES_INPROC_TRANSPORT_H_
 #define LOCKSTEP_COLLECTIVES_INPROC_TRANSPORT_H_
 
@@ -32,6 +33,8 @@ class InProcHub {
   // mailbox_[from * n + to]
   std::vector<std::deque<std::string>> mailbox_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> aborted_ ABSL_GUARDED_BY(mu_);
+  // failed_rank_[r]: the rank whose failure made rank r abort (AbortOnPeerFailure), or -1.
+  std::vector<int> failed_rank_ ABSL_GUARDED_BY(mu_);
 };
 
 class InProcTransport final : public Transport {
@@ -42,8 +45,12 @@ class InProcTransport final : public Transport {
   int size() const override { return hub_->world_size(); }
   absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv, absl::Time deadline) override;
   void Abort() override;
+  void AbortOnPeerFailure(int failed_rank) override;
 
  private:
+  // UNAVAILABLE: `peer` has aborted (naming the rank its failure started at, if it said).
+  absl::Status PeerLeft(int peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(hub_->mu_);
+
   std::shared_ptr<InProcHub> hub_;
   const int rank_;
 };

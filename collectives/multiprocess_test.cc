@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,7 @@
 #include "collectives/communicator_factory.h"
 #include "collectives/file_store.h"
 #include "collectives/test_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -24,6 +26,9 @@ namespace collectives {
 namespace {
 
 constexpr int kRanks = 4;
+// A child's report: its status code, then the message; one write, at most PIPE_BUF bytes, so
+// the parent reads it whole.
+constexpr size_t kReportBytes = 2048;
 
 // Kills and reaps every child when it goes out of scope; reads each child's result byte.
 class Children {
@@ -40,14 +45,19 @@ class Children {
     result_fds_.push_back(result_fd);
   }
   pid_t operator[](int i) const { return pids_[i]; }
-  // The status code child i reported by `deadline`, or -1.
-  int Result(int i, absl::Time deadline) {
+  // What child i reported by `deadline`: its status code (-1: nothing) and message.
+  struct Report {
+    int code = -1;
+    std::string message;
+  };
+  Report Result(int i, absl::Time deadline) {
     pollfd p{result_fds_[i], POLLIN, 0};
     int ms =
         static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
-    unsigned char code;
-    if (poll(&p, 1, ms) <= 0 || read(result_fds_[i], &code, 1) != 1) return -1;
-    return code;
+    char buf[kReportBytes];
+    ssize_t k = poll(&p, 1, ms) > 0 ? read(result_fds_[i], buf, sizeof(buf)) : -1;
+    if (k < 1) return {};
+    return {static_cast<unsigned char>(buf[0]), std::string(buf + 1, k - 1)};
   }
 
  private:
@@ -83,12 +93,13 @@ struct Setup {
   config.key_prefix = prefix;
   config.connect_timeout = absl::Seconds(30);
   auto comm = CreateCommunicator(config, &store);
-  auto report = [&](int code) {
-    unsigned char c = static_cast<unsigned char>(code);
-    (void)!write(result_fd, &c, 1);
+  auto report = [&](int code, absl::string_view message = "") {
+    std::string r(1, static_cast<char>(code));
+    r.append(message.data(), std::min(message.size(), kReportBytes - 1));
+    (void)!write(result_fd, r.data(), r.size());
     while (true) pause();  // the parent kills us
   };
-  if (!comm.ok()) report(100);
+  if (!comm.ok()) report(100, comm.status().message());
   std::vector<float> ordinary;
   float* x = nullptr;
   if (setup.heap) {
@@ -105,7 +116,7 @@ struct Setup {
   for (int i = 0; i < 100000; ++i) {
     absl::Status s =
         (*comm)->AllReduce(x, x, floats, DType::kF32, ReduceOp::kMean, absl::Now() + call_timeout);
-    if (!s.ok()) report(static_cast<int>(s.code()));
+    if (!s.ok()) report(static_cast<int>(s.code()), s.message());
     if (!told) {
       char c = 1;
       (void)!write(ready_fd, &c, 1);
@@ -163,8 +174,12 @@ TEST_P(MultiProcessTest, SigkillOneRankOthersUnavailableWithin2s) {
   ASSERT_EQ(kill(children_[2], SIGKILL), 0);
   const absl::Time killed = absl::Now();
   for (int r : {0, 1, 3}) {
-    int code = children_.Result(r, killed + absl::Seconds(2));
-    EXPECT_EQ(code, static_cast<int>(absl::StatusCode::kUnavailable)) << "rank " << r;
+    Children::Report report = children_.Result(r, killed + absl::Seconds(2));
+    EXPECT_EQ(report.code, static_cast<int>(absl::StatusCode::kUnavailable))
+        << "rank " << r << ": " << report.message;
+    // Every survivor names the dead rank, also those that learn of it from a peer: rank 1
+    // never exchanges with rank 2 in a four-rank halving-doubling step.
+    EXPECT_THAT(report.message, ::testing::HasSubstr("peer rank 2")) << "rank " << r;
   }
   EXPECT_LT(absl::Now() - killed, absl::Seconds(2) + absl::Milliseconds(50));
 }
@@ -174,8 +189,9 @@ TEST_P(MultiProcessTest, SigstopOneRankOthersHitTheirDeadline) {
   ASSERT_EQ(kill(children_[1], SIGSTOP), 0);
   const absl::Time stopped = absl::Now();
   for (int r : {0, 2, 3}) {
-    int code = children_.Result(r, stopped + absl::Seconds(5));
-    EXPECT_EQ(code, static_cast<int>(absl::StatusCode::kDeadlineExceeded)) << "rank " << r;
+    Children::Report report = children_.Result(r, stopped + absl::Seconds(5));
+    EXPECT_EQ(report.code, static_cast<int>(absl::StatusCode::kDeadlineExceeded))
+        << "rank " << r << ": " << report.message;
   }
   // The stopped child is killed and reaped by Children's destructor.
 }

@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "collectives/peer_failure.h"
 #include "collectives/piece_cursor.h"
 #include "collectives/region_allocator.h"
 #include "common/status.h"
@@ -107,6 +108,9 @@ struct ShmTransport::Header {
   alignas(64) std::atomic<uint32_t> doorbell;
   std::atomic<uint32_t> sleeping;
   alignas(64) std::atomic<uint32_t> aborted;
+  // The rank whose failure made this one abort (AbortOnPeerFailure), or -1; written before
+  // `aborted`.
+  std::atomic<int32_t> failed_rank;
 };
 
 struct ShmTransport::Ring {
@@ -290,6 +294,7 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, in
   h->self_address = reinterpret_cast<uint64_t>(h);
   h->heap_offset = heap_bytes > 0 ? t->heap_offset_ : 0;
   h->heap_bytes = heap_bytes;
+  h->failed_rank.store(-1, std::memory_order_relaxed);
   h->magic.store(kShmMagic, std::memory_order_release);
   LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/shm/", rank),
                                 absl::StrCat(t->own_name_, " ", t->segment_bytes_)));
@@ -353,6 +358,14 @@ void ShmTransport::RingDoorbell(int r) const {
     h->doorbell.fetch_add(1);
     FutexWakeAll(&h->doorbell);
   }
+}
+
+void ShmTransport::AbortOnPeerFailure(int failed_rank) {
+  if (segments_[rank_].base != nullptr) {
+    // Abort()'s store of `aborted` publishes it (seq_cst); peers read it after `aborted`.
+    header(rank_)->failed_rank.store(failed_rank, std::memory_order_relaxed);
+  }
+  Abort();
 }
 
 void ShmTransport::Abort() {
@@ -517,8 +530,8 @@ absl::Status ShmTransport::ReadPeer(int peer, const iovec* local, int nlocal, co
   }
   const int err = errno;
   LS_RETURN_IF_ERROR(CheckPeer(peer, "receiving from"));
-  return absl::UnavailableError(absl::StrCat("rank ", rank_, ": reading out of rank ", peer,
-                                             " (process_vm_readv): ", std::strerror(err)));
+  return PeerFailure(peer, absl::StrCat("rank ", rank_, ": reading out of rank ", peer,
+                                        " (process_vm_readv): ", std::strerror(err)));
 }
 
 absl::StatusOr<bool> ShmTransport::TryPopCma(const RecvSpec& recv, PieceCursor* in, size_t* got) {
@@ -699,13 +712,19 @@ void ShmTransport::ReadDirect(const RecvSpec& recv, PieceCursor* in, size_t* got
 absl::Status ShmTransport::CheckPeer(int peer, const char* what) const {
   Header* h = header(peer);
   if (h->aborted.load() != 0) {
-    return absl::UnavailableError(absl::StrCat("rank ", rank_, ": peer rank ", peer,
-                                               " aborted or failed while ", what, " it"));
+    const int failed = h->failed_rank.load(std::memory_order_relaxed);
+    if (failed >= 0 && failed != peer && failed < size_) {
+      return PeerFailure(
+          failed, absl::StrCat("rank ", rank_, ": peer rank ", peer,
+                               " left the group after peer rank ", failed, " failed (seen while ",
+                               what, " rank ", peer, "); check rank ", failed, "'s logs"));
+    }
+    return PeerFailure(peer, absl::StrCat("rank ", rank_, ": peer rank ", peer,
+                                          " aborted or failed while ", what, " it"));
   }
   if (ProcessDead(h->pid)) {
-    return absl::UnavailableError(absl::StrCat("rank ", rank_, ": peer rank ", peer, " (pid ",
-                                               h->pid, ") died while ", what,
-                                               " it; check that process's logs"));
+    return PeerFailure(peer, absl::StrCat("rank ", rank_, ": peer rank ", peer, " (pid ", h->pid,
+                                          ") died while ", what, " it; check that process's logs"));
   }
   return absl::OkStatus();
 }

@@ -20,7 +20,8 @@
 // header that producers and consumers ring after every step (wake-ups cost a syscall only
 // when the waiter sleeps). While sleeping, a waiter wakes every few milliseconds to check
 // Abort(), its deadline, and whether the peer it waits on died (/proc/<pid>/stat) or
-// aborted: then UNAVAILABLE naming that rank.
+// aborted: then UNAVAILABLE naming that rank, or the rank whose failure made it abort (the
+// header's failed_rank, AbortOnPeerFailure).
 //
 // Single copy (CMA): a message of at least `cma_threshold_bytes` does not go through the
 // ring. The sender puts a 64-byte descriptor there (its buffer's address and length) and
@@ -145,6 +146,9 @@ class ShmTransport final : public Transport {
   int size() const override { return size_; }
   absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv, absl::Time deadline) override;
   void Abort() override;
+  // Records `failed_rank` in this rank's header before raising its aborted flag, so that
+  // peers name it (CheckPeer).
+  void AbortOnPeerFailure(int failed_rank) override;
 
   std::shared_ptr<TransportHeap> heap() const override;
 

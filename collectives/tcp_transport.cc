@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "collectives/peer_failure.h"
 #include "collectives/piece_cursor.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
@@ -19,10 +20,23 @@ namespace lockstep {
 namespace collectives {
 namespace {
 constexpr int kMaxIov = 64;  // iovecs per sendmsg/recvmsg (the rest go in the next call)
+// The urgent byte AbortOnPeerFailure sends: the failed rank, or this for a rank that does
+// not fit in a byte (the peer is then named as the cause).
+constexpr unsigned char kFailedRankUnknown = 255;
+
+size_t IovBytes(const iovec* iov, size_t n) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < n; ++i) bytes += iov[i].iov_len;
+  return bytes;
+}
 }  // namespace
 
 TcpTransport::TcpTransport(int rank, int size, size_t staging_bytes)
-    : rank_(rank), size_(size), peers_(size), staging_(std::max<size_t>(staging_bytes, 64)) {
+    : rank_(rank),
+      size_(size),
+      peers_(size),
+      staging_(std::max<size_t>(staging_bytes, 64)),
+      failed_rank_from_(size, -1) {
   abort_fd_ = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 }
 
@@ -97,12 +111,74 @@ void TcpTransport::Abort() {
   }
 }
 
+void TcpTransport::AbortOnPeerFailure(int failed_rank) {
+  const unsigned char cause = failed_rank >= 0 && failed_rank < kFailedRankUnknown
+                                  ? static_cast<unsigned char>(failed_rank)
+                                  : kFailedRankUnknown;
+  // One in-band pad byte, then the urgent byte (with MSG_OOB the last byte of a send is the
+  // urgent one; one send, so both travel in one segment). A read stops short in front of an
+  // urgent mark only when it has copied something, so the pad makes the peer's next read
+  // stop at the mark even when this rank left at a message boundary, and the peer's
+  // short-read check takes the byte (TakeUrgentByte); without it that read would step over
+  // the mark and the kernel would drop the byte. The pad lands only in a collective that
+  // fails anyway (this rank sends nothing after it): in a reduction it stays a partial
+  // element in staging, never reduced.
+  const unsigned char message[2] = {0, cause};
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || r == failed_rank || peers_[r].get() < 0) continue;
+    // Best effort: with the send buffer full nothing can be queued, and the peer then names
+    // this rank.
+    (void)::send(peers_[r].get(), message, sizeof(message), MSG_OOB | MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  Abort();
+}
+
+void TcpTransport::TakeUrgentByte(int peer) {
+  const int fd = peers_[peer].get();
+  unsigned char byte;
+  if (sockatmark(fd) == 1 && ::recv(fd, &byte, 1, MSG_OOB | MSG_DONTWAIT) == 1) {
+    failed_rank_from_[peer] = byte;
+  }
+}
+
+int TcpTransport::FailedRankToldBy(int peer) const {
+  auto told = [this](int r) {
+    int cause = failed_rank_from_[r];
+    unsigned char byte;
+    if (cause < 0 && peers_[r].get() >= 0 &&
+        ::recv(peers_[r].get(), &byte, 1, MSG_OOB | MSG_DONTWAIT) == 1) {
+      cause = byte;
+    }
+    return cause >= 0 && cause != kFailedRankUnknown && cause < size_ ? cause : -1;
+  };
+  // The urgent byte arrives before the connection's end: taken at its mark by a short read,
+  // or still pending when this rank has not read that far. A mark at a message boundary is
+  // stepped over by the next read (checking for it there would cost a system call per
+  // message), so then ask the other peers: every rank that leaves because of a failure tells
+  // every peer, and this rank has not read past the marks of those it was not receiving from.
+  const int cause = told(peer);
+  if (cause >= 0) return cause;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || r == peer) continue;
+    const int other = told(r);
+    if (other >= 0) return other;
+  }
+  return -1;
+}
+
 absl::Status TcpTransport::PeerError(int peer, const char* what, int err) const {
   if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
-  return absl::UnavailableError(absl::StrCat(
-      "rank ", rank_, ": ", what, " peer rank ", peer,
-      err != 0 ? absl::StrCat(" failed: ", std::strerror(err)) : std::string(" closed"),
-      "; did it exit, crash or abort?"));
+  const int cause = FailedRankToldBy(peer);
+  if (cause >= 0 && cause != peer) {
+    return PeerFailure(
+        cause, absl::StrCat("rank ", rank_, ": peer rank ", peer,
+                            " left the group after peer rank ", cause, " failed (seen while ", what,
+                            " rank ", peer, "); check rank ", cause, "'s logs"));
+  }
+  return PeerFailure(peer, absl::StrCat("rank ", rank_, ": ", what, " peer rank ", peer,
+                                        err != 0 ? absl::StrCat(" failed: ", std::strerror(err))
+                                                 : std::string(": the connection closed"),
+                                        "; did it exit, crash or abort? Check its logs"));
 }
 
 absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
@@ -139,16 +215,19 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
         msghdr m{};
         m.msg_iov = iov;
         m.msg_iovlen = in.Fill(iov, kMaxIov, recv.len - received);
+        const size_t want = IovBytes(iov, m.msg_iovlen);
         k = ::recvmsg(rfd, &m, MSG_DONTWAIT);
         if (k > 0) {
           received += k;
           in.Advance(k);
+          if (static_cast<size_t>(k) < want) TakeUrgentByte(recv.peer);
         }
       } else {
         // Reductions read whole elements: keep a partial element for the next round.
         size_t want = std::min(staging_.size() - staged, recv.len - received - staged);
         k = ::recv(rfd, staging_.data() + staged, want, MSG_DONTWAIT);
         if (k > 0) {
+          if (static_cast<size_t>(k) < want) TakeUrgentByte(recv.peer);
           staged += k;
           size_t ready = staged / align * align;
           if (ready > 0) {
@@ -178,7 +257,10 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
     }
     pollfd fds[3];
     int nfds = 0;
-    if (sending && sent < send.len) fds[nfds++] = {sfd, POLLOUT, 0};
+    // POLLRDHUP: a peer we still send to has shut its connection down (it left the group),
+    // which a full send buffer would otherwise hide until the deadline. Never a normal end:
+    // a peer finishes only after it has received everything we send it.
+    if (sending && sent < send.len) fds[nfds++] = {sfd, POLLOUT | POLLRDHUP, 0};
     if (receiving && received < recv.len) {
       if (nfds == 1 && sfd == rfd) {
         fds[0].events |= POLLIN;
@@ -189,6 +271,9 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
     fds[nfds++] = {abort_fd_.get(), POLLIN, 0};
     int rc = poll(fds, nfds, PollTimeoutMs(deadline, 1000));
     if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
+    if (rc > 0 && sending && sent < send.len && (fds[0].revents & POLLRDHUP) != 0) {
+      return PeerError(send.peer, "sending to", 0);
+    }
     if (rc == 0 && absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "rank ", rank_, ": deadline passed ",

@@ -8,7 +8,8 @@
 // sockets plus an eventfd for Abort(); received bytes for reductions go through one staging
 // buffer allocated at connect time (no allocation per message).
 // Ownership: owns its sockets. Thread model: see Transport; Abort() shuts every socket down,
-// so peers see this rank leave at once (UNAVAILABLE) instead of waiting for a deadline.
+// so peers see this rank leave at once (UNAVAILABLE) instead of waiting for a deadline; a
+// rank that leaves because another failed says which one first (AbortOnPeerFailure).
 #ifndef LOCKSTEP_COLLECTIVES_TCP_TRANSPORT_H_
 #define LOCKSTEP_COLLECTIVES_TCP_TRANSPORT_H_
 
@@ -63,10 +64,26 @@ class TcpTransport final : public Transport {
   int size() const override { return size_; }
   absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv, absl::Time deadline) override;
   void Abort() override;
+  // Sends each live peer one urgent (out-of-band) byte holding `failed_rank` before shutting
+  // the connections down; a peer that finds this connection closed reads it (PeerError).
+  // Urgent data skips the peer's in-band stream, so it cannot be mistaken for a tensor
+  // (one in-band pad byte goes in front of it, see the .cc).
+  void AbortOnPeerFailure(int failed_rank) override;
 
  private:
   TcpTransport(int rank, int size, size_t staging_bytes);
+  // UNAVAILABLE: the connection to `peer` failed (errno `err`) or closed (err == 0), naming
+  // the rank the failure started at when `peer` told us (AbortOnPeerFailure).
   absl::Status PeerError(int peer, const char* what, int err) const;
+  // After a read from `peer` that stopped short: if it stopped at an urgent mark, takes the
+  // urgent byte (AbortOnPeerFailure) into failed_rank_from_ now, before the next read steps
+  // over the mark and the kernel drops the byte. A read stops short of a mark only in front of
+  // it, so checking after short reads catches every mark; sockatmark costs as much as one
+  // empty recv (about 0.3 us here), and a short read means we wait for data anyway.
+  void TakeUrgentByte(int peer);
+  // The rank a failure started at as told by `peer`'s urgent byte, else by any other peer's
+  // (see the .cc); -1 when none said. Reads pending urgent bytes: the failure path only.
+  int FailedRankToldBy(int peer) const;
 
   const int rank_;
   const int size_;
@@ -74,6 +91,8 @@ class TcpTransport final : public Transport {
   UniqueFd abort_fd_;            // eventfd, readable after Abort()
   std::atomic<bool> aborted_{false};
   std::vector<char> staging_;
+  // failed_rank_from_[r]: the urgent byte rank r sent before it left (TakeUrgentByte), or -1.
+  std::vector<int> failed_rank_from_;
   int busy_polls_ = 0;
 };
 

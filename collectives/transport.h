@@ -27,10 +27,11 @@
 // reduction), instead of through the transport's own buffers. Its SendRecv returns once the
 // receiver has read it, so the sender's buffer must not change meanwhile (as for any send).
 //
-// Errors: UNAVAILABLE naming the peer (closed, dead or aborted), DEADLINE_EXCEEDED, ABORTED
-// after Abort(). After any error the stream is out of step: the owner must not reuse it.
-// Thread model: one thread calls SendRecv at a time; Abort() may be called from any thread
-// and makes the pending and every later SendRecv return ABORTED promptly (< 100 ms).
+// Errors: UNAVAILABLE naming the peer (closed, dead or aborted), with the rank the failure
+// started at as a payload (peer_failure.h), DEADLINE_EXCEEDED, ABORTED after Abort(). After any
+// error the stream is out of step: the owner must not reuse it. Thread model: one thread calls
+// SendRecv at a time; Abort() may be called from any thread and makes the pending and every later
+// SendRecv return ABORTED promptly (< 100 ms).
 #ifndef LOCKSTEP_COLLECTIVES_TRANSPORT_H_
 #define LOCKSTEP_COLLECTIVES_TRANSPORT_H_
 
@@ -101,6 +102,10 @@ class Transport {
   virtual absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv,
                                 absl::Time deadline) = 0;
   virtual void Abort() = 0;
+  // Abort(), telling the peers that this rank leaves because of a failure that started at
+  // `failed_rank` (peer_failure.h), so that they name that rank too instead of this one. Best
+  // effort: a peer that cannot be told names this rank.
+  virtual void AbortOnPeerFailure(int failed_rank) = 0;
   // The zero-copy heap, or nullptr when this transport has none (TCP, in-process, shm
   // without ShmOptions::heap_bytes).
   virtual std::shared_ptr<TransportHeap> heap() const { return nullptr; }

@@ -33,7 +33,8 @@
 namespace lockstep {
 
 // Returns `status` with `context` prepended to its message ("context: message"), keeping
-// its code. OK stays OK. Use it to say to whom something happened (rank, task, job).
+// its code and payloads. OK stays OK. Use it to say to whom something happened (rank, task,
+// job).
 absl::Status Annotate(const absl::Status& status, absl::string_view context);
 
 }  // namespace lockstep

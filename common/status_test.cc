@@ -61,5 +61,17 @@ TEST(StatusTest, AnnotateKeepsCodeAndPrefixes) {
   EXPECT_TRUE(Annotate(absl::OkStatus(), "x").ok());
 }
 
+TEST(StatusTest, AnnotateKeepsPayloads) {
+  absl::Status original = absl::UnavailableError("peer gone");
+  original.SetPayload("type.example/a", absl::Cord("1"));
+  original.SetPayload("type.example/b", absl::Cord("two"));
+  absl::Status s = Annotate(Annotate(original, "inner"), "outer");
+  EXPECT_EQ(s.message(), "outer: inner: peer gone");
+  ASSERT_TRUE(s.GetPayload("type.example/a").has_value());
+  EXPECT_EQ(std::string(*s.GetPayload("type.example/a")), "1");
+  ASSERT_TRUE(s.GetPayload("type.example/b").has_value());
+  EXPECT_EQ(std::string(*s.GetPayload("type.example/b")), "two");
+}
+
 }  // namespace
 }  // namespace lockstep
