@@ -19,11 +19,6 @@ namespace lockstep {
 namespace collectives {
 namespace {
 
-constexpr DType kDTypes[] = {DType::kF32,  DType::kF64, DType::kF16,
-                             DType::kBF16, DType::kI32, DType::kI64};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
-                             ReduceOp::kMean};
-
 using Param = std::tuple<TransportKind, int, AllReduceAlgorithm>;
 
 struct Case {
@@ -49,8 +44,8 @@ AlgorithmOptions OptionsFor(AllReduceAlgorithm algo, size_t forced_chunk_bytes) 
 std::vector<Case> EveryDTypeAndOp(std::initializer_list<size_t> counts) {
   std::vector<Case> cases;
   for (size_t count : counts) {
-    for (DType dt : kDTypes) {
-      for (ReduceOp op : kOps) cases.push_back({count, dt, op});
+    for (DType dt : kTestDTypes) {
+      for (ReduceOp op : kTestOps) cases.push_back({count, dt, op});
     }
   }
   return cases;

@@ -18,10 +18,6 @@ namespace lockstep {
 namespace collectives {
 namespace {
 
-constexpr DType kDTypes[] = {DType::kF32,  DType::kF64, DType::kF16,
-                             DType::kBF16, DType::kI32, DType::kI64};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
-                             ReduceOp::kMean};
 // 100003 f32 is 400 KB: above the 256 KiB broadcast chain threshold.
 constexpr size_t kCounts[] = {0, 1, 7, 1023, 100003};
 
@@ -120,8 +116,8 @@ TEST_P(CollectivesMatrixTest, ReduceScatterGivesEachRankItsReducedBlock) {
     // Per-rank block sizes: 30011 elements is several ring segments of the default chunks
     // only for the wide types; the small-chunk run covers the rest.
     for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{30011}}) {
-      for (DType dt : kDTypes) {
-        for (ReduceOp op : kOps) {
+      for (DType dt : kTestDTypes) {
+        for (ReduceOp op : kTestOps) {
           SCOPED_TRACE(absl::StrCat(OptionsName(options), " count=", count,
                                     " dtype=", DTypeName(dt), " op=", ReduceOpName(op)));
           const size_t esize = DTypeSize(dt);

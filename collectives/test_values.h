@@ -11,6 +11,11 @@
 namespace lockstep {
 namespace collectives {
 
+inline constexpr DType kTestDTypes[] = {DType::kF32,  DType::kF64, DType::kF16,
+                                        DType::kBF16, DType::kI32, DType::kI64};
+inline constexpr ReduceOp kTestOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
+                                        ReduceOp::kMax, ReduceOp::kMean};
+
 inline bool IsInteger(DType dt) { return dt == DType::kI32 || dt == DType::kI64; }
 
 // Rank r's element i for a reduction by `op`: small integers (eighths for floats), so that
