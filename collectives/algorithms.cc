@@ -207,6 +207,30 @@ absl::Status WithContext(absl::Status s, const char* what, const Transport& t) {
 
 }  // namespace
 
+AlgorithmOptions ResolveAlgorithmOptions(AlgorithmOptions options, TransportKind transport,
+                                         int world_size) {
+  const bool shm = transport == TransportKind::kShm;
+  const bool tcp = transport == TransportKind::kTcp;
+  const bool pair = world_size == 2;
+  const bool many = world_size > 2;
+  // Halving-doubling needs no fold for a power of two (kShmManyRanksRingThresholdBytes).
+  const bool power_of_two = world_size > 0 && (world_size & (world_size - 1)) == 0;
+  auto choose = [](size_t* field, size_t measured) {
+    if (*field == kTransportChoice) *field = measured;
+  };
+  choose(&options.chunk_bytes, tcp && pair ? kTcpPairChunkBytes : kDefaultChunkBytes);
+  choose(&options.ring_threshold_bytes,
+         shm ? (many && power_of_two ? kShmManyRanksRingThresholdBytes : kShmRingThresholdBytes)
+         : tcp && many ? kTcpRingThresholdBytes
+                       : kDefaultRingThresholdBytes);
+  choose(&options.doubling_threshold_bytes, shm           ? kShmDoublingThresholdBytes
+                                            : tcp && pair ? kTcpPairDoublingThresholdBytes
+                                                          : kDefaultDoublingThresholdBytes);
+  choose(&options.broadcast_chain_threshold_bytes, kDefaultBroadcastChainThresholdBytes);
+  choose(&options.segment_bytes, tcp && many ? kTcpSegmentBytes : 0);
+  return options;
+}
+
 AllReduceAlgorithm ChooseAllReduce(const AlgorithmOptions& options, int world_size, size_t bytes) {
   if (options.algorithm != AllReduceAlgorithm::kAuto) return options.algorithm;
   if (bytes < options.doubling_threshold_bytes) return AllReduceAlgorithm::kRecursiveDoubling;

@@ -18,8 +18,8 @@
 //        two ranks, kTcpRingThresholdBytes), ring above.
 //   shm: recursive doubling below ~8 KiB (8 B: 5.8 us vs 12 us), halving-doubling up to
 //        ~64 KiB, ring above (256 KiB: 93 us vs 135 us; 1 MiB: 0.29 ms vs 3.8 ms).
-// The defaults below are TCP's (and in-process'); CreateCommunicator switches to the kShm*
-// values for shared memory unless the caller set its own.
+// The k* values below are chosen per transport and world size in one place,
+// ResolveAlgorithmOptions; a value the caller set is never replaced.
 //
 // Reduction order is fixed by (rank, world size, count, algorithm), so results are bitwise
 // identical on every rank and every run.
@@ -77,15 +77,20 @@ constexpr size_t kTcpRingThresholdBytes = 2 << 20;
 // (n=4 on 2 cores: four ranks' buffers and socket queues leave the 2 MiB L2 of each core).
 constexpr size_t kTcpSegmentBytes = 1 << 20;
 
+// A size in AlgorithmOptions left at this takes the value measured for the transport and
+// world size (ResolveAlgorithmOptions); any other value is the caller's and is kept, also one
+// that equals a measured value.
+constexpr size_t kTransportChoice = ~size_t{0};
+
 struct AlgorithmOptions {
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
-  size_t chunk_bytes = kDefaultChunkBytes;  // ring and chain segment size
-  size_t ring_threshold_bytes = kDefaultRingThresholdBytes;
-  size_t doubling_threshold_bytes = kDefaultDoublingThresholdBytes;
-  size_t broadcast_chain_threshold_bytes = kDefaultBroadcastChainThresholdBytes;
+  size_t chunk_bytes = kTransportChoice;  // ring and chain segment size
+  size_t ring_threshold_bytes = kTransportChoice;
+  size_t doubling_threshold_bytes = kTransportChoice;
+  size_t broadcast_chain_threshold_bytes = kTransportChoice;
   // > 0: with kAuto, all-reduces larger than this run as consecutive all-reduces of
   // segments of this size (each choosing its algorithm by its own size). 0: one piece.
-  size_t segment_bytes = 0;
+  size_t segment_bytes = kTransportChoice;
   // > 0: the communicator's thread asks the kernel for scheduler slices this short
   // (common/sched.h), so that a wake-up from a peer preempts the compute threads it shares
   // its cores with instead of waiting out their slice. Zero keeps the kernel's default.
@@ -107,6 +112,15 @@ struct AlgorithmOptions {
 // (then every order crosses CPUs alike).
 std::vector<int> RingOrderForCpus(const std::vector<int>& cpus);
 
+// `options` with every kTransportChoice size replaced by the value measured for `transport`
+// and `world_size` (the k* constants above); kAuto and kInProc get the defaults (TCP's for
+// groups of any size). CreateCommunicator resolves for the transport it made, and
+// Communicator::Create resolves what is left, so the algorithms see no kTransportChoice.
+AlgorithmOptions ResolveAlgorithmOptions(AlgorithmOptions options, TransportKind transport,
+                                         int world_size);
+
+// The all-reduce algorithm for `bytes` under resolved `options` (whose thresholds already
+// depend on the world size, ResolveAlgorithmOptions).
 AllReduceAlgorithm ChooseAllReduce(const AlgorithmOptions& options, int world_size, size_t bytes);
 
 // In place on `buf` (count elements). kMean divides at the end.

@@ -33,8 +33,11 @@ void CollectiveHandle::Finish(absl::Status status) {
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
-    std::unique_ptr<Transport> transport, const AlgorithmOptions& options) {
+    std::unique_ptr<Transport> transport, const AlgorithmOptions& requested) {
   if (transport == nullptr) return absl::InvalidArgumentError("communicator: null transport");
+  // What CreateCommunicator did not choose for its transport gets the defaults.
+  const AlgorithmOptions options =
+      ResolveAlgorithmOptions(requested, TransportKind::kAuto, transport->size());
   if (options.chunk_bytes == 0) {
     return absl::InvalidArgumentError("communicator: chunk_bytes must be positive");
   }

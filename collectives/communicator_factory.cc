@@ -104,20 +104,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
                     absl::StrCat("rank ", config.rank, " of ", config.world_size, " (",
                                  config.key_prefix, ")"));
   }
-  AlgorithmOptions algorithms = config.algorithms;
-  if (kind == TransportKind::kShm) {
-    // Thresholds measured for shared memory (algorithms.h), unless the caller chose.
-    if (algorithms.ring_threshold_bytes == kDefaultRingThresholdBytes) {
-      // Halving-doubling needs no fold for a power of two (algorithms.h).
-      const bool power_of_two = (config.world_size & (config.world_size - 1)) == 0;
-      algorithms.ring_threshold_bytes = config.world_size > 2 && power_of_two
-                                            ? kShmManyRanksRingThresholdBytes
-                                            : kShmRingThresholdBytes;
-    }
-    if (algorithms.doubling_threshold_bytes == kDefaultDoublingThresholdBytes) {
-      algorithms.doubling_threshold_bytes = kShmDoublingThresholdBytes;
-    }
-  }
+  // Thresholds, chunks and segments measured for this transport, unless the caller chose.
+  AlgorithmOptions algorithms = ResolveAlgorithmOptions(config.algorithms, kind, config.world_size);
   if (kind == TransportKind::kShm && config.world_size > 2 && algorithms.ring_order.empty()) {
     // Ranks pinned to a shared CPU become ring neighbours (AlgorithmOptions::ring_order).
     LS_RETURN_IF_ERROR(store->Set(absl::StrCat(config.key_prefix, "/cpu/", config.rank),
@@ -133,21 +121,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
       if (!absl::SimpleAtoi(*cpu, &cpus[r])) cpus[r] = -1;
     }
     algorithms.ring_order = RingOrderForCpus(cpus);
-  }
-  if (kind == TransportKind::kTcp && config.world_size == 2 &&
-      algorithms.chunk_bytes == kDefaultChunkBytes) {
-    algorithms.chunk_bytes = kTcpPairChunkBytes;  // measured, see algorithms.h
-  }
-  if (kind == TransportKind::kTcp && config.world_size == 2 &&
-      algorithms.doubling_threshold_bytes == kDefaultDoublingThresholdBytes) {
-    algorithms.doubling_threshold_bytes = kTcpPairDoublingThresholdBytes;  // see algorithms.h
-  }
-  if (kind == TransportKind::kTcp && config.world_size > 2 &&
-      algorithms.ring_threshold_bytes == kDefaultRingThresholdBytes) {
-    algorithms.ring_threshold_bytes = kTcpRingThresholdBytes;  // measured, see algorithms.h
-  }
-  if (kind == TransportKind::kTcp && config.world_size > 2 && algorithms.segment_bytes == 0) {
-    algorithms.segment_bytes = kTcpSegmentBytes;  // measured, see algorithms.h
   }
   return Communicator::Create(std::move(transport).value(), algorithms);
 }
