@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <immintrin.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -86,6 +87,13 @@ void FutexWakeAll(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// The inode of this process's PID namespace (0: unknown). Ranks compare it before they judge
+// a peer by its pid: in another PID namespace the number names another process, or none.
+uint64_t PidNamespace() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? st.st_ino : 0;
+}
+
 // True when `pid` has exited (zombies count as dead: their sockets and mappings are gone).
 bool ProcessDead(int pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
@@ -105,6 +113,7 @@ struct ShmTransport::Header {
   uint64_t self_address;  // this header's address in its owner's process (the CMA probe)
   uint64_t heap_offset;   // the heap: bytes [heap_offset, heap_offset + heap_bytes)
   uint64_t heap_bytes;
+  uint64_t pid_ns;  // PidNamespace() of the owner
   alignas(64) std::atomic<uint32_t> doorbell;
   std::atomic<uint32_t> sleeping;
   alignas(64) std::atomic<uint32_t> aborted;
@@ -161,6 +170,7 @@ ShmTransport::ShmTransport(int rank, int size, const ShmOptions& options)
       segment_bytes_(options.heap_bytes > 0 ? heap_offset_ + RoundUp(options.heap_bytes, kAlign)
                                             : kHeaderBytes + slot_bytes_ * size),
       segments_(size),
+      peer_processes_(size),
       seen_tail_(size, 0),
       small_sent_(size, 0),
       small_seen_consumed_(size, 0),
@@ -294,6 +304,7 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, in
   h->self_address = reinterpret_cast<uint64_t>(h);
   h->heap_offset = heap_bytes > 0 ? t->heap_offset_ : 0;
   h->heap_bytes = heap_bytes;
+  h->pid_ns = PidNamespace();
   h->failed_rank.store(-1, std::memory_order_relaxed);
   h->magic.store(kShmMagic, std::memory_order_release);
   LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/shm/", rank),
@@ -321,6 +332,7 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, in
     }
     t->segments_[r].heap = static_cast<const char*>(p) + peer->heap_offset;
     t->segments_[r].heap_bytes = peer->heap_bytes;
+    t->WatchPeerProcess(r);
   }
   // Single copy only if every rank can read every other's memory and all use the same
   // threshold (both ends of a message must agree on how it travels): each reports its own.
@@ -709,6 +721,45 @@ void ShmTransport::ReadDirect(const RecvSpec& recv, PieceCursor* in, size_t* got
   }
 }
 
+void ShmTransport::WatchPeerProcess(int peer) {
+  const Header* h = header(peer);
+  PeerProcess& p = peer_processes_[peer];
+  const uint64_t ns = header(rank_)->pid_ns;
+  if (ns == 0 || h->pid_ns != ns) {
+    spdlog::warn(
+        "collectives: rank {}: rank {} (pid {}) runs in another PID namespace, so a crash of "
+        "it shows only at the deadline of the call waiting for it (an abort shows at once); "
+        "to see crashes at once, share the PID namespace (Kubernetes: "
+        "shareProcessNamespace) or use TCP",
+        rank_, peer, h->pid);
+    p.watch = PeerProcess::kUnknown;
+    return;
+  }
+  // A pidfd names the process, not its number: a reused pid cannot fool it.
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, h->pid, 0));
+  if (fd >= 0) {
+    p.pidfd = UniqueFd(fd);
+    p.watch = PeerProcess::kPidfd;
+  } else {
+    p.watch = PeerProcess::kProc;  // no pidfd (kernels before 5.3), or already gone (ESRCH)
+  }
+}
+
+bool ShmTransport::PeerProcessDead(int peer) const {
+  const PeerProcess& p = peer_processes_[peer];
+  switch (p.watch) {
+    case PeerProcess::kPidfd: {
+      pollfd f{p.pidfd.get(), POLLIN, 0};  // readable once the process has exited
+      return poll(&f, 1, 0) == 1;
+    }
+    case PeerProcess::kProc:
+      return ProcessDead(header(peer)->pid);
+    case PeerProcess::kUnknown:
+      break;
+  }
+  return false;
+}
+
 absl::Status ShmTransport::CheckPeer(int peer, const char* what) const {
   Header* h = header(peer);
   if (h->aborted.load() != 0) {
@@ -722,7 +773,7 @@ absl::Status ShmTransport::CheckPeer(int peer, const char* what) const {
     return PeerFailure(peer, absl::StrCat("rank ", rank_, ": peer rank ", peer,
                                           " aborted or failed while ", what, " it"));
   }
-  if (ProcessDead(h->pid)) {
+  if (PeerProcessDead(peer)) {
     return PeerFailure(peer, absl::StrCat("rank ", rank_, ": peer rank ", peer, " (pid ", h->pid,
                                           ") died while ", what, " it; check that process's logs"));
   }

@@ -19,7 +19,7 @@
 // Waiting: spin briefly, then yield, then sleep on a futex "doorbell" in the waiter's own
 // header that producers and consumers ring after every step (wake-ups cost a syscall only
 // when the waiter sleeps). While sleeping, a waiter wakes every few milliseconds to check
-// Abort(), its deadline, and whether the peer it waits on died (/proc/<pid>/stat) or
+// Abort(), its deadline, and whether the peer it waits on died (a pidfd held since Connect) or
 // aborted: then UNAVAILABLE naming that rank, or the rank whose failure made it abort (the
 // header's failed_rank, AbortOnPeerFailure).
 //
@@ -64,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "collectives/piece_cursor.h"
+#include "collectives/socket_util.h"
 #include "collectives/store.h"
 #include "collectives/transport.h"
 
@@ -205,6 +206,17 @@ class ShmTransport final : public Transport {
   void RingRead(int owner, int sender, uint64_t at, void* dst, size_t n) const;
   bool ProbeCma(int peer) const;
   absl::Status CheckPeer(int peer, const char* what) const;
+  // Connect(): how this rank will tell that `peer`'s process died (PeerProcess).
+  void WatchPeerProcess(int peer);
+  bool PeerProcessDead(int peer) const;
+
+  // How a peer's death is seen: a pidfd (readable once it exited; immune to pid reuse), its
+  // /proc/<pid>/stat where pidfds are missing, or not at all when it runs in another PID
+  // namespace (its pid means nothing here; its crash then shows at the caller's deadline).
+  struct PeerProcess {
+    enum Watch { kUnknown, kPidfd, kProc } watch = kUnknown;
+    UniqueFd pidfd;
+  };
 
   const int rank_;
   const int size_;
@@ -216,8 +228,9 @@ class ShmTransport final : public Transport {
   size_t segment_bytes_;             // this rank's (without the heap when it could not be reserved)
   std::shared_ptr<OwnSegment> own_;  // this rank's segment (mapped); shared with heap buffers
   std::vector<Mapping> segments_;    // segments_[r]: rank r's segment
-  std::vector<uint64_t> seen_tail_;  // [peer]: its ring's tail as last read (<= the real one)
-  std::vector<uint64_t> small_sent_;           // [peer]: small messages written to it so far
+  std::vector<PeerProcess> peer_processes_;  // [peer]
+  std::vector<uint64_t> seen_tail_;   // [peer]: its ring's tail as last read (<= the real one)
+  std::vector<uint64_t> small_sent_;  // [peer]: small messages written to it so far
   std::vector<uint64_t> small_seen_consumed_;  // [peer]: its slots_consumed as last read
   std::vector<uint64_t> small_received_;       // [peer]: small messages read from it so far
   std::string own_name_;
