@@ -8,8 +8,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <list>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "collectives/peer_failure.h"
 #include "collectives/piece_cursor.h"
@@ -69,37 +72,89 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
     t->peers_[peer] = std::move(fd);
   }
   // Accept every higher rank. Refused connections are logged and do not count.
-  int missing = n - 1 - me.rank;
-  while (missing > 0) {
-    pollfd p{listen_fd.get(), POLLIN, 0};
-    if (poll(&p, 1, PollTimeoutMs(deadline, 1000)) <= 0) {
-      if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("rank ", me.rank, ": ", missing,
-                         " higher rank(s) did not connect by the deadline; "
-                         "are they started, and can they reach ",
-                         listening.second, "?"));
-      }
-      continue;
-    }
-    UniqueFd fd(accept4(listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (fd.get() < 0) continue;
-    TuneSocket(fd.get(), options.socket_buffer_bytes, options.congestion_control);
-    auto peer = HandshakeAsAcceptor(fd.get(), me,
-                                    std::min(deadline, absl::Now() + options.handshake_timeout));
-    if (!peer.ok() || *peer <= me.rank || t->peers_[*peer].get() >= 0) {
-      spdlog::warn("collectives: rank {} ({}) refused a connection: {}", me.rank, key_prefix,
-                   peer.ok() ? absl::StrCat("unexpected or duplicate rank ", *peer)
-                             : std::string(peer.status().message()));
-      continue;
-    }
-    t->peers_[*peer] = std::move(fd);
-    --missing;
-  }
+  LS_RETURN_IF_ERROR(
+      t->AcceptPeers(listen_fd.get(), listening.second, me, key_prefix, options, deadline));
   for (int r = 0; r < n; ++r) {
     if (r != me.rank) LS_RETURN_IF_ERROR(SetNonBlocking(t->peers_[r].get()));
   }
   return t;
+}
+
+absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address,
+                                       const HandshakeIdentity& me, const std::string& key_prefix,
+                                       const TcpOptions& options, absl::Time deadline) {
+  // Each connection's handshake runs on a thread of its own, so that a connection that never
+  // answers (a port scanner, a stuck peer of another group) holds up only itself, for at
+  // most handshake_timeout, never the real peers behind it.
+  struct Handshake {
+    int fd;  // owned by `result` once done; shut down to end the handshake early
+    bool done = false;
+    absl::StatusOr<int> rank = absl::UnknownError("handshake running");
+    std::thread thread;
+  };
+  absl::Mutex mu;
+  std::list<Handshake> running;  // a list: threads point at their element
+  auto finish = [&](absl::Status why) {
+    {
+      absl::MutexLock lock(&mu);
+      for (Handshake& h : running) {
+        if (!h.done) shutdown(h.fd, SHUT_RDWR);  // its reads and writes fail at once
+      }
+    }
+    for (Handshake& h : running) h.thread.join();
+    for (Handshake& h : running) close(h.fd);
+    return why;
+  };
+  int missing = size_ - 1 - rank_;
+  while (missing > 0) {
+    // Take the finished handshakes: a proven rank joins, anything else is logged and closed.
+    {
+      absl::MutexLock lock(&mu);
+      for (auto it = running.begin(); it != running.end();) {
+        if (!it->done) {
+          ++it;
+          continue;
+        }
+        it->thread.join();
+        const absl::StatusOr<int>& peer = it->rank;
+        if (!peer.ok() || *peer <= rank_ || peers_[*peer].get() >= 0) {
+          spdlog::warn("collectives: rank {} ({}) refused a connection: {}", rank_, key_prefix,
+                       peer.ok() ? absl::StrCat("unexpected or duplicate rank ", *peer)
+                                 : std::string(peer.status().message()));
+          close(it->fd);
+        } else {
+          peers_[*peer] = UniqueFd(it->fd);
+          --missing;
+        }
+        it = running.erase(it);
+      }
+    }
+    if (missing == 0) break;
+    if (absl::Now() >= deadline) {
+      return finish(absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank_, ": ", missing,
+                       " higher rank(s) did not connect by the deadline; "
+                       "are they started, and can they reach ",
+                       address, "?")));
+    }
+    // Short polls: finished handshakes are taken between them.
+    pollfd p{listen_fd, POLLIN, 0};
+    if (poll(&p, 1, std::min(PollTimeoutMs(deadline, 1000), 20)) <= 0) continue;
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    TuneSocket(fd, options.socket_buffer_bytes, options.congestion_control);
+    absl::MutexLock lock(&mu);
+    Handshake& h = running.emplace_back();
+    h.fd = fd;
+    const absl::Time until = std::min(deadline, absl::Now() + options.handshake_timeout);
+    h.thread = std::thread([&mu, &h, &me, until] {
+      absl::StatusOr<int> rank = HandshakeAsAcceptor(h.fd, me, until);
+      absl::MutexLock lock(&mu);
+      h.rank = std::move(rank);
+      h.done = true;
+    });
+  }
+  return finish(absl::OkStatus());
 }
 
 void TcpTransport::Abort() {

@@ -72,6 +72,11 @@ class TcpTransport final : public Transport {
 
  private:
   TcpTransport(int rank, int size, size_t staging_bytes);
+  // Connect(): accepts a connection from every higher rank on `listen_fd` (published as
+  // `address`), each proven by the handshake; refused connections are logged and closed.
+  absl::Status AcceptPeers(int listen_fd, const std::string& address, const HandshakeIdentity& me,
+                           const std::string& key_prefix, const TcpOptions& options,
+                           absl::Time deadline);
   // UNAVAILABLE: the connection to `peer` failed (errno `err`) or closed (err == 0), naming
   // the rank the failure started at when `peer` told us (AbortOnPeerFailure).
   absl::Status PeerError(int peer, const char* what, int err) const;

@@ -50,6 +50,34 @@ TEST(TcpTransportTest, WrongSecretIsRefusedAndTheRightPeerStillJoins) {
   EXPECT_EQ(in, 42);
 }
 
+TEST(TcpTransportTest, ASilentConnectionDoesNotHoldUpTheRealPeer) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  TcpOptions options;
+  // Longer than the whole connect deadline: an acceptor that finished one handshake before
+  // starting the next would still be waiting on the silent connection at the deadline.
+  options.handshake_timeout = absl::Seconds(30);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<TcpTransport>> rank0;
+  std::thread acceptor([&] {
+    rank0 = TcpTransport::Connect({"s", prefix, 0, 2}, prefix, &store, options, deadline);
+  });
+  auto address = store.Get(absl::StrCat(prefix, "/tcp/0"), deadline);
+  ASSERT_TRUE(address.ok());
+  // Connects first and never says a word (it stays open until the end of the test).
+  auto silent = ConnectWithRetry(*address, deadline);
+  ASSERT_TRUE(silent.ok());
+  auto rank1 = TcpTransport::Connect({"s", prefix, 1, 2}, prefix, &store, options, deadline);
+  acceptor.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  int out = 7, in = 0;
+  std::thread sender([&] { ASSERT_TRUE((*rank1)->SendRecv({0, &out, 4}, {}, deadline).ok()); });
+  ASSERT_TRUE((*rank0)->SendRecv({}, {1, &in, 4}, deadline).ok());
+  sender.join();
+  EXPECT_EQ(in, 7);
+}
+
 TEST(TcpTransportTest, WrongGroupWithRightSecretIsRefused) {
   InMemoryStore store;
   const std::string prefix = UniquePrefix();
