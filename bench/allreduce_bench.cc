@@ -384,6 +384,7 @@ int RunAllreduceBench(int argc, char** argv) {
     for (const auto& j : *lines) {
       if (j.contains("fusion")) {
         sweep.fusion = j;
+        sweep.correct &= j.value("correct", false);
         continue;
       }
       const uint64_t bytes = j["bytes"].get<uint64_t>();
@@ -509,6 +510,15 @@ int RunAllreduceBench(int argc, char** argv) {
           std::printf(" %22s", "-");
           continue;
         }
+        // A peer whose result was wrong at this size is no yardstick: its time, no ratio.
+        bool peer_correct = true;
+        for (const Sweep* s : t) {
+          if (s->p50.count(bytes) != 0) peer_correct &= s->correct;
+        }
+        if (!peer_correct) {
+          std::printf(" %12.2fus %7s", peer, "WRONG");
+          continue;
+        }
         if (peer / p50 < worst) {
           worst = peer / p50;
           worst_at = bytes;
@@ -535,12 +545,13 @@ int RunAllreduceBench(int argc, char** argv) {
       const nlohmann::json& j = with_fusion->fusion;
       std::printf(
           "# fusion: %d tensors of %d bytes, bytes_per_pack %d: separate %.1f us (async %.1f "
-          "us), fused %.1f us: %.2fx (per sweep: %s)\n",
+          "us), fused %.1f us: %.2fx (per sweep: %s), fused result %s\n",
           j["tensors"].get<int>(), j["tensor_bytes"].get<int>(), j["bytes_per_pack"].get<int>(),
           Median(sep), Median(sep_async), Median(fus), Median(ratio),
-          absl::StrJoin(ratio, ", ", [](std::string* out, double r) {
-            absl::StrAppendFormat(out, "%.2fx", r);
-          }).c_str());
+          absl::StrJoin(ratio, ", ",
+                        [](std::string* out, double r) { absl::StrAppendFormat(out, "%.2fx", r); })
+              .c_str(),
+          j.value("correct", false) ? "ok" : "BAD");
     }
   }
   return all_correct ? 0 : 1;

@@ -78,6 +78,41 @@ TEST(AllreduceBenchTest, EndToEndTinyRunIsCorrect) {
   }
 }
 
+// The nccl-tests columns: algbw = bytes / time, busbw = algbw * 2(n-1)/n (4/3 for three
+// ranks), a checked row, and the fused result checked too.
+TEST(AllreduceBenchTest, RowsFollowTheBusBandwidthFormulaAndFusionIsChecked) {
+  const auto run = RunCaptured({"--np", "3", "--transport", "shm", "--sizes", "64K:64K", "--iters",
+                                "5", "--peers", "none", "--fusion", "true", "--target_s", "0.01"});
+  ASSERT_EQ(run.status, 0) << run.out;
+  std::istringstream lines(run.out);
+  std::string line;
+  bool header = false, row = false;
+  while (std::getline(lines, line)) {
+    if (line.find("busbw") != std::string::npos && line[0] != '#') {
+      header = true;
+      std::istringstream cols(line);
+      std::string bytes, iters, time, algbw, busbw, ok;
+      cols >> bytes >> iters >> time >> algbw >> busbw >> ok;
+      EXPECT_EQ(bytes + iters + time + algbw + busbw + ok, "bytesiterstime_usalgbwbusbwok");
+      continue;
+    }
+    if (!header || line.empty() || line[0] == '#') continue;
+    std::istringstream cols(line);
+    std::string size, ok;
+    int iters = 0;
+    double time_us = 0, algbw = 0, busbw = 0;
+    cols >> size >> iters >> time_us >> algbw >> busbw >> ok;
+    ASSERT_GT(time_us, 0) << line;
+    EXPECT_NEAR(algbw, 65536 / time_us / 1e3, 0.002 + algbw * 1e-3) << line;
+    EXPECT_NEAR(busbw, algbw * 4 / 3, 0.002 + busbw * 1e-3) << line;
+    EXPECT_EQ(ok, "ok") << line;
+    row = true;
+    break;
+  }
+  EXPECT_TRUE(row) << run.out;
+  EXPECT_NE(run.out.find("fused result ok"), std::string::npos) << run.out;
+}
+
 // Two rounds: each sweep is filed under a placement, and the tables hold both sweeps' rows.
 TEST(AllreduceBenchTest, RoundsAggregateAndBadRoundsAreRefused) {
   const auto [status, out] = RunCaptured(
