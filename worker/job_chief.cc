@@ -1,6 +1,10 @@
 #include "worker/job_chief.h"
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -28,10 +32,42 @@ absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& 
   return chief;
 }
 
+namespace {
+
+constexpr absl::string_view kIteratorStatePrefix = "steps_returned=";
+
+}  // namespace
+
+v1::DataPosition DataPositionAfter(int64_t step, const TrainEpoch& epoch, int64_t iterator_steps) {
+  v1::DataPosition position;
+  position.set_iterator_state(EncodeIteratorState(iterator_steps));
+  if (epoch.steps_per_epoch > 0) {
+    position.set_epoch(step / epoch.steps_per_epoch);
+    position.set_element(step % epoch.steps_per_epoch * epoch.examples_per_step);
+  }
+  return position;
+}
+
+std::string EncodeIteratorState(int64_t steps_returned) {
+  return absl::StrCat(kIteratorStatePrefix, steps_returned);
+}
+
+absl::StatusOr<int64_t> DecodeIteratorState(absl::string_view state) {
+  int64_t steps = -1;
+  if (!absl::ConsumePrefix(&state, kIteratorStatePrefix) || !absl::SimpleAtoi(state, &steps) ||
+      steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("data_position.iterator_state: expected \"",
+                                                   kIteratorStatePrefix, "<steps>\", got \"",
+                                                   absl::CHexEscape(state),
+                                                   "\" (a checkpoint written by "
+                                                   "another version of lockstepd?)"));
+  }
+  return steps;
+}
+
 absl::StatusOr<std::string> JobChief::SaveCheckpoint(int64_t step,
                                                      const distribute::Trainer& trainer,
-                                                     int64_t global_batch,
-                                                     int64_t examples_per_epoch) {
+                                                     const v1::DataPosition& position) {
   if (checkpoints_ == nullptr) return std::string();
   v1::Checkpoint c;
   c.set_job_id(job_id_);
@@ -43,11 +79,7 @@ absl::StatusOr<std::string> JobChief::SaveCheckpoint(int64_t step,
   for (v1::NamedTensor& slot : trainer.optimizer().SaveState()) {
     *c.add_optimizer_slots() = std::move(slot);
   }
-  if (examples_per_epoch > 0) {
-    const int64_t consumed = step * global_batch;
-    c.mutable_data_position()->set_epoch(consumed / examples_per_epoch);
-    c.mutable_data_position()->set_element(consumed % examples_per_epoch);
-  }
+  *c.mutable_data_position() = position;
   c.set_created_unix_micros(absl::ToUnixMicros(clock_->Now()));
   return checkpoints_->Save(c);
 }

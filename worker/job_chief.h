@@ -14,11 +14,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "distribute/trainer.h"
 #include "lockstep/v1/assignment.pb.h"
+#include "lockstep/v1/checkpoint.pb.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/chief/event_writer.h"
+#include "worker/job_input.h"
 
 namespace lockstep {
 namespace worker {
@@ -29,10 +32,10 @@ class JobChief {
   static absl::StatusOr<std::unique_ptr<JobChief>> Create(const v1::Partition& partition,
                                                           Clock* clock);
 
-  // Writes a checkpoint after `step` steps; returns its path ("" when none is written).
-  // `examples_per_epoch` (-1: unknown) places the data position.
+  // Writes a checkpoint after `step` steps with the input's `position` (DataPositionAfter);
+  // returns its path ("" when none is written).
   absl::StatusOr<std::string> SaveCheckpoint(int64_t step, const distribute::Trainer& trainer,
-                                             int64_t global_batch, int64_t examples_per_epoch);
+                                             const v1::DataPosition& position);
   // One Event of scalars at `step` (tags from chief::summary_tags).
   absl::Status AddScalars(int64_t step, const std::vector<std::pair<std::string, float>>& scalars);
   absl::Status Flush();
@@ -51,6 +54,19 @@ class JobChief {
   std::unique_ptr<chief::EventWriter> events_;
   std::string summary_dir_;
 };
+
+// Where the training input is after `step` steps, as a checkpoint records it:
+// iterator_state is EncodeIteratorState(iterator_steps), the batches this worker's
+// DistributedDataset handed out (DistributeOptions::start_step resumes there), always
+// known; epoch (completed epochs) and element (examples of the current epoch consumed, of
+// the data set's epoch as TrainEpochOf counts it) only when the epoch's length is known,
+// else both 0.
+v1::DataPosition DataPositionAfter(int64_t step, const TrainEpoch& epoch, int64_t iterator_steps);
+
+// iterator_state's format: "steps_returned=<n>" (text, so a checkpoint can be read by eye).
+std::string EncodeIteratorState(int64_t steps_returned);
+// INVALID_ARGUMENT naming data_position.iterator_state when `state` is not that format.
+absl::StatusOr<int64_t> DecodeIteratorState(absl::string_view state);
 
 }  // namespace worker
 }  // namespace lockstep

@@ -267,10 +267,15 @@ absl::Status JobExecutor::RunLoop() {
     gradient_bytes += v.Read(0).num_bytes();
   }
   const int n = strategy->num_replicas_in_sync();
+  // Epochs as this worker's pipeline makes them (the last partial batch of each dropped).
+  const TrainEpoch epoch = TrainEpochOf(input, dataset->shard_plan().spec,
+                                        global_batch / n * strategy->num_local_replicas());
 
   auto checkpoint = [&](int64_t step) -> absl::Status {
-    LS_ASSIGN_OR_RETURN(std::string path,
-                        chief->SaveCheckpoint(step, *trainer, global_batch, input.train_examples));
+    LS_ASSIGN_OR_RETURN(
+        std::string path,
+        chief->SaveCheckpoint(step, *trainer,
+                              DataPositionAfter(step, epoch, dataset->steps_returned())));
     if (!path.empty()) UpdateReport([&](v1::JobReport& r) { r.set_checkpoint_path(path); });
     return absl::OkStatus();
   };
@@ -337,7 +342,7 @@ absl::Status JobExecutor::RunLoop() {
         rep.set_compute_ms(compute_ms);
         rep.set_allreduce_wait_ms(wait_ms);
         rep.set_apply_ms(apply_ms);
-        if (input.train_examples > 0) rep.set_epoch(step * global_batch / input.train_examples);
+        if (epoch.steps_per_epoch > 0) rep.set_epoch(step / epoch.steps_per_epoch);
       });
       LS_RETURN_IF_ERROR(
           chief->AddScalars(step, {{std::string(tags::kLoss), mean_loss},

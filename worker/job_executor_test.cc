@@ -20,6 +20,7 @@
 #include "worker/chief/event_writer.h"
 #include "worker/chief/tfrecord.h"
 #include "worker/fake_coordinator_client.h"
+#include "worker/job_chief.h"
 
 namespace lockstep::worker {
 namespace {
@@ -159,6 +160,20 @@ TEST(JobExecutor, OneWorkerTrainsDigitsWithCheckpointAndSummaries) {
   EXPECT_EQ(restored->checkpoint.global_step(), r.total_steps());
   EXPECT_EQ(restored->checkpoint.variables_size(), 4);
   EXPECT_GT(restored->checkpoint.optimizer_slots_size(), 0);
+  // 1438 examples in batches of 32: 44 steps per epoch (the last 30 examples dropped).
+  // The data position counts epochs as the pipeline runs them: the end of the 20th, and
+  // at step 600 (checkpoint.every_steps 300) 28 steps into the 14th.
+  EXPECT_EQ(r.epoch(), 20);
+  const v1::DataPosition& end = restored->checkpoint.data_position();
+  EXPECT_EQ(end.epoch(), 20);
+  EXPECT_EQ(end.element(), 0);
+  EXPECT_EQ(DecodeIteratorState(end.iterator_state()).value(), 880);
+  auto mid = chief::CheckpointManager::ReadFile(spec.checkpoint().dir() + "/" +
+                                                chief::CheckpointManager::FileName(600));
+  ASSERT_TRUE(mid.ok()) << mid.status();
+  EXPECT_EQ(mid->data_position().epoch(), 13);
+  EXPECT_EQ(mid->data_position().element(), (600 - 13 * 44) * 32);
+  EXPECT_EQ(DecodeIteratorState(mid->data_position().iterator_state()).value(), 600);
   std::set<std::string> tags;
   EXPECT_GT(CountEventRecords(spec.summaries().dir(), &tags), 10);
   // Every scalar the chief promises (DESIGN.md, "Chief duties").
@@ -203,6 +218,11 @@ TEST(JobExecutor, TwoWorkersOverTcpTrainDigitsIdentically) {
   EXPECT_TRUE(reports[1].checkpoint_path().empty()) << "only the chief writes checkpoints";
   auto restored = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
   ASSERT_TRUE(restored.ok()) << restored.status();
+  // Rebatching: each worker's step takes its rows of one global batch of the set, so an
+  // epoch is 44 steps as with one worker.
+  EXPECT_EQ(restored->checkpoint.data_position().epoch(), 20);
+  EXPECT_EQ(restored->checkpoint.data_position().element(), 0);
+  EXPECT_EQ(reports[1].epoch(), 20);
   EXPECT_GT(CountEventRecords(spec.summaries().dir()), 10);
 }
 

@@ -120,6 +120,19 @@ absl::StatusOr<JobInput> SyntheticInput(const v1::JobSpec& spec) {
 
 }  // namespace
 
+TrainEpoch TrainEpochOf(const JobInput& input, const distribute::ShardSpec& shard,
+                        int64_t batch_size) {
+  TrainEpoch epoch;
+  // As TrainPipeline batches: the global batch of rows when rebatching, else the worker's.
+  epoch.examples_per_step = shard.num_shards > 1 ? batch_size * shard.num_shards : batch_size;
+  // FILE sharding reads a subset of the files, whose size is not known here.
+  if (epoch.examples_per_step > 0 && input.train_examples >= epoch.examples_per_step &&
+      shard.num_file_shards <= 1) {
+    epoch.steps_per_epoch = input.train_examples / epoch.examples_per_step;
+  }
+  return epoch;
+}
+
 absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec) {
   const v1::DataSpec& data = spec.data();
   if (data.train().format() == v1::DataSource::SYNTHETIC) return SyntheticInput(spec);

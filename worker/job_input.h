@@ -44,6 +44,19 @@ struct JobInput {
   std::optional<data::Element> eval;
 };
 
+// What one epoch of a worker's training pipeline, `train.make(shard, batch_size)`, is. The
+// pipeline batches `examples_per_step` examples of the data set at a time (the global
+// batch with DATA sharding, which is rebatching; the worker's batch otherwise) and drops
+// each epoch's last partial batch, so an epoch is floor(examples / examples_per_step)
+// steps and consumes fewer examples than the data set holds. steps_per_epoch is -1 when
+// the pipeline's data set size is unknown (streamed files, FILE sharding).
+struct TrainEpoch {
+  int64_t steps_per_epoch = -1;
+  int64_t examples_per_step = 0;
+};
+TrainEpoch TrainEpochOf(const JobInput& input, const distribute::ShardSpec& shard,
+                        int64_t batch_size);
+
 // INVALID_ARGUMENT naming the field ("data.train.files", "data.eval_fraction", ...) for a
 // spec that cannot be read; read errors name the file and line.
 absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec);

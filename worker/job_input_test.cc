@@ -1,6 +1,8 @@
 #include "worker/job_input.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -58,6 +60,41 @@ TEST(JobInput, DataShardingSlicesTheSameGlobalBatch) {
     EXPECT_EQ(first[1].data<int64_t>()[i], whole[1].data<int64_t>()[i]);
     EXPECT_EQ(second[1].data<int64_t>()[i], whole[1].data<int64_t>()[4 + i]);
   }
+}
+
+// The epoch TrainEpochOf announces is the one the pipeline makes: 1438 training examples
+// do not divide by 48, each epoch drops its last 46 and starts over after 29 steps (not
+// after 1438 / 48 = 29.96), over several epochs, with and without DATA sharding.
+TEST(JobInput, AnEpochIsTheStepsThePipelineRunsBeforeStartingOver) {
+  v1::JobSpec spec = DigitsSpec(0.2);
+  spec.mutable_data()->set_no_shuffle(true);  // so that every epoch starts with the same rows
+  auto input = BuildJobInput(spec);
+  ASSERT_TRUE(input.ok()) << input.status();
+  ASSERT_EQ(input->train_examples, 1438);
+  for (const auto& [shard, batch] :
+       {std::pair(DataShard(1, 0), int64_t{48}), std::pair(DataShard(2, 1), int64_t{24})}) {
+    const TrainEpoch epoch = TrainEpochOf(*input, shard, batch);
+    EXPECT_EQ(epoch.steps_per_epoch, 29);
+    EXPECT_EQ(epoch.examples_per_step, 48) << "a step consumes the global batch of the set";
+    auto it = input->train.make(shard, batch);
+    ASSERT_TRUE(it.ok()) << it.status();
+    std::vector<distribute::Batch> batches;
+    for (int64_t step = 0; step < 3 * epoch.steps_per_epoch + 1; ++step) {
+      auto b = (*it)->Next();
+      ASSERT_TRUE(b.ok() && b->has_value());
+      batches.push_back(**b);
+    }
+    for (int64_t step = 1; step < static_cast<int64_t>(batches.size()); ++step) {
+      const bool epoch_start = step % epoch.steps_per_epoch == 0;
+      EXPECT_EQ(batches[step][0].BitwiseEquals(batches[0][0]), epoch_start)
+          << "step " << step << " of shard " << shard.shard_index << "/" << shard.num_shards;
+    }
+  }
+  // Streamed files: the size of an epoch is not known.
+  auto streamed = BuildJobInput(DigitsSpec(0));
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(TrainEpochOf(*streamed, DataShard(1, 0, streamed->train.files), 48).steps_per_epoch,
+            -1);
 }
 
 TEST(JobInput, StreamedCsvIsScaledAndBatched) {
