@@ -76,6 +76,28 @@ TEST(EventWriterTest, WritesScalarsTensorBoardCanRead) {
   EXPECT_FLOAT_EQ(events[6].summary().value(1).simple_value(), 3.5f);
 }
 
+// TensorBoard reads the file while the job trains: every event added so far is there,
+// whole, without a Flush(); without flush_each_event only what Create() flushed is.
+TEST(EventWriterTest, EventsAreReadableAsSoonAsTheyAreAdded) {
+  for (const bool flush_each_event : {true, false}) {
+    std::string dir = absl::StrCat(TestDir(), "_", flush_each_event);
+    auto writer =
+        EventWriter::Create({.dir = dir, .hostname = "h", .flush_each_event = flush_each_event});
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (int step = 1; step <= 3; ++step) {
+      ASSERT_TRUE((*writer)->AddScalars(step, {{"loss", 1.0f / step}, {"x", 2.0f}}).ok());
+      std::vector<Event> events = ReadEvents((*writer)->path());
+      if (!flush_each_event) {
+        EXPECT_EQ(events.size(), 1u) << "stdio buffers the events";
+        continue;
+      }
+      ASSERT_EQ(events.size(), 1u + step);
+      EXPECT_EQ(events.back().step(), step);
+      EXPECT_EQ(events.back().summary().value_size(), 2);
+    }
+  }
+}
+
 TEST(EventWriterTest, WireFormatUsesTensorFlowFieldNumbers) {
   Event e;
   e.set_wall_time(1.0);                            // field 1, fixed64: tag 0x09
