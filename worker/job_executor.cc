@@ -32,6 +32,29 @@ absl::StatusOr<engine::StepResult> Evaluate(engine::Executor& executor,
   return executor.Evaluate(vars, {{"features", features}, {"labels", labels}});
 }
 
+// The accuracy of the updated weights on this worker's last batch: every local replica's
+// rows, weighted by their number (the first replica alone would see 1/replicas of them).
+// One forward pass per local replica, every summary window. -1 when the model has no
+// accuracy.
+absl::StatusOr<double> LocalTrainAccuracy(engine::Executor& executor,
+                                          const distribute::Strategy& strategy,
+                                          const distribute::Trainer& trainer,
+                                          const std::vector<distribute::DistributedValues>& batch) {
+  const std::vector<engine::Tensor> features = strategy.ExperimentalLocalResults(batch[0]);
+  const std::vector<engine::Tensor> labels = strategy.ExperimentalLocalResults(batch[1]);
+  double correct = 0;
+  int64_t examples = 0;
+  for (size_t r = 0; r < features.size(); ++r) {
+    if (labels[r].num_elements() == 0) continue;
+    LS_ASSIGN_OR_RETURN(engine::StepResult result,
+                        Evaluate(executor, trainer, features[r], labels[r]));
+    if (result.accuracy < 0) return -1.0;  // the graph computes no accuracy
+    correct += result.accuracy * result.batch_size;
+    examples += result.batch_size;
+  }
+  return examples > 0 ? correct / examples : 0.0;
+}
+
 }  // namespace
 
 const char* JobExecutor::StateName(State s) {
@@ -319,10 +342,8 @@ absl::Status JobExecutor::RunLoop() {
       const double busbw =
           n > 1 ? 2.0 * (n - 1) / n * gradient_bytes * window_steps / secs / 1e9 : 0.0;
       const double lr = trainer->optimizer().learning_rate();
-      const std::vector<engine::Tensor> features = strategy->ExperimentalLocalResults((*next)[0]);
-      const std::vector<engine::Tensor> labels = strategy->ExperimentalLocalResults((*next)[1]);
-      LS_ASSIGN_OR_RETURN(engine::StepResult train,
-                          Evaluate(*evaluator, *trainer, features[0], labels[0]));
+      LS_ASSIGN_OR_RETURN(const double train_accuracy,
+                          LocalTrainAccuracy(*evaluator, *strategy, *trainer, *next));
       const double mean_loss = loss_sum / window_steps;
       auto per_step_ms = [&](absl::Duration d) {
         return absl::ToDoubleMilliseconds(d) / static_cast<double>(window_steps);
@@ -337,23 +358,23 @@ absl::Status JobExecutor::RunLoop() {
         rep.set_examples_per_sec(eps);
         rep.set_busbw_gbps(busbw);
         rep.set_learning_rate(lr);
-        rep.set_train_accuracy(train.accuracy);
+        rep.set_train_accuracy(train_accuracy);
         rep.set_step_ms(step_ms);
         rep.set_compute_ms(compute_ms);
         rep.set_allreduce_wait_ms(wait_ms);
         rep.set_apply_ms(apply_ms);
         if (epoch.steps_per_epoch > 0) rep.set_epoch(step / epoch.steps_per_epoch);
       });
-      LS_RETURN_IF_ERROR(
-          chief->AddScalars(step, {{std::string(tags::kLoss), mean_loss},
-                                   {std::string(tags::kTrainAccuracy), train.accuracy},
-                                   {std::string(tags::kLearningRate), lr},
-                                   {std::string(tags::kExamplesPerSec), eps},
-                                   {std::string(tags::kBusBandwidth), busbw},
-                                   {std::string(tags::kStepMs), step_ms},
-                                   {std::string(tags::kComputeMs), compute_ms},
-                                   {std::string(tags::kAllReduceWaitMs), wait_ms},
-                                   {std::string(tags::kApplyMs), apply_ms}}));
+      LS_RETURN_IF_ERROR(chief->AddScalars(
+          step, {{std::string(tags::kLoss), mean_loss},
+                 {std::string(tags::kTrainAccuracy), static_cast<float>(train_accuracy)},
+                 {std::string(tags::kLearningRate), lr},
+                 {std::string(tags::kExamplesPerSec), eps},
+                 {std::string(tags::kBusBandwidth), busbw},
+                 {std::string(tags::kStepMs), step_ms},
+                 {std::string(tags::kComputeMs), compute_ms},
+                 {std::string(tags::kAllReduceWaitMs), wait_ms},
+                 {std::string(tags::kApplyMs), apply_ms}}));
       window_start = clock_->Now();
       window_steps = 0;
       loss_sum = 0;
