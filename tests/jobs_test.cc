@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/job_client.h"
 #include "client/job_format.h"
 #include "client/local_cluster.h"
@@ -43,17 +44,27 @@ using testing::Runfile;
 using testing::RunTool;
 using testing::TmpDir;
 
-// Processes whose command line mentions `needle` (none may be left behind).
-std::vector<std::string> ProcessesMentioning(const std::string& needle) {
+// Every process but this one whose environment holds `marker` (a "NAME=value" entry) or
+// whose command line mentions `dir`. `lockstep local` started with the marker in its
+// environment hands it to the coordinator and to every lockstepd it starts (and to their
+// children), while only the coordinator's command line names the work dir: lockstepd gets
+// --coordinator and --cpu_devices only. So this sees every process the run started.
+std::vector<std::string> ProcessesOf(const std::string& marker, const std::string& dir) {
   std::vector<std::string> found;
   DIR* proc = opendir("/proc");
-  if (proc == nullptr) return found;
+  if (proc == nullptr) {
+    ADD_FAILURE() << "cannot list /proc";
+    return found;
+  }
   while (dirent* e = readdir(proc)) {
     int pid;
     if (!absl::SimpleAtoi(e->d_name, &pid) || pid == getpid()) continue;
     std::string cmd = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
     for (char& c : cmd) c = c == '\0' ? ' ' : c;
-    if (absl::StrContains(cmd, needle)) found.push_back(absl::StrCat(pid, ": ", cmd));
+    bool mine = absl::StrContains(cmd, dir);
+    const std::string env = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
+    for (absl::string_view var : absl::StrSplit(env, '\0')) mine = mine || var == marker;
+    if (mine) found.push_back(absl::StrCat(pid, ": ", cmd));
   }
   closedir(proc);
   return found;
@@ -114,11 +125,15 @@ int ValidateEventFiles(const std::string& dir) {
 
 TEST(LocalTest, LocalTrainsDigitsAndLeavesCheckpointAndSummaries) {
   const std::string dir = TmpDir("local");
+  // Marks every process of this run (see ProcessesOf).
+  const std::string marker = absl::StrCat("LOCKSTEP_JOBS_TEST_RUN=", getpid(), "-", dir);
+  const size_t eq = marker.find('=');
   Result r = RunTool({Runfile("client/lockstep"), "local", "--workers=2",
                       "--coordinator_bin=" + Runfile("coordinator/lockstep-coordinator"),
                       "--lockstepd_bin=" + Runfile("worker/lockstepd"), "--work_dir=" + dir,
                       "--heartbeat_interval=150ms"},
-                     absl::StrCat(getenv("TEST_TMPDIR"), "/local.out"), {}, absl::Seconds(120));
+                     absl::StrCat(getenv("TEST_TMPDIR"), "/local.out"),
+                     {{marker.substr(0, eq), marker.substr(eq + 1)}}, absl::Seconds(120));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("SUCCEEDED"));
   const size_t at = r.output.find("test accuracy: ");
@@ -134,7 +149,8 @@ TEST(LocalTest, LocalTrainsDigitsAndLeavesCheckpointAndSummaries) {
   EXPECT_GT(restored->checkpoint.global_step(), 0);
   EXPECT_EQ(restored->checkpoint.variables_size(), 4);  // hidden and logits kernel + bias
   EXPECT_GT(ValidateEventFiles(dir + "/summaries"), 10);
-  EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty());
+  // `lockstep local` has exited: it stopped and reaped every process it started.
+  EXPECT_THAT(ProcessesOf(marker, dir), ::testing::IsEmpty()) << r.output;
 }
 
 class JobsTest : public ::testing::Test {
