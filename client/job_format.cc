@@ -172,14 +172,30 @@ std::string FormatProgressBar(const v1::JobProgress& p, double eta_seconds, int 
   return bar;
 }
 
-absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+namespace {
+
+absl::StatusOr<std::string> MessageToJson(const google::protobuf::Message& message,
+                                          bool add_whitespace) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
+  options.add_whitespace = add_whitespace;
   options.preserve_proto_field_names = false;
   auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
-  if (!status.ok()) return absl::InternalError(std::string(status.message()));
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("cannot print ", message.GetTypeName(),
+                                            " as JSON: ", status.message().as_string()));
+  }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+  return MessageToJson(message, /*add_whitespace=*/true);
+}
+
+absl::StatusOr<std::string> ToJsonLine(const google::protobuf::Message& message) {
+  return MessageToJson(message, /*add_whitespace=*/false);
 }
 
 }  // namespace client

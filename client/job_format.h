@@ -41,6 +41,8 @@ std::string FormatJobResult(const v1::JobRecord& job);
 
 // The proto3 JSON mapping of any message (lowerCamelCase, enums by name).
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
+// The same on one line, without a newline (JSON lines: `watch --output=json`).
+absl::StatusOr<std::string> ToJsonLine(const google::protobuf::Message& message);
 
 }  // namespace client
 }  // namespace lockstep

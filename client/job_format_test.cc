@@ -76,6 +76,21 @@ TEST(JobFormatTest, DescriptionShowsWhereEachWorkersStepsGo) {
   EXPECT_THAT(text, HasSubstr("   15.50    14.50     0.50     0.50"));
 }
 
+// --output=json: an indented object for one answer; one line per object for streams.
+TEST(JobFormatTest, JsonIndentedOrOnOneLine) {
+  v1::JobRecord j;
+  j.set_id("job-000002");
+  j.set_state(v1::CANCELLED);
+  j.mutable_progress()->set_step(12);
+  absl::StatusOr<std::string> indented = ToJson(j);
+  absl::StatusOr<std::string> line = ToJsonLine(j);
+  ASSERT_TRUE(indented.ok() && line.ok());
+  EXPECT_THAT(*indented, HasSubstr("\n"));
+  EXPECT_EQ(line->find('\n'), std::string::npos) << *line;
+  EXPECT_THAT(*line, HasSubstr("\"state\":\"CANCELLED\""));
+  EXPECT_THAT(*line, HasSubstr("\"progress\":{\"step\":\"12\"}"));
+}
+
 }  // namespace
 }  // namespace client
 }  // namespace lockstep

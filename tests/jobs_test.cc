@@ -31,6 +31,7 @@
 namespace lockstep {
 namespace {
 
+using ::google::protobuf::util::JsonStringToMessage;
 using ::testing::HasSubstr;
 
 // Short heartbeats so that reports arrive quickly; the timeout leaves room for a loaded CI
@@ -280,6 +281,34 @@ TEST_F(JobsTest, SubmitWatchFollowsAJobToSuccessAndExitsZero) {
     EXPECT_THAT(r.output, HasSubstr("checkpoint: " + dir() + "/cli/ckpt/ckpt-0000000030"));
     EXPECT_THAT(r.output, HasSubstr("summaries:  " + dir() + "/cli/tb"));
   }
+
+  // --output=json: JSON lines and nothing else. submit --watch: {"jobId"}, then the
+  // watch's lines; watch: a JobEvent per line while the job runs, then the final JobRecord.
+  Result json_submit = Cli({"submit", path, "--watch", "--output=json"});
+  EXPECT_EQ(json_submit.exit_code, 0) << json_submit.output;
+  std::vector<std::string> lines = absl::StrSplit(json_submit.output, '\n', absl::SkipEmpty());
+  ASSERT_GE(lines.size(), 2u) << json_submit.output;
+  v1::SubmitJobResponse submitted;
+  ASSERT_TRUE(JsonStringToMessage(lines[0], &submitted).ok()) << lines[0];
+  const std::string json_id = submitted.job_id();
+  EXPECT_NE(json_id, id);
+  for (size_t i = 1; i + 1 < lines.size(); ++i) {
+    v1::JobEvent event;
+    ASSERT_TRUE(JsonStringToMessage(lines[i], &event).ok()) << "line " << i << ": " << lines[i];
+    EXPECT_EQ(event.job().id(), json_id);
+  }
+  for (const Result& r : {json_submit, Cli({"watch", json_id, "--output=json"})}) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    lines = absl::StrSplit(r.output, '\n', absl::SkipEmpty());
+    ASSERT_FALSE(lines.empty());
+    v1::JobRecord final;
+    ASSERT_TRUE(JsonStringToMessage(lines.back(), &final).ok()) << lines.back();
+    EXPECT_EQ(final.id(), json_id);
+    EXPECT_EQ(final.state(), v1::SUCCEEDED);
+    EXPECT_EQ(final.progress().step(), 30);
+    EXPECT_EQ(final.progress().checkpoint_path(),
+              dir() + "/cli/ckpt/" + chief::CheckpointManager::FileName(30));
+  }
 }
 
 TEST_F(JobsTest, BadInputIsRefusedNamingTheFieldAndCancelStopsWorkers) {
@@ -321,9 +350,14 @@ TEST_F(JobsTest, BadInputIsRefusedNamingTheFieldAndCancelStopsWorkers) {
   const int64_t step = job->job().progress().step();
   WaitForStep(*running, step + 1);
 
-  r = Cli({"cancel", *running});
+  r = Cli({"cancel", *running, "--output=json", "--reason=the test is done"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("CANCELLED"));
+  v1::JobRecord cancelled;
+  ASSERT_TRUE(JsonStringToMessage(r.output, &cancelled).ok()) << r.output;
+  EXPECT_EQ(cancelled.id(), *running);
+  EXPECT_EQ(cancelled.state(), v1::CANCELLED);
+  EXPECT_THAT(cancelled.reason(), HasSubstr("the test is done"));
+  EXPECT_TRUE(cancelled.spec().empty()) << "`describe` shows the spec";
   // Workers report leaving within 2 s (+ one heartbeat to tell us).
   EXPECT_LE(WaitAllLeft(*running, absl::Seconds(5)), absl::Seconds(2) + 2 * kInterval);
   r = Cli({"jobs", "--output=json"});

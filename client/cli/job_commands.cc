@@ -49,14 +49,45 @@ bool JsonOutput(const CommandArgs& args, const CommandContext& ctx, const std::s
   return output == "json";
 }
 
-int PrintJson(const google::protobuf::Message& m, const CommandContext& ctx) {
-  absl::StatusOr<std::string> json = client::ToJson(m);
+// One message as JSON: indented, or on one line (JSON lines, for streams).
+int PrintJson(const google::protobuf::Message& m, const CommandContext& ctx,
+              bool one_line = false) {
+  absl::StatusOr<std::string> json = one_line ? client::ToJsonLine(m) : client::ToJson(m);
   if (!json.ok()) {
     *ctx.err << json.status().message() << "\n";
     return kExitFailure;
   }
   *ctx.out << *json << "\n";
+  ctx.out->flush();
   return kExitOk;
+}
+
+bool Ended(v1::JobState state) {
+  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
+}
+
+// WatchToEnd as JSON lines (--output=json): one JobEvent per line while the job has not
+// ended, then its final JobRecord on one line. Specs are left out (`describe` shows
+// them); errors go to ctx.err, so ctx.out holds JSON only.
+int WatchToEndAsJson(client::JobClient& jobs, const std::string& id, const CommandContext& ctx) {
+  bool print_failed = false;
+  absl::StatusOr<v1::JobEvent> last = jobs.Watch(
+      id,
+      [&](const v1::JobEvent& e) {
+        if (Ended(e.job().state())) return;  // the final record follows
+        v1::JobEvent line = e;
+        line.mutable_job()->clear_spec();
+        print_failed |= PrintJson(line, ctx, /*one_line=*/true) != kExitOk;
+      },
+      absl::InfiniteFuture());
+  if (!last.ok()) {
+    *ctx.err << "lockstep watch: " << last.status().message() << "\n";
+    return kExitFailure;
+  }
+  v1::JobRecord final = last->job();
+  final.clear_spec();
+  if (PrintJson(final, ctx, /*one_line=*/true) != kExitOk || print_failed) return kExitFailure;
+  return final.state() == v1::SUCCEEDED ? kExitOk : kExitFailure;
 }
 
 // The single positional argument JOB; prints usage and returns "" when missing.
@@ -90,22 +121,29 @@ int RunSubmit(const CommandArgs& args, const CommandContext& ctx) {
              << id.status().message() << "\n";
     return kExitFailure;
   }
+  const bool watch = args.Has("watch");
   if (json) {
     v1::SubmitJobResponse r;
     r.set_job_id(*id);
-    PrintJson(r, ctx);
+    // With --watch, JSON lines: this line, the watch's events, the final record.
+    PrintJson(r, ctx, /*one_line=*/watch);
   } else {
     *ctx.out << "submitted " << *id << "\n";
   }
-  if (!args.Has("watch")) return kExitOk;
-  return WatchToEnd(*jobs, *id, ctx, !json && IsTerminal(ctx));
+  if (!watch) return kExitOk;
+  if (json) return WatchToEndAsJson(*jobs, *id, ctx);
+  return WatchToEnd(*jobs, *id, ctx, IsTerminal(ctx));
 }
 
 int RunWatch(const CommandArgs& args, const CommandContext& ctx) {
+  bool output_ok;
+  const bool json = JsonOutput(args, ctx, "watch", &output_ok);
+  if (!output_ok) return kExitUsage;
   const std::string id = OneJobId(args, ctx, "watch");
   if (id.empty()) return kExitUsage;
   auto jobs = Connect(args, ctx, "watch");
   if (jobs == nullptr) return kExitUsage;
+  if (json) return WatchToEndAsJson(*jobs, id, ctx);
   return WatchToEnd(*jobs, id, ctx, IsTerminal(ctx));
 }
 
@@ -151,12 +189,19 @@ int RunDescribe(const CommandArgs& args, const CommandContext& ctx) {
 }
 
 int RunCancel(const CommandArgs& args, const CommandContext& ctx) {
+  bool output_ok;
+  const bool json = JsonOutput(args, ctx, "cancel", &output_ok);
+  if (!output_ok) return kExitUsage;
   const std::string id = OneJobId(args, ctx, "cancel");
   if (id.empty()) return kExitUsage;
   auto jobs = Connect(args, ctx, "cancel");
   if (jobs == nullptr) return kExitUsage;
   absl::StatusOr<v1::JobRecord> job = jobs->Cancel(id, args.Get("reason"));
   if (!job.ok()) return Fail(ctx, "cancel", job.status());
+  if (json) {
+    job->clear_spec();  // `describe` shows the spec
+    return PrintJson(*job, ctx);
+  }
   *ctx.out << job->id() << " " << v1::JobState_Name(job->state()) << ": " << job->reason() << "\n";
   return kExitOk;
 }
@@ -181,9 +226,7 @@ int WatchToEnd(client::JobClient& jobs, const std::string& id, const CommandCont
         const v1::JobProgress& p = j.progress();
         const bool state_changed = j.state() != last_state;
         last_state = j.state();
-        const bool ended =
-            j.state() == v1::SUCCEEDED || j.state() == v1::FAILED || j.state() == v1::CANCELLED;
-        if (ended) return;  // FormatJobResult below says it all
+        if (Ended(j.state())) return;  // FormatJobResult below says it all
         if (!live) {
           *ctx.out << client::FormatEventLine(e) << "\n";
           ctx.out->flush();
@@ -229,7 +272,10 @@ Command SubmitCommand() {
   c.summary = "Submits a job (JSON, the JobSpec proto's JSON mapping); --watch follows it.";
   c.options = {kCoordinatorOption,
                kOutputOption,
-               {"watch", "Follow the job until it ends (exit 0 only if it SUCCEEDED).",
+               {"watch",
+                "Follow the job until it ends (exit 0 only if it SUCCEEDED); with "
+                "--output=json, JSON lines as `watch --output=json` prints them, after the "
+                "{\"jobId\": ...} line.",
                 /*takes_value=*/false}};
   c.run = RunSubmit;
   return c;
@@ -238,9 +284,12 @@ Command SubmitCommand() {
 Command WatchCommand() {
   Command c;
   c.name = "watch";
-  c.usage = "watch JOB [--coordinator=HOST:PORT]";
+  c.usage = "watch JOB [--coordinator=HOST:PORT] [--output=table|json]";
   c.summary = "Follows a job to its end: progress, then the final figures; exit 0 if SUCCEEDED.";
-  c.options = {kCoordinatorOption};
+  c.options = {kCoordinatorOption,
+               {"output",
+                "table (default) or json: JSON lines, one JobEvent per line while the job "
+                "runs, then the final JobRecord (the protos' JSON mapping, without the spec)."}};
   c.run = RunWatch;
   return c;
 }
@@ -268,9 +317,9 @@ Command DescribeCommand() {
 Command CancelCommand() {
   Command c;
   c.name = "cancel";
-  c.usage = "cancel JOB [--reason=TEXT] [--coordinator=HOST:PORT]";
+  c.usage = "cancel JOB [--reason=TEXT] [--coordinator=HOST:PORT] [--output=table|json]";
   c.summary = "Cancels a job; its workers stop within 2 s.";
-  c.options = {kCoordinatorOption, {"reason", "Recorded with the CANCELLED state."}};
+  c.options = {kCoordinatorOption, kOutputOption, {"reason", "Recorded with the CANCELLED state."}};
   c.run = RunCancel;
   return c;
 }
