@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -200,19 +201,66 @@ class JobsTest : public ::testing::Test {
     FAIL() << "job " << id << " did not reach step " << step;
   }
 
-  // Waits until every worker's report of the job says it left the attempt.
+  static bool Left(const v1::JobReport& w) {
+    return w.phase() == v1::JobReport::ABORTED || w.phase() == v1::JobReport::FAILED;
+  }
+
+  // Waits until every worker's report of the job says it left the attempt; returns how
+  // long that took, or InfiniteDuration() (after a failure naming the last answer) when
+  // not within `limit`.
   absl::Duration WaitAllLeft(const std::string& id, absl::Duration limit) {
     const absl::Time start = absl::Now();
+    absl::StatusOr<v1::GetJobResponse> job;
     while (absl::Now() < start + limit) {
-      auto job = jobs_->Get(id);
-      int left = 0;
-      for (const v1::JobReport& w : job->workers()) {
-        left += w.phase() == v1::JobReport::ABORTED || w.phase() == v1::JobReport::FAILED;
+      job = jobs_->Get(id);
+      if (!job.ok()) {
+        ADD_FAILURE() << "GetJob(" << id << "): " << job.status();
+        return absl::InfiniteDuration();
       }
-      if (left == job->workers_size() && left > 0) return absl::Now() - start;
+      const auto& workers = job->workers();
+      if (!workers.empty() && std::all_of(workers.begin(), workers.end(), Left)) {
+        return absl::Now() - start;
+      }
       absl::SleepFor(absl::Milliseconds(20));
     }
+    ADD_FAILURE() << "not every worker left job " << id << " within " << limit << "; last:\n"
+                  << (job.ok() ? client::FormatJobDescription(*job) : job.status().ToString());
     return absl::InfiniteDuration();
+  }
+
+  // Waits until worker `rank`'s report says it left job `id`; false (with its log and the
+  // coordinator's) when not by `deadline`.
+  bool WaitWorkerLeft(const std::string& id, int rank, absl::Time deadline) {
+    while (true) {
+      auto job = jobs_->Get(id);
+      if (job.ok() && job->workers_size() > rank && Left(job->workers(rank))) return true;
+      if (absl::Now() >= deadline) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ADD_FAILURE() << "worker/" << rank << " did not leave job " << id << " in time; its log:\n"
+                  << ReadFile(absl::StrCat(dir(), "/lockstepd.", rank, ".log"))
+                  << "\ncoordinator log:\n"
+                  << ReadFile(dir() + "/coordinator.log");
+    return false;
+  }
+
+  // `describe` (JSON and table) of a job that failed when worker/1 went away: FAILED, the
+  // reason names worker/1, and worker `survivor`'s row says it left the attempt.
+  void ExpectDescribedFailure(const std::string& id, int survivor) {
+    Result r = Cli({"describe", id, "--output=json"});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    v1::GetJobResponse described;
+    ASSERT_TRUE(JsonStringToMessage(r.output, &described).ok()) << r.output;
+    EXPECT_EQ(described.job().id(), id);
+    EXPECT_EQ(described.job().state(), v1::FAILED);
+    EXPECT_THAT(described.job().reason(), HasSubstr("worker/1"));
+    ASSERT_EQ(described.workers_size(), 2) << r.output;
+    EXPECT_TRUE(Left(described.workers(survivor))) << r.output;
+    r = Cli({"describe", id});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("State:     FAILED\n"));
+    EXPECT_THAT(r.output,
+                ::testing::ContainsRegex(absl::StrCat("\n  ", survivor, " +(ABORTED|FAILED) ")));
   }
 
   std::unique_ptr<client::LocalCluster> old_cluster_;
@@ -319,13 +367,15 @@ TEST_F(JobsTest, BadInputIsRefusedNamingTheFieldAndCancelStopsWorkers) {
   const std::string malformed = dir() + "/malformed.json";
   std::ofstream(malformed) << "{\"name\": \"broken\", ";
   Result r = Cli({"submit", malformed});
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("malformed.json"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;  // refused before it is sent
+  EXPECT_THAT(r.output, HasSubstr("lockstep submit: " + malformed + ": not a valid job spec: "));
 
   const std::string unknown = dir() + "/unknown_layer.json";
   std::ofstream(unknown) << R"({"name": "x", "model": {"layers": [{"conv9d": {}}]}})";
   r = Cli({"submit", unknown});
-  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(unknown + ": not a valid job spec: "));
+  EXPECT_THAT(r.output, HasSubstr("model.layers[0]"));  // where the unknown field is
   EXPECT_THAT(r.output, HasSubstr("conv9d"));
 
   v1::JobSpec bad = DigitsJob(dir() + "/bad");
@@ -342,6 +392,11 @@ TEST_F(JobsTest, BadInputIsRefusedNamingTheFieldAndCancelStopsWorkers) {
   bad.mutable_model()->mutable_layers(0)->mutable_dense()->set_units(-5);
   s = jobs_->Submit(bad).status();
   EXPECT_THAT(s.message(), HasSubstr("model.layers[0].dense.units"));
+  // None of them was stored: the coordinator holds the running job only.
+  auto listed = jobs_->List();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].id(), *running);
 
   // The coordinator kept running and the running job is untouched.
   auto job = jobs_->Get(*running);
@@ -361,8 +416,12 @@ TEST_F(JobsTest, BadInputIsRefusedNamingTheFieldAndCancelStopsWorkers) {
   // Workers report leaving within 2 s (+ one heartbeat to tell us).
   EXPECT_LE(WaitAllLeft(*running, absl::Seconds(5)), absl::Seconds(2) + 2 * kInterval);
   r = Cli({"jobs", "--output=json"});
-  EXPECT_EQ(r.exit_code, 0);
-  EXPECT_THAT(r.output, HasSubstr("CANCELLED"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  v1::ListJobsResponse list;
+  ASSERT_TRUE(JsonStringToMessage(r.output, &list).ok()) << r.output;
+  ASSERT_EQ(list.jobs_size(), 1) << r.output;
+  EXPECT_EQ(list.jobs(0).id(), *running);
+  EXPECT_EQ(list.jobs(0).state(), v1::CANCELLED);
   EXPECT_EQ(Cli({"watch", *running}).exit_code, 1);  // a CANCELLED job is no success
 }
 
@@ -378,19 +437,8 @@ TEST_F(JobsTest, KilledWorkerFailsTheJobNamingItAndOthersLeave) {
   EXPECT_EQ(last->job().state(), v1::FAILED);
   EXPECT_THAT(last->job().reason(), HasSubstr("worker/1"));
   // worker/0 left the job within 5 s of the kill.
-  bool left = false;
-  while (absl::Now() < killed + absl::Seconds(5) && !left) {
-    auto job = jobs_->Get(*id);
-    left = job.ok() && job->workers_size() > 0 &&
-           (job->workers(0).phase() == v1::JobReport::ABORTED ||
-            job->workers(0).phase() == v1::JobReport::FAILED);
-    if (!left) absl::SleepFor(absl::Milliseconds(20));
-  }
-  EXPECT_TRUE(left) << "worker/0 still in the job 5 s after worker/1 was killed; its log:\n"
-                    << ReadFile(dir() + "/lockstepd.0.log") << "\ncoordinator log:\n"
-                    << ReadFile(dir() + "/coordinator.log");
-  Result r = Cli({"describe", *id});
-  EXPECT_THAT(r.output, HasSubstr("worker/1"));
+  EXPECT_TRUE(WaitWorkerLeft(*id, 0, killed + absl::Seconds(5)));
+  ExpectDescribedFailure(*id, /*survivor=*/0);
 }
 
 TEST_F(JobsTest, RestartedCoordinatorStillListsEveryJob) {
