@@ -1,7 +1,9 @@
 // Jobs end to end, multi-process: a real lockstep-coordinator and lockstepd on loopback,
 // driven through the real `lockstep` CLI and the JobClient. Training is the bundled digits
-// MLP (seconds). Heartbeats are every 150 ms (timeout 3 s); every child is
-// reaped by LocalCluster/Subprocess destructors, also when an assertion fails.
+// MLP (seconds). Fault injection: a worker SIGKILLed, a worker SIGSTOPped (hung), the
+// coordinator SIGKILLed. Heartbeats are every 150 ms (timeout 3 s); every child is reaped
+// by LocalCluster/Subprocess destructors, also when an assertion fails (a stopped worker is
+// sent SIGCONT first).
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -438,6 +441,48 @@ TEST_F(JobsTest, KilledWorkerFailsTheJobNamingItAndOthersLeave) {
   EXPECT_THAT(last->job().reason(), HasSubstr("worker/1"));
   // worker/0 left the job within 5 s of the kill.
   EXPECT_TRUE(WaitWorkerLeft(*id, 0, killed + absl::Seconds(5)));
+  ExpectDescribedFailure(*id, /*survivor=*/0);
+}
+
+// A worker that hangs (SIGSTOP) while its job trains: it neither heartbeats nor closes its
+// sockets, so worker/0 waits for it in an all-reduce (communication.timeout_ms is 20 s)
+// until the coordinator finds it LOST (heartbeat timeout, kTimeout) and fails the job
+// naming it; worker/0 is then aborted and leaves the attempt. Nobody waits for the hung
+// worker longer than the heartbeat timeout and an abort.
+TEST_F(JobsTest, StoppedWorkerFailsTheJobNamingItAndOthersLeave) {
+  auto id = jobs_->Submit(EndlessJob(dir()));
+  ASSERT_TRUE(id.ok()) << id.status();
+  WaitForStep(*id, 5);
+  client::Subprocess* hung = cluster_->worker(1);
+  // Resumed whatever happens below, so that teardown's SIGTERM can end it.
+  struct Resume {
+    client::Subprocess* p;
+    ~Resume() { p->Signal(SIGCONT); }
+  } resume{hung};
+  hung->Signal(SIGSTOP);
+  const absl::Time stopped = absl::Now();
+  const absl::Duration bound = kTimeout + absl::Seconds(5);
+  auto last = jobs_->Watch(
+      *id, [](const v1::JobEvent&) {}, stopped + bound);
+  ASSERT_TRUE(last.ok()) << last.status() << "\ncoordinator log:\n"
+                         << ReadFile(dir() + "/coordinator.log");
+  const absl::Duration failed_after = absl::Now() - stopped;
+  EXPECT_EQ(last->job().state(), v1::FAILED);
+  EXPECT_THAT(last->job().reason(), HasSubstr("worker/1"));
+  EXPECT_THAT(last->job().reason(), HasSubstr("was lost: no heartbeat"));
+  EXPECT_TRUE(WaitWorkerLeft(*id, 0, stopped + bound));
+  std::cerr << "worker/1 stopped: job FAILED after " << failed_after << ", worker/0 left after "
+            << absl::Now() - stopped << " (heartbeat timeout " << kTimeout << ")\n";
+  auto status = cluster_->Status();
+  ASSERT_TRUE(status.ok()) << status.status();
+  int rows = 0;
+  for (const v1::TaskStatus& task : status->tasks()) {
+    if (task.task().type() != "worker" || task.task().index() != 1) continue;
+    ++rows;
+    EXPECT_EQ(task.state(), v1::LOST) << "worker/1 is still stopped";
+  }
+  EXPECT_EQ(rows, 1);
+  EXPECT_TRUE(hung->running());
   ExpectDescribedFailure(*id, /*survivor=*/0);
 }
 
