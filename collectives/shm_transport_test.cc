@@ -126,21 +126,13 @@ TEST(ShmTransportTest, RanksWithDifferentThresholdsUseTheRings) {
 }
 
 // Rank 0 sends `len` bytes at `data` that rank 1 never reads, waiting for the receiver's
-// acknowledgement; Abort() from another thread 50 ms later ends it within 100 ms.
+// acknowledgement; Abort() from another thread, once the send is blocked, ends it.
 void ExpectAbortEndsAnUnreadSend(ShmTransport& sender, const void* data, size_t len) {
-  absl::Notification started;
-  std::thread aborter([&] {
-    started.WaitForNotification();
-    absl::SleepFor(absl::Milliseconds(50));
-    sender.Abort();
-  });
-  started.Notify();
-  const absl::Time t0 = absl::Now();
-  absl::Status s = sender.SendRecv({1, data, len}, {}, absl::Now() + absl::Seconds(20));
-  const absl::Duration took = absl::Now() - t0;
-  aborter.join();
-  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
-  EXPECT_LT(took, absl::Milliseconds(50 + 100));
+  AbortedCall call = AbortWhileBlocked(sender, {1, data, len}, {});
+  EXPECT_TRUE(call.blocked) << "the send never blocked waiting for rank 1";
+  LogAbortLatency("shm unread send", call.latency);
+  EXPECT_EQ(call.status.code(), absl::StatusCode::kAborted) << call.status;
+  EXPECT_LT(call.latency, kAbortLatencyBound);
 }
 
 TEST(ShmTransportTest, AbortEndsASingleCopySendThatIsNeverRead) {

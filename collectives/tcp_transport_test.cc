@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -94,6 +95,19 @@ TEST(TcpTransportTest, WrongGroupWithRightSecretIsRefused) {
   EXPECT_EQ(HandshakeAsConnector(fd->get(), {"s", "other-job", 1, 2}, 0, Soon()).code(),
             absl::StatusCode::kUnauthenticated);
   acceptor.join();
+}
+
+// A receive from a peer that never sends sleeps in poll(); Abort() from another thread wakes
+// it.
+TEST(TcpTransportTest, AbortEndsAReceiveBlockedInPoll) {
+  auto group = ConnectTransports(TransportKind::kTcp, 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<char> in(1 << 10);
+  AbortedCall call = AbortWhileBlocked(*(*group)[0], {}, {1, in.data(), in.size()});
+  EXPECT_TRUE(call.blocked) << "the receive never blocked waiting for rank 1";
+  LogAbortLatency("tcp receive", call.latency);
+  EXPECT_EQ(call.status.code(), absl::StatusCode::kAborted) << call.status;
+  EXPECT_LT(call.latency, kAbortLatencyBound);
 }
 
 TEST(TcpTransportTest, AbortedPeerIsUnavailableNotASlowPeer) {

@@ -1,16 +1,23 @@
 // Test helpers: build a group of communicators whose ranks are threads of this process, and
-// run a function on every rank at once. Test-only.
+// run a function on every rank at once; watch a transport to tell when a call is blocked in
+// it. Test-only.
 #ifndef LOCKSTEP_COLLECTIVES_TEST_UTIL_H_
 #define LOCKSTEP_COLLECTIVES_TEST_UTIL_H_
+
+#include <sys/types.h>
 
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "collectives/communicator.h"
 #include "collectives/communicator_factory.h"
+#include "collectives/transport.h"
 
 namespace lockstep {
 namespace collectives {
@@ -25,6 +32,66 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> MakeGroup(
 
 // A key prefix unique in this process and run (for shm segment names).
 std::string UniquePrefix();
+
+// Abort() must end a pending call within 100 ms (transport.h, communicator.h). Tests run on
+// loaded machines, so they assert this looser bound and log the latency they measured; it
+// stays below TCP's 1 s poll() slice, so a wake-up that never comes still fails.
+constexpr absl::Duration kAbortLatencyBound = absl::Milliseconds(500);
+
+// Prints how long a call took to return after Abort() (the test log keeps it).
+void LogAbortLatency(const std::string& what, absl::Duration latency);
+
+// A Transport that forwards every call to another one and lets a test wait until a SendRecv
+// is blocked in it: entered and not returned, its thread asleep in the kernel (poll, futex),
+// as a call waiting for a peer is. Abort tests then exercise the wake-up of a waiting call,
+// not the check a call makes when it starts. Owns the inner transport or borrows it.
+// Thread model: as Transport; the accessors are thread-safe.
+class WatchedTransport final : public Transport {
+ public:
+  explicit WatchedTransport(std::unique_ptr<Transport> inner);
+  explicit WatchedTransport(Transport* inner);  // not owned; must outlive this
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv, absl::Time deadline) override;
+  void Abort() override { inner_->Abort(); }
+  std::shared_ptr<TransportHeap> heap() const override { return inner_->heap(); }
+
+  // SendRecv calls started so far.
+  int entered();
+  // True once a SendRecv is under way and its thread sleeps; false if that does not happen
+  // by `deadline`.
+  bool WaitUntilBlocked(absl::Time deadline);
+
+ private:
+  std::unique_ptr<Transport> owned_;
+  Transport* const inner_;
+  absl::Mutex mu_;
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
+  int returned_ ABSL_GUARDED_BY(mu_) = 0;
+  pid_t tid_ ABSL_GUARDED_BY(mu_) = 0;  // the thread of the latest call
+};
+
+// Connects `n` transports of `kind` (kInProc, kTcp or kShm; one thread per rank, through one
+// InMemoryStore), with each kind's default options.
+absl::StatusOr<std::vector<std::unique_ptr<Transport>>> ConnectTransports(TransportKind kind,
+                                                                          int n);
+
+// A group of communicators over WatchedTransports (default AlgorithmOptions).
+struct WatchedGroup {
+  std::vector<WatchedTransport*> transports;  // transports[r]: owned by comms[r]
+  std::vector<std::unique_ptr<Communicator>> comms;
+};
+absl::StatusOr<WatchedGroup> MakeWatchedGroup(TransportKind kind, int n);
+
+// Calls t.SendRecv(send, recv) on this thread, where it must block (its peer never answers),
+// while another thread calls t.Abort() once the call is blocked in the transport.
+struct AbortedCall {
+  absl::Status status;     // what SendRecv returned
+  absl::Duration latency;  // from Abort() to SendRecv's return
+  bool blocked = false;    // false: the call never blocked (Abort() came after 10 s anyway)
+};
+AbortedCall AbortWhileBlocked(Transport& t, const SendSpec& send, const RecvSpec& recv);
 
 }  // namespace collectives
 }  // namespace lockstep
