@@ -14,6 +14,31 @@
 
 namespace lockstep {
 namespace collectives {
+namespace {
+
+// INVALID_ARGUMENT when `buffer` (the argument `name` of `collective`) is null but must hold
+// `count` > 0 elements.
+absl::Status CheckBuffer(const char* collective, int rank, const char* name, const void* buffer,
+                         size_t count) {
+  if (buffer != nullptr || count == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(collective, " on rank ", rank, ": `", name,
+                                                 "` is null but count is ", count,
+                                                 "; pass a buffer (null only with count 0)"));
+}
+
+absl::Status CheckSendRecv(const char* collective, int rank, const void* send, const void* recv,
+                           size_t count) {
+  LS_RETURN_IF_ERROR(CheckBuffer(collective, rank, "send", send, count));
+  return CheckBuffer(collective, rank, "recv", recv, count);
+}
+
+}  // namespace
+
+Handle Communicator::Finished(absl::Status status) {
+  auto handle = std::make_shared<CollectiveHandle>();
+  handle->Finish(std::move(status));
+  return handle;
+}
 
 absl::Status CollectiveHandle::Wait() {
   absl::MutexLock lock(&mu_);
@@ -167,10 +192,8 @@ absl::Status Communicator::RunNow(F&& body) {
 
 absl::Status Communicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                      ReduceOp op, absl::Time deadline) {
+  LS_RETURN_IF_ERROR(CheckSendRecv("all-reduce", rank(), send, recv, count));
   return RunNow([=] {
-    if (count > 0 && (send == nullptr || recv == nullptr)) {
-      return absl::InvalidArgumentError("all-reduce: null buffer");
-    }
     if (send != recv && count > 0) std::memcpy(recv, send, count * DTypeSize(dtype));
     return collectives::AllReduce(*transport_, options_, recv, count, dtype, op, deadline);
   });
@@ -178,6 +201,8 @@ absl::Status Communicator::AllReduce(const void* send, void* recv, size_t count,
 
 Handle Communicator::AllReduceAsync(const void* send, void* recv, size_t count, DType dtype,
                                     ReduceOp op, absl::Time deadline) {
+  absl::Status s = CheckSendRecv("all-reduce", rank(), send, recv, count);
+  if (!s.ok()) return Finished(std::move(s));
   return Submit([=] {
     if (send != recv && count > 0) std::memcpy(recv, send, count * DTypeSize(dtype));
     return collectives::AllReduce(*transport_, options_, recv, count, dtype, op, deadline);
@@ -186,12 +211,13 @@ Handle Communicator::AllReduceAsync(const void* send, void* recv, size_t count, 
 
 Handle Communicator::AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype,
                                           ReduceOp op, absl::Time deadline) {
+  absl::Status s = CheckPieces(pieces, dtype);
+  if (!s.ok()) return Finished(Annotate(s, absl::StrCat("rank ", rank())));
   return Submit([=] { return AllReducePiecesNow(pieces, dtype, op, deadline); });
 }
 
 absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> pieces, DType dtype,
                                               ReduceOp op, absl::Time deadline) {
-  LS_RETURN_IF_ERROR(CheckPieces(pieces, dtype));
   size_t bytes = 0;
   for (const BufferPiece& p : pieces) bytes += p.bytes;
   const size_t esize = DTypeSize(dtype);
@@ -240,12 +266,17 @@ absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> piec
   return absl::OkStatus();
 }
 
+absl::Status Communicator::CheckBroadcast(const void* buf, size_t count, int root) const {
+  if (root < 0 || root >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat("broadcast on rank ", rank(), ": root ", root,
+                                                   " is not a rank of a group of ", size()));
+  }
+  return CheckBuffer("broadcast", rank(), "buf", buf, count);
+}
+
 absl::Status Communicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                      absl::Time deadline) {
-  if (root < 0 || root >= size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("broadcast: root ", root, " is not a rank of a group of ", size()));
-  }
+  LS_RETURN_IF_ERROR(CheckBroadcast(buf, count, root));
   return RunNow([=] {
     return collectives::Broadcast(*transport_, options_, buf, count * DTypeSize(dtype), root,
                                   deadline);
@@ -254,12 +285,8 @@ absl::Status Communicator::Broadcast(void* buf, size_t count, DType dtype, int r
 
 Handle Communicator::BroadcastAsync(void* buf, size_t count, DType dtype, int root,
                                     absl::Time deadline) {
-  if (root < 0 || root >= size()) {
-    auto h = std::make_shared<CollectiveHandle>();
-    h->Finish(absl::InvalidArgumentError(
-        absl::StrCat("broadcast: root ", root, " is not a rank of a group of ", size())));
-    return h;
-  }
+  absl::Status s = CheckBroadcast(buf, count, root);
+  if (!s.ok()) return Finished(std::move(s));
   return Submit([=] {
     return collectives::Broadcast(*transport_, options_, buf, count * DTypeSize(dtype), root,
                                   deadline);
@@ -268,6 +295,7 @@ Handle Communicator::BroadcastAsync(void* buf, size_t count, DType dtype, int ro
 
 absl::Status Communicator::AllGather(const void* send, void* recv, size_t count, DType dtype,
                                      absl::Time deadline) {
+  LS_RETURN_IF_ERROR(CheckSendRecv("all-gather", rank(), send, recv, count));
   return RunNow([=] {
     const size_t block = count * DTypeSize(dtype);
     char* out = static_cast<char*>(recv);
@@ -278,6 +306,7 @@ absl::Status Communicator::AllGather(const void* send, void* recv, size_t count,
 
 absl::Status Communicator::ReduceScatter(const void* send, void* recv, size_t count, DType dtype,
                                          ReduceOp op, absl::Time deadline) {
+  LS_RETURN_IF_ERROR(CheckSendRecv("reduce-scatter", rank(), send, recv, count));
   return RunNow([=] {
     const size_t block = count * DTypeSize(dtype);
     scratch_.resize(block * size());

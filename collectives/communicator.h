@@ -6,11 +6,14 @@
 // an absolute deadline; they return absl::Status:
 //   OK; DEADLINE_EXCEEDED (a peer is slow or stopped); UNAVAILABLE naming the peer that
 //   died, closed its connection or aborted, and the rank the failure started at when that
-//   peer left because of another (peer_failure.h: every survivor names the same culprit); ABORTED
-//   after Abort(); INVALID_ARGUMENT for a bad root or null buffer. After any error the communicator
-//   is failed: every later call returns the same code at once (the group must be rebuilt, as with
-//   NCCL). Except after a deadline, a failed rank also closes its transport so that its peers fail
-//   fast too.
+//   peer left because of another (peer_failure.h: every survivor names the same culprit);
+//   ABORTED after Abort(); INVALID_ARGUMENT for a bad root, or a null buffer with count > 0
+//   (the message names the argument).
+// INVALID_ARGUMENT is returned (async: as a finished handle) before the collective starts and,
+// as with NCCL, leaves the communicator as it was; the peers' matching call still waits for
+// this rank. After any other error the communicator is failed: every later call returns the
+// same code at once (the group must be rebuilt, as with NCCL). Except after a deadline, a
+// failed rank also closes its transport so that its peers fail fast too.
 // Every rank must issue the same collectives in the same order.
 //
 // Async forms return a CollectiveHandle; the collectives run one at a time, in call order,
@@ -118,6 +121,8 @@ class Communicator {
 
   Communicator(std::unique_ptr<Transport> transport, const AlgorithmOptions& options);
   Handle Submit(Body body);
+  // A handle already finished with `status` (an argument refused before queueing).
+  static Handle Finished(absl::Status status);
   // Runs `body` on this thread when nothing is queued (no allocation, no hand-off), else
   // queues it behind the pending collectives and waits.
   template <typename F>
@@ -125,6 +130,8 @@ class Communicator {
   template <typename F>
   absl::Status Execute(F&& body);
   void WorkerLoop();
+  // INVALID_ARGUMENT for a root outside the group or a null `buf` with count > 0.
+  absl::Status CheckBroadcast(const void* buf, size_t count, int root) const;
   absl::Status AllReducePiecesNow(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
                                   absl::Time deadline);
 

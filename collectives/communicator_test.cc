@@ -287,6 +287,43 @@ TEST(CommunicatorFailureTest, MissingPeerHitsDeadlineAndFailsLaterCalls) {
   EXPECT_EQ((*group)[0]->Barrier(Soon()).code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+// Every buffer argument is checked before the collective starts: a null one with count > 0 is
+// INVALID_ARGUMENT naming it (async calls: a finished handle), and leaves the communicator
+// usable with the ranks still in step.
+TEST(CommunicatorArgumentTest, NullBuffersAreInvalidArgumentNamingTheArgument) {
+  auto group = MakeGroup(TransportKind::kInProc, 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<std::vector<float>> bufs(2, std::vector<float>(4, 1.0f));
+  RunRanks(2, [&](int r) {
+    Communicator& c = *(*group)[r];
+    float* data = bufs[r].data();
+    std::vector<float> all(8, 1.0f);
+    auto expect_refused = [&](const absl::Status& s, const std::string& name) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      EXPECT_NE(s.message().find(name), absl::string_view::npos) << s;
+      EXPECT_NE(s.message().find(absl::StrCat("rank ", r)), absl::string_view::npos) << s;
+    };
+    const DType f32 = DType::kF32;
+    const ReduceOp sum = ReduceOp::kSum;
+    expect_refused(c.AllReduce(nullptr, data, 4, f32, sum, Soon()), "`send`");
+    expect_refused(c.AllReduce(data, nullptr, 4, f32, sum, Soon()), "`recv`");
+    expect_refused(c.AllReduceAsync(nullptr, data, 4, f32, sum, Soon())->Wait(), "`send`");
+    expect_refused(c.AllReduceAsync(data, nullptr, 4, f32, sum, Soon())->Wait(), "`recv`");
+    expect_refused(c.Broadcast(nullptr, 4, f32, 0, Soon()), "`buf`");
+    expect_refused(c.BroadcastAsync(nullptr, 4, f32, 0, Soon())->Wait(), "`buf`");
+    expect_refused(c.AllGather(nullptr, all.data(), 4, f32, Soon()), "`send`");
+    expect_refused(c.AllGather(data, nullptr, 4, f32, Soon()), "`recv`");
+    expect_refused(c.ReduceScatter(nullptr, data, 4, f32, sum, Soon()), "`send`");
+    expect_refused(c.ReduceScatter(all.data(), nullptr, 4, f32, sum, Soon()), "`recv`");
+    const BufferPiece null_piece[] = {{nullptr, 8}};
+    expect_refused(c.AllReducePiecesAsync(null_piece, f32, sum, Soon())->Wait(), "no buffer");
+    // Null is fine with count 0.
+    EXPECT_TRUE(c.AllReduce(nullptr, nullptr, 0, f32, sum, Soon()).ok());
+    EXPECT_TRUE(c.AllReduce(data, data, 4, f32, sum, Soon()).ok());
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(bufs[r], std::vector<float>(4, 2.0f)) << "rank " << r;
+}
+
 TEST(CommunicatorFailureTest, BadRootIsInvalidArgument) {
   auto group = MakeGroup(TransportKind::kInProc, 1);
   ASSERT_TRUE(group.ok());
