@@ -24,13 +24,31 @@ T Canonical(T r) {
   }
   return r;
 }
+// Integer SUM and PROD wrap around (two's complement, what MPI and NCCL give in practice):
+// they are computed in the unsigned type, where overflow is defined (in the signed type it is
+// undefined behaviour). The instructions are the same (vpaddd, vpmulld, ...): the loops still
+// vectorise.
 template <typename T>
 struct SumOp {
-  T operator()(T a, T b) const { return Canonical(a + b); }
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    } else {
+      return Canonical(a + b);
+    }
+  }
 };
 template <typename T>
 struct ProdOp {
-  T operator()(T a, T b) const { return Canonical(a * b); }
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    } else {
+      return Canonical(a * b);
+    }
+  }
 };
 template <typename T>
 struct MinOp {

@@ -5,6 +5,7 @@
 // element by element, bit for bit (NaN results are the canonical quiet NaN; MIN/MAX order -0
 // below +0), so a pair of ranks combining the same two values in either order gets bitwise
 // the same result: this is what keeps results deterministic.
+// i32/i64 SUM and PROD wrap around on overflow (two's complement), never undefined behaviour.
 // f16/bf16 are widened to f32, combined, and rounded to nearest even.
 // Thread model: pure functions.
 #ifndef LOCKSTEP_COLLECTIVES_REDUCE_H_

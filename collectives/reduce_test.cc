@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -54,6 +56,46 @@ void ExpectCommutativeBitwise(DType dtype) {
 TEST(ReduceTest, EveryOperatorIsCommutativeBitwiseWithNaNsAndSignedZeros) {
   ExpectCommutativeBitwise<float>(DType::kF32);
   ExpectCommutativeBitwise<double>(DType::kF64);
+}
+
+// Integer SUM and PROD wrap around (two's complement) where the signed result overflows,
+// as every peer library effectively does; 17 elements run the vector loop and its tail.
+// reduce_ubsan_test runs this under -fsanitize=undefined, where a signed overflow fails.
+template <typename T>
+void ExpectWrapsAround(DType dtype) {
+  using U = std::make_unsigned_t<T>;
+  const T max = std::numeric_limits<T>::max(), min = std::numeric_limits<T>::min();
+  const T half = static_cast<T>(U{1} << (sizeof(T) * 4));  // half * half = 2^bits = 0
+  struct Case {
+    T a, b, sum, prod;
+  };
+  const Case cases[] = {
+      {max, 1, min, max},
+      {min, -1, max, min},
+      {min, min, 0, 0},
+      {max, 2, static_cast<T>(min + 1), -2},
+      {half, half, static_cast<T>(U{2} * static_cast<U>(half)), 0},
+      {max, max, -2, 1},
+  };
+  constexpr size_t kCount = 17;
+  std::vector<T> sum(kCount), prod(kCount), b(kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    const Case& c = cases[i % std::size(cases)];
+    sum[i] = prod[i] = c.a;
+    b[i] = c.b;
+  }
+  Reduce(dtype, ReduceOp::kSum, sum.data(), b.data(), kCount);
+  Reduce(dtype, ReduceOp::kProd, prod.data(), b.data(), kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    const Case& c = cases[i % std::size(cases)];
+    EXPECT_EQ(sum[i], c.sum) << DTypeName(dtype) << " " << c.a << " + " << c.b;
+    EXPECT_EQ(prod[i], c.prod) << DTypeName(dtype) << " " << c.a << " * " << c.b;
+  }
+}
+
+TEST(ReduceTest, IntegerSumAndProductWrapAround) {
+  ExpectWrapsAround<int32_t>(DType::kI32);
+  ExpectWrapsAround<int64_t>(DType::kI64);
 }
 
 TEST(ReduceTest, IntegerMeanTruncates) {
