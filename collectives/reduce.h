@@ -6,7 +6,10 @@
 // below +0), so a pair of ranks combining the same two values in either order gets bitwise
 // the same result: this is what keeps results deterministic.
 // i32/i64 SUM and PROD wrap around on overflow (two's complement), never undefined behaviour.
-// f16/bf16 are widened to f32, combined, and rounded to nearest even.
+// f16/bf16: every step is computed in f32 (the operands widen exactly) and its result rounded
+// to the 16-bit type once, to nearest even, as NCCL does. The partial results that travel
+// between ranks are 16-bit, so a sum over n ranks is rounded n-1 times, in the algorithm's
+// fixed order (the same on every rank); FinishMean divides in f32 and rounds once more.
 // Thread model: pure functions.
 #ifndef LOCKSTEP_COLLECTIVES_REDUCE_H_
 #define LOCKSTEP_COLLECTIVES_REDUCE_H_

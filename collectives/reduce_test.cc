@@ -26,29 +26,59 @@ TEST(ReduceTest, FloatOps) {
   EXPECT_EQ(a, (std::vector<float>{16, 25, 36}));
 }
 
-// Two ranks combine the same pair in opposite orders (recursive doubling): every operator
-// must give bitwise the same result either way, also for NaNs and signed zeros.
+// How a test builds values of a dtype from floats and reads them back: f32 and f64 as
+// themselves, f16 and bf16 through their bit patterns.
 template <typename T>
+struct Native {
+  static T From(float f) { return static_cast<T>(f); }
+  static float To(T t) { return static_cast<float>(t); }
+};
+struct Half {
+  static uint16_t From(float f) { return FloatToHalf(f); }
+  static float To(uint16_t h) { return HalfToFloat(h); }
+};
+struct BFloat16 {
+  static uint16_t From(float f) { return FloatToBFloat16(f); }
+  static float To(uint16_t b) { return BFloat16ToFloat(b); }
+};
+
+// Two ranks combine the same pair in opposite orders (recursive doubling): every operator
+// must give bitwise the same result either way, also for NaNs and signed zeros. 21 elements:
+// the 16-bit kernels' 8-wide vector loop and their scalar tail.
+template <typename T, typename Codec = Native<T>>
 void ExpectCommutativeBitwise(DType dtype) {
-  const T nan_a = std::numeric_limits<T>::quiet_NaN();
-  const T nan_b = -std::numeric_limits<T>::quiet_NaN();  // another payload (sign bit)
-  const std::vector<T> x = {T(0.0), -T(0.0), nan_a, T(1), nan_a, T(-3), T(2)};
-  const std::vector<T> y = {-T(0.0), T(0.0), T(1), nan_b, nan_b, T(-3), T(5)};
+  const float nan_a = std::numeric_limits<float>::quiet_NaN();
+  const float nan_b = -nan_a;  // another payload (sign bit)
+  const float xs[] = {0.0f, -0.0f, nan_a, 1, nan_a, -3, 2};
+  const float ys[] = {-0.0f, 0.0f, 1, nan_b, nan_b, -3, 5};
+  std::vector<T> x, y;
+  for (int i = 0; i < 21; ++i) {
+    x.push_back(Codec::From(xs[i % 7]));
+    y.push_back(Codec::From(ys[i % 7]));
+  }
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
     std::vector<T> xy = x, yx = y;
     Reduce(dtype, op, xy.data(), y.data(), x.size());
     Reduce(dtype, op, yx.data(), x.data(), x.size());
     EXPECT_EQ(std::memcmp(xy.data(), yx.data(), xy.size() * sizeof(T)), 0)
-        << "op " << static_cast<int>(op);
-    if (op == ReduceOp::kMin) {
-      EXPECT_TRUE(std::signbit(xy[0]) && std::signbit(xy[1])) << "min(+0, -0) is -0";
-      EXPECT_TRUE(std::isnan(xy[2]) && std::isnan(xy[3])) << "NaN propagates";
-      EXPECT_EQ(xy[6], T(2));
-    }
-    if (op == ReduceOp::kMax) {
-      EXPECT_TRUE(!std::signbit(xy[0]) && !std::signbit(xy[1])) << "max(+0, -0) is +0";
-      EXPECT_TRUE(std::isnan(xy[2]) && std::isnan(xy[3])) << "NaN propagates";
-      EXPECT_EQ(xy[6], T(5));
+        << DTypeName(dtype) << " " << ReduceOpName(op);
+    for (size_t at : {size_t{0}, size_t{14}}) {  // in the vector loop and in the tail
+      auto r = [&](size_t i) { return Codec::To(xy[at + i]); };
+      if (op == ReduceOp::kMin) {
+        EXPECT_TRUE(std::signbit(r(0)) && std::signbit(r(1))) << "min(+0, -0) is -0";
+        EXPECT_TRUE(std::isnan(r(2)) && std::isnan(r(3))) << "NaN propagates";
+        EXPECT_EQ(r(6), 2.0f);
+      }
+      if (op == ReduceOp::kMax) {
+        EXPECT_TRUE(!std::signbit(r(0)) && !std::signbit(r(1))) << "max(+0, -0) is +0";
+        EXPECT_TRUE(std::isnan(r(2)) && std::isnan(r(3))) << "NaN propagates";
+        EXPECT_EQ(r(6), 5.0f);
+      }
+      if (op == ReduceOp::kSum) {
+        EXPECT_TRUE(!std::signbit(r(0)) && !std::signbit(r(1))) << "+0 + -0 is +0";
+        EXPECT_TRUE(std::isnan(r(2)) && std::isnan(r(4))) << "NaN propagates";
+        EXPECT_EQ(r(6), 7.0f);
+      }
     }
   }
 }
@@ -56,6 +86,8 @@ void ExpectCommutativeBitwise(DType dtype) {
 TEST(ReduceTest, EveryOperatorIsCommutativeBitwiseWithNaNsAndSignedZeros) {
   ExpectCommutativeBitwise<float>(DType::kF32);
   ExpectCommutativeBitwise<double>(DType::kF64);
+  ExpectCommutativeBitwise<uint16_t, Half>(DType::kF16);
+  ExpectCommutativeBitwise<uint16_t, BFloat16>(DType::kBF16);
 }
 
 // Integer SUM and PROD wrap around (two's complement) where the signed result overflows,
@@ -104,16 +136,79 @@ TEST(ReduceTest, IntegerMeanTruncates) {
   EXPECT_EQ(a, (std::vector<int64_t>{3, -3}));
 }
 
-TEST(ReduceTest, HalfPrecisionRoundTripsAndAddsInFloat) {
+TEST(ReduceTest, HalfPrecisionConversionsRoundToNearestEven) {
   for (float f : {0.0f, 1.0f, -2.5f, 1024.0f, 0.099975586f}) {
-    EXPECT_EQ(HalfToFloat(FloatToHalf(f)), f);
-    EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(f)), BFloat16ToFloat(FloatToBFloat16(f)));
+    EXPECT_EQ(HalfToFloat(FloatToHalf(f)), f);  // exact in f16
   }
-  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(1.0f)), 1.0f);
-  // 17 elements: the 8-wide vector path and the scalar tail.
-  std::vector<uint16_t> a(17, FloatToHalf(1.5f)), b(17, FloatToHalf(2.25f));
-  Reduce(DType::kF16, ReduceOp::kSum, a.data(), b.data(), a.size());
-  for (uint16_t h : a) EXPECT_EQ(HalfToFloat(h), 3.75f);
+  // bf16 keeps an f32's top half, rounded to nearest even on the bits dropped.
+  EXPECT_EQ(FloatToBFloat16(0.0f), 0x0000);
+  EXPECT_EQ(FloatToBFloat16(1.0f), 0x3F80);
+  EXPECT_EQ(FloatToBFloat16(-2.5f), 0xC020);
+  EXPECT_EQ(FloatToBFloat16(1024.0f), 0x4480);
+  EXPECT_EQ(FloatToBFloat16(0.099975586f), 0x3DCD);  // 0x3DCCC000: rounds up, not truncated
+  EXPECT_EQ(BFloat16ToFloat(0x3DCD), 0.10009765625f);
+  EXPECT_EQ(FloatToBFloat16(1.00390625f), 0x3F80);  // 0x3F808000: a tie, to even (down)
+  EXPECT_EQ(FloatToBFloat16(1.01171875f), 0x3F82);  // 0x3F818000: a tie, to even (up)
+  EXPECT_EQ(FloatToBFloat16(-1.01171875f), 0xBF82);
+}
+
+// A 16-bit SUM is the f32 sum of the two values, rounded to nearest even once. Each case is
+// `a + b = expected` in bit patterns; the f32 sums are exact here, so the expected values are
+// the exactly rounded sums. 19 elements: the f16 kernel's 8-wide vector loop and its tail.
+struct Sum16 {
+  uint16_t a, b, expected;
+};
+
+void ExpectSums(DType dtype, const std::vector<Sum16>& cases) {
+  std::vector<uint16_t> a, b;
+  for (size_t i = 0; i < 19; ++i) {
+    a.push_back(cases[i % cases.size()].a);
+    b.push_back(cases[i % cases.size()].b);
+  }
+  Reduce(dtype, ReduceOp::kSum, a.data(), b.data(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Sum16& c = cases[i % cases.size()];
+    EXPECT_EQ(a[i], c.expected) << DTypeName(dtype) << " element " << i << std::hex << ": 0x" << c.a
+                                << " + 0x" << c.b << " gave 0x" << a[i];
+  }
+}
+
+TEST(ReduceTest, HalfPrecisionSumsRoundTheFloatSumOnceToNearestEven) {
+  ExpectSums(DType::kF16, {
+                              {0x3E00, 0x4080, 0x4380},  // 1.5 + 2.25 = 3.75, exact
+                              {0x3C00, 0x1000, 0x3C00},  // 1 + 2^-11: a tie, to even (down)
+                              {0x3C01, 0x1000, 0x3C02},  // (1 + 2^-10) + 2^-11: a tie, up
+                              {0x3C00, 0x1200, 0x3C01},  // 1 + 0.75 ulp: up
+                              {0x3C00, 0x0E00, 0x3C00},  // 1 + 0.375 ulp: down
+                              // 2048 + (1 + 2^-10) = 2049 + 2^-10, just above the tie between
+                              // 2048 and 2050: up. An adder that kept no bits below the
+                              // rounding position would see a tie and round to 2048.
+                              {0x6800, 0x3C01, 0x6801},
+                              {0xBC00, 0x3C00, 0x0000},  // -1 + 1 = +0
+                          });
+  ExpectSums(DType::kBF16, {
+                               {0x3FC0, 0x4010, 0x4070},  // 1.5 + 2.25 = 3.75, exact
+                               {0x3F80, 0x3B80, 0x3F80},  // 1 + 2^-8: a tie, to even (down)
+                               {0x3F81, 0x3B80, 0x3F82},  // (1 + 2^-7) + 2^-8: a tie, up
+                               {0x3F80, 0x3BC0, 0x3F81},  // 1 + 0.75 ulp: up
+                               {0x3F80, 0x3B40, 0x3F80},  // 1 + 0.375 ulp: down
+                               // 256 + (1 + 2^-7), just above the tie between 256 and 258.
+                               {0x4380, 0x3F81, 0x4381},
+                               {0xBF80, 0x3F80, 0x0000},  // -1 + 1 = +0
+                           });
+}
+
+// Partial sums are 16-bit: each reduction step rounds (as NCCL does). 1 + 2^-11 + 2^-11 is
+// 1 after two steps (each a tie, to even), where one f32 accumulation would give 1 + 2^-10.
+TEST(ReduceTest, HalfPrecisionRoundsAfterEveryStep) {
+  std::vector<uint16_t> acc(9, 0x3C00);
+  const std::vector<uint16_t> small(9, 0x1000);
+  Reduce(DType::kF16, ReduceOp::kSum, acc.data(), small.data(), acc.size());
+  Reduce(DType::kF16, ReduceOp::kSum, acc.data(), small.data(), acc.size());
+  EXPECT_EQ(acc, std::vector<uint16_t>(9, 0x3C00));
+}
+
+TEST(ReduceTest, BFloat16Product) {
   std::vector<uint16_t> c(5, FloatToBFloat16(3.0f)), d(5, FloatToBFloat16(-1.0f));
   Reduce(DType::kBF16, ReduceOp::kProd, c.data(), d.data(), c.size());
   for (uint16_t h : c) EXPECT_EQ(BFloat16ToFloat(h), -3.0f);
