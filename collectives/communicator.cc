@@ -46,6 +46,11 @@ absl::Status CollectiveHandle::Wait() {
   return status_;
 }
 
+bool CollectiveHandle::WaitUntil(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline(absl::Condition(&done_), deadline);
+}
+
 bool CollectiveHandle::Done() {
   absl::MutexLock lock(&mu_);
   return done_;
@@ -100,8 +105,7 @@ void Communicator::Abort() {
   transport_->Abort();
 }
 
-template <typename F>
-absl::Status Communicator::Execute(F&& body) {
+absl::Status Communicator::Usable() {
   if (aborted_.load()) {
     return absl::AbortedError(absl::StrCat("communicator rank ", rank(), " was aborted"));
   }
@@ -109,6 +113,12 @@ absl::Status Communicator::Execute(F&& body) {
     absl::MutexLock lock(&mu_);
     return Annotate(failed_, absl::StrCat("an earlier collective failed on rank ", rank()));
   }
+  return absl::OkStatus();
+}
+
+template <typename F>
+absl::Status Communicator::Execute(F&& body) {
+  LS_RETURN_IF_ERROR(Usable());
   absl::Status s = body();
   if (!s.ok()) {
     if (aborted_.load()) {
@@ -157,27 +167,71 @@ void Communicator::WorkerLoop() {
     queue_.pop_front();
     queued_.fetch_sub(1);
     mu_.Unlock();
-    absl::Status s = Execute(op.body);
+    absl::Status s = Execute([&] {
+      // An op that could not start by its deadline fails at once rather than late (and a sync
+      // caller that gave up waiting for it, RunQueued, is not held any longer).
+      if (absl::Now() >= op.deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "rank ", rank(), ": ", op.what,
+            " reached its deadline before it could start, queued behind earlier collectives; "
+            "is a peer stopped or overloaded?"));
+      }
+      return op.body();
+    });
     op.handle->Finish(std::move(s));
     mu_.Lock();
     busy_.store(false);
   }
 }
 
-Handle Communicator::Submit(Body body) {
+Handle Communicator::Submit(Body body, absl::Time deadline, const char* what) {
+  // A failed or aborted communicator answers at once, not after the collectives queued before
+  // (one may run until its deadline).
+  absl::Status usable = Usable();
+  if (!usable.ok()) return Finished(std::move(usable));
   auto handle = std::make_shared<CollectiveHandle>();
   absl::MutexLock lock(&mu_);
-  queue_.push_back(Op{std::move(body), handle});
+  queue_.push_back(Op{std::move(body), handle, deadline, what});
   queued_.fetch_add(1);
   return handle;
 }
 
+absl::Status Communicator::RunQueued(Body body, absl::Time deadline, const char* what) {
+  Handle handle = Submit(std::move(body), deadline, what);
+  if (handle->WaitUntil(deadline)) return handle->Wait();
+  // The deadline passed while the op waited its turn. Its body points into the caller's
+  // buffers, so this call must not return while the op may still run: take it out of the
+  // queue, where it never runs, or, if the worker has taken it already, wait for it. That
+  // wait is short: the op started at or after its deadline, so it fails at once (WorkerLoop)
+  // or runs with its deadline passed, which the transports enforce.
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = std::find_if(queue_.begin(), queue_.end(),
+                           [&](const Op& op) { return op.handle == handle; });
+    if (it != queue_.end()) {
+      const size_t ahead = (it - queue_.begin()) + (busy_.load() ? 1 : 0);
+      queue_.erase(it);
+      queued_.fetch_sub(1);
+      absl::Status s = absl::DeadlineExceededError(absl::StrCat(
+          "rank ", rank(), ": ", what, " reached its deadline waiting for ", ahead,
+          " earlier async collective(s) to finish; is a peer stopped or overloaded, or do the "
+          "earlier collectives have later deadlines?"));
+      // The peers run the collective this rank skipped: the group is out of step, as after
+      // any deadline (the transport stays open: the peers have deadlines of their own).
+      if (failed_.ok()) failed_ = s;
+      has_failed_.store(true);
+      return s;
+    }
+  }
+  return handle->Wait();
+}
+
 template <typename F>
-absl::Status Communicator::RunNow(F&& body) {
+absl::Status Communicator::RunNow(F&& body, absl::Time deadline, const char* what) {
   bool idle = false;
   // Keep call order: queue behind the pending async collectives.
   if (queued_.load() > 0 || !busy_.compare_exchange_strong(idle, true)) {
-    return Submit(Body(std::forward<F>(body)))->Wait();
+    return RunQueued(Body(std::forward<F>(body)), deadline, what);
   }
   absl::Status s = Execute(body);
   busy_.store(false);
@@ -193,27 +247,32 @@ absl::Status Communicator::RunNow(F&& body) {
 absl::Status Communicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                      ReduceOp op, absl::Time deadline) {
   LS_RETURN_IF_ERROR(CheckSendRecv("all-reduce", rank(), send, recv, count));
-  return RunNow([=] {
-    if (send != recv && count > 0) std::memcpy(recv, send, count * DTypeSize(dtype));
-    return collectives::AllReduce(*transport_, options_, recv, count, dtype, op, deadline);
-  });
+  return RunNow(
+      [=] {
+        if (send != recv && count > 0) std::memcpy(recv, send, count * DTypeSize(dtype));
+        return collectives::AllReduce(*transport_, options_, recv, count, dtype, op, deadline);
+      },
+      deadline, "all-reduce");
 }
 
 Handle Communicator::AllReduceAsync(const void* send, void* recv, size_t count, DType dtype,
                                     ReduceOp op, absl::Time deadline) {
   absl::Status s = CheckSendRecv("all-reduce", rank(), send, recv, count);
   if (!s.ok()) return Finished(std::move(s));
-  return Submit([=] {
-    if (send != recv && count > 0) std::memcpy(recv, send, count * DTypeSize(dtype));
-    return collectives::AllReduce(*transport_, options_, recv, count, dtype, op, deadline);
-  });
+  return Submit(
+      [=] {
+        if (send != recv && count > 0) std::memcpy(recv, send, count * DTypeSize(dtype));
+        return collectives::AllReduce(*transport_, options_, recv, count, dtype, op, deadline);
+      },
+      deadline, "all-reduce");
 }
 
 Handle Communicator::AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype,
                                           ReduceOp op, absl::Time deadline) {
   absl::Status s = CheckPieces(pieces, dtype);
   if (!s.ok()) return Finished(Annotate(s, absl::StrCat("rank ", rank())));
-  return Submit([=] { return AllReducePiecesNow(pieces, dtype, op, deadline); });
+  return Submit([=] { return AllReducePiecesNow(pieces, dtype, op, deadline); }, deadline,
+                "all-reduce of pieces");
 }
 
 absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> pieces, DType dtype,
@@ -277,49 +336,59 @@ absl::Status Communicator::CheckBroadcast(const void* buf, size_t count, int roo
 absl::Status Communicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                      absl::Time deadline) {
   LS_RETURN_IF_ERROR(CheckBroadcast(buf, count, root));
-  return RunNow([=] {
-    return collectives::Broadcast(*transport_, options_, buf, count * DTypeSize(dtype), root,
-                                  deadline);
-  });
+  return RunNow(
+      [=] {
+        return collectives::Broadcast(*transport_, options_, buf, count * DTypeSize(dtype), root,
+                                      deadline);
+      },
+      deadline, "broadcast");
 }
 
 Handle Communicator::BroadcastAsync(void* buf, size_t count, DType dtype, int root,
                                     absl::Time deadline) {
   absl::Status s = CheckBroadcast(buf, count, root);
   if (!s.ok()) return Finished(std::move(s));
-  return Submit([=] {
-    return collectives::Broadcast(*transport_, options_, buf, count * DTypeSize(dtype), root,
-                                  deadline);
-  });
+  return Submit(
+      [=] {
+        return collectives::Broadcast(*transport_, options_, buf, count * DTypeSize(dtype), root,
+                                      deadline);
+      },
+      deadline, "broadcast");
 }
 
 absl::Status Communicator::AllGather(const void* send, void* recv, size_t count, DType dtype,
                                      absl::Time deadline) {
   LS_RETURN_IF_ERROR(CheckSendRecv("all-gather", rank(), send, recv, count));
-  return RunNow([=] {
-    const size_t block = count * DTypeSize(dtype);
-    char* out = static_cast<char*>(recv);
-    if (send != out + rank() * block && block > 0) std::memcpy(out + rank() * block, send, block);
-    return RingAllGather(*transport_, options_.chunk_bytes, recv, block, deadline);
-  });
+  return RunNow(
+      [=] {
+        const size_t block = count * DTypeSize(dtype);
+        char* out = static_cast<char*>(recv);
+        if (send != out + rank() * block && block > 0) {
+          std::memcpy(out + rank() * block, send, block);
+        }
+        return RingAllGather(*transport_, options_.chunk_bytes, recv, block, deadline);
+      },
+      deadline, "all-gather");
 }
 
 absl::Status Communicator::ReduceScatter(const void* send, void* recv, size_t count, DType dtype,
                                          ReduceOp op, absl::Time deadline) {
   LS_RETURN_IF_ERROR(CheckSendRecv("reduce-scatter", rank(), send, recv, count));
-  return RunNow([=] {
-    const size_t block = count * DTypeSize(dtype);
-    scratch_.resize(block * size());
-    if (block > 0) std::memcpy(scratch_.data(), send, block * size());
-    LS_RETURN_IF_ERROR(RingReduceScatter(*transport_, options_.chunk_bytes, scratch_.data(), count,
-                                         dtype, op, deadline));
-    if (block > 0) std::memcpy(recv, scratch_.data() + rank() * block, block);
-    return absl::OkStatus();
-  });
+  return RunNow(
+      [=] {
+        const size_t block = count * DTypeSize(dtype);
+        scratch_.resize(block * size());
+        if (block > 0) std::memcpy(scratch_.data(), send, block * size());
+        LS_RETURN_IF_ERROR(RingReduceScatter(*transport_, options_.chunk_bytes, scratch_.data(),
+                                             count, dtype, op, deadline));
+        if (block > 0) std::memcpy(recv, scratch_.data() + rank() * block, block);
+        return absl::OkStatus();
+      },
+      deadline, "reduce-scatter");
 }
 
 absl::Status Communicator::Barrier(absl::Time deadline) {
-  return RunNow([=] { return DisseminationBarrier(*transport_, deadline); });
+  return RunNow([=] { return DisseminationBarrier(*transport_, deadline); }, deadline, "barrier");
 }
 
 }  // namespace collectives

@@ -21,6 +21,14 @@
 // compute. Buffers must stay valid until Wait() returns. Sync calls run on the caller's
 // thread when nothing is queued (no thread hand-off on the latency-critical path).
 //
+// Deadlines: a collective that has not started by its deadline (queued behind slower ones)
+// fails with DEADLINE_EXCEEDED when its turn comes, without running. A sync call queued
+// behind async ones returns DEADLINE_EXCEEDED at its deadline: if its collective has not
+// started it never will (the rank then skipped a collective, so the communicator is failed,
+// as after any deadline); if it has, the call waits for it to end, which is soon, since it
+// runs with its deadline passed. Wait() has no deadline of its own: the collective writes
+// into the caller's buffers until it ends, and its own deadline bounds the wait.
+//
 // Thread model: thread-safe; Abort() may be called from any thread and makes the pending
 // and every later call return ABORTED within 100 ms. The destructor waits for queued calls
 // (each bounded by its deadline; call Abort() first to end them at once).
@@ -50,13 +58,16 @@ namespace collectives {
 // The result of an async collective. Thread model: thread-safe.
 class CollectiveHandle {
  public:
-  // Blocks until the collective finished (bounded by its deadline and by Abort()).
+  // Blocks until the collective finished (bounded by its deadline, those of the collectives
+  // queued before it, and by Abort()).
   absl::Status Wait();
   bool Done();
 
  private:
   friend class Communicator;
   void Finish(absl::Status status);
+  // True once finished; false when `deadline` passes first.
+  bool WaitUntil(absl::Time deadline);
 
   absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
@@ -117,16 +128,21 @@ class Communicator {
   struct Op {
     Body body;
     Handle handle;
+    absl::Time deadline;  // the collective's own; it does not start after it
+    const char* what;     // "all-reduce", ...: for messages
   };
 
   Communicator(std::unique_ptr<Transport> transport, const AlgorithmOptions& options);
-  Handle Submit(Body body);
+  Handle Submit(Body body, absl::Time deadline, const char* what);
   // A handle already finished with `status` (an argument refused before queueing).
   static Handle Finished(absl::Status status);
   // Runs `body` on this thread when nothing is queued (no allocation, no hand-off), else
-  // queues it behind the pending collectives and waits.
+  // queues it behind the pending collectives and waits, until `deadline` (RunQueued).
   template <typename F>
-  absl::Status RunNow(F&& body);
+  absl::Status RunNow(F&& body, absl::Time deadline, const char* what);
+  absl::Status RunQueued(Body body, absl::Time deadline, const char* what);
+  // ABORTED after Abort(), the first error once failed, else OK.
+  absl::Status Usable();
   template <typename F>
   absl::Status Execute(F&& body);
   void WorkerLoop();

@@ -324,6 +324,57 @@ TEST(CommunicatorArgumentTest, NullBuffersAreInvalidArgumentNamingTheArgument) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(bufs[r], std::vector<float>(4, 2.0f)) << "rank " << r;
 }
 
+// A sync call queued behind an async one that waits for a missing peer returns at its own
+// deadline, not the earlier call's; the rank skipped a collective, so later calls fail at once.
+TEST(CommunicatorDeadlineTest, SyncCallQueuedBehindAsyncWorkEndsAtItsOwnDeadline) {
+  auto group = MakeGroup(TransportKind::kInProc, 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  Communicator& rank0 = *(*group)[0];
+  float x = 1;
+  // Rank 1 never calls: this waits until its own deadline, far away, or Abort().
+  Handle pending = rank0.AllReduceAsync(&x, &x, 1, DType::kF32, ReduceOp::kSum, Soon());
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(100);
+  absl::Status s = rank0.Barrier(deadline);
+  const absl::Duration late = absl::Now() - deadline;
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("barrier"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("1 earlier async collective"), absl::string_view::npos) << s;
+  EXPECT_LT(late, absl::Seconds(1));
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(rank0.Barrier(Soon()).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(rank0.AllReduceAsync(&x, &x, 1, DType::kF32, ReduceOp::kSum, Soon())->Wait().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << "a failed communicator answers at once";
+  EXPECT_FALSE(pending->Done());
+  rank0.Abort();
+  EXPECT_EQ(pending->Wait().code(), absl::StatusCode::kAborted);
+}
+
+// An async call still queued when its deadline passes fails when its turn comes, without
+// running (it never reaches the transport), even though the call before it succeeds.
+TEST(CommunicatorDeadlineTest, AsyncCallThatCannotStartByItsDeadlineFailsWithoutRunning) {
+  auto group = MakeWatchedGroup(TransportKind::kInProc, 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  Communicator& rank0 = *group->comms[0];
+  float first = 1, second = 1;
+  Handle h1 = rank0.AllReduceAsync(&first, &first, 1, DType::kF32, ReduceOp::kSum, Soon());
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(50);
+  Handle h2 = rank0.AllReduceAsync(&second, &second, 1, DType::kF32, ReduceOp::kSum, deadline);
+  // The condition is the time itself: rank 1 joins the first call after the second's deadline.
+  absl::SleepFor(deadline - absl::Now());
+  float peer = 2;
+  ASSERT_TRUE(
+      group->comms[1]->AllReduce(&peer, &peer, 1, DType::kF32, ReduceOp::kSum, Soon()).ok());
+  ASSERT_TRUE(h1->Wait().ok());
+  EXPECT_EQ(first, 3.0f);
+  const int entered = group->transports[0]->entered();
+  absl::Status s = h2->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("before it could start"), absl::string_view::npos) << s;
+  EXPECT_EQ(group->transports[0]->entered(), entered) << "the late call ran";
+  EXPECT_EQ(second, 1.0f);
+}
+
 TEST(CommunicatorFailureTest, BadRootIsInvalidArgument) {
   auto group = MakeGroup(TransportKind::kInProc, 1);
   ASSERT_TRUE(group.ok());
