@@ -4,6 +4,8 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -108,6 +110,62 @@ TEST(TcpTransportTest, AbortEndsAReceiveBlockedInPoll) {
   LogAbortLatency("tcp receive", call.latency);
   EXPECT_EQ(call.status.code(), absl::StatusCode::kAborted) << call.status;
   EXPECT_LT(call.latency, kAbortLatencyBound);
+}
+
+// A peer that sends a byte at a time, slowly, wakes poll() before it can time out: the
+// deadline still ends the call.
+TEST(TcpTransportTest, APeerTricklingBytesCannotHoldACallPastItsDeadline) {
+  auto group = ConnectTransports(TransportKind::kTcp, 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<char> in(64);  // 64 bytes, one every 20 ms: 1.3 s
+  std::atomic<bool> done{false};
+  std::thread trickler([&] {
+    const char byte = 1;
+    for (size_t i = 0; i < in.size() && !done.load(); ++i) {
+      if (!(*group)[1]->SendRecv({0, &byte, 1}, {}, Soon()).ok()) return;
+      absl::SleepFor(absl::Milliseconds(20));  // the slow peer under test
+    }
+  });
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(200);
+  absl::Status s = (*group)[0]->SendRecv({}, {1, in.data(), in.size()}, deadline);
+  const absl::Duration late = absl::Now() - deadline;
+  done.store(true);
+  trickler.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("receiving from rank 1"), absl::string_view::npos) << s;
+  EXPECT_LT(late, absl::Milliseconds(500));
+}
+
+// A call whose bytes are always there never waits in poll(), where the deadline used to be
+// checked, yet it must not run past its deadline either: here rank 1 sends 64 KiB at once and
+// rank 0 reduces them slowly, 64 bytes a millisecond (a second in all).
+TEST(TcpTransportTest, ACallThatKeepsMakingProgressStillEndsAtItsDeadline) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  TcpOptions options;
+  options.staging_bytes = 64;  // the sink gets 64 bytes at a time
+  std::vector<std::unique_ptr<TcpTransport>> t(2);
+  RunRanks(2, [&](int r) {
+    auto connected = TcpTransport::Connect({"s", prefix, r, 2}, prefix, &store, options, Soon());
+    ASSERT_TRUE(connected.ok()) << connected.status();
+    t[r] = std::move(connected).value();
+  });
+  ASSERT_TRUE(t[0] != nullptr && t[1] != nullptr);
+  std::vector<char> out(64 << 10, 1), in(out.size());
+  absl::Status sent;
+  std::thread sender([&] { sent = t[1]->SendRecv({0, out.data(), out.size()}, {}, Soon()); });
+  auto slow = [](size_t, const void*, size_t) {
+    absl::SleepFor(absl::Milliseconds(1));  // the slow reduction under test
+  };
+  RecvSink sink(slow);
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(200);
+  absl::Status s = t[0]->SendRecv({}, {1, in.data(), in.size(), 1, &sink}, deadline);
+  const absl::Duration late = absl::Now() - deadline;
+  sender.join();
+  EXPECT_TRUE(sent.ok()) << sent;  // it fits in the socket buffers
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("receiving from rank 1"), absl::string_view::npos) << s;
+  EXPECT_LT(late, absl::Milliseconds(500));
 }
 
 TEST(TcpTransportTest, AbortedPeerIsUnavailableNotASlowPeer) {
