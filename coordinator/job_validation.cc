@@ -14,6 +14,11 @@ absl::Status Invalid(absl::string_view field, absl::string_view what) {
 }
 
 absl::Status ValidateSource(const v1::DataSource& source, absl::string_view field) {
+  if (source.format() == v1::DataSource::RECORDS) {
+    // The worker's input (worker/job_input.cc) reads CSV and generates SYNTHETIC data only.
+    return Invalid(absl::StrCat(field, ".format"),
+                   "RECORDS is not supported by the job executor yet; use CSV");
+  }
   if (source.format() == v1::DataSource::SYNTHETIC) {
     if (source.synthetic_examples() <= 0) {
       return Invalid(absl::StrCat(field, ".synthetic_examples"),
@@ -32,6 +37,38 @@ absl::Status ValidateSource(const v1::DataSource& source, absl::string_view fiel
   if (source.feature_scale() < 0) {
     return Invalid(absl::StrCat(field, ".feature_scale"),
                    absl::StrCat(source.feature_scale(), " must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+// The worker knows the size of an epoch only when it holds the training set in memory:
+// SYNTHETIC data (synthetic_examples per epoch), or CSV files read whole to hold out
+// data.eval_fraction of them (no data.eval source). Otherwise it streams the files and
+// cannot turn epochs into steps (worker/job_input.h, JobInput::train_examples).
+absl::Status CheckEpochsKnowable(const v1::JobSpec& spec) {
+  if (spec.epochs() <= 0) return absl::OkStatus();
+  const v1::DataSpec& data = spec.data();
+  if (data.train().format() == v1::DataSource::SYNTHETIC) {
+    if (data.train().synthetic_examples() < spec.global_batch_size()) {
+      return Invalid("epochs", absl::StrCat("data.train has ", data.train().synthetic_examples(),
+                                            " synthetic examples, fewer than one global batch (",
+                                            spec.global_batch_size(),
+                                            "); raise data.train.synthetic_examples or give "
+                                            "steps instead"));
+    }
+    return absl::OkStatus();
+  }
+  if (data.has_eval()) {
+    return Invalid("epochs",
+                   "with a data.eval source the training files are streamed and the size of an "
+                   "epoch is unknown; give steps instead (or drop data.eval and hold out "
+                   "data.eval_fraction of data.train, which reads it into memory)");
+  }
+  if (data.eval_fraction() <= 0) {
+    return Invalid("epochs",
+                   "with data.eval_fraction 0 the training files are streamed and the size of an "
+                   "epoch is unknown; give steps instead (or set data.eval_fraction > 0, which "
+                   "reads data.train into memory)");
   }
   return absl::OkStatus();
 }
@@ -64,7 +101,15 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (!spec.has_optimizer()) return Invalid("optimizer", "missing");
   if (!spec.has_data() || !spec.data().has_train()) return Invalid("data.train", "missing");
   LS_RETURN_IF_ERROR(ValidateSource(spec.data().train(), "data.train"));
-  if (spec.data().has_eval()) LS_RETURN_IF_ERROR(ValidateSource(spec.data().eval(), "data.eval"));
+  if (spec.data().has_eval()) {
+    LS_RETURN_IF_ERROR(ValidateSource(spec.data().eval(), "data.eval"));
+    if (spec.data().eval().format() == v1::DataSource::SYNTHETIC) {
+      // The worker evaluates on files only; it would silently skip this source.
+      return Invalid("data.eval.format",
+                     "SYNTHETIC evaluation data is not supported; give CSV files, or "
+                     "data.eval_fraction to hold out part of data.train");
+    }
+  }
   if (spec.data().eval_fraction() < 0 || spec.data().eval_fraction() >= 1) {
     return Invalid("data.eval_fraction",
                    absl::StrCat(spec.data().eval_fraction(), " must be in [0, 1)"));
@@ -76,6 +121,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Invalid("steps, epochs", absl::StrCat("exactly one must be positive (got steps=",
                                                  spec.steps(), ", epochs=", spec.epochs(), ")"));
   }
+  LS_RETURN_IF_ERROR(CheckEpochsKnowable(spec));
   if (spec.eval_every_steps() < 0) {
     return Invalid("eval_every_steps", absl::StrCat(spec.eval_every_steps(), " must be >= 0"));
   }
@@ -90,6 +136,13 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                    absl::StrCat(spec.summaries().every_steps(), " must be >= 0"));
   }
   const v1::CommunicationSpec& comm = spec.communication();
+  if (comm.implementation() == v1::CommunicationSpec::NCCL) {
+    // Refused in every build until collectives/ has an NCCL backend
+    // (distribute::CheckImplementation on the worker says the same, but only at start).
+    return Invalid("communication.implementation",
+                   "NCCL is not available: this build has no NCCL backend (not even with "
+                   "--config=cuda yet); use AUTO or RING");
+  }
   if (comm.bytes_per_pack() < 0) {
     return Invalid("communication.bytes_per_pack",
                    absl::StrCat(comm.bytes_per_pack(), " must be >= 0"));
@@ -100,6 +153,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.restart_policy().max_restarts() < 0) {
     return Invalid("restart_policy.max_restarts",
                    absl::StrCat(spec.restart_policy().max_restarts(), " must be >= 0"));
+  }
+  if (spec.restart_policy().max_restarts() > 0) {
+    return Invalid("restart_policy.max_restarts",
+                   absl::StrCat(spec.restart_policy().max_restarts(),
+                                ": restarting from a checkpoint is not implemented yet; use 0 "
+                                "(a lost worker fails the job; resubmit it)"));
   }
   // Last: these touch the file system.
   if (!ckpt.dir().empty()) LS_RETURN_IF_ERROR(chief::CheckWritable(ckpt.dir(), "checkpoint.dir"));

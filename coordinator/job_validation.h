@@ -3,6 +3,12 @@
 // "model.layers[2].dense.units: ...", "checkpoint.dir: ..."), so that `lockstep submit`
 // can show the user exactly what to fix. Stateless functions.
 //
+// Beyond well-formedness, a spec the workers cannot run is refused here rather than failing
+// once scheduled: RECORDS data and SYNTHETIC evaluation data (the executor reads CSV),
+// `epochs` when the worker cannot know the size of an epoch (streamed files: a data.eval
+// source or data.eval_fraction 0), communication.implementation NCCL (no backend yet) and
+// restart_policy.max_restarts > 0 (restarts are not implemented yet).
+//
 // Limitation: checkpoint.dir and summaries.dir are probed (CheckWritable) on the
 // coordinator's host. They are written by the chief; when the chief runs on another host
 // the probe says nothing about it, and the chief reports the error when it starts.

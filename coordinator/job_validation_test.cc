@@ -1,0 +1,100 @@
+#include "coordinator/job_validation.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// A valid spec: a small MLP on CSV files with a held-out fraction (epochs are knowable).
+v1::JobSpec CsvJob() {
+  v1::JobSpec spec;
+  spec.mutable_model()->add_input_shape(8);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(4);
+  spec.mutable_model()->set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
+  spec.mutable_optimizer()->mutable_sgd();
+  spec.mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0.1);
+  spec.mutable_data()->mutable_train()->add_files("data/train.csv");
+  spec.mutable_data()->mutable_train()->set_format(v1::DataSource::CSV);
+  spec.mutable_data()->set_eval_fraction(0.2);
+  spec.set_global_batch_size(64);
+  spec.set_epochs(3);
+  return spec;
+}
+
+// The message of an INVALID_ARGUMENT refusal ("" and a test failure otherwise).
+std::string Refusal(const v1::JobSpec& spec) {
+  absl::Status s = ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  return std::string(s.message());
+}
+
+TEST(JobValidationTest, AcceptsRunnableSpecs) {
+  EXPECT_TRUE(ValidateJobSpec(CsvJob()).ok()) << ValidateJobSpec(CsvJob());
+  v1::JobSpec steps = CsvJob();  // streamed files with an eval source: fine with steps
+  steps.set_epochs(0);
+  steps.set_steps(100);
+  steps.mutable_data()->set_eval_fraction(0);
+  steps.mutable_data()->mutable_eval()->add_files("data/eval.csv");
+  EXPECT_TRUE(ValidateJobSpec(steps).ok()) << ValidateJobSpec(steps);
+  v1::JobSpec synthetic = CsvJob();
+  synthetic.mutable_data()->clear_train();
+  synthetic.mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
+  synthetic.mutable_data()->mutable_train()->set_synthetic_examples(640);
+  EXPECT_TRUE(ValidateJobSpec(synthetic).ok()) << ValidateJobSpec(synthetic);
+  v1::JobSpec ring = CsvJob();
+  ring.mutable_communication()->set_implementation(v1::CommunicationSpec::RING);
+  EXPECT_TRUE(ValidateJobSpec(ring).ok()) << ValidateJobSpec(ring);
+}
+
+TEST(JobValidationTest, EpochsNeedAKnownEpochSize) {
+  v1::JobSpec with_eval = CsvJob();
+  with_eval.mutable_data()->mutable_eval()->add_files("data/eval.csv");
+  EXPECT_THAT(Refusal(with_eval), StartsWith("epochs: with a data.eval source"));
+  EXPECT_THAT(Refusal(with_eval), HasSubstr("give steps instead"));
+
+  v1::JobSpec streamed = CsvJob();
+  streamed.mutable_data()->set_eval_fraction(0);
+  EXPECT_THAT(Refusal(streamed), StartsWith("epochs: with data.eval_fraction 0"));
+  EXPECT_THAT(Refusal(streamed), HasSubstr("give steps instead"));
+
+  v1::JobSpec tiny = CsvJob();
+  tiny.mutable_data()->clear_train();
+  tiny.mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
+  tiny.mutable_data()->mutable_train()->set_synthetic_examples(63);
+  EXPECT_THAT(Refusal(tiny), StartsWith("epochs: data.train has 63 synthetic examples"));
+}
+
+TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
+  v1::JobSpec records = CsvJob();
+  records.mutable_data()->mutable_train()->set_format(v1::DataSource::RECORDS);
+  EXPECT_THAT(Refusal(records), StartsWith("data.train.format: RECORDS is not supported"));
+
+  v1::JobSpec eval_records = CsvJob();
+  eval_records.mutable_data()->mutable_eval()->add_files("data/eval.bin");
+  eval_records.mutable_data()->mutable_eval()->set_format(v1::DataSource::RECORDS);
+  EXPECT_THAT(Refusal(eval_records), StartsWith("data.eval.format: RECORDS is not supported"));
+
+  v1::JobSpec eval_synthetic = CsvJob();
+  eval_synthetic.mutable_data()->mutable_eval()->set_format(v1::DataSource::SYNTHETIC);
+  eval_synthetic.mutable_data()->mutable_eval()->set_synthetic_examples(10);
+  EXPECT_THAT(Refusal(eval_synthetic), StartsWith("data.eval.format: SYNTHETIC"));
+
+  v1::JobSpec nccl = CsvJob();
+  nccl.mutable_communication()->set_implementation(v1::CommunicationSpec::NCCL);
+  EXPECT_THAT(Refusal(nccl), StartsWith("communication.implementation: NCCL is not available"));
+  EXPECT_THAT(Refusal(nccl), HasSubstr("no NCCL backend"));
+
+  v1::JobSpec restarts = CsvJob();
+  restarts.mutable_restart_policy()->set_max_restarts(2);
+  EXPECT_THAT(Refusal(restarts), StartsWith("restart_policy.max_restarts: 2: restarting from a "
+                                            "checkpoint is not implemented yet"));
+}
+
+}  // namespace
+}  // namespace coordinator
+}  // namespace lockstep
