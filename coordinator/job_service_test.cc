@@ -19,6 +19,7 @@ v1::JobSpec SmallJob(int64_t batch = 64) {
   spec.mutable_model()->add_input_shape(8);
   spec.mutable_model()->add_layers()->mutable_dense()->set_units(4);
   spec.mutable_model()->set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
+  spec.mutable_optimizer()->mutable_sgd();
   spec.mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0.1);
   spec.mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
   spec.mutable_data()->mutable_train()->set_synthetic_examples(256);
@@ -134,6 +135,9 @@ TEST_F(JobServiceTest, RefusesBadSpecsNamingTheField) {
   bad = SmallJob();
   bad.mutable_model()->mutable_layers(0)->clear_kind();
   EXPECT_THAT(jobs_->Submit(bad).status().message(), HasSubstr("model.layers[0]"));
+  bad = SmallJob();
+  bad.mutable_optimizer()->mutable_adam()->set_beta1(2);
+  EXPECT_THAT(jobs_->Submit(bad).status().message(), HasSubstr("optimizer.adam.beta1"));
   bad = SmallJob();
   bad.set_epochs(2);
   EXPECT_THAT(jobs_->Submit(bad).status().message(), HasSubstr("steps, epochs"));

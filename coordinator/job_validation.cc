@@ -2,7 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "engine/learning_rate.h"
 #include "engine/model_builder.h"
+#include "engine/optimizer.h"
 #include "worker/chief/file_util.h"
 
 namespace lockstep {
@@ -37,6 +39,24 @@ absl::Status ValidateSource(const v1::DataSource& source, absl::string_view fiel
   if (source.feature_scale() < 0) {
     return Invalid(absl::StrCat(field, ".feature_scale"),
                    absl::StrCat(source.feature_scale(), " must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+// The worker builds its optimizer with engine::Optimizer::Create (through
+// distribute::Trainer); the same checks run here, so a bad optimizer is refused at submit.
+// In two parts, so that every error is named under "optimizer.": the kind and its
+// parameters (with a placeholder schedule), then the schedule, whose errors Create would
+// name "optimizer: learning_rate...". No variables: the checks do not depend on them, and
+// slots for a large model would be allocated for nothing.
+absl::Status ValidateOptimizer(const v1::OptimizerSpec& spec) {
+  v1::OptimizerSpec kind_only = spec;
+  kind_only.mutable_learning_rate()->mutable_constant()->set_value(0);
+  LS_RETURN_IF_ERROR(engine::Optimizer::Create(kind_only, {}).status());
+  absl::StatusOr<engine::LearningRateSchedule> schedule =
+      engine::LearningRateSchedule::Create(spec.learning_rate());
+  if (!schedule.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer.", schedule.status().message()));
   }
   return absl::OkStatus();
 }
@@ -99,6 +119,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat("model.", g.status().message()));
   }
   if (!spec.has_optimizer()) return Invalid("optimizer", "missing");
+  LS_RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));
   if (!spec.has_data() || !spec.data().has_train()) return Invalid("data.train", "missing");
   LS_RETURN_IF_ERROR(ValidateSource(spec.data().train(), "data.train"));
   if (spec.data().has_eval()) {

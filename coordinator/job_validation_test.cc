@@ -95,6 +95,33 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
                                             "checkpoint is not implemented yet"));
 }
 
+TEST(JobValidationTest, RefusesABadOptimizerNamingTheField) {
+  v1::JobSpec empty = CsvJob();
+  empty.mutable_optimizer()->Clear();  // "optimizer": {}
+  EXPECT_THAT(Refusal(empty), StartsWith("optimizer.kind: set one of sgd, momentum, adam"));
+
+  v1::JobSpec beta1 = CsvJob();
+  beta1.mutable_optimizer()->mutable_adam()->set_beta1(2);
+  EXPECT_THAT(Refusal(beta1), StartsWith("optimizer.adam.beta1: "));
+
+  v1::JobSpec momentum = CsvJob();
+  momentum.mutable_optimizer()->mutable_momentum()->set_momentum(1.5);
+  EXPECT_THAT(Refusal(momentum), StartsWith("optimizer.momentum.momentum: "));
+
+  v1::JobSpec no_schedule = CsvJob();
+  no_schedule.mutable_optimizer()->clear_learning_rate();
+  EXPECT_THAT(Refusal(no_schedule), StartsWith("optimizer.learning_rate.schedule: "));
+
+  v1::JobSpec decay = CsvJob();
+  decay.mutable_optimizer()->mutable_learning_rate()->mutable_step_decay()->set_initial(0.1);
+  decay.mutable_optimizer()->mutable_learning_rate()->mutable_step_decay()->set_decay_rate(0.5);
+  EXPECT_THAT(Refusal(decay), StartsWith("optimizer.learning_rate.step_decay.decay_steps: "));
+
+  v1::JobSpec adam = CsvJob();  // defaults filled in: valid
+  adam.mutable_optimizer()->mutable_adam();
+  EXPECT_TRUE(ValidateJobSpec(adam).ok()) << ValidateJobSpec(adam);
+}
+
 }  // namespace
 }  // namespace coordinator
 }  // namespace lockstep
