@@ -92,6 +92,8 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   if (needed == 0 || static_cast<int>(slots.size()) == needed) {
     LS_RETURN_IF_ERROR(CheckBatchDivisible(spec, CountReplicas(spec, slots)));
   }
+  // Last, after every pure check: the file system (it creates nothing).
+  LS_RETURN_IF_ERROR(CheckJobDirectories(spec));
   absl::MutexLock l(&mu_);
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
   LS_ASSIGN_OR_RETURN(v1::JobRecord record, store_->Create(spec.name(), spec.SerializeAsString()));

@@ -60,8 +60,9 @@ class JobService {
   // coordinator. Call once, before serving.
   absl::Status Recover();
 
-  // Validates (INVALID_ARGUMENT naming the field), stores (durably, before returning) and
-  // schedules the job. Returns its id.
+  // Validates (INVALID_ARGUMENT naming the field: the spec, the batch against the workers
+  // ALIVE now, then the output directories, probed without creating anything), stores
+  // (durably, before returning) and schedules the job. Returns its id.
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   // NOT_FOUND naming the id.
   absl::StatusOr<v1::GetJobResponse> Get(const std::string& id);

@@ -1,6 +1,10 @@
 #include "coordinator/job_service.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -142,11 +146,46 @@ TEST_F(JobServiceTest, RefusesBadSpecsNamingTheField) {
   bad.set_epochs(2);
   EXPECT_THAT(jobs_->Submit(bad).status().message(), HasSubstr("steps, epochs"));
   bad = SmallJob();
-  bad.mutable_checkpoint()->set_dir("/proc/no-such-dir/ckpt");
+  bad.mutable_checkpoint()->set_dir("/dev/null/ckpt");
   absl::Status s = jobs_->Submit(bad).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("checkpoint.dir"));
+  bad = SmallJob();
+  bad.mutable_summaries()->set_dir("/dev/null/tb");
+  EXPECT_THAT(jobs_->Submit(bad).status().message(), HasSubstr("summaries.dir"));
   EXPECT_TRUE(jobs_->List(0)->empty());  // nothing refused was stored
+}
+
+TEST_F(JobServiceTest, SubmitCreatesNoDirectory) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  (void)w0, (void)w1;
+  auto exists = [](const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+  };
+  v1::JobSpec refused = SmallJob(63);  // two replicas: refused after the directories are fine
+  refused.mutable_checkpoint()->set_dir(dir_ + "/out/ckpt");
+  refused.mutable_summaries()->set_dir(dir_ + "/out/tb");
+  EXPECT_THAT(jobs_->Submit(refused).status().message(), HasSubstr("global_batch_size"));
+  EXPECT_FALSE(exists(dir_ + "/out"));
+  // Accepted: the chief creates them when the job starts, not the coordinator.
+  v1::JobSpec accepted = refused;
+  accepted.set_global_batch_size(64);
+  ASSERT_TRUE(jobs_->Submit(accepted).ok());
+  EXPECT_FALSE(exists(dir_ + "/out"));
+  // Unwritable: refused naming the field (a file where a directory should be).
+  ASSERT_TRUE(static_cast<bool>(std::ofstream(dir_ + "/file") << "x"));
+  v1::JobSpec file = accepted;
+  file.mutable_summaries()->set_dir(dir_ + "/file/tb");
+  absl::Status s = jobs_->Submit(file).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("summaries.dir: directory '" + dir_ + "/file/tb'"));
+  if (::geteuid() != 0) {  // root may write to any directory
+    ASSERT_EQ(::mkdir((dir_ + "/ro").c_str(), 0555), 0);
+    file.mutable_summaries()->clear_dir();
+    file.mutable_checkpoint()->set_dir(dir_ + "/ro/ckpt");
+    EXPECT_THAT(jobs_->Submit(file).status().message(), HasSubstr("checkpoint.dir: "));
+  }
 }
 
 TEST_F(JobServiceTest, PendingUntilWorkersThenFifo) {

@@ -1,11 +1,11 @@
 #include "coordinator/job_validation.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status.h"
 #include "engine/learning_rate.h"
 #include "engine/model_builder.h"
 #include "engine/optimizer.h"
-#include "worker/chief/file_util.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -181,10 +181,15 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                                 ": restarting from a checkpoint is not implemented yet; use 0 "
                                 "(a lost worker fails the job; resubmit it)"));
   }
-  // Last: these touch the file system.
-  if (!ckpt.dir().empty()) LS_RETURN_IF_ERROR(chief::CheckWritable(ckpt.dir(), "checkpoint.dir"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckJobDirectories(const v1::JobSpec& spec) {
+  if (!spec.checkpoint().dir().empty()) {
+    LS_RETURN_IF_ERROR(CheckDirWritableWithoutCreating(spec.checkpoint().dir(), "checkpoint.dir"));
+  }
   if (!spec.summaries().dir().empty()) {
-    LS_RETURN_IF_ERROR(chief::CheckWritable(spec.summaries().dir(), "summaries.dir"));
+    LS_RETURN_IF_ERROR(CheckDirWritableWithoutCreating(spec.summaries().dir(), "summaries.dir"));
   }
   return absl::OkStatus();
 }

@@ -9,7 +9,7 @@
 // source or data.eval_fraction 0), communication.implementation NCCL (no backend yet) and
 // restart_policy.max_restarts > 0 (restarts are not implemented yet).
 //
-// Limitation: checkpoint.dir and summaries.dir are probed (CheckWritable) on the
+// Limitation: checkpoint.dir and summaries.dir are probed (CheckJobDirectories) on the
 // coordinator's host. They are written by the chief; when the chief runs on another host
 // the probe says nothing about it, and the chief reports the error when it starts.
 #ifndef LOCKSTEP_COORDINATOR_JOB_VALIDATION_H_
@@ -23,10 +23,15 @@
 namespace lockstep {
 namespace coordinator {
 
-// Everything that can be checked without knowing the workers: strategy, model (through
-// engine's model builder), optimizer, data, batch size, steps/epochs, checkpoint and
-// summary settings (directories probed for writing), communication.
+// Everything that can be checked without knowing the workers and without touching the
+// file system: strategy, model (through engine's model builder), optimizer, data, batch
+// size, steps/epochs, checkpoint and summary settings, communication, restart policy.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// checkpoint.dir and summaries.dir (when set) could be created and written on this host
+// (CheckDirWritableWithoutCreating, common/file_util.h): nothing is created, so a job
+// refused later leaves nothing behind. Run it after the pure checks.
+absl::Status CheckJobDirectories(const v1::JobSpec& spec);
 
 // The global batch must split evenly over the replicas in sync.
 absl::Status CheckBatchDivisible(const v1::JobSpec& spec, int64_t num_replicas);
