@@ -1,5 +1,6 @@
 #include "coordinator/job_service.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -52,9 +53,19 @@ v1::JobProgress ProgressOf(const v1::JobReport& r) {
 
 }  // namespace
 
+absl::Duration FailureGraceFor(const MembershipOptions& membership) {
+  return std::max(absl::Seconds(5), membership.heartbeat_timeout + membership.heartbeat_interval);
+}
+
 JobService::JobService(JobStore* store, Membership* membership, Clock* clock,
                        JobServiceOptions options)
-    : store_(store), membership_(membership), clock_(clock), options_(options) {}
+    : store_(store),
+      membership_(membership),
+      clock_(clock),
+      options_(options),
+      failure_grace_(std::max(
+          options.failure_grace,
+          membership->options().heartbeat_timeout + membership->options().heartbeat_interval)) {}
 
 absl::Status JobService::Recover() {
   LS_ASSIGN_OR_RETURN(std::vector<v1::JobRecord> jobs, store_->List(0));
@@ -257,7 +268,7 @@ void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>
     if (r.phase() == v1::JobReport::FAILED && job.failure.empty()) {
       job.failure = absl::StrCat(task.ToString(), " (rank ", rank,
                                  ") failed: ", r.error().empty() ? "no error given" : r.error());
-      job.fail_at = clock_->Now() + options_.failure_grace;
+      job.fail_at = clock_->Now() + failure_grace_;
       AbortOthersLocked(r.job_id(), job, task, job.failure);
     }
     SettleLocked(r.job_id());

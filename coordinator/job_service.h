@@ -11,7 +11,8 @@
 //                      --a worker FAILED--> abort pushed to the others; FAILED with that
 //                        worker's error once the others ended the attempt, or naming a
 //                        task of the job that went LOST meanwhile (a SIGKILLed peer makes
-//                        the others fail first), or after `failure_grace`
+//                        the others fail first), or after the failure grace (at least
+//                        heartbeat_timeout + heartbeat_interval, JobServiceOptions)
 //                      --a worker LOST / re-registered--> FAILED naming it, abort the others
 //                      --Cancel--> CANCELLED, abort pushed to every worker
 // Workers needed: JobSpec.num_workers, or 1 for ONE_DEVICE / MIRRORED / CENTRAL_STORAGE,
@@ -48,9 +49,17 @@ namespace coordinator {
 
 struct JobServiceOptions {
   // After a worker reports FAILED, how long the job waits for its other workers to end
-  // the attempt (or for one to be found LOST, which then names the failure).
+  // the attempt (or for one to be found LOST, which then names the failure). It must
+  // outlast failure detection: a SIGKILLed worker's peers report their collective's error
+  // at once, while it is found LOST only heartbeat_timeout after its last beat. So the
+  // JobService never waits less than its Membership's heartbeat_timeout +
+  // heartbeat_interval (the interval covers the sweep that marks it LOST).
   absl::Duration failure_grace = absl::Seconds(5);
 };
+
+// The failure grace for a coordinator with these heartbeat settings:
+// max(5 s, heartbeat_timeout + heartbeat_interval).
+absl::Duration FailureGraceFor(const MembershipOptions& membership);
 
 class JobService {
  public:
@@ -135,6 +144,8 @@ class JobService {
   Membership* const membership_;
   Clock* const clock_;
   const JobServiceOptions options_;
+  // options_.failure_grace, raised to the membership's failure detection time.
+  const absl::Duration failure_grace_;
 
   absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

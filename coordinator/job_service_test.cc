@@ -37,6 +37,7 @@ class JobServiceTest : public ::testing::Test {
   void SetUp() override {
     dir_ = absl::StrCat(std::getenv("TEST_TMPDIR"), "/",
                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    membership_ = std::make_unique<Membership>(membership_options_, &clock_);
     OpenStore();
   }
   void OpenStore() {
@@ -45,7 +46,7 @@ class JobServiceTest : public ::testing::Test {
     auto store = JobStore::Open({dir_, &clock_});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
-    jobs_ = std::make_unique<JobService>(store_.get(), &membership_, &clock_);
+    jobs_ = std::make_unique<JobService>(store_.get(), membership_.get(), &clock_, job_options_);
     ASSERT_TRUE(jobs_->Recover().ok());
   }
   TaskRef AddWorker(int devices = 1) {
@@ -53,7 +54,7 @@ class JobServiceTest : public ::testing::Test {
     r.address = absl::StrCat("127.0.0.1:", 5000 + next_);
     r.incarnation = 100 + next_++;
     for (int i = 0; i < devices; ++i) r.devices.emplace_back().set_index(i);
-    auto reg = membership_.Register(r);
+    auto reg = membership_->Register(r);
     EXPECT_TRUE(reg.ok()) << reg.status();
     incarnations_[reg->task] = r.incarnation;
     return reg->task;
@@ -76,12 +77,15 @@ class JobServiceTest : public ::testing::Test {
     jobs_->OnReports(t, {r});
   }
   void Beat(const TaskRef& t) {
-    ASSERT_TRUE(membership_.Heartbeat(t, incarnations_[t], "", 0).ok());
+    ASSERT_TRUE(membership_->Heartbeat(t, incarnations_[t], "", 0).ok());
   }
   v1::JobState State(const std::string& id) { return jobs_->Get(id)->job().state(); }
 
   FakeClock clock_;
-  Membership membership_{MembershipOptions{}, &clock_};
+  // Subclasses may set these in their constructor.
+  MembershipOptions membership_options_;
+  JobServiceOptions job_options_;
+  std::unique_ptr<Membership> membership_;
   std::string dir_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<JobService> jobs_;
@@ -221,6 +225,63 @@ TEST_F(JobServiceTest, FailureAbortsOthersAndNamesTheLostTask) {
   EXPECT_EQ(job->job().state(), v1::FAILED);
   EXPECT_THAT(job->job().reason(), HasSubstr("worker/1 (rank 1) was lost"));
   EXPECT_THAT(job->job().reason(), HasSubstr("peer rank 1"));
+}
+
+TEST(FailureGraceTest, OutlastsFailureDetection) {
+  MembershipOptions m;
+  EXPECT_EQ(FailureGraceFor(m), absl::Seconds(5));  // 3 s + 1 s: the 5 s floor
+  m.heartbeat_timeout = absl::Seconds(10);
+  m.heartbeat_interval = absl::Seconds(2);
+  EXPECT_EQ(FailureGraceFor(m), absl::Seconds(12));
+}
+
+// --heartbeat_timeout=10s: a job whose worker was SIGKILLed still fails naming it, although
+// the survivor's error came 10 s before the worker was found LOST (a fixed 5 s grace
+// failed it with the survivor's error first).
+class SlowHeartbeatTest : public JobServiceTest {
+ protected:
+  SlowHeartbeatTest() {
+    membership_options_.heartbeat_timeout = absl::Seconds(10);
+    job_options_.failure_grace = absl::Seconds(5);  // raised to 11 s by the JobService
+  }
+};
+
+TEST_F(SlowHeartbeatTest, FailureWaitsForTheLostWorker) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto id = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
+  Report(w0, *id, 1, v1::JobReport::TRAINING, 3);
+  // worker/1 is SIGKILLed now; worker/0's all-reduce fails at once.
+  Report(w0, *id, 1, v1::JobReport::FAILED, 3, "all-reduce: peer rank 1 closed the connection");
+  for (int s = 0; s < 10; ++s) {  // worker/0 beats on; worker/1 is silent
+    clock_.Advance(absl::Seconds(1));
+    Beat(w0);
+    jobs_->Tick();
+    ASSERT_EQ(State(*id), v1::RUNNING) << "after " << s + 1 << " s";
+  }
+  clock_.Advance(absl::Milliseconds(500));  // 10.5 s: worker/1 is LOST
+  jobs_->Tick();
+  auto job = jobs_->Get(*id);
+  EXPECT_EQ(job->job().state(), v1::FAILED);
+  EXPECT_THAT(job->job().reason(), HasSubstr("worker/1 (rank 1) was lost: no heartbeat for 10s"));
+}
+
+TEST_F(SlowHeartbeatTest, FailureGraceRunsOutWhenNoWorkerIsLost) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto id = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
+  Report(w0, *id, 1, v1::JobReport::FAILED, 3, "loss is NaN");
+  for (int s = 0; s < 10; ++s) {  // worker/1 is alive but never leaves the attempt
+    clock_.Advance(absl::Seconds(1));
+    Beat(w0);
+    Beat(w1);
+    jobs_->Tick();
+  }
+  EXPECT_EQ(State(*id), v1::RUNNING);
+  clock_.Advance(absl::Seconds(1));  // 11 s
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::FAILED);
+  EXPECT_THAT(jobs_->Get(*id)->job().reason(), HasSubstr("worker/0 (rank 0) failed: loss is NaN"));
 }
 
 TEST_F(JobServiceTest, WorkerErrorFailsTheJobOnceOthersStopped) {

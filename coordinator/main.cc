@@ -72,6 +72,9 @@ int Run(sigset_t signals) {
                   absl::FormatDuration(options.membership.heartbeat_interval));
     return 2;
   }
+  // A SIGKILLed worker's peers fail at once; the job waits this long to learn it was lost,
+  // so that its reason names the lost task rather than a peer's broken connection.
+  options.jobs.failure_grace = lockstep::coordinator::FailureGraceFor(options.membership);
 
   std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   if (state_dir.empty()) state_dir = DefaultStateDir();
@@ -101,10 +104,11 @@ int Run(sigset_t signals) {
   }
   spdlog::info(
       "coordinator listening on {}:{}, incarnation {}, heartbeat every {}, LOST after {}, "
-      "jobs in {}",
+      "failure grace {}, jobs in {}",
       options.host, port, lockstep::ShortIncarnation((*server)->incarnation()),
       absl::FormatDuration(options.membership.heartbeat_interval),
-      absl::FormatDuration(options.membership.heartbeat_timeout), state_dir);
+      absl::FormatDuration(options.membership.heartbeat_timeout),
+      absl::FormatDuration(options.jobs.failure_grace), state_dir);
 
   int sig = 0;
   sigwait(&signals, &sig);
