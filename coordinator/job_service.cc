@@ -1,6 +1,7 @@
 #include "coordinator/job_service.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -243,6 +244,11 @@ void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>
           std::find(e->second.tasks.begin(), e->second.tasks.end(), task) !=
               e->second.tasks.end()) {
         e->second.reports[task] = r;
+        if (EndedAttempt(r.phase())) {
+          e->second.leaving.erase(task);  // left: may run the next job
+        } else {
+          e->second.leaving[task] = clock_->Now() + failure_grace_;  // still in it
+        }
       }
       // A report on an attempt that is over: make sure the worker drops it.
       if (!EndedAttempt(r.phase())) {
@@ -357,6 +363,7 @@ void JobService::Shutdown() {
 void JobService::ScheduleLocked() {
   if (shutdown_ || pending_.empty()) return;
   const std::vector<v1::TaskStatus> tasks = membership_->Snapshot();
+  ReleaseLeftLocked(tasks);
   while (!pending_.empty()) {
     const std::string id = *pending_.begin();
     absl::StatusOr<v1::JobRecord> record = store_->Get(id);
@@ -431,9 +438,16 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
 void JobService::EndLocked(const std::string& id, v1::JobState state, const std::string& reason) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
-  if (state != v1::SUCCEEDED) AbortOthersLocked(id, it->second, TaskRef{}, reason);
+  Active& job = it->second;
+  if (state != v1::SUCCEEDED) AbortOthersLocked(id, job, TaskRef{}, reason);
   (void)store_->UpdateState(id, state, reason);
-  ended_[id] = std::move(it->second);
+  for (const TaskRef& t : job.tasks) {
+    auto r = job.reports.find(t);
+    if (r == job.reports.end() || !EndedAttempt(r->second.phase())) {
+      job.leaving[t] = clock_->Now() + failure_grace_;
+    }
+  }
+  ended_[id] = std::move(job);
   active_.erase(it);
   ChangedLocked(id, absl::StrCat(v1::JobState_Name(state), ": ", reason));
 }
@@ -462,9 +476,44 @@ void JobService::ChangedLocked(const std::string& id, std::string message) {
   changes_[id] = {++version_, std::move(message)};
 }
 
+// A worker leaves an ended attempt by reporting its end. Two things release it without
+// that report:
+// - It is no longer ALIVE under the incarnation it was given the job with (LOST,
+//   DEREGISTERED, restarted, gone): that process will report nothing more, and a worker
+//   that finds itself LOST or restarted drops its jobs; it must register again (and so
+//   become ALIVE) before it is given a new one.
+// - It said nothing about the attempt for the failure grace (at least heartbeat_timeout +
+//   heartbeat_interval, so at least one heartbeat fell in it). Every heartbeat carries a
+//   report of every job the worker still holds, finished ones included, so an ALIVE
+//   worker silent about the attempt no longer holds it: it never received the partition,
+//   or its final reports were lost on the way.
+// A worker whose heartbeats keep reporting the attempt as running is NOT released, however
+// long it takes: it says it still holds the job's threads, memory and ports, and a new
+// partition started beside it would compete with it or fail. Every such report is
+// answered with another abort (OnReports); if its executor never returns, the worker is
+// stuck, `lockstep describe` of the ended job shows it, and restarting its lockstepd (a
+// new incarnation) releases it. A silent worker therefore blocks nothing for longer than
+// the grace, and a stuck one blocks only the jobs that would need it.
+void JobService::ReleaseLeftLocked(const std::vector<v1::TaskStatus>& tasks) {
+  std::map<TaskRef, const v1::TaskStatus*> by_ref;
+  for (const v1::TaskStatus& t : tasks) by_ref[RefOf(t)] = &t;
+  const absl::Time now = clock_->Now();
+  for (auto& [id, job] : ended_) {
+    for (auto it = job.leaving.begin(); it != job.leaving.end();) {
+      auto t = by_ref.find(it->first);
+      const bool gone = t == by_ref.end() || t->second->state() != v1::ALIVE ||
+                        t->second->incarnation() != job.incarnations.at(it->first);
+      it = gone || now >= it->second ? job.leaving.erase(it) : std::next(it);
+    }
+  }
+}
+
 bool JobService::IsBusyLocked(const TaskRef& task) const {
   for (const auto& [id, job] : active_) {
     if (std::find(job.tasks.begin(), job.tasks.end(), task) != job.tasks.end()) return true;
+  }
+  for (const auto& [id, job] : ended_) {
+    if (job.leaving.count(task) > 0) return true;
   }
   return false;
 }

@@ -15,6 +15,11 @@
 //                        heartbeat_timeout + heartbeat_interval, JobServiceOptions)
 //                      --a worker LOST / re-registered--> FAILED naming it, abort the others
 //                      --Cancel--> CANCELLED, abort pushed to every worker
+// Leaving: a job that ended keeps each of its workers busy (no new partition is pushed to
+// it) until that worker has left the attempt: it reported its end (DONE, FAILED or
+// ABORTED: its executor has returned and its collectives are closed), or it is no longer
+// ALIVE under the incarnation it was given the job with, or it said nothing about the
+// attempt for the failure grace (see ReleaseLeftLocked for why the bound is silence).
 // Workers needed: JobSpec.num_workers, or 1 for ONE_DEVICE / MIRRORED / CENTRAL_STORAGE,
 // or (0 with MULTI_WORKER_MIRRORED) every ALIVE training worker (type "worker" or
 // "chief"), all of which must be idle. Pending jobs are scheduled oldest first.
@@ -115,6 +120,9 @@ class JobService {
     // Set by the first FAILED report: the reason, and when the job fails regardless.
     std::string failure;
     absl::Time fail_at = absl::InfiniteFuture();
+    // Once the attempt ended: its tasks that have not left it yet, each with the time it
+    // is released unless it reports the attempt again.
+    std::map<TaskRef, absl::Time> leaving;
   };
   struct Mailbox {
     uint64_t incarnation = 0;
@@ -137,6 +145,11 @@ class JobService {
   // and every other worker ended the attempt.
   void SettleLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ChangedLocked(const std::string& id, std::string message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases the tasks of ended attempts that left them (see "Leaving" above), given the
+  // membership snapshot `tasks`.
+  void ReleaseLeftLocked(const std::vector<v1::TaskStatus>& tasks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs an attempt, or has not left one that ended.
   bool IsBusyLocked(const TaskRef& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t VersionLocked(const std::string& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -153,7 +166,8 @@ class JobService {
   std::map<TaskRef, Mailbox> mailboxes_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> pending_ ABSL_GUARDED_BY(mu_);  // ids sort as submitted
   // Attempts that ended: their workers' reports keep arriving until each worker left the
-  // attempt, and GetJob shows them (so "every worker stopped" can be observed).
+  // attempt (Active::leaving: busy until then), and GetJob shows them (so "every worker
+  // stopped" can be observed).
   std::map<std::string, Active> ended_ ABSL_GUARDED_BY(mu_);
   // Per job: a version bumped on every change (WatchJob cursors) and the latest message.
   int64_t version_ ABSL_GUARDED_BY(mu_) = 1;

@@ -309,6 +309,96 @@ TEST_F(JobServiceTest, CancelAbortsEveryWorker) {
   EXPECT_EQ(jobs_->Cancel("job-999999", "").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(JobServiceTest, NextJobWaitsUntilTheCancelledJobsWorkersLeft) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto a = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
+  Report(w0, *a, 1, v1::JobReport::TRAINING, 2);
+  ASSERT_TRUE(jobs_->Cancel(*a, "").ok());
+  auto b = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(State(*b), v1::PENDING);  // both workers are still shutting job A down
+  EXPECT_TRUE(Next(w0).has_abort());
+  EXPECT_TRUE(Next(w1).has_abort());
+  Report(w0, *a, 1, v1::JobReport::TRAINING, 3);  // its heartbeat still shows A running
+  EXPECT_TRUE(Next(w0).has_abort());              // answered with another abort
+  jobs_->Tick();
+  EXPECT_EQ(State(*b), v1::PENDING);
+  Report(w0, *a, 1, v1::JobReport::ABORTED, 3);
+  EXPECT_EQ(State(*b), v1::PENDING);  // worker/1 has not left yet
+  Report(w1, *a, 1, v1::JobReport::ABORTED, 2);
+  EXPECT_EQ(State(*b), v1::RUNNING);
+  const v1::Assignment next = Next(w0);
+  ASSERT_TRUE(next.has_run()) << next.DebugString();
+  EXPECT_EQ(next.run().job_id(), *b);
+}
+
+TEST_F(JobServiceTest, ARestartedWorkerLeavesTheEndedJobAtOnce) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto a = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
+  ASSERT_TRUE(jobs_->Cancel(*a, "").ok());
+  EXPECT_TRUE(Next(w0).has_abort());
+  Report(w0, *a, 1, v1::JobReport::ABORTED);
+  clock_.Advance(absl::Seconds(2));
+  Beat(w0);
+  clock_.Advance(absl::Seconds(2));  // worker/1 silent for 4 s: LOST, then restarted
+  RegisterRequest r;
+  r.task = w1;
+  r.address = "127.0.0.1:5001";
+  r.incarnation = 999;
+  r.devices.emplace_back().set_index(0);
+  ASSERT_TRUE(membership_->Register(r).ok());
+  incarnations_[w1] = r.incarnation;
+  auto b = jobs_->Submit(SmallJob());
+  EXPECT_EQ(State(*b), v1::RUNNING);  // the grace (5 s) has not passed: released as restarted
+  EXPECT_EQ(Next(w1).run().job_id(), *b);
+}
+
+TEST_F(JobServiceTest, AWorkerSilentAboutTheEndedJobIsReleasedAfterTheGrace) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto a = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
+  ASSERT_TRUE(jobs_->Cancel(*a, "").ok());
+  Report(w1, *a, 1, v1::JobReport::ABORTED);
+  auto b = jobs_->Submit(SmallJob());
+  // worker/0 heartbeats but never mentions job A (its final reports were lost): it does
+  // not hold A, and is released once the grace (5 s) passed.
+  for (int s = 0; s < 4; ++s) {
+    clock_.Advance(absl::Seconds(1));
+    Beat(w0);
+    Beat(w1);
+    jobs_->Tick();
+    ASSERT_EQ(State(*b), v1::PENDING) << "after " << s + 1 << " s";
+  }
+  clock_.Advance(absl::Seconds(1));
+  Beat(w0);
+  Beat(w1);
+  jobs_->Tick();
+  EXPECT_EQ(State(*b), v1::RUNNING);
+}
+
+TEST_F(JobServiceTest, AWorkerStillRunningTheEndedJobStaysBusy) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto a = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
+  ASSERT_TRUE(jobs_->Cancel(*a, "").ok());
+  Report(w1, *a, 1, v1::JobReport::ABORTED);
+  EXPECT_TRUE(Next(w0).has_abort());
+  auto b = jobs_->Submit(SmallJob());
+  for (int s = 0; s < 20; ++s) {  // worker/0 is stuck in job A and says so
+    clock_.Advance(absl::Seconds(1));
+    Beat(w0);
+    Beat(w1);
+    Report(w0, *a, 1, v1::JobReport::TRAINING, 3);
+    EXPECT_TRUE(Next(w0).has_abort());  // every report is answered with an abort
+    jobs_->Tick();
+  }
+  EXPECT_EQ(State(*b), v1::PENDING);
+  Report(w0, *a, 1, v1::JobReport::ABORTED, 3);
+  EXPECT_EQ(State(*b), v1::RUNNING);
+}
+
 TEST_F(JobServiceTest, RestartFailsRunningJobsAndKeepsEveryJob) {
   const TaskRef w0 = AddWorker();
   v1::JobSpec one = SmallJob();
