@@ -284,6 +284,50 @@ TEST_F(SlowHeartbeatTest, FailureGraceRunsOutWhenNoWorkerIsLost) {
   EXPECT_THAT(jobs_->Get(*id)->job().reason(), HasSubstr("worker/0 (rank 0) failed: loss is NaN"));
 }
 
+// No survivor has noticed yet (its collectives wait on the lost peer): the coordinator's
+// failure detection alone ends the job and aborts the others, so nothing hangs.
+TEST_F(JobServiceTest, TickFindsALostWorkerAbortsTheOthersAndFailsNamingIt) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker(), w2 = AddWorker();
+  auto id = jobs_->Submit(SmallJob(63));
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run() && Next(w2).has_run());
+  Report(w0, *id, 1, v1::JobReport::TRAINING, 3);
+  Report(w1, *id, 1, v1::JobReport::TRAINING, 3);
+  Report(w2, *id, 1, v1::JobReport::TRAINING, 3);
+  // worker/1 stops beating; the others go on.
+  clock_.Advance(absl::Seconds(2));
+  Beat(w0);
+  Beat(w2);
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RUNNING);  // 2 s of silence: not LOST yet
+  EXPECT_EQ(jobs_->NextAssignment(w0, incarnations_[w0], clock_.Now()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  clock_.Advance(absl::Seconds(2));  // 4 s > heartbeat_timeout (3 s)
+  Beat(w0);
+  Beat(w2);
+  jobs_->Tick();
+  auto job = jobs_->Get(*id);
+  EXPECT_EQ(job->job().state(), v1::FAILED);
+  EXPECT_THAT(job->job().reason(),
+              HasSubstr("worker/1 (rank 1) was lost: no heartbeat for 3s; check that lockstepd "
+                        "at 127.0.0.1:5001 is running"));
+  for (const TaskRef& survivor : {w0, w2}) {
+    const v1::Assignment a = Next(survivor);
+    ASSERT_TRUE(a.has_abort()) << survivor.ToString() << ": " << a.DebugString();
+    EXPECT_EQ(a.abort().job_id(), *id);
+    EXPECT_EQ(a.abort().attempt(), 1);
+    EXPECT_THAT(a.abort().reason(), HasSubstr("worker/1 (rank 1) was lost"));
+  }
+  // Once the survivors have left, they run the next job.
+  v1::JobSpec two = SmallJob();
+  two.set_num_workers(2);
+  auto next = jobs_->Submit(two);
+  EXPECT_EQ(State(*next), v1::PENDING);
+  Report(w0, *id, 1, v1::JobReport::ABORTED, 3);
+  Report(w2, *id, 1, v1::JobReport::ABORTED, 3);
+  EXPECT_EQ(State(*next), v1::RUNNING);
+}
+
 TEST_F(JobServiceTest, WorkerErrorFailsTheJobOnceOthersStopped) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
   auto id = jobs_->Submit(SmallJob());
