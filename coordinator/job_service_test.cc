@@ -80,6 +80,20 @@ class JobServiceTest : public ::testing::Test {
     ASSERT_TRUE(membership_->Heartbeat(t, incarnations_[t], "", 0).ok());
   }
   v1::JobState State(const std::string& id) { return jobs_->Get(id)->job().state(); }
+  // Two one-device workers, and SmallJob() running on them (each took its partition).
+  struct Started {
+    TaskRef w0, w1;
+    std::string id;
+  };
+  Started StartOnTwoWorkers() {
+    Started s{AddWorker(), AddWorker(), ""};
+    auto id = jobs_->Submit(SmallJob());
+    EXPECT_TRUE(id.ok()) << id.status();
+    s.id = id.value_or("");
+    EXPECT_TRUE(Next(s.w0).has_run());
+    EXPECT_TRUE(Next(s.w1).has_run());
+    return s;
+  }
 
   FakeClock clock_;
   // Subclasses may set these in their constructor.
@@ -208,20 +222,18 @@ TEST_F(JobServiceTest, PendingUntilWorkersThenFifo) {
 }
 
 TEST_F(JobServiceTest, FailureAbortsOthersAndNamesTheLostTask) {
-  const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  auto id = jobs_->Submit(SmallJob());
-  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
-  Report(w0, *id, 1, v1::JobReport::TRAINING, 3);
-  Report(w1, *id, 1, v1::JobReport::TRAINING, 3);
+  const auto [w0, w1, id] = StartOnTwoWorkers();
+  Report(w0, id, 1, v1::JobReport::TRAINING, 3);
+  Report(w1, id, 1, v1::JobReport::TRAINING, 3);
   // worker/1 is SIGKILLed: worker/0's collective fails first.
-  Report(w0, *id, 1, v1::JobReport::FAILED, 3, "all-reduce: peer rank 1 closed the connection");
-  EXPECT_EQ(State(*id), v1::RUNNING);  // waits to learn whether a peer was lost
+  Report(w0, id, 1, v1::JobReport::FAILED, 3, "all-reduce: peer rank 1 closed the connection");
+  EXPECT_EQ(State(id), v1::RUNNING);  // waits to learn whether a peer was lost
   EXPECT_TRUE(Next(w1).has_abort());
   clock_.Advance(absl::Seconds(2));
   Beat(w0);
   clock_.Advance(absl::Seconds(2));  // worker/1 silent for 4 s > 3 s
   jobs_->Tick();
-  auto job = jobs_->Get(*id);
+  auto job = jobs_->Get(id);
   EXPECT_EQ(job->job().state(), v1::FAILED);
   EXPECT_THAT(job->job().reason(), HasSubstr("worker/1 (rank 1) was lost"));
   EXPECT_THAT(job->job().reason(), HasSubstr("peer rank 1"));
@@ -247,41 +259,37 @@ class SlowHeartbeatTest : public JobServiceTest {
 };
 
 TEST_F(SlowHeartbeatTest, FailureWaitsForTheLostWorker) {
-  const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  auto id = jobs_->Submit(SmallJob());
-  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
-  Report(w0, *id, 1, v1::JobReport::TRAINING, 3);
+  const auto [w0, w1, id] = StartOnTwoWorkers();
+  Report(w0, id, 1, v1::JobReport::TRAINING, 3);
   // worker/1 is SIGKILLed now; worker/0's all-reduce fails at once.
-  Report(w0, *id, 1, v1::JobReport::FAILED, 3, "all-reduce: peer rank 1 closed the connection");
+  Report(w0, id, 1, v1::JobReport::FAILED, 3, "all-reduce: peer rank 1 closed the connection");
   for (int s = 0; s < 10; ++s) {  // worker/0 beats on; worker/1 is silent
     clock_.Advance(absl::Seconds(1));
     Beat(w0);
     jobs_->Tick();
-    ASSERT_EQ(State(*id), v1::RUNNING) << "after " << s + 1 << " s";
+    ASSERT_EQ(State(id), v1::RUNNING) << "after " << s + 1 << " s";
   }
   clock_.Advance(absl::Milliseconds(500));  // 10.5 s: worker/1 is LOST
   jobs_->Tick();
-  auto job = jobs_->Get(*id);
+  auto job = jobs_->Get(id);
   EXPECT_EQ(job->job().state(), v1::FAILED);
   EXPECT_THAT(job->job().reason(), HasSubstr("worker/1 (rank 1) was lost: no heartbeat for 10s"));
 }
 
 TEST_F(SlowHeartbeatTest, FailureGraceRunsOutWhenNoWorkerIsLost) {
-  const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  auto id = jobs_->Submit(SmallJob());
-  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
-  Report(w0, *id, 1, v1::JobReport::FAILED, 3, "loss is NaN");
+  const auto [w0, w1, id] = StartOnTwoWorkers();
+  Report(w0, id, 1, v1::JobReport::FAILED, 3, "loss is NaN");
   for (int s = 0; s < 10; ++s) {  // worker/1 is alive but never leaves the attempt
     clock_.Advance(absl::Seconds(1));
     Beat(w0);
     Beat(w1);
     jobs_->Tick();
   }
-  EXPECT_EQ(State(*id), v1::RUNNING);
+  EXPECT_EQ(State(id), v1::RUNNING);
   clock_.Advance(absl::Seconds(1));  // 11 s
   jobs_->Tick();
-  EXPECT_EQ(State(*id), v1::FAILED);
-  EXPECT_THAT(jobs_->Get(*id)->job().reason(), HasSubstr("worker/0 (rank 0) failed: loss is NaN"));
+  EXPECT_EQ(State(id), v1::FAILED);
+  EXPECT_THAT(jobs_->Get(id)->job().reason(), HasSubstr("worker/0 (rank 0) failed: loss is NaN"));
 }
 
 // No survivor has noticed yet (its collectives wait on the lost peer): the coordinator's
@@ -329,48 +337,42 @@ TEST_F(JobServiceTest, TickFindsALostWorkerAbortsTheOthersAndFailsNamingIt) {
 }
 
 TEST_F(JobServiceTest, WorkerErrorFailsTheJobOnceOthersStopped) {
-  const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  auto id = jobs_->Submit(SmallJob());
-  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
-  Report(w1, *id, 1, v1::JobReport::FAILED, 0, "data.train.files[0]: no such file");
+  const auto [w0, w1, id] = StartOnTwoWorkers();
+  Report(w1, id, 1, v1::JobReport::FAILED, 0, "data.train.files[0]: no such file");
   EXPECT_TRUE(Next(w0).has_abort());
-  Report(w0, *id, 1, v1::JobReport::ABORTED);
-  auto job = jobs_->Get(*id);
+  Report(w0, id, 1, v1::JobReport::ABORTED);
+  auto job = jobs_->Get(id);
   EXPECT_EQ(job->job().state(), v1::FAILED);
   EXPECT_THAT(job->job().reason(), HasSubstr("worker/1 (rank 1) failed: data.train.files[0]"));
 }
 
 TEST_F(JobServiceTest, CancelAbortsEveryWorker) {
-  const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  auto id = jobs_->Submit(SmallJob());
-  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
-  auto cancelled = jobs_->Cancel(*id, "");
+  const auto [w0, w1, id] = StartOnTwoWorkers();
+  auto cancelled = jobs_->Cancel(id, "");
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_EQ(cancelled->state(), v1::CANCELLED);
-  EXPECT_EQ(Next(w0).abort().job_id(), *id);
+  EXPECT_EQ(Next(w0).abort().job_id(), id);
   EXPECT_EQ(Next(w1).abort().attempt(), 1);
-  EXPECT_EQ(jobs_->Cancel(*id, "").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(jobs_->Cancel(id, "").status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(jobs_->Cancel("job-999999", "").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(JobServiceTest, NextJobWaitsUntilTheCancelledJobsWorkersLeft) {
-  const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  auto a = jobs_->Submit(SmallJob());
-  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
-  Report(w0, *a, 1, v1::JobReport::TRAINING, 2);
-  ASSERT_TRUE(jobs_->Cancel(*a, "").ok());
+  const auto [w0, w1, a] = StartOnTwoWorkers();
+  Report(w0, a, 1, v1::JobReport::TRAINING, 2);
+  ASSERT_TRUE(jobs_->Cancel(a, "").ok());
   auto b = jobs_->Submit(SmallJob());
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(State(*b), v1::PENDING);  // both workers are still shutting job A down
   EXPECT_TRUE(Next(w0).has_abort());
   EXPECT_TRUE(Next(w1).has_abort());
-  Report(w0, *a, 1, v1::JobReport::TRAINING, 3);  // its heartbeat still shows A running
-  EXPECT_TRUE(Next(w0).has_abort());              // answered with another abort
+  Report(w0, a, 1, v1::JobReport::TRAINING, 3);  // its heartbeat still shows A running
+  EXPECT_TRUE(Next(w0).has_abort());             // answered with another abort
   jobs_->Tick();
   EXPECT_EQ(State(*b), v1::PENDING);
-  Report(w0, *a, 1, v1::JobReport::ABORTED, 3);
+  Report(w0, a, 1, v1::JobReport::ABORTED, 3);
   EXPECT_EQ(State(*b), v1::PENDING);  // worker/1 has not left yet
-  Report(w1, *a, 1, v1::JobReport::ABORTED, 2);
+  Report(w1, a, 1, v1::JobReport::ABORTED, 2);
   EXPECT_EQ(State(*b), v1::RUNNING);
   const v1::Assignment next = Next(w0);
   ASSERT_TRUE(next.has_run()) << next.DebugString();
@@ -378,12 +380,10 @@ TEST_F(JobServiceTest, NextJobWaitsUntilTheCancelledJobsWorkersLeft) {
 }
 
 TEST_F(JobServiceTest, ARestartedWorkerLeavesTheEndedJobAtOnce) {
-  const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  auto a = jobs_->Submit(SmallJob());
-  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
-  ASSERT_TRUE(jobs_->Cancel(*a, "").ok());
+  const auto [w0, w1, a] = StartOnTwoWorkers();
+  ASSERT_TRUE(jobs_->Cancel(a, "").ok());
   EXPECT_TRUE(Next(w0).has_abort());
-  Report(w0, *a, 1, v1::JobReport::ABORTED);
+  Report(w0, a, 1, v1::JobReport::ABORTED);
   clock_.Advance(absl::Seconds(2));
   Beat(w0);
   clock_.Advance(absl::Seconds(2));  // worker/1 silent for 4 s: LOST, then restarted
@@ -400,11 +400,9 @@ TEST_F(JobServiceTest, ARestartedWorkerLeavesTheEndedJobAtOnce) {
 }
 
 TEST_F(JobServiceTest, AWorkerSilentAboutTheEndedJobIsReleasedAfterTheGrace) {
-  const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  auto a = jobs_->Submit(SmallJob());
-  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
-  ASSERT_TRUE(jobs_->Cancel(*a, "").ok());
-  Report(w1, *a, 1, v1::JobReport::ABORTED);
+  const auto [w0, w1, a] = StartOnTwoWorkers();
+  ASSERT_TRUE(jobs_->Cancel(a, "").ok());
+  Report(w1, a, 1, v1::JobReport::ABORTED);
   auto b = jobs_->Submit(SmallJob());
   // worker/0 heartbeats but never mentions job A (its final reports were lost): it does
   // not hold A, and is released once the grace (5 s) passed.
@@ -423,23 +421,21 @@ TEST_F(JobServiceTest, AWorkerSilentAboutTheEndedJobIsReleasedAfterTheGrace) {
 }
 
 TEST_F(JobServiceTest, AWorkerStillRunningTheEndedJobStaysBusy) {
-  const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  auto a = jobs_->Submit(SmallJob());
-  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
-  ASSERT_TRUE(jobs_->Cancel(*a, "").ok());
-  Report(w1, *a, 1, v1::JobReport::ABORTED);
+  const auto [w0, w1, a] = StartOnTwoWorkers();
+  ASSERT_TRUE(jobs_->Cancel(a, "").ok());
+  Report(w1, a, 1, v1::JobReport::ABORTED);
   EXPECT_TRUE(Next(w0).has_abort());
   auto b = jobs_->Submit(SmallJob());
   for (int s = 0; s < 20; ++s) {  // worker/0 is stuck in job A and says so
     clock_.Advance(absl::Seconds(1));
     Beat(w0);
     Beat(w1);
-    Report(w0, *a, 1, v1::JobReport::TRAINING, 3);
+    Report(w0, a, 1, v1::JobReport::TRAINING, 3);
     EXPECT_TRUE(Next(w0).has_abort());  // every report is answered with an abort
     jobs_->Tick();
   }
   EXPECT_EQ(State(*b), v1::PENDING);
-  Report(w0, *a, 1, v1::JobReport::ABORTED, 3);
+  Report(w0, a, 1, v1::JobReport::ABORTED, 3);
   EXPECT_EQ(State(*b), v1::RUNNING);
 }
 
