@@ -48,6 +48,17 @@ absl::Status CheckDirWritableWithoutCreating(const std::string& dir, absl::strin
     }
     existing = std::move(next);
   }
+  struct stat st;
+  if (::stat(existing.c_str(), &st) == 0 && (st.st_mode & 0222) == 0) {
+    // Root passes access() on any directory of a read-write file system; a directory whose
+    // mode lets nobody write (as /proc and /sys) is read-only for it too.
+    return NotWritable(field, dir,
+                       whole ? std::string("its mode lets nobody write to it")
+                             : absl::StrCat("cannot create it in '", existing,
+                                            "': its mode lets nobody write to it"),
+                       "that it is (or its nearest existing parent is) a directory this process "
+                       "may create files in");
+  }
   if (::faccessat(AT_FDCWD, existing.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
     return NotWritable(
         field, dir,

@@ -17,12 +17,13 @@ namespace lockstep {
 // creating or writing anything: every component of the path that exists must be a
 // directory (or a link to one), and the deepest one that exists (`dir` itself when it
 // exists) must be writable and searchable by this process (access(W_OK | X_OK) with the
-// effective ids). Relative paths resolve against the working directory.
+// effective ids) and its mode must let someone write to it (so that root, whom access()
+// lets write anywhere on a read-write file system, is refused /proc and /sys, mode 0555).
+// Relative paths resolve against the working directory.
 // On failure: INVALID_ARGUMENT "<field>: directory '<dir>' is not writable: <why>; check
 // that ...", naming the job spec field (e.g. "checkpoint.dir").
-// Limitation: for root, access() grants writing on any file system mounted read-write,
-// including pseudo file systems such as /proc that refuse new directories; such paths
-// pass and the chief reports the error when it creates the directory.
+// Limitation: what the file system itself refuses (a full disk, a quota, a pseudo file
+// system with write bits) passes, and the chief reports it when it creates the directory.
 absl::Status CheckDirWritableWithoutCreating(const std::string& dir, absl::string_view field);
 
 }  // namespace lockstep

@@ -60,13 +60,18 @@ TEST_F(FileUtilTest, ADanglingLinkIsRefused) {
 }
 
 TEST_F(FileUtilTest, AReadOnlyParentIsRefused) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root may write to any directory";
   const std::string ro = dir_ + "/ro";
   ASSERT_EQ(::mkdir(ro.c_str(), 0555), 0);
   absl::Status s = CheckDirWritableWithoutCreating(ro + "/ckpt", "checkpoint.dir");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("cannot create it in '" + ro + "'"));
   EXPECT_FALSE(CheckDirWritableWithoutCreating(ro, "checkpoint.dir").ok());
+}
+
+TEST_F(FileUtilTest, ProcIsRefusedEvenForRoot) {
+  absl::Status s = CheckDirWritableWithoutCreating("/proc/lockstep-probe/ckpt", "checkpoint.dir");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("cannot create it in '/proc'"));
 }
 
 TEST_F(FileUtilTest, EmptyPathIsRefused) {
