@@ -55,6 +55,7 @@ class WatchedTransport final : public Transport {
   int size() const override { return inner_->size(); }
   absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv, absl::Time deadline) override;
   void Abort() override { inner_->Abort(); }
+  void AbortOnPeerFailure(int failed_rank) override { inner_->AbortOnPeerFailure(failed_rank); }
   std::shared_ptr<TransportHeap> heap() const override { return inner_->heap(); }
 
   // SendRecv calls started so far.
