@@ -26,7 +26,7 @@ v1::JobSpec SmallJob() {
       "name": "small",
       "model": {"inputShape": [8], "layers": [{"dense": {"units": 4}}],
                 "loss": "SPARSE_CATEGORICAL_CROSSENTROPY"},
-      "optimizer": {"learningRate": {"constant": {"value": 0.1}}},
+      "optimizer": {"sgd": {}, "learningRate": {"constant": {"value": 0.1}}},
       "data": {"train": {"format": "SYNTHETIC", "syntheticExamples": 256}},
       "globalBatchSize": 8, "steps": 10})",
                                        "small job");
