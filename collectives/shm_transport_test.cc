@@ -353,6 +353,35 @@ TEST(ShmTransportTest, SmallMessagesArriveWholeWhateverTheirPayload) {
 namespace lockstep::collectives {
 namespace {
 
+// A call whose bytes are always there never waits, where the deadline used to be checked, yet
+// it must not run past its deadline either: rank 1 streams 16 MiB through a 64 KiB ring and
+// rank 0 reduces each ring's worth slowly, a millisecond a piece (256 pieces in all).
+TEST(ShmTransportTest, ACallThatKeepsMakingProgressStillEndsAtItsDeadline) {
+  ShmOptions small_ring;
+  small_ring.ring_bytes = 64 << 10;
+  auto group = ConnectGroup({small_ring, small_ring});
+  ASSERT_EQ(group.size(), 2u);
+  ASSERT_TRUE(group[0] != nullptr && group[1] != nullptr);
+  std::vector<char> out(16 << 20, 1), in(out.size());
+  absl::Status sent;
+  std::thread sender([&] {
+    sent = group[1]->SendRecv({0, out.data(), out.size()}, {}, absl::Now() + absl::Seconds(60));
+  });
+  auto slow = [](size_t, const void*, size_t) {
+    absl::SleepFor(absl::Milliseconds(1));  // the slow reduction under test
+  };
+  RecvSink sink(slow);
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(100);
+  absl::Status s = group[0]->SendRecv({}, {1, in.data(), in.size(), 1, &sink}, deadline);
+  const absl::Duration late = absl::Now() - deadline;
+  group[1]->Abort();  // the sender would wait for room until its own deadline
+  sender.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("receiving from rank 1"), absl::string_view::npos) << s;
+  EXPECT_LT(late, absl::Milliseconds(500));
+  EXPECT_EQ(sent.code(), absl::StatusCode::kAborted) << sent;
+}
+
 TEST(ShmWaitPolicyTest, SleepsAtOnceOnlyWhenComputeThreadsShareTheCores) {
   // Every rank has a core: spin, then yield for about a millisecond.
   ShmWaitPolicy alone = ChooseShmWaitPolicy(2, 1, 2);
