@@ -167,6 +167,7 @@ void Communicator::WorkerLoop() {
     queue_.pop_front();
     queued_.fetch_sub(1);
     mu_.Unlock();
+    const absl::Time started = absl::Now();
     absl::Status s = Execute([&] {
       // An op that could not start by its deadline fails at once rather than late (and a sync
       // caller that gave up waiting for it, RunQueued, is not held any longer).
@@ -178,20 +179,29 @@ void Communicator::WorkerLoop() {
       }
       return op.body();
     });
+    if (s.ok() && op.all_reduce_bytes > 0) {
+      async_all_reduce_bytes_.fetch_add(static_cast<int64_t>(op.all_reduce_bytes));
+      async_all_reduce_ns_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - started));
+    }
     op.handle->Finish(std::move(s));
     mu_.Lock();
     busy_.store(false);
   }
 }
 
-Handle Communicator::Submit(Body body, absl::Time deadline, const char* what) {
+Communicator::AllReduceTotals Communicator::async_all_reduce_totals() const {
+  return {async_all_reduce_bytes_.load(), absl::Nanoseconds(async_all_reduce_ns_.load())};
+}
+
+Handle Communicator::Submit(Body body, absl::Time deadline, const char* what,
+                            size_t all_reduce_bytes) {
   // A failed or aborted communicator answers at once, not after the collectives queued before
   // (one may run until its deadline).
   absl::Status usable = Usable();
   if (!usable.ok()) return Finished(std::move(usable));
   auto handle = std::make_shared<CollectiveHandle>();
   absl::MutexLock lock(&mu_);
-  queue_.push_back(Op{std::move(body), handle, deadline, what});
+  queue_.push_back(Op{std::move(body), handle, deadline, what, all_reduce_bytes});
   queued_.fetch_add(1);
   return handle;
 }
@@ -264,15 +274,17 @@ Handle Communicator::AllReduceAsync(const void* send, void* recv, size_t count, 
         if (send != recv && count > 0) std::memcpy(recv, send, count * DTypeSize(dtype));
         return collectives::AllReduce(*transport_, options_, recv, count, dtype, op, deadline);
       },
-      deadline, "all-reduce");
+      deadline, "all-reduce", count * DTypeSize(dtype));
 }
 
 Handle Communicator::AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype,
                                           ReduceOp op, absl::Time deadline) {
   absl::Status s = CheckPieces(pieces, dtype);
   if (!s.ok()) return Finished(Annotate(s, absl::StrCat("rank ", rank())));
+  size_t bytes = 0;
+  for (const BufferPiece& p : pieces) bytes += p.bytes;
   return Submit([=] { return AllReducePiecesNow(pieces, dtype, op, deadline); }, deadline,
-                "all-reduce of pieces");
+                "all-reduce of pieces", bytes);
 }
 
 absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> pieces, DType dtype,

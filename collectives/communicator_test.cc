@@ -383,6 +383,32 @@ TEST(CommunicatorFailureTest, BadRootIsInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Async all-reduces (a trainer's gradient packs) are counted, with the time they ran; sync
+// ones are not (their fast path reads no clock).
+TEST(CommunicatorTest, AsyncAllReducesCountTheirBytesAndTime) {
+  auto group = MakeGroup(TransportKind::kInProc, 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<std::vector<float>> x(2, std::vector<float>(1000, 1.0f));
+  RunRanks(2, [&](int r) {
+    Communicator& c = *(*group)[r];
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    ASSERT_TRUE(
+        c.AllReduce(x[r].data(), x[r].data(), 1000, DType::kF32, ReduceOp::kSum, deadline).ok());
+    EXPECT_EQ(c.async_all_reduce_totals().bytes, 0);
+    ASSERT_TRUE(
+        c.AllReduceAsync(x[r].data(), x[r].data(), 1000, DType::kF32, ReduceOp::kSum, deadline)
+            ->Wait()
+            .ok());
+    BufferPiece pieces[] = {{x[r].data(), 400 * sizeof(float)},
+                            {x[r].data() + 400, 600 * sizeof(float)}};
+    ASSERT_TRUE(c.AllReducePiecesAsync(pieces, DType::kF32, ReduceOp::kSum, deadline)->Wait().ok());
+    const Communicator::AllReduceTotals totals = c.async_all_reduce_totals();
+    EXPECT_EQ(totals.bytes, 2 * 1000 * static_cast<int64_t>(sizeof(float)));
+    EXPECT_GT(totals.time, absl::ZeroDuration());
+  });
+  EXPECT_EQ(x[0][0], 8.0f);  // three sums of two ranks
+}
+
 }  // namespace
 }  // namespace collectives
 }  // namespace lockstep

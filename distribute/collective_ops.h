@@ -39,6 +39,9 @@ class CollectiveOps final : public CrossDeviceOps {
                ? HeapAllocator(comms_[local_replica]->heap())
                : nullptr;
   }
+  AllReduceStats GradientAllReduceStats() const override {
+    return StatsOf(comms_.empty() ? nullptr : comms_[0].get());
+  }
 
  private:
   const std::vector<std::unique_ptr<collectives::Communicator>> comms_;

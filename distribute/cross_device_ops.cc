@@ -7,6 +7,11 @@
 
 namespace lockstep::distribute {
 
+CrossDeviceOps::AllReduceStats StatsOf(const collectives::Communicator* comm) {
+  if (comm == nullptr) return {};
+  return {comm->size(), comm->async_all_reduce_totals()};
+}
+
 engine::BufferAllocator HeapAllocator(std::shared_ptr<collectives::TransportHeap> heap) {
   if (heap == nullptr) return nullptr;
   return [heap](size_t bytes) { return collectives::AllocateShared(heap, bytes); };

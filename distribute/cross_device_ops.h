@@ -87,7 +87,20 @@ class CrossDeviceOps {
   // all-reduced in place (the communicator's zero-copy heap, see collectives' transport.h),
   // or null when that gains nothing.
   virtual engine::BufferAllocator GradientAllocator(int local_replica) const { return nullptr; }
+
+  // The group that carries this worker's gradients (the cross-worker communicator, or local
+  // replica 0's rank of a flat group) and what its async all-reduces moved so far (the fused
+  // gradient packs; collectives::Communicator::async_all_reduce_totals): for the bus
+  // bandwidth a worker reports. A group of 1 when there is none.
+  struct AllReduceStats {
+    int group_size = 1;
+    collectives::Communicator::AllReduceTotals totals;
+  };
+  virtual AllReduceStats GradientAllReduceStats() const { return {}; }
 };
+
+// The stats of `comm` (may be null: a group of 1).
+CrossDeviceOps::AllReduceStats StatsOf(const collectives::Communicator* comm);
 
 // Buffers from `heap` (null when it is null or full), returned to it when released. The
 // heap lives while any buffer does.

@@ -48,6 +48,7 @@ class LocalReduceOps final : public CrossDeviceOps {
     return local_replica == 0 && cross_worker_ != nullptr ? HeapAllocator(cross_worker_->heap())
                                                           : nullptr;
   }
+  AllReduceStats GradientAllReduceStats() const override { return StatsOf(cross_worker_); }
 
  private:
   struct Slot {

@@ -285,10 +285,6 @@ absl::Status JobExecutor::RunLoop() {
   UpdateReport([&](v1::JobReport& r) { r.set_summary_dir(chief->summary_dir()); });
   const int64_t summary_every =
       spec.summaries().every_steps() > 0 ? spec.summaries().every_steps() : 10;
-  size_t gradient_bytes = 0;
-  for (const distribute::DistributedVariable& v : trainer->variables()) {
-    gradient_bytes += v.Read(0).num_bytes();
-  }
   const int n = strategy->num_replicas_in_sync();
   // Epochs as this worker's pipeline makes them (the last partial batch of each dropped).
   const TrainEpoch epoch = TrainEpochOf(input, dataset->shard_plan().spec,
@@ -317,6 +313,8 @@ absl::Status JobExecutor::RunLoop() {
     SetState(State::kTraining, "");
   }
   absl::Time window_start = clock_->Now();
+  collectives::Communicator::AllReduceTotals window_reduced =
+      strategy->extended().cross_device_ops().GradientAllReduceStats().totals;
   int64_t window_steps = 0;
   double loss_sum = 0;
   distribute::StepTimes window_times;
@@ -337,10 +335,17 @@ absl::Status JobExecutor::RunLoop() {
       const absl::Duration elapsed = clock_->Now() - window_start;
       const double secs = std::max(absl::ToDoubleSeconds(elapsed), 1e-9);
       const double eps = static_cast<double>(window_steps * global_batch) / secs;
-      // All-reduce bus bandwidth over the whole step (a lower bound: the all-reduce overlaps
-      // the backward pass), ring convention 2(n-1)/n.
+      // The gradient all-reduces' bus bandwidth over the time they ran in this window (not
+      // the step's: they overlap the backward pass), ring convention 2(n-1)/n over the group
+      // that carries them.
+      const distribute::CrossDeviceOps::AllReduceStats stats =
+          strategy->extended().cross_device_ops().GradientAllReduceStats();
+      const int64_t reduced = stats.totals.bytes - window_reduced.bytes;
+      const double reducing_secs = absl::ToDoubleSeconds(stats.totals.time - window_reduced.time);
+      const int g = stats.group_size;
       const double busbw =
-          n > 1 ? 2.0 * (n - 1) / n * gradient_bytes * window_steps / secs / 1e9 : 0.0;
+          g > 1 && reducing_secs > 0 ? 2.0 * (g - 1) / g * reduced / reducing_secs / 1e9 : 0.0;
+      window_reduced = stats.totals;
       const double lr = trainer->optimizer().learning_rate();
       LS_ASSIGN_OR_RETURN(const double train_accuracy,
                           LocalTrainAccuracy(*evaluator, *strategy, *trainer, *next));
