@@ -171,7 +171,7 @@ void Communicator::WorkerLoop() {
     absl::Status s = Execute([&] {
       // An op that could not start by its deadline fails at once rather than late (and a sync
       // caller that gave up waiting for it, RunQueued, is not held any longer).
-      if (absl::Now() >= op.deadline) {
+      if (started >= op.deadline) {
         return absl::DeadlineExceededError(absl::StrCat(
             "rank ", rank(), ": ", op.what,
             " reached its deadline before it could start, queued behind earlier collectives; "
@@ -283,14 +283,12 @@ Handle Communicator::AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, 
   if (!s.ok()) return Finished(Annotate(s, absl::StrCat("rank ", rank())));
   size_t bytes = 0;
   for (const BufferPiece& p : pieces) bytes += p.bytes;
-  return Submit([=] { return AllReducePiecesNow(pieces, dtype, op, deadline); }, deadline,
+  return Submit([=] { return AllReducePiecesNow(pieces, bytes, dtype, op, deadline); }, deadline,
                 "all-reduce of pieces", bytes);
 }
 
-absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> pieces, DType dtype,
-                                              ReduceOp op, absl::Time deadline) {
-  size_t bytes = 0;
-  for (const BufferPiece& p : pieces) bytes += p.bytes;
+absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> pieces, size_t bytes,
+                                              DType dtype, ReduceOp op, absl::Time deadline) {
   const size_t esize = DTypeSize(dtype);
   // Segments as AllReduce cuts a contiguous vector (AlgorithmOptions::segment_bytes).
   size_t seg = bytes;

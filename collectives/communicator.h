@@ -161,8 +161,9 @@ class Communicator {
   void WorkerLoop();
   // INVALID_ARGUMENT for a root outside the group or a null `buf` with count > 0.
   absl::Status CheckBroadcast(const void* buf, size_t count, int root) const;
-  absl::Status AllReducePiecesNow(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
-                                  absl::Time deadline);
+  // `bytes`: the pieces' total.
+  absl::Status AllReducePiecesNow(absl::Span<const BufferPiece> pieces, size_t bytes, DType dtype,
+                                  ReduceOp op, absl::Time deadline);
 
   const std::unique_ptr<Transport> transport_;
   const AlgorithmOptions options_;

@@ -67,8 +67,7 @@ void InProcTransport::AbortOnPeerFailure(int failed_rank) {
 absl::Status InProcTransport::PeerLeft(int peer) const {
   const int failed = hub_->failed_rank_[peer];
   if (failed >= 0 && failed != peer) {
-    return PeerFailure(failed, absl::StrCat("rank ", rank_, ": peer rank ", peer,
-                                            " left the group after peer rank ", failed, " failed"));
+    return RelayedPeerFailure(rank_, peer, failed, "exchanging with");
   }
   return PeerFailure(peer, absl::StrCat("rank ", rank_, ": peer rank ", peer, " has aborted"));
 }

@@ -17,6 +17,13 @@ absl::Status PeerFailure(int failed_rank, absl::string_view message) {
   return s;
 }
 
+absl::Status RelayedPeerFailure(int rank, int peer, int failed_rank, absl::string_view what) {
+  return PeerFailure(failed_rank, absl::StrCat("rank ", rank, ": peer rank ", peer,
+                                               " left the group after peer rank ", failed_rank,
+                                               " failed (seen while ", what, " rank ", peer,
+                                               "); check rank ", failed_rank, "'s logs"));
+}
+
 std::optional<int> FailedRank(const absl::Status& status) {
   auto payload = status.GetPayload(kFailedRankUrl);  // absl::optional<absl::Cord>
   int rank;

@@ -19,6 +19,11 @@ namespace collectives {
 // UNAVAILABLE with `message`, recording that the failure started at `failed_rank`.
 absl::Status PeerFailure(int failed_rank, absl::string_view message);
 
+// What `rank` reports when `peer` left the group because of the failure at `failed_rank`
+// (seen while `what` it: "receiving from", "sending to"): a PeerFailure naming
+// `failed_rank`, so that every survivor names the same culprit.
+absl::Status RelayedPeerFailure(int rank, int peer, int failed_rank, absl::string_view what);
+
 // The rank a failure started at, when `status` records one (PeerFailure; the payload
 // survives lockstep::Annotate).
 std::optional<int> FailedRank(const absl::Status& status);

@@ -16,6 +16,15 @@ TEST(PeerFailureTest, RecordsTheRankAndIsUnavailable) {
   EXPECT_EQ(FailedRank(PeerFailure(0, "x")), 0);
 }
 
+TEST(PeerFailureTest, ARelayedFailureNamesTheRankItStartedAt) {
+  absl::Status s = RelayedPeerFailure(1, 3, 2, "receiving from");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(FailedRank(s), 2);
+  EXPECT_EQ(s.message(),
+            "rank 1: peer rank 3 left the group after peer rank 2 failed (seen while receiving "
+            "from rank 3); check rank 2's logs");
+}
+
 TEST(PeerFailureTest, SurvivesAnnotation) {
   absl::Status s = Annotate(Annotate(PeerFailure(7, "peer gone"), "ring all-reduce"), "rank 2");
   EXPECT_EQ(FailedRank(s), 7);

@@ -765,10 +765,7 @@ absl::Status ShmTransport::CheckPeer(int peer, const char* what) const {
   if (h->aborted.load() != 0) {
     const int failed = h->failed_rank.load(std::memory_order_relaxed);
     if (failed >= 0 && failed != peer && failed < size_) {
-      return PeerFailure(
-          failed, absl::StrCat("rank ", rank_, ": peer rank ", peer,
-                               " left the group after peer rank ", failed, " failed (seen while ",
-                               what, " rank ", peer, "); check rank ", failed, "'s logs"));
+      return RelayedPeerFailure(rank_, peer, failed, what);
     }
     return PeerFailure(peer, absl::StrCat("rank ", rank_, ": peer rank ", peer,
                                           " aborted or failed while ", what, " it"));

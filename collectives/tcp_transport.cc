@@ -87,7 +87,7 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
   // answers (a port scanner, a stuck peer of another group) holds up only itself, for at
   // most handshake_timeout, never the real peers behind it.
   struct Handshake {
-    int fd;  // owned by `result` once done; shut down to end the handshake early
+    int fd;  // closed here unless it joins peers_; shut down to end the handshake early
     bool done = false;
     absl::StatusOr<int> rank = absl::UnknownError("handshake running");
     std::thread thread;
@@ -206,11 +206,10 @@ int TcpTransport::FailedRankToldBy(int peer) const {
     }
     return cause >= 0 && cause != kFailedRankUnknown && cause < size_ ? cause : -1;
   };
-  // The urgent byte arrives before the connection's end: taken at its mark by a short read,
-  // or still pending when this rank has not read that far. A mark at a message boundary is
-  // stepped over by the next read (checking for it there would cost a system call per
-  // message), so then ask the other peers: every rank that leaves because of a failure tells
-  // every peer, and this rank has not read past the marks of those it was not receiving from.
+  // The urgent byte arrives before the connection's end: taken at its mark by a short read
+  // (the pad byte in front of it makes one stop there), or still pending when this rank has
+  // not read that far. `peer` may have had no room to queue it (a full send buffer), so then
+  // ask the other peers: every rank that leaves because of a failure tells every peer.
   const int cause = told(peer);
   if (cause >= 0) return cause;
   for (int r = 0; r < size_; ++r) {
@@ -224,12 +223,7 @@ int TcpTransport::FailedRankToldBy(int peer) const {
 absl::Status TcpTransport::PeerError(int peer, const char* what, int err) const {
   if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
   const int cause = FailedRankToldBy(peer);
-  if (cause >= 0 && cause != peer) {
-    return PeerFailure(
-        cause, absl::StrCat("rank ", rank_, ": peer rank ", peer,
-                            " left the group after peer rank ", cause, " failed (seen while ", what,
-                            " rank ", peer, "); check rank ", cause, "'s logs"));
-  }
+  if (cause >= 0 && cause != peer) return RelayedPeerFailure(rank_, peer, cause, what);
   return PeerFailure(peer, absl::StrCat("rank ", rank_, ": ", what, " peer rank ", peer,
                                         err != 0 ? absl::StrCat(" failed: ", std::strerror(err))
                                                  : std::string(": the connection closed"),
