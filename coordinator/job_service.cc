@@ -54,8 +54,10 @@ v1::JobProgress ProgressOf(const v1::JobReport& r) {
 
 }  // namespace
 
-absl::Duration FailureGraceFor(const MembershipOptions& membership) {
-  return std::max(absl::Seconds(5), membership.heartbeat_timeout + membership.heartbeat_interval);
+absl::Duration EffectiveFailureGrace(const JobServiceOptions& options,
+                                     const MembershipOptions& membership) {
+  return std::max(options.failure_grace,
+                  membership.heartbeat_timeout + membership.heartbeat_interval);
 }
 
 JobService::JobService(JobStore* store, Membership* membership, Clock* clock,
@@ -64,9 +66,7 @@ JobService::JobService(JobStore* store, Membership* membership, Clock* clock,
       membership_(membership),
       clock_(clock),
       options_(options),
-      failure_grace_(std::max(
-          options.failure_grace,
-          membership->options().heartbeat_timeout + membership->options().heartbeat_interval)) {}
+      failure_grace_(EffectiveFailureGrace(options, membership->options())) {}
 
 absl::Status JobService::Recover() {
   LS_ASSIGN_OR_RETURN(std::vector<v1::JobRecord> jobs, store_->List(0));

@@ -62,9 +62,10 @@ struct JobServiceOptions {
   absl::Duration failure_grace = absl::Seconds(5);
 };
 
-// The failure grace for a coordinator with these heartbeat settings:
-// max(5 s, heartbeat_timeout + heartbeat_interval).
-absl::Duration FailureGraceFor(const MembershipOptions& membership);
+// The failure grace a JobService uses: options.failure_grace (5 s by default), raised to
+// heartbeat_timeout + heartbeat_interval, so that a lost worker is found before it expires.
+absl::Duration EffectiveFailureGrace(const JobServiceOptions& options,
+                                     const MembershipOptions& membership);
 
 class JobService {
  public:
@@ -157,8 +158,7 @@ class JobService {
   Membership* const membership_;
   Clock* const clock_;
   const JobServiceOptions options_;
-  // options_.failure_grace, raised to the membership's failure detection time.
-  const absl::Duration failure_grace_;
+  const absl::Duration failure_grace_;  // EffectiveFailureGrace
 
   absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -241,10 +241,11 @@ TEST_F(JobServiceTest, FailureAbortsOthersAndNamesTheLostTask) {
 
 TEST(FailureGraceTest, OutlastsFailureDetection) {
   MembershipOptions m;
-  EXPECT_EQ(FailureGraceFor(m), absl::Seconds(5));  // 3 s + 1 s: the 5 s floor
+  const JobServiceOptions defaults;
+  EXPECT_EQ(EffectiveFailureGrace(defaults, m), absl::Seconds(5));  // 3 s + 1 s: the 5 s floor
   m.heartbeat_timeout = absl::Seconds(10);
   m.heartbeat_interval = absl::Seconds(2);
-  EXPECT_EQ(FailureGraceFor(m), absl::Seconds(12));
+  EXPECT_EQ(EffectiveFailureGrace(defaults, m), absl::Seconds(12));
 }
 
 // --heartbeat_timeout=10s: a job whose worker was SIGKILLed still fails naming it, although

@@ -72,9 +72,6 @@ int Run(sigset_t signals) {
                   absl::FormatDuration(options.membership.heartbeat_interval));
     return 2;
   }
-  // A SIGKILLed worker's peers fail at once; the job waits this long to learn it was lost,
-  // so that its reason names the lost task rather than a peer's broken connection.
-  options.jobs.failure_grace = lockstep::coordinator::FailureGraceFor(options.membership);
 
   std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   if (state_dir.empty()) state_dir = DefaultStateDir();
@@ -108,7 +105,9 @@ int Run(sigset_t signals) {
       options.host, port, lockstep::ShortIncarnation((*server)->incarnation()),
       absl::FormatDuration(options.membership.heartbeat_interval),
       absl::FormatDuration(options.membership.heartbeat_timeout),
-      absl::FormatDuration(options.jobs.failure_grace), state_dir);
+      absl::FormatDuration(
+          lockstep::coordinator::EffectiveFailureGrace(options.jobs, options.membership)),
+      state_dir);
 
   int sig = 0;
   sigwait(&signals, &sig);

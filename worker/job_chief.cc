@@ -26,7 +26,6 @@ absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& 
     eo.dir = spec.summaries().dir();
     eo.filename_suffix = absl::StrCat(".", partition.job_id(), ".", partition.attempt());
     eo.clock = clock;
-    eo.flush_each_event = true;  // TensorBoard follows the job while it trains
     LS_ASSIGN_OR_RETURN(chief->events_, chief::EventWriter::Create(eo));
     chief->summary_dir_ = spec.summaries().dir();
   }

@@ -37,7 +37,7 @@ class JobChief {
   absl::StatusOr<std::string> SaveCheckpoint(int64_t step, const distribute::Trainer& trainer,
                                              const v1::DataPosition& position);
   // One Event of scalars at `step` (tags from chief::summary_tags), in the event file at
-  // once (EventWriter's flush_each_event), so TensorBoard sees it while the job trains.
+  // once (EventWriter flushes each event), so TensorBoard sees it while the job trains.
   absl::Status AddScalars(int64_t step, const std::vector<std::pair<std::string, float>>& scalars);
   // Makes the event file durable (fsync), at the end of the job.
   absl::Status Flush();

@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<EventWriter>> EventWriter::Create(Options options
     ::close(fd);
     return PathError(err, "fdopen event file", path);
   }
-  std::unique_ptr<EventWriter> writer(new EventWriter(path, file, clock, options.flush_each_event));
+  std::unique_ptr<EventWriter> writer(new EventWriter(path, file, clock));
   lockstep::v1::Event first;
   first.set_file_version(std::string(kFileVersion));
   LS_RETURN_IF_ERROR(writer->WriteEvent(std::move(first)));
@@ -72,7 +72,7 @@ absl::Status EventWriter::WriteEvent(lockstep::v1::Event event) {
   if (!error_.ok()) return error_;
   if (std::fwrite(record.data(), 1, record.size(), file_) != record.size()) {
     error_ = PathError(errno, "write event file", path_);
-  } else if (flush_each_event_ && std::fflush(file_) != 0) {
+  } else if (std::fflush(file_) != 0) {  // whole events reach the file as they come
     error_ = PathError(errno, "flush event file", path_);
   }
   return error_;

@@ -6,9 +6,8 @@
 //
 // Each event is handed to the kernel (fflush) as soon as it is added, whole, so TensorBoard
 // reading the file while the job trains sees every event added so far and never half of
-// one (Options::flush_each_event; events come every N steps, so this costs a write(2) per
-// summary). Flush() also fsyncs, so what was added before it survives a machine crash. The
-// destructor flushes and closes.
+// one (events come every N steps, so this costs a write(2) per summary). Flush() fsyncs, so
+// what was added before it survives a machine crash. The destructor flushes and closes.
 //
 // Ownership and threads: the writer owns its file. Every method is thread-safe (one mutex);
 // the chief's training loop and a reporting thread may both add scalars.
@@ -56,9 +55,6 @@ class EventWriter {
     // several writers started in the same second in one directory do not collide.
     std::string filename_suffix;
     Clock* clock = nullptr;  // wall_time of events and the name's seconds; null: real clock
-    // false: events stay in stdio's buffer until Flush() (or a full buffer, which may
-    // leave a partial record in the file for a while).
-    bool flush_each_event = true;
   };
 
   static constexpr absl::string_view kFileVersion = "brain.Event:2";
@@ -86,12 +82,11 @@ class EventWriter {
   const std::string& path() const { return path_; }
 
  private:
-  EventWriter(std::string path, std::FILE* file, Clock* clock, bool flush_each_event)
-      : path_(std::move(path)), clock_(clock), flush_each_event_(flush_each_event), file_(file) {}
+  EventWriter(std::string path, std::FILE* file, Clock* clock)
+      : path_(std::move(path)), clock_(clock), file_(file) {}
 
   const std::string path_;
   Clock* const clock_;
-  const bool flush_each_event_;
   absl::Mutex mu_;
   std::FILE* file_ ABSL_GUARDED_BY(mu_);
   // The first write error; later calls return it (an event file with a hole is not written).
