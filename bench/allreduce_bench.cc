@@ -50,6 +50,7 @@ struct BenchFlags {
   std::string tcp_congestion = "-";  // "-": TcpOptions' default
   size_t chunk_bytes = 0;
   size_t ring_threshold_bytes = 0;
+  size_t doubling_threshold_bytes = 0;
   size_t segment_bytes = 0;
   std::string bind = "auto";  // auto: bind for shm only (measured: it hurts loopback TCP)
   int tcp_buffer_bytes = -1;
@@ -84,7 +85,8 @@ ratio to Gloo and Open MPI measured in the same run. Flags take "--name=value" o
   --fusion=true|false     also time 100 x 40 KiB fused against separate calls (default true)
   --bytes_per_pack=B      fusion pack size (default 4194304)
   --algorithm=auto|ring|hd|rd   force one all-reduce algorithm (default auto)
-  --chunk_bytes=B, --ring_threshold_bytes=B, --segment_bytes=B   AlgorithmOptions overrides
+  --chunk_bytes=B, --ring_threshold_bytes=B, --doubling_threshold_bytes=B,
+  --segment_bytes=B       AlgorithmOptions overrides
   --bind=auto|true|false  pin rank r to CPU r mod cores (auto: for shm only)
   --tcp_buffer_bytes=B, --tcp_busy_polls=N, --tcp_congestion=NAME   TcpOptions overrides
   --shm_spin=N, --shm_yield=N, --shm_ring_bytes=B, --shm_heap=true|false,
@@ -163,6 +165,8 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &f.chunk_bytes);
     } else if (name == "ring_threshold_bytes") {
       ok = absl::SimpleAtoi(value, &f.ring_threshold_bytes);
+    } else if (name == "doubling_threshold_bytes") {
+      ok = absl::SimpleAtoi(value, &f.doubling_threshold_bytes);
     } else if (name == "segment_bytes") {
       ok = absl::SimpleAtoi(value, &f.segment_bytes);
     } else {
@@ -208,6 +212,7 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
   c.tcp_congestion = f.tcp_congestion;
   c.chunk_bytes = f.chunk_bytes;
   c.ring_threshold_bytes = f.ring_threshold_bytes;
+  c.doubling_threshold_bytes = f.doubling_threshold_bytes;
   c.segment_bytes = f.segment_bytes;
   c.results_path = absl::StrCat(dir, "/results.jsonl");
   std::fflush(nullptr);

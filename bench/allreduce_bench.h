@@ -7,7 +7,7 @@
 //   [--peers all|none|mpi|gloo] [--peers_dir DIR] [--algorithm auto|ring|hd]
 //   [--fusion true|false] [--target_s 0.25] [--bytes_per_pack N] [--bind auto|true|false]
 //   [--rounds R (default 1)] [--json_out PATH (every round's rows, one JSON object a line)]
-//   tuning: [--chunk_bytes N] [--ring_threshold_bytes N] [--segment_bytes N] [--shm_spin N]
+//   tuning: [--chunk_bytes N] [--ring_threshold_bytes N] [--doubling_threshold_bytes N] [--segment_bytes N] [--shm_spin N]
 //   [--shm_yield N]
 //           [--shm_heap true|false] (shm: buffers in the zero-copy heap, read in place by
 //            peers; default true; false: ordinary memory, every message through the rings)

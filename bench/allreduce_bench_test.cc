@@ -187,6 +187,7 @@ TEST(AllreduceBenchTest, HelpListsEveryFlagTheParserTakes) {
                            "--algorithm=",
                            "--chunk_bytes=",
                            "--ring_threshold_bytes=",
+                           "--doubling_threshold_bytes=",
                            "--segment_bytes=",
                            "--bind=",
                            "--tcp_buffer_bytes=",

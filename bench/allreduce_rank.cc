@@ -188,6 +188,9 @@ absl::Status RunBenchRank(const RankConfig& c) {
   config.tcp.busy_polls = c.tcp_busy_polls;
   if (c.chunk_bytes > 0) config.algorithms.chunk_bytes = c.chunk_bytes;
   if (c.ring_threshold_bytes > 0) config.algorithms.ring_threshold_bytes = c.ring_threshold_bytes;
+  if (c.doubling_threshold_bytes > 0) {
+    config.algorithms.doubling_threshold_bytes = c.doubling_threshold_bytes;
+  }
   if (c.segment_bytes > 0) config.algorithms.segment_bytes = c.segment_bytes;
   uint64_t largest = 0;
   for (uint64_t b : c.sizes) largest = std::max(largest, b);

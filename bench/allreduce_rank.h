@@ -45,6 +45,7 @@ struct RankConfig {
   std::string tcp_congestion = "-";  // TcpOptions::congestion_control; "-": its default
   size_t chunk_bytes = 0;
   size_t ring_threshold_bytes = 0;
+  size_t doubling_threshold_bytes = 0;
   size_t segment_bytes = 0;  // > 0: AlgorithmOptions::segment_bytes
   int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
