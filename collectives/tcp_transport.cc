@@ -37,7 +37,8 @@ size_t IovBytes(const iovec* iov, size_t n) {
 TcpTransport::TcpTransport(int rank, int size, size_t staging_bytes)
     : rank_(rank),
       size_(size),
-      peers_(size),
+      send_fd_(size),
+      recv_fd_(size),
       staging_(std::max<size_t>(staging_bytes, 64)),
       failed_rank_from_(size, -1) {
   abort_fd_ = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -58,8 +59,19 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
   UniqueFd listen_fd = std::move(listening.first);
   LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/tcp/", me.rank), listening.second));
 
-  // Connect to every lower rank; they accept in any order.
-  for (int peer = 0; peer < me.rank; ++peer) {
+  // Two connections per pair, one per direction: rank r sends to p only on the connection r
+  // opened to p and receives from p only on the one p opened. A connection that carries both
+  // directions makes each side's sends and its peer's incoming segments take turns on one
+  // socket lock (loopback delivers a segment on the sender's CPU, into the receiver's
+  // socket). Measured: two processes on two CPUs exchanging 1 MiB each way, median of 300
+  // exchanges per connection, 125-160 us over two connections against 270-300 us over one;
+  // all-reduce n=2 (bench/allreduce, 8 interleaved runs, medians) 64 KiB 22.1 -> 19.2 us,
+  // 256 KiB 73 -> 66 us, 1 MiB 229 -> 218 us, 2 MiB 463 -> 443 us, 4 MiB 943 -> 892 us.
+  // Order, free of deadlock: connect to every lower rank, accept from every peer, then connect
+  // to every higher rank. Rank 0 accepts at once; a rank's connects to lower ranks find them
+  // accepting (they connected to their own lower ranks first), and its connects to higher ones
+  // come after its accepts, which the higher ranks' first connects completed.
+  auto connect_to = [&](int peer) -> absl::Status {
     LS_ASSIGN_OR_RETURN(std::string address,
                         store->Get(absl::StrCat(key_prefix, "/tcp/", peer), deadline));
     LS_ASSIGN_OR_RETURN(UniqueFd fd, ConnectWithRetry(address, deadline));
@@ -69,13 +81,18 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
       return Annotate(
           s, absl::StrCat("rank ", me.rank, " connecting to rank ", peer, " at ", address));
     }
-    t->peers_[peer] = std::move(fd);
-  }
-  // Accept every higher rank. Refused connections are logged and do not count.
+    t->send_fd_[peer] = std::move(fd);
+    return absl::OkStatus();
+  };
+  for (int peer = 0; peer < me.rank; ++peer) LS_RETURN_IF_ERROR(connect_to(peer));
+  // Accept every other rank. Refused connections are logged and do not count.
   LS_RETURN_IF_ERROR(
       t->AcceptPeers(listen_fd.get(), listening.second, me, key_prefix, options, deadline));
+  for (int peer = me.rank + 1; peer < n; ++peer) LS_RETURN_IF_ERROR(connect_to(peer));
   for (int r = 0; r < n; ++r) {
-    if (r != me.rank) LS_RETURN_IF_ERROR(SetNonBlocking(t->peers_[r].get()));
+    if (r == me.rank) continue;
+    LS_RETURN_IF_ERROR(SetNonBlocking(t->send_fd_[r].get()));
+    LS_RETURN_IF_ERROR(SetNonBlocking(t->recv_fd_[r].get()));
   }
   return t;
 }
@@ -87,7 +104,7 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
   // answers (a port scanner, a stuck peer of another group) holds up only itself, for at
   // most handshake_timeout, never the real peers behind it.
   struct Handshake {
-    int fd;  // closed here unless it joins peers_; shut down to end the handshake early
+    int fd;  // closed here unless it joins recv_fd_; shut down to end the handshake early
     bool done = false;
     absl::StatusOr<int> rank = absl::UnknownError("handshake running");
     std::thread thread;
@@ -105,7 +122,7 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
     for (Handshake& h : running) close(h.fd);
     return why;
   };
-  int missing = size_ - 1 - rank_;
+  int missing = size_ - 1;
   while (missing > 0) {
     // Take the finished handshakes: a proven rank joins, anything else is logged and closed.
     {
@@ -117,13 +134,14 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
         }
         it->thread.join();
         const absl::StatusOr<int>& peer = it->rank;
-        if (!peer.ok() || *peer <= rank_ || peers_[*peer].get() >= 0) {
+        if (!peer.ok() || *peer < 0 || *peer >= size_ || *peer == rank_ ||
+            recv_fd_[*peer].get() >= 0) {
           spdlog::warn("collectives: rank {} ({}) refused a connection: {}", rank_, key_prefix,
                        peer.ok() ? absl::StrCat("unexpected or duplicate rank ", *peer)
                                  : std::string(peer.status().message()));
           close(it->fd);
         } else {
-          peers_[*peer] = UniqueFd(it->fd);
+          recv_fd_[*peer] = UniqueFd(it->fd);
           --missing;
         }
         it = running.erase(it);
@@ -131,11 +149,11 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
     }
     if (missing == 0) break;
     if (absl::Now() >= deadline) {
-      return finish(absl::DeadlineExceededError(
-          absl::StrCat("rank ", rank_, ": ", missing,
-                       " higher rank(s) did not connect by the deadline; "
-                       "are they started, and can they reach ",
-                       address, "?")));
+      return finish(
+          absl::DeadlineExceededError(absl::StrCat("rank ", rank_, ": ", missing,
+                                                   " rank(s) did not connect by the deadline; "
+                                                   "are they started, and can they reach ",
+                                                   address, "?")));
     }
     // Short polls: finished handshakes are taken between them.
     pollfd p{listen_fd, POLLIN, 0};
@@ -161,8 +179,10 @@ void TcpTransport::Abort() {
   aborted_.store(true);
   uint64_t one = 1;
   (void)!write(abort_fd_.get(), &one, sizeof(one));
-  for (auto& fd : peers_) {
-    if (fd.get() >= 0) shutdown(fd.get(), SHUT_RDWR);
+  for (const auto* fds : {&send_fd_, &recv_fd_}) {
+    for (const UniqueFd& fd : *fds) {
+      if (fd.get() >= 0) shutdown(fd.get(), SHUT_RDWR);
+    }
   }
 }
 
@@ -180,16 +200,17 @@ void TcpTransport::AbortOnPeerFailure(int failed_rank) {
   // element in staging, never reduced.
   const unsigned char message[2] = {0, cause};
   for (int r = 0; r < size_; ++r) {
-    if (r == rank_ || r == failed_rank || peers_[r].get() < 0) continue;
+    if (r == rank_ || r == failed_rank || send_fd_[r].get() < 0) continue;
     // Best effort: with the send buffer full nothing can be queued, and the peer then names
     // this rank.
-    (void)::send(peers_[r].get(), message, sizeof(message), MSG_OOB | MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)::send(send_fd_[r].get(), message, sizeof(message),
+                 MSG_OOB | MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   Abort();
 }
 
 void TcpTransport::TakeUrgentByte(int peer) {
-  const int fd = peers_[peer].get();
+  const int fd = recv_fd_[peer].get();
   unsigned char byte;
   if (sockatmark(fd) == 1 && ::recv(fd, &byte, 1, MSG_OOB | MSG_DONTWAIT) == 1) {
     failed_rank_from_[peer] = byte;
@@ -200,8 +221,8 @@ int TcpTransport::FailedRankToldBy(int peer) const {
   auto told = [this](int r) {
     int cause = failed_rank_from_[r];
     unsigned char byte;
-    if (cause < 0 && peers_[r].get() >= 0 &&
-        ::recv(peers_[r].get(), &byte, 1, MSG_OOB | MSG_DONTWAIT) == 1) {
+    if (cause < 0 && recv_fd_[r].get() >= 0 &&
+        ::recv(recv_fd_[r].get(), &byte, 1, MSG_OOB | MSG_DONTWAIT) == 1) {
       cause = byte;
     }
     return cause >= 0 && cause != kFailedRankUnknown && cause < size_ ? cause : -1;
@@ -235,8 +256,8 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
   if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
   const bool sending = send.peer != kNoPeer && send.len > 0;
   const bool receiving = recv.peer != kNoPeer && recv.len > 0;
-  const int sfd = sending ? peers_[send.peer].get() : -1;
-  const int rfd = receiving ? peers_[recv.peer].get() : -1;
+  const int sfd = sending ? send_fd_[send.peer].get() : -1;
+  const int rfd = receiving ? recv_fd_[recv.peer].get() : -1;
   PieceCursor out(send), in(recv);
   iovec iov[kMaxIov];
   size_t sent = 0, received = 0, staged = 0;
@@ -322,13 +343,7 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
     // which a full send buffer would otherwise hide until the deadline. Never a normal end:
     // a peer finishes only after it has received everything we send it.
     if (sending && sent < send.len) fds[nfds++] = {sfd, POLLOUT | POLLRDHUP, 0};
-    if (receiving && received < recv.len) {
-      if (nfds == 1 && sfd == rfd) {
-        fds[0].events |= POLLIN;
-      } else {
-        fds[nfds++] = {rfd, POLLIN, 0};
-      }
-    }
+    if (receiving && received < recv.len) fds[nfds++] = {rfd, POLLIN, 0};
     fds[nfds++] = {abort_fd_.get(), POLLIN, 0};
     const int rc = poll(fds, nfds, PollTimeoutMs(deadline, 1000));
     if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));

@@ -1,9 +1,12 @@
-// TcpTransport: a full mesh of authenticated TCP connections, one per pair of ranks.
+// TcpTransport: a full mesh of authenticated TCP connections, two per pair of ranks, one for
+// each direction.
 //
 // Connect(): every rank listens on an ephemeral port of `listen_host` and publishes
-// "<prefix>/tcp/<rank>" in the Store; it connects to every lower rank and accepts every
-// higher one. Each connection passes the HMAC handshake (tcp_handshake.h) first; a stray
-// connection, a wrong secret or a duplicate rank is logged and closed, and accepting goes on.
+// "<prefix>/tcp/<rank>" in the Store; it opens one connection to every other rank, on which it
+// only sends, and accepts one from every other rank, on which it only receives (the .cc says
+// why, and in which order, free of deadlock). Each connection passes the HMAC handshake
+// (tcp_handshake.h) first; a stray connection, a wrong secret or a duplicate rank is logged
+// and closed, and accepting goes on.
 // Data path: non-blocking sockets, TCP_NODELAY, one poll() over the send and receive
 // sockets plus an eventfd for Abort(); received bytes for reductions go through one staging
 // buffer allocated at connect time (no allocation per message).
@@ -72,8 +75,9 @@ class TcpTransport final : public Transport {
 
  private:
   TcpTransport(int rank, int size, size_t staging_bytes);
-  // Connect(): accepts a connection from every higher rank on `listen_fd` (published as
-  // `address`), each proven by the handshake; refused connections are logged and closed.
+  // Connect(): accepts a connection from every other rank on `listen_fd` (published as
+  // `address`), each proven by the handshake, into recv_fd_; refused connections are logged
+  // and closed.
   absl::Status AcceptPeers(int listen_fd, const std::string& address, const HandshakeIdentity& me,
                            const std::string& key_prefix, const TcpOptions& options,
                            absl::Time deadline);
@@ -92,8 +96,11 @@ class TcpTransport final : public Transport {
 
   const int rank_;
   const int size_;
-  std::vector<UniqueFd> peers_;  // peers_[r]; empty for this rank
-  UniqueFd abort_fd_;            // eventfd, readable after Abort()
+  // send_fd_[r]: the connection this rank opened to r, which carries only what it sends r;
+  // recv_fd_[r]: the one r opened, which carries only what r sends. Empty for this rank.
+  std::vector<UniqueFd> send_fd_;
+  std::vector<UniqueFd> recv_fd_;
+  UniqueFd abort_fd_;  // eventfd, readable after Abort()
   std::atomic<bool> aborted_{false};
   std::vector<char> staging_;
   // failed_rank_from_[r]: the urgent byte rank r sent before it left (TakeUrgentByte), or -1.
