@@ -55,6 +55,7 @@ struct BenchFlags {
   std::string bind = "auto";  // auto: bind for shm only (measured: it hurts loopback TCP)
   int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
+  int64_t tcp_send_window_bytes = -1;
   size_t bytes_per_pack = 4 << 20;
   int rounds = 1;
   // size: each size runs ours and every peer back to back (seconds apart, so that a slow
@@ -88,7 +89,8 @@ ratio to Gloo and Open MPI measured in the same run. Flags take "--name=value" o
   --chunk_bytes=B, --ring_threshold_bytes=B, --doubling_threshold_bytes=B,
   --segment_bytes=B       AlgorithmOptions overrides
   --bind=auto|true|false  pin rank r to CPU r mod cores (auto: for shm only)
-  --tcp_buffer_bytes=B, --tcp_busy_polls=N, --tcp_congestion=NAME   TcpOptions overrides
+  --tcp_buffer_bytes=B, --tcp_busy_polls=N, --tcp_congestion=NAME,
+  --tcp_send_window_bytes=B   TcpOptions overrides
   --shm_spin=N, --shm_yield=N, --shm_ring_bytes=B, --shm_heap=true|false,
   --shm_direct_bytes=B, --shm_cma_bytes=B   ShmOptions overrides
 )";
@@ -143,6 +145,8 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &f.bytes_per_pack) && f.bytes_per_pack > 0;
     } else if (name == "tcp_busy_polls") {
       ok = absl::SimpleAtoi(value, &f.tcp_busy_polls);
+    } else if (name == "tcp_send_window_bytes") {
+      ok = absl::SimpleAtoi(value, &f.tcp_send_window_bytes) && f.tcp_send_window_bytes >= 0;
     } else if (name == "bind") {
       f.bind = value;
       ok = value == "auto" || value == "true" || value == "false";
@@ -203,6 +207,7 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
   c.shm_spin = f.shm_spin;
   c.tcp_buffer_bytes = f.tcp_buffer_bytes;
   c.tcp_busy_polls = f.tcp_busy_polls;
+  c.tcp_send_window_bytes = f.tcp_send_window_bytes;
   c.bytes_per_pack = f.bytes_per_pack;
   c.shm_yield = f.shm_yield;
   c.shm_cma_bytes = f.shm_cma_bytes;

@@ -7,7 +7,8 @@
 //   [--peers all|none|mpi|gloo] [--peers_dir DIR] [--algorithm auto|ring|hd]
 //   [--fusion true|false] [--target_s 0.25] [--bytes_per_pack N] [--bind auto|true|false]
 //   [--rounds R (default 1)] [--json_out PATH (every round's rows, one JSON object a line)]
-//   tuning: [--chunk_bytes N] [--ring_threshold_bytes N] [--doubling_threshold_bytes N] [--segment_bytes N] [--shm_spin N]
+//   tuning: [--chunk_bytes N] [--ring_threshold_bytes N] [--doubling_threshold_bytes N]
+//   [--segment_bytes N] [--shm_spin N]
 //   [--shm_yield N]
 //           [--shm_heap true|false] (shm: buffers in the zero-copy heap, read in place by
 //            peers; default true; false: ordinary memory, every message through the rings)
@@ -15,7 +16,7 @@
 //           [--shm_cma_bytes N] (single-copy CMA from N bytes; 0: off; needs --shm_heap false)
 //           [--shm_ring_bytes N] (per-pair ring; 0: the default)
 //           [--tcp_congestion LIST] (TcpOptions::congestion_control; "" the system's)
-//           [--tcp_buffer_bytes N] [--tcp_busy_polls N]
+//           [--tcp_buffer_bytes N] [--tcp_busy_polls N] [--tcp_send_window_bytes N]
 //
 // argv[0] is skipped (the program or subcommand name). Ranks follow the peers' measuring
 // rules (allreduce_rank.h). --bind auto pins rank r to CPU r mod ncpu for shm, as Open MPI

@@ -191,6 +191,7 @@ TEST(AllreduceBenchTest, HelpListsEveryFlagTheParserTakes) {
                            "--segment_bytes=",
                            "--bind=",
                            "--tcp_buffer_bytes=",
+                           "--tcp_send_window_bytes=",
                            "--tcp_busy_polls=",
                            "--tcp_congestion=",
                            "--shm_spin=",

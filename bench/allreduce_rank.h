@@ -49,6 +49,7 @@ struct RankConfig {
   size_t segment_bytes = 0;  // > 0: AlgorithmOptions::segment_bytes
   int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
+  int64_t tcp_send_window_bytes = -1;  // >= 0: TcpOptions::send_window_bytes
   size_t bytes_per_pack = 4 << 20;
 };
 

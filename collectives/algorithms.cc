@@ -218,7 +218,7 @@ AlgorithmOptions ResolveAlgorithmOptions(AlgorithmOptions options, TransportKind
   auto choose = [](size_t* field, size_t measured) {
     if (*field == kTransportChoice) *field = measured;
   };
-  choose(&options.chunk_bytes, tcp && pair ? kTcpPairChunkBytes : kDefaultChunkBytes);
+  choose(&options.chunk_bytes, kDefaultChunkBytes);
   choose(&options.ring_threshold_bytes,
          shm ? (many && power_of_two ? kShmManyRanksRingThresholdBytes : kShmRingThresholdBytes)
          : tcp && many ? kTcpRingThresholdBytes
@@ -443,7 +443,7 @@ absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, D
     // Whole-vector exchanges: a op b on one side, b op a on the other, bitwise equal.
     // The partner's vector lands in scratch (`base` is being sent meanwhile).
     // Larger vectors use this thread's scratch, kept between calls: no allocation and no
-    // zero-fill per call (TCP pairs run recursive doubling up to 128 KiB).
+    // zero-fill per call (TCP pairs run recursive doubling up to 1 MiB).
     alignas(64) char small[16 << 10];
     thread_local std::unique_ptr<char[]> large;
     thread_local size_t large_bytes = 0;

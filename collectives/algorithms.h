@@ -13,7 +13,7 @@
 // Thresholds, measured with bench/allreduce (n=4, 2-core machine shared with other jobs,
 // see bench/allreduce_bench.cc; n=2 barely cares: every algorithm does one or two exchanges):
 //   TCP: recursive doubling fastest below ~32 KiB (61 us vs 104-150 us for halving-doubling;
-//        with two ranks below 128 KiB, kTcpPairDoublingThresholdBytes),
+//        with two ranks below 1 MiB, kTcpPairDoublingThresholdBytes),
 //        halving-doubling up to ~1 MiB (64 KiB: 185 us vs 268 us ring; 2 MiB with more than
 //        two ranks, kTcpRingThresholdBytes), ring above.
 //   shm: recursive doubling below ~8 KiB (8 B: 5.8 us vs 12 us), halving-doubling up to
@@ -55,19 +55,17 @@ constexpr size_t kShmRingThresholdBytes = 64 << 10;
 constexpr size_t kShmManyRanksRingThresholdBytes = 8 << 20;
 constexpr size_t kShmDoublingThresholdBytes = 8 << 10;
 constexpr size_t kDefaultBroadcastChainThresholdBytes = 256 << 10;
-// TCP with two ranks: ring steps in 256 KiB segments, so that one segment is reduced while
-// the next is on the wire (n=2, 1-8 MiB, 3 interleaved runs: 1 MiB 265-423 us vs 381-727 us
-// with 4 MiB segments, 4 MiB 1.2-2.9 ms vs 1.9-6.0 ms). With four ranks the blocks are
-// already a quarter of the message and 256 KiB segments measured no better (n=4, 1-16 MiB).
-constexpr size_t kTcpPairChunkBytes = 256 << 10;
 // TCP with two ranks: recursive doubling (one exchange of the whole vector each way, each
-// side reducing all of it) below 128 KiB. Two ranks move the same bytes in every algorithm,
-// and one full-duplex exchange beats halving-doubling's two half-size ones while the round
-// trip dominates (n=2, 5 interleaved sweeps each, rank 0's medians, CPUs on one L3:
-// 32 KiB 12-17 us vs 17-25 us halving-doubling, 64 KiB 22-30 vs 24-53); from 128 KiB on,
-// reducing the whole vector on both sides costs more than the round trip saves (128 KiB
-// 50-94 vs 43-92, halving-doubling faster in 4 of 5; 256 KiB and 512 KiB split).
-constexpr size_t kTcpPairDoublingThresholdBytes = 128 << 10;
+// side reducing all of it) below 1 MiB, the ring from 1 MiB on (then each exchange is half
+// the vector, and the ring reduces as bytes arrive). Two ranks move the same bytes in every
+// algorithm, and one full-duplex exchange beats halving-doubling's two half-size ones.
+// Measured n=2 with one connection per direction (bench/allreduce, rank 0's medians over 8-12
+// interleaved runs; against halving-doubling, the ring in 256 KiB segments above 1 MiB):
+// 256 KiB 66 vs 70 us, 512 KiB 94 vs 144 us; in a slower session 67 vs 172 us and 134 vs
+// 179 us. The ring runs in kDefaultChunkBytes messages: TcpOptions::send_window_bytes keeps
+// the bytes in flight down without the stop at every segment that 256 KiB segments cost
+// (1 MiB 199-263 vs 215-277 us, 2 MiB 387-532 vs 437-576 us; tcp_transport.h).
+constexpr size_t kTcpPairDoublingThresholdBytes = 1 << 20;
 // TCP with more than two ranks: halving-doubling up to 2 MiB. Its 2 log2(n) exchanges with one
 // partner each beat the ring's 2(n-1) steps at 1 MiB (n=4 on 2 cores, 4 interleaved runs,
 // medians: 0.74 ms vs 1.00 ms); from 2 MiB on the ring is as fast or faster.

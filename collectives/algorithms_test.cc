@@ -9,7 +9,7 @@ namespace {
 TEST(ResolveAlgorithmOptionsTest, UnsetSizesTakeTheTransportsMeasuredValues) {
   const AlgorithmOptions unset;
   AlgorithmOptions tcp2 = ResolveAlgorithmOptions(unset, TransportKind::kTcp, 2);
-  EXPECT_EQ(tcp2.chunk_bytes, kTcpPairChunkBytes);
+  EXPECT_EQ(tcp2.chunk_bytes, kDefaultChunkBytes);
   EXPECT_EQ(tcp2.doubling_threshold_bytes, kTcpPairDoublingThresholdBytes);
   EXPECT_EQ(tcp2.ring_threshold_bytes, kDefaultRingThresholdBytes);
   EXPECT_EQ(tcp2.segment_bytes, 0u);

@@ -54,7 +54,7 @@ std::vector<Case> EveryDTypeAndOp(std::initializer_list<size_t> counts) {
 TEST_P(AllReduceMatrixTest, MatchesSerialReferenceOnEveryRank) {
   const auto [kind, n, algo] = GetParam();
   // kAuto also crosses the small-message thresholds: shm recursive doubling below 8 KiB and
-  // halving-doubling below 64 KiB; a TCP pair's recursive doubling below 128 KiB.
+  // halving-doubling below 64 KiB; a TCP pair's recursive doubling below 1 MiB.
   RunCases(kind, n, OptionsFor(algo, 64),
            algo == AllReduceAlgorithm::kAuto ? EveryDTypeAndOp({0, 1, 7, 1023, 5000, 40000})
                                              : EveryDTypeAndOp({0, 1, 7, 1023}));

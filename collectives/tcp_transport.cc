@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
   const int n = me.world_size;
   std::unique_ptr<TcpTransport> t(new TcpTransport(me.rank, n, options.staging_bytes));
   t->busy_polls_ = options.busy_polls >= 0 ? options.busy_polls : 64;
+  t->send_window_ = options.send_window_bytes;
   if (n == 1) return t;
   LS_ASSIGN_OR_RETURN(auto listening, ListenEphemeral(options.listen_host, n));
   UniqueFd listen_fd = std::move(listening.first);
@@ -273,12 +274,23 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
         " out); is that rank stopped or overloaded?"));
   };
 
+  // Bytes this call may send now: all that is left, or while it still receives, no more than
+  // send_window_ ahead of what has arrived (TcpOptions::send_window_bytes). Free of deadlock:
+  // ranks blocked on their windows in a cycle would each have sent send_window_ more than its
+  // predecessor, which no cycle allows; a rank whose receive is done sends freely.
+  auto may_send = [&]() -> size_t {
+    if (!sending || sent >= send.len) return 0;
+    const size_t left = send.len - sent;
+    if (send_window_ == 0 || !receiving || received >= recv.len) return left;
+    const size_t limit = received + staged + send_window_;
+    return limit > sent ? std::min(left, limit - sent) : 0;
+  };
   while ((sending && sent < send.len) || (receiving && received < recv.len)) {
     bool progress = false;
-    if (sending && sent < send.len) {
+    if (const size_t allowed = may_send(); allowed > 0) {
       msghdr m{};
       m.msg_iov = iov;
-      m.msg_iovlen = out.Fill(iov, kMaxIov, send.len - sent);
+      m.msg_iovlen = out.Fill(iov, kMaxIov, allowed);
       ssize_t k = ::sendmsg(sfd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k > 0) {
         sent += k;
@@ -341,8 +353,11 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
     int nfds = 0;
     // POLLRDHUP: a peer we still send to has shut its connection down (it left the group),
     // which a full send buffer would otherwise hide until the deadline. Never a normal end:
-    // a peer finishes only after it has received everything we send it.
-    if (sending && sent < send.len) fds[nfds++] = {sfd, POLLOUT | POLLRDHUP, 0};
+    // a peer finishes only after it has received everything we send it. Held back by the
+    // window, this rank waits for bytes to arrive, not for room to send.
+    if (sending && sent < send.len) {
+      fds[nfds++] = {sfd, static_cast<short>((may_send() > 0 ? POLLOUT : 0) | POLLRDHUP), 0};
+    }
     if (receiving && received < recv.len) fds[nfds++] = {rfd, POLLIN, 0};
     fds[nfds++] = {abort_fd_.get(), POLLIN, 0};
     const int rc = poll(fds, nfds, PollTimeoutMs(deadline, 1000));

@@ -50,6 +50,23 @@ struct TcpOptions {
   // progress, and sleeping costs a wake-up per segment (n=4 on 2 cores, 4 rounds, medians:
   // 1 MiB 1.32 -> 1.00 ms, 2 MiB 2.61 -> 1.65 ms with 64 instead of 0).
   int busy_polls = -1;
+  // In a SendRecv that sends and receives at once, send at most this many bytes ahead of what
+  // has arrived; 0: no limit. It bounds the bytes in flight without stopping the exchange at
+  // every segment. With whole messages in flight (the ring's halves of a 1-4 MiB all-reduce
+  // at n=2) a run here is fast or 2-3x slower for all its calls, the kernel then spending most
+  // of its time copying into socket buffers. Measured n=2, bench/allreduce, 6-12 interleaved
+  // runs per value in three sessions, rank 0's per-run medians:
+  //   1 MiB: no limit 173-261 or 436-531 us; 1 MiB 172-232 or 435-693; 512 KiB 169-212 or
+  //          440-648; 384 KiB 198-263; 256 KiB 198-234 (one 481);
+  //   2 MiB: no limit 303-438 or 888-931 us; 1 MiB 301-435 or 895-926; 512 KiB 361-569 or
+  //          917-951; 384 KiB 387-532; 256 KiB 403-465;
+  //   4 MiB: 1 MiB 700-991 or 1827-1998 us; 512 KiB 744-1058 (one 2877); 384 KiB 787-1161;
+  //          256 KiB 834-917.
+  // The ring in 256 KiB segments, each a SendRecv of its own (the previous choice), is slower
+  // and no steadier: 1 MiB 215-277 or 453-676, 2 MiB 437-576 (one 945), 4 MiB 883-1176 us.
+  // n=4 (halving-doubling in 1 MiB segments, exchanges of at most 512 KiB) measured the same
+  // with and without a window, within noise (5 interleaved runs, 256 KiB-16 MiB).
+  size_t send_window_bytes = 384 << 10;
   // How long one incoming connection may take to finish its handshake.
   absl::Duration handshake_timeout = absl::Seconds(5);
 };
@@ -106,6 +123,7 @@ class TcpTransport final : public Transport {
   // failed_rank_from_[r]: the urgent byte rank r sent before it left (TakeUrgentByte), or -1.
   std::vector<int> failed_rank_from_;
   int busy_polls_ = 0;
+  size_t send_window_ = 0;  // TcpOptions::send_window_bytes
 };
 
 }  // namespace collectives

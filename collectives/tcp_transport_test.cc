@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -166,6 +167,91 @@ TEST(TcpTransportTest, ACallThatKeepsMakingProgressStillEndsAtItsDeadline) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_NE(s.message().find("receiving from rank 1"), absl::string_view::npos) << s;
   EXPECT_LT(late, absl::Milliseconds(500));
+}
+
+// Connects n TcpTransports with `options` through one store, one thread per rank.
+std::vector<std::unique_ptr<TcpTransport>> ConnectTcp(int n, const TcpOptions& options) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  std::vector<std::unique_ptr<TcpTransport>> t(n);
+  RunRanks(n, [&](int r) {
+    auto connected = TcpTransport::Connect({"s", prefix, r, n}, prefix, &store, options, Soon());
+    ASSERT_TRUE(connected.ok()) << connected.status();
+    t[r] = std::move(connected).value();
+  });
+  return t;
+}
+
+// A call that sends and receives at once sends no more than send_window_bytes ahead of what
+// has arrived: here rank 1 only listens, so rank 0's 1 MiB stops after the window (without
+// one it would all fit in the socket buffers and arrive).
+TEST(TcpTransportTest, TheSendWindowHoldsSendsToWhatHasArrived) {
+  TcpOptions options;
+  options.send_window_bytes = 64 << 10;
+  auto t = ConnectTcp(2, options);
+  ASSERT_TRUE(t[0] != nullptr && t[1] != nullptr);
+  std::vector<char> out(1 << 20, 1), in(out.size()), never(16);
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(300);
+  absl::Status sender;
+  std::thread rank0([&] {
+    sender = t[0]->SendRecv({1, out.data(), out.size()}, {1, never.data(), never.size()}, deadline);
+  });
+  absl::Status s = t[1]->SendRecv({}, {0, in.data(), in.size()}, deadline);
+  rank0.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("(65536/1048576 bytes in"), absl::string_view::npos) << s;
+  EXPECT_EQ(sender.code(), absl::StatusCode::kDeadlineExceeded) << sender;
+}
+
+// The window never stalls the patterns the algorithms use, however small: a ring where every
+// rank sends to its right and receives from its left (messages of different lengths, one
+// receive reduced through the staging buffer), and a pair whose receive ends long before its
+// send. Every byte arrives in order.
+TEST(TcpTransportTest, ATinySendWindowStallsNoRingAndNoUnevenPair) {
+  TcpOptions options;
+  options.send_window_bytes = 1000;
+  options.staging_bytes = 4096;
+  constexpr int kRanks = 3;
+  auto t = ConnectTcp(kRanks, options);
+  for (const auto& r : t) ASSERT_TRUE(r != nullptr);
+  auto length = [](int r) { return size_t{(1 << 20) + 4 * 7 * r}; };
+  auto byte = [](int r, size_t i) { return static_cast<char>((i * 31 + r * 7) & 0xff); };
+  std::vector<std::vector<char>> out(kRanks), in(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    out[r].resize(length(r));
+    for (size_t i = 0; i < out[r].size(); ++i) out[r][i] = byte(r, i);
+    in[r].assign(length((r + kRanks - 1) % kRanks), 0);
+  }
+  std::vector<absl::Status> status(kRanks);
+  RunRanks(kRanks, [&](int r) {
+    const int right = (r + 1) % kRanks, left = (r + kRanks - 1) % kRanks;
+    char* dst = in[r].data();
+    auto copy = [dst](size_t offset, const void* data, size_t len) {
+      std::memcpy(dst + offset, data, len);
+    };
+    RecvSink sink(copy);
+    RecvSpec recv{left, in[r].data(), in[r].size(), 4, r == 0 ? &sink : nullptr};
+    status[r] = t[r]->SendRecv({right, out[r].data(), out[r].size()}, recv, Soon());
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+    const int left = (r + kRanks - 1) % kRanks;
+    for (size_t i = 0; i < in[r].size(); ++i) {
+      ASSERT_EQ(in[r][i], byte(left, i)) << "rank " << r << " byte " << i;
+    }
+  }
+  // Rank 0 sends 1 MiB and receives 10 bytes; rank 1 the other way round.
+  std::vector<char> big(1 << 20, 3), big_in(big.size()), small(10, 4), small_in(small.size());
+  RunRanks(2, [&](int r) {
+    status[r] = r == 0 ? t[0]->SendRecv({1, big.data(), big.size()},
+                                        {1, small_in.data(), small_in.size()}, Soon())
+                       : t[1]->SendRecv({0, small.data(), small.size()},
+                                        {0, big_in.data(), big_in.size()}, Soon());
+  });
+  ASSERT_TRUE(status[0].ok()) << status[0];
+  ASSERT_TRUE(status[1].ok()) << status[1];
+  EXPECT_EQ(big_in, big);
+  EXPECT_EQ(small_in, small);
 }
 
 TEST(TcpTransportTest, AbortedPeerIsUnavailableNotASlowPeer) {
