@@ -51,28 +51,31 @@ struct TcpOptions {
   // 1 MiB 1.32 -> 1.00 ms, 2 MiB 2.61 -> 1.65 ms with 64 instead of 0).
   int busy_polls = -1;
   // In a SendRecv that sends and receives at once, send at most this many bytes ahead of what
-  // has arrived; 0: no limit. It bounds the bytes in flight without stopping the exchange at
-  // every segment. With whole messages in flight (the ring's halves of a 1-4 MiB all-reduce
-  // at n=2) a run here is fast or 2-3x slower for all its calls, the kernel then spending most
-  // of its time copying into socket buffers. Measured n=2, bench/allreduce, 6-12 interleaved
-  // runs per value in three sessions, rank 0's per-run medians:
-  //   1 MiB: no limit 173-261 or 436-531 us; 1 MiB 172-232 or 435-693; 512 KiB 169-212 or
-  //          440-648; 384 KiB 198-263; 256 KiB 198-234 (one 481);
-  //   2 MiB: no limit 303-438 or 888-931 us; 1 MiB 301-435 or 895-926; 512 KiB 361-569 or
-  //          917-951; 384 KiB 387-532; 256 KiB 403-465;
-  //   4 MiB: 1 MiB 700-991 or 1827-1998 us; 512 KiB 744-1058 (one 2877); 384 KiB 787-1161;
-  //          256 KiB 834-917.
-  // The ring in 256 KiB segments, each a SendRecv of its own (the previous choice), is slower
-  // and no steadier: 1 MiB 215-277 or 453-676, 2 MiB 437-576 (one 945), 4 MiB 883-1176 us.
-  // n=4 (halving-doubling in 1 MiB segments, exchanges of at most 512 KiB) measured the same
-  // with and without a window, within noise (5 interleaved runs, 256 KiB-16 MiB).
-  size_t send_window_bytes = 384 << 10;
+  // has arrived; 0: no limit. It bounds the bytes in flight (and so the socket buffers' share
+  // of the caches) without stopping the exchange at every segment; 2 MiB leaves a 4 MiB
+  // all-reduce of two ranks (2 MiB each way per ring step) unbounded. Measured n=2,
+  // bench/allreduce, 4-6 interleaved runs, rank 0's per-run medians, no limit vs 512 KiB vs
+  // 1 MiB vs 2 MiB: 2 MiB 368-418 vs 458-477 vs 404-416 vs 402-434 us; 4 MiB 902-1037 vs
+  // 986-1034 vs 1002-1155 vs 898-1153; 8 MiB 3125-3677 vs 2836-3066 vs 2720-3268 vs
+  // 2165-3234; 16 MiB 6850-7946 vs 5842-6478 vs 5752-6643 vs 4578-6835. (A first campaign,
+  // before small messages were padded (kMinMessageBytes), saw runs fast or 2-3x slower for
+  // all their calls and credited a 384 KiB window with steadying them; the cause was the
+  // bench's one-byte barriers.)
+  size_t send_window_bytes = 2 << 20;
   // How long one incoming connection may take to finish its handshake.
   absl::Duration handshake_timeout = absl::Seconds(5);
 };
 
 class TcpTransport final : public Transport {
  public:
+  // Messages shorter than this travel padded to it (the receiver drops the padding). A
+  // message of a few bytes leaves a loopback connection slow for the bulk transfers after
+  // it: two processes exchanging 1 MiB each way, each exchange after one of N bytes, median
+  // of 200 exchanges, 4 interleaved rounds: N = 1: 372-989 us, 8: 369-568 us; 16: 128-188 us,
+  // 64: 128-174 us, none: 172-256 us (one 754). Barriers (1 byte) and small all-reduces
+  // otherwise slow the next large all-reduce by about 2x.
+  static constexpr size_t kMinMessageBytes = 64;
+
   static absl::StatusOr<std::unique_ptr<TcpTransport>> Connect(const HandshakeIdentity& me,
                                                                const std::string& key_prefix,
                                                                Store* store,
@@ -98,6 +101,8 @@ class TcpTransport final : public Transport {
   absl::Status AcceptPeers(int listen_fd, const std::string& address, const HandshakeIdentity& me,
                            const std::string& key_prefix, const TcpOptions& options,
                            absl::Time deadline);
+  // SendRecv without the padding of small messages (kMinMessageBytes).
+  absl::Status Move(const SendSpec& send, const RecvSpec& recv, absl::Time deadline);
   // UNAVAILABLE: the connection to `peer` failed (errno `err`) or closed (err == 0), naming
   // the rank the failure started at when `peer` told us (AbortOnPeerFailure).
   absl::Status PeerError(int peer, const char* what, int err) const;

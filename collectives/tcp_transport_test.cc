@@ -4,6 +4,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -113,17 +114,18 @@ TEST(TcpTransportTest, AbortEndsAReceiveBlockedInPoll) {
   EXPECT_LT(call.latency, kAbortLatencyBound);
 }
 
-// A peer that sends a byte at a time, slowly, wakes poll() before it can time out: the
-// deadline still ends the call.
+// A peer that sends a few bytes at a time, slowly, wakes poll() before it can time out: the
+// deadline still ends the call. (Pieces of kMinMessageBytes: shorter messages travel padded.)
 TEST(TcpTransportTest, APeerTricklingBytesCannotHoldACallPastItsDeadline) {
   auto group = ConnectTransports(TransportKind::kTcp, 2);
   ASSERT_TRUE(group.ok()) << group.status();
-  std::vector<char> in(64);  // 64 bytes, one every 20 ms: 1.3 s
+  constexpr size_t kPiece = TcpTransport::kMinMessageBytes;
+  std::vector<char> in(64 * kPiece);  // 64 pieces, one every 20 ms: 1.3 s
   std::atomic<bool> done{false};
   std::thread trickler([&] {
-    const char byte = 1;
-    for (size_t i = 0; i < in.size() && !done.load(); ++i) {
-      if (!(*group)[1]->SendRecv({0, &byte, 1}, {}, Soon()).ok()) return;
+    const std::vector<char> piece(kPiece, 1);
+    for (size_t i = 0; i < 64 && !done.load(); ++i) {
+      if (!(*group)[1]->SendRecv({0, piece.data(), piece.size()}, {}, Soon()).ok()) return;
       absl::SleepFor(absl::Milliseconds(20));  // the slow peer under test
     }
   });
@@ -252,6 +254,51 @@ TEST(TcpTransportTest, ATinySendWindowStallsNoRingAndNoUnevenPair) {
   ASSERT_TRUE(status[1].ok()) << status[1];
   EXPECT_EQ(big_in, big);
   EXPECT_EQ(small_in, small);
+}
+
+// Messages shorter than kMinMessageBytes travel padded; both sides must drop the same
+// padding, whatever the message is made of (one buffer or pieces, copied or handed to a sink),
+// or every later message would be read out of step.
+TEST(TcpTransportTest, SmallMessagesOfEveryShapeKeepTheStreamInStep) {
+  auto t = ConnectTcp(2, TcpOptions{});
+  ASSERT_TRUE(t[0] != nullptr && t[1] != nullptr);
+  std::vector<char> big(1 << 20), big_in(big.size());
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 13);
+  for (size_t len = 1; len <= 2 * TcpTransport::kMinMessageBytes; len += 7) {
+    for (int shape = 0; shape < 3; ++shape) {  // 0: buffers, 1: pieces, 2: into a sink
+      std::vector<char> out(len), in(len, 0);
+      for (size_t i = 0; i < len; ++i) out[i] = static_cast<char>(len * 31 + i + shape);
+      const size_t half = len / 2;
+      const BufferPiece out_pieces[2] = {{out.data(), half}, {out.data() + half, len - half}};
+      const BufferPiece in_pieces[2] = {{in.data(), half}, {in.data() + half, len - half}};
+      char* dst = in.data();
+      auto copy = [dst](size_t offset, const void* data, size_t n) {
+        std::memcpy(dst + offset, data, n);
+      };
+      RecvSink sink(copy);
+      SendSpec send{1, out.data(), len};
+      RecvSpec recv{0, in.data(), len};
+      if (shape == 1) {
+        send.pieces = out_pieces;
+        recv.pieces = in_pieces;
+      }
+      if (shape == 2) recv.sink = &sink;
+      std::vector<absl::Status> status(2);
+      // A small message each way, then a large one: it must land where it belongs.
+      RunRanks(2, [&](int r) {
+        status[r] = r == 0 ? t[0]->SendRecv(send, {}, Soon()) : t[1]->SendRecv({}, recv, Soon());
+        if (status[r].ok()) {
+          status[r] = r == 0 ? t[0]->SendRecv({1, big.data(), big.size()}, {}, Soon())
+                             : t[1]->SendRecv({}, {0, big_in.data(), big_in.size()}, Soon());
+        }
+      });
+      ASSERT_TRUE(status[0].ok()) << status[0];
+      ASSERT_TRUE(status[1].ok()) << status[1];
+      ASSERT_EQ(in, out) << "length " << len << " shape " << shape;
+      ASSERT_EQ(big_in, big) << "after a message of " << len << " bytes, shape " << shape;
+      std::fill(big_in.begin(), big_in.end(), 0);
+    }
+  }
 }
 
 TEST(TcpTransportTest, AbortedPeerIsUnavailableNotASlowPeer) {
