@@ -59,12 +59,13 @@ constexpr size_t kDefaultBroadcastChainThresholdBytes = 256 << 10;
 // side reducing all of it) below 1 MiB, the ring from 1 MiB on (then each exchange is half
 // the vector, and the ring reduces as bytes arrive). Two ranks move the same bytes in every
 // algorithm, and one full-duplex exchange beats halving-doubling's two half-size ones.
-// Measured n=2 with one connection per direction (bench/allreduce, rank 0's medians over 8-12
-// interleaved runs; against halving-doubling, the ring in 256 KiB segments above 1 MiB):
-// 256 KiB 66 vs 70 us, 512 KiB 94 vs 144 us; in a slower session 67 vs 172 us and 134 vs
-// 179 us. The ring runs in kDefaultChunkBytes messages: TcpOptions::send_window_bytes keeps
-// the bytes in flight down without the stop at every segment that 256 KiB segments cost
-// (1 MiB 199-263 vs 215-277 us, 2 MiB 387-532 vs 437-576 us; tcp_transport.h).
+// The ring runs in kDefaultChunkBytes messages, not in 256 KiB segments that stop the
+// exchange at every segment. Measured n=2 (bench/allreduce, 3-6 interleaved runs, rank 0's
+// per-run medians; small messages padded, a 2 MiB send window, tcp_transport.h): recursive
+// doubling vs halving-doubling 256 KiB 48-61 vs 62-86 us (one 169), 512 KiB 86-110 (one 340)
+// vs 112-130 us; the ring in 4 MiB vs 256 KiB messages 1 MiB 172-179 (one 657) vs 217-268 us,
+// 2 MiB 307-422 vs 433-562 us, 4 MiB 629-895 vs 918-1153 us; recursive doubling up to 4 MiB
+// instead lost at 2 MiB (351-481 us) and 4 MiB (1039-1533 us).
 constexpr size_t kTcpPairDoublingThresholdBytes = 1 << 20;
 // TCP with more than two ranks: halving-doubling up to 2 MiB. Its 2 log2(n) exchanges with one
 // partner each beat the ring's 2(n-1) steps at 1 MiB (n=4 on 2 cores, 4 interleaved runs,
