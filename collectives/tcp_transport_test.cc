@@ -216,7 +216,7 @@ TEST(TcpTransportTest, ATinySendWindowStallsNoRingAndNoUnevenPair) {
   constexpr int kRanks = 3;
   auto t = ConnectTcp(kRanks, options);
   for (const auto& r : t) ASSERT_TRUE(r != nullptr);
-  auto length = [](int r) { return size_t{(1 << 20) + 4 * 7 * r}; };
+  auto length = [](int r) { return static_cast<size_t>((1 << 20) + 4 * 7 * r); };
   auto byte = [](int r, size_t i) { return static_cast<char>((i * 31 + r * 7) & 0xff); };
   std::vector<std::vector<char>> out(kRanks), in(kRanks);
   for (int r = 0; r < kRanks; ++r) {
