@@ -72,8 +72,9 @@ class TcpTransport final : public Transport {
   // message of a few bytes leaves a loopback connection slow for the bulk transfers after
   // it: two processes exchanging 1 MiB each way, each exchange after one of N bytes, median
   // of 200 exchanges, 4 interleaved rounds: N = 1: 372-989 us, 8: 369-568 us; 16: 128-188 us,
-  // 64: 128-174 us, none: 172-256 us (one 754). Barriers (1 byte) and small all-reduces
-  // otherwise slow the next large all-reduce by about 2x.
+  // 64: 128-174 us, none: 172-256 us (one 754); bench/tcp_loopback_probe --small=N repeats it
+  // (3 rounds later: N = 1, 8: 357-406 us; 16, 64: 136-166 us; none: 182-189 us). Barriers
+  // (1 byte) and small all-reduces otherwise slow the next large all-reduce by about 2x.
   static constexpr size_t kMinMessageBytes = 64;
 
   static absl::StatusOr<std::unique_ptr<TcpTransport>> Connect(const HandshakeIdentity& me,
