@@ -424,26 +424,23 @@ absl::Status HalvingDoublingView(Transport& t, const View& v, size_t count, DTyp
 
 }  // namespace
 
-// Fold, then log2(p) exchanges of the whole vector between the remaining p ranks, unfold.
-absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
-                                        ReduceOp op, absl::Time deadline) {
-  if (t.size() == 1 || count == 0) {
-    FinishMean(dtype, op, buf, count, t.size());
-    return absl::OkStatus();
-  }
+namespace {
+
+// Fold, then log2(p) exchanges of the whole vector (laid over `v`) between the remaining p
+// ranks, unfold.
+absl::Status RecursiveDoublingView(Transport& t, const View& v, size_t count, DType dtype,
+                                   ReduceOp op, absl::Time deadline) {
   const int p = PowerOfTwoBelow(t.size()), rem = t.size() - p;
-  const size_t all = count * DTypeSize(dtype);
-  char* base = static_cast<char*>(buf);
-  const View view(base, all);
-  absl::StatusOr<int> folded = Fold(t, view, count, dtype, op, rem, deadline);
+  const size_t esize = DTypeSize(dtype), all = count * esize;
+  absl::StatusOr<int> folded = Fold(t, v, count, dtype, op, rem, deadline);
   absl::Status s = folded.status();
   const int newrank = folded.ok() ? *folded : -1;
   if (newrank >= 0) {
     auto real = [&](int nr) { return nr < rem ? 2 * nr + 1 : nr + rem; };
     // Whole-vector exchanges: a op b on one side, b op a on the other, bitwise equal.
-    // The partner's vector lands in scratch (`base` is being sent meanwhile).
-    // Larger vectors use this thread's scratch, kept between calls: no allocation and no
-    // zero-fill per call (TCP pairs run recursive doubling up to 1 MiB).
+    // The partner's vector lands in scratch (ours is being sent meanwhile), then is reduced
+    // into ours where it lies. Larger vectors use this thread's scratch, kept between calls:
+    // no allocation and no zero-fill per call (TCP pairs run recursive doubling up to 1 MiB).
     alignas(64) char small[16 << 10];
     thread_local std::unique_ptr<char[]> large;
     thread_local size_t large_bytes = 0;
@@ -455,16 +452,49 @@ absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, D
       }
       theirs = large.get();
     }
+    absl::InlinedVector<BufferPiece, 4> mine;
+    v.Slice(0, all, &mine);
+    SendSpec send{kNoPeer, mine[0].data, all};
+    if (mine.size() > 1) send.pieces = absl::MakeConstSpan(mine);
     for (int mask = 1; mask < p && s.ok(); mask *= 2) {
-      const int partner = real(newrank ^ mask);
-      s = t.SendRecv({partner, base, all}, {partner, theirs, all}, deadline);
-      if (s.ok()) Reduce(dtype, op, base, theirs, count);
+      send.peer = real(newrank ^ mask);
+      s = t.SendRecv(send, {send.peer, theirs, all}, deadline);
+      size_t at = 0;
+      for (const BufferPiece& piece : mine) {
+        if (!s.ok()) break;
+        Reduce(dtype, op, piece.data, theirs + at, piece.bytes / esize);
+        at += piece.bytes;
+      }
     }
   }
-  if (s.ok()) s = Unfold(t, view, count, dtype, rem, deadline);
+  if (s.ok()) s = Unfold(t, v, count, dtype, rem, deadline);
   LS_RETURN_IF_ERROR(WithContext(s, "recursive-doubling all-reduce", t));
-  FinishMean(dtype, op, buf, count, t.size());
+  FinishMeanView(dtype, op, v, t.size());
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
+                                        ReduceOp op, absl::Time deadline) {
+  if (t.size() == 1 || count == 0) {
+    FinishMean(dtype, op, buf, count, t.size());
+    return absl::OkStatus();
+  }
+  return RecursiveDoublingView(t, View(static_cast<char*>(buf), count * DTypeSize(dtype)), count,
+                               dtype, op, deadline);
+}
+
+absl::Status RecursiveDoublingAllReducePieces(Transport& t, absl::Span<const BufferPiece> pieces,
+                                              DType dtype, ReduceOp op, absl::Time deadline) {
+  LS_RETURN_IF_ERROR(CheckPieces(pieces, dtype));
+  const View v(pieces);
+  const size_t count = v.bytes() / DTypeSize(dtype);
+  if (t.size() == 1 || count == 0) {
+    FinishMeanView(dtype, op, v, t.size());
+    return absl::OkStatus();
+  }
+  return RecursiveDoublingView(t, v, count, dtype, op, deadline);
 }
 
 absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,

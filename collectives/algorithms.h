@@ -143,6 +143,11 @@ absl::Status RingAllReducePieces(Transport& t, const AlgorithmOptions& options,
                                  absl::Time deadline);
 absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
                                         ReduceOp op, absl::Time deadline);
+// Recursive doubling of the vector made of `pieces` end to end, reduced where the pieces lie:
+// bitwise the same result as RecursiveDoublingAllReduce of the concatenation, without packing
+// it (the partner's vector still lands in one scratch buffer).
+absl::Status RecursiveDoublingAllReducePieces(Transport& t, absl::Span<const BufferPiece> pieces,
+                                              DType dtype, ReduceOp op, absl::Time deadline);
 absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
                                       ReduceOp op, absl::Time deadline);
 // Halving-doubling of the vector made of `pieces` end to end, reduced where the pieces lie

@@ -301,7 +301,7 @@ absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> piec
   }
   AlgorithmOptions one = options_;
   one.segment_bytes = 0;
-  PieceCursor cursor(nullptr, bytes, pieces);
+  // Every algorithm reduces where the pieces lie: a fused bucket is never packed.
   for (size_t at = 0; at < bytes; at += seg) {
     const size_t n = std::min(seg, bytes - at);
     segment_.clear();
@@ -311,26 +311,18 @@ absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> piec
       segment_.push_back({v.iov_base, v.iov_len});
       slicer.Advance(v.iov_len);
     }
-    const AllReduceAlgorithm algorithm = ChooseAllReduce(one, size(), n);
-    if (algorithm == AllReduceAlgorithm::kRing) {
-      // Reduced where the pieces lie.
-      LS_RETURN_IF_ERROR(RingAllReducePieces(*transport_, one, segment_, dtype, op, deadline));
-      cursor.Advance(n);
-      continue;
+    switch (ChooseAllReduce(one, size(), n)) {
+      case AllReduceAlgorithm::kRing:
+        LS_RETURN_IF_ERROR(RingAllReducePieces(*transport_, one, segment_, dtype, op, deadline));
+        break;
+      case AllReduceAlgorithm::kHalvingDoubling:
+        LS_RETURN_IF_ERROR(
+            HalvingDoublingAllReducePieces(*transport_, segment_, dtype, op, deadline));
+        break;
+      default:
+        LS_RETURN_IF_ERROR(
+            RecursiveDoublingAllReducePieces(*transport_, segment_, dtype, op, deadline));
     }
-    if (algorithm == AllReduceAlgorithm::kHalvingDoubling) {
-      // Reduced where the pieces lie too (shm runs it on multi-MiB buckets).
-      LS_RETURN_IF_ERROR(
-          HalvingDoublingAllReducePieces(*transport_, segment_, dtype, op, deadline));
-      cursor.Advance(n);
-      continue;
-    }
-    // Recursive doubling runs on a packed copy (small vectors: it costs less than it saves).
-    scratch_.resize(n);
-    cursor.CopyOut(scratch_.data(), n);
-    LS_RETURN_IF_ERROR(
-        collectives::AllReduce(*transport_, one, scratch_.data(), n / esize, dtype, op, deadline));
-    PieceCursor(nullptr, n, segment_).CopyIn(scratch_.data(), n);
   }
   return absl::OkStatus();
 }

@@ -97,12 +97,11 @@ class Communicator {
 
   // All-reduce, in place, of the vector made of `pieces` end to end (one dtype; each piece a
   // whole number of elements; the same piece sizes on every rank): what FusedAllReduce uses
-  // so that a bucket of tensors is reduced where they lie, never packed. Ring-sized vectors
-  // are reduced in place (RingAllReducePieces, scattered messages); smaller ones are packed
-  // into scratch, where the copy costs less than the latency-optimal algorithms save. With
-  // AlgorithmOptions::segment_bytes the vector is cut into the same segments as AllReduce
-  // cuts a contiguous one, each handled so. `pieces` and the buffers must stay valid until
-  // Wait() returns.
+  // so that a bucket of tensors is reduced where they lie, never packed, by whichever
+  // algorithm its size chooses (Ring-, HalvingDoubling-, RecursiveDoublingAllReducePieces;
+  // scattered messages). With AlgorithmOptions::segment_bytes the vector is cut into the
+  // same segments as AllReduce cuts a contiguous one, each handled so. `pieces` and the buffers
+  // must stay valid until Wait() returns.
   Handle AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
                               absl::Time deadline);
 
@@ -170,8 +169,7 @@ class Communicator {
   std::atomic<bool> aborted_{false};
   std::atomic<int64_t> async_all_reduce_bytes_{0};
   std::atomic<int64_t> async_all_reduce_ns_{0};
-  // Scratch for out-of-place reduce-scatter and packed small pieces; used only by the collective
-  // running now.
+  // Scratch for out-of-place reduce-scatter; used only by the collective running now.
   std::vector<char> scratch_;
   std::vector<BufferPiece> segment_;  // AllReducePiecesNow: the pieces of one segment
 

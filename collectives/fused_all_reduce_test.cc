@@ -207,46 +207,50 @@ TEST(ZeroCopyFusionTest, SegmentedAllReduceOfPiecesMatchesContiguousBitwise) {
   }
 }
 
-// Halving-doubling over pieces (what shm groups of more than two ranks run on buckets below
-// kShmManyRanksRingThresholdBytes) reduces where the tensors lie and gives bitwise the
-// contiguous result, with the fold of non-powers of two, for SUM and MEAN.
-TEST(ZeroCopyFusionTest, HalvingDoublingOfPiecesMatchesContiguousBitwise) {
-  for (int n : {3, 4, 6}) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
-      AlgorithmOptions options;
-      options.algorithm = AllReduceAlgorithm::kHalvingDoubling;
-      auto group = MakeGroup(TransportKind::kInProc, n, options);
-      ASSERT_TRUE(group.ok()) << group.status();
-      const std::vector<size_t> sizes = {700, 0, 1, 2500, 333, 1200, 5};
-      std::vector<std::vector<std::vector<float>>> f(n);
-      std::vector<std::vector<float>> contiguous(n);
-      for (int r = 0; r < n; ++r) {
-        std::mt19937 gen(11 + r);
-        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-        for (size_t k : sizes) {
-          f[r].emplace_back(k);
-          for (float& v : f[r].back()) v = u(gen);
+// Halving-doubling and recursive doubling over pieces (what shm groups of more than two ranks
+// run on buckets below kShmManyRanksRingThresholdBytes, and TCP pairs below 1 MiB) reduce
+// where the tensors lie and give bitwise the contiguous result, with the fold of non-powers
+// of two, for SUM and MEAN.
+TEST(ZeroCopyFusionTest, DoublingAlgorithmsOverPiecesMatchContiguousBitwise) {
+  for (AllReduceAlgorithm algorithm :
+       {AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kRecursiveDoubling}) {
+    for (int n : {2, 3, 4, 6}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
+        AlgorithmOptions options;
+        options.algorithm = algorithm;
+        auto group = MakeGroup(TransportKind::kInProc, n, options);
+        ASSERT_TRUE(group.ok()) << group.status();
+        const std::vector<size_t> sizes = {700, 0, 1, 2500, 333, 1200, 5};
+        std::vector<std::vector<std::vector<float>>> f(n);
+        std::vector<std::vector<float>> contiguous(n);
+        for (int r = 0; r < n; ++r) {
+          std::mt19937 gen(11 + r);
+          std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+          for (size_t k : sizes) {
+            f[r].emplace_back(k);
+            for (float& v : f[r].back()) v = u(gen);
+          }
+          contiguous[r] = Concat(f[r]);
         }
-        contiguous[r] = Concat(f[r]);
+        const float first_sum = [&] {
+          float sum = 0;
+          for (int r = 0; r < n; ++r) sum += f[r][0][0];
+          return sum;
+        }();
+        RunRanks(n, [&](int r) {
+          Communicator& comm = *(*group)[r];
+          const absl::Time deadline = absl::Now() + absl::Seconds(30);
+          FusedAllReduce fused(&comm, op, /*bytes_per_pack=*/1 << 20);
+          for (auto& t : f[r]) fused.Add(t.data(), t.size(), DType::kF32, deadline);
+          ASSERT_TRUE(fused.Finish().ok());
+          ASSERT_TRUE(comm.AllReduce(contiguous[r].data(), contiguous[r].data(),
+                                     contiguous[r].size(), DType::kF32, op, deadline)
+                          .ok());
+        });
+        for (int r = 0; r < n; ++r) ExpectBitwise(f[r], contiguous[0]);
+        const float want = op == ReduceOp::kMean ? first_sum / n : first_sum;
+        EXPECT_NEAR(f[0][0][0], want, 1e-5) << "n=" << n;
       }
-      const float first_sum = [&] {
-        float sum = 0;
-        for (int r = 0; r < n; ++r) sum += f[r][0][0];
-        return sum;
-      }();
-      RunRanks(n, [&](int r) {
-        Communicator& comm = *(*group)[r];
-        const absl::Time deadline = absl::Now() + absl::Seconds(30);
-        FusedAllReduce fused(&comm, op, /*bytes_per_pack=*/1 << 20);
-        for (auto& t : f[r]) fused.Add(t.data(), t.size(), DType::kF32, deadline);
-        ASSERT_TRUE(fused.Finish().ok());
-        ASSERT_TRUE(comm.AllReduce(contiguous[r].data(), contiguous[r].data(), contiguous[r].size(),
-                                   DType::kF32, op, deadline)
-                        .ok());
-      });
-      for (int r = 0; r < n; ++r) ExpectBitwise(f[r], contiguous[0]);
-      const float want = op == ReduceOp::kMean ? first_sum / n : first_sum;
-      EXPECT_NEAR(f[0][0][0], want, 1e-5) << "n=" << n;
     }
   }
 }

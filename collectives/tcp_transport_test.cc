@@ -23,6 +23,19 @@ namespace {
 
 absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
 
+// Connects n TcpTransports with `options` through one store, one thread per rank.
+std::vector<std::unique_ptr<TcpTransport>> ConnectTcp(int n, const TcpOptions& options) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  std::vector<std::unique_ptr<TcpTransport>> t(n);
+  RunRanks(n, [&](int r) {
+    auto connected = TcpTransport::Connect({"s", prefix, r, n}, prefix, &store, options, Soon());
+    ASSERT_TRUE(connected.ok()) << connected.status();
+    t[r] = std::move(connected).value();
+  });
+  return t;
+}
+
 TEST(TcpTransportTest, WrongSecretIsRefusedAndTheRightPeerStillJoins) {
   InMemoryStore store;
   const std::string prefix = UniquePrefix();
@@ -143,16 +156,9 @@ TEST(TcpTransportTest, APeerTricklingBytesCannotHoldACallPastItsDeadline) {
 // checked, yet it must not run past its deadline either: here rank 1 sends 64 KiB at once and
 // rank 0 reduces them slowly, 64 bytes a millisecond (a second in all).
 TEST(TcpTransportTest, ACallThatKeepsMakingProgressStillEndsAtItsDeadline) {
-  InMemoryStore store;
-  const std::string prefix = UniquePrefix();
   TcpOptions options;
   options.staging_bytes = 64;  // the sink gets 64 bytes at a time
-  std::vector<std::unique_ptr<TcpTransport>> t(2);
-  RunRanks(2, [&](int r) {
-    auto connected = TcpTransport::Connect({"s", prefix, r, 2}, prefix, &store, options, Soon());
-    ASSERT_TRUE(connected.ok()) << connected.status();
-    t[r] = std::move(connected).value();
-  });
+  auto t = ConnectTcp(2, options);
   ASSERT_TRUE(t[0] != nullptr && t[1] != nullptr);
   std::vector<char> out(64 << 10, 1), in(out.size());
   absl::Status sent;
@@ -169,19 +175,6 @@ TEST(TcpTransportTest, ACallThatKeepsMakingProgressStillEndsAtItsDeadline) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_NE(s.message().find("receiving from rank 1"), absl::string_view::npos) << s;
   EXPECT_LT(late, absl::Milliseconds(500));
-}
-
-// Connects n TcpTransports with `options` through one store, one thread per rank.
-std::vector<std::unique_ptr<TcpTransport>> ConnectTcp(int n, const TcpOptions& options) {
-  InMemoryStore store;
-  const std::string prefix = UniquePrefix();
-  std::vector<std::unique_ptr<TcpTransport>> t(n);
-  RunRanks(n, [&](int r) {
-    auto connected = TcpTransport::Connect({"s", prefix, r, n}, prefix, &store, options, Soon());
-    ASSERT_TRUE(connected.ok()) << connected.status();
-    t[r] = std::move(connected).value();
-  });
-  return t;
 }
 
 // A call that sends and receives at once sends no more than send_window_bytes ahead of what
