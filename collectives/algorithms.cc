@@ -473,50 +473,43 @@ absl::Status RecursiveDoublingView(Transport& t, const View& v, size_t count, DT
   return absl::OkStatus();
 }
 
+// Runs `algorithm` (one of the *View functions) over the vector `v`; a single rank or an
+// empty vector has nothing to exchange and only finishes a MEAN.
+template <typename ViewAlgorithm>
+absl::Status OverView(ViewAlgorithm algorithm, Transport& t, const View& v, DType dtype,
+                      ReduceOp op, absl::Time deadline) {
+  const size_t count = v.bytes() / DTypeSize(dtype);
+  if (t.size() == 1 || count == 0) {
+    FinishMeanView(dtype, op, v, t.size());
+    return absl::OkStatus();
+  }
+  return algorithm(t, v, count, dtype, op, deadline);
+}
+
 }  // namespace
 
 absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
                                         ReduceOp op, absl::Time deadline) {
-  if (t.size() == 1 || count == 0) {
-    FinishMean(dtype, op, buf, count, t.size());
-    return absl::OkStatus();
-  }
-  return RecursiveDoublingView(t, View(static_cast<char*>(buf), count * DTypeSize(dtype)), count,
-                               dtype, op, deadline);
+  return OverView(RecursiveDoublingView, t, View(static_cast<char*>(buf), count * DTypeSize(dtype)),
+                  dtype, op, deadline);
 }
 
 absl::Status RecursiveDoublingAllReducePieces(Transport& t, absl::Span<const BufferPiece> pieces,
                                               DType dtype, ReduceOp op, absl::Time deadline) {
   LS_RETURN_IF_ERROR(CheckPieces(pieces, dtype));
-  const View v(pieces);
-  const size_t count = v.bytes() / DTypeSize(dtype);
-  if (t.size() == 1 || count == 0) {
-    FinishMeanView(dtype, op, v, t.size());
-    return absl::OkStatus();
-  }
-  return RecursiveDoublingView(t, v, count, dtype, op, deadline);
+  return OverView(RecursiveDoublingView, t, View(pieces), dtype, op, deadline);
 }
 
 absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
                                       ReduceOp op, absl::Time deadline) {
-  if (t.size() == 1 || count == 0) {
-    FinishMean(dtype, op, buf, count, t.size());
-    return absl::OkStatus();
-  }
-  return HalvingDoublingView(t, View(static_cast<char*>(buf), count * DTypeSize(dtype)), count,
-                             dtype, op, deadline);
+  return OverView(HalvingDoublingView, t, View(static_cast<char*>(buf), count * DTypeSize(dtype)),
+                  dtype, op, deadline);
 }
 
 absl::Status HalvingDoublingAllReducePieces(Transport& t, absl::Span<const BufferPiece> pieces,
                                             DType dtype, ReduceOp op, absl::Time deadline) {
   LS_RETURN_IF_ERROR(CheckPieces(pieces, dtype));
-  const View v(pieces);
-  const size_t count = v.bytes() / DTypeSize(dtype);
-  if (t.size() == 1 || count == 0) {
-    FinishMeanView(dtype, op, v, t.size());
-    return absl::OkStatus();
-  }
-  return HalvingDoublingView(t, v, count, dtype, op, deadline);
+  return OverView(HalvingDoublingView, t, View(pieces), dtype, op, deadline);
 }
 
 absl::Status Broadcast(Transport& t, const AlgorithmOptions& options, void* buf, size_t bytes,

@@ -86,11 +86,7 @@ void RunCases(TransportKind kind, int n, const AlgorithmOptions& options,
     const size_t esize = DTypeSize(c.dt);
     std::vector<std::vector<char>> in(n, std::vector<char>(c.count * esize + 1));
     std::vector<std::vector<char>> out(n, std::vector<char>(c.count * esize + 1));
-    for (int r = 0; r < n; ++r) {
-      for (size_t i = 0; i < c.count; ++i) {
-        StoreValue(c.dt, in[r].data(), i, InputValue(r, i, c.op, IsInteger(c.dt)));
-      }
-    }
+    for (int r = 0; r < n; ++r) FillInput(c.dt, in[r].data(), c.count, r, c.op);
     std::vector<absl::Status> status(n);
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
     RunRanks(n, [&](int r) {

@@ -113,6 +113,8 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
   };
   absl::Mutex mu;
   std::list<Handshake> running;  // a list: threads point at their element
+  // Readable once a handshake has finished, so that its rank is taken at once.
+  const UniqueFd finished(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   auto finish = [&](absl::Status why) {
     {
       absl::MutexLock lock(&mu);
@@ -157,9 +159,13 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
                                                    "are they started, and can they reach ",
                                                    address, "?")));
     }
-    // Short polls: finished handshakes are taken between them.
-    pollfd p{listen_fd, POLLIN, 0};
-    if (poll(&p, 1, std::min(PollTimeoutMs(deadline, 1000), 20)) <= 0) continue;
+    pollfd p[2] = {{listen_fd, POLLIN, 0}, {finished.get(), POLLIN, 0}};
+    if (poll(p, 2, PollTimeoutMs(deadline, 1000)) <= 0) continue;
+    if (p[1].revents != 0) {
+      uint64_t count;
+      (void)!read(finished.get(), &count, sizeof(count));
+    }
+    if (p[0].revents == 0) continue;
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     TuneSocket(fd, options.socket_buffer_bytes, options.congestion_control);
@@ -167,11 +173,13 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
     Handshake& h = running.emplace_back();
     h.fd = fd;
     const absl::Time until = std::min(deadline, absl::Now() + options.handshake_timeout);
-    h.thread = std::thread([&mu, &h, &me, until] {
+    h.thread = std::thread([&mu, &h, &me, &finished, until] {
       absl::StatusOr<int> rank = HandshakeAsAcceptor(h.fd, me, until);
       absl::MutexLock lock(&mu);
       h.rank = std::move(rank);
       h.done = true;
+      const uint64_t one = 1;
+      (void)!write(finished.get(), &one, sizeof(one));
     });
   }
   return finish(absl::OkStatus());

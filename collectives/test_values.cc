@@ -90,28 +90,28 @@ void FillInput(DType dt, void* buf, size_t count, int rank, ReduceOp op, size_t 
 
 double Reference(int n, size_t i, ReduceOp op, DType dt) {
   const bool integer = IsInteger(dt);
-  // Inputs as the ranks hold them (rounded to the dtype).
-  std::vector<double> xs(n);
-  for (int r = 0; r < n; ++r) {
+  // Rank r's input as it holds it (rounded to the dtype).
+  auto input = [&](int r) {
     char tmp[8];
     StoreValue(dt, tmp, 0, InputValue(r, i, op, integer));
-    xs[r] = LoadValue(dt, tmp, 0);
-  }
-  double acc = xs[0];
+    return LoadValue(dt, tmp, 0);
+  };
+  double acc = input(0);
   for (int r = 1; r < n; ++r) {
+    const double x = input(r);
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kMean:
-        acc += xs[r];
+        acc += x;
         break;
       case ReduceOp::kProd:
-        acc *= xs[r];
+        acc *= x;
         break;
       case ReduceOp::kMin:
-        acc = std::min(acc, xs[r]);
+        acc = std::min(acc, x);
         break;
       case ReduceOp::kMax:
-        acc = std::max(acc, xs[r]);
+        acc = std::max(acc, x);
         break;
     }
   }
