@@ -3,22 +3,22 @@
 // (collectives/tcp_transport.h).
 //
 // Forks a peer; the two processes are pinned to the first two allowed CPUs (one each), open
-// TCP_NODELAY connections with 4 MiB buffers, and exchange --bytes each way --reps times,
+// connections tuned as TcpTransport tunes them (collectives/socket_util.h: TCP_NODELAY,
+// TcpOptions' buffers and congestion control), and exchange --bytes each way --reps times,
 // each exchange preceded by one of --small bytes each way (0: none). Prints the median and
 // the 10th/90th percentiles of the bulk exchanges as the parent saw them.
 //
 //   bazel build //bench:tcp_loopback_probe
 //   for s in 0 1 8 16 64; do bazel-bin/bench/tcp_loopback_probe --small=$s; done
 //   bazel-bin/bench/tcp_loopback_probe --connections=shared
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -27,6 +27,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
+#include "collectives/socket_util.h"
+#include "collectives/tcp_transport.h"
 #include "common/sched.h"
 
 ABSL_FLAG(int64_t, bytes, 1 << 20, "bytes each way per bulk exchange");
@@ -42,28 +44,24 @@ namespace {
   std::exit(1);
 }
 
-void Tune(int fd) {
-  const int one = 1, buffer = 4 << 20;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer));
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
-}
+using lockstep::collectives::UniqueFd;
 
-int ConnectTo(const sockaddr_in& address) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) Die("socket");
-  Tune(fd);
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
-    Die("connect");
+// A connection tuned as TcpTransport tunes its own.
+UniqueFd Tuned(absl::StatusOr<UniqueFd> fd) {
+  if (!fd.ok()) {
+    std::fprintf(stderr, "%s\n", fd.status().ToString().c_str());
+    std::exit(1);
   }
-  return fd;
+  const lockstep::collectives::TcpOptions options;
+  lockstep::collectives::TuneSocket(fd->get(), options.socket_buffer_bytes,
+                                    options.congestion_control);
+  return std::move(fd).value();
 }
 
-int AcceptOne(int listen_fd) {
+UniqueFd AcceptOne(int listen_fd) {
   const int fd = accept(listen_fd, nullptr, nullptr);
   if (fd < 0) Die("accept");
-  Tune(fd);
-  return fd;
+  return Tuned(UniqueFd(fd));
 }
 
 // Sends `n` bytes on `out` while receiving `n` on `in`, both non-blocking, yielding when
@@ -113,35 +111,38 @@ int main(int argc, char** argv) {
   }
   const std::vector<int> cpus = lockstep::AllowedCpus();
 
-  const int listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  if (listen_fd < 0 || bind(listen_fd, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
-      listen(listen_fd, 4) != 0 ||
-      getsockname(listen_fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    Die("listen");
+  auto listening = lockstep::collectives::ListenEphemeral("127.0.0.1", 4);
+  if (!listening.ok()) {
+    std::fprintf(stderr, "%s\n", listening.status().ToString().c_str());
+    return 1;
   }
+  auto [listen_fd, address] = std::move(listening).value();
   std::vector<char> send(std::max(bytes, small), 1), recv(send.size());
 
   const pid_t child = fork();
   if (child < 0) Die("fork");
   const bool parent = child != 0;
+  if (!parent) {
+    // The peer must not outlive the parent, nor hold its listening socket.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    listen_fd = UniqueFd();
+  }
   if (cpus.size() >= 2) {
     // Best effort: without two CPUs the processes share one, which the output does not hide.
     (void)lockstep::SetCpuAffinity({cpus[parent ? 0 : 1]});
   }
   // The parent's first connection carries parent -> child; with --connections=split the
   // second carries child -> parent.
-  int out, in;
-  if (parent) {
-    out = AcceptOne(listen_fd);
-    in = split ? AcceptOne(listen_fd) : out;
-  } else {
-    in = ConnectTo(address);
-    out = split ? ConnectTo(address) : in;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  UniqueFd first = parent ? AcceptOne(listen_fd.get())
+                          : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
+  UniqueFd second;
+  if (split) {
+    second = parent ? AcceptOne(listen_fd.get())
+                    : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
   }
+  const int out = parent || !split ? first.get() : second.get();
+  const int in = !parent || !split ? first.get() : second.get();
   std::vector<double> us;
   for (int i = 0; i < reps; ++i) {
     if (small > 0) Exchange(out, in, send.data(), recv.data(), small);
@@ -149,8 +150,8 @@ int main(int argc, char** argv) {
     Exchange(out, in, send.data(), recv.data(), bytes);
     us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
   }
-  close(out);
-  if (in != out) close(in);
+  first = UniqueFd();
+  second = UniqueFd();
   if (!parent) return 0;
   int status = 0;
   waitpid(child, &status, 0);
