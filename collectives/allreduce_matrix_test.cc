@@ -119,7 +119,7 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     Transports, AllReduceMatrixTest,
-    ::testing::Combine(::testing::Values(TRANSPORTS), ::testing::Range(1, 9),
+    ::testing::Combine(::testing::Values(TRANSPORT), ::testing::Range(1, 9),
                        ::testing::Values(AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kRing,
                                          AllReduceAlgorithm::kHalvingDoubling,
                                          AllReduceAlgorithm::kRecursiveDoubling)),

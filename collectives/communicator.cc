@@ -138,10 +138,14 @@ absl::Status Communicator::Execute(F&& body) {
       }
     }
     absl::MutexLock lock(&mu_);
-    if (failed_.ok()) failed_ = s;
-    has_failed_.store(true);
+    MarkFailedLocked(s);
   }
   return s;
+}
+
+void Communicator::MarkFailedLocked(const absl::Status& s) {
+  if (failed_.ok()) failed_ = s;
+  has_failed_.store(true);
 }
 
 void Communicator::WorkerLoop() {
@@ -228,8 +232,7 @@ absl::Status Communicator::RunQueued(Body body, absl::Time deadline, const char*
           "earlier collectives have later deadlines?"));
       // The peers run the collective this rank skipped: the group is out of step, as after
       // any deadline (the transport stays open: the peers have deadlines of their own).
-      if (failed_.ok()) failed_ = s;
-      has_failed_.store(true);
+      MarkFailedLocked(s);
       return s;
     }
   }

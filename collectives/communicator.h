@@ -157,6 +157,8 @@ class Communicator {
   absl::Status Usable();
   template <typename F>
   absl::Status Execute(F&& body);
+  // The communicator is failed: keeps the first cause in failed_ and sets has_failed_.
+  void MarkFailedLocked(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop();
   // INVALID_ARGUMENT for a root outside the group or a null `buf` with count > 0.
   absl::Status CheckBroadcast(const void* buf, size_t count, int root) const;
