@@ -3,7 +3,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/status.h"
-#include "engine/learning_rate.h"
 #include "engine/model_builder.h"
 #include "engine/optimizer.h"
 
@@ -45,20 +44,11 @@ absl::Status ValidateSource(const v1::DataSource& source, absl::string_view fiel
 
 // The worker builds its optimizer with engine::Optimizer::Create (through
 // distribute::Trainer); the same checks run here, so a bad optimizer is refused at submit.
-// In two parts, so that every error is named under "optimizer.": the kind and its
-// parameters (with a placeholder schedule), then the schedule, whose errors Create would
-// name "optimizer: learning_rate...". No variables: the checks do not depend on them, and
-// slots for a large model would be allocated for nothing.
+// Create names every error under "optimizer." (kind, parameters, learning_rate). No
+// variables: the checks do not depend on them, and slots for a large model would be
+// allocated for nothing.
 absl::Status ValidateOptimizer(const v1::OptimizerSpec& spec) {
-  v1::OptimizerSpec kind_only = spec;
-  kind_only.mutable_learning_rate()->mutable_constant()->set_value(0);
-  LS_RETURN_IF_ERROR(engine::Optimizer::Create(kind_only, {}).status());
-  absl::StatusOr<engine::LearningRateSchedule> schedule =
-      engine::LearningRateSchedule::Create(spec.learning_rate());
-  if (!schedule.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("optimizer.", schedule.status().message()));
-  }
-  return absl::OkStatus();
+  return engine::Optimizer::Create(spec, {}).status();
 }
 
 // The worker knows the size of an epoch only when it holds the training set in memory:

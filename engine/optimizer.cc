@@ -45,7 +45,12 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const v1::Optimizer
       return Bad("kind", "set one of sgd, momentum, adam");
   }
   absl::StatusOr<LearningRateSchedule> schedule = LearningRateSchedule::Create(s.learning_rate());
-  if (!schedule.ok()) return Annotate(schedule.status(), "optimizer");
+  if (!schedule.ok()) {
+    // The schedule names its field ("learning_rate.constant.value: ..."); under "optimizer."
+    // it reads as the path in the spec, like the errors above.
+    return absl::Status(schedule.status().code(),
+                        absl::StrCat("optimizer.", schedule.status().message()));
+  }
   return std::unique_ptr<Optimizer>(new Optimizer(s, *schedule, std::move(variables)));
 }
 

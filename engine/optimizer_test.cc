@@ -79,7 +79,8 @@ TEST(Optimizer, RefusesBadSpecsAndShapes) {
             std::string::npos);
   v1::OptimizerSpec no_lr;
   no_lr.mutable_sgd();
-  EXPECT_FALSE(Optimizer::Create(no_lr, OneVariable()).ok());
+  const absl::Status no_lr_status = Optimizer::Create(no_lr, OneVariable()).status();
+  EXPECT_EQ(no_lr_status.message().find("optimizer.learning_rate.schedule: "), 0u) << no_lr_status;
   auto opt = *Optimizer::Create(Spec("sgd", 0.1), OneVariable());
   std::vector<Tensor> w = {Tensor::Zeros(DType::kF64, Shape{2})};
   std::vector<Tensor> g = {Tensor::Zeros(DType::kF64, Shape{3})};
