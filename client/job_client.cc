@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "client/job_format.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
@@ -87,8 +88,7 @@ absl::StatusOr<v1::JobEvent> JobClient::Watch(
       any = true;
       on_event(event);
       last = event;
-      const v1::JobState s = event.job().state();
-      if (s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED) ended = true;
+      if (JobEnded(event.job().state())) ended = true;
     }
     absl::Status status = FromGrpcStatus(reader->Finish(), absl::StrCat("WatchJob to ", address_));
     if (ended) return last;

@@ -11,10 +11,6 @@ namespace lockstep {
 namespace client {
 namespace {
 
-bool IsTerminal(v1::JobState s) {
-  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED;
-}
-
 std::string Age(int64_t unix_micros, absl::Time now) {
   if (unix_micros == 0) return "-";
   const absl::Duration d = now - absl::FromUnixMicros(unix_micros);
@@ -36,6 +32,10 @@ std::string Duration(double seconds) {
 }
 
 }  // namespace
+
+bool JobEnded(v1::JobState state) {
+  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
+}
 
 absl::StatusOr<v1::JobSpec> ParseJobSpecJson(absl::string_view json, absl::string_view source) {
   v1::JobSpec spec;
@@ -154,7 +154,7 @@ std::string FormatEventLine(const v1::JobEvent& event) {
     absl::StrAppend(&out, absl::StrFormat(" %.0f ex/s", p.examples_per_sec()));
   }
   if (!event.message().empty() &&
-      (p.unix_micros() == 0 || IsTerminal(j.state()) || event.message().rfind("step ", 0) != 0)) {
+      (p.unix_micros() == 0 || JobEnded(j.state()) || event.message().rfind("step ", 0) != 0)) {
     absl::StrAppend(&out, "  ", event.message());
   }
   return out;

@@ -16,6 +16,9 @@
 namespace lockstep {
 namespace client {
 
+// Whether a job in this state has ended: SUCCEEDED, FAILED or CANCELLED.
+bool JobEnded(v1::JobState state);
+
 // INVALID_ARGUMENT "<source>: <what>" for malformed JSON, unknown fields (named, e.g.
 // "model.layers[0]") and bad enum names.
 absl::StatusOr<v1::JobSpec> ParseJobSpecJson(absl::string_view json, absl::string_view source);

@@ -62,10 +62,6 @@ int PrintJson(const google::protobuf::Message& m, const CommandContext& ctx,
   return kExitOk;
 }
 
-bool Ended(v1::JobState state) {
-  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
-}
-
 // WatchToEnd as JSON lines (--output=json): one JobEvent per line while the job has not
 // ended, then its final JobRecord on one line. Specs are left out (`describe` shows
 // them); errors go to ctx.err, so ctx.out holds JSON only.
@@ -74,7 +70,7 @@ int WatchToEndAsJson(client::JobClient& jobs, const std::string& id, const Comma
   absl::StatusOr<v1::JobEvent> last = jobs.Watch(
       id,
       [&](const v1::JobEvent& e) {
-        if (Ended(e.job().state())) return;  // the final record follows
+        if (client::JobEnded(e.job().state())) return;  // the final record follows
         v1::JobEvent line = e;
         line.mutable_job()->clear_spec();
         print_failed |= PrintJson(line, ctx, /*one_line=*/true) != kExitOk;
@@ -226,7 +222,7 @@ int WatchToEnd(client::JobClient& jobs, const std::string& id, const CommandCont
         const v1::JobProgress& p = j.progress();
         const bool state_changed = j.state() != last_state;
         last_state = j.state();
-        if (Ended(j.state())) return;  // FormatJobResult below says it all
+        if (client::JobEnded(j.state())) return;  // FormatJobResult below says it all
         if (!live) {
           *ctx.out << client::FormatEventLine(e) << "\n";
           ctx.out->flush();
