@@ -65,7 +65,6 @@ JobService::JobService(JobStore* store, Membership* membership, Clock* clock,
     : store_(store),
       membership_(membership),
       clock_(clock),
-      options_(options),
       failure_grace_(EffectiveFailureGrace(options, membership->options())) {}
 
 absl::Status JobService::Recover() {

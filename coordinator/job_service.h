@@ -110,6 +110,9 @@ class JobService {
   // Wakes every NextAssignment / NextEvent (they answer UNAVAILABLE).
   void Shutdown();
 
+  // The failure grace in use: EffectiveFailureGrace of the options and the membership's.
+  absl::Duration failure_grace() const { return failure_grace_; }
+
  private:
   // A job attempt that is RUNNING.
   struct Active {
@@ -157,7 +160,6 @@ class JobService {
   JobStore* const store_;
   Membership* const membership_;
   Clock* const clock_;
-  const JobServiceOptions options_;
   const absl::Duration failure_grace_;  // EffectiveFailureGrace
 
   absl::Mutex mu_;

@@ -260,6 +260,7 @@ class SlowHeartbeatTest : public JobServiceTest {
 };
 
 TEST_F(SlowHeartbeatTest, FailureWaitsForTheLostWorker) {
+  EXPECT_EQ(jobs_->failure_grace(), absl::Seconds(11));
   const auto [w0, w1, id] = StartOnTwoWorkers();
   Report(w0, id, 1, v1::JobReport::TRAINING, 3);
   // worker/1 is SIGKILLed now; worker/0's all-reduce fails at once.

@@ -105,9 +105,7 @@ int Run(sigset_t signals) {
       options.host, port, lockstep::ShortIncarnation((*server)->incarnation()),
       absl::FormatDuration(options.membership.heartbeat_interval),
       absl::FormatDuration(options.membership.heartbeat_timeout),
-      absl::FormatDuration(
-          lockstep::coordinator::EffectiveFailureGrace(options.jobs, options.membership)),
-      state_dir);
+      absl::FormatDuration((*server)->jobs()->failure_grace()), state_dir);
 
   int sig = 0;
   sigwait(&signals, &sig);
