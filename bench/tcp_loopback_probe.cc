@@ -4,13 +4,14 @@
 //
 // Forks a peer; the two processes are pinned to the first two allowed CPUs (one each), open
 // connections tuned as TcpTransport tunes them (collectives/socket_util.h: TCP_NODELAY,
-// TcpOptions' buffers and congestion control), and exchange --bytes each way --reps times,
-// each exchange preceded by one of --small bytes each way (0: none). Prints the median and
-// the 10th/90th percentiles of the bulk exchanges as the parent saw them.
+// TcpOptions' buffers and, unless --congestion says otherwise, its congestion control), and
+// exchange --bytes each way --reps times, each exchange preceded by one of --small bytes each way
+// (0: none). Prints the median and the 10th/90th percentiles of the bulk exchanges as the parent
+// saw them.
 //
 //   bazel build //bench:tcp_loopback_probe
 //   for s in 0 1 8 16 64; do bazel-bin/bench/tcp_loopback_probe --small=$s; done
-//   bazel-bin/bench/tcp_loopback_probe --connections=shared
+//   bazel-bin/bench/tcp_loopback_probe --connections=shared [--congestion=bbr]
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -34,6 +35,8 @@
 ABSL_FLAG(int64_t, bytes, 1 << 20, "bytes each way per bulk exchange");
 ABSL_FLAG(int64_t, small, 0, "bytes each way of the exchange before each bulk one; 0: none");
 ABSL_FLAG(int, reps, 200, "bulk exchanges");
+ABSL_FLAG(std::string, congestion, lockstep::collectives::TcpOptions().congestion_control,
+          "congestion control list, as TcpOptions::congestion_control (\"\": the host's)");
 ABSL_FLAG(std::string, connections, "split",
           "split: one connection per direction (as TcpTransport); shared: one for both");
 
@@ -52,9 +55,9 @@ UniqueFd Tuned(absl::StatusOr<UniqueFd> fd) {
     std::fprintf(stderr, "%s\n", fd.status().ToString().c_str());
     std::exit(1);
   }
-  const lockstep::collectives::TcpOptions options;
-  lockstep::collectives::TuneSocket(fd->get(), options.socket_buffer_bytes,
-                                    options.congestion_control);
+  lockstep::collectives::TuneSocket(fd->get(),
+                                    lockstep::collectives::TcpOptions().socket_buffer_bytes,
+                                    absl::GetFlag(FLAGS_congestion));
   return std::move(fd).value();
 }
 
