@@ -61,14 +61,15 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
   LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/tcp/", me.rank), listening.second));
 
   // Two connections per pair, one per direction: rank r sends to p only on the connection r
-  // opened to p and receives from p only on the one p opened. A connection that carries both
-  // directions makes each side's sends and its peer's incoming segments take turns on one
-  // socket lock (loopback delivers a segment on the sender's CPU, into the receiver's
-  // socket). Measured: two processes on two CPUs exchanging 1 MiB each way, median of 300
-  // exchanges per connection, 125-160 us over two connections against 270-300 us over one
-  // (bench/tcp_loopback_probe --connections=split|shared: 141-189 vs 284-289 us);
-  // all-reduce n=2 (bench/allreduce, 8 interleaved runs, medians) 64 KiB 22.1 -> 19.2 us,
-  // 256 KiB 73 -> 66 us, 1 MiB 229 -> 218 us, 2 MiB 463 -> 443 us, 4 MiB 943 -> 892 us.
+  // opened to p and receives from p only on the one p opened. Measured, all-reduce n=2
+  // (bench/allreduce, 6 interleaved runs, rank 0's medians; small messages padded, cubic),
+  // two connections vs one: 64 KiB 19.5 vs 22.1 us, 128 KiB 32.6 vs 37.7, 256 KiB 47.7 vs
+  // 59.7, 512 KiB 87.7 vs 91.7, 1 MiB 173 vs 185 (recursive doubling: one exchange of the
+  // whole vector each way); the ring sizes are within a few percent the other way: 2 MiB 303
+  // vs 297, 4 MiB 635 vs 595, 8 MiB 1701 vs 1661. A raw 1 MiB exchange alone measures the
+  // same either way under cubic (bench/tcp_loopback_probe --connections=split|shared:
+  // 138-194 vs 130-135 us); under BBR, the hosts' default, one connection is about 2x slower
+  // (163-236 vs 278-283 us).
   // Order, free of deadlock: connect to every lower rank, accept from every peer, then connect
   // to every higher rank. Rank 0 accepts at once; a rank's connects to lower ranks find them
   // accepting (they connected to their own lower ranks first), and its connects to higher ones

@@ -71,10 +71,10 @@ class TcpTransport final : public Transport {
   // Messages shorter than this travel padded to it (the receiver drops the padding). A
   // message of a few bytes leaves a loopback connection slow for the bulk transfers after
   // it: two processes exchanging 1 MiB each way, each exchange after one of N bytes, median
-  // of 200 exchanges, 4 interleaved rounds: N = 1: 372-989 us, 8: 369-568 us; 16: 128-188 us,
-  // 64: 128-174 us, none: 172-256 us (one 754); bench/tcp_loopback_probe --small=N repeats it
-  // (3 rounds later: N = 1, 8: 357-406 us; 16, 64: 136-166 us; none: 182-189 us). Barriers
-  // (1 byte) and small all-reduces otherwise slow the next large all-reduce by about 2x.
+  // of 200 exchanges (bench/tcp_loopback_probe --small=N), with the transport's cubic, 2
+  // rounds: N = 1: 241-406 us, 8: 180-185, 16: 134-137, 64: 132-135, none: 135-137 (under
+  // BBR, 4 rounds: N = 1: 372-989 us, 8: 369-568, 16: 128-188, 64: 128-174). Barriers (1 byte)
+  // and small all-reduces otherwise slow the next large all-reduce by about 2x.
   static constexpr size_t kMinMessageBytes = 64;
 
   static absl::StatusOr<std::unique_ptr<TcpTransport>> Connect(const HandshakeIdentity& me,
