@@ -90,7 +90,8 @@ class CrossDeviceOps {
 
   // The group that carries this worker's gradients (the cross-worker communicator, or local
   // replica 0's rank of a flat group) and what its async all-reduces moved so far (the fused
-  // gradient packs; collectives::Communicator::async_all_reduce_totals): for the bus
+  // gradient packs, and CrossWorkerSum's loss and metrics where they share the group;
+  // collectives::Communicator::async_all_reduce_totals): for the bus
   // bandwidth a worker reports. A group of 1 when there is none.
   struct AllReduceStats {
     int group_size = 1;
