@@ -183,14 +183,16 @@ void Communicator::WorkerLoop() {
       }
       return op.body();
     });
-    if (s.ok() && op.all_reduce_bytes > 0) {
-      async_all_reduce_bytes_.fetch_add(static_cast<int64_t>(op.all_reduce_bytes));
-      async_all_reduce_ns_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - started));
-    }
+    if (s.ok() && op.all_reduce_bytes > 0) CountAllReduce(op.all_reduce_bytes, started);
     op.handle->Finish(std::move(s));
     mu_.Lock();
     busy_.store(false);
   }
+}
+
+void Communicator::CountAllReduce(size_t bytes, absl::Time started) {
+  async_all_reduce_bytes_.fetch_add(static_cast<int64_t>(bytes));
+  async_all_reduce_ns_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - started));
 }
 
 Communicator::AllReduceTotals Communicator::async_all_reduce_totals() const {
@@ -288,6 +290,22 @@ Handle Communicator::AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, 
   for (const BufferPiece& p : pieces) bytes += p.bytes;
   return Submit([=] { return AllReducePiecesNow(pieces, bytes, dtype, op, deadline); }, deadline,
                 "all-reduce of pieces", bytes);
+}
+
+absl::Status Communicator::AllReducePieces(absl::Span<const BufferPiece> pieces, DType dtype,
+                                           ReduceOp op, absl::Time deadline) {
+  absl::Status check = CheckPieces(pieces, dtype);
+  if (!check.ok()) return Annotate(check, absl::StrCat("rank ", rank()));
+  size_t bytes = 0;
+  for (const BufferPiece& p : pieces) bytes += p.bytes;
+  return RunNow(
+      [=] {
+        const absl::Time started = absl::Now();
+        absl::Status s = AllReducePiecesNow(pieces, bytes, dtype, op, deadline);
+        if (s.ok()) CountAllReduce(bytes, started);
+        return s;
+      },
+      deadline, "all-reduce of pieces");
 }
 
 absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> pieces, size_t bytes,

@@ -104,6 +104,11 @@ class Communicator {
   // must stay valid until Wait() returns.
   Handle AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
                               absl::Time deadline);
+  // The same, returning when done: on the calling thread when no async collective is queued
+  // or running (no hand-off to the communicator's thread and back), else behind them. What
+  // FusedAllReduce::Finish runs its last bucket with, since its caller waits anyway.
+  absl::Status AllReducePieces(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
+                               absl::Time deadline);
 
   // `buf` of `root` is copied to every rank's `buf`.
   absl::Status Broadcast(void* buf, size_t count, DType dtype, int root, absl::Time deadline);
@@ -123,10 +128,10 @@ class Communicator {
 
   void Abort();
 
-  // What the async all-reduces (AllReduceAsync, AllReducePiecesAsync: those that run on the
-  // communicator's thread, as a trainer's gradient packs do) have moved so far: payload bytes
-  // per rank and the time they ran, queueing excluded, successful ones only. For bus
-  // bandwidth: busbw = bytes * 2(n-1)/n / time. Sync calls are not counted: two clock reads
+  // What a trainer's gradient packs have moved so far: the async all-reduces
+  // (AllReduceAsync, AllReducePiecesAsync) and AllReducePieces; payload bytes per rank and
+  // the time they ran, queueing excluded, successful ones only. For bus bandwidth:
+  // busbw = bytes * 2(n-1)/n / time. The other sync calls are not counted: two clock reads
   // would cost a small shared-memory all-reduce a fifth of its time.
   struct AllReduceTotals {
     int64_t bytes = 0;
@@ -143,6 +148,8 @@ class Communicator {
     const char* what;             // "all-reduce", ...: for messages
     size_t all_reduce_bytes = 0;  // > 0: counted in async_all_reduce_totals()
   };
+  // Adds an all-reduce of `bytes` that ran from `started` until now to the totals.
+  void CountAllReduce(size_t bytes, absl::Time started);
 
   Communicator(std::unique_ptr<Transport> transport, const AlgorithmOptions& options);
   Handle Submit(Body body, absl::Time deadline, const char* what, size_t all_reduce_bytes = 0);

@@ -383,9 +383,10 @@ TEST(CommunicatorFailureTest, BadRootIsInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// Async all-reduces (a trainer's gradient packs) are counted, with the time they ran; sync
-// ones are not (their fast path reads no clock).
-TEST(CommunicatorTest, AsyncAllReducesCountTheirBytesAndTime) {
+// A trainer's gradient packs (async all-reduces, and AllReducePieces, which runs the last
+// one) are counted, with the time they ran; other sync all-reduces are not (their fast path
+// reads no clock).
+TEST(CommunicatorTest, GradientPackAllReducesCountTheirBytesAndTime) {
   auto group = MakeGroup(TransportKind::kInProc, 2);
   ASSERT_TRUE(group.ok()) << group.status();
   std::vector<std::vector<float>> x(2, std::vector<float>(1000, 1.0f));
@@ -402,11 +403,14 @@ TEST(CommunicatorTest, AsyncAllReducesCountTheirBytesAndTime) {
     BufferPiece pieces[] = {{x[r].data(), 400 * sizeof(float)},
                             {x[r].data() + 400, 600 * sizeof(float)}};
     ASSERT_TRUE(c.AllReducePiecesAsync(pieces, DType::kF32, ReduceOp::kSum, deadline)->Wait().ok());
+    EXPECT_EQ(c.async_all_reduce_totals().bytes, 2 * 1000 * static_cast<int64_t>(sizeof(float)));
+    ASSERT_TRUE(c.AllReducePieces(pieces, DType::kF32, ReduceOp::kSum, deadline).ok());
     const Communicator::AllReduceTotals totals = c.async_all_reduce_totals();
-    EXPECT_EQ(totals.bytes, 2 * 1000 * static_cast<int64_t>(sizeof(float)));
+    EXPECT_EQ(totals.bytes, 3 * 1000 * static_cast<int64_t>(sizeof(float)));
     EXPECT_GT(totals.time, absl::ZeroDuration());
   });
-  EXPECT_EQ(x[0][0], 8.0f);  // three sums of two ranks
+  EXPECT_EQ(x[0][0], 16.0f);  // four sums of two ranks
+  EXPECT_EQ(x[1][999], 16.0f);
 }
 
 }  // namespace

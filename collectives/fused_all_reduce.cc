@@ -56,13 +56,26 @@ void FusedAllReduce::Add(void* data, size_t count, DType dtype, absl::Time deadl
 }
 
 absl::Status FusedAllReduce::Finish() {
+  // The partial buckets start in order; the last of them runs on this thread, which would
+  // only wait for it, rather than being handed to the communicator's thread and back.
+  // Measured with `lockstep bench allreduce --np 2 --transport tcp` (one 4000 KiB bucket),
+  // 14 alternating runs each: fused 667 us median against 704 us; over shm, no difference.
+  // Behind earlier buckets still running it queues as they do.
+  Bucket* last = nullptr;
   for (size_t i = 0; i < in_use_; ++i) {
-    if (!buckets_[i]->handle) Launch(*buckets_[i]);
+    if (buckets_[i]->handle) continue;
+    if (last != nullptr) Launch(*last);
+    last = buckets_[i].get();
   }
-  absl::Status first;
+  absl::Status last_status;
+  if (last != nullptr) {
+    last_status = comm_->AllReducePieces(last->entries, last->dtype, op_, last->deadline);
+    ++started_;
+  }
+  absl::Status first;  // in bucket order: an earlier bucket's error is the cause
   for (size_t i = 0; i < in_use_; ++i) {
     Bucket& b = *buckets_[i];
-    absl::Status s = b.handle->Wait();
+    absl::Status s = &b == last ? last_status : b.handle->Wait();
     if (!s.ok() && first.ok()) first = s;
     b.handle.reset();
   }

@@ -10,7 +10,7 @@
 // a packed bucket gives.
 //
 // Use per step: Add() every gradient in the order every rank agrees on, then Finish(),
-// which starts the partial buckets and waits for all. The object can be reused for the next
+// which starts the partial buckets (the last on the calling thread) and waits for all. The object can be reused for the next
 // step; bucket bookkeeping is kept (no allocation in steady state).
 // Ownership: borrows the Communicator and the tensors: they must stay valid, and their
 // contents unchanged by the caller, from Add() until Finish() returns (a bucket reads and
@@ -38,8 +38,8 @@ class FusedAllReduce {
 
   // Adds a tensor to this step, all-reduced in place. `deadline` bounds its bucket.
   void Add(void* data, size_t count, DType dtype, absl::Time deadline);
-  // Starts what is pending and waits for every bucket; returns the first
-  // error (the tensors' contents are then unspecified).
+  // Starts what is pending, the last bucket on this thread, and waits for every bucket;
+  // returns the first error in bucket order (the tensors' contents are then unspecified).
   absl::Status Finish();
 
   // Buckets started so far in this step (for tests and metrics).

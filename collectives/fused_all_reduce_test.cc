@@ -3,6 +3,7 @@
 #include <cstring>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "collectives/reduce.h"
 #include "collectives/test_util.h"
@@ -265,6 +266,40 @@ TEST(ZeroCopyFusionTest, RefusesPiecesThatAreNotWholeElements) {
                                               absl::Now() + absl::Seconds(5))
                        ->Wait();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  s = (*group)[0]->AllReducePieces(pieces, DType::kF32, ReduceOp::kSum,
+                                   absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "rank 0")) << s;
+}
+
+// Finish runs the last partial bucket on the calling thread (Communicator::AllReducePieces):
+// every bucket, that one included, still counts toward the bytes a trainer's bus bandwidth
+// is computed from, and a failed communicator fails Finish rather than the bucket running.
+TEST(FusedAllReduceTest, LastBucketOnTheCallerIsCountedAndFailsWithTheCommunicator) {
+  const int n = 2;
+  auto group = MakeGroup(TransportKind::kInProc, n);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<std::vector<std::vector<float>>> f(n);
+  RunRanks(n, [&](int r) {
+    Communicator& comm = *(*group)[r];
+    FusedAllReduce fused(&comm, ReduceOp::kSum, /*bytes_per_pack=*/1000);
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    for (int k = 0; k < 7; ++k) f[r].emplace_back(100, static_cast<float>(r + 1));  // 400 B each
+    for (auto& t : f[r]) fused.Add(t.data(), t.size(), DType::kF32, deadline);
+    ASSERT_TRUE(fused.Finish().ok());
+    EXPECT_EQ(comm.async_all_reduce_totals().bytes, 7 * 400);
+  });
+  for (int r = 0; r < n; ++r) {
+    for (const auto& t : f[r]) {
+      for (float v : t) ASSERT_EQ(v, 3.0f);
+    }
+  }
+  Communicator& comm = *(*group)[0];
+  comm.Abort();
+  FusedAllReduce fused(&comm, ReduceOp::kSum, /*bytes_per_pack=*/1000);
+  fused.Add(f[0][0].data(), f[0][0].size(), DType::kF32, absl::Now() + absl::Seconds(20));
+  EXPECT_EQ(fused.Finish().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(f[0][0][0], 3.0f);
 }
 
 }  // namespace
