@@ -5,13 +5,17 @@
 // Forks a peer; the two processes are pinned to the first two allowed CPUs (one each), open
 // connections tuned as TcpTransport tunes them (collectives/socket_util.h: TCP_NODELAY,
 // TcpOptions' buffers and, unless --congestion says otherwise, its congestion control), and
-// exchange --bytes each way --reps times, each exchange preceded by one of --small bytes each way
-// (0: none). Prints the median and the 10th/90th percentiles of the bulk exchanges as the parent
-// saw them.
+// exchange --bytes each way --reps times, each exchange preceded by --small_count of --small
+// bytes each way (0: none). Prints the median and the 10th/90th percentiles of the bulk
+// exchanges as the parent saw them; --tcp_info also prints both sockets' TCP_INFO (cwnd, MSS,
+// RTT, receive window) before a few of them.
 //
 //   bazel build //bench:tcp_loopback_probe
 //   for s in 0 1 8 16 64; do bazel-bin/bench/tcp_loopback_probe --small=$s; done
 //   bazel-bin/bench/tcp_loopback_probe --connections=shared [--congestion=bbr]
+//   bazel-bin/bench/tcp_loopback_probe --bytes=2048000 --small=64 --small_count=100 --tcp_info
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -35,6 +39,8 @@
 ABSL_FLAG(int64_t, bytes, 1 << 20, "bytes each way per bulk exchange");
 ABSL_FLAG(int64_t, small, 0, "bytes each way of the exchange before each bulk one; 0: none");
 ABSL_FLAG(int, reps, 200, "bulk exchanges");
+ABSL_FLAG(int, small_count, 1, "exchanges of --small bytes before each bulk one");
+ABSL_FLAG(bool, tcp_info, false, "print both sockets' TCP_INFO before a few bulk exchanges");
 ABSL_FLAG(std::string, congestion, lockstep::collectives::TcpOptions().congestion_control,
           "congestion control list, as TcpOptions::congestion_control (\"\": the host's)");
 ABSL_FLAG(std::string, connections, "split",
@@ -108,8 +114,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool split = connections == "split";
-  if (reps < 1 || bytes < 1) {
-    std::fprintf(stderr, "--reps and --bytes must be at least 1\n");
+  const int small_count = absl::GetFlag(FLAGS_small_count);
+  const bool print_tcp_info = absl::GetFlag(FLAGS_tcp_info);
+  if (reps < 1 || bytes < 1 || small_count < 1) {
+    std::fprintf(stderr, "--reps, --bytes and --small_count must be at least 1\n");
     return 2;
   }
   const std::vector<int> cpus = lockstep::AllowedCpus();
@@ -148,7 +156,24 @@ int main(int argc, char** argv) {
   const int in = !parent || !split ? first.get() : second.get();
   std::vector<double> us;
   for (int i = 0; i < reps; ++i) {
-    if (small > 0) Exchange(out, in, send.data(), recv.data(), small);
+    if (small > 0) {
+      for (int k = 0; k < small_count; ++k) {
+        Exchange(out, in, send.data(), recv.data(), small);
+      }
+    }
+    if (parent && print_tcp_info && (i < 3 || i == reps / 2)) {
+      for (int fd : {out, in}) {
+        tcp_info ti{};
+        socklen_t len = sizeof(ti);
+        getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len);
+        std::printf(
+            "rep %d %s: cwnd %u ssthresh %u snd_mss %u rcv_mss %u rtt %u us rcv_rtt %u us "
+            "rcv_ssthresh %u rcv_space %u ato %u us\n",
+            i, fd == out ? "out" : "in ", ti.tcpi_snd_cwnd, ti.tcpi_snd_ssthresh, ti.tcpi_snd_mss,
+            ti.tcpi_rcv_mss, ti.tcpi_rtt, ti.tcpi_rcv_rtt, ti.tcpi_rcv_ssthresh, ti.tcpi_rcv_space,
+            ti.tcpi_ato);
+      }
+    }
     const absl::Time start = absl::Now();
     Exchange(out, in, send.data(), recv.data(), bytes);
     us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
@@ -160,9 +185,9 @@ int main(int argc, char** argv) {
   waitpid(child, &status, 0);
   std::sort(us.begin(), us.end());
   std::printf(
-      "tcp loopback, %s connections, %zu bytes each way after %zu: median %.1f us, p10 %.1f, "
-      "p90 %.1f (%d exchanges)\n",
-      split ? "split" : "shared", bytes, small, us[us.size() / 2], us[us.size() / 10],
-      us[us.size() * 9 / 10], reps);
+      "tcp loopback, %s connections, %zu bytes each way after %d x %zu: median %.1f us, p10 "
+      "%.1f, p90 %.1f (%d exchanges)\n",
+      split ? "split" : "shared", bytes, small > 0 ? small_count : 0, small, us[us.size() / 2],
+      us[us.size() / 10], us[us.size() * 9 / 10], reps);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
