@@ -282,22 +282,27 @@ Handle Communicator::AllReduceAsync(const void* send, void* recv, size_t count, 
       deadline, "all-reduce", count * DTypeSize(dtype));
 }
 
-Handle Communicator::AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype,
-                                          ReduceOp op, absl::Time deadline) {
+absl::StatusOr<size_t> Communicator::PiecesBytes(absl::Span<const BufferPiece> pieces,
+                                                 DType dtype) const {
   absl::Status s = CheckPieces(pieces, dtype);
-  if (!s.ok()) return Finished(Annotate(s, absl::StrCat("rank ", rank())));
+  if (!s.ok()) return Annotate(s, absl::StrCat("rank ", rank()));
   size_t bytes = 0;
   for (const BufferPiece& p : pieces) bytes += p.bytes;
+  return bytes;
+}
+
+Handle Communicator::AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype,
+                                          ReduceOp op, absl::Time deadline) {
+  absl::StatusOr<size_t> checked = PiecesBytes(pieces, dtype);
+  if (!checked.ok()) return Finished(checked.status());
+  const size_t bytes = *checked;
   return Submit([=] { return AllReducePiecesNow(pieces, bytes, dtype, op, deadline); }, deadline,
                 "all-reduce of pieces", bytes);
 }
 
 absl::Status Communicator::AllReducePieces(absl::Span<const BufferPiece> pieces, DType dtype,
                                            ReduceOp op, absl::Time deadline) {
-  absl::Status check = CheckPieces(pieces, dtype);
-  if (!check.ok()) return Annotate(check, absl::StrCat("rank ", rank()));
-  size_t bytes = 0;
-  for (const BufferPiece& p : pieces) bytes += p.bytes;
+  LS_ASSIGN_OR_RETURN(const size_t bytes, PiecesBytes(pieces, dtype));
   return RunNow(
       [=] {
         const absl::Time started = absl::Now();

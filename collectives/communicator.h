@@ -170,6 +170,8 @@ class Communicator {
   // INVALID_ARGUMENT for a root outside the group or a null `buf` with count > 0.
   absl::Status CheckBroadcast(const void* buf, size_t count, int root) const;
   // `bytes`: the pieces' total.
+  // The pieces' total bytes, or INVALID_ARGUMENT naming this rank (CheckPieces).
+  absl::StatusOr<size_t> PiecesBytes(absl::Span<const BufferPiece> pieces, DType dtype) const;
   absl::Status AllReducePiecesNow(absl::Span<const BufferPiece> pieces, size_t bytes, DType dtype,
                                   ReduceOp op, absl::Time deadline);
 

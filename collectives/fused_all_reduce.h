@@ -10,8 +10,8 @@
 // a packed bucket gives.
 //
 // Use per step: Add() every gradient in the order every rank agrees on, then Finish(),
-// which starts the partial buckets (the last on the calling thread) and waits for all. The object can be reused for the next
-// step; bucket bookkeeping is kept (no allocation in steady state).
+// which starts the partial buckets (the last on the calling thread) and waits for all. The object
+// can be reused for the next step; bucket bookkeeping is kept (no allocation in steady state).
 // Ownership: borrows the Communicator and the tensors: they must stay valid, and their
 // contents unchanged by the caller, from Add() until Finish() returns (a bucket reads and
 // writes them while it runs).
