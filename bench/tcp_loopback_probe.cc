@@ -8,12 +8,16 @@
 // exchange --bytes each way --reps times, each exchange preceded by --small_count of --small
 // bytes each way (0: none). Prints the median and the 10th/90th percentiles of the bulk
 // exchanges as the parent saw them; --tcp_info also prints both sockets' TCP_INFO (cwnd, MSS,
-// RTT, receive window) before a few of them.
+// RTT, receive window) before a few of them. --small_lane sends the small exchanges over
+// connections of their own, which tells the bulk connections' TCP state apart from the host's:
+// a 2000 KiB exchange after 100 of 40 KiB is slower on either (see the note by MeasureFusion in
+// bench/allreduce_rank.cc).
 //
 //   bazel build //bench:tcp_loopback_probe
 //   for s in 0 1 8 16 64; do bazel-bin/bench/tcp_loopback_probe --small=$s; done
 //   bazel-bin/bench/tcp_loopback_probe --connections=shared [--congestion=bbr]
 //   bazel-bin/bench/tcp_loopback_probe --bytes=2048000 --small=64 --small_count=100 --tcp_info
+//   bazel-bin/bench/tcp_loopback_probe --bytes=2048000 --small=40960 --small_count=100 --small_lane
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
@@ -43,6 +47,7 @@ ABSL_FLAG(int, small_count, 1, "exchanges of --small bytes before each bulk one"
 ABSL_FLAG(bool, tcp_info, false, "print both sockets' TCP_INFO before a few bulk exchanges");
 ABSL_FLAG(std::string, congestion, lockstep::collectives::TcpOptions().congestion_control,
           "congestion control list, as TcpOptions::congestion_control (\"\": the host's)");
+ABSL_FLAG(bool, small_lane, false, "small exchanges on their own connections");
 ABSL_FLAG(std::string, connections, "split",
           "split: one connection per direction (as TcpTransport); shared: one for both");
 
@@ -154,11 +159,21 @@ int main(int argc, char** argv) {
   }
   const int out = parent || !split ? first.get() : second.get();
   const int in = !parent || !split ? first.get() : second.get();
+  UniqueFd third, fourth;
+  int small_out = out, small_in = in;
+  if (absl::GetFlag(FLAGS_small_lane)) {
+    third = parent ? AcceptOne(listen_fd.get())
+                   : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
+    fourth = parent ? AcceptOne(listen_fd.get())
+                    : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
+    small_out = parent ? third.get() : fourth.get();
+    small_in = parent ? fourth.get() : third.get();
+  }
   std::vector<double> us;
   for (int i = 0; i < reps; ++i) {
     if (small > 0) {
       for (int k = 0; k < small_count; ++k) {
-        Exchange(out, in, send.data(), recv.data(), small);
+        Exchange(small_out, small_in, send.data(), recv.data(), small);
       }
     }
     if (parent && print_tcp_info && (i < 3 || i == reps / 2)) {
@@ -168,10 +183,10 @@ int main(int argc, char** argv) {
         getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len);
         std::printf(
             "rep %d %s: cwnd %u ssthresh %u snd_mss %u rcv_mss %u rtt %u us rcv_rtt %u us "
-            "rcv_ssthresh %u rcv_space %u ato %u us\n",
+            "rcv_ssthresh %u rcv_space %u ato %u us unacked %u\n",
             i, fd == out ? "out" : "in ", ti.tcpi_snd_cwnd, ti.tcpi_snd_ssthresh, ti.tcpi_snd_mss,
             ti.tcpi_rcv_mss, ti.tcpi_rtt, ti.tcpi_rcv_rtt, ti.tcpi_rcv_ssthresh, ti.tcpi_rcv_space,
-            ti.tcpi_ato);
+            ti.tcpi_ato, ti.tcpi_unacked);
       }
     }
     const absl::Time start = absl::Now();
