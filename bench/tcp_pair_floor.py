@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How close two TCP ranks on one host come to what loopback TCP itself allows.
 
-Per round, back to back: raw loopback exchanges of 1 MiB and 2 MiB each way
+Per round, back to back: raw loopback exchanges of 1 MiB and 2000 KiB each way
 (bench/tcp_loopback_probe: no reduction, no collective), then `lockstep bench allreduce
 --np 2 --transport tcp --sizes 2M:2M --peers mpi` with its fusion measurement. A two-rank
 all-reduce of S bytes must move S bytes each way (S/2 in reduce-scatter, S/2 in

@@ -169,9 +169,9 @@ class Communicator {
   void WorkerLoop();
   // INVALID_ARGUMENT for a root outside the group or a null `buf` with count > 0.
   absl::Status CheckBroadcast(const void* buf, size_t count, int root) const;
-  // `bytes`: the pieces' total.
   // The pieces' total bytes, or INVALID_ARGUMENT naming this rank (CheckPieces).
   absl::StatusOr<size_t> PiecesBytes(absl::Span<const BufferPiece> pieces, DType dtype) const;
+  // Runs the all-reduce of checked `pieces` on this thread; `bytes`: their total (PiecesBytes).
   absl::Status AllReducePiecesNow(absl::Span<const BufferPiece> pieces, size_t bytes, DType dtype,
                                   ReduceOp op, absl::Time deadline);
 

@@ -60,6 +60,21 @@ struct RankData {
   std::vector<std::vector<int32_t>> i32;
 };
 
+// Tensor sizes that cut segments and chunks at odd places, an empty tensor among them
+// (4739 elements in all).
+const std::vector<size_t> kRaggedSizes = {700, 0, 1, 2500, 333, 1200, 5};
+
+// Tensors of kRaggedSizes elements, uniform in [-1, 1), drawn from `gen`.
+std::vector<std::vector<float>> RaggedTensors(std::mt19937& gen) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<std::vector<float>> tensors;
+  for (size_t k : kRaggedSizes) {
+    tensors.emplace_back(k);
+    for (float& v : tensors.back()) v = u(gen);
+  }
+  return tensors;
+}
+
 template <typename T>
 std::vector<T> Concat(const std::vector<std::vector<T>>& parts) {
   std::vector<T> all;
@@ -172,17 +187,12 @@ TEST(ZeroCopyFusionTest, SegmentedAllReduceOfPiecesMatchesContiguousBitwise) {
   options.chunk_bytes = 512;
   auto group = MakeGroup(TransportKind::kInProc, n, options);
   ASSERT_TRUE(group.ok()) << group.status();
-  const std::vector<size_t> sizes = {700, 0, 1, 2500, 333, 1200, 5};  // 4739 elements
   std::vector<std::vector<std::vector<float>>> f(n);
   std::vector<std::vector<int32_t>> ints(n);
   std::vector<std::vector<float>> contiguous(n);
   for (int r = 0; r < n; ++r) {
     std::mt19937 gen(5 + r);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (size_t k : sizes) {
-      f[r].emplace_back(k);
-      for (float& v : f[r].back()) v = u(gen);
-    }
+    f[r] = RaggedTensors(gen);
     contiguous[r] = Concat(f[r]);
     for (size_t i = 0; i < 4739; ++i) ints[r].push_back(static_cast<int32_t>(gen() % 100));
   }
@@ -221,16 +231,11 @@ TEST(ZeroCopyFusionTest, DoublingAlgorithmsOverPiecesMatchContiguousBitwise) {
         options.algorithm = algorithm;
         auto group = MakeGroup(TransportKind::kInProc, n, options);
         ASSERT_TRUE(group.ok()) << group.status();
-        const std::vector<size_t> sizes = {700, 0, 1, 2500, 333, 1200, 5};
         std::vector<std::vector<std::vector<float>>> f(n);
         std::vector<std::vector<float>> contiguous(n);
         for (int r = 0; r < n; ++r) {
           std::mt19937 gen(11 + r);
-          std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-          for (size_t k : sizes) {
-            f[r].emplace_back(k);
-            for (float& v : f[r].back()) v = u(gen);
-          }
+          f[r] = RaggedTensors(gen);
           contiguous[r] = Concat(f[r]);
         }
         const float first_sum = [&] {
