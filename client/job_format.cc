@@ -109,9 +109,18 @@ std::string FormatJobDescription(const v1::GetJobResponse& r) {
   std::string out = absl::StrCat("Job:       ", j.id(), " (", j.name(), ")\n",
                                  "State:     ", v1::JobState_Name(j.state()), "\n");
   if (!j.reason().empty()) absl::StrAppend(&out, "Reason:    ", j.reason(), "\n");
-  absl::StrAppend(&out, "Attempt:   ", j.attempt(), "\n",
-                  "Strategy:  ", v1::StrategyKind_Name(r.spec().strategy()), ", global batch ",
-                  r.spec().global_batch_size(), "\n",
+  const int max_restarts = r.spec().restart_policy().max_restarts();
+  absl::StrAppend(&out, "Attempt:   ", j.attempt(),
+                  max_restarts > 0 ? absl::StrCat(" (restarts: ", j.restarts(), " of ",
+                                                  max_restarts, " allowed)")
+                                   : "",
+                  "\n");
+  if (j.progress().restored_step() > 0) {
+    absl::StrAppend(&out, "Restored:  from the checkpoint of step ", j.progress().restored_step(),
+                    "\n");
+  }
+  absl::StrAppend(&out, "Strategy:  ", v1::StrategyKind_Name(r.spec().strategy()),
+                  ", global batch ", r.spec().global_batch_size(), "\n",
                   "Created:   ", absl::FormatTime(absl::FromUnixMicros(j.created_unix_micros())),
                   "\n");
   absl::StrAppend(&out, "Progress:\n  ", FormatJobResult(j));

@@ -106,7 +106,8 @@ absl::Status LocalCluster::StartWorker(int i) {
   SubprocessOptions sp;
   sp.new_process_group = true;  // Ctrl-C is for `lockstep local`, which stops us in order
   sp.argv = {options_.lockstepd_bin, absl::StrCat("--coordinator=", coordinator_address_),
-             absl::StrCat("--cpu_devices=", options_.cpu_devices)};
+             absl::StrCat("--cpu_devices=", options_.cpu_devices),
+             absl::StrCat("--state_dir=", options_.work_dir, "/worker-", i)};
   if (!worker_cpus_.empty()) {
     sp.argv.push_back(absl::StrCat("--cpu_affinity=", FormatCpuList(worker_cpus_[i])));
   }

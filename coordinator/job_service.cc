@@ -49,7 +49,22 @@ v1::JobProgress ProgressOf(const v1::JobReport& r) {
   p.set_compute_ms(r.compute_ms());
   p.set_allreduce_wait_ms(r.allreduce_wait_ms());
   p.set_apply_ms(r.apply_ms());
+  p.set_restored_step(r.restored_step());
   return p;
+}
+
+// The reason a job enters RESTARTING with: what failed, and which restart this is.
+std::string RestartReason(const std::string& failure, const v1::JobRecord& record,
+                          int max_restarts) {
+  return absl::StrCat(failure, "; restarting from the newest checkpoint (restart ",
+                      record.restarts() + 1, " of ", max_restarts, ")");
+}
+
+// What a FAILED reason adds when the restart policy allowed restarts.
+std::string NoRestartsLeft(int restarts, int max_restarts) {
+  if (max_restarts <= 0) return "";
+  return absl::StrCat(" (no restart left: ", restarts, " of restart_policy.max_restarts ",
+                      max_restarts, " used)");
 }
 
 }  // namespace
@@ -72,16 +87,28 @@ absl::Status JobService::Recover() {
   absl::MutexLock l(&mu_);
   for (const v1::JobRecord& job : jobs) {
     if (job.state() == v1::RUNNING) {
-      LS_RETURN_IF_ERROR(
-          store_
-              ->UpdateState(job.id(), v1::FAILED,
-                            absl::StrCat("coordinator restarted while the job was running "
-                                         "(attempt ",
-                                         job.attempt(),
-                                         "); resubmit it (restarting from its newest checkpoint "
-                                         "comes with the restart policy)"))
-              .status());
-    } else if (job.state() == v1::PENDING) {
+      // Its workers belonged to the previous coordinator: they drop the attempt when they
+      // find this one (a new coordinator incarnation). The restart policy decides.
+      v1::JobSpec spec;
+      const int max_restarts =
+          spec.ParseFromString(job.spec()) ? spec.restart_policy().max_restarts() : 0;
+      const std::string why = absl::StrCat(
+          "coordinator restarted while the job was running "
+          "(attempt ",
+          job.attempt(), ")");
+      if (job.restarts() < max_restarts) {
+        LS_RETURN_IF_ERROR(
+            store_->UpdateState(job.id(), v1::RESTARTING, RestartReason(why, job, max_restarts))
+                .status());
+        pending_.insert(job.id());
+      } else {
+        LS_RETURN_IF_ERROR(
+            store_
+                ->UpdateState(job.id(), v1::FAILED,
+                              absl::StrCat(why, NoRestartsLeft(job.restarts(), max_restarts)))
+                .status());
+      }
+    } else if (job.state() == v1::PENDING || job.state() == v1::RESTARTING) {
       pending_.insert(job.id());
     }
   }
@@ -153,6 +180,7 @@ absl::StatusOr<v1::JobRecord> JobService::Cancel(const std::string& id, const st
   } else {
     LS_RETURN_IF_ERROR(store_->UpdateState(id, v1::CANCELLED, why).status());
     pending_.erase(id);
+    restart_workers_.erase(id);
     ChangedLocked(id, absl::StrCat("CANCELLED: ", why));
   }
   ScheduleLocked();
@@ -298,7 +326,7 @@ void JobService::SettleLocked(const std::string& id) {
     EndLocked(id, v1::SUCCEEDED,
               absl::StrCat("every worker finished: ", chief.step(), " steps, loss ", chief.loss()));
   } else if (!job.failure.empty() && ended == n) {
-    EndLocked(id, v1::FAILED, job.failure);
+    FailLocked(id, job.failure);
   }
 }
 
@@ -338,7 +366,7 @@ void JobService::Tick() {
         to_fail.emplace_back(id, job.failure);
     }
   }
-  for (const auto& [id, reason] : to_fail) EndLocked(id, v1::FAILED, reason);
+  for (const auto& [id, reason] : to_fail) FailLocked(id, reason);
   ScheduleLocked();
 }
 
@@ -366,7 +394,7 @@ void JobService::ScheduleLocked() {
   while (!pending_.empty()) {
     const std::string id = *pending_.begin();
     absl::StatusOr<v1::JobRecord> record = store_->Get(id);
-    if (!record.ok() || record->state() != v1::PENDING) {
+    if (!record.ok() || (record->state() != v1::PENDING && record->state() != v1::RESTARTING)) {
       pending_.erase(id);
       continue;
     }
@@ -378,6 +406,9 @@ void JobService::ScheduleLocked() {
 bool JobService::TryStartLocked(const v1::JobRecord& record,
                                 const std::vector<v1::TaskStatus>& tasks) {
   const std::string& id = record.id();
+  if (auto prev = ended_.find(id); prev != ended_.end() && !prev->second.leaving.empty()) {
+    return false;  // a restart waits until every worker left the failed attempt
+  }
   v1::JobSpec spec;
   if (!spec.ParseFromString(record.spec())) {
     (void)store_->UpdateState(id, v1::FAILED, "the stored spec cannot be parsed");
@@ -391,6 +422,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     if (!IsBusyLocked(RefOf(t))) idle.push_back(&t);
   }
   int needed = WorkersNeeded(spec);
+  if (auto r = restart_workers_.find(id); r != restart_workers_.end()) needed = r->second;
   if (needed == 0) {
     if (alive.empty() || idle.size() != alive.size()) return false;
     needed = static_cast<int>(alive.size());
@@ -412,6 +444,9 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     ChangedLocked(id, absl::StrCat("FAILED: ", why));
     return true;
   }
+  for (v1::Partition& p : *parts) {
+    p.set_job_uid(absl::StrCat(id, "@", record.created_unix_micros()));
+  }
   const std::string message =
       absl::StrCat("RUNNING on ", absl::StrJoin(names, ", "), " (attempt ", attempt, ")");
   if (absl::Status s = store_->UpdateState(id, v1::RUNNING, message).status(); !s.ok()) {
@@ -430,8 +465,25 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   }
   active_[id] = std::move(job);
   ended_.erase(id);
+  restart_workers_.erase(id);
   ChangedLocked(id, message);
   return true;
+}
+
+void JobService::FailLocked(const std::string& id, const std::string& reason) {
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  const int max_restarts = it->second.spec.restart_policy().max_restarts();
+  absl::StatusOr<v1::JobRecord> record = store_->Get(id);
+  if (record.ok() && record->restarts() < max_restarts) {
+    restart_workers_[id] = static_cast<int>(it->second.tasks.size());
+    EndLocked(id, v1::RESTARTING, RestartReason(reason, *record, max_restarts));
+    pending_.insert(id);  // scheduled like a pending job, once its workers left the attempt
+    return;
+  }
+  EndLocked(
+      id, v1::FAILED,
+      absl::StrCat(reason, NoRestartsLeft(record.ok() ? record->restarts() : 0, max_restarts)));
 }
 
 void JobService::EndLocked(const std::string& id, v1::JobState state, const std::string& reason) {

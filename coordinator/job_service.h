@@ -15,6 +15,14 @@
 //                        heartbeat_timeout + heartbeat_interval, JobServiceOptions)
 //                      --a worker LOST / re-registered--> FAILED naming it, abort the others
 //                      --Cancel--> CANCELLED, abort pushed to every worker
+// Restarts: a failure (either kind above) while restart_policy.max_restarts allows one
+// more makes the job RESTARTING instead of FAILED (the reason says what failed and which
+// restart this is; every attempt's reason stays in the record's transitions). It is
+// queued like a pending job and starts its next attempt (attempt+1, a new secret and
+// rendezvous prefix) once every worker left the failed attempt and enough are ALIVE and
+// idle; the workers restore the newest checkpoint one of them holds whole
+// (worker/job_restore.h). A coordinator restart (Recover) makes a RUNNING job RESTARTING
+// too when it has restarts left.
 // Leaving: a job that ended keeps each of its workers busy (no new partition is pushed to
 // it) until that worker has left the attempt: it reported its end (DONE, FAILED or
 // ABORTED: its executor has returned and its collectives are closed), or it is no longer
@@ -23,8 +31,8 @@
 // Workers needed: JobSpec.num_workers, or 1 for ONE_DEVICE / MIRRORED / CENTRAL_STORAGE,
 // or (0 with MULTI_WORKER_MIRRORED) every ALIVE training worker (type "worker" or
 // "chief"), all of which must be idle. Pending jobs are scheduled oldest first.
-// A coordinator restart: Recover() marks jobs that were RUNNING FAILED ("coordinator
-// restarted"); restart from a checkpoint is the restart policy's (next issue).
+// A coordinator restart: Recover() makes jobs that were RUNNING RESTARTING when their restart
+// policy allows, else FAILED ("coordinator restarted").
 //
 // Ownership: borrows the JobStore, the Membership and the Clock (they must outlive it).
 // Thread model: every method is thread-safe (one mutex; the store and membership have
@@ -71,8 +79,9 @@ class JobService {
  public:
   JobService(JobStore* store, Membership* membership, Clock* clock, JobServiceOptions options = {});
 
-  // Marks every job the store holds as RUNNING FAILED: its workers belonged to a previous
-  // coordinator. Call once, before serving.
+  // A job the store holds as RUNNING had its workers under a previous coordinator: it becomes
+  // RESTARTING when its restart policy has restarts left, else FAILED. PENDING and
+  // RESTARTING jobs are queued. Call once, before serving.
   absl::Status Recover();
 
   // Validates (INVALID_ARGUMENT naming the field: the spec, the batch against the workers
@@ -137,8 +146,13 @@ class JobService {
   // Starts `record` if enough workers are idle; false if it must wait.
   bool TryStartLocked(const v1::JobRecord& record, const std::vector<v1::TaskStatus>& tasks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the running job `id` in `state` (FAILED, SUCCEEDED or CANCELLED), pushing an
-  // abort to every worker that has not ended the attempt (unless SUCCEEDED).
+  // A failure of the running job `id`: RESTARTING (queued for its next attempt) when its
+  // restart policy has restarts left, else FAILED.
+  void FailLocked(const std::string& id, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the running attempt of `id` in `state` (FAILED, SUCCEEDED, CANCELLED or
+  // RESTARTING), pushing an abort to every worker that has not ended the attempt (unless
+  // SUCCEEDED).
   void EndLocked(const std::string& id, v1::JobState state, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbortOthersLocked(const std::string& id, const Active& job, const TaskRef& except,
@@ -167,6 +181,10 @@ class JobService {
   std::map<std::string, Active> active_ ABSL_GUARDED_BY(mu_);
   std::map<TaskRef, Mailbox> mailboxes_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> pending_ ABSL_GUARDED_BY(mu_);  // ids sort as submitted
+  // RESTARTING jobs: the workers their failed attempt had, which the next attempt needs
+  // too (the same group configuration, so the restarted run ends where an uninterrupted
+  // one would). After a coordinator restart it is not known: the spec decides.
+  std::map<std::string, int> restart_workers_ ABSL_GUARDED_BY(mu_);
   // Attempts that ended: their workers' reports keep arriving until each worker left the
   // attempt (Active::leaving: busy until then), and GetJob shows them (so "every worker
   // stopped" can be observed).

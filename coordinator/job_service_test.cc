@@ -459,6 +459,105 @@ TEST_F(JobServiceTest, RestartFailsRunningJobsAndKeepsEveryJob) {
   EXPECT_EQ(State(*pending), v1::RUNNING);
 }
 
+// worker/1 is lost: the job becomes RESTARTING (not FAILED), waits for a second worker,
+// starts attempt 2 on the survivor and the replacement with the same job uid (its
+// checkpoints) and a new rendezvous prefix; the next failure, with no restart left, is
+// FAILED, and every attempt's reason stays in the transitions.
+TEST_F(JobServiceTest, ALostWorkerRestartsTheJobUntilItsRestartsRunOut) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  v1::JobSpec spec = SmallJob();
+  spec.set_num_workers(2);
+  spec.mutable_checkpoint()->set_every_steps(5);
+  spec.mutable_restart_policy()->set_max_restarts(1);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  const v1::Partition first = Next(w0).run();
+  ASSERT_TRUE(Next(w1).has_run());
+  EXPECT_EQ(first.attempt(), 1);
+  EXPECT_THAT(first.job_uid(), ::testing::StartsWith(*id + "@"));
+  // worker/1 is SIGKILLed: worker/0's collective fails; worker/1 goes silent.
+  Report(w0, *id, 1, v1::JobReport::FAILED, 7, "all-reduce: peer rank 1 closed the connection");
+  clock_.Advance(absl::Seconds(2));
+  Beat(w0);
+  clock_.Advance(absl::Seconds(2));
+  jobs_->Tick();
+  v1::JobRecord job = jobs_->Get(*id)->job();
+  EXPECT_EQ(job.state(), v1::RESTARTING);
+  EXPECT_EQ(job.restarts(), 1);
+  EXPECT_THAT(job.reason(), HasSubstr("worker/1 (rank 1) was lost"));
+  EXPECT_THAT(job.reason(), HasSubstr("restart 1 of 1"));
+  // One ALIVE worker is not enough: the restart waits for the attempt's two.
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RESTARTING);
+  const TaskRef w2 = AddWorker();  // the replacement
+  jobs_->Tick();
+  ASSERT_EQ(State(*id), v1::RUNNING);
+  const v1::Partition second = Next(w0).run();
+  EXPECT_EQ(second.attempt(), 2);
+  EXPECT_EQ(second.job_uid(), first.job_uid());
+  EXPECT_NE(second.rendezvous_prefix(), first.rendezvous_prefix());
+  EXPECT_NE(second.secret(), first.secret());
+  ASSERT_TRUE(Next(w2).has_run());
+  // A second failure: no restart left.
+  Report(w0, *id, 2, v1::JobReport::FAILED, 9, "loss is NaN");
+  Report(w2, *id, 2, v1::JobReport::ABORTED, 9);
+  job = jobs_->Get(*id)->job();
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_THAT(job.reason(), HasSubstr("loss is NaN"));
+  EXPECT_THAT(job.reason(), HasSubstr("no restart left: 1 of restart_policy.max_restarts 1"));
+  std::vector<v1::JobState> states;
+  for (const v1::JobTransition& t : job.transitions()) states.push_back(t.state());
+  EXPECT_THAT(states, ::testing::ElementsAre(v1::PENDING, v1::RUNNING, v1::RESTARTING, v1::RUNNING,
+                                             v1::FAILED));
+  EXPECT_THAT(job.transitions(2).reason(), HasSubstr("worker/1 (rank 1) was lost"));
+}
+
+TEST_F(JobServiceTest, ARestartingJobCanBeCancelledAndStartsNoAttempt) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  v1::JobSpec spec = SmallJob();
+  spec.set_num_workers(2);
+  spec.mutable_checkpoint()->set_every_steps(5);
+  spec.mutable_restart_policy()->set_max_restarts(3);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(Next(w0).has_run());
+  ASSERT_TRUE(Next(w1).has_run());
+  // worker/1 is lost: the restart waits for a second worker.
+  Report(w0, *id, 1, v1::JobReport::FAILED, 3, "all-reduce: peer rank 1 closed the connection");
+  clock_.Advance(absl::Seconds(2));
+  Beat(w0);
+  clock_.Advance(absl::Seconds(2));
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RESTARTING);
+  ASSERT_TRUE(jobs_->Cancel(*id, "").ok());
+  EXPECT_EQ(State(*id), v1::CANCELLED);
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::CANCELLED);
+  EXPECT_EQ(jobs_->NextAssignment(w0, incarnations_[w0], clock_.Now()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);  // nothing new was pushed
+}
+
+// A coordinator restart with restarts left: RESTARTING (the workers drop the attempt when
+// they find the new coordinator), then a new attempt once the workers are back.
+TEST_F(JobServiceTest, CoordinatorRestartRestartsAJobWithRestartsLeft) {
+  const TaskRef w0 = AddWorker();
+  v1::JobSpec spec = SmallJob();
+  spec.set_num_workers(1);
+  spec.mutable_checkpoint()->set_every_steps(5);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(Next(w0).has_run());
+  OpenStore();  // a new coordinator on the same state_dir
+  v1::JobRecord job = jobs_->Get(*id)->job();
+  EXPECT_EQ(job.state(), v1::RESTARTING);
+  EXPECT_THAT(job.reason(), HasSubstr("coordinator restarted"));
+  EXPECT_THAT(job.reason(), HasSubstr("restart 1 of 2"));
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RUNNING);
+  EXPECT_EQ(Next(w0).run().attempt(), 2);
+}
+
 TEST_F(JobServiceTest, StaleIncarnationIsAborted) {
   const TaskRef w0 = AddWorker();
   EXPECT_EQ(jobs_->NextAssignment(w0, 12345, clock_.Now()).status().code(),

@@ -165,11 +165,18 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Invalid("restart_policy.max_restarts",
                    absl::StrCat(spec.restart_policy().max_restarts(), " must be >= 0"));
   }
-  if (spec.restart_policy().max_restarts() > 0) {
-    return Invalid("restart_policy.max_restarts",
-                   absl::StrCat(spec.restart_policy().max_restarts(),
-                                ": restarting from a checkpoint is not implemented yet; use 0 "
-                                "(a lost worker fails the job; resubmit it)"));
+  if (ckpt.copies() < 0) {
+    return Invalid("checkpoint.copies",
+                   absl::StrCat(ckpt.copies(), " must be >= 0 (0: every worker keeps a copy)"));
+  }
+  if (spec.restart_policy().max_restarts() > 0 && ckpt.every_steps() == 0) {
+    return Invalid("checkpoint.every_steps",
+                   absl::StrCat("0 (checkpoints only at the end), but restart_policy.max_restarts "
+                                "is ",
+                                spec.restart_policy().max_restarts(),
+                                ": every restart would redo all the steps done before the "
+                                "failure; set checkpoint.every_steps (e.g. 100) so that a "
+                                "restart loses at most that many steps"));
   }
   return absl::OkStatus();
 }

@@ -7,7 +7,8 @@
 // once scheduled: RECORDS data and SYNTHETIC evaluation data (the executor reads CSV),
 // `epochs` when the worker cannot know the size of an epoch (streamed files: a data.eval
 // source or data.eval_fraction 0), communication.implementation NCCL (no backend yet) and
-// restart_policy.max_restarts > 0 (restarts are not implemented yet).
+// restart_policy.max_restarts > 0 without checkpoint.every_steps (a restart would redo
+// every step).
 //
 // Limitation: checkpoint.dir and summaries.dir are probed (CheckJobDirectories) on the
 // coordinator's host. They are written by the chief; when the chief runs on another host

@@ -88,11 +88,28 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
   nccl.mutable_communication()->set_implementation(v1::CommunicationSpec::NCCL);
   EXPECT_THAT(Refusal(nccl), StartsWith("communication.implementation: NCCL is not available"));
   EXPECT_THAT(Refusal(nccl), HasSubstr("no NCCL backend"));
+}
 
-  v1::JobSpec restarts = CsvJob();
-  restarts.mutable_restart_policy()->set_max_restarts(2);
-  EXPECT_THAT(Refusal(restarts), StartsWith("restart_policy.max_restarts: 2: restarting from a "
-                                            "checkpoint is not implemented yet"));
+TEST(JobValidationTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {
+  v1::JobSpec negative = CsvJob();
+  negative.mutable_restart_policy()->set_max_restarts(-1);
+  EXPECT_THAT(Refusal(negative), StartsWith("restart_policy.max_restarts: -1 must be >= 0"));
+
+  // Restarts without periodic checkpoints would redo every step: refused, saying so.
+  v1::JobSpec no_checkpoints = CsvJob();
+  no_checkpoints.mutable_restart_policy()->set_max_restarts(2);
+  no_checkpoints.mutable_checkpoint()->set_every_steps(0);
+  EXPECT_THAT(Refusal(no_checkpoints), StartsWith("checkpoint.every_steps: 0"));
+  EXPECT_THAT(Refusal(no_checkpoints), HasSubstr("redo all the steps"));
+
+  v1::JobSpec copies = CsvJob();
+  copies.mutable_checkpoint()->set_copies(-2);
+  EXPECT_THAT(Refusal(copies), StartsWith("checkpoint.copies: -2 must be >= 0"));
+
+  v1::JobSpec ok = CsvJob();
+  ok.mutable_restart_policy()->set_max_restarts(2);
+  ok.mutable_checkpoint()->set_every_steps(50);
+  EXPECT_TRUE(ValidateJobSpec(ok).ok()) << ValidateJobSpec(ok);
 }
 
 TEST(JobValidationTest, RefusesABadOptimizerNamingTheField) {

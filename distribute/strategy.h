@@ -134,6 +134,10 @@ class StrategyExtended {
   // for variables, copy 0 is broadcast and then copied into the local copies.
   absl::Status BroadcastFromChief(const std::vector<engine::Tensor*>& tensors);
   absl::Status BroadcastFromChief(const std::vector<DistributedVariable*>& variables);
+  // Makes `*bytes` worker `root`'s on every worker (its length, then its bytes): a
+  // checkpoint that only some worker holds, at a restart. Collective across workers (a
+  // no-op with one worker); INVALID_ARGUMENT for a root that is not a worker's rank.
+  absl::Status BroadcastBytes(std::string* bytes, int root);
 
   using UpdateFn = std::function<absl::Status(int copy, std::vector<engine::Tensor>& variables,
                                               const std::vector<engine::Tensor>& gradients)>;

@@ -1,7 +1,9 @@
 #include "distribute/trainer.h"
 
 #include <chrono>
+#include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "engine/variable_set.h"
@@ -50,6 +52,43 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
   }
   LS_RETURN_IF_ERROR(t->ProbeGradientOrder());
   return t;
+}
+
+absl::Status Trainer::Restore(const v1::Checkpoint& checkpoint) {
+  absl::flat_hash_map<std::string, const v1::NamedTensor*> by_name;
+  for (const v1::NamedTensor& v : checkpoint.variables()) by_name[v.name()] = &v;
+  std::vector<Tensor> values;
+  for (DistributedVariable& v : variables_) {
+    auto it = by_name.find(v.name());
+    if (it == by_name.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restoring variable \"", v.name(), "\": missing from the checkpoint of step ",
+          checkpoint.global_step(), " (written for another model?)"));
+    }
+    absl::StatusOr<Tensor> t = Tensor::FromProto(it->second->tensor());
+    if (!t.ok()) return Annotate(t.status(), absl::StrCat("restoring variable \"", v.name(), "\""));
+    const Tensor& have = v.copy(0);
+    if (t->dtype() != have.dtype() || t->shape() != have.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat("restoring variable \"", v.name(),
+                                                     "\": the checkpoint has ", t->DebugString(),
+                                                     ", the model ", have.DebugString()));
+    }
+    values.push_back(*std::move(t));
+  }
+  for (size_t i = 0; i < variables_.size(); ++i) {
+    for (int c = 0; c < variables_[i].num_copies(); ++c) {
+      if (values[i].num_bytes() > 0) {
+        std::memcpy(variables_[i].copy(c).raw_data(), values[i].raw_data(), values[i].num_bytes());
+      }
+    }
+  }
+  const std::vector<v1::NamedTensor> slots(checkpoint.optimizer_slots().begin(),
+                                           checkpoint.optimizer_slots().end());
+  for (std::unique_ptr<engine::Optimizer>& o : optimizers_) {
+    LS_RETURN_IF_ERROR(o->RestoreState(slots));
+  }
+  steps_ = checkpoint.global_step();
+  return absl::OkStatus();
 }
 
 absl::Status Trainer::ProbeGradientOrder() {

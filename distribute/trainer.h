@@ -35,6 +35,7 @@
 #include "engine/executor.h"
 #include "engine/graph.h"
 #include "engine/optimizer.h"
+#include "lockstep/v1/checkpoint.pb.h"
 #include "lockstep/v1/model.pb.h"
 
 namespace lockstep::distribute {
@@ -88,6 +89,15 @@ class Trainer {
 
   // One step on `inputs` = {features, labels}, as a DistributedDataset yields them.
   absl::StatusOr<TrainStepResult> Step(const std::vector<DistributedValues>& inputs);
+
+  // Makes this trainer continue from `checkpoint`: every local copy of every variable, every
+  // copy's optimizer slots (the learning-rate schedule's position is the optimizer's
+  // iterations), and the step count (it keys dropout), so the next Step() computes what
+  // step global_step + 1 of an uninterrupted run computes. Local only: every worker calls
+  // it with the same checkpoint. INVALID_ARGUMENT naming a variable or slot that is
+  // missing or of another dtype or shape (nothing is half-restored for variables: they are
+  // checked before any is written).
+  absl::Status Restore(const v1::Checkpoint& checkpoint);
 
   const std::vector<DistributedVariable>& variables() const { return variables_; }
   int64_t steps() const { return steps_; }

@@ -6,21 +6,41 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status.h"
+#include "spdlog/spdlog.h"
 
 namespace lockstep {
 namespace worker {
 
 absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& partition,
-                                                           Clock* clock) {
+                                                           Clock* clock,
+                                                           const std::string& state_dir) {
   std::unique_ptr<JobChief> chief(new JobChief(partition, clock));
-  if (!partition.is_chief()) return chief;
   const v1::JobSpec& spec = partition.spec();
-  if (!spec.checkpoint().dir().empty()) {
+  const int keep = spec.checkpoint().keep() > 0 ? spec.checkpoint().keep() : 5;
+  const int copies = spec.checkpoint().copies();
+  if (partition.is_chief() && !spec.checkpoint().dir().empty()) {
+    // The checkpoints users see, which are also the chief's own copy.
     chief::CheckpointManager::Options co;
     co.dir = spec.checkpoint().dir();
-    co.keep_last = spec.checkpoint().keep() > 0 ? spec.checkpoint().keep() : 5;
+    co.keep_last = keep;
     LS_ASSIGN_OR_RETURN(chief->checkpoints_, chief::CheckpointManager::Create(co));
+  } else if (const std::string dir = CheckpointCopyDir(state_dir, partition);
+             !dir.empty() && (copies == 0 || partition.worker_rank() < copies)) {
+    chief::CheckpointManager::Options co;
+    co.dir = dir;
+    co.keep_last = keep;
+    co.dir_field = "lockstepd --state_dir";
+    absl::StatusOr<std::unique_ptr<chief::CheckpointManager>> m =
+        chief::CheckpointManager::Create(co);
+    if (m.ok()) {
+      chief->checkpoints_ = std::move(*m);
+    } else {
+      // The job trains on; only a restart that needs this worker's copy would miss it.
+      spdlog::warn("job {}: this worker keeps no copy of the checkpoints: {}", partition.job_id(),
+                   std::string(m.status().message()));
+    }
   }
+  if (!partition.is_chief()) return chief;
   if (!spec.summaries().dir().empty()) {
     chief::EventWriter::Options eo;
     eo.dir = spec.summaries().dir();
@@ -37,6 +57,12 @@ namespace {
 constexpr absl::string_view kIteratorStatePrefix = "steps_returned=";
 
 }  // namespace
+
+std::string CheckpointCopyDir(const std::string& state_dir, const v1::Partition& partition) {
+  if (state_dir.empty()) return "";
+  const std::string& uid = partition.job_uid().empty() ? partition.job_id() : partition.job_uid();
+  return absl::StrCat(state_dir, "/checkpoints/", uid);
+}
 
 v1::DataPosition DataPositionAfter(int64_t step, const TrainEpoch& epoch, int64_t iterator_steps) {
   v1::DataPosition position;
@@ -71,6 +97,7 @@ absl::StatusOr<std::string> JobChief::SaveCheckpoint(int64_t step,
   if (checkpoints_ == nullptr) return std::string();
   v1::Checkpoint c;
   c.set_job_id(job_id_);
+  c.set_job_uid(job_uid_);
   c.set_attempt(attempt_);
   c.set_global_step(step);
   for (const distribute::DistributedVariable& v : trainer.variables()) {

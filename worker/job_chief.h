@@ -1,6 +1,9 @@
-// JobChief: what a job's chief writes, per its JobSpec: checkpoints (variables, optimizer
-// slots, step and data position) through chief::CheckpointManager, and TensorBoard scalars
-// through chief::EventWriter. On other workers, or without a directory in the spec, the
+// JobChief: what a job's workers write, per its JobSpec: checkpoints (variables, optimizer
+// slots, step and data position) through chief::CheckpointManager, and on the chief
+// TensorBoard scalars through chief::EventWriter. The chief writes the checkpoints users
+// see to checkpoint.dir; every other worker of ranks below checkpoint.copies (0: all) keeps
+// its own copy under `lockstepd --state_dir` (CheckpointCopyDir), so that a restart can
+// restore with no shared file system (job_restore.h). Without a directory the
 // corresponding calls do nothing, so the training loop calls them unconditionally.
 //
 // Ownership: owns its manager and writer; borrows the clock. Thread model: one thread (the
@@ -28,9 +31,12 @@ namespace worker {
 
 class JobChief {
  public:
-  // The directories' errors (INVALID_ARGUMENT naming checkpoint.dir / summaries.dir).
+  // The directories' errors (INVALID_ARGUMENT naming checkpoint.dir / summaries.dir). A
+  // worker's copy directory under `state_dir` ("" for none) that cannot be written costs a
+  // warning, not the job.
   static absl::StatusOr<std::unique_ptr<JobChief>> Create(const v1::Partition& partition,
-                                                          Clock* clock);
+                                                          Clock* clock,
+                                                          const std::string& state_dir = "");
 
   // Writes a checkpoint after `step` steps with the input's `position` (DataPositionAfter);
   // returns its path ("" when none is written).
@@ -47,15 +53,23 @@ class JobChief {
 
  private:
   JobChief(const v1::Partition& partition, Clock* clock)
-      : job_id_(partition.job_id()), attempt_(partition.attempt()), clock_(clock) {}
+      : job_id_(partition.job_id()),
+        job_uid_(partition.job_uid()),
+        attempt_(partition.attempt()),
+        clock_(clock) {}
 
   const std::string job_id_;
+  const std::string job_uid_;
   const int attempt_;
   Clock* const clock_;
   std::unique_ptr<chief::CheckpointManager> checkpoints_;
   std::unique_ptr<chief::EventWriter> events_;
   std::string summary_dir_;
 };
+
+// Where a worker keeps its copies of a job's checkpoints: <state_dir>/checkpoints/<job_uid>
+// ("" without a state directory).
+std::string CheckpointCopyDir(const std::string& state_dir, const v1::Partition& partition);
 
 // Where the training input is after `step` steps, as a checkpoint records it:
 // iterator_state is EncodeIteratorState(iterator_steps), the batches this worker's

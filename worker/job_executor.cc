@@ -14,6 +14,7 @@
 #include "worker/chief/event_writer.h"
 #include "worker/job_chief.h"
 #include "worker/job_input.h"
+#include "worker/job_restore.h"
 #include "worker/job_strategy.h"
 
 namespace lockstep {
@@ -227,8 +228,7 @@ absl::Status JobExecutor::RunLoop() {
     // An abortable barrier first: the transports' connect and accept loops only end at
     // their deadline, while the store's waits end at Abort(). Once every worker is here,
     // connecting takes milliseconds, so an abort during start-up is honoured in time.
-    LS_RETURN_IF_ERROR(
-        store_->Set(absl::StrCat("ready/", partition_.worker_rank()), partition_.secret()));
+    LS_RETURN_IF_ERROR(store_->Set(absl::StrCat("ready/", partition_.worker_rank()), "ready"));
     const absl::Time deadline = clock_->Now() + options_.rendezvous_timeout;
     for (int r = 0; r < partition_.num_workers(); ++r) {
       absl::StatusOr<std::string> ready = store_->Get(absl::StrCat("ready/", r), deadline);
@@ -274,14 +274,25 @@ absl::Status JobExecutor::RunLoop() {
     if (!t.ok()) return Annotate(t.status(), "creating variables (chief's broadcast)");
     trainer = std::move(*t);
   }
+  absl::StatusOr<Restored> restored =
+      RestoreAttempt(partition_, options_.state_dir, *store_, *strategy, *trainer,
+                     clock_->Now() + options_.rendezvous_timeout);
+  if (!restored.ok()) return Annotate(restored.status(), "restoring the newest checkpoint");
+  UpdateReport([&](v1::JobReport& r) {
+    r.set_restored_step(restored->step);
+    r.set_restored_from(restored->from);
+    r.set_step(restored->step);
+  });
   distribute::DistributeOptions dopts;
   dopts.auto_shard_policy = input.policy;
+  dopts.start_step = restored->iterator_steps;
   LS_ASSIGN_OR_RETURN(std::unique_ptr<distribute::DistributedDataset> dataset,
                       strategy->ExperimentalDistributeDataset(input.train, global_batch, dopts));
   LS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Executor> evaluator,
                       engine::Executor::Create(&graph));
 
-  LS_ASSIGN_OR_RETURN(std::unique_ptr<JobChief> chief, JobChief::Create(partition_, clock_));
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<JobChief> chief,
+                      JobChief::Create(partition_, clock_, options_.state_dir));
   UpdateReport([&](v1::JobReport& r) { r.set_summary_dir(chief->summary_dir()); });
   const int64_t summary_every =
       spec.summaries().every_steps() > 0 ? spec.summaries().every_steps() : 10;
@@ -318,7 +329,7 @@ absl::Status JobExecutor::RunLoop() {
   int64_t window_steps = 0;
   double loss_sum = 0;
   distribute::StepTimes window_times;
-  for (int64_t step = 1; step <= total_steps; ++step) {
+  for (int64_t step = restored->step + 1; step <= total_steps; ++step) {
     if (aborted()) return absl::AbortedError("aborted");
     LS_ASSIGN_OR_RETURN(auto next, dataset->Next());
     if (!next.has_value()) {

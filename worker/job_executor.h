@@ -14,6 +14,9 @@
 // Multi-worker start-up: every worker sets "ready/<rank>" in the store and waits for the
 // others' before the strategy connects its transports (whose accept loops only end at
 // their deadline), so an abort while peers are missing is honoured by the store.
+// An attempt after the first (a restart) restores the newest checkpoint some worker holds
+// whole once the variables exist, and resumes the steps and the input after it
+// (job_restore.h); every worker keeps its own copy of each checkpoint (JobChief).
 // Abort(reason) (AbortJob, the agent dropping jobs) aborts the rendezvous store and the
 // strategy's collectives, so Run() returns within a step or a store poll slice (< 2 s),
 // with phase ABORTED. A collective failure (a peer lost) ends Run() with FAILED and the
@@ -53,6 +56,9 @@ struct JobExecutorOptions {
   collectives::TransportKind transport = collectives::TransportKind::kTcp;
   std::string listen_host = "127.0.0.1";
   absl::Duration rendezvous_timeout = absl::Seconds(60);
+  // This worker's state directory (`lockstepd --state_dir`): its copies of the checkpoints
+  // of the jobs it runs, which a restart restores from (job_restore.h). Empty: no copies.
+  std::string state_dir;
   // All-reduce each gradient while the backward pass goes on (the default); false: after it.
   bool overlap_all_reduce = true;
   // Benchmarks: called on Run()'s thread after every completed step. Leave empty otherwise.

@@ -1,6 +1,7 @@
 #include "worker/job_executor.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,8 +21,10 @@
 #include "worker/chief/event_writer.h"
 #include "worker/chief/tfrecord.h"
 #include "worker/chief/weights_match.h"
+#include "worker/coordinator_store.h"
 #include "worker/fake_coordinator_client.h"
 #include "worker/job_chief.h"
+#include "worker/job_restore.h"
 
 namespace lockstep::worker {
 namespace {
@@ -263,6 +266,175 @@ TEST(JobExecutor, OneAndTwoWorkersEndWithTheSameWeights) {
   // The criterion and why: worker/chief/weights_match.h.
   const absl::Status match = chief::WeightsMatch(a->checkpoint, b->checkpoint);
   EXPECT_TRUE(match.ok()) << match;
+}
+
+// Runs worker `rank` of `workers` for attempt `attempt` of `spec` (job uid "restart@1"),
+// keeping its checkpoint copies under `state_dir`; `on_step` as JobExecutorOptions'.
+std::unique_ptr<JobExecutor> MakeRestartableExecutor(
+    const v1::JobSpec& spec, int rank, int workers, int attempt, const std::string& state_dir,
+    CoordinatorClient* client,
+    std::function<void(int64_t, const distribute::TrainStepResult&)> on_step = nullptr) {
+  v1::Partition p = PartitionOf(spec, rank, workers);
+  p.set_attempt(attempt);
+  p.set_job_uid("restart@1");
+  p.set_rendezvous_prefix(absl::StrCat("jobs/", spec.name(), "/", attempt));
+  JobExecutorOptions options;
+  options.client = client;
+  options.rendezvous_timeout = absl::Seconds(20);
+  options.state_dir = state_dir;
+  options.on_step = std::move(on_step);
+  auto e = JobExecutor::Create(p, options);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+// Runs every executor on a thread of its own; returns their final reports.
+std::vector<v1::JobReport> RunAll(std::vector<std::unique_ptr<JobExecutor>>& executors) {
+  std::vector<v1::JobReport> reports(executors.size());
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < executors.size(); ++w) {
+    threads.emplace_back([&, w] { reports[w] = executors[w]->Run(); });
+  }
+  for (std::thread& t : threads) t.join();
+  return reports;
+}
+
+// Variables and optimizer slots, byte for byte.
+void ExpectBitwiseEqual(const v1::Checkpoint& a, const v1::Checkpoint& b, const std::string& what) {
+  ASSERT_EQ(a.global_step(), b.global_step()) << what;
+  ASSERT_EQ(a.variables_size(), b.variables_size()) << what;
+  for (int i = 0; i < a.variables_size(); ++i) {
+    EXPECT_EQ(a.variables(i).SerializeAsString(), b.variables(i).SerializeAsString())
+        << what << ": variable " << a.variables(i).name();
+  }
+  ASSERT_EQ(a.optimizer_slots_size(), b.optimizer_slots_size()) << what;
+  for (int i = 0; i < a.optimizer_slots_size(); ++i) {
+    EXPECT_EQ(a.optimizer_slots(i).SerializeAsString(), b.optimizer_slots(i).SerializeAsString())
+        << what << ": slot " << a.optimizer_slots(i).name();
+  }
+}
+
+// The restart promise, in process: two workers over TCP train a model with dropout (its
+// masks are keyed by the step) under Adam with a learning-rate schedule; attempt 1 is
+// stopped at step k, its chief's checkpoint directory and own copies are then lost (the
+// chief's host died), and attempt 2 restores the newest checkpoint worker rank 1 holds,
+// sent over the data plane, and ends with variables and optimizer slots bitwise equal to
+// an uninterrupted run's. k is just before a checkpoint (39: restores 20), just after one
+// (40: restores 40), and between (57: restores 40).
+TEST(JobExecutor, ARestartResumesFromTheNewestCopyAndEndsBitwiseEqual) {
+  auto make_spec = [](const std::string& name) {
+    v1::JobSpec spec = DigitsSpec(name, 0);
+    spec.set_steps(90);
+    spec.set_eval_every_steps(0);
+    spec.mutable_checkpoint()->set_every_steps(20);
+    v1::Layer dropout;
+    dropout.mutable_dropout()->set_rate(0.25);
+    auto* layers = spec.mutable_model()->mutable_layers();
+    layers->Add(std::move(dropout));
+    layers->SwapElements(layers->size() - 1, layers->size() - 2);  // before the logits
+    return spec;
+  };
+  FakeCoordinatorClient client;
+  const v1::JobSpec reference = make_spec("restart-reference");
+  std::vector<std::unique_ptr<JobExecutor>> uninterrupted;
+  for (int w = 0; w < 2; ++w) {
+    uninterrupted.push_back(MakeRestartableExecutor(
+        reference, w, 2, 1, TempDir(absl::StrCat("restart-ref/w", w)), &client));
+  }
+  for (const v1::JobReport& r : RunAll(uninterrupted)) {
+    ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
+  }
+  auto expected = chief::CheckpointManager::RestoreLatest(reference.checkpoint().dir());
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_EQ(expected->checkpoint.global_step(), 90);
+
+  for (const auto& [stop_at, restores] :
+       std::vector<std::pair<int, int>>{{39, 20}, {40, 40}, {57, 40}}) {
+    const std::string name = absl::StrCat("restart-at-", stop_at);
+    const v1::JobSpec spec = make_spec(name);
+    const std::string state[2] = {TempDir(name + "/w0"), TempDir(name + "/w1")};
+    std::vector<std::unique_ptr<JobExecutor>> first;
+    for (int w = 0; w < 2; ++w) {
+      first.push_back(MakeRestartableExecutor(
+          spec, w, 2, 1, state[w], &client,
+          [&first, stop_at = stop_at](int64_t step, const distribute::TrainStepResult&) {
+            if (step == stop_at) {
+              for (auto& e : first) e->Abort("test: the attempt is stopped");
+            }
+          }));
+    }
+    for (const v1::JobReport& r : RunAll(first)) {
+      ASSERT_EQ(r.phase(), v1::JobReport::ABORTED) << name << ": " << r.error();
+    }
+    // The chief's host is gone: its checkpoint directory and its own copies with it.
+    ASSERT_EQ(std::system(
+                  absl::StrCat("rm -rf '", spec.checkpoint().dir(), "' '", state[0], "'").c_str()),
+              0);
+    std::vector<std::unique_ptr<JobExecutor>> second;
+    for (int w = 0; w < 2; ++w) {
+      second.push_back(MakeRestartableExecutor(spec, w, 2, 2, state[w], &client));
+    }
+    const std::vector<v1::JobReport> reports = RunAll(second);
+    for (const v1::JobReport& r : reports) {
+      ASSERT_EQ(r.phase(), v1::JobReport::DONE) << name << ": " << r.error();
+      EXPECT_EQ(r.restored_step(), restores) << name;
+      EXPECT_EQ(r.step(), 90) << name;
+    }
+    EXPECT_EQ(reports[0].restored_from(), "worker rank 1's copy") << name;
+    auto got = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
+    ASSERT_TRUE(got.ok()) << name << ": " << got.status();
+    ExpectBitwiseEqual(got->checkpoint, expected->checkpoint, name);
+  }
+}
+
+// A corrupt newest copy is skipped (logged) for the one before it, and a checkpoint of
+// another job in the same directory is never restored.
+TEST(JobExecutor, NewestLocalCheckpointSkipsCorruptAndOtherJobsFiles) {
+  const std::string dir = TempDir("newest-local");
+  chief::CheckpointManager::Options o;
+  o.dir = dir;
+  o.keep_last = 5;
+  auto manager = chief::CheckpointManager::Create(o);
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  for (int step : {10, 20, 30}) {
+    v1::Checkpoint c;
+    c.set_job_uid(step == 30 ? "other@1" : "mine@1");
+    c.set_global_step(step);
+    ASSERT_TRUE((*manager)->Save(c).ok());
+  }
+  EXPECT_EQ(NewestLocalCheckpoint({dir}, "mine@1")->checkpoint.global_step(), 20);
+  // Truncate step 20: step 10 is the newest that reads back whole.
+  const std::string path20 = dir + "/" + chief::CheckpointManager::FileName(20);
+  ASSERT_EQ(::truncate(path20.c_str(), 30), 0);
+  EXPECT_EQ(NewestLocalCheckpoint({dir}, "mine@1")->checkpoint.global_step(), 10);
+  EXPECT_FALSE(NewestLocalCheckpoint({dir + "/absent"}, "mine@1").has_value());
+  EXPECT_FALSE(NewestLocalCheckpoint({dir}, "nobody@1").has_value());
+}
+
+// Agreement over the store: the highest step wins, from the lowest rank holding it.
+TEST(JobExecutor, AgreeOnRestoreTakesTheHighestStepFromTheLowestRank) {
+  FakeCoordinatorClient client;
+  const int64_t steps[3] = {20, 40, 40};
+  std::vector<absl::StatusOr<RestorePlan>> plans(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      CoordinatorStore store(&client, "jobs/agree/2", Clock::Real());
+      plans[r] = AgreeOnRestore(store, r, 3, steps[r], absl::Now() + absl::Seconds(10));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(plans[r].ok()) << plans[r].status();
+    EXPECT_EQ(plans[r]->step, 40);
+    EXPECT_EQ(plans[r]->source, 1);
+  }
+  // A rank that never publishes: a bounded wait naming it.
+  CoordinatorStore store(&client, "jobs/agree/3", Clock::Real());
+  absl::StatusOr<RestorePlan> lonely =
+      AgreeOnRestore(store, 0, 2, 10, absl::Now() + absl::Milliseconds(200));
+  EXPECT_EQ(lonely.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(lonely.status().message().find("worker rank 1"), std::string::npos) << lonely.status();
 }
 
 TEST(JobExecutor, AbortMidTrainingReturnsWithinTwoSeconds) {

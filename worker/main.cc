@@ -45,6 +45,12 @@ ABSL_FLAG(std::string, transport, "auto",
           "Collectives between workers: auto (shared memory when every worker is on this "
           "host, else TCP), tcp or shm.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
+ABSL_FLAG(std::string, state_dir, "",
+          "Where this worker keeps its own copy of every checkpoint of the jobs it runs "
+          "(<state_dir>/checkpoints/<job>), so that a restarted job resumes with no shared "
+          "file system. Default: $STATE_DIRECTORY (systemd's StateDirectory=), else "
+          "/var/lib/lockstepd. A directory it cannot write costs a warning per job, not "
+          "the job.");
 ABSL_FLAG(std::string, cpu_affinity, "",
           "CPUs this worker and all its threads run on, in Linux's list syntax (\"0-3,6\", as "
           "taskset -c and systemd's CPUAffinity=). Default: every CPU it is allowed. "
@@ -169,6 +175,13 @@ int Run(sigset_t signals) {
     return kExitBadConfig;
   }
   job_options.listen_host = lockstep::ParseHostPort(options.address)->host;
+  job_options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  if (job_options.state_dir.empty()) {
+    job_options.state_dir = Env("STATE_DIRECTORY");
+    // systemd passes a colon-separated list when a unit names several.
+    job_options.state_dir = job_options.state_dir.substr(0, job_options.state_dir.find(':'));
+  }
+  if (job_options.state_dir.empty()) job_options.state_dir = "/var/lib/lockstepd";
   lockstep::worker::JobRunner jobs(job_options);
   options.jobs = &jobs;
 

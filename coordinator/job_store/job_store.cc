@@ -90,7 +90,10 @@ bool JobStore::IsValidTransition(JobState from, JobState to) {
     case v1::PENDING:
       return to == v1::RUNNING || to == v1::CANCELLED || to == v1::FAILED;
     case v1::RUNNING:
-      return to == v1::SUCCEEDED || to == v1::FAILED || to == v1::CANCELLED || to == v1::PENDING;
+      return to == v1::SUCCEEDED || to == v1::FAILED || to == v1::CANCELLED || to == v1::PENDING ||
+             to == v1::RESTARTING;
+    case v1::RESTARTING:
+      return to == v1::RUNNING || to == v1::CANCELLED || to == v1::FAILED;
     default:
       return false;
   }
@@ -299,6 +302,7 @@ absl::StatusOr<JobRecord> JobStore::UpdateState(absl::string_view id, JobState t
   }
   const int64_t now = NowMicros();
   if (to == v1::RUNNING) record.set_attempt(record.attempt() + 1);
+  if (to == v1::RESTARTING) record.set_restarts(record.restarts() + 1);
   record.set_state(to);
   record.set_reason(std::string(reason));
   record.set_updated_unix_micros(now);

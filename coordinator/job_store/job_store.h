@@ -10,16 +10,21 @@
 //                 v
 //   +-------> PENDING ----------------------+
 //   |             |                         |
-//   | restart     | scheduled               | CancelJob
-//   | (attempt+1) v                         v
-//   +-------- RUNNING ---------------> CANCELLED
-//                 |
-//        +--------+--------+
-//        v                 v
-//    SUCCEEDED           FAILED <-- PENDING (refused when scheduled, e.g. the global
-//                                   batch does not split over the workers found)
+//   | (attempt+1) | scheduled               | CancelJob
+//   |             v                         v
+//   +-------- RUNNING ---------------> CANCELLED <---+
+//              |  ^  \                               |
+//              |  |   \ a worker lost or failed,     |
+//              |  |    v restarts left (restarts+1)  |
+//              |  +- RESTARTING ---------------------+
+//              |  next attempt      |
+//        +-----+-----+              |  (refused at scheduling)
+//        v           v              v
+//    SUCCEEDED     FAILED <---------+---- PENDING (refused when scheduled, e.g. the global
+//                                         batch does not split over the workers found)
 //
-// SUCCEEDED, FAILED and CANCELLED are terminal. Entering RUNNING increments `attempt`.
+// SUCCEEDED, FAILED and CANCELLED are terminal. Entering RUNNING increments `attempt`,
+// entering RESTARTING `restarts`.
 // Every transition is appended to JobRecord.transitions with its time, reason and attempt.
 //
 // Ownership and threads: the store owns its SQLite connection, held in exclusive locking

@@ -166,7 +166,7 @@ absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Opt
         absl::StrCat("checkpoint.keep: must be at least 1, got ", options.keep_last));
   }
   while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
-  LS_RETURN_IF_ERROR(CheckWritable(options.dir, "checkpoint.dir"));
+  LS_RETURN_IF_ERROR(CheckWritable(options.dir, options.dir_field));
   // A Save() interrupted before its rename leaves a temporary file: nobody reads it.
   LS_ASSIGN_OR_RETURN(std::vector<std::string> stale, ListNames(options.dir, [](const char* n) {
                         absl::string_view name(n);

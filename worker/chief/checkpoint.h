@@ -44,6 +44,9 @@ class CheckpointManager {
   struct Options {
     std::string dir;    // created if missing; must be writable
     int keep_last = 5;  // >= 1: newest checkpoints kept after each Save()
+    // What errors about `dir` name: the job spec field, or the flag a worker's own copies
+    // live under.
+    std::string dir_field = "checkpoint.dir";
     // Tests only: called after the temporary file is written and fsynced, before the
     // rename (a test _exit()s here to simulate a crash). Leave empty otherwise.
     std::function<void(const std::string& temp_path)> before_rename_for_test;

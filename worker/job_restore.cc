@@ -1,0 +1,127 @@
+#include "worker/job_restore.h"
+
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "spdlog/spdlog.h"
+#include "worker/chief/checkpoint.h"
+#include "worker/job_chief.h"
+
+namespace lockstep {
+namespace worker {
+
+std::vector<std::string> CheckpointDirs(const std::string& state_dir,
+                                        const v1::Partition& partition) {
+  std::vector<std::string> dirs;
+  if (std::string copies = CheckpointCopyDir(state_dir, partition); !copies.empty()) {
+    dirs.push_back(std::move(copies));
+  }
+  if (!partition.spec().checkpoint().dir().empty()) {
+    dirs.push_back(partition.spec().checkpoint().dir());
+  }
+  return dirs;
+}
+
+std::optional<LocalCheckpoint> NewestLocalCheckpoint(const std::vector<std::string>& dirs,
+                                                     absl::string_view job_uid) {
+  std::optional<LocalCheckpoint> newest;
+  for (const std::string& dir : dirs) {
+    absl::StatusOr<std::vector<std::string>> paths = chief::CheckpointManager::List(dir);
+    if (!paths.ok()) continue;  // no such directory on this host
+    for (const std::string& path : *paths) {
+      absl::StatusOr<v1::Checkpoint> c = chief::CheckpointManager::ReadFile(path);
+      if (!c.ok()) {
+        spdlog::warn("restore: skipping {}: {}; trying the one before", path,
+                     std::string(c.status().message()));
+        continue;
+      }
+      if (c->job_uid() != job_uid) {
+        spdlog::warn("restore: skipping {}: it belongs to job {}, not {}", path,
+                     c->job_uid().empty() ? c->job_id() : c->job_uid(), std::string(job_uid));
+        continue;
+      }
+      if (!newest.has_value() || c->global_step() > newest->checkpoint.global_step()) {
+        newest = LocalCheckpoint{*std::move(c), path};
+      }
+      break;  // the newest whole one of this directory
+    }
+  }
+  return newest;
+}
+
+absl::StatusOr<RestorePlan> AgreeOnRestore(collectives::Store& store, int rank, int num_workers,
+                                           int64_t local_step, absl::Time deadline) {
+  LS_RETURN_IF_ERROR(store.Set(absl::StrCat("restore/", rank), absl::StrCat(local_step)));
+  RestorePlan plan;
+  for (int r = 0; r < num_workers; ++r) {
+    absl::StatusOr<std::string> value = store.Get(absl::StrCat("restore/", r), deadline);
+    if (!value.ok()) {
+      return Annotate(value.status(),
+                      absl::StrCat("waiting for worker rank ", r, "'s newest checkpoint step"));
+    }
+    int64_t step = 0;
+    if (!absl::SimpleAtoi(*value, &step) || step < 0) {
+      return absl::DataLossError(absl::StrCat("worker rank ", r,
+                                              " published a bad checkpoint step \"",
+                                              absl::CHexEscape(*value), "\""));
+    }
+    if (step > plan.step) plan = RestorePlan{step, r};
+  }
+  return plan;
+}
+
+absl::StatusOr<Restored> RestoreAttempt(const v1::Partition& partition,
+                                        const std::string& state_dir, collectives::Store& store,
+                                        distribute::Strategy& strategy,
+                                        distribute::Trainer& trainer, absl::Time deadline) {
+  Restored restored;
+  if (partition.attempt() <= 1) return restored;
+  const std::string who =
+      absl::StrCat("job ", partition.job_id(), " attempt ", partition.attempt());
+  std::optional<LocalCheckpoint> local =
+      NewestLocalCheckpoint(CheckpointDirs(state_dir, partition), partition.job_uid());
+  const int64_t local_step = local.has_value() ? local->checkpoint.global_step() : 0;
+  const int rank = partition.worker_rank();
+  const int workers = std::max(1, partition.num_workers());
+  RestorePlan plan{local_step, local.has_value() ? rank : -1};
+  if (workers > 1) {
+    LS_ASSIGN_OR_RETURN(plan, AgreeOnRestore(store, rank, workers, local_step, deadline));
+  }
+  if (plan.step == 0) {
+    spdlog::warn("{}: no worker holds a checkpoint of the job: starting from step 0", who);
+    return restored;
+  }
+  // The source's file bytes, exactly as written: every receiver checks the CRCs again.
+  std::string bytes;
+  if (rank == plan.source) bytes = chief::CheckpointManager::Encode(local->checkpoint);
+  absl::Status sent = strategy.extended().BroadcastBytes(&bytes, plan.source);
+  if (!sent.ok()) {
+    return Annotate(sent, absl::StrCat("receiving the checkpoint of step ", plan.step,
+                                       " from worker rank ", plan.source));
+  }
+  absl::StatusOr<v1::Checkpoint> c = chief::CheckpointManager::Decode(bytes);
+  if (!c.ok()) {
+    return Annotate(c.status(), absl::StrCat("the checkpoint of step ", plan.step,
+                                             " received from worker rank ", plan.source));
+  }
+  if (c->global_step() != plan.step || c->job_uid() != partition.job_uid()) {
+    return absl::DataLossError(absl::StrCat(
+        "worker rank ", plan.source, " sent step ", c->global_step(), " of job ", c->job_uid(),
+        ", not the agreed step ", plan.step, " of ", partition.job_uid()));
+  }
+  LS_RETURN_IF_ERROR(trainer.Restore(*c));
+  LS_ASSIGN_OR_RETURN(restored.iterator_steps,
+                      DecodeIteratorState(c->data_position().iterator_state()));
+  restored.step = plan.step;
+  restored.from = rank == plan.source
+                      ? absl::StrCat("worker rank ", plan.source, "'s copy (", local->path, ")")
+                      : absl::StrCat("worker rank ", plan.source, "'s copy");
+  spdlog::info("{}: restored step {} from {}", who, restored.step, restored.from);
+  return restored;
+}
+
+}  // namespace worker
+}  // namespace lockstep
