@@ -23,13 +23,13 @@
 #include "client/job_format.h"
 #include "client/local_cluster.h"
 #include "client/subprocess.h"
+#include "common/tfrecord.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "lockstep/v1/event.pb.h"
 #include "tests/test_util.h"
 #include "worker/chief/checkpoint.h"
-#include "worker/chief/tfrecord.h"
 #include "worker/chief/weights_match.h"
 
 namespace lockstep {
@@ -106,7 +106,7 @@ int ValidateEventFiles(const std::string& dir) {
   while (dirent* e = readdir(d)) {
     if (!absl::StartsWith(e->d_name, "events.out.tfevents.")) continue;
     ++files;
-    auto reader = chief::TfRecordReader::Open(dir + "/" + e->d_name);
+    auto reader = TfRecordReader::Open(dir + "/" + e->d_name);
     if (!reader.ok()) {
       ADD_FAILURE() << reader.status();
       continue;
