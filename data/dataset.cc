@@ -394,6 +394,18 @@ Dataset Dataset::FixedRecords(std::vector<std::string> files, RecordOptions opti
   return Dataset(node);
 }
 
+Dataset Dataset::TfRecord(std::vector<std::string> files, ExampleOptions options) {
+  auto node = std::make_shared<SourceNode>(
+      files,
+      [options](const std::vector<std::string>& f) {
+        return std::make_unique<ExampleReader>(f, options);
+      },
+      Element{});
+  node->error = files.empty() ? absl::InvalidArgumentError("TfRecord: no files given")
+                              : ExampleReader::Validate(options);
+  return Dataset(node);
+}
+
 Dataset Dataset::Then(MakeFn make, absl::Status error) const {
   return Dataset(std::make_shared<TransformNode>(node_, std::move(make), std::move(error)));
 }
