@@ -6,6 +6,9 @@
 //                         the job seed (data::TrainTestSplit), so every worker holds out the
 //                         same examples; otherwise the files are streamed (FILE sharding can
 //                         then give each worker its own files).
+//   TFRECORD:             TFRecord files of tf.train.Example, the features and label the
+//                         spec's `tfrecord` names (data/example_reader.h), then as CSV:
+//                         scaled, held out in memory or streamed (FILE sharding by file).
 //   SYNTHETIC:            one batch of seeded random features and labels, yielded forever
 //                         (benchmarks: no reading, no shuffling on the step's path).
 // The training source is handed to Strategy::ExperimentalDistributeDataset, which resolves
