@@ -61,7 +61,7 @@ TrainEpoch TrainEpochOf(const JobInput& input, const distribute::ShardSpec& shar
                         int64_t batch_size);
 
 // INVALID_ARGUMENT naming the field ("data.train.files", "data.eval_fraction", ...) for a
-// spec that cannot be read; read errors name the file and line.
+// spec that cannot be read; read errors name the file and line (CSV) or record (TFRECORD).
 absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec);
 
 }  // namespace worker
