@@ -1,6 +1,9 @@
 #include "coordinator/job_validation.h"
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/status.h"
 #include "engine/model_builder.h"
@@ -14,11 +17,94 @@ absl::Status Invalid(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
 }
 
-absl::Status ValidateSource(const v1::DataSource& source, absl::string_view field) {
+absl::Status ValidateTfRecordFeature(const v1::TfRecordFeature& feature, const std::string& field) {
+  if (feature.name().empty()) {
+    return Invalid(absl::StrCat(field, ".name"), "missing: the key of the feature in each Example");
+  }
+  for (int i = 0; i < feature.shape_size(); ++i) {
+    if (feature.shape(i) <= 0) {
+      return Invalid(absl::StrCat(field, ".shape[", i, "]"),
+                     absl::StrCat(feature.shape(i), " must be > 0"));
+    }
+  }
+  if (feature.dtype() != v1::TfRecordFeature::FLOAT &&
+      feature.dtype() != v1::TfRecordFeature::INT64) {
+    return Invalid(absl::StrCat(field, ".dtype"),
+                   "missing: FLOAT (a float_list) or INT64 (an int64_list)");
+  }
+  return absl::OkStatus();
+}
+
+// Values per example of a feature: the product of its shape (1 for no shape).
+int64_t ValuesOf(const v1::TfRecordFeature& feature) {
+  int64_t n = 1;
+  for (int64_t d : feature.shape()) n *= d;
+  return n;
+}
+
+// The features and label of TFRECORD data (data/example_reader.h reads them): named, with
+// positive shapes and a dtype, the label one value, the features' values filling
+// model.input_shape.
+absl::Status ValidateTfRecordSpec(const v1::DataSource& source, absl::string_view field,
+                                  const v1::ModelSpec& model) {
+  const std::string spec_field = absl::StrCat(field, ".tfrecord");
+  if (!source.has_tfrecord()) {
+    return Invalid(spec_field,
+                   "missing: TFRECORD data names its input features and its label, e.g. "
+                   "{\"features\": [{\"name\": \"pixels\", \"shape\": [64], \"dtype\": "
+                   "\"FLOAT\"}], \"label\": {\"name\": \"label\", \"dtype\": \"INT64\"}}");
+  }
+  const v1::TfRecordSpec& spec = source.tfrecord();
+  if (spec.features().empty()) {
+    return Invalid(absl::StrCat(spec_field, ".features"), "at least one input feature is needed");
+  }
+  int64_t values = 0;
+  for (int i = 0; i < spec.features_size(); ++i) {
+    const std::string f = absl::StrCat(spec_field, ".features[", i, "]");
+    LS_RETURN_IF_ERROR(ValidateTfRecordFeature(spec.features(i), f));
+    for (int j = 0; j < i; ++j) {
+      if (spec.features(j).name() == spec.features(i).name()) {
+        return Invalid(absl::StrCat(f, ".name"),
+                       absl::StrCat("'", spec.features(i).name(), "' is also features[", j, "]"));
+      }
+    }
+    values += ValuesOf(spec.features(i));
+  }
+  const std::string label = absl::StrCat(spec_field, ".label");
+  if (!spec.has_label()) return Invalid(label, "missing: the feature that holds the label");
+  LS_RETURN_IF_ERROR(ValidateTfRecordFeature(spec.label(), label));
+  if (ValuesOf(spec.label()) != 1) {
+    return Invalid(absl::StrCat(label, ".shape"),
+                   "a label is one value (a class id or a target); leave shape empty or [1]");
+  }
+  // The model's input (checked by the model builder before this) holds every value.
+  int64_t inputs = 1;
+  for (int64_t d : model.input_shape()) inputs *= d;
+  if (values != inputs) {
+    return Invalid(
+        absl::StrCat(spec_field, ".features"),
+        absl::StrCat("the features hold ", values, " values per example, but model.input_shape [",
+                     absl::StrJoin(model.input_shape(), ","), "] takes ", inputs));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSource(const v1::DataSource& source, absl::string_view field,
+                            const v1::ModelSpec& model) {
   if (source.format() == v1::DataSource::RECORDS) {
-    // The worker's input (worker/job_input.cc) reads CSV and generates SYNTHETIC data only.
+    // The worker's input (worker/job_input.cc) reads CSV and TFRECORD files and generates
+    // SYNTHETIC data only.
     return Invalid(absl::StrCat(field, ".format"),
-                   "RECORDS is not supported by the job executor yet; use CSV");
+                   "RECORDS is not supported by the job executor yet; use CSV or TFRECORD");
+  }
+  if (!v1::DataSource::Format_IsValid(source.format())) {
+    return Invalid(absl::StrCat(field, ".format"),
+                   absl::StrCat("unknown format ", source.format()));
+  }
+  if (source.format() == v1::DataSource::TFRECORD) {
+    LS_RETURN_IF_ERROR(ValidateTfRecordSpec(source, field, model));
+  } else if (source.has_tfrecord()) {
+    return Invalid(absl::StrCat(field, ".tfrecord"), "only for format TFRECORD");
   }
   if (source.format() == v1::DataSource::SYNTHETIC) {
     if (source.synthetic_examples() <= 0) {
@@ -52,7 +138,7 @@ absl::Status ValidateOptimizer(const v1::OptimizerSpec& spec) {
 }
 
 // The worker knows the size of an epoch only when it holds the training set in memory:
-// SYNTHETIC data (synthetic_examples per epoch), or CSV files read whole to hold out
+// SYNTHETIC data (synthetic_examples per epoch), or CSV or TFRECORD files read whole to hold out
 // data.eval_fraction of them (no data.eval source). Otherwise it streams the files and
 // cannot turn epochs into steps (worker/job_input.h, JobInput::train_examples).
 absl::Status CheckEpochsKnowable(const v1::JobSpec& spec) {
@@ -111,13 +197,13 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (!spec.has_optimizer()) return Invalid("optimizer", "missing");
   LS_RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));
   if (!spec.has_data() || !spec.data().has_train()) return Invalid("data.train", "missing");
-  LS_RETURN_IF_ERROR(ValidateSource(spec.data().train(), "data.train"));
+  LS_RETURN_IF_ERROR(ValidateSource(spec.data().train(), "data.train", spec.model()));
   if (spec.data().has_eval()) {
-    LS_RETURN_IF_ERROR(ValidateSource(spec.data().eval(), "data.eval"));
+    LS_RETURN_IF_ERROR(ValidateSource(spec.data().eval(), "data.eval", spec.model()));
     if (spec.data().eval().format() == v1::DataSource::SYNTHETIC) {
       // The worker evaluates on files only; it would silently skip this source.
       return Invalid("data.eval.format",
-                     "SYNTHETIC evaluation data is not supported; give CSV files, or "
+                     "SYNTHETIC evaluation data is not supported; give CSV or TFRECORD files, or "
                      "data.eval_fraction to hold out part of data.train");
     }
   }

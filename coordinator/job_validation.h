@@ -4,7 +4,9 @@
 // can show the user exactly what to fix. Stateless functions.
 //
 // Beyond well-formedness, a spec the workers cannot run is refused here rather than failing
-// once scheduled: RECORDS data and SYNTHETIC evaluation data (the executor reads CSV),
+// once scheduled: RECORDS data and SYNTHETIC evaluation data (the executor reads CSV and
+// TFRECORD files), TFRECORD data whose `tfrecord` spec is incomplete or does not fill
+// model.input_shape (named down to the feature, "data.train.tfrecord.features[0].shape[1]"),
 // `epochs` when the worker cannot know the size of an epoch (streamed files: a data.eval
 // source or data.eval_fraction 0), communication.implementation NCCL (no backend yet) and
 // restart_policy.max_restarts > 0 without checkpoint.every_steps (a restart would redo

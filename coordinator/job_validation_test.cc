@@ -1,6 +1,11 @@
 #include "coordinator/job_validation.h"
 
+#include <functional>
+#include <string>
+#include <utility>
+
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -23,6 +28,19 @@ v1::JobSpec CsvJob() {
   spec.mutable_data()->set_eval_fraction(0.2);
   spec.set_global_batch_size(64);
   spec.set_epochs(3);
+  return spec;
+}
+
+// CsvJob's model (input [8]) on TFRecord files, the data source written as users write it.
+v1::JobSpec TfRecordJob() {
+  v1::JobSpec spec = CsvJob();
+  const auto parsed = google::protobuf::util::JsonStringToMessage(
+      R"({"files": ["data/train-0.tfrecord", "data/train-1.tfrecord"], "format": "TFRECORD",
+          "tfrecord": {"features": [{"name": "pixels", "shape": [2, 3], "dtype": "FLOAT"},
+                                    {"name": "ids", "shape": [2], "dtype": "INT64"}],
+                       "label": {"name": "label", "dtype": "INT64"}}})",
+      spec.mutable_data()->mutable_train());
+  EXPECT_TRUE(parsed.ok()) << parsed;
   return spec;
 }
 
@@ -110,6 +128,56 @@ TEST(JobValidationTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {
   ok.mutable_restart_policy()->set_max_restarts(2);
   ok.mutable_checkpoint()->set_every_steps(50);
   EXPECT_TRUE(ValidateJobSpec(ok).ok()) << ValidateJobSpec(ok);
+}
+
+TEST(JobValidationTest, TfRecordDataNeedsAFeatureSpecThatFillsTheModelInput) {
+  EXPECT_TRUE(ValidateJobSpec(TfRecordJob()).ok()) << ValidateJobSpec(TfRecordJob());
+  v1::JobSpec float_label = TfRecordJob();
+  float_label.mutable_data()->mutable_train()->mutable_tfrecord()->mutable_label()->add_shape(1);
+  float_label.mutable_data()->mutable_train()->mutable_tfrecord()->mutable_label()->set_dtype(
+      v1::TfRecordFeature::FLOAT);
+  EXPECT_TRUE(ValidateJobSpec(float_label).ok()) << ValidateJobSpec(float_label);
+
+  // Each bad spec is refused naming the field to fix.
+  const std::pair<std::function<void(v1::TfRecordSpec*)>, std::string> cases[] = {
+      {[](v1::TfRecordSpec* t) { t->Clear(); },
+       "data.train.tfrecord.features: at least one input feature is needed"},
+      {[](v1::TfRecordSpec* t) { t->mutable_features(1)->clear_name(); },
+       "data.train.tfrecord.features[1].name: missing"},
+      {[](v1::TfRecordSpec* t) { t->mutable_features(1)->set_name("pixels"); },
+       "data.train.tfrecord.features[1].name: 'pixels' is also features[0]"},
+      {[](v1::TfRecordSpec* t) { t->mutable_features(0)->set_shape(1, 0); },
+       "data.train.tfrecord.features[0].shape[1]: 0 must be > 0"},
+      {[](v1::TfRecordSpec* t) { t->mutable_features(0)->clear_dtype(); },
+       "data.train.tfrecord.features[0].dtype: missing: FLOAT"},
+      {[](v1::TfRecordSpec* t) { t->mutable_features(0)->set_shape(1, 4); },
+       "data.train.tfrecord.features: the features hold 10 values per example, but "
+       "model.input_shape [8] takes 8"},
+      {[](v1::TfRecordSpec* t) { t->clear_label(); }, "data.train.tfrecord.label: missing"},
+      {[](v1::TfRecordSpec* t) { t->mutable_label()->clear_name(); },
+       "data.train.tfrecord.label.name: missing"},
+      {[](v1::TfRecordSpec* t) { t->mutable_label()->add_shape(2); },
+       "data.train.tfrecord.label.shape: a label is one value"},
+      {[](v1::TfRecordSpec* t) { t->mutable_label()->clear_dtype(); },
+       "data.train.tfrecord.label.dtype: missing"},
+  };
+  for (const auto& [mutate, refusal] : cases) {
+    v1::JobSpec bad = TfRecordJob();
+    mutate(bad.mutable_data()->mutable_train()->mutable_tfrecord());
+    EXPECT_THAT(Refusal(bad), StartsWith(refusal));
+  }
+  v1::JobSpec no_spec = TfRecordJob();
+  no_spec.mutable_data()->mutable_train()->clear_tfrecord();
+  EXPECT_THAT(Refusal(no_spec), StartsWith("data.train.tfrecord: missing"));
+  v1::JobSpec csv_with_spec = TfRecordJob();
+  csv_with_spec.mutable_data()->mutable_train()->set_format(v1::DataSource::CSV);
+  EXPECT_THAT(Refusal(csv_with_spec), StartsWith("data.train.tfrecord: only for format TFRECORD"));
+  v1::JobSpec eval = TfRecordJob();
+  eval.set_epochs(0);
+  eval.set_steps(10);
+  *eval.mutable_data()->mutable_eval() = eval.data().train();
+  eval.mutable_data()->mutable_eval()->mutable_tfrecord()->mutable_features(0)->clear_name();
+  EXPECT_THAT(Refusal(eval), StartsWith("data.eval.tfrecord.features[0].name: missing"));
 }
 
 TEST(JobValidationTest, RefusesABadOptimizerNamingTheField) {

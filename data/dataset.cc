@@ -371,27 +371,42 @@ Dataset Dataset::Synthetic(int64_t num_examples, engine::Shape feature_shape, in
   return Dataset(node);
 }
 
-Dataset Dataset::Csv(std::vector<std::string> files, CsvOptions options) {
+namespace {
+
+// A source that a `Reader` (constructed from the files and `options`) reads from `files`;
+// invalid with "<name>: no files given", or with `invalid` (the options' check).
+template <typename Reader, typename Options>
+std::shared_ptr<const Dataset::Node> FilesNode(absl::string_view name,
+                                               std::vector<std::string> files, Options options,
+                                               absl::Status invalid) {
   auto node = std::make_shared<SourceNode>(
       files,
-      [options](const std::vector<std::string>& f) {
-        return std::make_unique<CsvReader>(f, options);
+      [options](const std::vector<std::string>& f) -> std::unique_ptr<Iterator> {
+        return std::make_unique<Reader>(f, options);
       },
       Element{});
-  if (files.empty()) node->error = absl::InvalidArgumentError("Csv: no files given");
-  return Dataset(node);
+  node->error = files.empty() ? absl::InvalidArgumentError(absl::StrCat(name, ": no files given"))
+                              : std::move(invalid);
+  return node;
+}
+
+}  // namespace
+
+Dataset Dataset::Csv(std::vector<std::string> files, CsvOptions options) {
+  return Dataset(
+      FilesNode<CsvReader>("Csv", std::move(files), std::move(options), absl::OkStatus()));
 }
 
 Dataset Dataset::FixedRecords(std::vector<std::string> files, RecordOptions options) {
-  auto node = std::make_shared<SourceNode>(
-      files,
-      [options](const std::vector<std::string>& f) {
-        return std::make_unique<FixedRecordReader>(f, options);
-      },
-      Element{});
-  node->error = files.empty() ? absl::InvalidArgumentError("FixedRecords: no files given")
-                              : FixedRecordReader::Validate(options);
-  return Dataset(node);
+  absl::Status invalid = FixedRecordReader::Validate(options);
+  return Dataset(FilesNode<FixedRecordReader>("FixedRecords", std::move(files), std::move(options),
+                                              std::move(invalid)));
+}
+
+Dataset Dataset::TfRecord(std::vector<std::string> files, ExampleOptions options) {
+  absl::Status invalid = ExampleReader::Validate(options);
+  return Dataset(FilesNode<ExampleReader>("TfRecord", std::move(files), std::move(options),
+                                          std::move(invalid)));
 }
 
 Dataset Dataset::Then(MakeFn make, absl::Status error) const {

@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "data/csv_reader.h"
 #include "data/element.h"
+#include "data/example_reader.h"
 #include "data/iterator.h"
 #include "data/record_reader.h"
 
@@ -82,6 +83,8 @@ class Dataset {
   static Dataset Csv(std::vector<std::string> files, CsvOptions options = {});
   // Files of fixed-size binary records.
   static Dataset FixedRecords(std::vector<std::string> files, RecordOptions options);
+  // TFRecord files of tf.train.Example protos, read in order (data/example_reader.h).
+  static Dataset TfRecord(std::vector<std::string> files, ExampleOptions options);
 
   // tf.data's shuffle: a buffer of `buffer_size` elements, each output drawn uniformly
   // from it. With reshuffle_each_iteration, each Repeat epoch uses another order.

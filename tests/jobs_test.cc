@@ -23,13 +23,13 @@
 #include "client/job_format.h"
 #include "client/local_cluster.h"
 #include "client/subprocess.h"
+#include "common/tfrecord.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "lockstep/v1/event.pb.h"
 #include "tests/test_util.h"
 #include "worker/chief/checkpoint.h"
-#include "worker/chief/tfrecord.h"
 #include "worker/chief/weights_match.h"
 
 namespace lockstep {
@@ -85,6 +85,20 @@ v1::JobSpec DigitsJob(const std::string& dir) {
   return *spec;
 }
 
+// The bundled TFRecord digits job (examples/jobs/digits_tfrecord.json) with absolute data
+// paths and its outputs under `dir`.
+v1::JobSpec TfRecordDigitsJob(const std::string& dir) {
+  auto spec = client::ReadJobSpecFile(Runfile("examples/jobs/digits_tfrecord.json"));
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->data().train().format(), v1::DataSource::TFRECORD);
+  for (std::string& file : *spec->mutable_data()->mutable_train()->mutable_files()) {
+    file = Runfile(file);
+  }
+  spec->mutable_checkpoint()->set_dir(dir + "/ckpt");
+  spec->mutable_summaries()->set_dir(dir + "/tb");
+  return *spec;
+}
+
 // A job that trains until cancelled or failed.
 v1::JobSpec EndlessJob(const std::string& dir) {
   v1::JobSpec spec = DigitsJob(dir);
@@ -106,7 +120,7 @@ int ValidateEventFiles(const std::string& dir) {
   while (dirent* e = readdir(d)) {
     if (!absl::StartsWith(e->d_name, "events.out.tfevents.")) continue;
     ++files;
-    auto reader = chief::TfRecordReader::Open(dir + "/" + e->d_name);
+    auto reader = TfRecordReader::Open(dir + "/" + e->d_name);
     if (!reader.ok()) {
       ADD_FAILURE() << reader.status();
       continue;
@@ -484,6 +498,42 @@ TEST_F(JobsTest, StoppedWorkerFailsTheJobNamingItAndOthersLeave) {
   EXPECT_EQ(rows, 1);
   EXPECT_TRUE(hung->running());
   ExpectDescribedFailure(*id, /*survivor=*/0);
+}
+
+// The bundled TFRecord job trains the digits MLP on two workers to the accuracy bar of the
+// CSV job (`lockstep local`, LocalTest above): the files hold the same rows in the same order.
+TEST_F(JobsTest, TfRecordDigitsTrainToTheCsvAccuracy) {
+  auto id = jobs_->Submit(TfRecordDigitsJob(dir() + "/tfrecord"));
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto last = jobs_->Watch(
+      *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(120));
+  ASSERT_TRUE(last.ok()) << last.status();
+  ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
+  EXPECT_GE(last->job().progress().eval_accuracy(), 0.96);
+  std::cerr << "TFRecord digits: test accuracy " << last->job().progress().eval_accuracy()
+            << " after " << last->job().progress().step() << " steps\n";
+}
+
+// Streamed TFRecord files (no held-out split) on two workers: AUTO shards them by FILE (3
+// files for 2 workers), as tf.data does, and the job runs to its end.
+TEST_F(JobsTest, StreamedTfRecordFilesAreShardedByFile) {
+  v1::JobSpec spec = TfRecordDigitsJob(dir() + "/streamed");
+  spec.set_epochs(0);
+  spec.set_steps(30);
+  spec.mutable_data()->set_eval_fraction(0);
+  spec.set_eval_every_steps(0);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto last = jobs_->Watch(
+      *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(last.ok()) << last.status();
+  ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
+  EXPECT_EQ(last->job().progress().step(), 30);
+  for (int rank : {0, 1}) {
+    EXPECT_THAT(ReadFile(absl::StrCat(dir(), "/lockstepd.", rank, ".log")),
+                HasSubstr("AUTO sharding by FILE: 3 files for 2 workers"))
+        << "worker/" << rank;
+  }
 }
 
 TEST_F(JobsTest, RestartedCoordinatorStillListsEveryJob) {

@@ -15,11 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/tfrecord.h"
 #include "engine/model_builder.h"
 #include "gtest/gtest.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/chief/event_writer.h"
-#include "worker/chief/tfrecord.h"
 #include "worker/chief/weights_match.h"
 #include "worker/coordinator_store.h"
 #include "worker/fake_coordinator_client.h"
@@ -119,7 +119,7 @@ int CountEventRecords(const std::string& dir, std::set<std::string>* tags = null
   }
   closedir(d);
   if (path.empty()) return -1;
-  auto reader = chief::TfRecordReader::Open(path);
+  auto reader = TfRecordReader::Open(path);
   if (!reader.ok()) return -1;
   while (true) {
     absl::StatusOr<std::string> r = reader->Next();

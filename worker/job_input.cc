@@ -39,8 +39,26 @@ data::CsvOptions CsvOptionsOf(const v1::DataSource& source) {
   return options;
 }
 
-data::Dataset CsvDataset(const v1::DataSource& source, std::vector<std::string> files) {
-  data::Dataset ds = data::Dataset::Csv(std::move(files), CsvOptionsOf(source));
+data::ExampleFeature ExampleFeatureOf(const v1::TfRecordFeature& f) {
+  return {f.name(), engine::Shape(std::vector<int64_t>(f.shape().begin(), f.shape().end())),
+          f.dtype() == v1::TfRecordFeature::INT64 ? data::ExampleFeature::Kind::kInt64
+                                                  : data::ExampleFeature::Kind::kFloat};
+}
+
+data::ExampleOptions ExampleOptionsOf(const v1::DataSource& source) {
+  data::ExampleOptions options;
+  for (const v1::TfRecordFeature& f : source.tfrecord().features()) {
+    options.features.push_back(ExampleFeatureOf(f));
+  }
+  options.label = ExampleFeatureOf(source.tfrecord().label());
+  return options;
+}
+
+// The source's files read as its format says (CSV or TFRECORD), features scaled.
+data::Dataset SourceDataset(const v1::DataSource& source, std::vector<std::string> files) {
+  data::Dataset ds = source.format() == v1::DataSource::TFRECORD
+                         ? data::Dataset::TfRecord(std::move(files), ExampleOptionsOf(source))
+                         : data::Dataset::Csv(std::move(files), CsvOptionsOf(source));
   if (source.feature_scale() != 0 && source.feature_scale() != 1) {
     ds = ds.Normalize({0.0f}, {1.0f / source.feature_scale()});
   }
@@ -50,7 +68,7 @@ data::Dataset CsvDataset(const v1::DataSource& source, std::vector<std::string> 
 absl::Status CheckFiles(const v1::DataSource& source, absl::string_view field) {
   if (source.files().empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ".files: no input files; give at least one CSV file"));
+        absl::StrCat(field, ".files: no input files; give at least one CSV or TFRecord file"));
   }
   return absl::OkStatus();
 }
@@ -164,15 +182,15 @@ absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec) {
   if (data.has_eval() && !data.eval().files().empty()) {
     LS_RETURN_IF_ERROR(CheckFiles(data.eval(), "data.eval"));
     LS_ASSIGN_OR_RETURN(data::Element eval,
-                        data::ReadAll(CsvDataset(data.eval(), {data.eval().files().begin(),
-                                                               data.eval().files().end()})));
+                        data::ReadAll(SourceDataset(data.eval(), {data.eval().files().begin(),
+                                                                  data.eval().files().end()})));
     input.eval = std::move(eval);
   }
   if (data.eval_fraction() > 0 && !input.eval.has_value()) {
     // Held-out split: everything in memory, split by the job seed.
     LS_ASSIGN_OR_RETURN(data::Element all,
-                        data::ReadAll(CsvDataset(train_source, {train_source.files().begin(),
-                                                                train_source.files().end()})));
+                        data::ReadAll(SourceDataset(train_source, {train_source.files().begin(),
+                                                                   train_source.files().end()})));
     LS_ASSIGN_OR_RETURN(auto split, data::TrainTestSplit(all, data.eval_fraction(), spec.seed()));
     input.eval = std::move(split.second);
     data::Element train = std::move(split.first);
@@ -193,8 +211,9 @@ absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec) {
   input.train.make = [train_source, spec](
                          const ShardSpec& shard,
                          int64_t batch_size) -> absl::StatusOr<std::unique_ptr<BatchIterator>> {
-    data::Dataset ds = TrainPipeline(CsvDataset(train_source, shard.files), spec, shard, batch_size,
-                                     /*shuffle_buffer=*/4096);
+    data::Dataset ds =
+        TrainPipeline(SourceDataset(train_source, shard.files), spec, shard, batch_size,
+                      /*shuffle_buffer=*/4096);
     LS_ASSIGN_OR_RETURN(auto it, ds.MakeIterator());
     return distribute::AsBatchIterator(std::move(it));
   };

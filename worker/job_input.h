@@ -6,6 +6,9 @@
 //                         the job seed (data::TrainTestSplit), so every worker holds out the
 //                         same examples; otherwise the files are streamed (FILE sharding can
 //                         then give each worker its own files).
+//   TFRECORD:             TFRecord files of tf.train.Example, the features and label the
+//                         spec's `tfrecord` names (data/example_reader.h), then as CSV:
+//                         scaled, held out in memory or streamed (FILE sharding by file).
 //   SYNTHETIC:            one batch of seeded random features and labels, yielded forever
 //                         (benchmarks: no reading, no shuffling on the step's path).
 // The training source is handed to Strategy::ExperimentalDistributeDataset, which resolves
@@ -58,7 +61,7 @@ TrainEpoch TrainEpochOf(const JobInput& input, const distribute::ShardSpec& shar
                         int64_t batch_size);
 
 // INVALID_ARGUMENT naming the field ("data.train.files", "data.eval_fraction", ...) for a
-// spec that cannot be read; read errors name the file and line.
+// spec that cannot be read; read errors name the file and line (CSV) or record (TFRECORD).
 absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec);
 
 }  // namespace worker

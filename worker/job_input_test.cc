@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace lockstep::worker {
@@ -109,6 +111,84 @@ TEST(JobInput, StreamedCsvIsScaledAndBatched) {
     ASSERT_LE(b[0].data<float>()[i], 1.0f);
     ASSERT_GE(b[0].data<float>()[i], 0.0f);
   }
+}
+
+// The bundled TFRecord digits (examples/data/digits-*-of-00003.tfrecord, made from the CSV
+// by tools/make_digits_tfrecord.py): pixels as INT64, label INT64.
+v1::JobSpec TfRecordDigitsSpec(double eval_fraction) {
+  v1::JobSpec spec = DigitsSpec(eval_fraction);
+  v1::DataSource* train = spec.mutable_data()->mutable_train();
+  train->clear_files();
+  for (int i = 0; i < 3; ++i) {
+    train->add_files(absl::StrCat("examples/data/digits-0000", i, "-of-00003.tfrecord"));
+  }
+  train->set_format(v1::DataSource::TFRECORD);
+  v1::TfRecordFeature* pixels = train->mutable_tfrecord()->add_features();
+  pixels->set_name("pixels");
+  pixels->add_shape(64);
+  pixels->set_dtype(v1::TfRecordFeature::INT64);
+  train->mutable_tfrecord()->mutable_label()->set_name("label");
+  train->mutable_tfrecord()->mutable_label()->set_dtype(v1::TfRecordFeature::INT64);
+  return spec;
+}
+
+// The TFRecord files hold the CSV's rows in its order: the held-out split, and so every
+// batch, is the CSV job's.
+TEST(JobInput, TfRecordDigitsAreTheCsvDigits) {
+  auto csv = BuildJobInput(DigitsSpec(0.2));
+  auto tfrecord = BuildJobInput(TfRecordDigitsSpec(0.2));
+  ASSERT_TRUE(csv.ok()) << csv.status();
+  ASSERT_TRUE(tfrecord.ok()) << tfrecord.status();
+  EXPECT_EQ(tfrecord->train_examples, 1438);
+  ASSERT_TRUE(tfrecord->eval.has_value());
+  EXPECT_TRUE(tfrecord->eval->features.BitwiseEquals(csv->eval->features));
+  EXPECT_TRUE(tfrecord->eval->labels.BitwiseEquals(csv->eval->labels));
+  const distribute::Batch a = First(*csv, DataShard(1, 0), 16);
+  const distribute::Batch b = First(*tfrecord, DataShard(1, 0), 16);
+  EXPECT_TRUE(a[0].BitwiseEquals(b[0]));
+  EXPECT_TRUE(a[1].BitwiseEquals(b[1]));
+}
+
+// Streamed (no held-out split), the worker reads the files the strategy hands it: with
+// FILE sharding, worker 1 of 3 reads the second file, rows 599.. of the CSV.
+TEST(JobInput, StreamedTfRecordReadsTheFilesOfItsShard) {
+  v1::JobSpec spec = TfRecordDigitsSpec(0);
+  spec.mutable_data()->set_no_shuffle(true);
+  auto input = BuildJobInput(spec);
+  ASSERT_TRUE(input.ok()) << input.status();
+  EXPECT_EQ(input->train_examples, -1);
+  ASSERT_EQ(input->train.files.size(), 3u);
+  distribute::ShardSpec file_shard;
+  file_shard.files = {input->train.files[1]};
+  file_shard.num_file_shards = 3;
+  file_shard.file_shard_index = 1;
+  const distribute::Batch shard = First(*input, file_shard, 4);
+
+  v1::JobSpec csv_spec = DigitsSpec(0);
+  csv_spec.mutable_data()->set_no_shuffle(true);
+  auto csv = BuildJobInput(csv_spec);
+  ASSERT_TRUE(csv.ok()) << csv.status();
+  const distribute::Batch rows = First(*csv, DataShard(1, 0, csv->train.files), 603);
+  ASSERT_EQ(shard[0].shape(), (engine::Shape{4, 64}));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(shard[1].data<int64_t>()[i], rows[1].data<int64_t>()[599 + i]) << "row " << i;
+    for (int j = 0; j < 64; ++j) {
+      ASSERT_EQ(shard[0].data<float>()[i * 64 + j], rows[0].data<float>()[(599 + i) * 64 + j]);
+    }
+  }
+}
+
+// A record that does not match the spec fails the pipeline naming the file, the record
+// and the feature.
+TEST(JobInput, TfRecordExamplesThatDoNotMatchTheSpecNameTheFeature) {
+  v1::JobSpec spec = TfRecordDigitsSpec(0.2);
+  spec.mutable_data()->mutable_train()->mutable_tfrecord()->mutable_features(0)->set_dtype(
+      v1::TfRecordFeature::FLOAT);
+  auto input = BuildJobInput(spec);
+  EXPECT_TRUE(absl::IsInvalidArgument(input.status())) << input.status();
+  EXPECT_THAT(std::string(input.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("digits-00000-of-00003.tfrecord: record 0"),
+                               ::testing::HasSubstr("feature 'pixels' holds an int64_list")));
 }
 
 TEST(JobInput, SyntheticDataNeedsNoFiles) {

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/status.h"
+#include "common/tfrecord.h"
 #include "worker/chief/file_util.h"
-#include "worker/chief/tfrecord.h"
 
 namespace lockstep::chief {
 

@@ -1,5 +1,5 @@
 // Writes TensorBoard event files: events.out.tfevents.<unix seconds>.<hostname>[suffix] in
-// a summaries directory, TFRecord-framed (worker/chief/tfrecord.h) lockstep.v1.Event
+// a summaries directory, TFRecord-framed (common/tfrecord.h) lockstep.v1.Event
 // messages (TensorFlow's field numbers, proto/lockstep/v1/event.proto). The first record is
 // Event{file_version: "brain.Event:2"}; then one Event per AddScalar(s) call, holding a
 // Summary of simple_value scalars (loss, accuracy, learning rate, examples/s, busbw).
