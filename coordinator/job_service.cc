@@ -449,8 +449,13 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   }
   const std::string message =
       absl::StrCat("RUNNING on ", absl::StrJoin(names, ", "), " (attempt ", attempt, ")");
-  if (absl::Status s = store_->UpdateState(id, v1::RUNNING, message).status(); !s.ok()) {
-    return true;  // logged by the caller's next GetJob; nothing was pushed
+  absl::StatusOr<v1::JobRecord> running = store_->UpdateState(id, v1::RUNNING, message);
+  if (!running.ok()) return true;  // logged by the caller's next GetJob; nothing was pushed
+  if (running->progress().restored_step() > 0) {
+    // What the previous attempt restored; this one's chief says what it restores.
+    v1::JobProgress progress = running->progress();
+    progress.clear_restored_step();
+    (void)store_->UpdateProgress(id, std::move(progress));
   }
   Active job;
   job.attempt = attempt;

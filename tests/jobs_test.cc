@@ -536,6 +536,119 @@ TEST_F(JobsTest, StreamedTfRecordFilesAreShardedByFile) {
   }
 }
 
+// The digits job with restarts allowed: checkpoints every 100 steps, 5800 steps in all (a
+// few seconds: long enough to be killed twice before its end).
+v1::JobSpec RestartableJob(const std::string& dir) {
+  v1::JobSpec spec = DigitsJob(dir);
+  spec.set_epochs(200);
+  spec.set_num_workers(2);
+  spec.mutable_checkpoint()->set_every_steps(100);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  return spec;
+}
+
+// Variables and optimizer slots of two checkpoints, byte for byte.
+void ExpectBitwiseEqual(const v1::Checkpoint& a, const v1::Checkpoint& b) {
+  ASSERT_EQ(a.global_step(), b.global_step());
+  ASSERT_EQ(a.variables_size(), b.variables_size());
+  for (int i = 0; i < a.variables_size(); ++i) {
+    EXPECT_EQ(a.variables(i).SerializeAsString(), b.variables(i).SerializeAsString())
+        << "variable " << a.variables(i).name();
+  }
+  ASSERT_EQ(a.optimizer_slots_size(), b.optimizer_slots_size());
+  for (int i = 0; i < a.optimizer_slots_size(); ++i) {
+    EXPECT_EQ(a.optimizer_slots(i).SerializeAsString(), b.optimizer_slots(i).SerializeAsString())
+        << "slot " << a.optimizer_slots(i).name();
+  }
+}
+
+// A job with restart_policy.max_restarts survives a SIGKILLed worker, then a SIGKILLed
+// chief whose host lost its disk (checkpoint.dir and its own copies deleted): each time it
+// is RESTARTING until the killed lockstepd is started again, resumes from the newest
+// checkpoint a surviving worker holds (sent over the data plane), and ends SUCCEEDED with
+// weights bitwise equal to an uninterrupted run of the same spec on the same two workers.
+TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) {
+  auto run_to_end = [&](const std::string& id) {
+    auto last = jobs_->Watch(
+        id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(120));
+    EXPECT_TRUE(last.ok()) << last.status();
+    return last.ok() ? last->job() : v1::JobRecord();
+  };
+  auto reference_id = jobs_->Submit(RestartableJob(dir() + "/reference"));
+  ASSERT_TRUE(reference_id.ok()) << reference_id.status();
+  const v1::JobRecord reference = run_to_end(*reference_id);
+  ASSERT_EQ(reference.state(), v1::SUCCEEDED) << reference.reason();
+  auto expected = chief::CheckpointManager::RestoreLatest(dir() + "/reference/ckpt");
+  ASSERT_TRUE(expected.ok()) << expected.status();
+
+  const v1::JobSpec spec = RestartableJob(dir() + "/restarted");
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  struct Kill {
+    int worker;
+    int64_t at_step;
+    bool lose_disk;  // its checkpoint directories are gone with it
+  };
+  int attempt = 1;
+  for (const Kill& kill : {Kill{1, 300, false}, Kill{0, 2000, true}}) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    absl::StatusOr<v1::GetJobResponse> job;
+    while (absl::Now() < deadline) {
+      job = jobs_->Get(*id);
+      ASSERT_TRUE(job.ok()) << job.status();
+      if (job->job().state() == v1::RUNNING && job->job().attempt() == attempt &&
+          job->job().progress().step() >= kill.at_step) {
+        break;
+      }
+      ASSERT_FALSE(client::JobEnded(job->job().state())) << job->job().reason();
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    cluster_->worker(kill.worker)->Signal(SIGKILL);
+    const absl::Time killed = absl::Now();
+    ASSERT_TRUE(cluster_->worker(kill.worker)->Wait(killed + absl::Seconds(10)).ok());
+    if (kill.lose_disk) {
+      ASSERT_EQ(std::system(absl::StrCat("rm -rf '", spec.checkpoint().dir(), "' '", dir(),
+                                         "/worker-", kill.worker, "'")
+                                .c_str()),
+                0);
+    }
+    // RESTARTING once the killed worker is found lost; RUNNING again once it is back.
+    bool restarting = false;
+    while (!restarting && absl::Now() < killed + kTimeout + absl::Seconds(10)) {
+      job = jobs_->Get(*id);
+      ASSERT_TRUE(job.ok()) << job.status();
+      restarting = job->job().state() == v1::RESTARTING;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_TRUE(restarting) << client::FormatJobDescription(*job);
+    const absl::Duration detected = absl::Now() - killed;
+    EXPECT_THAT(job->job().reason(), HasSubstr(absl::StrCat("worker/", kill.worker)));
+    ASSERT_TRUE(cluster_->StartWorker(kill.worker).ok());
+    ++attempt;
+    while (absl::Now() < killed + absl::Seconds(30)) {
+      job = jobs_->Get(*id);
+      ASSERT_TRUE(job.ok()) << job.status();
+      if (job->job().attempt() == attempt && job->job().progress().restored_step() > 0) break;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_EQ(job->job().attempt(), attempt) << client::FormatJobDescription(*job);
+    std::cerr << "worker/" << kill.worker << " killed at step >= " << kill.at_step
+              << ": RESTARTING after " << detected << ", attempt " << attempt << " restored step "
+              << job->job().progress().restored_step() << " after " << absl::Now() - killed << "\n";
+    EXPECT_GE(job->job().progress().restored_step(), kill.at_step - 100);
+  }
+  const v1::JobRecord done = run_to_end(*id);
+  ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.reason();
+  EXPECT_EQ(done.restarts(), 2);
+  Result r = Cli({"describe", *id});
+  EXPECT_THAT(r.output, HasSubstr("restarts: 2 of 2 allowed")) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("RESTARTING (attempt 1): worker/1")) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("RESTARTING (attempt 2): worker/0")) << r.output;
+  auto got = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectBitwiseEqual(got->checkpoint, expected->checkpoint);
+}
+
 TEST_F(JobsTest, RestartedCoordinatorStillListsEveryJob) {
   v1::JobSpec three = EndlessJob(dir());
   three.set_num_workers(3);  // stays PENDING: two workers only
