@@ -23,7 +23,7 @@ TaskRef RefOf(const v1::TaskStatus& t) { return TaskRef{t.task().type(), t.task(
 
 bool EndedAttempt(v1::JobReport::Phase phase) {
   return phase == v1::JobReport::DONE || phase == v1::JobReport::FAILED ||
-         phase == v1::JobReport::ABORTED;
+         phase == v1::JobReport::ABORTED || phase == v1::JobReport::PREEMPTED;
 }
 
 // Workers a job needs; 0 means "every ALIVE training worker".
@@ -298,6 +298,14 @@ void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>
         ChangedLocked(r.job_id(), absl::StrCat("step ", r.step(), "/", r.total_steps()));
       }
     }
+    if (r.phase() == v1::JobReport::PREEMPTED && job.preemption.empty()) {
+      job.preemption = absl::StrCat("preempted after step ", r.step(), ": checkpoint written");
+    }
+    if (r.phase() == v1::JobReport::PREEMPTED && !r.preemption().empty()) {
+      job.preemption =
+          absl::StrCat(task.ToString(), " (rank ", rank, ") was preempted (", r.preemption(),
+                       "); the job stopped after step ", r.step(), " with a checkpoint");
+    }
     if (r.phase() == v1::JobReport::FAILED && job.failure.empty()) {
       job.failure = absl::StrCat(task.ToString(), " (rank ", rank,
                                  ") failed: ", r.error().empty() ? "no error given" : r.error());
@@ -321,7 +329,16 @@ void JobService::SettleLocked(const std::string& id) {
     ended += EndedAttempt(r->second.phase());
   }
   const int n = static_cast<int>(job.tasks.size());
-  if (job.failure.empty() && done == n) {
+  if (job.failure.empty() && !job.preemption.empty() && ended == n) {
+    // Not a failure: the next attempt resumes from the step the group stopped after.
+    restart_workers_[id] = n;
+    EndLocked(id, v1::RESTARTING,
+              absl::StrCat(job.preemption,
+                           "; restarting from it (a preemption: not counted "
+                           "against restart_policy.max_restarts)"),
+              /*counts_as_restart=*/false);
+    pending_.insert(id);
+  } else if (job.failure.empty() && done == n) {
     const v1::JobReport& chief = job.reports.at(job.tasks[0]);
     EndLocked(id, v1::SUCCEEDED,
               absl::StrCat("every worker finished: ", chief.step(), " steps, loss ", chief.loss()));
@@ -491,12 +508,13 @@ void JobService::FailLocked(const std::string& id, const std::string& reason) {
       absl::StrCat(reason, NoRestartsLeft(record.ok() ? record->restarts() : 0, max_restarts)));
 }
 
-void JobService::EndLocked(const std::string& id, v1::JobState state, const std::string& reason) {
+void JobService::EndLocked(const std::string& id, v1::JobState state, const std::string& reason,
+                           bool counts_as_restart) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
   Active& job = it->second;
   if (state != v1::SUCCEEDED) AbortOthersLocked(id, job, TaskRef{}, reason);
-  (void)store_->UpdateState(id, state, reason);
+  (void)store_->UpdateState(id, state, reason, counts_as_restart);
   for (const TaskRef& t : job.tasks) {
     auto r = job.reports.find(t);
     if (r == job.reports.end() || !EndedAttempt(r->second.phase())) {

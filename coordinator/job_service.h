@@ -22,7 +22,9 @@
 // rendezvous prefix) once every worker left the failed attempt and enough are ALIVE and
 // idle; the workers restore the newest checkpoint one of them holds whole
 // (worker/job_restore.h). A coordinator restart (Recover) makes a RUNNING job RESTARTING
-// too when it has restarts left.
+// too when it has restarts left. A preemption (a worker's lockstepd got SIGTERM: its group
+// stopped after one step with a checkpoint and every worker reports PREEMPTED) makes the
+// job RESTARTING without counting a restart.
 // Leaving: a job that ended keeps each of its workers busy (no new partition is pushed to
 // it) until that worker has left the attempt: it reported its end (DONE, FAILED or
 // ABORTED: its executor has returned and its collectives are closed), or it is no longer
@@ -133,6 +135,8 @@ class JobService {
     // Set by the first FAILED report: the reason, and when the job fails regardless.
     std::string failure;
     absl::Time fail_at = absl::InfiniteFuture();
+    // Set by a PREEMPTED report: the group stopped after a step with a checkpoint.
+    std::string preemption;
     // Once the attempt ended: its tasks that have not left it yet, each with the time it
     // is released unless it reports the attempt again.
     std::map<TaskRef, absl::Time> leaving;
@@ -153,8 +157,8 @@ class JobService {
   // Ends the running attempt of `id` in `state` (FAILED, SUCCEEDED, CANCELLED or
   // RESTARTING), pushing an abort to every worker that has not ended the attempt (unless
   // SUCCEEDED).
-  void EndLocked(const std::string& id, v1::JobState state, const std::string& reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndLocked(const std::string& id, v1::JobState state, const std::string& reason,
+                 bool counts_as_restart = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbortOthersLocked(const std::string& id, const Active& job, const TaskRef& except,
                          const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushLocked(const TaskRef& task, uint64_t incarnation, v1::Assignment a)

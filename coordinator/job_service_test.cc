@@ -512,6 +512,41 @@ TEST_F(JobServiceTest, ALostWorkerRestartsTheJobUntilItsRestartsRunOut) {
   EXPECT_THAT(job.transitions(2).reason(), HasSubstr("worker/1 (rank 1) was lost"));
 }
 
+// A preemption (worker/1's lockstepd got SIGTERM; the group stopped after step 42 with a
+// checkpoint) restarts the job without counting a restart, even with max_restarts 0.
+TEST_F(JobServiceTest, APreemptionRestartsTheJobWithoutCountingARestart) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  v1::JobSpec spec = SmallJob();
+  spec.set_num_workers(2);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(Next(w0).has_run());
+  ASSERT_TRUE(Next(w1).has_run());
+  v1::JobReport r;
+  r.set_job_id(*id);
+  r.set_attempt(1);
+  r.set_phase(v1::JobReport::PREEMPTED);
+  r.set_step(42);
+  r.set_preemption("lockstepd received SIGTERM");
+  jobs_->OnReports(w1, {r});
+  EXPECT_EQ(State(*id), v1::RUNNING);  // worker/0 has not stopped yet
+  r.clear_preemption();
+  jobs_->OnReports(w0, {r});
+  // Both stopped: the job restarts at once on the same two (idle) workers.
+  v1::JobRecord job = jobs_->Get(*id)->job();
+  EXPECT_EQ(job.state(), v1::RUNNING);
+  EXPECT_EQ(job.attempt(), 2);
+  EXPECT_EQ(job.restarts(), 0);
+  ASSERT_GE(job.transitions_size(), 3);
+  const v1::JobTransition& restarting = job.transitions(job.transitions_size() - 2);
+  EXPECT_EQ(restarting.state(), v1::RESTARTING);
+  EXPECT_THAT(restarting.reason(),
+              HasSubstr("worker/1 (rank 1) was preempted (lockstepd received SIGTERM); the job "
+                        "stopped after step 42"));
+  EXPECT_THAT(restarting.reason(), HasSubstr("not counted"));
+  EXPECT_EQ(Next(w0).run().attempt(), 2);
+}
+
 TEST_F(JobServiceTest, ARestartingJobCanBeCancelledAndStartsNoAttempt) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
   v1::JobSpec spec = SmallJob();

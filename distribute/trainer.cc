@@ -116,7 +116,7 @@ absl::Status Trainer::ProbeGradientOrder() {
 
 absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
                                                          const std::vector<Tensor>& args,
-                                                         bool overlap) {
+                                                         bool overlap, bool request_stop) {
   const int r = ctx.local_replica_id();
   std::vector<Tensor> vars;
   for (const DistributedVariable& v : variables_) vars.push_back(v.Read(r));
@@ -161,13 +161,18 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
     times.apply = Since(phase);
     grads.clear();  // applied here: nothing for the cross-replica path
   }
-  // Output 0: this replica's share of the global mean loss; then the gradients.
-  std::vector<Tensor> out = {Tensor::Scalar<double>(result->loss * step.loss_scale)};
+  // Output 0: this replica's share of the global mean loss and whether it asks to stop (summed
+  // over the replicas, so any request is seen by all); then the gradients.
+  Tensor head = Tensor::Zeros(engine::DType::kF64, engine::Shape({2}));
+  head.data<double>()[0] = result->loss * step.loss_scale;
+  head.data<double>()[1] = request_stop ? 1.0 : 0.0;
+  std::vector<Tensor> out = {std::move(head)};
   for (Tensor& g : grads) out.push_back(std::move(g));
   return out;
 }
 
-absl::StatusOr<TrainStepResult> Trainer::Step(const std::vector<DistributedValues>& inputs) {
+absl::StatusOr<TrainStepResult> Trainer::Step(const std::vector<DistributedValues>& inputs,
+                                              bool request_stop) {
   if (inputs.size() != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("Trainer::Step takes {features, labels}, got ", inputs.size(), " values"));
@@ -179,7 +184,7 @@ absl::StatusOr<TrainStepResult> Trainer::Step(const std::vector<DistributedValue
   LS_ASSIGN_OR_RETURN(std::vector<DistributedValues> out,
                       strategy_->RunMulti(
                           [&](ReplicaContext& ctx, const std::vector<Tensor>& args) {
-                            return ReplicaStep(ctx, args, overlap);
+                            return ReplicaStep(ctx, args, overlap, request_stop);
                           },
                           {inputs[0], inputs[1]}));
   TrainStepResult r;
@@ -208,6 +213,7 @@ absl::StatusOr<TrainStepResult> Trainer::Step(const std::vector<DistributedValue
   LS_ASSIGN_OR_RETURN(Tensor loss, strategy_->Reduce(ReduceOp::kSum, out[0], kNoAxis));
   r.times.allreduce_wait += Since(loss_start);
   r.loss = loss.data<double>()[0];
+  r.stop = loss.data<double>()[1] > 0;
   for (const Tensor& t : inputs[0].components()) r.examples += t.shape().dim(0);
   ++steps_;
   r.times.total = Since(start);

@@ -77,6 +77,9 @@ struct TrainStepResult {
   double loss = 0;  // mean over the global batch
   int64_t examples = 0;
   StepTimes times;
+  // Some worker asked, in this step, that every worker stop after it (Step's `request_stop`):
+  // the same answer on every worker, in the same step.
+  bool stop = false;
 };
 
 class Trainer {
@@ -88,7 +91,11 @@ class Trainer {
                                                          TrainerOptions options);
 
   // One step on `inputs` = {features, labels}, as a DistributedDataset yields them.
-  absl::StatusOr<TrainStepResult> Step(const std::vector<DistributedValues>& inputs);
+  // `request_stop`: ask every worker to stop after this step (a preemption). The request
+  // travels in the step's loss all-reduce (one more element), so it costs no extra
+  // collective and every worker learns it in the same step (TrainStepResult::stop).
+  absl::StatusOr<TrainStepResult> Step(const std::vector<DistributedValues>& inputs,
+                                       bool request_stop = false);
 
   // Makes this trainer continue from `checkpoint`: every local copy of every variable, every
   // copy's optimizer slots (the learning-rate schedule's position is the optimizer's
@@ -111,7 +118,7 @@ class Trainer {
   absl::Status ProbeGradientOrder();
   absl::StatusOr<std::vector<engine::Tensor>> ReplicaStep(ReplicaContext& ctx,
                                                           const std::vector<engine::Tensor>& args,
-                                                          bool overlap);
+                                                          bool overlap, bool request_stop);
 
   Strategy* const strategy_;
   const engine::Graph* const graph_;

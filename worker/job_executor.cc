@@ -72,6 +72,8 @@ const char* JobExecutor::StateName(State s) {
       return "FAILED";
     case State::kAborted:
       return "ABORTED";
+    case State::kPreempted:
+      return "PREEMPTED";
   }
   return "?";
 }
@@ -121,7 +123,10 @@ std::string JobExecutor::Who() const {
 }
 
 void JobExecutor::SetState(State next, const std::string& error) {
-  if (state_ == State::kDone || state_ == State::kFailed || state_ == State::kAborted) return;
+  if (state_ == State::kDone || state_ == State::kFailed || state_ == State::kAborted ||
+      state_ == State::kPreempted) {
+    return;
+  }
   spdlog::info("{}: {} -> {}{}{}", Who(), StateName(state_), StateName(next),
                error.empty() ? "" : ": ", error);
   state_ = next;
@@ -140,6 +145,9 @@ void JobExecutor::SetState(State next, const std::string& error) {
       break;
     case State::kAborted:
       report_.set_phase(v1::JobReport::ABORTED);
+      break;
+    case State::kPreempted:
+      report_.set_phase(v1::JobReport::PREEMPTED);
       break;
     case State::kCreated:
       break;
@@ -173,6 +181,21 @@ void JobExecutor::Abort(const std::string& reason) {
   if (state_ == State::kCreated) SetState(State::kAborted, absl::StrCat("aborted: ", reason));
 }
 
+void JobExecutor::Preempt(const std::string& reason) {
+  bool abort = false;
+  {
+    absl::MutexLock l(&mu_);
+    if (!preemption_.empty()) return;
+    preemption_ = reason;
+    report_.set_preemption(reason);
+    spdlog::info("{}: preempted ({}): the group stops after the next step, with a checkpoint",
+                 Who(), reason);
+    abort = state_ == State::kCreated;  // Run() never started: nothing to checkpoint
+  }
+  if (abort) Abort(reason);
+  preempt_requested_.store(true);
+}
+
 absl::Status JobExecutor::Publish(distribute::Strategy* strategy) {
   absl::MutexLock l(&mu_);
   strategy_ = strategy;
@@ -198,7 +221,15 @@ v1::JobReport JobExecutor::Run() {
   absl::Status s = RunLoop();
   absl::MutexLock l(&mu_);
   strategy_ = nullptr;
-  if (s.ok()) {
+  if (s.ok() && stopped_after_ >= 0) {
+    SetState(State::kPreempted,
+             preemption_.empty()
+                 ? absl::StrCat(Who(), ": stopped after step ", stopped_after_,
+                                " with its group (another worker was preempted); checkpoint "
+                                "written")
+                 : absl::StrCat(Who(), ": preempted (", preemption_, "); stopped after step ",
+                                stopped_after_, " with its group; checkpoint written"));
+  } else if (s.ok()) {
     SetState(State::kDone, "");
   } else if (abort_requested_) {
     SetState(State::kAborted, absl::StrCat(Who(), ": aborted: ", abort_reason_));
@@ -335,7 +366,7 @@ absl::Status JobExecutor::RunLoop() {
     if (!next.has_value()) {
       return absl::InternalError(absl::StrCat("the input ended before step ", step));
     }
-    absl::StatusOr<distribute::TrainStepResult> r = trainer->Step(*next);
+    absl::StatusOr<distribute::TrainStepResult> r = trainer->Step(*next, preempt_requested_.load());
     if (!r.ok()) return Annotate(r.status(), absl::StrCat("step ", step));
     if (options_.on_step) options_.on_step(step, *r);
     ++window_steps;
@@ -401,9 +432,15 @@ absl::Status JobExecutor::RunLoop() {
     if (spec.eval_every_steps() > 0 && step % spec.eval_every_steps() == 0 && !last) {
       LS_RETURN_IF_ERROR(evaluate(step));
     }
-    if (spec.checkpoint().every_steps() > 0 && step % spec.checkpoint().every_steps() == 0 &&
-        !last) {
-      LS_RETURN_IF_ERROR(checkpoint(step));
+    const bool checkpointed =
+        spec.checkpoint().every_steps() > 0 && step % spec.checkpoint().every_steps() == 0;
+    if (checkpointed && !last) LS_RETURN_IF_ERROR(checkpoint(step));
+    if (r->stop && !last) {
+      // Every worker of the group learnt it after this same step: each writes its copy.
+      if (!checkpointed) LS_RETURN_IF_ERROR(checkpoint(step));
+      LS_RETURN_IF_ERROR(chief->Flush());
+      stopped_after_ = step;
+      return absl::OkStatus();
     }
   }
   LS_RETURN_IF_ERROR(evaluate(total_steps));

@@ -6,10 +6,11 @@
 // and TensorBoard scalars (JobChief).
 //
 //   CREATED --Run()--> STARTING --strategy, variables, input ready--> TRAINING
-//                         |                                             |
-//                         | error / Abort()                              | every step done,
-//                         v                                             v  final eval + ckpt
-//                   FAILED / ABORTED  <----- error / Abort() -------  DONE
+//                         |                                             |   |
+//                         | error / Abort()                every step   |   | Preempt() here
+//                         v                                done, final  |   | or on a peer:
+//                   FAILED / ABORTED  <-- error / Abort() -- eval + ckpt |   v checkpoint
+//                                                            DONE <----+  PREEMPTED
 //
 // Multi-worker start-up: every worker sets "ready/<rank>" in the store and waits for the
 // others' before the strategy connects its transports (whose accept loops only end at
@@ -24,12 +25,19 @@
 // wait is bounded: rendezvous by `rendezvous_timeout`, collectives by the spec's
 // communication.timeout_ms.
 //
+// Preemption: Preempt(reason) asks the whole group to stop. The request rides in the next
+// step's loss all-reduce (Trainer::Step's request_stop), so every worker learns it after the
+// same step, writes its copy of that step's checkpoint and returns PREEMPTED; the job then
+// restarts from that checkpoint without losing a step (and without counting a restart).
+// A preemption that comes after the last step is a plain DONE.
+//
 // Ownership: borrows the client and clock (must outlive it); owns the store, strategy,
 // trainer and writers, all released when Run() returns. Thread model: Run() on one thread
 // (once); Abort() and report() from any thread.
 #ifndef LOCKSTEP_WORKER_JOB_EXECUTOR_H_
 #define LOCKSTEP_WORKER_JOB_EXECUTOR_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -67,7 +75,7 @@ struct JobExecutorOptions {
 
 class JobExecutor {
  public:
-  enum class State { kCreated, kStarting, kTraining, kDone, kFailed, kAborted };
+  enum class State { kCreated, kStarting, kTraining, kDone, kFailed, kAborted, kPreempted };
   static const char* StateName(State s);
 
   // INVALID_ARGUMENT naming the field for a partition that cannot run (no job id, batch not
@@ -81,6 +89,9 @@ class JobExecutor {
   v1::JobReport Run();
   // Stops Run() as soon as possible; idempotent; safe before Run().
   void Abort(const std::string& reason);
+  // Asks the group to stop after the next step with a checkpoint (see "Preemption"); `reason`
+  // goes into the report. Idempotent; before training has started it is an Abort.
+  void Preempt(const std::string& reason);
 
   v1::JobReport report() const;
   State state() const;
@@ -112,6 +123,11 @@ class JobExecutor {
   State state_ ABSL_GUARDED_BY(mu_) = State::kCreated;
   std::string abort_reason_ ABSL_GUARDED_BY(mu_);
   bool abort_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // Preempt(): read by the training loop every step without the lock.
+  std::atomic<bool> preempt_requested_{false};
+  std::string preemption_ ABSL_GUARDED_BY(mu_);
+  // Set by RunLoop when the group stopped for a preemption after this step (-1: it did not).
+  int64_t stopped_after_ = -1;
   distribute::Strategy* strategy_ ABSL_GUARDED_BY(mu_) = nullptr;  // while Run() holds one
   v1::JobReport report_ ABSL_GUARDED_BY(mu_);
 };

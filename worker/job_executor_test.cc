@@ -387,6 +387,74 @@ TEST(JobExecutor, ARestartResumesFromTheNewestCopyAndEndsBitwiseEqual) {
   }
 }
 
+// A preemption: worker 1 is asked to stop (SIGTERM to its lockstepd) during step k; the
+// request rides in a step's loss all-reduce, so both workers stop after the same step (k+1
+// or k+2, depending on when worker 1 read it), each with its copy of that step's
+// checkpoint, and report PREEMPTED; the next attempt resumes from exactly that step and
+// ends bitwise equal to an uninterrupted run.
+TEST(JobExecutor, APreemptedGroupStopsAfterOneStepWithACheckpointAndResumesThere) {
+  FakeCoordinatorClient client;
+  v1::JobSpec reference = DigitsSpec("preempt-reference", 0);
+  reference.set_steps(90);
+  reference.set_eval_every_steps(0);
+  reference.mutable_checkpoint()->set_every_steps(20);
+  v1::JobSpec spec = reference;
+  spec.set_name("preempt");
+  spec.mutable_checkpoint()->set_dir(TempDir("preempt/ckpt"));
+  spec.mutable_summaries()->set_dir(TempDir("preempt/tb"));
+  std::vector<std::unique_ptr<JobExecutor>> uninterrupted;
+  for (int w = 0; w < 2; ++w) {
+    uninterrupted.push_back(MakeRestartableExecutor(
+        reference, w, 2, 1, TempDir(absl::StrCat("preempt-ref/w", w)), &client));
+  }
+  for (const v1::JobReport& r : RunAll(uninterrupted)) {
+    ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
+  }
+  auto expected = chief::CheckpointManager::RestoreLatest(reference.checkpoint().dir());
+  ASSERT_TRUE(expected.ok()) << expected.status();
+
+  constexpr int kAskedAt = 45;
+  std::vector<std::unique_ptr<JobExecutor>> first;
+  for (int w = 0; w < 2; ++w) {
+    first.push_back(
+        MakeRestartableExecutor(spec, w, 2, 1, TempDir(absl::StrCat("preempt/w", w)), &client,
+                                [&first](int64_t step, const distribute::TrainStepResult&) {
+                                  if (step == kAskedAt)
+                                    first[1]->Preempt("lockstepd received SIGTERM");
+                                }));
+  }
+  const std::vector<v1::JobReport> stopped = RunAll(first);
+  for (const v1::JobReport& r : stopped) {
+    ASSERT_EQ(r.phase(), v1::JobReport::PREEMPTED) << r.error();
+  }
+  const int64_t at = stopped[0].step();
+  EXPECT_EQ(stopped[1].step(), at);
+  EXPECT_TRUE(at == kAskedAt + 1 || at == kAskedAt + 2) << at;
+  EXPECT_EQ(stopped[1].preemption(), "lockstepd received SIGTERM");
+  EXPECT_TRUE(stopped[0].preemption().empty());
+  EXPECT_NE(stopped[0].error().find("another worker was preempted"), std::string::npos)
+      << stopped[0].error();
+  // The chief's checkpoint of that step, and worker 1's own copy.
+  EXPECT_TRUE(chief::CheckpointManager::ReadFile(spec.checkpoint().dir() + "/" +
+                                                 chief::CheckpointManager::FileName(at))
+                  .ok());
+  EXPECT_TRUE(chief::CheckpointManager::ReadFile(TempDir("preempt/w1") + "/checkpoints/restart@1/" +
+                                                 chief::CheckpointManager::FileName(at))
+                  .ok());
+  std::vector<std::unique_ptr<JobExecutor>> second;
+  for (int w = 0; w < 2; ++w) {
+    second.push_back(
+        MakeRestartableExecutor(spec, w, 2, 2, TempDir(absl::StrCat("preempt/w", w)), &client));
+  }
+  for (const v1::JobReport& r : RunAll(second)) {
+    ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
+    EXPECT_EQ(r.restored_step(), at);
+  }
+  auto got = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectBitwiseEqual(got->checkpoint, expected->checkpoint, "preempted");
+}
+
 // A corrupt newest copy is skipped (logged) for the one before it, and a checkpoint of
 // another job in the same directory is never restored.
 TEST(JobExecutor, NewestLocalCheckpointSkipsCorruptAndOtherJobsFiles) {

@@ -114,6 +114,28 @@ int JobRunner::running() const {
   return n;
 }
 
+int JobRunner::PreemptAll(const std::string& reason) {
+  absl::MutexLock l(&mu_);
+  int asked = 0;
+  for (auto& [key, job] : jobs_) {
+    if (job.finished || job.executor == nullptr) continue;
+    job.executor->Preempt(reason);
+    ++asked;
+  }
+  return asked;
+}
+
+bool JobRunner::WaitReported(absl::Time deadline) const {
+  absl::MutexLock l(&mu_);
+  auto reported = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const auto& [key, job] : jobs_) {
+      if (!job.finished || job.reported == 0) return false;
+    }
+    return true;
+  };
+  return mu_.AwaitWithDeadline(absl::Condition(&reported), deadline);
+}
+
 bool JobRunner::WaitIdle(absl::Time deadline) const {
   absl::MutexLock l(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -44,6 +44,12 @@ class JobRunner final : public AssignmentHandler {
   int running() const;
   // Waits until no job runs or the deadline passes; true if none runs.
   bool WaitIdle(absl::Time deadline) const;
+  // Preempts every job that has not finished (JobExecutor::Preempt: its group stops after
+  // the next step with a checkpoint); returns how many it asked.
+  int PreemptAll(const std::string& reason);
+  // Waits until no job runs and every final report went out at least once (in a
+  // heartbeat, through Reports()); true if so by the deadline.
+  bool WaitReported(absl::Time deadline) const;
 
  private:
   using Key = std::pair<std::string, int>;  // (job_id, attempt)

@@ -19,6 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -45,6 +46,11 @@ ABSL_FLAG(std::string, transport, "auto",
           "Collectives between workers: auto (shared memory when every worker is on this "
           "host, else TCP), tcp or shm.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
+ABSL_FLAG(absl::Duration, preemption_grace, absl::Seconds(15),
+          "On SIGTERM while a job runs: how long the worker waits for its group to stop after "
+          "the next step with a checkpoint (the job then restarts from it without counting a "
+          "restart) before it leaves anyway. Keep it below the supervisor's own grace "
+          "(Kubernetes' terminationGracePeriodSeconds, systemd's TimeoutStopSec).");
 ABSL_FLAG(std::string, state_dir, "",
           "Where this worker keeps its own copy of every checkpoint of the jobs it runs "
           "(<state_dir>/checkpoints/<job>), so that a restarted job resumes with no shared "
@@ -199,6 +205,19 @@ int Run(sigset_t signals) {
   int sig = 0;
   sigwait(&signals, &sig);
   if (sig != SIGUSR1) {
+    if (sig == SIGTERM) {
+      // A preemption (Kubernetes eviction, systemctl stop): the group checkpoints first.
+      const int preempted = jobs.PreemptAll("lockstepd received SIGTERM");
+      if (preempted > 0) {
+        const absl::Duration grace = absl::GetFlag(FLAGS_preemption_grace);
+        spdlog::info("SIGTERM: {} job(s) stop after their next step with a checkpoint (up to {})",
+                     preempted, absl::FormatDuration(grace));
+        if (!jobs.WaitReported(absl::Now() + grace)) {
+          spdlog::warn("the jobs did not stop within --preemption_grace={}: leaving anyway",
+                       absl::FormatDuration(grace));
+        }
+      }
+    }
     spdlog::info("{} received: leaving the cluster", strsignal(sig));
     agent.Stop();
   }

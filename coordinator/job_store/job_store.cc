@@ -292,7 +292,7 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::List(int limit) {
 }
 
 absl::StatusOr<JobRecord> JobStore::UpdateState(absl::string_view id, JobState to,
-                                                absl::string_view reason) {
+                                                absl::string_view reason, bool counts_as_restart) {
   absl::MutexLock lock(&mu_);
   LS_ASSIGN_OR_RETURN(JobRecord record, GetLocked(id));
   if (!IsValidTransition(record.state(), to)) {
@@ -302,7 +302,7 @@ absl::StatusOr<JobRecord> JobStore::UpdateState(absl::string_view id, JobState t
   }
   const int64_t now = NowMicros();
   if (to == v1::RUNNING) record.set_attempt(record.attempt() + 1);
-  if (to == v1::RESTARTING) record.set_restarts(record.restarts() + 1);
+  if (to == v1::RESTARTING && counts_as_restart) record.set_restarts(record.restarts() + 1);
   record.set_state(to);
   record.set_reason(std::string(reason));
   record.set_updated_unix_micros(now);

@@ -24,7 +24,7 @@
 //                                         batch does not split over the workers found)
 //
 // SUCCEEDED, FAILED and CANCELLED are terminal. Entering RUNNING increments `attempt`,
-// entering RESTARTING `restarts`.
+// entering RESTARTING `restarts` (not for a preemption).
 // Every transition is appended to JobRecord.transitions with its time, reason and attempt.
 //
 // Ownership and threads: the store owns its SQLite connection, held in exclusive locking
@@ -76,11 +76,13 @@ class JobStore {
   // Every job, newest first; at most `limit` of them when limit > 0.
   absl::StatusOr<std::vector<lockstep::v1::JobRecord>> List(int limit = 0) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Moves job `id` to `to` (see the state machine), recording `reason`. Returns the updated
+  // Moves job `id` to `to` (see the state machine), recording `reason`. Entering RESTARTING
+  // counts a restart unless `counts_as_restart` is false (a preemption). Returns the updated
   // record. NOT_FOUND, or FAILED_PRECONDITION naming the job, its state and `to`.
   absl::StatusOr<lockstep::v1::JobRecord> UpdateState(absl::string_view id,
                                                       lockstep::v1::JobState to,
-                                                      absl::string_view reason)
+                                                      absl::string_view reason,
+                                                      bool counts_as_restart = true)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Replaces the latest progress figures of a RUNNING job (unix_micros is set to now).
