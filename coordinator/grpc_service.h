@@ -10,19 +10,29 @@
 // server thread while they wait; gRPC starts more threads as they are needed. Shutdown()
 // wakes every wait, so the server's own Shutdown finishes promptly.
 //
+// Every handler first authorizes its caller (Authorize below, coordinator/authz.h's table):
+// a verified certificate from the cluster CA names a daemon (a worker) or a client, else
+// the `authorization: Bearer` token names a client from the TokenTable. Worker RPCs that
+// name a task are refused to any identity but the one that registered it. With `insecure`
+// every call is allowed.
+//
 // Ownership: borrows the domain objects and the Clock; they must outlive it.
 // Thread model: gRPC calls the handlers concurrently; the domain objects are thread-safe.
 #ifndef LOCKSTEP_COORDINATOR_GRPC_SERVICE_H_
 #define LOCKSTEP_COORDINATOR_GRPC_SERVICE_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "coordinator/authz.h"
 #include "coordinator/barriers.h"
 #include "coordinator/job_service.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/membership.h"
+#include "coordinator/token_table.h"
 #include "lockstep/v1/coordinator.grpc.pb.h"
 
 namespace lockstep {
@@ -31,7 +41,7 @@ namespace coordinator {
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
   CoordinatorService(Membership* membership, KvStore* kv, Barriers* barriers, JobService* jobs,
-                     Clock* clock, uint64_t incarnation);
+                     Clock* clock, uint64_t incarnation, bool insecure, TokenTable tokens);
   ~CoordinatorService() override;
 
   // Wakes pending GetKey/Barrier waits and open streams (they answer UNAVAILABLE). Call
@@ -69,6 +79,16 @@ class CoordinatorService final : public v1::Coordinator::Service {
 
  private:
   absl::Time DeadlineFor(int64_t timeout_ms) const;
+  // Who is calling: the verified certificate's principal, else the bearer token's; nullopt
+  // when neither is known.
+  std::optional<Principal> Caller(grpc::ServerContext* ctx) const;
+  // OK when the caller may call `method` (always under --insecure); sets `*identity` to the
+  // caller's name ("" under --insecure). UNAUTHENTICATED / PERMISSION_DENIED otherwise.
+  grpc::Status Authorize(grpc::ServerContext* ctx, const char* method,
+                         std::string* identity = nullptr) const;
+  // Authorize(), then Membership::CheckHolder for `task` (worker RPCs naming a task).
+  grpc::Status AuthorizeTask(grpc::ServerContext* ctx, const char* method,
+                             const v1::TaskId& task) const;
 
   Membership* const membership_;
   KvStore* const kv_;
@@ -77,6 +97,8 @@ class CoordinatorService final : public v1::Coordinator::Service {
   Clock* const clock_;
   const uint64_t incarnation_;
   const absl::Time start_;
+  const bool insecure_;
+  const TokenTable tokens_;
 };
 
 }  // namespace coordinator
