@@ -113,8 +113,9 @@ grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext* ctx,
     spdlog::info("{} registered, incarnation {} replaces {}", reg->task.ToString(),
                  ShortIncarnation(r.incarnation), ShortIncarnation(reg->replaced_incarnation));
   } else {
-    spdlog::info("{} registered, incarnation {}, address {}, {} device(s)", reg->task.ToString(),
-                 ShortIncarnation(r.incarnation), r.address, r.devices.size());
+    spdlog::info("{} registered, incarnation {}, address {}, {} device(s){}", reg->task.ToString(),
+                 ShortIncarnation(r.incarnation), r.address, r.devices.size(),
+                 identity.empty() ? "" : ", identity " + identity);
   }
   response->mutable_task()->set_type(reg->task.type);
   response->mutable_task()->set_index(reg->task.index);
