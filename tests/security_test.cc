@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,7 @@
 #include "client/status_format.h"
 #include "common/certs.h"
 #include "common/incarnation.h"
+#include "common/net.h"
 #include "coordinator/grpc_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -301,6 +303,88 @@ TEST(SecureByDefaultTest, LocalClusterRunsTlsAndInsecureOnlyWhenAsked) {
       EXPECT_THAT(anonymous.output, HasSubstr("no known credentials"));
     }
   }
+}
+
+// The README's "Security" steps with the real binaries: `lockstep certs` makes the material,
+// the daemons run mutual TLS with it, and the CLI's token decides what it may do.
+TEST(SecureByDefaultTest, ClusterByHandWithLockstepCerts) {
+  const std::string dir = TmpDir("by_hand");
+  const std::string tls = dir + "/tls";
+  const std::string lockstep = Runfile("client/lockstep");
+  auto run = [&](std::vector<std::string> argv) {
+    Result r = RunTool(std::move(argv), dir + "/cli.out", {{"HOME", dir}});
+    return r;
+  };
+  ASSERT_EQ(run({lockstep, "certs", "init", "--dir=" + tls}).exit_code, 0);
+  EXPECT_EQ(run({lockstep, "certs", "init", "--dir=" + tls}).exit_code, 1);  // never overwritten
+  ASSERT_EQ(run({lockstep, "certs", "issue", "--dir=" + tls, "--name=coordinator-host",
+                 "--san=localhost,127.0.0.1"})
+                .exit_code,
+            0);
+  ASSERT_EQ(run({lockstep, "certs", "issue", "--dir=" + tls, "--name=host1"}).exit_code, 0);
+  Result op = run({lockstep, "certs", "token"});
+  Result view = run({lockstep, "certs", "token"});
+  ASSERT_EQ(op.exit_code, 0);
+  const std::string op_token = op.output.substr(0, op.output.find('\n'));
+  const std::string view_token = view.output.substr(0, view.output.find('\n'));
+  ASSERT_EQ(op_token.size(), 64u) << op.output;
+  {
+    std::ofstream tokens(dir + "/tokens");
+    tokens << op_token << " operator ops\n" << view_token << " viewer dash\n";
+  }
+
+  client::SubprocessOptions c;
+  c.argv = {Runfile("coordinator/lockstep-coordinator"),
+            "--host=127.0.0.1",
+            "--port=0",
+            "--port_file=" + dir + "/port",
+            "--state_dir=" + dir + "/state",
+            "--tls_ca=" + tls + "/ca.crt",
+            "--tls_cert=" + tls + "/coordinator-host.crt",
+            "--tls_key=" + tls + "/coordinator-host.key",
+            "--tokens_file=" + dir + "/tokens"};
+  c.log_file = dir + "/coordinator.log";
+  auto coordinator = client::Subprocess::Start(c);
+  ASSERT_TRUE(coordinator.ok());
+  absl::StatusOr<int> port = WaitForPortFile(dir + "/port", absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(port.ok()) << port.status();
+  const std::string address = absl::StrCat("127.0.0.1:", *port);
+
+  client::SubprocessOptions w;
+  w.argv = {Runfile("worker/lockstepd"), "--coordinator=" + address, "--tls_ca=" + tls + "/ca.crt",
+            "--tls_cert=" + tls + "/host1.crt", "--tls_key=" + tls + "/host1.key"};
+  w.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
+  w.log_file = dir + "/lockstepd.log";
+  auto worker = client::Subprocess::Start(w);
+  ASSERT_TRUE(worker.ok());
+
+  const std::vector<std::string> status = {lockstep, "status", "--coordinator=" + address,
+                                           "--tls_ca=" + tls + "/ca.crt"};
+  Result r;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  do {
+    std::vector<std::string> argv = status;
+    argv.push_back("--token=" + view_token);
+    r = run(argv);
+  } while (r.output.find("1 ALIVE") == std::string::npos && absl::Now() < deadline);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("1 task(s): 1 ALIVE"));
+  EXPECT_THAT(testing::ReadFile(dir + "/coordinator.log"), HasSubstr("identity host1"));
+
+  // The token may come from the config file too; a viewer may not cancel.
+  {
+    std::ofstream config(dir + "/config");
+    config << "coordinator: " << address << "\nca: " << tls << "/ca.crt\ntoken: " << view_token
+           << "\n";
+  }
+  r = run({lockstep, "cancel", "job-000001", "--config=" + dir + "/config"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("CancelJob is for operator only"));
+  r = run({lockstep, "cancel", "job-000001", "--config=" + dir + "/config", "--token=" + op_token});
+  EXPECT_THAT(r.output, HasSubstr("job-000001 not found")) << r.output;  // authorized
+
+  (*worker)->Stop(absl::Seconds(3));
+  (*coordinator)->Stop(absl::Seconds(3));
 }
 
 }  // namespace
