@@ -83,6 +83,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
+void CoordinatorServer::SetTokens(TokenTable tokens) { service_->SetTokens(std::move(tokens)); }
+
 std::string CoordinatorServer::local_address() const { return absl::StrCat("127.0.0.1:", port_); }
 
 void CoordinatorServer::SweepLoop() {

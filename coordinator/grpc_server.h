@@ -73,6 +73,10 @@ class CoordinatorServer {
   JobService* jobs() { return jobs_.get(); }
   const std::string& state_dir() const { return state_dir_; }
 
+  // Replaces the clients' tokens (SIGHUP reloads --tokens_file): a removed token is refused
+  // from the next call on.
+  void SetTokens(TokenTable tokens);
+
   void Shutdown();
   // Blocks until Shutdown() is called from another thread.
   void Wait();

@@ -66,7 +66,13 @@ std::optional<Principal> CoordinatorService::Caller(grpc::ServerContext* ctx) co
   const auto& metadata = ctx->client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) return std::nullopt;
+  absl::ReaderMutexLock l(&tokens_mu_);
   return tokens_.FindBearer(absl::string_view(it->second.data(), it->second.size()));
+}
+
+void CoordinatorService::SetTokens(TokenTable tokens) {
+  absl::MutexLock l(&tokens_mu_);
+  tokens_ = std::move(tokens);
 }
 
 grpc::Status CoordinatorService::Authorize(grpc::ServerContext* ctx, const char* method,

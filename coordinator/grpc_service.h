@@ -25,6 +25,8 @@
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/authz.h"
@@ -43,6 +45,10 @@ class CoordinatorService final : public v1::Coordinator::Service {
   CoordinatorService(Membership* membership, KvStore* kv, Barriers* barriers, JobService* jobs,
                      Clock* clock, uint64_t incarnation, bool insecure, TokenTable tokens);
   ~CoordinatorService() override;
+
+  // Replaces the clients' tokens (the coordinator reloads --tokens_file on SIGHUP): calls
+  // authorized after it returns use `tokens`.
+  void SetTokens(TokenTable tokens);
 
   // Wakes pending GetKey/Barrier waits and open streams (they answer UNAVAILABLE). Call
   // before the server's Shutdown.
@@ -98,7 +104,8 @@ class CoordinatorService final : public v1::Coordinator::Service {
   const uint64_t incarnation_;
   const absl::Time start_;
   const bool insecure_;
-  const TokenTable tokens_;
+  mutable absl::Mutex tokens_mu_;
+  TokenTable tokens_ ABSL_GUARDED_BY(tokens_mu_);
 };
 
 }  // namespace coordinator

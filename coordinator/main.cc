@@ -3,8 +3,8 @@
 // answers `lockstep status` and the job commands. SIGTERM or SIGINT shuts it down
 // cleanly: pending waits are answered, the port is closed, the process exits 0.
 // It serves TLS (--tls_ca, --tls_cert, --tls_key): workers present certificates from the
-// cluster CA, clients bearer tokens from --tokens_file; --insecure serves plaintext and
-// authorizes everyone.
+// cluster CA, clients bearer tokens from --tokens_file (reloaded on SIGHUP; certificate
+// files are re-read as they change); --insecure serves plaintext and authorizes everyone.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,7 +51,7 @@ ABSL_FLAG(std::string, tls_cert, "",
 ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls_cert.");
 ABSL_FLAG(std::string, tokens_file, "",
           "Clients' bearer tokens, one per line: `<token> <role> <name>`, role viewer "
-          "(status, jobs, describe, watch) or operator (also submit, cancel).");
+          "(status, jobs, describe, watch) or operator (also submit, cancel). SIGHUP reloads it.");
 
 namespace {
 
@@ -147,7 +147,22 @@ int Run(sigset_t signals) {
       absl::FormatDuration((*server)->jobs()->failure_grace()), state_dir);
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    const std::string tokens = absl::GetFlag(FLAGS_tokens_file);
+    if (options.tls.insecure || tokens.empty()) {
+      spdlog::info("SIGHUP received: no --tokens_file to reload");
+      continue;
+    }
+    absl::StatusOr<lockstep::coordinator::TokenTable> table =
+        lockstep::coordinator::TokenTable::Load(tokens);
+    if (!table.ok()) {
+      spdlog::error("SIGHUP: {}; the tokens in use are kept",
+                    std::string(table.status().message()));
+      continue;
+    }
+    spdlog::info("SIGHUP: {} client token(s) reloaded from {}", table->size(), tokens);
+    (*server)->SetTokens(std::move(*table));
+  }
   spdlog::info("{} received: shutting down", strsignal(sig));
   (*server)->Shutdown();
   spdlog::info("coordinator stopped");
@@ -159,7 +174,8 @@ int Run(sigset_t signals) {
 int main(int argc, char** argv) {
   lockstep::InitProcess();
   // Signals are taken by sigwait in Run(); block them before any thread starts.
-  const sigset_t signals = lockstep::BlockSignals({SIGTERM, SIGINT});
+  // SIGHUP reloads --tokens_file.
+  const sigset_t signals = lockstep::BlockSignals({SIGTERM, SIGINT, SIGHUP});
 
   absl::SetProgramUsageMessage(
       "lockstep-coordinator --tls_ca=CA --tls_cert=CERT --tls_key=KEY --tokens_file=FILE "

@@ -3,6 +3,7 @@
 // coordinator/authz.h's table; a worker identity holds its task; rotated certificate files
 // are taken without a restart; --insecure turns it all off and says so. The binaries refuse
 // to start without TLS material unless --insecure.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -134,6 +135,20 @@ TEST_F(SecurityTest, TokensAreAuthenticatedAndAuthorizedByRole) {
                                       absl::Seconds(3));
   ASSERT_TRUE(op.ok());
   EXPECT_EQ((*op)->Submit(v1::JobSpec()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SecurityTest, ReplacedTokensTakeEffectAtOnce) {
+  auto viewer = Client(credentials_->Viewer());
+  ASSERT_TRUE(viewer->GetClusterStatus().ok());
+  const std::string fresh = NewBearerToken();
+  auto table = coordinator::TokenTable::Parse(absl::StrCat(fresh, " viewer fresh\n"), "test");
+  ASSERT_TRUE(table.ok()) << table.status();
+  server_->SetTokens(*std::move(table));
+  // The same channel: a revoked token is refused from the next call on.
+  EXPECT_EQ(viewer->GetClusterStatus().status().code(), absl::StatusCode::kUnauthenticated);
+  TlsOptions tls = credentials_->Viewer();
+  tls.token = fresh;
+  EXPECT_TRUE(Client(tls)->GetClusterStatus().ok());
 }
 
 TEST_F(SecurityTest, ClientsNeverReachWorkerRpcsAndWorkersNeverClientRpcs) {
@@ -382,6 +397,24 @@ TEST(SecureByDefaultTest, ClusterByHandWithLockstepCerts) {
   EXPECT_THAT(r.output, HasSubstr("CancelJob is for operator only"));
   r = run({lockstep, "cancel", "job-000001", "--config=" + dir + "/config", "--token=" + op_token});
   EXPECT_THAT(r.output, HasSubstr("job-000001 not found")) << r.output;  // authorized
+
+  // SIGHUP reloads the tokens file: the viewer's token, removed, is refused.
+  {
+    std::ofstream tokens(dir + "/tokens", std::ios::trunc);
+    tokens << op_token << " operator ops\n";
+  }
+  (*coordinator)->Signal(SIGHUP);
+  const absl::Time reload_deadline = absl::Now() + absl::Seconds(10);
+  do {
+    std::vector<std::string> argv = status;
+    argv.push_back("--token=" + view_token);
+    r = run(argv);
+  } while (r.output.find("UNAUTHENTICATED") == std::string::npos &&
+           r.output.find("no known credentials") == std::string::npos &&
+           absl::Now() < reload_deadline);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("no known credentials"));
+  EXPECT_THAT(testing::ReadFile(dir + "/coordinator.log"), HasSubstr("1 client token(s) reloaded"));
 
   (*worker)->Stop(absl::Seconds(3));
   (*coordinator)->Stop(absl::Seconds(3));
