@@ -381,6 +381,7 @@ TEST(SecureByDefaultTest, ClusterByHandWithLockstepCerts) {
     std::vector<std::string> argv = status;
     argv.push_back("--token=" + view_token);
     r = run(argv);
+    absl::SleepFor(absl::Milliseconds(20));  // between polls: each starts a process
   } while (r.output.find("1 ALIVE") == std::string::npos && absl::Now() < deadline);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("1 task(s): 1 ALIVE"));
@@ -409,6 +410,7 @@ TEST(SecureByDefaultTest, ClusterByHandWithLockstepCerts) {
     std::vector<std::string> argv = status;
     argv.push_back("--token=" + view_token);
     r = run(argv);
+    absl::SleepFor(absl::Milliseconds(20));  // between polls: each starts a process
   } while (r.output.find("UNAUTHENTICATED") == std::string::npos &&
            r.output.find("no known credentials") == std::string::npos &&
            absl::Now() < reload_deadline);
