@@ -103,7 +103,7 @@ grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext* ctx,
                                                 const v1::RegisterWorkerRequest* request,
                                                 v1::RegisterWorkerResponse* response) {
   std::string identity;
-  if (grpc::Status s = Authorize(ctx, "RegisterWorker", &identity); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
   RegisterRequest r;
   if (request->has_task()) r.task = FromProto(request->task());
   r.address = request->address();
@@ -138,7 +138,7 @@ grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext* ctx,
 grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
                                            const v1::HeartbeatRequest* request,
                                            v1::HeartbeatResponse* response) {
-  if (grpc::Status s = AuthorizeTask(ctx, "Heartbeat", request->task()); !s.ok()) return s;
+  if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
   absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation(),
                                           request->job_id(), request->step());
   if (s.ok() && request->jobs_size() > 0) {
@@ -152,7 +152,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
 grpc::Status CoordinatorService::Deregister(grpc::ServerContext* ctx,
                                             const v1::DeregisterRequest* request,
                                             v1::DeregisterResponse*) {
-  if (grpc::Status s = AuthorizeTask(ctx, "Deregister", request->task()); !s.ok()) return s;
+  if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
   absl::Status s = membership_->Deregister(FromProto(request->task()), request->incarnation());
   if (s.ok()) {
     spdlog::info("{} deregistered, incarnation {}", FromProto(request->task()).ToString(),
@@ -163,13 +163,13 @@ grpc::Status CoordinatorService::Deregister(grpc::ServerContext* ctx,
 
 grpc::Status CoordinatorService::SetKey(grpc::ServerContext* ctx, const v1::SetKeyRequest* request,
                                         v1::SetKeyResponse*) {
-  if (grpc::Status s = Authorize(ctx, "SetKey"); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   return ToGrpcStatus(kv_->Set(request->key(), request->value(), request->overwrite()));
 }
 
 grpc::Status CoordinatorService::GetKey(grpc::ServerContext* ctx, const v1::GetKeyRequest* request,
                                         v1::GetKeyResponse* response) {
-  if (grpc::Status s = Authorize(ctx, "GetKey"); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<std::string> v = kv_->Get(request->key(), DeadlineFor(request->timeout_ms()));
   if (v.ok()) response->set_value(*v);
   return ToGrpcStatus(v.status());
@@ -177,7 +177,7 @@ grpc::Status CoordinatorService::GetKey(grpc::ServerContext* ctx, const v1::GetK
 
 grpc::Status CoordinatorService::Barrier(grpc::ServerContext* ctx,
                                          const v1::BarrierRequest* request, v1::BarrierResponse*) {
-  if (grpc::Status s = Authorize(ctx, "Barrier"); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   std::vector<std::string> members(request->members().begin(), request->members().end());
   return ToGrpcStatus(barriers_->Arrive(request->barrier_id(), request->member(),
                                         request->parties(), members,
@@ -187,7 +187,7 @@ grpc::Status CoordinatorService::Barrier(grpc::ServerContext* ctx,
 grpc::Status CoordinatorService::GetClusterStatus(grpc::ServerContext* ctx,
                                                   const v1::GetClusterStatusRequest*,
                                                   v1::GetClusterStatusResponse* response) {
-  if (grpc::Status s = Authorize(ctx, "GetClusterStatus"); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   const auto running = jobs_->RunningTasks();
   for (v1::TaskStatus& s : membership_->Snapshot()) {
     if (auto it = running.find(FromProto(s.task())); it != running.end()) {
@@ -206,7 +206,7 @@ grpc::Status CoordinatorService::GetClusterStatus(grpc::ServerContext* ctx,
 grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx,
                                            const v1::SubmitJobRequest* request,
                                            v1::SubmitJobResponse* response) {
-  if (grpc::Status s = Authorize(ctx, "SubmitJob"); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<std::string> id = jobs_->Submit(request->spec());
   if (!id.ok()) {
     spdlog::warn("SubmitJob \"{}\" from {} refused: {}", request->spec().name(), ctx->peer(),
@@ -220,7 +220,7 @@ grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx,
 
 grpc::Status CoordinatorService::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* request,
                                         v1::GetJobResponse* response) {
-  if (grpc::Status s = Authorize(ctx, "GetJob"); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<v1::GetJobResponse> job = jobs_->Get(request->job_id());
   if (job.ok()) *response = std::move(*job);
   return ToGrpcStatus(job.status());
@@ -229,7 +229,7 @@ grpc::Status CoordinatorService::GetJob(grpc::ServerContext* ctx, const v1::GetJ
 grpc::Status CoordinatorService::ListJobs(grpc::ServerContext* ctx,
                                           const v1::ListJobsRequest* request,
                                           v1::ListJobsResponse* response) {
-  if (grpc::Status s = Authorize(ctx, "ListJobs"); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<std::vector<v1::JobRecord>> jobs = jobs_->List(request->limit());
   if (jobs.ok()) {
     for (v1::JobRecord& j : *jobs) *response->add_jobs() = std::move(j);
@@ -240,7 +240,7 @@ grpc::Status CoordinatorService::ListJobs(grpc::ServerContext* ctx,
 grpc::Status CoordinatorService::CancelJob(grpc::ServerContext* ctx,
                                            const v1::CancelJobRequest* request,
                                            v1::CancelJobResponse* response) {
-  if (grpc::Status s = Authorize(ctx, "CancelJob"); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<v1::JobRecord> job = jobs_->Cancel(request->job_id(), request->reason());
   if (job.ok()) {
     spdlog::info("job {} cancelled: {}", request->job_id(), job->reason());
@@ -252,7 +252,7 @@ grpc::Status CoordinatorService::CancelJob(grpc::ServerContext* ctx,
 grpc::Status CoordinatorService::WatchJob(grpc::ServerContext* ctx,
                                           const v1::WatchJobRequest* request,
                                           grpc::ServerWriter<v1::JobEvent>* writer) {
-  if (grpc::Status s = Authorize(ctx, "WatchJob"); !s.ok()) return s;
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   int64_t seen = 0;
   return ServeStream<v1::JobEvent>(
       ctx, writer,
@@ -263,7 +263,7 @@ grpc::Status CoordinatorService::WatchJob(grpc::ServerContext* ctx,
 grpc::Status CoordinatorService::WatchAssignments(grpc::ServerContext* ctx,
                                                   const v1::WatchAssignmentsRequest* request,
                                                   grpc::ServerWriter<v1::Assignment>* writer) {
-  if (grpc::Status s = AuthorizeTask(ctx, "WatchAssignments", request->task()); !s.ok()) {
+  if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) {
     return s;
   }
   const TaskRef task = FromProto(request->task());

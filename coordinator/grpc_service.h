@@ -89,7 +89,9 @@ class CoordinatorService final : public v1::Coordinator::Service {
   // when neither is known.
   std::optional<Principal> Caller(grpc::ServerContext* ctx) const;
   // OK when the caller may call `method` (always under --insecure); sets `*identity` to the
-  // caller's name ("" under --insecure). UNAUTHENTICATED / PERMISSION_DENIED otherwise.
+  // caller's name ("" under --insecure); UNAUTHENTICATED / PERMISSION_DENIED otherwise.
+  // Handlers pass __func__: their names are the proto's method names, which authz.h's
+  // table is keyed by.
   grpc::Status Authorize(grpc::ServerContext* ctx, const char* method,
                          std::string* identity = nullptr) const;
   // Authorize(), then Membership::CheckHolder for `task` (worker RPCs naming a task).
