@@ -45,14 +45,16 @@ int MatchesHost(const std::string& path, const std::string& host, const std::str
   return r;
 }
 
+// A new CA in `dir` that issued `request`.
+absl::Status IssueWithNewCa(const std::string& dir, const CertRequest& request) {
+  auto ca = CertificateAuthority::Init(dir);
+  if (!ca.ok()) return ca.status();
+  return (*ca)->Issue(request);
+}
+
 TEST(CertificateAuthorityTest, IssuesNodeCertificatesThatVerify) {
   const std::string dir = Dir("node");
-  auto ca = CertificateAuthority::Init(dir);
-  ASSERT_TRUE(ca.ok()) << ca.status();
-  CertRequest r;
-  r.name = "worker-0";
-  r.sans = {"localhost", "127.0.0.1"};
-  ASSERT_TRUE((*ca)->Issue(r).ok());
+  ASSERT_TRUE(IssueWithNewCa(dir, {.name = "worker-0", .sans = {"localhost", "127.0.0.1"}}).ok());
   EXPECT_TRUE(CheckCertificate(CertificateAuthority::CaCertPath(dir),
                                CertificateAuthority::CertPath(dir, "worker-0"),
                                CertificateAuthority::KeyPath(dir, "worker-0"))
@@ -70,17 +72,13 @@ TEST(CertificateAuthorityTest, IssuesNodeCertificatesThatVerify) {
 
 TEST(CertificateAuthorityTest, ClientCertificatesCarryTheirRole) {
   const std::string dir = Dir("client");
-  auto ca = CertificateAuthority::Init(dir);
-  ASSERT_TRUE(ca.ok()) << ca.status();
-  CertRequest r;
-  r.name = "alice";
-  r.client = true;
-  r.role = "viewer";
-  ASSERT_TRUE((*ca)->Issue(r).ok());
+  CertRequest r{.name = "alice", .client = true, .role = "viewer"};
+  ASSERT_TRUE(IssueWithNewCa(dir, r).ok());
   EXPECT_THAT(Subject(CertificateAuthority::CertPath(dir, "alice")),
               HasSubstr("OU=viewer/CN=alice"));
   r.role = "admin";
-  EXPECT_EQ((*ca)->Issue(r).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*CertificateAuthority::Open(dir))->Issue(r).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CertificateAuthorityTest, OpenUsesTheSameCaAndInitNeverOverwrites) {

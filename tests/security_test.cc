@@ -373,16 +373,18 @@ TEST(SecureByDefaultTest, ClusterByHandWithLockstepCerts) {
   auto worker = client::Subprocess::Start(w);
   ASSERT_TRUE(worker.ok());
 
-  const std::vector<std::string> status = {lockstep, "status", "--coordinator=" + address,
-                                           "--tls_ca=" + tls + "/ca.crt"};
-  Result r;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  do {
-    std::vector<std::string> argv = status;
-    argv.push_back("--token=" + view_token);
-    r = run(argv);
-    absl::SleepFor(absl::Milliseconds(20));  // between polls: each starts a process
-  } while (r.output.find("1 ALIVE") == std::string::npos && absl::Now() < deadline);
+  // `lockstep status` as the viewer until its output holds `expected` or `limit` passes.
+  auto viewer_status_until = [&](const std::string& expected, absl::Duration limit) {
+    const absl::Time deadline = absl::Now() + limit;
+    Result r;
+    do {
+      r = run({lockstep, "status", "--coordinator=" + address, "--tls_ca=" + tls + "/ca.crt",
+               "--token=" + view_token});
+      absl::SleepFor(absl::Milliseconds(20));  // between polls: each starts a process
+    } while (r.output.find(expected) == std::string::npos && absl::Now() < deadline);
+    return r;
+  };
+  Result r = viewer_status_until("1 ALIVE", absl::Seconds(20));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("1 task(s): 1 ALIVE"));
   EXPECT_THAT(testing::ReadFile(dir + "/coordinator.log"), HasSubstr("identity host1"));
@@ -405,15 +407,7 @@ TEST(SecureByDefaultTest, ClusterByHandWithLockstepCerts) {
     tokens << op_token << " operator ops\n";
   }
   (*coordinator)->Signal(SIGHUP);
-  const absl::Time reload_deadline = absl::Now() + absl::Seconds(10);
-  do {
-    std::vector<std::string> argv = status;
-    argv.push_back("--token=" + view_token);
-    r = run(argv);
-    absl::SleepFor(absl::Milliseconds(20));  // between polls: each starts a process
-  } while (r.output.find("UNAUTHENTICATED") == std::string::npos &&
-           r.output.find("no known credentials") == std::string::npos &&
-           absl::Now() < reload_deadline);
+  r = viewer_status_until("no known credentials", absl::Seconds(10));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("no known credentials"));
   EXPECT_THAT(testing::ReadFile(dir + "/coordinator.log"), HasSubstr("1 client token(s) reloaded"));
