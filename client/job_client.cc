@@ -29,8 +29,9 @@ absl::StatusOr<Response> Call(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& address,
+                                                             const TlsOptions& tls,
                                                              absl::Duration rpc_timeout) {
-  LS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, CoordinatorChannel(address));
+  LS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, CoordinatorChannel(address, tls));
   return std::unique_ptr<JobClient>(
       new JobClient(address, rpc_timeout, v1::Coordinator::NewStub(channel)));
 }

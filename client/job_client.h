@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls_options.h"
 #include "lockstep/v1/coordinator.grpc.pb.h"
 
 namespace lockstep {
@@ -21,8 +22,10 @@ namespace client {
 
 class JobClient {
  public:
-  // INVALID_ARGUMENT when `address` is not host:port. Connects lazily.
+  // INVALID_ARGUMENT when `address` is not host:port. Connects lazily, with `tls`
+  // (common/grpc_channel.h: the cluster CA and a bearer token, or --insecure).
   static absl::StatusOr<std::unique_ptr<JobClient>> Create(const std::string& address,
+                                                           const TlsOptions& tls,
                                                            absl::Duration rpc_timeout);
 
   // The new job's id; INVALID_ARGUMENT naming the field when the coordinator refuses it.

@@ -71,6 +71,14 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
              absl::StrCat("--heartbeat_timeout=", Millis(o.heartbeat_timeout)),
              // Its own job store: a coordinator started again on this work_dir finds its jobs.
              absl::StrCat("--state_dir=", o.work_dir, "/state")};
+  if (o.insecure) {
+    sp.argv.push_back("--insecure");
+  } else {
+    LS_ASSIGN_OR_RETURN(LocalCredentials credentials,
+                        LocalCredentials::Create(absl::StrCat(o.work_dir, "/tls")));
+    c->credentials_ = std::make_unique<LocalCredentials>(std::move(credentials));
+    for (std::string& f : c->credentials_->CoordinatorFlags()) sp.argv.push_back(std::move(f));
+  }
   if (o.log_to_files) sp.log_file = absl::StrCat(o.work_dir, "/coordinator.log");
   LS_ASSIGN_OR_RETURN(c->coordinator_, Subprocess::Start(sp));
   absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Now() + absl::Seconds(10));
@@ -78,13 +86,23 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
     return Annotate(port.status(), absl::StrCat("lockstep-coordinator (see ", sp.log_file, ")"));
   }
   c->coordinator_address_ = absl::StrCat("127.0.0.1:", *port);
-  LS_ASSIGN_OR_RETURN(c->client_, worker::GrpcCoordinatorClient::Create(c->coordinator_address_));
+  LS_ASSIGN_OR_RETURN(
+      c->client_, worker::GrpcCoordinatorClient::Create(c->coordinator_address_, c->client_tls()));
   c->workers_.resize(o.workers);
   if (o.pin_workers) c->worker_cpus_ = CpusPerWorker(o.workers, o.cpu_devices, AllowedCpus());
   return c;
 }
 
 LocalCluster::~LocalCluster() { Stop(); }
+
+TlsOptions LocalCluster::client_tls() const {
+  if (credentials_ == nullptr) return TlsOptions{.insecure = true};
+  return credentials_->Operator();
+}
+
+std::vector<std::string> LocalCluster::cli_flags() const {
+  return LocalCredentials::Flags(client_tls());
+}
 
 std::string LocalCluster::StaticTfConfig(int i) const {
   // Addresses are labels the coordinator checks for uniqueness; lockstepd does not bind
@@ -111,6 +129,11 @@ absl::Status LocalCluster::StartWorker(int i) {
   if (!worker_cpus_.empty()) {
     sp.argv.push_back(absl::StrCat("--cpu_affinity=", FormatCpuList(worker_cpus_[i])));
   }
+  TlsOptions tls{.insecure = true};
+  if (credentials_ != nullptr) {
+    LS_ASSIGN_OR_RETURN(tls, credentials_->Daemon(absl::StrCat("worker-", i)));
+  }
+  for (std::string& f : LocalCredentials::Flags(tls)) sp.argv.push_back(std::move(f));
   sp.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
   if (options_.static_tf_config) {
     std::string path = absl::StrCat(options_.work_dir, "/tf_config.", i, ".json");

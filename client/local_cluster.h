@@ -6,6 +6,9 @@
 // either register dynamically (the default: the coordinator assigns indexes and each
 // worker reserves a free data-plane port) or, with `static_tf_config`, each gets a
 // TF_CONFIG file naming its task (so a restarted worker claims the same task).
+// Unless `insecure`, the cluster runs TLS with throwaway material in work_dir/tls
+// (LocalCredentials): the coordinator's certificate, one per worker ("worker-<i>", its
+// identity), and an operator token that client() and client_tls() use.
 // Every child dies with this process (PR_SET_PDEATHSIG); Stop() and the destructor stop
 // workers first (SIGTERM: they deregister), then the coordinator, and reap them all.
 //
@@ -21,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/local_credentials.h"
 #include "client/subprocess.h"
 #include "lockstep/v1/coordinator.pb.h"
 #include "worker/coordinator_client.h"
@@ -46,6 +50,8 @@ struct LocalClusterOptions {
   // Gives each worker CPUs of its own (lockstepd --cpu_affinity, CpusPerWorker) when there
   // are enough (`lockstep local --pin_workers`).
   bool pin_workers = false;
+  // Plaintext and no authorization (every process started with --insecure).
+  bool insecure = false;
 };
 
 class LocalCluster {
@@ -66,6 +72,12 @@ class LocalCluster {
   const LocalClusterOptions& options() const { return options_; }
   std::string coordinator_address() const { return coordinator_address_; }
   worker::CoordinatorClient* client() { return client_.get(); }
+  // How a client reaches the coordinator as an operator (CA and token), or insecure.
+  TlsOptions client_tls() const;
+  // The same as `lockstep` CLI flags (--tls_ca=... --token=..., or --insecure).
+  std::vector<std::string> cli_flags() const;
+  // The TLS material; null when insecure.
+  const LocalCredentials* credentials() const { return credentials_.get(); }
 
   absl::StatusOr<v1::GetClusterStatusResponse> Status();
   // Polls the status (every `poll`) until `done` holds or the deadline passes;
@@ -90,7 +102,8 @@ class LocalCluster {
   const LocalClusterOptions options_;
   std::unique_ptr<Subprocess> coordinator_;
   std::string coordinator_address_;
-  std::vector<std::vector<int>> worker_cpus_;  // CpusPerWorker(), when pin_workers
+  std::unique_ptr<LocalCredentials> credentials_;  // null when insecure
+  std::vector<std::vector<int>> worker_cpus_;      // CpusPerWorker(), when pin_workers
   std::unique_ptr<worker::CoordinatorClient> client_;
   std::vector<std::unique_ptr<Subprocess>> workers_;
 };

@@ -60,6 +60,11 @@ std::string FormatStatusTable(const v1::GetClusterStatusResponse& status) {
                   counts.empty() ? "" : absl::StrCat(": ", absl::StrJoin(counts, ", ")),
                   "; coordinator incarnation ", ShortIncarnation(status.coordinator_incarnation()),
                   "\n");
+  if (status.insecure()) {
+    absl::StrAppend(&out,
+                    "WARNING: the cluster runs --insecure: plaintext gRPC, no authentication, "
+                    "no authorization\n");
+  }
   return out;
 }
 

@@ -38,6 +38,14 @@ TEST(StatusFormatTest, TableHasOneRowPerTask) {
   EXPECT_THAT(table, HasSubstr("2 task(s): 1 ALIVE, 1 LOST"));
 }
 
+TEST(StatusFormatTest, TableSaysWhenTheClusterRunsInsecure) {
+  v1::GetClusterStatusResponse status;
+  EXPECT_THAT(FormatStatusTable(status), ::testing::Not(::testing::HasSubstr("insecure")));
+  status.set_insecure(true);
+  EXPECT_THAT(FormatStatusTable(status),
+              ::testing::HasSubstr("WARNING: the cluster runs --insecure"));
+}
+
 TEST(StatusFormatTest, JsonIsTheProtoMapping) {
   auto json = FormatStatusJson(Sample());
   ASSERT_TRUE(json.ok());

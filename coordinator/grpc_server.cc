@@ -1,6 +1,9 @@
 #include "coordinator/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -15,6 +18,25 @@
 
 namespace lockstep {
 namespace coordinator {
+namespace {
+
+// TLS with the files watched (rotated certificates are taken without a restart). A client
+// certificate is asked for and, when one is presented, verified against the cluster CA:
+// daemons must present one (authz.h gives worker RPCs to daemon certificates only), while
+// CLI clients may come with a bearer token instead.
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsOptions& tls) {
+  if (tls.insecure) return grpc::InsecureServerCredentials();
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls.key_file, tls.cert_file, tls.ca_file,
+      std::max<int64_t>(1, absl::ToInt64Seconds(tls.reload_interval)));
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_cert_request_type(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+}  // namespace
 
 CoordinatorServer::CoordinatorServer(CoordinatorServerOptions options)
     : options_(std::move(options)),
@@ -25,6 +47,7 @@ CoordinatorServer::CoordinatorServer(CoordinatorServerOptions options)
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
     CoordinatorServerOptions options) {
+  LS_RETURN_IF_ERROR(CheckTlsOptions(options.tls, /*need_identity=*/true));
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(std::move(options)));
   s->state_dir_ = s->options_.state_dir;
   if (s->state_dir_.empty()) {
@@ -42,10 +65,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
                                           s->options_.jobs);
   LS_RETURN_IF_ERROR(s->jobs_->Recover());
   s->service_ = std::make_unique<CoordinatorService>(
-      &s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(), s->options_.clock, s->incarnation_);
+      &s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(), s->options_.clock, s->incarnation_,
+      s->options_.tls.insecure, s->options_.tokens);
   grpc::ServerBuilder builder;
   std::string address = absl::StrCat(s->options_.host, ":", s->options_.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(address, ServerCredentials(s->options_.tls), &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
@@ -58,6 +82,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
 }
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+void CoordinatorServer::SetTokens(TokenTable tokens) { service_->SetTokens(std::move(tokens)); }
 
 std::string CoordinatorServer::local_address() const { return absl::StrCat("127.0.0.1:", port_); }
 

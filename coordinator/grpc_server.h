@@ -3,6 +3,8 @@
 // back with port()), and runs a sweeper thread that marks silent workers LOST and logs it, and
 // ticks the job service (scheduling, failures of lost workers). Jobs that were RUNNING when a
 // previous coordinator stopped are marked FAILED at start (JobService::Recover).
+// Serves TLS (mutual for daemons) unless options.tls.insecure; grpc_service.cc authorizes
+// every call (coordinator/authz.h).
 // Used by main.cc, by the in-process tests and by the benchmarks.
 //
 // Ownership: owns the server, the service, the domain objects and the sweeper thread;
@@ -21,11 +23,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/tls_options.h"
 #include "coordinator/barriers.h"
 #include "coordinator/job_service.h"
 #include "coordinator/job_store/job_store.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/membership.h"
+#include "coordinator/token_table.h"
 
 namespace grpc {
 class Server;
@@ -44,12 +48,19 @@ struct CoordinatorServerOptions {
   // Where the job store lives (created if missing; its parent must exist). Empty: a new
   // temporary directory (tests).
   std::string state_dir;
+  // TLS on the port: the coordinator's certificate and key and the cluster CA, which
+  // verifies the certificates of daemons (mutual TLS) and of clients that present one.
+  // `tls.insecure`: plaintext, and every caller may call every RPC.
+  TlsOptions tls;
+  // The clients' bearer tokens (--tokens_file); unused when insecure.
+  TokenTable tokens;
   Clock* clock = Clock::Real();
 };
 
 class CoordinatorServer {
  public:
-  // Errors: UNAVAILABLE when the port cannot be bound; the JobStore's (state_dir).
+  // Errors: UNAVAILABLE when the port cannot be bound; CheckTlsOptions' (the TLS files);
+  // the JobStore's (state_dir).
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Create(
       CoordinatorServerOptions options);
   ~CoordinatorServer();
@@ -61,6 +72,10 @@ class CoordinatorServer {
   Membership* membership() { return &membership_; }
   JobService* jobs() { return jobs_.get(); }
   const std::string& state_dir() const { return state_dir_; }
+
+  // Replaces the clients' tokens (SIGHUP reloads --tokens_file): a removed token is refused
+  // from the next call on.
+  void SetTokens(TokenTable tokens);
 
   void Shutdown();
   // Blocks until Shutdown() is called from another thread.

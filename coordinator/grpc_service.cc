@@ -1,5 +1,8 @@
 #include "coordinator/grpc_service.h"
 
+#include <grpc/grpc_security_constants.h>
+#include <grpcpp/security/auth_context.h>
+
 #include <utility>
 
 #include "common/grpc_status.h"
@@ -24,14 +27,17 @@ void ToProto(const ClusterMap& cluster, v1::ClusterSpec* out) {
 }  // namespace
 
 CoordinatorService::CoordinatorService(Membership* membership, KvStore* kv, Barriers* barriers,
-                                       JobService* jobs, Clock* clock, uint64_t incarnation)
+                                       JobService* jobs, Clock* clock, uint64_t incarnation,
+                                       bool insecure, TokenTable tokens)
     : membership_(membership),
       kv_(kv),
       barriers_(barriers),
       jobs_(jobs),
       clock_(clock),
       incarnation_(incarnation),
-      start_(clock->Now()) {}
+      start_(clock->Now()),
+      insecure_(insecure),
+      tokens_(std::move(tokens)) {}
 
 CoordinatorService::~CoordinatorService() { Shutdown(); }
 
@@ -45,14 +51,65 @@ absl::Time CoordinatorService::DeadlineFor(int64_t timeout_ms) const {
   return clock_->Now() + absl::Milliseconds(std::max<int64_t>(0, timeout_ms));
 }
 
+std::optional<Principal> CoordinatorService::Caller(grpc::ServerContext* ctx) const {
+  // A certificate, when the peer presented one, was verified against the cluster CA in the
+  // handshake (GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY).
+  std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+  if (auth != nullptr && auth->IsPeerAuthenticated()) {
+    for (const grpc::string_ref& subject :
+         auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
+      std::optional<Principal> p =
+          PrincipalFromCertificate(absl::string_view(subject.data(), subject.size()));
+      if (p.has_value()) return p;
+    }
+  }
+  const auto& metadata = ctx->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return std::nullopt;
+  absl::ReaderMutexLock l(&tokens_mu_);
+  return tokens_.FindBearer(absl::string_view(it->second.data(), it->second.size()));
+}
+
+void CoordinatorService::SetTokens(TokenTable tokens) {
+  absl::MutexLock l(&tokens_mu_);
+  tokens_ = std::move(tokens);
+}
+
+grpc::Status CoordinatorService::Authorize(grpc::ServerContext* ctx, const char* method,
+                                           std::string* identity) const {
+  if (insecure_) return grpc::Status::OK;
+  std::optional<Principal> caller = Caller(ctx);
+  absl::Status s = coordinator::Authorize(method, caller);
+  if (!s.ok()) {
+    spdlog::warn("{} from {} refused: {}", method, ctx->peer(), std::string(s.message()));
+    return ToGrpcStatus(s);
+  }
+  if (identity != nullptr) *identity = caller->name;
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::AuthorizeTask(grpc::ServerContext* ctx, const char* method,
+                                               const v1::TaskId& task) const {
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, method, &identity); !s.ok()) return s;
+  absl::Status held = membership_->CheckHolder(FromProto(task), identity, method);
+  if (!held.ok()) {
+    spdlog::warn("{} from {} refused: {}", method, ctx->peer(), std::string(held.message()));
+  }
+  return ToGrpcStatus(held);
+}
+
 grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext* ctx,
                                                 const v1::RegisterWorkerRequest* request,
                                                 v1::RegisterWorkerResponse* response) {
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
   RegisterRequest r;
   if (request->has_task()) r.task = FromProto(request->task());
   r.address = request->address();
   r.devices.assign(request->devices().begin(), request->devices().end());
   r.incarnation = request->incarnation();
+  r.identity = identity;
   absl::StatusOr<Registration> reg = membership_->Register(r);
   if (!reg.ok()) {
     spdlog::warn("RegisterWorker from {} refused: {}", ctx->peer(), reg.status().ToString());
@@ -62,8 +119,9 @@ grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext* ctx,
     spdlog::info("{} registered, incarnation {} replaces {}", reg->task.ToString(),
                  ShortIncarnation(r.incarnation), ShortIncarnation(reg->replaced_incarnation));
   } else {
-    spdlog::info("{} registered, incarnation {}, address {}, {} device(s)", reg->task.ToString(),
-                 ShortIncarnation(r.incarnation), r.address, r.devices.size());
+    spdlog::info("{} registered, incarnation {}, address {}, {} device(s){}", reg->task.ToString(),
+                 ShortIncarnation(r.incarnation), r.address, r.devices.size(),
+                 identity.empty() ? "" : ", identity " + identity);
   }
   response->mutable_task()->set_type(reg->task.type);
   response->mutable_task()->set_index(reg->task.index);
@@ -77,9 +135,10 @@ grpc::Status CoordinatorService::RegisterWorker(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*,
+grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
                                            const v1::HeartbeatRequest* request,
                                            v1::HeartbeatResponse* response) {
+  if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
   absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation(),
                                           request->job_id(), request->step());
   if (s.ok() && request->jobs_size() > 0) {
@@ -90,9 +149,10 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*,
   return ToGrpcStatus(s);
 }
 
-grpc::Status CoordinatorService::Deregister(grpc::ServerContext*,
+grpc::Status CoordinatorService::Deregister(grpc::ServerContext* ctx,
                                             const v1::DeregisterRequest* request,
                                             v1::DeregisterResponse*) {
+  if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
   absl::Status s = membership_->Deregister(FromProto(request->task()), request->incarnation());
   if (s.ok()) {
     spdlog::info("{} deregistered, incarnation {}", FromProto(request->task()).ToString(),
@@ -101,29 +161,33 @@ grpc::Status CoordinatorService::Deregister(grpc::ServerContext*,
   return ToGrpcStatus(s);
 }
 
-grpc::Status CoordinatorService::SetKey(grpc::ServerContext*, const v1::SetKeyRequest* request,
+grpc::Status CoordinatorService::SetKey(grpc::ServerContext* ctx, const v1::SetKeyRequest* request,
                                         v1::SetKeyResponse*) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   return ToGrpcStatus(kv_->Set(request->key(), request->value(), request->overwrite()));
 }
 
-grpc::Status CoordinatorService::GetKey(grpc::ServerContext*, const v1::GetKeyRequest* request,
+grpc::Status CoordinatorService::GetKey(grpc::ServerContext* ctx, const v1::GetKeyRequest* request,
                                         v1::GetKeyResponse* response) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<std::string> v = kv_->Get(request->key(), DeadlineFor(request->timeout_ms()));
   if (v.ok()) response->set_value(*v);
   return ToGrpcStatus(v.status());
 }
 
-grpc::Status CoordinatorService::Barrier(grpc::ServerContext*, const v1::BarrierRequest* request,
-                                         v1::BarrierResponse*) {
+grpc::Status CoordinatorService::Barrier(grpc::ServerContext* ctx,
+                                         const v1::BarrierRequest* request, v1::BarrierResponse*) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   std::vector<std::string> members(request->members().begin(), request->members().end());
   return ToGrpcStatus(barriers_->Arrive(request->barrier_id(), request->member(),
                                         request->parties(), members,
                                         DeadlineFor(request->timeout_ms())));
 }
 
-grpc::Status CoordinatorService::GetClusterStatus(grpc::ServerContext*,
+grpc::Status CoordinatorService::GetClusterStatus(grpc::ServerContext* ctx,
                                                   const v1::GetClusterStatusRequest*,
                                                   v1::GetClusterStatusResponse* response) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   const auto running = jobs_->RunningTasks();
   for (v1::TaskStatus& s : membership_->Snapshot()) {
     if (auto it = running.find(FromProto(s.task())); it != running.end()) {
@@ -135,12 +199,14 @@ grpc::Status CoordinatorService::GetClusterStatus(grpc::ServerContext*,
   response->set_coordinator_incarnation(incarnation_);
   response->set_coordinator_start_unix_micros(absl::ToUnixMicros(start_));
   ToProto(membership_->Cluster(), response->mutable_cluster());
+  response->set_insecure(insecure_);
   return grpc::Status::OK;
 }
 
 grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx,
                                            const v1::SubmitJobRequest* request,
                                            v1::SubmitJobResponse* response) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<std::string> id = jobs_->Submit(request->spec());
   if (!id.ok()) {
     spdlog::warn("SubmitJob \"{}\" from {} refused: {}", request->spec().name(), ctx->peer(),
@@ -152,15 +218,18 @@ grpc::Status CoordinatorService::SubmitJob(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+grpc::Status CoordinatorService::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* request,
                                         v1::GetJobResponse* response) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<v1::GetJobResponse> job = jobs_->Get(request->job_id());
   if (job.ok()) *response = std::move(*job);
   return ToGrpcStatus(job.status());
 }
 
-grpc::Status CoordinatorService::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
+grpc::Status CoordinatorService::ListJobs(grpc::ServerContext* ctx,
+                                          const v1::ListJobsRequest* request,
                                           v1::ListJobsResponse* response) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<std::vector<v1::JobRecord>> jobs = jobs_->List(request->limit());
   if (jobs.ok()) {
     for (v1::JobRecord& j : *jobs) *response->add_jobs() = std::move(j);
@@ -168,9 +237,10 @@ grpc::Status CoordinatorService::ListJobs(grpc::ServerContext*, const v1::ListJo
   return ToGrpcStatus(jobs.status());
 }
 
-grpc::Status CoordinatorService::CancelJob(grpc::ServerContext*,
+grpc::Status CoordinatorService::CancelJob(grpc::ServerContext* ctx,
                                            const v1::CancelJobRequest* request,
                                            v1::CancelJobResponse* response) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<v1::JobRecord> job = jobs_->Cancel(request->job_id(), request->reason());
   if (job.ok()) {
     spdlog::info("job {} cancelled: {}", request->job_id(), job->reason());
@@ -182,6 +252,7 @@ grpc::Status CoordinatorService::CancelJob(grpc::ServerContext*,
 grpc::Status CoordinatorService::WatchJob(grpc::ServerContext* ctx,
                                           const v1::WatchJobRequest* request,
                                           grpc::ServerWriter<v1::JobEvent>* writer) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   int64_t seen = 0;
   return ServeStream<v1::JobEvent>(
       ctx, writer,
@@ -192,6 +263,9 @@ grpc::Status CoordinatorService::WatchJob(grpc::ServerContext* ctx,
 grpc::Status CoordinatorService::WatchAssignments(grpc::ServerContext* ctx,
                                                   const v1::WatchAssignmentsRequest* request,
                                                   grpc::ServerWriter<v1::Assignment>* writer) {
+  if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) {
+    return s;
+  }
   const TaskRef task = FromProto(request->task());
   return ServeStream<v1::Assignment>(
       ctx, writer,

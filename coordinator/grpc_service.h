@@ -10,19 +10,31 @@
 // server thread while they wait; gRPC starts more threads as they are needed. Shutdown()
 // wakes every wait, so the server's own Shutdown finishes promptly.
 //
+// Every handler first authorizes its caller (Authorize below, coordinator/authz.h's table):
+// a verified certificate from the cluster CA names a daemon (a worker) or a client, else
+// the `authorization: Bearer` token names a client from the TokenTable. Worker RPCs that
+// name a task are refused to any identity but the one that registered it. With `insecure`
+// every call is allowed.
+//
 // Ownership: borrows the domain objects and the Clock; they must outlive it.
 // Thread model: gRPC calls the handlers concurrently; the domain objects are thread-safe.
 #ifndef LOCKSTEP_COORDINATOR_GRPC_SERVICE_H_
 #define LOCKSTEP_COORDINATOR_GRPC_SERVICE_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "coordinator/authz.h"
 #include "coordinator/barriers.h"
 #include "coordinator/job_service.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/membership.h"
+#include "coordinator/token_table.h"
 #include "lockstep/v1/coordinator.grpc.pb.h"
 
 namespace lockstep {
@@ -31,8 +43,12 @@ namespace coordinator {
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
   CoordinatorService(Membership* membership, KvStore* kv, Barriers* barriers, JobService* jobs,
-                     Clock* clock, uint64_t incarnation);
+                     Clock* clock, uint64_t incarnation, bool insecure, TokenTable tokens);
   ~CoordinatorService() override;
+
+  // Replaces the clients' tokens (the coordinator reloads --tokens_file on SIGHUP): calls
+  // authorized after it returns use `tokens`.
+  void SetTokens(TokenTable tokens);
 
   // Wakes pending GetKey/Barrier waits and open streams (they answer UNAVAILABLE). Call
   // before the server's Shutdown.
@@ -69,6 +85,18 @@ class CoordinatorService final : public v1::Coordinator::Service {
 
  private:
   absl::Time DeadlineFor(int64_t timeout_ms) const;
+  // Who is calling: the verified certificate's principal, else the bearer token's; nullopt
+  // when neither is known.
+  std::optional<Principal> Caller(grpc::ServerContext* ctx) const;
+  // OK when the caller may call `method` (always under --insecure); sets `*identity` to the
+  // caller's name ("" under --insecure); UNAUTHENTICATED / PERMISSION_DENIED otherwise.
+  // Handlers pass __func__: their names are the proto's method names, which authz.h's
+  // table is keyed by.
+  grpc::Status Authorize(grpc::ServerContext* ctx, const char* method,
+                         std::string* identity = nullptr) const;
+  // Authorize(), then Membership::CheckHolder for `task` (worker RPCs naming a task).
+  grpc::Status AuthorizeTask(grpc::ServerContext* ctx, const char* method,
+                             const v1::TaskId& task) const;
 
   Membership* const membership_;
   KvStore* const kv_;
@@ -77,6 +105,9 @@ class CoordinatorService final : public v1::Coordinator::Service {
   Clock* const clock_;
   const uint64_t incarnation_;
   const absl::Time start_;
+  const bool insecure_;
+  mutable absl::Mutex tokens_mu_;
+  TokenTable tokens_ ABSL_GUARDED_BY(tokens_mu_);
 };
 
 }  // namespace coordinator

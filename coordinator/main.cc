@@ -2,6 +2,9 @@
 // store and barriers, accepts, schedules and tracks jobs (stored under --state_dir), and
 // answers `lockstep status` and the job commands. SIGTERM or SIGINT shuts it down
 // cleanly: pending waits are answered, the port is closed, the process exits 0.
+// It serves TLS (--tls_ca, --tls_cert, --tls_key): workers present certificates from the
+// cluster CA, clients bearer tokens from --tokens_file (reloaded on SIGHUP; certificate
+// files are re-read as they change); --insecure serves plaintext and authorizes everyone.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +40,18 @@ ABSL_FLAG(std::string, state_dir, "",
           "$HOME/.local/state/lockstep, else /tmp/lockstep-state-$UID. One coordinator per "
           "directory.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
+ABSL_FLAG(bool, insecure, false,
+          "Serve plaintext gRPC with no authentication and no authorization: anyone who can "
+          "reach the port may do anything. Default: TLS with --tls_ca, --tls_cert, --tls_key.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM file: the cluster CA; workers' (and clients') certificates must be signed by it.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM file: the coordinator's certificate from the cluster CA, naming the host "
+          "workers and clients dial. Re-read when it changes (rotation without restart).");
+ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls_cert.");
+ABSL_FLAG(std::string, tokens_file, "",
+          "Clients' bearer tokens, one per line: `<token> <role> <name>`, role viewer "
+          "(status, jobs, describe, watch) or operator (also submit, cancel). SIGHUP reloads it.");
 
 namespace {
 
@@ -73,6 +88,29 @@ int Run(sigset_t signals) {
     return 2;
   }
 
+  options.tls.insecure = absl::GetFlag(FLAGS_insecure);
+  options.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  if (options.tls.insecure) {
+    spdlog::warn(
+        "--insecure: serving plaintext gRPC with authentication and authorization OFF: "
+        "anyone who reaches port {} can register workers, read the key-value store, submit "
+        "and cancel jobs. Use it only on a trusted network.",
+        options.port);
+  } else if (const std::string tokens = absl::GetFlag(FLAGS_tokens_file); !tokens.empty()) {
+    absl::StatusOr<lockstep::coordinator::TokenTable> table =
+        lockstep::coordinator::TokenTable::Load(tokens);
+    if (!table.ok()) {
+      spdlog::error("{}", std::string(table.status().message()));
+      return 2;
+    }
+    spdlog::info("{} client token(s) from {}", table->size(), tokens);
+    options.tokens = std::move(*table);
+  } else {
+    spdlog::warn("no --tokens_file: no client can call the coordinator (only workers)");
+  }
+
   std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   if (state_dir.empty()) state_dir = DefaultStateDir();
   if (!MakeDirs(state_dir)) {
@@ -84,7 +122,7 @@ int Run(sigset_t signals) {
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Create(options);
   if (!server.ok()) {
     spdlog::error("{}", server.status().ToString());
-    return 1;
+    return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const int port = (*server)->port();
   {
@@ -100,15 +138,31 @@ int Run(sigset_t signals) {
     }
   }
   spdlog::info(
-      "coordinator listening on {}:{}, incarnation {}, heartbeat every {}, LOST after {}, "
+      "coordinator listening on {}:{} ({}), incarnation {}, heartbeat every {}, LOST after {}, "
       "failure grace {}, jobs in {}",
-      options.host, port, lockstep::ShortIncarnation((*server)->incarnation()),
+      options.host, port, options.tls.insecure ? "plaintext, INSECURE" : "TLS",
+      lockstep::ShortIncarnation((*server)->incarnation()),
       absl::FormatDuration(options.membership.heartbeat_interval),
       absl::FormatDuration(options.membership.heartbeat_timeout),
       absl::FormatDuration((*server)->jobs()->failure_grace()), state_dir);
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    const std::string tokens = absl::GetFlag(FLAGS_tokens_file);
+    if (options.tls.insecure || tokens.empty()) {
+      spdlog::info("SIGHUP received: no --tokens_file to reload");
+      continue;
+    }
+    absl::StatusOr<lockstep::coordinator::TokenTable> table =
+        lockstep::coordinator::TokenTable::Load(tokens);
+    if (!table.ok()) {
+      spdlog::error("SIGHUP: {}; the tokens in use are kept",
+                    std::string(table.status().message()));
+      continue;
+    }
+    spdlog::info("SIGHUP: {} client token(s) reloaded from {}", table->size(), tokens);
+    (*server)->SetTokens(std::move(*table));
+  }
   spdlog::info("{} received: shutting down", strsignal(sig));
   (*server)->Shutdown();
   spdlog::info("coordinator stopped");
@@ -120,10 +174,12 @@ int Run(sigset_t signals) {
 int main(int argc, char** argv) {
   lockstep::InitProcess();
   // Signals are taken by sigwait in Run(); block them before any thread starts.
-  const sigset_t signals = lockstep::BlockSignals({SIGTERM, SIGINT});
+  // SIGHUP reloads --tokens_file.
+  const sigset_t signals = lockstep::BlockSignals({SIGTERM, SIGINT, SIGHUP});
 
   absl::SetProgramUsageMessage(
-      "lockstep-coordinator [--port=7000] [--port_file=PATH] [--heartbeat_timeout=3s]");
+      "lockstep-coordinator --tls_ca=CA --tls_cert=CERT --tls_key=KEY --tokens_file=FILE "
+      "[--port=7000] [--port_file=PATH] [--heartbeat_timeout=3s] | --insecure");
   absl::ParseCommandLine(argc, argv);
   absl::Status logging = lockstep::InitLogging("coordinator", absl::GetFlag(FLAGS_log_level));
   if (!logging.ok()) {

@@ -46,7 +46,7 @@ std::vector<v1::TaskStatus> Membership::SweepLocked(absl::Time now) {
 absl::StatusOr<TaskRef> Membership::AssignLocked(const RegisterRequest& request) {
   // A retried dynamic registration (same incarnation) gets the task it already has.
   for (const auto& [task, m] : members_) {
-    if (m.incarnation == request.incarnation) return task;
+    if (m.incarnation == request.incarnation && m.identity == request.identity) return task;
   }
   for (int i = 0; i < options_.max_workers; ++i) {
     auto it = members_.find(TaskRef{"worker", i});
@@ -96,6 +96,13 @@ absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request
 
   Registration out;
   auto it = members_.find(task);
+  if (it != members_.end() && it->second.incarnation == request.incarnation &&
+      it->second.identity != request.identity) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("task ", task.ToString(), " incarnation ",
+                     ShortIncarnation(request.incarnation), " was registered by identity \"",
+                     it->second.identity, "\", not \"", request.identity, "\""));
+  }
   if (it != members_.end() && it->second.incarnation != request.incarnation) {
     Member& holder = it->second;
     if (holder.state == v1::ALIVE) {
@@ -114,6 +121,7 @@ absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request
   m.address = request.address;
   m.devices = request.devices;
   m.incarnation = request.incarnation;
+  m.identity = request.identity;
   m.state = v1::ALIVE;
   m.last_heartbeat = now;
   if (out.replaced_incarnation != 0) {
@@ -126,6 +134,19 @@ absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request
   absl::StatusOr<TfConfig> tf = TfConfig::Create(out.cluster, task);
   if (tf.ok()) out.tf_config = tf->ToJson();
   return out;
+}
+
+absl::Status Membership::CheckHolder(const TaskRef& task, const std::string& identity,
+                                     const std::string& action) {
+  absl::MutexLock l(&mu_);
+  auto it = members_.find(task);
+  if (it == members_.end() || identity.empty() || it->second.identity.empty() ||
+      it->second.identity == identity) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat("task ", task.ToString(), " is held by identity \"", it->second.identity,
+                   "\"; \"", identity, "\" may not ", action, " it"));
 }
 
 absl::Status Membership::Heartbeat(const TaskRef& task, uint64_t incarnation,

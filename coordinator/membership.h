@@ -9,6 +9,10 @@
 //   later issues can abort its work;
 // - a new incarnation while the holder is ALIVE (heartbeat within the timeout) is refused
 //   with ALREADY_EXISTS naming the holder: two live processes never share a task;
+// - a task is held by an identity too (the CN of the worker's certificate; empty under
+//   --insecure): the same incarnation under another identity is refused (PERMISSION_DENIED),
+//   and CheckHolder() lets the gRPC adapter refuse heartbeats, deregistrations and
+//   assignment streams for the task from any other identity;
 // - with no task given (dynamic registration) the lowest worker index that is free
 //   (never held, or DEREGISTERED) is assigned; a LOST task keeps its index for its return.
 // Failure detection: a task silent for longer than `heartbeat_timeout` is LOST. This is
@@ -49,6 +53,7 @@ struct RegisterRequest {
   std::string address;          // host:port
   std::vector<v1::Device> devices;
   uint64_t incarnation = 0;  // non-zero
+  std::string identity;      // the caller's certificate identity; "" when not known
 };
 
 struct Registration {
@@ -74,6 +79,11 @@ class Membership {
   absl::Status Heartbeat(const TaskRef& task, uint64_t incarnation, const std::string& job_id,
                          int64_t step);
 
+  // OK when `identity` registered `task` (or the task is unknown, or either identity is
+  // empty: --insecure). PERMISSION_DENIED naming the task, its holder and `action` otherwise.
+  absl::Status CheckHolder(const TaskRef& task, const std::string& identity,
+                           const std::string& action);
+
   // Leaves cleanly. Errors: NOT_FOUND, ABORTED (incarnation mismatch).
   absl::Status Deregister(const TaskRef& task, uint64_t incarnation);
 
@@ -93,6 +103,7 @@ class Membership {
     std::string address;
     std::vector<v1::Device> devices;
     uint64_t incarnation = 0;
+    std::string identity;
     v1::TaskState state = v1::ALIVE;
     absl::Time last_heartbeat;
     absl::Time registered;

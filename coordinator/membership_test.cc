@@ -167,3 +167,41 @@ TEST_F(MembershipTest, LostTaskKeepsItsIndexForDynamicRegistration) {
 }  // namespace
 }  // namespace coordinator
 }  // namespace lockstep
+
+namespace lockstep {
+namespace coordinator {
+namespace {
+
+TEST(MembershipIdentityTest, OnlyTheRegisteringIdentityHoldsItsTask) {
+  FakeClock clock;
+  Membership members(MembershipOptions{absl::Seconds(1), absl::Seconds(3)}, &clock);
+  RegisterRequest r;
+  r.task = TaskRef{"worker", 0};
+  r.incarnation = 7;
+  r.address = "h:1";
+  r.identity = "host-a";
+  ASSERT_TRUE(members.Register(r).ok());
+  const TaskRef w0{"worker", 0};
+  EXPECT_TRUE(members.CheckHolder(w0, "host-a", "heartbeat").ok());
+  absl::Status s = members.CheckHolder(w0, "host-b", "heartbeat");
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("task worker/0 is held by identity \"host-a\""));
+  EXPECT_THAT(s.message(), HasSubstr("\"host-b\" may not heartbeat"));
+  // Unknown tasks and calls without identities (--insecure) are left to the call itself.
+  EXPECT_TRUE(members.CheckHolder(TaskRef{"worker", 5}, "host-b", "heartbeat").ok());
+  EXPECT_TRUE(members.CheckHolder(w0, "", "heartbeat").ok());
+
+  // The same incarnation under another identity is not a retry.
+  r.identity = "host-b";
+  auto again = members.Register(r);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kPermissionDenied);
+  // Nor is a dynamic registration: host-b gets a task of its own.
+  r.task.reset();
+  auto dynamic = members.Register(RegisterRequest{std::nullopt, "h:2", {}, 7, "host-b"});
+  ASSERT_TRUE(dynamic.ok()) << dynamic.status();
+  EXPECT_EQ(dynamic->task.index, 1);
+}
+
+}  // namespace
+}  // namespace coordinator
+}  // namespace lockstep

@@ -57,9 +57,11 @@ class ClusterTest : public ::testing::Test {
 
   // `lockstep status --output=json`, parsed.
   json StatusJson() {
-    Result r = RunTool({Runfile("client/lockstep"), "status", "--output=json",
-                        absl::StrCat("--coordinator=", cluster_->coordinator_address())},
-                       absl::StrCat(getenv("TEST_TMPDIR"), "/status.out"));
+    std::vector<std::string> argv = {
+        Runfile("client/lockstep"), "status", "--output=json",
+        absl::StrCat("--coordinator=", cluster_->coordinator_address())};
+    for (const std::string& f : cluster_->cli_flags()) argv.push_back(f);
+    Result r = RunTool(argv, absl::StrCat(getenv("TEST_TMPDIR"), "/status.out"));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return json::parse(r.output, nullptr, false);
   }
@@ -148,6 +150,9 @@ TEST_F(ClusterTest, SecondProcessClaimingLiveTaskIsRefused) {
   o.argv = {Runfile("worker/lockstepd"),
             absl::StrCat("--coordinator=", cluster_->coordinator_address()),
             absl::StrCat("--tf_config=", TmpDir("cluster"), "/tf_config.0.json")};
+  auto tls = cluster_->credentials()->Daemon("worker-0-again");
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  for (const std::string& f : client::LocalCredentials::Flags(*tls)) o.argv.push_back(f);
   o.log_file = log;
   auto p = client::Subprocess::Start(o);
   ASSERT_TRUE(p.ok());
@@ -164,9 +169,13 @@ TEST_F(ClusterTest, SecondProcessClaimingLiveTaskIsRefused) {
 TEST(CliTest, UnreachableCoordinatorFailsFastWithMessage) {
   // A coordinator that stopped: its port refuses connections.
   std::string dir = TmpDir("gone");
+  auto credentials = client::LocalCredentials::Create(dir + "/tls");
+  ASSERT_TRUE(credentials.ok()) << credentials.status();
   client::SubprocessOptions o;
   o.argv = {Runfile("coordinator/lockstep-coordinator"), "--port=0",
-            absl::StrCat("--port_file=", dir, "/port")};
+            absl::StrCat("--port_file=", dir, "/port"),
+            absl::StrCat("--state_dir=", dir, "/state")};
+  for (const std::string& f : credentials->CoordinatorFlags()) o.argv.push_back(f);
   auto c = client::Subprocess::Start(o);
   ASSERT_TRUE(c.ok());
   std::string port;
@@ -177,8 +186,12 @@ TEST(CliTest, UnreachableCoordinatorFailsFastWithMessage) {
   ASSERT_FALSE(port.empty());
   (*c)->Stop(absl::Seconds(3));
   std::string address = absl::StrCat("127.0.0.1:", std::stoi(port));
-  Result r =
-      RunTool({Runfile("client/lockstep"), "status", "--coordinator=" + address}, dir + "/out");
+  std::vector<std::string> argv = {Runfile("client/lockstep"), "status",
+                                   "--coordinator=" + address};
+  for (const std::string& f : client::LocalCredentials::Flags(credentials->Viewer())) {
+    argv.push_back(f);
+  }
+  Result r = RunTool(argv, dir + "/out");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(r.took, absl::Seconds(5));
   EXPECT_THAT(r.output, HasSubstr("cannot get the cluster status"));

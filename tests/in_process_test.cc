@@ -10,6 +10,7 @@
 #include "coordinator/grpc_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_util.h"
 #include "worker/agent.h"
 #include "worker/coordinator_store.h"
 #include "worker/grpc_coordinator_client.h"
@@ -31,12 +32,19 @@ class InProcessClusterTest : public ::testing::Test {
     o.host = "127.0.0.1";
     o.membership.heartbeat_interval = absl::Milliseconds(50);
     o.membership.heartbeat_timeout = absl::Seconds(1);
+    auto credentials = lockstep::testing::SecureCoordinator("tls", &o);
+    ASSERT_TRUE(credentials.ok()) << credentials.status();
     auto server = coordinator::CoordinatorServer::Create(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
+    viewer_ = std::move(
+        worker::GrpcCoordinatorClient::Create(server_->local_address(), credentials->Viewer())
+            .value());
     for (int i = 0; i < kWorkers; ++i) {
+      auto tls = credentials->Daemon(absl::StrCat("worker-", i));
+      ASSERT_TRUE(tls.ok()) << tls.status();
       clients_.push_back(
-          std::move(worker::GrpcCoordinatorClient::Create(server_->local_address()).value()));
+          std::move(worker::GrpcCoordinatorClient::Create(server_->local_address(), *tls).value()));
       worker::AgentOptions a;  // dynamic registration
       a.address = absl::StrCat("127.0.0.1:", 30000 + i);
       a.incarnation = NewIncarnation();
@@ -55,11 +63,12 @@ class InProcessClusterTest : public ::testing::Test {
   }
 
   int CountAlive() {
-    auto status = clients_[0]->GetClusterStatus();
+    auto status = viewer_->GetClusterStatus();
     return status.ok() ? client::CountInState(*status, v1::ALIVE) : -1;
   }
 
   std::unique_ptr<coordinator::CoordinatorServer> server_;
+  std::unique_ptr<worker::CoordinatorClient> viewer_;  // status, as a viewer client
   std::vector<std::unique_ptr<worker::CoordinatorClient>> clients_;
   std::vector<std::unique_ptr<Agent>> agents_;
   std::vector<std::thread> threads_;
@@ -90,7 +99,7 @@ TEST_F(InProcessClusterTest, StoppedAgentDeregisters) {
   for (auto& a : agents_) ASSERT_TRUE(a->WaitForState(Agent::State::kAlive, Soon()));
   agents_[0]->Stop();
   ASSERT_TRUE(agents_[0]->WaitForState(Agent::State::kStopped, Soon()));
-  auto status = clients_[1]->GetClusterStatus();
+  auto status = viewer_->GetClusterStatus();
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(client::CountInState(*status, v1::DEREGISTERED), 1);
   EXPECT_EQ(client::CountInState(*status, v1::ALIVE), kWorkers - 1);
@@ -156,12 +165,15 @@ TEST(InProcessErrorsTest, UnreachableCoordinatorIsUnavailable) {
   // A coordinator that has shut down: its port now refuses connections.
   coordinator::CoordinatorServerOptions o;
   o.host = "127.0.0.1";
+  auto credentials = lockstep::testing::SecureCoordinator("unreachable", &o);
+  ASSERT_TRUE(credentials.ok()) << credentials.status();
   auto server = coordinator::CoordinatorServer::Create(o);
   ASSERT_TRUE(server.ok());
   std::string address = (*server)->local_address();
   (*server)->Shutdown();
   server->reset();
-  auto client = worker::GrpcCoordinatorClient::Create(address, absl::Seconds(2));
+  auto client =
+      worker::GrpcCoordinatorClient::Create(address, credentials->Viewer(), absl::Seconds(2));
   ASSERT_TRUE(client.ok());
   absl::Time start = absl::Now();
   auto status = (*client)->GetClusterStatus();

@@ -40,13 +40,16 @@ class JobsGrpcTest : public ::testing::Test {
     coordinator::CoordinatorServerOptions o;
     o.host = "127.0.0.1";
     o.state_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/state");
+    // The job RPCs' behaviour, not their security (tests/security_test.cc): plaintext.
+    o.tls.insecure = true;
     auto server = coordinator::CoordinatorServer::Create(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     stub_ = v1::Coordinator::NewStub(
         grpc::CreateChannel(server_->local_address(), grpc::InsecureChannelCredentials()));
-    jobs_ =
-        std::move(client::JobClient::Create(server_->local_address(), absl::Seconds(5)).value());
+    jobs_ = std::move(client::JobClient::Create(server_->local_address(),
+                                                TlsOptions{.insecure = true}, absl::Seconds(5))
+                          .value());
     grpc::ClientContext ctx;
     v1::RegisterWorkerRequest r;
     r.set_address("127.0.0.1:5999");

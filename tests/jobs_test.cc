@@ -191,7 +191,8 @@ class JobsTest : public ::testing::Test {
     Connect();
   }
   void Connect() {
-    auto jobs = client::JobClient::Create(cluster_->coordinator_address(), absl::Seconds(10));
+    auto jobs = client::JobClient::Create(cluster_->coordinator_address(), cluster_->client_tls(),
+                                          absl::Seconds(10));
     ASSERT_TRUE(jobs.ok());
     jobs_ = std::move(*jobs);
   }
@@ -202,6 +203,7 @@ class JobsTest : public ::testing::Test {
     std::vector<std::string> argv = {Runfile("client/lockstep")};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.push_back("--coordinator=" + cluster_->coordinator_address());
+    for (const std::string& f : cluster_->cli_flags()) argv.push_back(f);
     return RunTool(argv, dir() + "/cli.out");
   }
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/subprocess.h"
+#include "common/status.h"
 
 namespace lockstep {
 namespace testing {
@@ -50,6 +51,15 @@ Result RunTool(std::vector<std::string> argv, const std::string& log,
   if (status.ok() && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
   r.output = ReadFile(log);
   return r;
+}
+
+absl::StatusOr<client::LocalCredentials> SecureCoordinator(
+    const std::string& name, coordinator::CoordinatorServerOptions* options) {
+  LS_ASSIGN_OR_RETURN(client::LocalCredentials credentials,
+                      client::LocalCredentials::Create(TmpDir(name)));
+  LS_ASSIGN_OR_RETURN(options->tls, credentials.Daemon("coordinator"));
+  LS_ASSIGN_OR_RETURN(options->tokens, coordinator::TokenTable::Load(credentials.tokens_file()));
+  return credentials;
 }
 
 }  // namespace testing

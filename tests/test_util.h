@@ -1,5 +1,6 @@
-// Helpers shared by the multi-process tests: runfiles, per-test directories, files, and
-// running a program to completion with a bound.
+// Helpers shared by the multi-process tests: runfiles, per-test directories, files,
+// running a program to completion with a bound, and TLS material for an in-process
+// coordinator (the multi-process ones get theirs from client::LocalCluster).
 #ifndef LOCKSTEP_TESTS_TEST_UTIL_H_
 #define LOCKSTEP_TESTS_TEST_UTIL_H_
 
@@ -7,7 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/local_credentials.h"
+#include "coordinator/grpc_server.h"
 
 namespace lockstep {
 namespace testing {
@@ -30,6 +34,12 @@ struct Result {
 Result RunTool(std::vector<std::string> argv, const std::string& log,
                std::vector<std::pair<std::string, std::string>> env = {},
                absl::Duration limit = absl::Seconds(30));
+
+// Throwaway TLS material in TmpDir(name) (client::LocalCredentials), set into `options`:
+// the coordinator's certificate and the tokens. The caller makes its clients from the
+// returned credentials (Daemon("worker-0"), Operator(), Viewer()).
+absl::StatusOr<client::LocalCredentials> SecureCoordinator(
+    const std::string& name, coordinator::CoordinatorServerOptions* options);
 
 }  // namespace testing
 }  // namespace lockstep

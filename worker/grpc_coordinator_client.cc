@@ -10,8 +10,8 @@
 namespace lockstep {
 namespace worker {
 absl::StatusOr<std::unique_ptr<GrpcCoordinatorClient>> GrpcCoordinatorClient::Create(
-    const std::string& address, absl::Duration rpc_timeout) {
-  LS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, CoordinatorChannel(address));
+    const std::string& address, const TlsOptions& tls, absl::Duration rpc_timeout) {
+  LS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, CoordinatorChannel(address, tls));
   return std::unique_ptr<GrpcCoordinatorClient>(
       new GrpcCoordinatorClient(address, rpc_timeout, v1::Coordinator::NewStub(channel)));
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
+#include "common/tls_options.h"
 #include "lockstep/v1/coordinator.grpc.pb.h"
 #include "worker/coordinator_client.h"
 
@@ -22,8 +23,11 @@ namespace worker {
 class GrpcCoordinatorClient final : public CoordinatorClient {
  public:
   // `address`: "host:port". INVALID_ARGUMENT when it is not one. Does not connect yet.
+  // `tls`: the channel's security (common/grpc_channel.h): a daemon's certificate, or a
+  // client's token.
   static absl::StatusOr<std::unique_ptr<GrpcCoordinatorClient>> Create(
-      const std::string& address, absl::Duration rpc_timeout = absl::Seconds(3));
+      const std::string& address, const TlsOptions& tls,
+      absl::Duration rpc_timeout = absl::Seconds(3));
 
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
       const v1::RegisterWorkerRequest& request) override;

@@ -44,7 +44,8 @@ class GrpcAssignmentsTest : public ::testing::Test {
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    auto client = GrpcCoordinatorClient::Create("127.0.0.1:" + std::to_string(port));
+    auto client = GrpcCoordinatorClient::Create("127.0.0.1:" + std::to_string(port),
+                                                TlsOptions{.insecure = true});
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
   }
@@ -93,7 +94,7 @@ TEST_F(GrpcAssignmentsTest, ServerErrorsAreConverted) {
 
 TEST(GrpcAssignments, AnUnreachableCoordinatorIsUnavailable) {
   // Port 1 on loopback: nothing listens there (connection refused at once).
-  auto client = GrpcCoordinatorClient::Create("127.0.0.1:1");
+  auto client = GrpcCoordinatorClient::Create("127.0.0.1:1", TlsOptions{.insecure = true});
   ASSERT_TRUE(client.ok());
   auto stream = (*client)->WatchAssignments(v1::WatchAssignmentsRequest());
   ASSERT_TRUE(stream.ok());

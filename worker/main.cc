@@ -3,7 +3,9 @@
 // the coordinator (--coordinator or LOCKSTEP_COORDINATOR), heartbeats, and offers
 // --cpu_devices logical CPU devices, and runs the partitions of jobs the coordinator pushes
 // (worker/job_runner.h). SIGTERM/SIGINT abort its jobs, deregister and exit 0. A bad
-// configuration exits 2 with the resolver's message.
+// configuration exits 2 with the resolver's message. It reaches the coordinator over mutual
+// TLS (--tls_ca, --tls_cert, --tls_key: its certificate from the cluster CA names it), or in
+// plaintext with --insecure.
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -27,6 +29,7 @@
 #include "common/sched.h"
 #include "common/signals.h"
 #include "common/tf_config.h"
+#include "common/tls_options.h"
 #include "spdlog/spdlog.h"
 #include "worker/agent.h"
 #include "worker/grpc_coordinator_client.h"
@@ -57,6 +60,17 @@ ABSL_FLAG(std::string, state_dir, "",
           "file system. Default: $STATE_DIRECTORY (systemd's StateDirectory=), else "
           "/var/lib/lockstepd. A directory it cannot write costs a warning per job, not "
           "the job.");
+ABSL_FLAG(bool, insecure, false,
+          "Plaintext gRPC to the coordinator, no certificate (the coordinator must run "
+          "--insecure too). Default: mutual TLS with --tls_ca, --tls_cert, --tls_key.");
+ABSL_FLAG(std::string, tls_ca, "", "PEM file: the cluster CA, which verifies the coordinator.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM file: this worker's certificate from the cluster CA (`lockstep certs issue "
+          "--name=HOST`); its common name is the worker's identity. Re-read when it changes.");
+ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "The name the coordinator's certificate must carry (default: the host of "
+          "--coordinator).");
 ABSL_FLAG(std::string, cpu_affinity, "",
           "CPUs this worker and all its threads run on, in Linux's list syntax (\"0-3,6\", as "
           "taskset -c and systemd's CPUAffinity=). Default: every CPU it is allowed. "
@@ -154,7 +168,22 @@ int Run(sigset_t signals) {
     return kExitBadConfig;
   }
 
-  auto client = lockstep::worker::GrpcCoordinatorClient::Create(coordinator);
+  lockstep::TlsOptions tls;
+  tls.insecure = absl::GetFlag(FLAGS_insecure);
+  tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
+  tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  if (absl::Status s = lockstep::CheckTlsOptions(tls, /*need_identity=*/true); !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    return kExitBadConfig;
+  }
+  if (tls.insecure) {
+    spdlog::warn(
+        "--insecure: talking to the coordinator in plaintext, unauthenticated; anyone on the "
+        "network can read and forge this worker's traffic");
+  }
+  auto client = lockstep::worker::GrpcCoordinatorClient::Create(coordinator, tls);
   if (!client.ok()) {
     spdlog::error("--coordinator: {}", std::string(client.status().message()));
     return kExitBadConfig;

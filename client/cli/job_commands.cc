@@ -12,14 +12,25 @@ namespace lockstep {
 namespace cli {
 namespace {
 
-const OptionSpec kCoordinatorOption = {
-    "coordinator", "Coordinator host:port (default $LOCKSTEP_COORDINATOR, else 127.0.0.1:7000)."};
 const OptionSpec kOutputOption = {"output", "table (default) or json (the proto's JSON mapping)."};
+
+// `options` after ConnectionOptions().
+std::vector<OptionSpec> WithConnection(std::vector<OptionSpec> options) {
+  std::vector<OptionSpec> all = ConnectionOptions();
+  all.insert(all.end(), options.begin(), options.end());
+  return all;
+}
 
 // Connects to the coordinator; on failure prints why and returns null.
 std::unique_ptr<client::JobClient> Connect(const CommandArgs& args, const CommandContext& ctx,
                                            const std::string& command) {
-  auto jobs = client::JobClient::Create(CoordinatorAddress(args), absl::Seconds(10));
+  absl::StatusOr<Connection> connection = ResolveConnection(args);
+  if (!connection.ok()) {
+    *ctx.err << "lockstep " << command << ": " << connection.status().message() << "\n";
+    return nullptr;
+  }
+  WarnIfInsecure(*connection, ctx);
+  auto jobs = client::JobClient::Create(connection->address, connection->tls, absl::Seconds(10));
   if (!jobs.ok()) {
     *ctx.err << "lockstep " << command << ": " << jobs.status().message() << "\n";
     return nullptr;
@@ -32,7 +43,12 @@ int Fail(const CommandContext& ctx, const std::string& command, const absl::Stat
   *ctx.err << "lockstep " << command << ": " << s.message() << "\n";
   if (s.code() == absl::StatusCode::kUnavailable) {
     *ctx.err << "Is lockstep-coordinator running there? Pass --coordinator=HOST:PORT or set "
-                "LOCKSTEP_COORDINATOR.\n";
+                "LOCKSTEP_COORDINATOR; with TLS, --tls_ca must be the CA that signed its "
+                "certificate.\n";
+  } else if (s.code() == absl::StatusCode::kUnauthenticated ||
+             s.code() == absl::StatusCode::kPermissionDenied) {
+    *ctx.err << "Pass a token from the coordinator's --tokens_file (--token, $LOCKSTEP_TOKEN "
+                "or ~/.config/lockstep/config) with the role this command needs.\n";
   }
   return kExitFailure;
 }
@@ -266,13 +282,13 @@ Command SubmitCommand() {
   c.name = "submit";
   c.usage = "submit JOB.json [--watch] [--coordinator=HOST:PORT] [--output=table|json]";
   c.summary = "Submits a job (JSON, the JobSpec proto's JSON mapping); --watch follows it.";
-  c.options = {kCoordinatorOption,
-               kOutputOption,
-               {"watch",
-                "Follow the job until it ends (exit 0 only if it SUCCEEDED); with "
-                "--output=json, JSON lines as `watch --output=json` prints them, after the "
-                "{\"jobId\": ...} line.",
-                /*takes_value=*/false}};
+  c.options =
+      WithConnection({kOutputOption,
+                      {"watch",
+                       "Follow the job until it ends (exit 0 only if it SUCCEEDED); with "
+                       "--output=json, JSON lines as `watch --output=json` prints them, after the "
+                       "{\"jobId\": ...} line.",
+                       /*takes_value=*/false}});
   c.run = RunSubmit;
   return c;
 }
@@ -282,10 +298,10 @@ Command WatchCommand() {
   c.name = "watch";
   c.usage = "watch JOB [--coordinator=HOST:PORT] [--output=table|json]";
   c.summary = "Follows a job to its end: progress, then the final figures; exit 0 if SUCCEEDED.";
-  c.options = {kCoordinatorOption,
-               {"output",
-                "table (default) or json: JSON lines, one JobEvent per line while the job "
-                "runs, then the final JobRecord (the protos' JSON mapping, without the spec)."}};
+  c.options = WithConnection(
+      {{"output",
+        "table (default) or json: JSON lines, one JobEvent per line while the job "
+        "runs, then the final JobRecord (the protos' JSON mapping, without the spec)."}});
   c.run = RunWatch;
   return c;
 }
@@ -295,7 +311,7 @@ Command JobsCommand() {
   c.name = "jobs";
   c.usage = "jobs [--limit=N] [--coordinator=HOST:PORT] [--output=table|json]";
   c.summary = "Lists every job, newest first: state, attempt, step, loss, accuracy, reason.";
-  c.options = {kCoordinatorOption, kOutputOption, {"limit", "At most N jobs (default all)."}};
+  c.options = WithConnection({kOutputOption, {"limit", "At most N jobs (default all)."}});
   c.run = RunJobs;
   return c;
 }
@@ -305,7 +321,7 @@ Command DescribeCommand() {
   c.name = "describe";
   c.usage = "describe JOB [--coordinator=HOST:PORT] [--output=table|json]";
   c.summary = "Shows one job: state and reason, transitions, progress, each worker's report.";
-  c.options = {kCoordinatorOption, kOutputOption};
+  c.options = WithConnection({kOutputOption});
   c.run = RunDescribe;
   return c;
 }
@@ -315,7 +331,7 @@ Command CancelCommand() {
   c.name = "cancel";
   c.usage = "cancel JOB [--reason=TEXT] [--coordinator=HOST:PORT] [--output=table|json]";
   c.summary = "Cancels a job; its workers stop within 2 s.";
-  c.options = {kCoordinatorOption, kOutputOption, {"reason", "Recorded with the CANCELLED state."}};
+  c.options = WithConnection({kOutputOption, {"reason", "Recorded with the CANCELLED state."}});
   c.run = RunCancel;
   return c;
 }

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -72,7 +73,8 @@ void PrepareLocalJob(v1::JobSpec* spec, const std::vector<std::string>& roots,
 // are. kExitOk when it SUCCEEDED.
 int TrainLocal(client::LocalCluster& cluster, const v1::JobSpec& spec, const std::string& path,
                const SignalWatcher& signals, const CommandContext& ctx) {
-  auto jobs = client::JobClient::Create(cluster.coordinator_address(), absl::Seconds(10));
+  auto jobs = client::JobClient::Create(cluster.coordinator_address(), cluster.client_tls(),
+                                        absl::Seconds(10));
   if (!jobs.ok()) {
     *ctx.err << "lockstep local: " << jobs.status().message() << "\n";
     return kExitFailure;
@@ -105,6 +107,19 @@ int TrainLocal(client::LocalCluster& cluster, const v1::JobSpec& spec, const std
     *ctx.out << "test accuracy: " << (acc >= 0 ? absl::StrCat(acc) : "not evaluated") << "\n";
   }
   return code;
+}
+
+// A client config file (client/cli/connection.h) for the running cluster, as an operator:
+// its path, or "" when the cluster is insecure or the file cannot be written.
+std::string WriteClientConfig(const client::LocalCluster& cluster) {
+  const client::LocalCredentials* credentials = cluster.credentials();
+  if (credentials == nullptr) return "";
+  const std::string path = absl::StrCat(credentials->dir(), "/client.config");
+  std::ofstream out(path, std::ios::trunc);
+  const TlsOptions tls = cluster.client_tls();
+  out << "coordinator: " << cluster.coordinator_address() << "\nca: " << tls.ca_file
+      << "\ntoken: " << tls.token << "\n";
+  return out ? path : "";
 }
 
 int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
@@ -152,6 +167,11 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   options.lockstepd_bin = args.Get("lockstepd_bin");
   options.work_dir = args.Get("work_dir");
   options.pin_workers = args.Has("pin_workers");
+  options.insecure = args.Has("insecure");
+  if (options.insecure) {
+    *ctx.err << "warning: --insecure: the local cluster runs plaintext gRPC with no "
+                "authentication and no authorization\n";
+  }
 
   SignalWatcher signals;  // before any child or thread: they inherit the blocked mask
   absl::StatusOr<std::unique_ptr<client::LocalCluster>> cluster =
@@ -187,8 +207,12 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
     exit_code = TrainLocal(**cluster, spec, job_path, signals, ctx);
   }
   if (args.Has("keep_running")) {
-    *ctx.out << "running; Ctrl-C stops the cluster. In another shell: "
-             << "lockstep status --coordinator=" << (*cluster)->coordinator_address() << "\n";
+    const std::string config = WriteClientConfig(**cluster);
+    *ctx.out << "running; Ctrl-C stops the cluster. In another shell: lockstep status "
+             << (config.empty()
+                     ? absl::StrCat("--insecure --coordinator=", (*cluster)->coordinator_address())
+                     : absl::StrCat("--config=", config))
+             << "\n";
     ctx.out->flush();
     while (!signals.interrupted()) absl::SleepFor(absl::Milliseconds(50));
   }
@@ -221,6 +245,10 @@ Command LocalCommand() {
        "enough for every worker (default: workers run on any CPU).",
        /*takes_value=*/false},
       {"keep_running", "Keep the cluster up until Ctrl-C.", /*takes_value=*/false},
+      {"insecure",
+       "Plaintext gRPC, no authentication or authorization (default: TLS with a throwaway "
+       "CA, certificates and tokens in the work dir's tls/).",
+       /*takes_value=*/false},
       {"no_job", "Only bring the cluster up (and show its status); train nothing.",
        /*takes_value=*/false},
       {"work_dir", "Directory for port file and logs (default: a new /tmp/lockstep-cluster-*)."},

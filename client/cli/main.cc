@@ -1,6 +1,7 @@
 // lockstep: the command line for users and operators. Each subcommand lives in
 // client/cli/<name>_command.{h,cc}; add it to the list below.
 #include "client/cli/bench_command.h"
+#include "client/cli/certs_command.h"
 #include "client/cli/command.h"
 #include "client/cli/job_commands.h"
 #include "client/cli/local_command.h"
@@ -13,8 +14,8 @@ int main(int argc, char** argv) {
   if (auto status = lockstep::cli::RunBenchIfAsked(argc, argv)) return *status;
   using namespace lockstep::cli;  // NOLINT: the list reads better without prefixes
   const std::vector<Command> commands = {
-      StatusCommand(),   SubmitCommand(), WatchCommand(), JobsCommand(),
-      DescribeCommand(), CancelCommand(), LocalCommand(), BenchCommand(),
+      StatusCommand(), SubmitCommand(), WatchCommand(), JobsCommand(),  DescribeCommand(),
+      CancelCommand(), LocalCommand(),  BenchCommand(), CertsCommand(),
   };
   return Dispatch(argc, argv, commands);
 }

@@ -1,7 +1,5 @@
 #include "client/cli/status_command.h"
 
-#include <cstdlib>
-
 #include "client/status_format.h"
 #include "worker/grpc_coordinator_client.h"
 
@@ -15,9 +13,15 @@ int RunStatus(const CommandArgs& args, const CommandContext& ctx) {
     *ctx.err << "lockstep status: --output: expected table or json, got \"" << output << "\"\n";
     return kExitUsage;
   }
-  const std::string address = CoordinatorAddress(args);
+  absl::StatusOr<Connection> connection = ResolveConnection(args);
+  if (!connection.ok()) {
+    *ctx.err << "lockstep status: " << connection.status().message() << "\n";
+    return kExitUsage;
+  }
+  WarnIfInsecure(*connection, ctx);
+  const std::string& address = connection->address;
   // 3 s per call: an unreachable coordinator is reported well within 5 s.
-  auto client = worker::GrpcCoordinatorClient::Create(address, absl::Seconds(3));
+  auto client = worker::GrpcCoordinatorClient::Create(address, connection->tls, absl::Seconds(3));
   if (!client.ok()) {
     *ctx.err << "lockstep status: " << client.status().message() << "\n";
     return kExitUsage;
@@ -45,23 +49,19 @@ int RunStatus(const CommandArgs& args, const CommandContext& ctx) {
 
 }  // namespace
 
-std::string CoordinatorAddress(const CommandArgs& args) {
-  if (args.Has("coordinator")) return args.Get("coordinator");
-  const char* env = std::getenv("LOCKSTEP_COORDINATOR");
-  if (env != nullptr && *env != '\0') return env;
-  return "127.0.0.1:7000";
+void WarnIfInsecure(const Connection& connection, const CommandContext& ctx) {
+  if (!connection.tls.insecure) return;
+  *ctx.err << "warning: --insecure: plaintext to " << connection.address
+           << ", no authentication (the coordinator must run --insecure too)\n";
 }
 
 Command StatusCommand() {
   Command c;
   c.name = "status";
-  c.usage = "status [--coordinator=HOST:PORT] [--output=table|json]";
+  c.usage = "status [--coordinator=HOST:PORT] [--tls_ca=CA --token=TOKEN] [--output=table|json]";
   c.summary = "Shows every task: address, state (ALIVE/LOST), incarnation, heartbeat, devices.";
-  c.options = {
-      {"coordinator",
-       "Coordinator host:port (default $LOCKSTEP_COORDINATOR, else 127.0.0.1:7000)."},
-      {"output", "table (default) or json (the proto's JSON mapping)."},
-  };
+  c.options = ConnectionOptions();
+  c.options.push_back({"output", "table (default) or json (the proto's JSON mapping)."});
   c.run = RunStatus;
   return c;
 }

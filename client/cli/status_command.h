@@ -3,14 +3,15 @@
 #define LOCKSTEP_CLIENT_CLI_STATUS_COMMAND_H_
 
 #include "client/cli/command.h"
+#include "client/cli/connection.h"
 
 namespace lockstep {
 namespace cli {
 
 Command StatusCommand();
 
-// --coordinator, else $LOCKSTEP_COORDINATOR, else 127.0.0.1:7000.
-std::string CoordinatorAddress(const CommandArgs& args);
+// Under --insecure, says on stderr that nothing is authenticated.
+void WarnIfInsecure(const Connection& connection, const CommandContext& ctx);
 
 }  // namespace cli
 }  // namespace lockstep

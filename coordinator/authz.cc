@@ -1,0 +1,110 @@
+#include "coordinator/authz.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace lockstep {
+namespace coordinator {
+namespace {
+
+constexpr unsigned Bit(Role r) { return 1u << static_cast<unsigned>(r); }
+constexpr unsigned kWorkers = Bit(Role::kWorker);
+constexpr unsigned kViewers = Bit(Role::kViewer) | Bit(Role::kOperator);
+constexpr unsigned kOperators = Bit(Role::kOperator);
+
+struct Rule {
+  absl::string_view method;
+  unsigned allowed;  // Bit(role) | ...
+};
+
+// The one table: every Coordinator RPC and who may call it.
+constexpr Rule kRules[] = {
+    // Worker RPCs: daemons only, known by their certificate.
+    {"RegisterWorker", kWorkers},
+    {"Heartbeat", kWorkers},
+    {"Deregister", kWorkers},
+    {"WatchAssignments", kWorkers},
+    {"SetKey", kWorkers},
+    {"GetKey", kWorkers},
+    {"Barrier", kWorkers},
+    // Client RPCs: read-only for viewers, changes for operators.
+    {"GetClusterStatus", kViewers},
+    {"ListJobs", kViewers},
+    {"GetJob", kViewers},
+    {"WatchJob", kViewers},
+    {"SubmitJob", kOperators},
+    {"CancelJob", kOperators},
+};
+
+std::string AllowedNames(unsigned allowed) {
+  std::string out;
+  for (Role r : {Role::kWorker, Role::kViewer, Role::kOperator}) {
+    if ((allowed & Bit(r)) == 0) continue;
+    absl::StrAppend(&out, out.empty() ? "" : " or ", RoleName(r));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kWorker:
+      return "worker";
+    case Role::kViewer:
+      return "viewer";
+    case Role::kOperator:
+      return "operator";
+  }
+  return "?";
+}
+
+std::optional<Role> ClientRole(absl::string_view name) {
+  if (name == "viewer") return Role::kViewer;
+  if (name == "operator") return Role::kOperator;
+  return std::nullopt;
+}
+
+std::string Principal::ToString() const { return absl::StrCat(RoleName(role), " ", name); }
+
+std::optional<Principal> PrincipalFromCertificate(absl::string_view subject) {
+  absl::string_view cn, ou;
+  for (absl::string_view part : absl::StrSplit(subject, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (absl::ConsumePrefix(&part, "CN=")) cn = part;
+    if (absl::ConsumePrefix(&part, "OU=")) ou = part;
+  }
+  if (cn.empty()) return std::nullopt;
+  if (ou == "daemon") return Principal{Role::kWorker, std::string(cn)};
+  if (std::optional<Role> role = ClientRole(ou)) return Principal{*role, std::string(cn)};
+  return std::nullopt;
+}
+
+absl::Status Authorize(absl::string_view method, const std::optional<Principal>& caller) {
+  if (!caller.has_value()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        method,
+        ": no known credentials: a client needs a bearer token from the coordinator's "
+        "--tokens_file (lockstep --token, $LOCKSTEP_TOKEN or ~/.config/lockstep/config), a "
+        "worker a certificate from the cluster CA (lockstepd --tls_cert/--tls_key)"));
+  }
+  for (const Rule& rule : kRules) {
+    if (rule.method != method) continue;
+    if ((rule.allowed & Bit(caller->role)) != 0) return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat(method, " is for ", AllowedNames(rule.allowed),
+                                                    " only; the caller is ", caller->ToString()));
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      method, ": not in the coordinator's authorization table; refused to ", caller->ToString()));
+}
+
+std::vector<absl::string_view> AuthorizedMethods() {
+  std::vector<absl::string_view> out;
+  for (const Rule& rule : kRules) out.push_back(rule.method);
+  return out;
+}
+
+}  // namespace coordinator
+}  // namespace lockstep

@@ -1,0 +1,420 @@
+// The coordinator's security over real gRPC: TLS refuses plaintext clients, certificates
+// from another CA and expired ones; tokens and certificates are authorized through
+// coordinator/authz.h's table; a worker identity holds its task; rotated certificate files
+// are taken without a restart; --insecure turns it all off and says so. The binaries refuse
+// to start without TLS material unless --insecure.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/job_client.h"
+#include "client/local_cluster.h"
+#include "client/local_credentials.h"
+#include "client/status_format.h"
+#include "common/certs.h"
+#include "common/incarnation.h"
+#include "common/net.h"
+#include "coordinator/grpc_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+#include "worker/grpc_coordinator_client.h"
+
+namespace lockstep {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Result;
+using testing::Runfile;
+using testing::RunTool;
+using testing::TmpDir;
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    coordinator::CoordinatorServerOptions o;
+    o.host = "127.0.0.1";
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    auto credentials = testing::SecureCoordinator(name, &o);
+    ASSERT_TRUE(credentials.ok()) << credentials.status();
+    o.tls.reload_interval = absl::Seconds(1);
+    credentials_ = std::make_unique<client::LocalCredentials>(std::move(*credentials));
+    auto server = coordinator::CoordinatorServer::Create(o);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+
+  std::unique_ptr<worker::GrpcCoordinatorClient> Client(const TlsOptions& tls) {
+    return std::move(
+        worker::GrpcCoordinatorClient::Create(server_->local_address(), tls, absl::Seconds(3))
+            .value());
+  }
+  std::unique_ptr<worker::GrpcCoordinatorClient> Worker(const std::string& name) {
+    return Client(credentials_->Daemon(name).value());
+  }
+
+  static v1::RegisterWorkerRequest Registration(int index, uint64_t incarnation) {
+    v1::RegisterWorkerRequest r;
+    r.mutable_task()->set_type("worker");
+    r.mutable_task()->set_index(index);
+    r.set_address(absl::StrCat("127.0.0.1:", 31000 + index));
+    r.set_incarnation(incarnation);
+    return r;
+  }
+
+  std::unique_ptr<client::LocalCredentials> credentials_;
+  std::unique_ptr<coordinator::CoordinatorServer> server_;
+};
+
+TEST_F(SecurityTest, PlaintextClientsAreRefused) {
+  auto plain = Client(TlsOptions{.insecure = true});
+  auto status = plain->GetClusterStatus();
+  EXPECT_EQ(status.status().code(), absl::StatusCode::kUnavailable) << status.status();
+  EXPECT_EQ(plain->RegisterWorker(Registration(0, NewIncarnation())).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SecurityTest, WorkerCertificateFromAnotherCaIsRefused) {
+  auto rogue_ca = client::LocalCredentials::Create(TmpDir("rogue_ca"));
+  ASSERT_TRUE(rogue_ca.ok()) << rogue_ca.status();
+  TlsOptions rogue = rogue_ca->Daemon("worker-0").value();
+  rogue.ca_file = credentials_->ca_file();  // it trusts the coordinator; not the reverse
+  auto status = Client(rogue)->RegisterWorker(Registration(0, NewIncarnation()));
+  EXPECT_EQ(status.status().code(), absl::StatusCode::kUnavailable) << status.status();
+  EXPECT_EQ(client::CountInState(*Client(credentials_->Viewer())->GetClusterStatus(), v1::ALIVE),
+            0);
+}
+
+TEST_F(SecurityTest, ExpiredWorkerCertificateIsRefused) {
+  auto ca = CertificateAuthority::Open(credentials_->dir());
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  CertRequest old;
+  old.name = "worker-old";
+  old.not_before = absl::Now() - absl::Hours(48);
+  old.not_after = absl::Now() - absl::Hours(1);
+  ASSERT_TRUE((*ca)->Issue(old).ok());
+  TlsOptions expired = credentials_->Daemon("worker-old").value();  // the expired files
+  auto status = Client(expired)->RegisterWorker(Registration(0, NewIncarnation()));
+  EXPECT_EQ(status.status().code(), absl::StatusCode::kUnavailable) << status.status();
+  // lockstepd refuses it at start, naming the flag and the reason.
+  absl::Status check = CheckTlsOptions(expired, /*need_identity=*/true);
+  EXPECT_THAT(check.message(), HasSubstr("--tls_cert"));
+  EXPECT_THAT(check.message(), HasSubstr("expired"));
+}
+
+TEST_F(SecurityTest, TokensAreAuthenticatedAndAuthorizedByRole) {
+  // No token, an unknown token: UNAUTHENTICATED.
+  TlsOptions anonymous;
+  anonymous.ca_file = credentials_->ca_file();
+  EXPECT_EQ(Client(anonymous)->GetClusterStatus().status().code(),
+            absl::StatusCode::kUnauthenticated);
+  TlsOptions unknown = anonymous;
+  unknown.token = NewBearerToken();
+  EXPECT_EQ(Client(unknown)->GetClusterStatus().status().code(),
+            absl::StatusCode::kUnauthenticated);
+
+  // A viewer sees but does not change.
+  EXPECT_TRUE(Client(credentials_->Viewer())->GetClusterStatus().ok());
+  auto viewer =
+      client::JobClient::Create(server_->local_address(), credentials_->Viewer(), absl::Seconds(3));
+  ASSERT_TRUE(viewer.ok());
+  EXPECT_TRUE((*viewer)->List().ok());
+  auto submitted = (*viewer)->Submit(v1::JobSpec());
+  EXPECT_EQ(submitted.status().code(), absl::StatusCode::kPermissionDenied) << submitted.status();
+  EXPECT_THAT(submitted.status().message(), HasSubstr("SubmitJob is for operator only"));
+  EXPECT_THAT(submitted.status().message(), HasSubstr("viewer local-viewer"));
+  EXPECT_EQ((*viewer)->Cancel("job-000001").status().code(), absl::StatusCode::kPermissionDenied);
+
+  // An operator gets past authorization to the job service (which refuses an empty spec).
+  auto op = client::JobClient::Create(server_->local_address(), credentials_->Operator(),
+                                      absl::Seconds(3));
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ((*op)->Submit(v1::JobSpec()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SecurityTest, ReplacedTokensTakeEffectAtOnce) {
+  auto viewer = Client(credentials_->Viewer());
+  ASSERT_TRUE(viewer->GetClusterStatus().ok());
+  const std::string fresh = NewBearerToken();
+  auto table = coordinator::TokenTable::Parse(absl::StrCat(fresh, " viewer fresh\n"), "test");
+  ASSERT_TRUE(table.ok()) << table.status();
+  server_->SetTokens(*std::move(table));
+  // The same channel: a revoked token is refused from the next call on.
+  EXPECT_EQ(viewer->GetClusterStatus().status().code(), absl::StatusCode::kUnauthenticated);
+  TlsOptions tls = credentials_->Viewer();
+  tls.token = fresh;
+  EXPECT_TRUE(Client(tls)->GetClusterStatus().ok());
+}
+
+TEST_F(SecurityTest, ClientsNeverReachWorkerRpcsAndWorkersNeverClientRpcs) {
+  auto operator_client = Client(credentials_->Operator());
+  auto registered = operator_client->RegisterWorker(Registration(0, NewIncarnation()));
+  EXPECT_EQ(registered.status().code(), absl::StatusCode::kPermissionDenied) << registered.status();
+  EXPECT_EQ(operator_client->GetKey("jobs/x/1/secret", absl::Milliseconds(10)).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(operator_client->SetKey("k", "v", true).code(), absl::StatusCode::kPermissionDenied);
+
+  auto worker = Worker("worker-0");
+  EXPECT_EQ(worker->GetClusterStatus().status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(worker->SetKey("k", "v", true).ok());
+  EXPECT_EQ(*worker->GetKey("k", absl::Milliseconds(10)), "v");
+}
+
+TEST_F(SecurityTest, AWorkerIdentityHoldsItsTask) {
+  auto a = Worker("host-a");
+  auto b = Worker("host-b");
+  const uint64_t incarnation = NewIncarnation();
+  auto registered = a->RegisterWorker(Registration(0, incarnation));
+  ASSERT_TRUE(registered.ok()) << registered.status();
+
+  v1::HeartbeatRequest hb;
+  *hb.mutable_task() = registered->task();
+  hb.set_incarnation(incarnation);
+  EXPECT_TRUE(a->Heartbeat(hb).ok());
+  auto stolen = b->Heartbeat(hb);
+  EXPECT_EQ(stolen.status().code(), absl::StatusCode::kPermissionDenied) << stolen.status();
+  EXPECT_THAT(stolen.status().message(), HasSubstr("task worker/0 is held by identity \"host-a\""));
+
+  v1::WatchAssignmentsRequest watch;
+  *watch.mutable_task() = registered->task();
+  watch.set_incarnation(incarnation);
+  auto stream = b->WatchAssignments(watch);
+  ASSERT_TRUE(stream.ok());
+  EXPECT_EQ((*stream)->Next().status().code(), absl::StatusCode::kPermissionDenied);
+
+  v1::DeregisterRequest leave;
+  *leave.mutable_task() = registered->task();
+  leave.set_incarnation(incarnation);
+  EXPECT_EQ(b->Deregister(leave).code(), absl::StatusCode::kPermissionDenied);
+  // Re-registering host-a's incarnation under host-b is no retry either.
+  EXPECT_EQ(b->RegisterWorker(Registration(0, incarnation)).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(a->Deregister(leave).ok());
+}
+
+TEST_F(SecurityTest, ClientCertificatesCarryTheirRole) {
+  auto ca = CertificateAuthority::Open(credentials_->dir());
+  ASSERT_TRUE(ca.ok());
+  CertRequest r;
+  r.name = "val";
+  r.client = true;
+  r.role = "viewer";
+  ASSERT_TRUE((*ca)->Issue(r).ok());
+  TlsOptions tls = credentials_->Daemon("val").value();  // the files just issued
+  EXPECT_TRUE(Client(tls)->GetClusterStatus().ok());
+  auto jobs = client::JobClient::Create(server_->local_address(), tls, absl::Seconds(3));
+  EXPECT_EQ((*jobs)->Submit(v1::JobSpec()).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Client(tls)->RegisterWorker(Registration(0, NewIncarnation())).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(SecurityTest, RotatedCertificatesAreTakenWithoutRestart) {
+  // A new CA replaces the old one in the coordinator's files (renamed into place, as a
+  // deployment would); within the reload interval, new connections need the new CA.
+  const std::string next_dir = TmpDir("rotated");
+  auto next = client::LocalCredentials::Create(next_dir);
+  ASSERT_TRUE(next.ok()) << next.status();
+  const std::string dir = credentials_->dir();
+  for (const char* file : {"coordinator.crt", "coordinator.key", "ca.crt"}) {
+    ASSERT_EQ(
+        rename(absl::StrCat(next_dir, "/", file).c_str(), absl::StrCat(dir, "/", file).c_str()), 0);
+  }
+  TlsOptions next_worker = next->Daemon("worker-0").value();
+  next_worker.ca_file = absl::StrCat(dir, "/ca.crt");
+  bool rotated = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  while (!rotated && absl::Now() < deadline) {
+    rotated = Client(next_worker)->RegisterWorker(Registration(0, NewIncarnation())).ok();
+    if (!rotated) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(rotated) << "the coordinator never took the new certificates";
+}
+
+TEST(InsecureTest, EverythingIsAllowedAndStatusSaysSo) {
+  coordinator::CoordinatorServerOptions o;
+  o.host = "127.0.0.1";
+  o.tls.insecure = true;
+  auto server = coordinator::CoordinatorServer::Create(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = worker::GrpcCoordinatorClient::Create((*server)->local_address(),
+                                                      TlsOptions{.insecure = true});
+  ASSERT_TRUE(client.ok());
+  v1::RegisterWorkerRequest r;
+  r.set_address("127.0.0.1:31000");
+  r.set_incarnation(NewIncarnation());
+  EXPECT_TRUE((*client)->RegisterWorker(r).ok());
+  auto status = (*client)->GetClusterStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(status->insecure());
+}
+
+TEST(SecureByDefaultTest, BinariesRefuseToStartWithoutTlsMaterialUnlessInsecure) {
+  const std::string dir = TmpDir("no_tls");
+  Result coordinator = RunTool({Runfile("coordinator/lockstep-coordinator"), "--port=0",
+                                absl::StrCat("--state_dir=", dir, "/state")},
+                               dir + "/coordinator.out");
+  EXPECT_EQ(coordinator.exit_code, 2) << coordinator.output;
+  EXPECT_THAT(coordinator.output, HasSubstr("--tls_ca"));
+  EXPECT_THAT(coordinator.output, HasSubstr("--insecure"));
+
+  Result worker =
+      RunTool({Runfile("worker/lockstepd"), "--coordinator=127.0.0.1:1"}, dir + "/worker.out");
+  EXPECT_EQ(worker.exit_code, 2) << worker.output;
+  EXPECT_THAT(worker.output, HasSubstr("--tls_ca"));
+
+  Result cli = RunTool({Runfile("client/lockstep"), "status", "--coordinator=127.0.0.1:1"},
+                       dir + "/cli.out", {{"HOME", dir}});
+  EXPECT_EQ(cli.exit_code, 2) << cli.output;
+  EXPECT_THAT(cli.output, HasSubstr("--tls_ca"));
+
+  // With --insecure they start, and say what it costs.
+  Result insecure =
+      RunTool({Runfile("client/lockstep"), "status", "--insecure", "--coordinator=127.0.0.1:1"},
+              dir + "/cli_insecure.out", {{"HOME", dir}});
+  EXPECT_THAT(insecure.output, HasSubstr("warning: --insecure"));
+}
+
+TEST(SecureByDefaultTest, LocalClusterRunsTlsAndInsecureOnlyWhenAsked) {
+  for (bool insecure : {false, true}) {
+    client::LocalClusterOptions o;
+    o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");
+    o.lockstepd_bin = Runfile("worker/lockstepd");
+    o.workers = 1;
+    o.work_dir = TmpDir(insecure ? "local_insecure" : "local_tls");
+    o.insecure = insecure;
+    auto cluster = client::LocalCluster::StartCoordinator(o);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    ASSERT_TRUE((*cluster)->StartWorkers().ok());
+    auto status = (*cluster)->WaitForAlive(1, absl::Now() + absl::Seconds(20));
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(status->insecure(), insecure);
+    const std::string log = testing::ReadFile(o.work_dir + "/coordinator.log");
+    if (insecure) {
+      EXPECT_THAT(log, HasSubstr("authentication and authorization OFF"));
+    } else {
+      EXPECT_THAT(log, HasSubstr("(TLS)"));
+      EXPECT_THAT(log, HasSubstr("identity worker-0"));
+    }
+    // `lockstep status` with the cluster's flags, and without a token.
+    std::vector<std::string> argv = {Runfile("client/lockstep"), "status",
+                                     "--coordinator=" + (*cluster)->coordinator_address()};
+    std::vector<std::string> flags = (*cluster)->cli_flags();
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    Result r = RunTool(argv, o.work_dir + "/status.out", {{"HOME", o.work_dir}});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.find("WARNING: the cluster runs --insecure") != std::string::npos, insecure)
+        << r.output;
+    if (!insecure) {
+      Result anonymous = RunTool({Runfile("client/lockstep"), "status",
+                                  "--coordinator=" + (*cluster)->coordinator_address(),
+                                  "--tls_ca=" + (*cluster)->credentials()->ca_file()},
+                                 o.work_dir + "/anonymous.out", {{"HOME", o.work_dir}});
+      EXPECT_EQ(anonymous.exit_code, 1) << anonymous.output;
+      EXPECT_THAT(anonymous.output, HasSubstr("no known credentials"));
+    }
+  }
+}
+
+// The README's "Security" steps with the real binaries: `lockstep certs` makes the material,
+// the daemons run mutual TLS with it, and the CLI's token decides what it may do.
+TEST(SecureByDefaultTest, ClusterByHandWithLockstepCerts) {
+  const std::string dir = TmpDir("by_hand");
+  const std::string tls = dir + "/tls";
+  const std::string lockstep = Runfile("client/lockstep");
+  auto run = [&](std::vector<std::string> argv) {
+    Result r = RunTool(std::move(argv), dir + "/cli.out", {{"HOME", dir}});
+    return r;
+  };
+  ASSERT_EQ(run({lockstep, "certs", "init", "--dir=" + tls}).exit_code, 0);
+  EXPECT_EQ(run({lockstep, "certs", "init", "--dir=" + tls}).exit_code, 1);  // never overwritten
+  ASSERT_EQ(run({lockstep, "certs", "issue", "--dir=" + tls, "--name=coordinator-host",
+                 "--san=localhost,127.0.0.1"})
+                .exit_code,
+            0);
+  ASSERT_EQ(run({lockstep, "certs", "issue", "--dir=" + tls, "--name=host1"}).exit_code, 0);
+  Result op = run({lockstep, "certs", "token"});
+  Result view = run({lockstep, "certs", "token"});
+  ASSERT_EQ(op.exit_code, 0);
+  const std::string op_token = op.output.substr(0, op.output.find('\n'));
+  const std::string view_token = view.output.substr(0, view.output.find('\n'));
+  ASSERT_EQ(op_token.size(), 64u) << op.output;
+  {
+    std::ofstream tokens(dir + "/tokens");
+    tokens << op_token << " operator ops\n" << view_token << " viewer dash\n";
+  }
+
+  client::SubprocessOptions c;
+  c.argv = {Runfile("coordinator/lockstep-coordinator"),
+            "--host=127.0.0.1",
+            "--port=0",
+            "--port_file=" + dir + "/port",
+            "--state_dir=" + dir + "/state",
+            "--tls_ca=" + tls + "/ca.crt",
+            "--tls_cert=" + tls + "/coordinator-host.crt",
+            "--tls_key=" + tls + "/coordinator-host.key",
+            "--tokens_file=" + dir + "/tokens"};
+  c.log_file = dir + "/coordinator.log";
+  auto coordinator = client::Subprocess::Start(c);
+  ASSERT_TRUE(coordinator.ok());
+  absl::StatusOr<int> port = WaitForPortFile(dir + "/port", absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(port.ok()) << port.status();
+  const std::string address = absl::StrCat("127.0.0.1:", *port);
+
+  client::SubprocessOptions w;
+  w.argv = {Runfile("worker/lockstepd"), "--coordinator=" + address, "--tls_ca=" + tls + "/ca.crt",
+            "--tls_cert=" + tls + "/host1.crt", "--tls_key=" + tls + "/host1.key"};
+  w.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
+  w.log_file = dir + "/lockstepd.log";
+  auto worker = client::Subprocess::Start(w);
+  ASSERT_TRUE(worker.ok());
+
+  // `lockstep status` as the viewer until its output holds `expected` or `limit` passes.
+  auto viewer_status_until = [&](const std::string& expected, absl::Duration limit) {
+    const absl::Time deadline = absl::Now() + limit;
+    Result r;
+    do {
+      r = run({lockstep, "status", "--coordinator=" + address, "--tls_ca=" + tls + "/ca.crt",
+               "--token=" + view_token});
+      absl::SleepFor(absl::Milliseconds(20));  // between polls: each starts a process
+    } while (r.output.find(expected) == std::string::npos && absl::Now() < deadline);
+    return r;
+  };
+  Result r = viewer_status_until("1 ALIVE", absl::Seconds(20));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("1 task(s): 1 ALIVE"));
+  EXPECT_THAT(testing::ReadFile(dir + "/coordinator.log"), HasSubstr("identity host1"));
+
+  // The token may come from the config file too; a viewer may not cancel.
+  {
+    std::ofstream config(dir + "/config");
+    config << "coordinator: " << address << "\nca: " << tls << "/ca.crt\ntoken: " << view_token
+           << "\n";
+  }
+  r = run({lockstep, "cancel", "job-000001", "--config=" + dir + "/config"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("CancelJob is for operator only"));
+  r = run({lockstep, "cancel", "job-000001", "--config=" + dir + "/config", "--token=" + op_token});
+  EXPECT_THAT(r.output, HasSubstr("job-000001 not found")) << r.output;  // authorized
+
+  // SIGHUP reloads the tokens file: the viewer's token, removed, is refused.
+  {
+    std::ofstream tokens(dir + "/tokens", std::ios::trunc);
+    tokens << op_token << " operator ops\n";
+  }
+  (*coordinator)->Signal(SIGHUP);
+  r = viewer_status_until("no known credentials", absl::Seconds(10));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("no known credentials"));
+  EXPECT_THAT(testing::ReadFile(dir + "/coordinator.log"), HasSubstr("1 client token(s) reloaded"));
+
+  (*worker)->Stop(absl::Seconds(3));
+  (*coordinator)->Stop(absl::Seconds(3));
+}
+
+}  // namespace
+}  // namespace lockstep
