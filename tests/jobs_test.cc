@@ -565,10 +565,11 @@ void ExpectBitwiseEqual(const v1::Checkpoint& a, const v1::Checkpoint& b) {
 }
 
 // A job with restart_policy.max_restarts survives a SIGKILLed worker, then a SIGKILLed
-// chief whose host lost its disk (checkpoint.dir and its own copies deleted): each time it
-// is RESTARTING until the killed lockstepd is started again, resumes from the newest
-// checkpoint a surviving worker holds (sent over the data plane), and ends SUCCEEDED with
-// weights bitwise equal to an uninterrupted run of the same spec on the same two workers.
+// chief whose host lost its disk (checkpoint.dir and its own copies deleted), then a
+// SIGTERMed worker (a preemption: not counted as a restart, no step lost): each time it is
+// RESTARTING until the lockstepd is started again, resumes from the newest checkpoint a
+// surviving worker holds (sent over the data plane), and ends SUCCEEDED with weights
+// bitwise equal to an uninterrupted run of the same spec on the same two workers.
 TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) {
   auto run_to_end = [&](const std::string& id) {
     auto last = jobs_->Watch(
@@ -590,9 +591,11 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
     int worker;
     int64_t at_step;
     bool lose_disk;  // its checkpoint directories are gone with it
+    int signal;
   };
   int attempt = 1;
-  for (const Kill& kill : {Kill{1, 300, false}, Kill{0, 2000, true}}) {
+  for (const Kill& kill :
+       {Kill{1, 300, false, SIGKILL}, Kill{0, 2000, true, SIGKILL}, Kill{1, 4000, false, SIGTERM}}) {
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     absl::StatusOr<v1::GetJobResponse> job;
     while (absl::Now() < deadline) {
@@ -605,9 +608,17 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
       ASSERT_FALSE(client::JobEnded(job->job().state())) << job->job().reason();
       absl::SleepFor(absl::Milliseconds(5));
     }
-    cluster_->worker(kill.worker)->Signal(SIGKILL);
+    cluster_->worker(kill.worker)->Signal(kill.signal);
     const absl::Time killed = absl::Now();
-    ASSERT_TRUE(cluster_->worker(kill.worker)->Wait(killed + absl::Seconds(10)).ok());
+    absl::StatusOr<int> exited = cluster_->worker(kill.worker)->Wait(killed + absl::Seconds(10));
+    ASSERT_TRUE(exited.ok()) << exited.status();
+    if (kill.signal == SIGTERM) {
+      // A preemption: the group stopped after one step with a checkpoint, the worker's final
+      // report went out, and it left cleanly, well within its 15 s grace.
+      EXPECT_EQ(*exited, 0);
+      std::cerr << "worker/" << kill.worker << " exited 0 " << absl::Now() - killed
+                << " after SIGTERM\n";
+    }
     if (kill.lose_disk) {
       ASSERT_EQ(std::system(absl::StrCat("rm -rf '", spec.checkpoint().dir(), "' '", dir(),
                                          "/worker-", kill.worker, "'")
@@ -625,6 +636,9 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
     ASSERT_TRUE(restarting) << client::FormatJobDescription(*job);
     const absl::Duration detected = absl::Now() - killed;
     EXPECT_THAT(job->job().reason(), HasSubstr(absl::StrCat("worker/", kill.worker)));
+    if (kill.signal == SIGTERM) {
+      EXPECT_THAT(job->job().reason(), HasSubstr("was preempted (lockstepd received SIGTERM)"));
+    }
     ASSERT_TRUE(cluster_->StartWorker(kill.worker).ok());
     ++attempt;
     while (absl::Now() < killed + absl::Seconds(30)) {
@@ -637,11 +651,13 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
     std::cerr << "worker/" << kill.worker << " killed at step >= " << kill.at_step
               << ": RESTARTING after " << detected << ", attempt " << attempt << " restored step "
               << job->job().progress().restored_step() << " after " << absl::Now() - killed << "\n";
-    EXPECT_GE(job->job().progress().restored_step(), kill.at_step - 100);
+    // A kill loses the steps since the last checkpoint; a preemption none.
+    EXPECT_GE(job->job().progress().restored_step(),
+              kill.signal == SIGTERM ? kill.at_step : kill.at_step - 100);
   }
   const v1::JobRecord done = run_to_end(*id);
   ASSERT_EQ(done.state(), v1::SUCCEEDED) << done.reason();
-  EXPECT_EQ(done.restarts(), 2);
+  EXPECT_EQ(done.restarts(), 2);  // the preemption is not counted
   Result r = Cli({"describe", *id});
   EXPECT_THAT(r.output, HasSubstr("restarts: 2 of 2 allowed")) << r.output;
   EXPECT_THAT(r.output, HasSubstr("RESTARTING (attempt 1): worker/1")) << r.output;
