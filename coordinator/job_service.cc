@@ -15,21 +15,11 @@ namespace lockstep {
 namespace coordinator {
 namespace {
 
-bool IsTrainingTask(const v1::TaskStatus& t) {
-  return t.task().type() == "worker" || t.task().type() == "chief";
-}
-
-TaskRef RefOf(const v1::TaskStatus& t) { return TaskRef{t.task().type(), t.task().index()}; }
-
-bool EndedAttempt(v1::JobReport::Phase phase) {
-  return phase == v1::JobReport::DONE || phase == v1::JobReport::FAILED ||
-         phase == v1::JobReport::ABORTED || phase == v1::JobReport::PREEMPTED;
-}
-
-// Workers a job needs; 0 means "every ALIVE training worker".
-int WorkersNeeded(const v1::JobSpec& spec) {
-  if (spec.num_workers() > 0) return spec.num_workers();
-  return EffectiveStrategy(spec) == v1::MULTI_WORKER_MIRRORED ? 0 : 1;
+// The membership snapshot by task.
+std::map<TaskRef, const v1::TaskStatus*> ByRef(const std::vector<v1::TaskStatus>& tasks) {
+  std::map<TaskRef, const v1::TaskStatus*> by_ref;
+  for (const v1::TaskStatus& t : tasks) by_ref[RefOf(t)] = &t;
+  return by_ref;
 }
 
 v1::JobProgress ProgressOf(const v1::JobReport& r) {
@@ -100,7 +90,7 @@ absl::Status JobService::Recover() {
         LS_RETURN_IF_ERROR(
             store_->UpdateState(job.id(), v1::RESTARTING, RestartReason(why, job, max_restarts))
                 .status());
-        pending_.insert(job.id());
+        scheduler_.Enqueue(job.id());
       } else {
         LS_RETURN_IF_ERROR(
             store_
@@ -109,7 +99,7 @@ absl::Status JobService::Recover() {
                 .status());
       }
     } else if (job.state() == v1::PENDING || job.state() == v1::RESTARTING) {
-      pending_.insert(job.id());
+      scheduler_.Enqueue(job.id());
     }
   }
   return absl::OkStatus();
@@ -135,7 +125,7 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   absl::MutexLock l(&mu_);
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
   LS_ASSIGN_OR_RETURN(v1::JobRecord record, store_->Create(spec.name(), spec.SerializeAsString()));
-  pending_.insert(record.id());
+  scheduler_.Enqueue(record.id());
   ChangedLocked(record.id(), "submitted: PENDING");
   ScheduleLocked();
   return record.id();
@@ -148,16 +138,14 @@ absl::StatusOr<v1::GetJobResponse> JobService::Get(const std::string& id) {
   if (!out.mutable_spec()->ParseFromString(out.job().spec())) {
     return absl::DataLossError(absl::StrCat("job ", id, ": stored spec cannot be parsed"));
   }
+  const JobAttempt* attempt = nullptr;
   if (auto it = active_.find(id); it != active_.end()) {
-    for (const TaskRef& t : it->second.tasks) {
-      auto r = it->second.reports.find(t);
-      if (r != it->second.reports.end()) *out.add_workers() = r->second;
-    }
+    attempt = &it->second;
   } else if (auto e = ended_.find(id); e != ended_.end()) {
-    for (const TaskRef& t : e->second.tasks) {
-      auto r = e->second.reports.find(t);
-      if (r != e->second.reports.end()) *out.add_workers() = r->second;
-    }
+    attempt = &e->second;
+  }
+  if (attempt != nullptr) {
+    for (v1::JobReport& r : attempt->Reports()) *out.add_workers() = std::move(r);
   }
   return out;
 }
@@ -179,8 +167,7 @@ absl::StatusOr<v1::JobRecord> JobService::Cancel(const std::string& id, const st
     EndLocked(id, v1::CANCELLED, why);
   } else {
     LS_RETURN_IF_ERROR(store_->UpdateState(id, v1::CANCELLED, why).status());
-    pending_.erase(id);
-    restart_workers_.erase(id);
+    scheduler_.Remove(id);
     ChangedLocked(id, absl::StrCat("CANCELLED: ", why));
   }
   ScheduleLocked();
@@ -263,22 +250,16 @@ absl::StatusOr<v1::Assignment> JobService::NextAssignment(const TaskRef& task, u
 
 void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>& reports) {
   absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
   for (const v1::JobReport& r : reports) {
     auto it = active_.find(r.job_id());
-    if (it == active_.end() || it->second.attempt != r.attempt()) {
+    if (it == active_.end() || it->second.attempt() != r.attempt()) {
       if (auto e = ended_.find(r.job_id());
-          e != ended_.end() && e->second.attempt == r.attempt() &&
-          std::find(e->second.tasks.begin(), e->second.tasks.end(), task) !=
-              e->second.tasks.end()) {
-        e->second.reports[task] = r;
-        if (EndedAttempt(r.phase())) {
-          e->second.leaving.erase(task);  // left: may run the next job
-        } else {
-          e->second.leaving[task] = clock_->Now() + failure_grace_;  // still in it
-        }
+          e != ended_.end() && e->second.attempt() == r.attempt()) {
+        e->second.OnLeavingReport(task, r, now, failure_grace_);
       }
       // A report on an attempt that is over: make sure the worker drops it.
-      if (!EndedAttempt(r.phase())) {
+      if (!EndsAttempt(r.phase())) {
         v1::Assignment a;
         a.mutable_abort()->set_job_id(r.job_id());
         a.mutable_abort()->set_attempt(r.attempt());
@@ -288,29 +269,17 @@ void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>
       }
       continue;
     }
-    Active& job = it->second;
-    const auto rank = std::find(job.tasks.begin(), job.tasks.end(), task) - job.tasks.begin();
-    if (rank == static_cast<long>(job.tasks.size())) continue;  // not one of its workers
-    job.reports[task] = r;
+    JobAttempt& job = it->second;
+    const int rank = job.RankOf(task);
+    if (rank < 0) continue;  // not one of its workers
     if (rank == 0) {
       // The chief's figures are the job's.
       if (store_->UpdateProgress(r.job_id(), ProgressOf(r)).ok()) {
         ChangedLocked(r.job_id(), absl::StrCat("step ", r.step(), "/", r.total_steps()));
       }
     }
-    if (r.phase() == v1::JobReport::PREEMPTED && job.preemption.empty()) {
-      job.preemption = absl::StrCat("preempted after step ", r.step(), ": checkpoint written");
-    }
-    if (r.phase() == v1::JobReport::PREEMPTED && !r.preemption().empty()) {
-      job.preemption =
-          absl::StrCat(task.ToString(), " (rank ", rank, ") was preempted (", r.preemption(),
-                       "); the job stopped after step ", r.step(), " with a checkpoint");
-    }
-    if (r.phase() == v1::JobReport::FAILED && job.failure.empty()) {
-      job.failure = absl::StrCat(task.ToString(), " (rank ", rank,
-                                 ") failed: ", r.error().empty() ? "no error given" : r.error());
-      job.fail_at = clock_->Now() + failure_grace_;
-      AbortOthersLocked(r.job_id(), job, task, job.failure);
+    if (job.OnReport(task, r, now, failure_grace_)) {
+      AbortLocked(job, job.Unended(task), job.failure());
     }
     SettleLocked(r.job_id());
   }
@@ -320,70 +289,51 @@ void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>
 void JobService::SettleLocked(const std::string& id) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
-  const Active& job = it->second;
-  int done = 0, ended = 0;
-  for (const TaskRef& t : job.tasks) {
-    auto r = job.reports.find(t);
-    if (r == job.reports.end()) continue;
-    done += r->second.phase() == v1::JobReport::DONE;
-    ended += EndedAttempt(r->second.phase());
-  }
-  const int n = static_cast<int>(job.tasks.size());
-  if (job.failure.empty() && !job.preemption.empty() && ended == n) {
-    // Not a failure: the next attempt resumes from the step the group stopped after.
-    restart_workers_[id] = n;
-    EndLocked(id, v1::RESTARTING,
-              absl::StrCat(job.preemption,
-                           "; restarting from it (a preemption: not counted "
-                           "against restart_policy.max_restarts)"),
-              /*counts_as_restart=*/false);
-    pending_.insert(id);
-  } else if (job.failure.empty() && done == n) {
-    const v1::JobReport& chief = job.reports.at(job.tasks[0]);
-    EndLocked(id, v1::SUCCEEDED,
-              absl::StrCat("every worker finished: ", chief.step(), " steps, loss ", chief.loss()));
-  } else if (!job.failure.empty() && ended == n) {
-    FailLocked(id, job.failure);
+  const JobAttempt& job = it->second;
+  switch (job.Settle(clock_->Now())) {
+    case JobAttempt::Outcome::kUndecided:
+      return;
+    case JobAttempt::Outcome::kSucceeded: {
+      const v1::JobReport& chief = *job.ReportOf(0);
+      EndLocked(
+          id, v1::SUCCEEDED,
+          absl::StrCat("every worker finished: ", chief.step(), " steps, loss ", chief.loss()));
+      return;
+    }
+    case JobAttempt::Outcome::kFailed:
+      FailLocked(id, job.failure());
+      return;
+    case JobAttempt::Outcome::kPreempted: {
+      // Not a failure: the next attempt resumes from the step the group stopped after.
+      const int workers = job.size();
+      EndLocked(id, v1::RESTARTING,
+                absl::StrCat(job.preemption(),
+                             "; restarting from it (a preemption: not counted against "
+                             "restart_policy.max_restarts)"),
+                /*counts_as_restart=*/false);
+      scheduler_.Enqueue(id, workers);
+      return;
+    }
   }
 }
 
 void JobService::Tick() {
   const std::vector<v1::TaskStatus> tasks = membership_->Snapshot();
+  const std::map<TaskRef, const v1::TaskStatus*> by_ref = ByRef(tasks);
   absl::MutexLock l(&mu_);
-  std::map<TaskRef, const v1::TaskStatus*> by_ref;
-  for (const v1::TaskStatus& t : tasks) by_ref[RefOf(t)] = &t;
   std::vector<std::pair<std::string, std::string>> to_fail;
+  std::vector<std::string> to_settle;
   for (const auto& [id, job] : active_) {
-    for (size_t rank = 0; rank < job.tasks.size(); ++rank) {
-      const TaskRef& ref = job.tasks[rank];
-      auto r = job.reports.find(ref);
-      if (r != job.reports.end() && EndedAttempt(r->second.phase())) continue;
-      auto t = by_ref.find(ref);
-      std::string why;
-      if (t == by_ref.end()) {
-        why = "is no longer registered";
-      } else if (t->second->incarnation() != job.incarnations.at(ref)) {
-        why = absl::StrCat("restarted (incarnation ", ShortIncarnation(t->second->incarnation()),
-                           " replaced ", ShortIncarnation(job.incarnations.at(ref)), ")");
-      } else if (t->second->state() == v1::LOST) {
-        why = absl::StrCat("was lost: no heartbeat for ",
-                           absl::FormatDuration(membership_->options().heartbeat_timeout),
-                           "; check that lockstepd at ", t->second->address(), " is running");
-      } else if (t->second->state() == v1::DEREGISTERED) {
-        why = "left the cluster (deregistered) while running the job";
-      }
-      if (why.empty()) continue;
-      std::string reason = absl::StrCat(ref.ToString(), " (rank ", rank, ") ", why);
-      if (!job.failure.empty()) absl::StrAppend(&reason, "; before that, ", job.failure);
-      to_fail.emplace_back(id, std::move(reason));
-      break;
-    }
-    if (to_fail.empty() || to_fail.back().first != id) {
-      if (!job.failure.empty() && clock_->Now() >= job.fail_at)
-        to_fail.emplace_back(id, job.failure);
+    std::string lost = job.FindLostWorker(by_ref, membership_->options().heartbeat_timeout);
+    if (!lost.empty()) {
+      if (!job.failure().empty()) absl::StrAppend(&lost, "; before that, ", job.failure());
+      to_fail.emplace_back(id, std::move(lost));
+    } else {
+      to_settle.push_back(id);  // a failure whose grace ran out
     }
   }
   for (const auto& [id, reason] : to_fail) FailLocked(id, reason);
+  for (const std::string& id : to_settle) SettleLocked(id);
   ScheduleLocked();
 }
 
@@ -391,9 +341,9 @@ std::map<TaskRef, std::pair<std::string, int64_t>> JobService::RunningTasks() {
   absl::MutexLock l(&mu_);
   std::map<TaskRef, std::pair<std::string, int64_t>> out;
   for (const auto& [id, job] : active_) {
-    for (const TaskRef& t : job.tasks) {
-      auto r = job.reports.find(t);
-      out[t] = {id, r == job.reports.end() ? 0 : r->second.step()};
+    for (int rank = 0; rank < job.size(); ++rank) {
+      const v1::JobReport* r = job.ReportOf(rank);
+      out[job.workers()[rank].task] = {id, r == nullptr ? 0 : r->step()};
     }
   }
   return out;
@@ -405,26 +355,26 @@ void JobService::Shutdown() {
 }
 
 void JobService::ScheduleLocked() {
-  if (shutdown_ || pending_.empty()) return;
+  if (shutdown_ || scheduler_.empty()) return;
   const std::vector<v1::TaskStatus> tasks = membership_->Snapshot();
-  ReleaseLeftLocked(tasks);
-  while (!pending_.empty()) {
-    const std::string id = *pending_.begin();
+  const std::map<TaskRef, const v1::TaskStatus*> by_ref = ByRef(tasks);
+  for (auto& [id, job] : ended_) job.ReleaseLeft(by_ref, clock_->Now());
+  for (const std::string& id : scheduler_.Queue()) {
     absl::StatusOr<v1::JobRecord> record = store_->Get(id);
     if (!record.ok() || (record->state() != v1::PENDING && record->state() != v1::RESTARTING)) {
-      pending_.erase(id);
+      scheduler_.Remove(id);
       continue;
     }
     if (!TryStartLocked(*record, tasks)) return;  // oldest first: the others wait behind it
-    pending_.erase(id);
+    scheduler_.Remove(id);
   }
 }
 
 bool JobService::TryStartLocked(const v1::JobRecord& record,
                                 const std::vector<v1::TaskStatus>& tasks) {
   const std::string& id = record.id();
-  if (auto prev = ended_.find(id); prev != ended_.end() && !prev->second.leaving.empty()) {
-    return false;  // a restart waits until every worker left the failed attempt
+  if (auto prev = ended_.find(id); prev != ended_.end() && !prev->second.AllLeft()) {
+    return false;  // a restart waits until every worker left the attempt it replaces
   }
   v1::JobSpec spec;
   if (!spec.ParseFromString(record.spec())) {
@@ -432,25 +382,17 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     ChangedLocked(id, "FAILED: the stored spec cannot be parsed");
     return true;
   }
-  std::vector<const v1::TaskStatus*> alive, idle;
-  for (const v1::TaskStatus& t : tasks) {
-    if (t.state() != v1::ALIVE || !IsTrainingTask(t)) continue;
-    alive.push_back(&t);
-    if (!IsBusyLocked(RefOf(t))) idle.push_back(&t);
-  }
-  int needed = WorkersNeeded(spec);
-  if (auto r = restart_workers_.find(id); r != restart_workers_.end()) needed = r->second;
-  if (needed == 0) {
-    if (alive.empty() || idle.size() != alive.size()) return false;
-    needed = static_cast<int>(alive.size());
-  }
-  if (static_cast<int>(idle.size()) < needed) return false;
-  idle.resize(needed);
+  std::optional<std::vector<const v1::TaskStatus*>> chosen = ChooseWorkers(
+      scheduler_.WorkersFor(id, spec), tasks,
+      [this](const TaskRef& t) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsBusyLocked(t); });
+  if (!chosen.has_value()) return false;
   std::vector<WorkerSlot> slots;
   std::vector<std::string> names;
-  for (const v1::TaskStatus* t : idle) {
+  std::vector<AttemptWorker> workers;
+  for (const v1::TaskStatus* t : *chosen) {
     slots.push_back(WorkerSlot{RefOf(*t), t->address(), t->devices_size()});
     names.push_back(RefOf(*t).ToString());
+    workers.push_back(AttemptWorker{RefOf(*t), t->incarnation()});
   }
   const int attempt = record.attempt() + 1;
   absl::StatusOr<std::vector<v1::Partition>> parts =
@@ -474,20 +416,13 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     progress.clear_restored_step();
     (void)store_->UpdateProgress(id, std::move(progress));
   }
-  Active job;
-  job.attempt = attempt;
-  job.spec = spec;
-  for (size_t i = 0; i < idle.size(); ++i) {
-    const TaskRef ref = RefOf(*idle[i]);
-    job.tasks.push_back(ref);
-    job.incarnations[ref] = idle[i]->incarnation();
+  for (size_t i = 0; i < workers.size(); ++i) {
     v1::Assignment a;
     *a.mutable_run() = std::move((*parts)[i]);
-    PushLocked(ref, idle[i]->incarnation(), std::move(a));
+    PushLocked(workers[i].task, workers[i].incarnation, std::move(a));
   }
-  active_[id] = std::move(job);
   ended_.erase(id);
-  restart_workers_.erase(id);
+  active_.insert_or_assign(id, JobAttempt(id, attempt, std::move(spec), std::move(workers)));
   ChangedLocked(id, message);
   return true;
 }
@@ -495,12 +430,13 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
 void JobService::FailLocked(const std::string& id, const std::string& reason) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
-  const int max_restarts = it->second.spec.restart_policy().max_restarts();
+  const int max_restarts = it->second.spec().restart_policy().max_restarts();
   absl::StatusOr<v1::JobRecord> record = store_->Get(id);
   if (record.ok() && record->restarts() < max_restarts) {
-    restart_workers_[id] = static_cast<int>(it->second.tasks.size());
+    const int workers = it->second.size();
     EndLocked(id, v1::RESTARTING, RestartReason(reason, *record, max_restarts));
-    pending_.insert(id);  // scheduled like a pending job, once its workers left the attempt
+    // Queued like a pending job; it starts once its workers left the attempt.
+    scheduler_.Enqueue(id, workers);
     return;
   }
   EndLocked(
@@ -512,31 +448,23 @@ void JobService::EndLocked(const std::string& id, v1::JobState state, const std:
                            bool counts_as_restart) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
-  Active& job = it->second;
-  if (state != v1::SUCCEEDED) AbortOthersLocked(id, job, TaskRef{}, reason);
+  JobAttempt& job = it->second;
+  if (state != v1::SUCCEEDED) AbortLocked(job, job.Unended(), reason);
   (void)store_->UpdateState(id, state, reason, counts_as_restart);
-  for (const TaskRef& t : job.tasks) {
-    auto r = job.reports.find(t);
-    if (r == job.reports.end() || !EndedAttempt(r->second.phase())) {
-      job.leaving[t] = clock_->Now() + failure_grace_;
-    }
-  }
-  ended_[id] = std::move(job);
+  job.End(clock_->Now(), failure_grace_);
+  ended_.insert_or_assign(id, std::move(job));
   active_.erase(it);
   ChangedLocked(id, absl::StrCat(v1::JobState_Name(state), ": ", reason));
 }
 
-void JobService::AbortOthersLocked(const std::string& id, const Active& job, const TaskRef& except,
-                                   const std::string& reason) {
-  for (const TaskRef& t : job.tasks) {
-    if (t == except) continue;
-    auto r = job.reports.find(t);
-    if (r != job.reports.end() && EndedAttempt(r->second.phase())) continue;
+void JobService::AbortLocked(const JobAttempt& job, const std::vector<AttemptWorker>& workers,
+                             const std::string& reason) {
+  for (const AttemptWorker& w : workers) {
     v1::Assignment a;
-    a.mutable_abort()->set_job_id(id);
-    a.mutable_abort()->set_attempt(job.attempt);
+    a.mutable_abort()->set_job_id(job.job_id());
+    a.mutable_abort()->set_attempt(job.attempt());
     a.mutable_abort()->set_reason(reason);
-    PushLocked(t, job.incarnations.at(t), std::move(a));
+    PushLocked(w.task, w.incarnation, std::move(a));
   }
 }
 
@@ -550,44 +478,12 @@ void JobService::ChangedLocked(const std::string& id, std::string message) {
   changes_[id] = {++version_, std::move(message)};
 }
 
-// A worker leaves an ended attempt by reporting its end. Two things release it without
-// that report:
-// - It is no longer ALIVE under the incarnation it was given the job with (LOST,
-//   DEREGISTERED, restarted, gone): that process will report nothing more, and a worker
-//   that finds itself LOST or restarted drops its jobs; it must register again (and so
-//   become ALIVE) before it is given a new one.
-// - It said nothing about the attempt for the failure grace (at least heartbeat_timeout +
-//   heartbeat_interval, so at least one heartbeat fell in it). Every heartbeat carries a
-//   report of every job the worker still holds, finished ones included, so an ALIVE
-//   worker silent about the attempt no longer holds it: it never received the partition,
-//   or its final reports were lost on the way.
-// A worker whose heartbeats keep reporting the attempt as running is NOT released, however
-// long it takes: it says it still holds the job's threads, memory and ports, and a new
-// partition started beside it would compete with it or fail. Every such report is
-// answered with another abort (OnReports); if its executor never returns, the worker is
-// stuck, `lockstep describe` of the ended job shows it, and restarting its lockstepd (a
-// new incarnation) releases it. A silent worker therefore blocks nothing for longer than
-// the grace, and a stuck one blocks only the jobs that would need it.
-void JobService::ReleaseLeftLocked(const std::vector<v1::TaskStatus>& tasks) {
-  std::map<TaskRef, const v1::TaskStatus*> by_ref;
-  for (const v1::TaskStatus& t : tasks) by_ref[RefOf(t)] = &t;
-  const absl::Time now = clock_->Now();
-  for (auto& [id, job] : ended_) {
-    for (auto it = job.leaving.begin(); it != job.leaving.end();) {
-      auto t = by_ref.find(it->first);
-      const bool gone = t == by_ref.end() || t->second->state() != v1::ALIVE ||
-                        t->second->incarnation() != job.incarnations.at(it->first);
-      it = gone || now >= it->second ? job.leaving.erase(it) : std::next(it);
-    }
-  }
-}
-
 bool JobService::IsBusyLocked(const TaskRef& task) const {
   for (const auto& [id, job] : active_) {
-    if (std::find(job.tasks.begin(), job.tasks.end(), task) != job.tasks.end()) return true;
+    if (job.Holds(task)) return true;
   }
   for (const auto& [id, job] : ended_) {
-    if (job.leaving.count(task) > 0) return true;
+    if (job.Holds(task)) return true;
   }
   return false;
 }

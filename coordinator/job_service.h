@@ -25,14 +25,18 @@
 // too when it has restarts left. A preemption (a worker's lockstepd got SIGTERM: its group
 // stopped after one step with a checkpoint and every worker reports PREEMPTED) makes the
 // job RESTARTING without counting a restart.
+// Each attempt is a JobAttempt (job_attempt.h: its workers, reports and named transitions);
+// the queue of PENDING and RESTARTING jobs and the choice of workers is the Scheduler's
+// (scheduler.h).
 // Leaving: a job that ended keeps each of its workers busy (no new partition is pushed to
-// it) until that worker has left the attempt: it reported its end (DONE, FAILED or
-// ABORTED: its executor has returned and its collectives are closed), or it is no longer
+// it) until that worker has left the attempt: it reported its end (DONE, FAILED, ABORTED or
+// PREEMPTED: its executor has returned and its collectives are closed), or it is no longer
 // ALIVE under the incarnation it was given the job with, or it said nothing about the
-// attempt for the failure grace (see ReleaseLeftLocked for why the bound is silence).
+// attempt for the failure grace (see JobAttempt::ReleaseLeft for why the bound is silence).
 // Workers needed: JobSpec.num_workers, or 1 for ONE_DEVICE / MIRRORED / CENTRAL_STORAGE,
 // or (0 with MULTI_WORKER_MIRRORED) every ALIVE training worker (type "worker" or
-// "chief"), all of which must be idle. Pending jobs are scheduled oldest first.
+// "chief"), all of which must be idle; a restart needs as many as the attempt it replaces.
+// Queued jobs are scheduled oldest first.
 // A coordinator restart: Recover() makes jobs that were RUNNING RESTARTING when their restart
 // policy allows, else FAILED ("coordinator restarted").
 //
@@ -55,8 +59,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "coordinator/job_attempt.h"
 #include "coordinator/job_store/job_store.h"
 #include "coordinator/membership.h"
+#include "coordinator/scheduler.h"
 #include "lockstep/v1/coordinator.pb.h"
 
 namespace lockstep {
@@ -125,52 +131,34 @@ class JobService {
   absl::Duration failure_grace() const { return failure_grace_; }
 
  private:
-  // A job attempt that is RUNNING.
-  struct Active {
-    int attempt = 0;
-    v1::JobSpec spec;
-    std::vector<TaskRef> tasks;  // rank order
-    std::map<TaskRef, uint64_t> incarnations;
-    std::map<TaskRef, v1::JobReport> reports;
-    // Set by the first FAILED report: the reason, and when the job fails regardless.
-    std::string failure;
-    absl::Time fail_at = absl::InfiniteFuture();
-    // Set by a PREEMPTED report: the group stopped after a step with a checkpoint.
-    std::string preemption;
-    // Once the attempt ended: its tasks that have not left it yet, each with the time it
-    // is released unless it reports the attempt again.
-    std::map<TaskRef, absl::Time> leaving;
-  };
   struct Mailbox {
     uint64_t incarnation = 0;
     std::deque<v1::Assignment> queue;
   };
 
+  // Starts the queued jobs that can start, oldest first (Scheduler), after letting go of the
+  // workers that left ended attempts.
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts `record` if enough workers are idle; false if it must wait.
   bool TryStartLocked(const v1::JobRecord& record, const std::vector<v1::TaskStatus>& tasks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A failure of the running job `id`: RESTARTING (queued for its next attempt) when its
-  // restart policy has restarts left, else FAILED.
+  // A failure of the running job `id`: RESTARTING (queued for its next attempt on as many
+  // workers) when its restart policy has restarts left, else FAILED.
   void FailLocked(const std::string& id, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the running attempt of `id` in `state` (FAILED, SUCCEEDED, CANCELLED or
   // RESTARTING), pushing an abort to every worker that has not ended the attempt (unless
-  // SUCCEEDED).
+  // SUCCEEDED); the attempt moves to ended_ while its workers leave it.
   void EndLocked(const std::string& id, v1::JobState state, const std::string& reason,
                  bool counts_as_restart = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AbortOthersLocked(const std::string& id, const Active& job, const TaskRef& except,
-                         const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes an AbortJob of `job`'s attempt to each of `workers`.
+  void AbortLocked(const JobAttempt& job, const std::vector<AttemptWorker>& workers,
+                   const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushLocked(const TaskRef& task, uint64_t incarnation, v1::Assignment a)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Settles `id` after a report: SUCCEEDED when all DONE; FAILED when a failure is known
-  // and every other worker ended the attempt.
+  // Settles `id` after a report or a tick: what JobAttempt::Settle decides.
   void SettleLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ChangedLocked(const std::string& id, std::string message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Releases the tasks of ended attempts that left them (see "Leaving" above), given the
-  // membership snapshot `tasks`.
-  void ReleaseLeftLocked(const std::vector<v1::TaskStatus>& tasks)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs an attempt, or has not left one that ended.
   bool IsBusyLocked(const TaskRef& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t VersionLocked(const std::string& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -182,17 +170,15 @@ class JobService {
 
   absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  std::map<std::string, Active> active_ ABSL_GUARDED_BY(mu_);
+  // The running attempt of each job that runs.
+  std::map<std::string, JobAttempt> active_ ABSL_GUARDED_BY(mu_);
   std::map<TaskRef, Mailbox> mailboxes_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> pending_ ABSL_GUARDED_BY(mu_);  // ids sort as submitted
-  // RESTARTING jobs: the workers their failed attempt had, which the next attempt needs
-  // too (the same group configuration, so the restarted run ends where an uninterrupted
-  // one would). After a coordinator restart it is not known: the spec decides.
-  std::map<std::string, int> restart_workers_ ABSL_GUARDED_BY(mu_);
-  // Attempts that ended: their workers' reports keep arriving until each worker left the
-  // attempt (Active::leaving: busy until then), and GetJob shows them (so "every worker
-  // stopped" can be observed).
-  std::map<std::string, Active> ended_ ABSL_GUARDED_BY(mu_);
+  // PENDING and RESTARTING jobs, oldest first.
+  Scheduler scheduler_ ABSL_GUARDED_BY(mu_);
+  // The last attempt of each job that ended (or is between two attempts): its workers'
+  // reports keep arriving until each left it (busy until then), and GetJob shows them (so
+  // "every worker stopped" can be observed).
+  std::map<std::string, JobAttempt> ended_ ABSL_GUARDED_BY(mu_);
   // Per job: a version bumped on every change (WatchJob cursors) and the latest message.
   int64_t version_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::pair<int64_t, std::string>> changes_ ABSL_GUARDED_BY(mu_);
