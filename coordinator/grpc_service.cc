@@ -139,8 +139,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
                                            const v1::HeartbeatRequest* request,
                                            v1::HeartbeatResponse* response) {
   if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
-  absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation(),
-                                          request->job_id(), request->step());
+  absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation());
   if (s.ok() && request->jobs_size() > 0) {
     jobs_->OnReports(FromProto(request->task()),
                      std::vector<v1::JobReport>(request->jobs().begin(), request->jobs().end()));

@@ -75,9 +75,7 @@ class JobServiceTest : public ::testing::Test {
     r.set_error(error);
     jobs_->OnReports(t, {r});
   }
-  void Beat(const TaskRef& t) {
-    ASSERT_TRUE(membership_->Heartbeat(t, incarnations_[t], "", 0).ok());
-  }
+  void Beat(const TaskRef& t) { ASSERT_TRUE(membership_->Heartbeat(t, incarnations_[t]).ok()); }
   v1::JobState State(const std::string& id) { return jobs_->Get(id)->job().state(); }
   // Two one-device workers, and SmallJob() running on them (each took its partition).
   struct Started {

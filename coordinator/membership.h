@@ -73,11 +73,11 @@ class Membership {
   // used by another live task), RESOURCE_EXHAUSTED (no free worker index).
   absl::StatusOr<Registration> Register(const RegisterRequest& request);
 
-  // Records liveness and progress. Errors: NOT_FOUND (task unknown: the coordinator may
-  // have restarted; re-register), ABORTED (incarnation mismatch, or the task is LOST or
-  // DEREGISTERED: re-register).
-  absl::Status Heartbeat(const TaskRef& task, uint64_t incarnation, const std::string& job_id,
-                         int64_t step);
+  // Records liveness (a job's progress rides in the heartbeat's reports, which the
+  // JobService takes). Errors: NOT_FOUND (task unknown: the coordinator may have restarted;
+  // re-register), ABORTED (incarnation mismatch, or the task is LOST or DEREGISTERED:
+  // re-register).
+  absl::Status Heartbeat(const TaskRef& task, uint64_t incarnation);
 
   // OK when `identity` registered `task` (or the task is unknown, or either identity is
   // empty: --insecure). PERMISSION_DENIED naming the task, its holder and `action` otherwise.
@@ -107,8 +107,6 @@ class Membership {
     v1::TaskState state = v1::ALIVE;
     absl::Time last_heartbeat;
     absl::Time registered;
-    std::string job_id;
-    int64_t step = 0;
   };
 
   // Marks `m` LOST if it is ALIVE and silent past the timeout; true if it changed.

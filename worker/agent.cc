@@ -62,12 +62,6 @@ bool Agent::WaitForState(State s, absl::Time deadline) {
   return clock_->WaitUntil(&mu_, absl::Condition(&reached), deadline);
 }
 
-void Agent::SetProgress(const std::string& job_id, int64_t step) {
-  absl::MutexLock l(&mu_);
-  job_id_ = job_id;
-  step_ = step;
-}
-
 void Agent::Stop() {
   absl::MutexLock l(&mu_);
   stop_requested_ = true;
@@ -125,22 +119,12 @@ absl::Status Agent::TryRegister() {
 void Agent::BeatOnce() {
   v1::HeartbeatRequest request;
   if (options_.jobs != nullptr) {
-    for (v1::JobReport& r : options_.jobs->Reports()) {
-      if (request.job_id().empty() && r.phase() == v1::JobReport::TRAINING) {
-        request.set_job_id(r.job_id());
-        request.set_step(r.step());
-      }
-      *request.add_jobs() = std::move(r);
-    }
+    for (v1::JobReport& r : options_.jobs->Reports()) *request.add_jobs() = std::move(r);
   }
   {
     absl::MutexLock l(&mu_);
     request.mutable_task()->set_type(task_->type);
     request.mutable_task()->set_index(task_->index);
-    if (request.job_id().empty()) {
-      request.set_job_id(job_id_);
-      request.set_step(step_);
-    }
   }
   request.set_incarnation(options_.incarnation);
   absl::StatusOr<v1::HeartbeatResponse> r = client_->Heartbeat(request);

@@ -29,7 +29,7 @@
 //
 // Ownership: borrows the client, the Clock and the handler (they must outlive it).
 // Thread model: Run() blocks on the caller's thread until Stop(); Stop(), state(),
-// WaitForState() and SetProgress() may be called from any thread.
+// and WaitForState() may be called from any thread.
 #ifndef LOCKSTEP_WORKER_AGENT_H_
 #define LOCKSTEP_WORKER_AGENT_H_
 
@@ -85,8 +85,6 @@ class Agent {
   v1::RegisterWorkerResponse registration() const;
   // Waits until the state is `s` or the deadline passes; true if reached.
   bool WaitForState(State s, absl::Time deadline);
-  // Progress reported with every heartbeat.
-  void SetProgress(const std::string& job_id, int64_t step);
 
  private:
   // One registration attempt; on success moves to ALIVE.
@@ -119,8 +117,6 @@ class Agent {
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   int failed_attempts_ ABSL_GUARDED_BY(mu_) = 0;
   bool coordinator_unreachable_ ABSL_GUARDED_BY(mu_) = false;
-  std::string job_id_ ABSL_GUARDED_BY(mu_);
-  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
   uint64_t coordinator_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread watch_thread_;  // Run()'s thread only

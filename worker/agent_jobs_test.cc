@@ -102,7 +102,9 @@ TEST_F(AgentJobsTest, HandsAssignmentsToTheHandlerAndReportsJobsInHeartbeats) {
   EXPECT_EQ(handler_.handled()[0].run().job_id(), "job-1");
   ASSERT_TRUE(Eventually([&] {
     for (const v1::HeartbeatRequest& h : client_.heartbeats()) {
-      if (h.jobs_size() == 1 && h.jobs(0).step() == 17 && h.job_id() == "job-1") return true;
+      if (h.jobs_size() == 1 && h.jobs(0).step() == 17 && h.jobs(0).job_id() == "job-1") {
+        return true;
+      }
     }
     return false;
   }));

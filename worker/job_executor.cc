@@ -80,24 +80,16 @@ const char* JobExecutor::StateName(State s) {
 
 absl::StatusOr<std::unique_ptr<JobExecutor>> JobExecutor::Create(v1::Partition partition,
                                                                  JobExecutorOptions options) {
-  const v1::JobSpec& spec = partition.spec();
   if (partition.job_id().empty()) return absl::InvalidArgumentError("partition.job_id is empty");
   if (options.client == nullptr) {
     return absl::InvalidArgumentError("JobExecutorOptions.client is null");
   }
-  const int replicas = std::max(1, partition.num_replicas_in_sync());
-  if (spec.global_batch_size() <= 0 || spec.global_batch_size() % replicas != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "global_batch_size: ", spec.global_batch_size(), " must be a positive multiple of the ",
-        replicas, " replicas in sync (job ", partition.job_id(), ")"));
-  }
-  if ((spec.steps() > 0) == (spec.epochs() > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("steps/epochs: exactly one must be positive (job ", partition.job_id(), ")"));
-  }
+  // The spec was validated, and the attempt's rendezvous prefix made, by the coordinator
+  // (coordinator/job_validation, JobService); this only refuses what it cannot run at all.
   if (partition.rendezvous_prefix().empty()) {
-    partition.set_rendezvous_prefix(
-        absl::StrCat("jobs/", partition.job_id(), "/", partition.attempt()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition.rendezvous_prefix is empty (job ", partition.job_id(),
+                     "): the coordinator gives every attempt one; is this coordinator too old?"));
   }
   return std::unique_ptr<JobExecutor>(new JobExecutor(std::move(partition), std::move(options)));
 }

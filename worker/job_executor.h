@@ -78,8 +78,8 @@ class JobExecutor {
   enum class State { kCreated, kStarting, kTraining, kDone, kFailed, kAborted, kPreempted };
   static const char* StateName(State s);
 
-  // INVALID_ARGUMENT naming the field for a partition that cannot run (no job id, batch not
-  // divisible by the replicas, neither steps nor epochs).
+  // INVALID_ARGUMENT naming the field for a partition that cannot run at all (no job id, no
+  // rendezvous prefix). The spec itself is validated once, by the coordinator.
   static absl::StatusOr<std::unique_ptr<JobExecutor>> Create(v1::Partition partition,
                                                              JobExecutorOptions options);
   ~JobExecutor();
