@@ -248,6 +248,21 @@ grpc::Status CoordinatorService::CancelJob(grpc::ServerContext* ctx,
   return ToGrpcStatus(job.status());
 }
 
+grpc::Status CoordinatorService::DrainWorker(grpc::ServerContext* ctx,
+                                             const v1::DrainWorkerRequest* request,
+                                             v1::DrainWorkerResponse* response) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  absl::StatusOr<v1::DrainWorkerResponse> drained =
+      jobs_->Drain(FromProto(request->task()), request->undo());
+  if (drained.ok()) {
+    spdlog::info("{} {}{}", FromProto(request->task()).ToString(),
+                 request->undo() ? "schedulable again" : "drained",
+                 drained->job_id().empty() ? "" : " (its job " + drained->job_id() + " stops)");
+    *response = std::move(*drained);
+  }
+  return ToGrpcStatus(drained.status());
+}
+
 grpc::Status CoordinatorService::WatchJob(grpc::ServerContext* ctx,
                                           const v1::WatchJobRequest* request,
                                           grpc::ServerWriter<v1::JobEvent>* writer) {

@@ -337,6 +337,26 @@ void JobService::Tick() {
   ScheduleLocked();
 }
 
+absl::StatusOr<v1::DrainWorkerResponse> JobService::Drain(const TaskRef& task, bool undo) {
+  v1::DrainWorkerResponse out;
+  LS_ASSIGN_OR_RETURN(*out.mutable_task(), membership_->SetDraining(task, !undo));
+  absl::MutexLock l(&mu_);
+  if (!undo) {
+    for (const auto& [id, job] : active_) {
+      const int rank = job.RankOf(task);
+      if (rank < 0) continue;
+      v1::Assignment a;
+      a.mutable_preempt()->set_job_id(id);
+      a.mutable_preempt()->set_attempt(job.attempt());
+      a.mutable_preempt()->set_reason(absl::StrCat(task.ToString(), " was drained"));
+      PushLocked(task, job.workers()[rank].incarnation, std::move(a));
+      out.set_job_id(id);
+    }
+  }
+  ScheduleLocked();  // an undo may let a waiting job start
+  return out;
+}
+
 std::map<TaskRef, std::pair<std::string, int64_t>> JobService::RunningTasks() {
   absl::MutexLock l(&mu_);
   std::map<TaskRef, std::pair<std::string, int64_t>> out;

@@ -122,6 +122,11 @@ class JobService {
   // out, and schedules pending jobs. The server calls it periodically (and after every
   // registration and heartbeat with reports).
   void Tick();
+  // DrainWorker: marks `task` drained (Membership::SetDraining) and asks the job attempt it
+  // runs, if any, to stop after its next step with a checkpoint (a PreemptJob pushed to the
+  // worker: the job restarts elsewhere without counting a restart); `undo` makes the task
+  // schedulable again. Errors of SetDraining (NOT_FOUND, INVALID_ARGUMENT).
+  absl::StatusOr<v1::DrainWorkerResponse> Drain(const TaskRef& task, bool undo);
   // The running job of each busy task, with the step it last reported (for status).
   std::map<TaskRef, std::pair<std::string, int64_t>> RunningTasks();
   // Wakes every NextAssignment / NextEvent (they answer UNAVAILABLE).

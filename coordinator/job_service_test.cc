@@ -545,6 +545,48 @@ TEST_F(JobServiceTest, APreemptionRestartsTheJobWithoutCountingARestart) {
   EXPECT_EQ(Next(w0).run().attempt(), 2);
 }
 
+// `lockstep drain worker/1`: the task is marked draining, its job attempt is asked to stop
+// after the next step (a PreemptJob), the restart does not use it, and --undo lets it back.
+TEST_F(JobServiceTest, DrainPreemptsTheWorkersJobAndKeepsItOutOfSchedulingUntilUndone) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  v1::JobSpec spec = SmallJob();
+  spec.set_num_workers(2);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(Next(w0).has_run());
+  ASSERT_TRUE(Next(w1).has_run());
+  absl::StatusOr<v1::DrainWorkerResponse> drained = jobs_->Drain(w1, /*undo=*/false);
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  EXPECT_TRUE(drained->task().draining());
+  EXPECT_EQ(drained->job_id(), *id);
+  const v1::Assignment preempt = Next(w1);
+  ASSERT_TRUE(preempt.has_preempt());
+  EXPECT_EQ(preempt.preempt().job_id(), *id);
+  EXPECT_EQ(preempt.preempt().attempt(), 1);
+  EXPECT_THAT(preempt.preempt().reason(), HasSubstr("worker/1 was drained"));
+  // The group stops after step 12; the restart waits for a worker that is not drained.
+  v1::JobReport r;
+  r.set_job_id(*id);
+  r.set_attempt(1);
+  r.set_phase(v1::JobReport::PREEMPTED);
+  r.set_step(12);
+  jobs_->OnReports(w0, {r});
+  r.set_preemption(preempt.preempt().reason());
+  jobs_->OnReports(w1, {r});
+  EXPECT_EQ(State(*id), v1::RESTARTING);
+  EXPECT_EQ(jobs_->Get(*id)->job().restarts(), 0);
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RESTARTING);
+  // Undone: worker/1 is schedulable again and the job starts on both.
+  ASSERT_TRUE(jobs_->Drain(w1, /*undo=*/true).ok());
+  EXPECT_EQ(State(*id), v1::RUNNING);
+  EXPECT_EQ(Next(w1).run().attempt(), 2);
+  // Errors name the task.
+  EXPECT_EQ(jobs_->Drain(TaskRef{"worker", 9}, false).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(jobs_->Drain(TaskRef{"evaluator", 0}, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(JobServiceTest, ARestartingJobCanBeCancelledAndStartsNoAttempt) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
   v1::JobSpec spec = SmallJob();

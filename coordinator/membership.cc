@@ -196,6 +196,25 @@ absl::Status Membership::Deregister(const TaskRef& task, uint64_t incarnation) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<v1::TaskStatus> Membership::SetDraining(const TaskRef& task, bool draining) {
+  if (task.type != "worker" && task.type != "chief") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task: ", task.ToString(), " is not a training task (worker or chief): it runs no job"));
+  }
+  absl::MutexLock l(&mu_);
+  auto it = members_.find(task);
+  if (it == members_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("task ", task.ToString(), " is not registered with this coordinator"));
+  }
+  if (draining) {
+    drained_.insert(task);
+  } else {
+    drained_.erase(task);
+  }
+  return ToStatus(it->second, clock_->Now());
+}
+
 std::vector<v1::TaskStatus> Membership::Sweep() {
   absl::MutexLock l(&mu_);
   return SweepLocked(clock_->Now());
@@ -237,6 +256,7 @@ v1::TaskStatus Membership::ToStatus(const Member& m, absl::Time now) const {
   s.set_seconds_since_heartbeat(absl::ToDoubleSeconds(now - m.last_heartbeat));
   for (const v1::Device& d : m.devices) *s.add_devices() = d;
   s.set_registered_unix_micros(absl::ToUnixMicros(m.registered));
+  s.set_draining(drained_.count(m.task) > 0);
   return s;
 }
 

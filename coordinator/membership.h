@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,12 @@ class Membership {
   // Leaves cleanly. Errors: NOT_FOUND, ABORTED (incarnation mismatch).
   absl::Status Deregister(const TaskRef& task, uint64_t incarnation);
 
+  // Marks a known training task drained (no job is scheduled on it; TaskStatus.draining), or
+  // schedulable again. The mark belongs to the task, so it outlives a restart of its
+  // process. Returns its status. NOT_FOUND naming the task; INVALID_ARGUMENT for a task
+  // that is not a worker or the chief.
+  absl::StatusOr<v1::TaskStatus> SetDraining(const TaskRef& task, bool draining);
+
   // Marks every ALIVE task silent past the timeout as LOST; returns those (with the
   // incarnation they had) so the caller can log them or abort their jobs.
   std::vector<v1::TaskStatus> Sweep();
@@ -115,13 +122,14 @@ class Membership {
   absl::StatusOr<TaskRef> AssignLocked(const RegisterRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ClusterMap ClusterLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::TaskStatus ToStatus(const Member& m, absl::Time now) const;
+  v1::TaskStatus ToStatus(const Member& m, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string Describe(const Member& m, absl::Time now) const;
 
   const MembershipOptions options_;
   Clock* const clock_;
   absl::Mutex mu_;
   std::map<TaskRef, Member> members_ ABSL_GUARDED_BY(mu_);
+  std::set<TaskRef> drained_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace coordinator

@@ -23,7 +23,7 @@ std::optional<std::vector<const v1::TaskStatus*>> ChooseWorkers(
     const std::function<bool(const TaskRef&)>& busy) {
   std::vector<const v1::TaskStatus*> alive, idle;
   for (const v1::TaskStatus& t : tasks) {
-    if (t.state() != v1::ALIVE || !IsTrainingTask(t)) continue;
+    if (t.state() != v1::ALIVE || !IsTrainingTask(t) || t.draining()) continue;
     alive.push_back(&t);
     if (!busy(RefOf(t))) idle.push_back(&t);
   }

@@ -29,6 +29,7 @@ int WorkersNeeded(const v1::JobSpec& spec);
 
 // The workers an attempt gets: `needed` idle ALIVE training workers in membership order
 // (task order), or with `needed` 0 every ALIVE training worker, all of which must be idle.
+// A drained worker (TaskStatus.draining) counts as neither.
 // nullopt when not enough are idle: the job waits.
 std::optional<std::vector<const v1::TaskStatus*>> ChooseWorkers(
     int needed, const std::vector<v1::TaskStatus>& tasks,

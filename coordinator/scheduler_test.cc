@@ -40,6 +40,14 @@ TEST(SchedulerTest, ChoosesIdleAliveTrainingWorkersInTaskOrder) {
   EXPECT_FALSE(ChooseWorkers(0, {}, none_busy).has_value());
 }
 
+TEST(SchedulerTest, ADrainedWorkerIsNeverChosen) {
+  std::vector<v1::TaskStatus> tasks = {Task("worker", 0), Task("worker", 1)};
+  tasks[1].set_draining(true);
+  auto none_busy = [](const TaskRef&) { return false; };
+  EXPECT_FALSE(ChooseWorkers(2, tasks, none_busy).has_value());
+  EXPECT_EQ(Refs(ChooseWorkers(0, tasks, none_busy)), (std::vector<TaskRef>{{"worker", 0}}));
+}
+
 TEST(SchedulerTest, QueuesOldestFirstAndARestartKeepsItsWorkerCount) {
   Scheduler s;
   EXPECT_TRUE(s.empty());

@@ -594,8 +594,8 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
     int signal;
   };
   int attempt = 1;
-  for (const Kill& kill :
-       {Kill{1, 300, false, SIGKILL}, Kill{0, 2000, true, SIGKILL}, Kill{1, 4000, false, SIGTERM}}) {
+  for (const Kill& kill : {Kill{1, 300, false, SIGKILL}, Kill{0, 2000, true, SIGKILL},
+                           Kill{1, 4000, false, SIGTERM}}) {
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     absl::StatusOr<v1::GetJobResponse> job;
     while (absl::Now() < deadline) {
@@ -665,6 +665,49 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
   auto got = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
   ASSERT_TRUE(got.ok()) << got.status();
   ExpectBitwiseEqual(got->checkpoint, expected->checkpoint);
+}
+
+// `lockstep drain worker/1` while a job runs: the group stops after its next step with a
+// checkpoint, the job waits RESTARTING (not counted) while worker/1 stays ALIVE but drained,
+// and `lockstep drain worker/1 --undo` lets it resume from that step to SUCCEEDED.
+TEST_F(JobsTest, DrainStopsTheJobWithACheckpointAndUndoLetsItResume) {
+  v1::JobSpec spec = RestartableJob(dir() + "/drained");
+  spec.mutable_restart_policy()->set_max_restarts(0);  // a drain needs no restart budget
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  WaitForStep(*id, 500, /*workers=*/2);
+  Result r = Cli({"drain", "worker/1"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("worker/1 drained: job " + *id + " stops after its next step"));
+  absl::StatusOr<v1::GetJobResponse> job;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    job = jobs_->Get(*id);
+    ASSERT_TRUE(job.ok()) << job.status();
+    if (job->job().state() == v1::RESTARTING) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(job->job().state(), v1::RESTARTING) << client::FormatJobDescription(*job);
+  EXPECT_THAT(job->job().reason(), HasSubstr("worker/1 (rank 1) was preempted (worker/1 was "
+                                             "drained)"));
+  EXPECT_EQ(job->job().restarts(), 0);
+  const int64_t stopped_after = job->workers(0).step();
+  auto status = cluster_->Status();
+  ASSERT_TRUE(status.ok()) << status.status();
+  for (const v1::TaskStatus& t : status->tasks()) {
+    EXPECT_EQ(t.state(), v1::ALIVE) << t.ShortDebugString();
+    EXPECT_EQ(t.draining(), t.task().index() == 1) << t.ShortDebugString();
+  }
+  EXPECT_THAT(Cli({"status"}).output, HasSubstr("DRAINING"));
+  r = Cli({"drain", "worker/1", "--undo"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto last = jobs_->Watch(
+      *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
+  EXPECT_EQ(last->job().attempt(), 2);
+  EXPECT_EQ(last->job().progress().restored_step(), stopped_after);
+  EXPECT_EQ(Cli({"drain", "worker/7"}).exit_code, 1);  // NOT_FOUND
 }
 
 TEST_F(JobsTest, RestartedCoordinatorStillListsEveryJob) {

@@ -26,7 +26,17 @@ void JobRunner::Handle(const v1::Assignment& assignment) {
     Start(assignment.run());
   } else if (assignment.has_abort()) {
     Abort(assignment.abort());
+  } else if (assignment.has_preempt()) {
+    Preempt(assignment.preempt());
   }
+}
+
+void JobRunner::Preempt(const v1::PreemptJob& preempt) {
+  absl::MutexLock l(&mu_);
+  auto it = jobs_.find(Key{preempt.job_id(), preempt.attempt()});
+  if (it == jobs_.end() || it->second.finished || it->second.executor == nullptr) return;
+  it->second.executor->Preempt(preempt.reason().empty() ? "PreemptJob from the coordinator"
+                                                        : preempt.reason());
 }
 
 void JobRunner::Start(const v1::Partition& partition) {

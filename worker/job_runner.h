@@ -1,8 +1,8 @@
 // JobRunner: the worker's jobs. Runs each Partition it is handed in a JobExecutor on a
 // thread of its own, aborts them on AbortJob (or all of them when the agent drops its
-// jobs), and collects their JobReports for the heartbeats. Partitions are scoped by
-// (job_id, attempt): a partition of a newer attempt aborts the older one; a duplicate of a
-// running one, or an abort of an attempt it does not run, is ignored.
+// jobs), preempts one on PreemptJob (JobExecutor::Preempt), and collects their JobReports for the
+// heartbeats. Partitions are scoped by (job_id, attempt): a partition of a newer attempt aborts the
+// older one; a duplicate of a running one, or an abort of an attempt it does not run, is ignored.
 //
 // A partition that cannot even start (JobExecutor::Create refuses it) is reported FAILED
 // with the reason. Final reports stay in Reports() for `final_report_repeats` calls, then
@@ -63,6 +63,8 @@ class JobRunner final : public AssignmentHandler {
 
   void Start(const v1::Partition& partition);
   void Abort(const v1::AbortJob& abort);
+  // The attempt stops after its next step with a checkpoint (the worker was drained).
+  void Preempt(const v1::PreemptJob& preempt);
   void Finished(const Key& key, v1::JobReport report);
 
   const JobExecutorOptions options_;
