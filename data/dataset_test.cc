@@ -122,6 +122,19 @@ TEST(Dataset, PositionRestoresTheSameStream) {
   EXPECT_EQ(Labels(sharded, 3), (std::vector<int64_t>{10, 13}));
 }
 
+// Repeat skips whole passes without making them once it saw one end; the stream resumed
+// from any position, many passes in, is the one read through (each pass reshuffled).
+TEST(Dataset, PositionManyPassesInRestoresTheSameStream) {
+  Dataset ds = Range(40).Shuffle(10, 5).Batch(4, true).Repeat(50);
+  const std::vector<int64_t> all = Labels(ds);
+  ASSERT_EQ(all.size(), 50u * 40);
+  for (int64_t p : {0, 9, 10, 11, 123, 499}) {
+    EXPECT_EQ(Labels(ds, p), std::vector<int64_t>(all.begin() + p * 4, all.end())) << p;
+  }
+  EXPECT_TRUE(Labels(ds, 500).empty());
+  EXPECT_EQ(ds.MakeIterator(501).status().code(), absl::StatusCode::kOutOfRange);
+}
+
 TEST(Dataset, ShardFilesSplitsTheSourceFiles) {
   const char* dir = std::getenv("TEST_TMPDIR");
   std::vector<std::string> files;
