@@ -74,6 +74,10 @@ class JobAttempt {
   // `tasks` (LOST, deregistered, restarted, gone), or silent past its grace.
   void ReleaseLeft(const std::map<TaskRef, const v1::TaskStatus*>& tasks, absl::Time now);
 
+  // RUNNING: the attempt is stopping to grow to `workers` (an elastic job, idle workers
+  // appeared); the next attempt gets that many.
+  void ResizeTo(int workers) { resize_to_ = workers; }
+
   // ---- Queries ----
   // From the reports (RUNNING or FAILING only): see the drawing.
   Outcome Settle(absl::Time now) const;
@@ -102,6 +106,7 @@ class JobAttempt {
   const v1::JobReport* ReportOf(int rank) const;
   const std::string& failure() const { return failure_; }
   const std::string& preemption() const { return preemption_; }
+  int resize_to() const { return resize_to_; }
 
  private:
   std::string job_id_;
@@ -113,6 +118,7 @@ class JobAttempt {
   std::string failure_;                   // FAILING: why
   absl::Time fail_at_ = absl::InfiniteFuture();
   std::string preemption_;  // a PREEMPTED report: who and why
+  int resize_to_ = 0;       // ResizeTo
   // ENDED: the workers still leaving, each with the time it is let go unless it reports the
   // attempt again.
   std::map<TaskRef, absl::Time> leaving_;

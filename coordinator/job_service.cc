@@ -105,6 +105,38 @@ absl::Status JobService::Recover() {
   return absl::OkStatus();
 }
 
+absl::Status JobService::CheckElastic(const v1::JobSpec& spec,
+                                      const std::vector<WorkerSlot>& alive) const {
+  const v1::RestartPolicy& policy = spec.restart_policy();
+  if (policy.min_workers() <= 0) return absl::OkStatus();
+  const absl::Duration heartbeat_timeout = membership_->options().heartbeat_timeout;
+  if (policy.replacement_timeout_ms() > 0 &&
+      absl::Milliseconds(policy.replacement_timeout_ms()) < heartbeat_timeout) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("restart_policy.replacement_timeout_ms: ", policy.replacement_timeout_ms(),
+                     " is shorter than the coordinator's heartbeat timeout (",
+                     absl::FormatDuration(heartbeat_timeout),
+                     "): a lost worker is not even known to be lost by then"));
+  }
+  const int per_worker = alive.empty() ? 1 : std::max(1, alive[0].devices);
+  const int most = policy.max_workers() > 0 ? policy.max_workers()
+                   : spec.num_workers() > 0 ? spec.num_workers()
+                                            : std::max<int>(alive.size(), policy.min_workers());
+  std::vector<int> usable, elsewhere;
+  for (int c = 1; c <= std::max(most, 2 * most); ++c) {
+    if (spec.global_batch_size() % (static_cast<int64_t>(c) * per_worker) != 0) continue;
+    (c >= policy.min_workers() && c <= most ? usable : elsewhere).push_back(c);
+  }
+  if (usable.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("restart_policy.min_workers: no worker count from ", policy.min_workers(),
+                     " to ", most, " splits global_batch_size ", spec.global_batch_size(),
+                     " over its replicas (", per_worker, " per worker); counts that would: ",
+                     elsewhere.empty() ? "none" : absl::StrJoin(elsewhere, ", ")));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   LS_RETURN_IF_ERROR(ValidateJobSpec(spec));
   // The batch must split over the replicas of the workers the job would get now; when
@@ -120,6 +152,7 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   if (needed == 0 || static_cast<int>(slots.size()) == needed) {
     LS_RETURN_IF_ERROR(CheckBatchDivisible(spec, CountReplicas(spec, slots)));
   }
+  LS_RETURN_IF_ERROR(CheckElastic(spec, slots));
   // Last, after every pure check: the file system (it creates nothing).
   LS_RETURN_IF_ERROR(CheckJobDirectories(spec));
   absl::MutexLock l(&mu_);
@@ -304,14 +337,15 @@ void JobService::SettleLocked(const std::string& id) {
       FailLocked(id, job.failure());
       return;
     case JobAttempt::Outcome::kPreempted: {
-      // Not a failure: the next attempt resumes from the step the group stopped after.
-      const int workers = job.size();
+      // Not a failure: the next attempt resumes from the step the group stopped after, on
+      // as many workers (more when it stopped to grow).
+      const WorkerNeed need = RestartNeedLocked(job, std::max(job.size(), job.resize_to()));
       EndLocked(id, v1::RESTARTING,
                 absl::StrCat(job.preemption(),
                              "; restarting from it (a preemption: not counted against "
                              "restart_policy.max_restarts)"),
                 /*counts_as_restart=*/false);
-      scheduler_.Enqueue(id, workers);
+      scheduler_.Enqueue(id, need);
       return;
     }
   }
@@ -335,6 +369,7 @@ void JobService::Tick() {
   for (const auto& [id, reason] : to_fail) FailLocked(id, reason);
   for (const std::string& id : to_settle) SettleLocked(id);
   ScheduleLocked();
+  GrowLocked(tasks);
 }
 
 absl::StatusOr<v1::DrainWorkerResponse> JobService::Drain(const TaskRef& task, bool undo) {
@@ -402,9 +437,21 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     ChangedLocked(id, "FAILED: the stored spec cannot be parsed");
     return true;
   }
-  std::optional<std::vector<const v1::TaskStatus*>> chosen = ChooseWorkers(
-      scheduler_.WorkersFor(id, spec), tasks,
-      [this](const TaskRef& t) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsBusyLocked(t); });
+  const WorkerNeed need = scheduler_.NeedFor(id, spec);
+  auto busy = [this](const TaskRef& t) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsBusyLocked(t); };
+  std::optional<std::vector<const v1::TaskStatus*>> chosen =
+      ChooseWorkers(need.workers, tasks, busy);
+  std::string shrunk;
+  if (!chosen.has_value() && need.min_workers > 0 && need.workers > 0 &&
+      clock_->Now() >= need.shrink_after) {
+    // Elastic: no replacement came in time; go on with the workers there are.
+    chosen = ChooseElastic(need.workers, need.min_workers, spec.global_batch_size(), tasks, busy);
+    if (chosen.has_value()) {
+      shrunk = absl::StrCat("; ", chosen->size(), " of ", need.workers,
+                            " workers: no replacement came within "
+                            "restart_policy.replacement_timeout");
+    }
+  }
   if (!chosen.has_value()) return false;
   std::vector<WorkerSlot> slots;
   std::vector<std::string> names;
@@ -427,7 +474,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     p.set_job_uid(absl::StrCat(id, "@", record.created_unix_micros()));
   }
   const std::string message =
-      absl::StrCat("RUNNING on ", absl::StrJoin(names, ", "), " (attempt ", attempt, ")");
+      absl::StrCat("RUNNING on ", absl::StrJoin(names, ", "), " (attempt ", attempt, shrunk, ")");
   absl::StatusOr<v1::JobRecord> running = store_->UpdateState(id, v1::RUNNING, message);
   if (!running.ok()) return true;  // logged by the caller's next GetJob; nothing was pushed
   if (running->progress().restored_step() > 0) {
@@ -453,15 +500,74 @@ void JobService::FailLocked(const std::string& id, const std::string& reason) {
   const int max_restarts = it->second.spec().restart_policy().max_restarts();
   absl::StatusOr<v1::JobRecord> record = store_->Get(id);
   if (record.ok() && record->restarts() < max_restarts) {
-    const int workers = it->second.size();
+    const WorkerNeed need = RestartNeedLocked(it->second, it->second.size());
     EndLocked(id, v1::RESTARTING, RestartReason(reason, *record, max_restarts));
     // Queued like a pending job; it starts once its workers left the attempt.
-    scheduler_.Enqueue(id, workers);
+    scheduler_.Enqueue(id, need);
     return;
   }
   EndLocked(
       id, v1::FAILED,
       absl::StrCat(reason, NoRestartsLeft(record.ok() ? record->restarts() : 0, max_restarts)));
+}
+
+WorkerNeed JobService::RestartNeedLocked(const JobAttempt& job, int workers) const {
+  WorkerNeed need;
+  need.workers = workers;
+  const v1::RestartPolicy& policy = job.spec().restart_policy();
+  if (policy.min_workers() > 0) {
+    need.min_workers = policy.min_workers();
+    const absl::Duration timeout = policy.replacement_timeout_ms() > 0
+                                       ? absl::Milliseconds(policy.replacement_timeout_ms())
+                                       : kDefaultReplacementTimeout;
+    need.shrink_after = clock_->Now() + timeout;
+  }
+  return need;
+}
+
+void JobService::GrowLocked(const std::vector<v1::TaskStatus>& tasks) {
+  int idle = 0, alive = 0;
+  for (const v1::TaskStatus& t : tasks) {
+    if (t.state() != v1::ALIVE || !IsTrainingTask(t) || t.draining()) continue;
+    ++alive;
+    idle += !IsBusyLocked(RefOf(t));
+  }
+  if (idle == 0) return;
+  for (auto& [id, job] : active_) {
+    const v1::JobSpec& spec = job.spec();
+    if (spec.restart_policy().min_workers() <= 0 || job.resize_to() > 0 ||
+        job.state() != JobAttempt::State::kRunning) {
+      continue;
+    }
+    int most = spec.restart_policy().max_workers() > 0 ? spec.restart_policy().max_workers()
+               : spec.num_workers() > 0                ? spec.num_workers()
+                                                       : alive;
+    most = std::min(most, job.size() + idle);
+    // Replicas per worker as the chief has them; a count is usable when they divide the
+    // global batch.
+    int per_worker = 1;
+    for (const v1::TaskStatus& t : tasks) {
+      if (RefOf(t) == job.workers()[0].task) per_worker = std::max(1, t.devices_size());
+    }
+    int target = 0;
+    for (int c = most; c > job.size(); --c) {
+      if (spec.global_batch_size() % (static_cast<int64_t>(c) * per_worker) == 0) {
+        target = c;
+        break;
+      }
+    }
+    if (target == 0) continue;
+    job.ResizeTo(target);
+    v1::Assignment a;
+    a.mutable_preempt()->set_job_id(id);
+    a.mutable_preempt()->set_attempt(job.attempt());
+    a.mutable_preempt()->set_reason(
+        absl::StrCat("growing from ", job.size(), " to ", target, " workers: idle workers joined"));
+    PushLocked(job.workers()[0].task, job.workers()[0].incarnation, std::move(a));
+    ChangedLocked(id, absl::StrCat("growing from ", job.size(), " to ", target, " workers"));
+    idle -= target - job.size();
+    if (idle <= 0) return;
+  }
 }
 
 void JobService::EndLocked(const std::string& id, v1::JobState state, const std::string& reason,

@@ -62,11 +62,15 @@
 #include "coordinator/job_attempt.h"
 #include "coordinator/job_store/job_store.h"
 #include "coordinator/membership.h"
+#include "coordinator/partitioner.h"
 #include "coordinator/scheduler.h"
 #include "lockstep/v1/coordinator.pb.h"
 
 namespace lockstep {
 namespace coordinator {
+
+// restart_policy.replacement_timeout_ms 0.
+constexpr absl::Duration kDefaultReplacementTimeout = absl::Seconds(10);
 
 struct JobServiceOptions {
   // After a worker reports FAILED, how long the job waits for its other workers to end
@@ -141,6 +145,11 @@ class JobService {
     std::deque<v1::Assignment> queue;
   };
 
+  // Submit's checks of an elastic restart policy that need the cluster: the replacement
+  // timeout against the heartbeat timeout, and that some worker count in the range splits
+  // the global batch over the replicas of the `alive` workers (INVALID_ARGUMENT naming the
+  // field and the counts that would).
+  absl::Status CheckElastic(const v1::JobSpec& spec, const std::vector<WorkerSlot>& alive) const;
   // Starts the queued jobs that can start, oldest first (Scheduler), after letting go of the
   // workers that left ended attempts.
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -161,6 +170,14 @@ class JobService {
                    const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushLocked(const TaskRef& task, uint64_t incarnation, v1::Assignment a)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the attempt after `job` needs: `workers`, and for an elastic job (restart_policy.
+  // min_workers) fewer after the replacement timeout.
+  WorkerNeed RestartNeedLocked(const JobAttempt& job, int workers) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Elastic jobs running on fewer than their most workers while training workers are idle:
+  // asks the group to stop after its next step with a checkpoint (a PreemptJob to its chief)
+  // so that the next attempt runs on more (JobAttempt::ResizeTo).
+  void GrowLocked(const std::vector<v1::TaskStatus>& tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Settles `id` after a report or a tick: what JobAttempt::Settle decides.
   void SettleLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ChangedLocked(const std::string& id, std::string message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

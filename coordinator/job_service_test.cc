@@ -587,6 +587,96 @@ TEST_F(JobServiceTest, DrainPreemptsTheWorkersJobAndKeepsItOutOfSchedulingUntilU
             absl::StatusCode::kInvalidArgument);
 }
 
+// Elastic (restart_policy.min_workers): worker/2 is lost and no replacement comes within the
+// replacement timeout, so attempt 2 runs on the two survivors; when a worker is idle again
+// the job stops after a step (a PreemptJob to its chief) and attempt 3 runs on three, the
+// growth not counted as a restart.
+TEST_F(JobServiceTest, AnElasticJobShrinksAfterTheReplacementTimeoutAndGrowsBack) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker(), w2 = AddWorker();
+  v1::JobSpec spec = SmallJob(48);
+  spec.set_num_workers(3);
+  spec.mutable_checkpoint()->set_every_steps(5);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  spec.mutable_restart_policy()->set_min_workers(2);
+  spec.mutable_restart_policy()->set_replacement_timeout_ms(4000);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  for (const TaskRef& w : {w0, w1, w2}) ASSERT_TRUE(Next(w).has_run());
+  // worker/2 is lost.
+  clock_.Advance(absl::Seconds(2));
+  Beat(w0);
+  Beat(w1);
+  clock_.Advance(absl::Seconds(2));
+  jobs_->Tick();
+  ASSERT_EQ(State(*id), v1::RESTARTING);
+  EXPECT_TRUE(Next(w0).has_abort());
+  EXPECT_TRUE(Next(w1).has_abort());
+  Report(w0, *id, 1, v1::JobReport::ABORTED, 7);
+  Report(w1, *id, 1, v1::JobReport::ABORTED, 7);
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RESTARTING);  // waits for a replacement...
+  for (int s = 0; s < 4; ++s) {           // ...for the replacement timeout
+    clock_.Advance(absl::Seconds(1));
+    Beat(w0);
+    Beat(w1);
+  }
+  jobs_->Tick();
+  v1::JobRecord job = jobs_->Get(*id)->job();
+  ASSERT_EQ(job.state(), v1::RUNNING) << job.reason();
+  EXPECT_THAT(job.reason(), HasSubstr("2 of 3 workers: no replacement came within"));
+  const v1::Partition shrunk = Next(w0).run();
+  EXPECT_EQ(shrunk.attempt(), 2);
+  EXPECT_EQ(shrunk.num_workers(), 2);
+  EXPECT_EQ(shrunk.num_replicas_in_sync(), 2);
+  ASSERT_TRUE(Next(w1).has_run());
+  // A worker is idle again: the job stops to grow, through its chief.
+  const TaskRef w3 = AddWorker();
+  jobs_->Tick();
+  const v1::Assignment grow = Next(w0);
+  ASSERT_TRUE(grow.has_preempt());
+  EXPECT_THAT(grow.preempt().reason(), HasSubstr("growing from 2 to 3 workers"));
+  jobs_->Tick();  // asked once
+  v1::JobReport r;
+  r.set_job_id(*id);
+  r.set_attempt(2);
+  r.set_phase(v1::JobReport::PREEMPTED);
+  r.set_step(20);
+  r.set_preemption(grow.preempt().reason());
+  jobs_->OnReports(w0, {r});
+  r.clear_preemption();
+  jobs_->OnReports(w1, {r});
+  job = jobs_->Get(*id)->job();
+  ASSERT_EQ(job.state(), v1::RUNNING) << job.reason();
+  EXPECT_EQ(job.attempt(), 3);
+  EXPECT_EQ(job.restarts(), 1);  // the loss; not the growth
+  EXPECT_EQ(Next(w0).run().num_workers(), 3);
+  (void)w3;
+}
+
+TEST_F(JobServiceTest, RefusesAnElasticPolicyTheClusterCannotHonourNamingTheField) {
+  AddWorker();
+  AddWorker();
+  v1::JobSpec spec = SmallJob(48);
+  spec.set_num_workers(2);
+  spec.mutable_checkpoint()->set_every_steps(5);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  spec.mutable_restart_policy()->set_min_workers(1);
+  spec.mutable_restart_policy()->set_replacement_timeout_ms(1000);  // below the 3 s heartbeat
+  absl::StatusOr<std::string> id = jobs_->Submit(spec);
+  EXPECT_THAT(id.status().message(),
+              HasSubstr("restart_policy.replacement_timeout_ms: 1000 is shorter than the "
+                        "coordinator's heartbeat timeout (3s)"));
+  spec.mutable_restart_policy()->set_replacement_timeout_ms(5000);
+  spec.set_global_batch_size(7);  // split by no count from 2 to 3 workers
+  spec.set_num_workers(3);
+  spec.mutable_restart_policy()->set_min_workers(2);
+  id = jobs_->Submit(spec);
+  EXPECT_THAT(id.status().message(),
+              HasSubstr("restart_policy.min_workers: no worker count from 2 to 3 splits "
+                        "global_batch_size 7 over its replicas (1 per worker); counts that "
+                        "would: 1"));
+}
+
 TEST_F(JobServiceTest, ARestartingJobCanBeCancelledAndStartsNoAttempt) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
   v1::JobSpec spec = SmallJob();

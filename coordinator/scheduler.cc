@@ -36,23 +36,41 @@ std::optional<std::vector<const v1::TaskStatus*>> ChooseWorkers(
   return idle;
 }
 
-void Scheduler::Enqueue(const std::string& id, int workers) {
-  queue_.insert(id);
-  if (workers > 0) {
-    workers_[id] = workers;
-  } else {
-    workers_.erase(id);
+std::optional<std::vector<const v1::TaskStatus*>> ChooseElastic(
+    int most, int least, int64_t global_batch, const std::vector<v1::TaskStatus>& tasks,
+    const std::function<bool(const TaskRef&)>& busy) {
+  std::vector<const v1::TaskStatus*> idle;
+  for (const v1::TaskStatus& t : tasks) {
+    if (t.state() == v1::ALIVE && IsTrainingTask(t) && !t.draining() && !busy(RefOf(t))) {
+      idle.push_back(&t);
+    }
   }
+  for (int c = std::min<int>(most, idle.size()); c >= std::max(1, least); --c) {
+    int64_t replicas = 0;
+    for (int i = 0; i < c; ++i) replicas += std::max(1, idle[i]->devices_size());
+    if (global_batch % replicas == 0) {
+      idle.resize(c);
+      return idle;
+    }
+  }
+  return std::nullopt;
+}
+
+void Scheduler::Enqueue(const std::string& id, WorkerNeed need) {
+  queue_.insert(id);
+  needs_[id] = need;
 }
 
 void Scheduler::Remove(const std::string& id) {
   queue_.erase(id);
-  workers_.erase(id);
+  needs_.erase(id);
 }
 
-int Scheduler::WorkersFor(const std::string& id, const v1::JobSpec& spec) const {
-  auto it = workers_.find(id);
-  return it != workers_.end() ? it->second : WorkersNeeded(spec);
+WorkerNeed Scheduler::NeedFor(const std::string& id, const v1::JobSpec& spec) const {
+  auto it = needs_.find(id);
+  WorkerNeed need = it != needs_.end() ? it->second : WorkerNeed{};
+  if (need.workers == 0) need.workers = WorkersNeeded(spec);
+  return need;
 }
 
 }  // namespace coordinator

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "coordinator/membership.h"
 #include "lockstep/v1/cluster.pb.h"
 #include "lockstep/v1/job_spec.pb.h"
@@ -35,21 +36,38 @@ std::optional<std::vector<const v1::TaskStatus*>> ChooseWorkers(
     int needed, const std::vector<v1::TaskStatus>& tasks,
     const std::function<bool(const TaskRef&)>& busy);
 
+// Elastic: the most idle ALIVE training workers, between `least` and `most`, whose replicas
+// (one per device) divide `global_batch`; nullopt when no such count is idle.
+std::optional<std::vector<const v1::TaskStatus*>> ChooseElastic(
+    int most, int least, int64_t global_batch, const std::vector<v1::TaskStatus>& tasks,
+    const std::function<bool(const TaskRef&)>& busy);
+
+// What the next attempt of a queued job needs.
+struct WorkerNeed {
+  // Exactly this many workers (a restart keeps the group configuration of the attempt it
+  // replaces); 0: the spec decides (WorkersNeeded).
+  int workers = 0;
+  // Elastic (restart_policy.min_workers > 0): from `shrink_after` on, any usable count from
+  // min_workers up to `workers` will do (ChooseElastic).
+  int min_workers = 0;
+  absl::Time shrink_after = absl::InfiniteFuture();
+};
+
 class Scheduler {
  public:
-  // Queues `id`. `workers` > 0: its next attempt needs exactly that many (a restart keeps
-  // the group configuration of the attempt it replaces); 0: its spec decides.
-  void Enqueue(const std::string& id, int workers = 0);
+  // Queues `id` with what its next attempt needs.
+  void Enqueue(const std::string& id, WorkerNeed need = {});
   void Remove(const std::string& id);
   bool empty() const { return queue_.empty(); }
   // The queued ids, oldest first.
   std::vector<std::string> Queue() const { return {queue_.begin(), queue_.end()}; }
-  // How many workers the next attempt of `id` needs (see Enqueue; 0: every ALIVE one).
-  int WorkersFor(const std::string& id, const v1::JobSpec& spec) const;
+  // What the next attempt of `id` needs: what Enqueue said, with `workers` 0 replaced by the
+  // spec's count (0 still: every ALIVE worker).
+  WorkerNeed NeedFor(const std::string& id, const v1::JobSpec& spec) const;
 
  private:
   std::set<std::string> queue_;
-  std::map<std::string, int> workers_;
+  std::map<std::string, WorkerNeed> needs_;
 };
 
 }  // namespace coordinator

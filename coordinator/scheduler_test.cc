@@ -52,18 +52,32 @@ TEST(SchedulerTest, QueuesOldestFirstAndARestartKeepsItsWorkerCount) {
   Scheduler s;
   EXPECT_TRUE(s.empty());
   s.Enqueue("job-000002");
-  s.Enqueue("job-000001", /*workers=*/3);
+  s.Enqueue("job-000001", WorkerNeed{3});
   EXPECT_EQ(s.Queue(), (std::vector<std::string>{"job-000001", "job-000002"}));
   v1::JobSpec every;
   every.set_strategy(v1::MULTI_WORKER_MIRRORED);
-  EXPECT_EQ(s.WorkersFor("job-000001", every), 3);  // the attempt it replaces had 3
-  EXPECT_EQ(s.WorkersFor("job-000002", every), 0);  // every ALIVE worker
+  EXPECT_EQ(s.NeedFor("job-000001", every).workers, 3);  // the attempt it replaces had 3
+  EXPECT_EQ(s.NeedFor("job-000002", every).workers, 0);  // every ALIVE worker
   v1::JobSpec one;
   one.set_strategy(v1::MIRRORED);
-  EXPECT_EQ(s.WorkersFor("job-000002", one), 1);
+  EXPECT_EQ(s.NeedFor("job-000002", one).workers, 1);
   s.Remove("job-000001");
   EXPECT_EQ(s.Queue(), (std::vector<std::string>{"job-000002"}));
-  EXPECT_EQ(s.WorkersFor("job-000001", every), 0);  // forgotten with it
+  EXPECT_EQ(s.NeedFor("job-000001", every).workers, 0);  // forgotten with it
+}
+
+// Elastic: the most idle workers between least and most whose replicas divide the batch.
+TEST(SchedulerTest, ChooseElasticTakesTheLargestUsableCount) {
+  std::vector<v1::TaskStatus> tasks;
+  for (int i = 0; i < 4; ++i) tasks.push_back(Task("worker", i));
+  auto busy = [](const TaskRef& t) { return t.index == 3; };  // 3 idle
+  // 48 over 3 replicas: all three.
+  EXPECT_EQ(ChooseElastic(4, 2, 48, tasks, busy)->size(), 3u);
+  // 32 does not split over 3: two.
+  EXPECT_EQ(ChooseElastic(4, 2, 32, tasks, busy)->size(), 2u);
+  // 30 splits over 3 or 2... or 1, but not below `least` and not above `most`.
+  EXPECT_EQ(ChooseElastic(2, 2, 30, tasks, busy)->size(), 2u);
+  EXPECT_FALSE(ChooseElastic(4, 3, 32, tasks, busy).has_value());
 }
 
 }  // namespace
