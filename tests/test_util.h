@@ -1,5 +1,6 @@
-// Helpers shared by the multi-process tests: runfiles, per-test directories, files, and
-// running a program to completion with a bound.
+// Helpers shared by the multi-process tests: runfiles, per-test directories, files,
+// running a program to completion with a bound, the bundled digits job, and comparing checkpoints
+// bit for bit.
 #ifndef LOCKSTEP_TESTS_TEST_UTIL_H_
 #define LOCKSTEP_TESTS_TEST_UTIL_H_
 
@@ -8,6 +9,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "lockstep/v1/checkpoint.pb.h"
+#include "lockstep/v1/job_spec.pb.h"
 
 namespace lockstep {
 namespace testing {
@@ -30,6 +33,14 @@ struct Result {
 Result RunTool(std::vector<std::string> argv, const std::string& log,
                std::vector<std::pair<std::string, std::string>> env = {},
                absl::Duration limit = absl::Seconds(30));
+
+// The bundled digits job (examples/jobs/digits_mlp.json) with absolute data paths and its
+// checkpoints and summaries under `dir` (dir/ckpt, dir/tb).
+v1::JobSpec DigitsJob(const std::string& dir);
+
+// Variables and optimizer slots of two checkpoints, byte for byte (gtest failures naming
+// the variable or slot that differs).
+void ExpectBitwiseEqual(const v1::Checkpoint& a, const v1::Checkpoint& b);
 
 }  // namespace testing
 }  // namespace lockstep
