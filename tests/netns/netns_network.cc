@@ -24,6 +24,7 @@ namespace {
 
 constexpr char kPrefix[] = "lsnt";
 constexpr char kPartitionTable[] = "lockstep_partition";
+constexpr char kLossTable[] = "lockstep_loss";
 
 std::string FirstExecutable(std::initializer_list<const char*> paths) {
   for (const char* p : paths) {
@@ -139,27 +140,44 @@ absl::Status NetnsNetwork::EnterHost(int host) {
   return absl::OkStatus();
 }
 
-absl::Status NetnsNetwork::Partition(int host) {
+absl::Status NetnsNetwork::AddNftTable(int host, const std::string& table,
+                                       const std::string& in_rule, const std::string& out_rule) {
   const std::string nft = NftTool();
   if (nft.empty()) {
     return absl::FailedPreconditionError("no `nft` (Debian package nftables; tools/bootstrap.sh)");
   }
+  // Priority -300 (raw): before connection tracking and every other filter.
   const std::string rules = absl::StrCat(
-      "table inet ", kPartitionTable, " {\n",
-      "  chain in { type filter hook input priority -300; policy drop; iif lo accept; }\n",
-      "  chain out { type filter hook output priority -300; policy drop; oif lo accept; }\n}\n");
-  const std::string file = log_ + ".partition.nft";
+      "table inet ", table, " {\n", "  chain in { type filter hook input priority -300; ", in_rule,
+      " }\n", "  chain out { type filter hook output priority -300; ", out_rule, " }\n}\n");
+  const std::string file = absl::StrCat(log_, ".", table, ".nft");
   std::ofstream(file) << rules;
   std::vector<std::string> argv = ExecPrefix(host);
   argv.insert(argv.end(), {nft, "-f", file});
   return Run(argv);
 }
 
-absl::Status NetnsNetwork::Heal(int host) {
+absl::Status NetnsNetwork::DeleteNftTable(int host, const std::string& table) {
   std::vector<std::string> argv = ExecPrefix(host);
-  argv.insert(argv.end(), {NftTool(), "delete", "table", "inet", kPartitionTable});
+  argv.insert(argv.end(), {NftTool(), "delete", "table", "inet", table});
   return Run(argv);
 }
+
+absl::Status NetnsNetwork::Partition(int host) {
+  return AddNftTable(host, kPartitionTable, "policy drop; iif lo accept;",
+                     "policy drop; oif lo accept;");
+}
+
+absl::Status NetnsNetwork::Heal(int host) { return DeleteNftTable(host, kPartitionTable); }
+
+absl::Status NetnsNetwork::Loss(int host, int percent) {
+  return AddNftTable(
+      host, kLossTable,
+      absl::StrCat("policy accept; iif != lo numgen random mod 100 < ", percent, " drop;"),
+      absl::StrCat("policy accept; oif != lo numgen random mod 100 < ", percent, " drop;"));
+}
+
+absl::Status NetnsNetwork::ClearLoss(int host) { return DeleteNftTable(host, kLossTable); }
 
 absl::Status NetnsNetwork::Netem(int host, const std::string& args) {
   std::vector<std::string> argv = {TcTool(), "qdisc", "replace", "dev", "eth0", "root", "netem"};

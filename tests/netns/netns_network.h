@@ -6,10 +6,10 @@
 // can leave these namespaces: the bridge has no uplink.
 //
 // Faults: Partition() drops every packet in and out of a host (an nftables table in its
-// namespace; its loopback still works), Heal() removes it; Netem() puts a `tc netem` qdisc
-// on a host's eth0 (delay, loss). The destructor deletes every namespace (which deletes
-// their interfaces); Create() first deletes the namespaces a dead earlier run left behind
-// (names carry the creating process's pid).
+// namespace; its loopback still works), Heal() removes it; Loss() drops a share of them at
+// random (nftables); Netem() puts a `tc netem` qdisc on a host's eth0 (delay, loss). The destructor
+// deletes every namespace (which deletes their interfaces); Create() first deletes the namespaces a
+// dead earlier run left behind (names carry the creating process's pid).
 //
 // Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2; Create() answers
 // FAILED_PRECONDITION saying what is missing, so that tests can skip with the reason.
@@ -56,6 +56,10 @@ class NetnsNetwork {
   // `nft` is missing.
   absl::Status Partition(int host);
   absl::Status Heal(int host);
+  // Drops `percent`% of the packets in and out of `host`, at random (nftables numgen), for
+  // kernels without netem. FAILED_PRECONDITION when `nft` is missing.
+  absl::Status Loss(int host, int percent);
+  absl::Status ClearLoss(int host);
   // `tc qdisc replace dev eth0 root netem <args>` in host's namespace ("delay 200ms loss 1%").
   // FAILED_PRECONDITION when the kernel has no netem (CONFIG_NET_SCH_NETEM).
   absl::Status Netem(int host, const std::string& args);
@@ -67,6 +71,11 @@ class NetnsNetwork {
  private:
   NetnsNetwork(std::string prefix, std::string log) : prefix_(prefix), log_(log) {}
   absl::Status Build(int hosts);
+  // An nftables table of two chains (input, output) in host's namespace, with the rules
+  // given ("policy drop; iif lo accept;").
+  absl::Status AddNftTable(int host, const std::string& table, const std::string& in_rule,
+                           const std::string& out_rule);
+  absl::Status DeleteNftTable(int host, const std::string& table);
 
   const std::string prefix_;  // "lsnt<pid>-"
   const std::string log_;
