@@ -166,7 +166,8 @@ class NetnsFaultTest : public ::testing::Test {
               << " steps): " << absl::Now() - start << "\n";
   }
 
-  // Reference first, then this scenario's cluster; returns the submitted job's id.
+  // Reference first, then this scenario's cluster; returns the submitted job's id once its
+  // first attempt runs at kFaultStep ("" after a failure).
   std::string Begin(const v1::JobSpec* spec = nullptr, bool ipv6 = false) {
     EnsureReference();
     if (reference_ == nullptr) return "";
@@ -175,7 +176,9 @@ class NetnsFaultTest : public ::testing::Test {
     if (cluster_ == nullptr) return "";
     auto id = jobs_->Submit(spec != nullptr ? *spec : RestartableJob(work_dir_));
     EXPECT_TRUE(id.ok()) << id.status();
-    return id.ok() ? *id : "";
+    if (!id.ok()) return "";
+    WaitRunningAt(*id, 1, kFaultStep);
+    return ::testing::Test::HasFatalFailure() ? "" : *id;
   }
 
   // Waits until the job runs attempt `attempt` at step >= `step`.
@@ -232,25 +235,49 @@ class NetnsFaultTest : public ::testing::Test {
     if (got.ok() && reference_ != nullptr) {
       testing::ExpectBitwiseEqual(got->checkpoint, *reference_);
     }
+    // A restarted job resumed from a checkpoint near the fault (they are 100 steps apart;
+    // the corrupted-checkpoint scenario falls back one), not from the start.
+    if (job.restarts() > 0) {
+      EXPECT_GE(job.progress().restored_step(), kFaultStep - 200);
+    }
     EXPECT_LT(absl::Now() - started_, kScenarioBound);
     std::cerr << "[netns] " << name_ << ": " << v1::JobState_Name(job.state()) << " after "
-              << job.restarts() << " restart(s), eval accuracy " << job.progress().eval_accuracy()
-              << "\n";
+              << job.restarts() << " restart(s), attempt " << job.attempt() << " restored step "
+              << job.progress().restored_step() << ", eval accuracy "
+              << job.progress().eval_accuracy() << "\n";
     return job;
+  }
+
+  // Steps the job advances in `d` while a fault is in place; printed with `what`.
+  int64_t StepsDuring(const std::string& id, absl::Duration d, const std::string& what) {
+    auto before = jobs_->Get(id);
+    absl::SleepFor(d);
+    auto after = jobs_->Get(id);
+    EXPECT_TRUE(before.ok() && after.ok());
+    if (!before.ok() || !after.ok()) return 0;
+    const int64_t steps = after->job().progress().step() - before->job().progress().step();
+    std::cerr << "[netns] " << name_ << ": " << steps << " steps in " << d << " of " << what
+              << "\n";
+    return steps;
+  }
+
+  // Waits until the job is RESTARTING for worker/`w` after a fault done at `since`.
+  void ExpectRestartingFor(const std::string& id, int w, absl::Time since,
+                           const std::string& fault) {
+    const v1::JobRecord restarting = WaitState(id, v1::RESTARTING, kTimeout + absl::Seconds(10));
+    EXPECT_THAT(restarting.reason(), HasSubstr(absl::StrCat("worker/", w)));
+    std::cerr << "[netns] " << name_ << ": RESTARTING " << absl::Now() - since << " after " << fault
+              << ": " << restarting.reason() << "\n";
   }
 
   // SIGKILL of worker `w` at kFaultStep; RESTARTING naming it; started again; SUCCEEDED.
   void KillAndRestartWorker(int w, bool ipv6) {
     const std::string id = Begin(nullptr, ipv6);
     ASSERT_FALSE(id.empty());
-    WaitRunningAt(id, 1, kFaultStep);
     cluster_->worker(w)->Signal(SIGKILL);
     const absl::Time killed = absl::Now();
     ASSERT_TRUE(cluster_->worker(w)->Wait(killed + absl::Seconds(10)).ok());
-    const v1::JobRecord restarting = WaitState(id, v1::RESTARTING, kTimeout + absl::Seconds(10));
-    EXPECT_THAT(restarting.reason(), HasSubstr(absl::StrCat("worker/", w)));
-    std::cerr << "[netns] " << name_ << ": RESTARTING " << absl::Now() - killed
-              << " after the kill: " << restarting.reason() << "\n";
+    ExpectRestartingFor(id, w, killed, "SIGKILL");
     ASSERT_TRUE(cluster_->StartWorker(w).ok());
     const v1::JobRecord done = ExpectSucceededAsPromised(id, work_dir_ + "/ckpt");
     EXPECT_EQ(done.restarts(), 1);
@@ -289,14 +316,10 @@ TEST_F(NetnsFaultTest, KilledChiefRestartsOverIpv6) {
 TEST_F(NetnsFaultTest, PartitionedHostRejoinsAfterTheHeartbeatTimeout) {
   const std::string id = Begin();
   ASSERT_FALSE(id.empty());
-  WaitRunningAt(id, 1, kFaultStep);
   ASSERT_TRUE(net_->Partition(2).ok());
   partitioned_.push_back(2);
   const absl::Time cut = absl::Now();
-  const v1::JobRecord restarting = WaitState(id, v1::RESTARTING, kTimeout + absl::Seconds(10));
-  EXPECT_THAT(restarting.reason(), HasSubstr("worker/1"));
-  std::cerr << "[netns] " << name_ << ": RESTARTING " << absl::Now() - cut
-            << " after the cut: " << restarting.reason() << "\n";
+  ExpectRestartingFor(id, 1, cut, "the partition");
   absl::SleepFor(absl::Seconds(1));  // the fault itself: the partition lasts a while longer
   ASSERT_TRUE(net_->Heal(2).ok());
   partitioned_.clear();
@@ -315,17 +338,9 @@ TEST_F(NetnsFaultTest, DelayAndLossSlowTheJobWithoutARestart) {
   ASSERT_TRUE(net_->ClearNetem(1).ok());
   const std::string id = Begin();
   ASSERT_FALSE(id.empty());
-  WaitRunningAt(id, 1, kFaultStep);
   ASSERT_TRUE(net_->Netem(2, "delay 200ms loss 1%").ok());
   netem_.push_back(2);
-  auto before = jobs_->Get(id);
-  ASSERT_TRUE(before.ok());
-  absl::SleepFor(absl::Seconds(4));
-  auto during = jobs_->Get(id);
-  ASSERT_TRUE(during.ok());
-  const int64_t steps = during->job().progress().step() - before->job().progress().step();
-  std::cerr << "[netns] " << name_ << ": " << steps << " steps in 4 s of netem\n";
-  EXPECT_GT(steps, 0);
+  EXPECT_GT(StepsDuring(id, absl::Seconds(4), "netem delay and loss"), 0);
   ASSERT_TRUE(net_->ClearNetem(2).ok());
   netem_.clear();
   const v1::JobRecord done = ExpectSucceededAsPromised(id, work_dir_ + "/ckpt");
@@ -338,19 +353,11 @@ TEST_F(NetnsFaultTest, DelayAndLossSlowTheJobWithoutARestart) {
 TEST_F(NetnsFaultTest, RandomLossSlowsTheJobWithoutARestart) {
   const std::string id = Begin();
   ASSERT_FALSE(id.empty());
-  WaitRunningAt(id, 1, kFaultStep);
   ASSERT_TRUE(net_->Loss(2, 2).ok());
   lossy_.push_back(2);
-  auto before = jobs_->Get(id);
-  ASSERT_TRUE(before.ok());
-  absl::SleepFor(absl::Seconds(3));
-  auto during = jobs_->Get(id);
-  ASSERT_TRUE(during.ok());
+  EXPECT_GT(StepsDuring(id, absl::Seconds(3), "2% loss"), 0);
   ASSERT_TRUE(net_->ClearLoss(2).ok());
   lossy_.clear();
-  const int64_t steps = during->job().progress().step() - before->job().progress().step();
-  std::cerr << "[netns] " << name_ << ": " << steps << " steps in 3 s of 2% loss\n";
-  EXPECT_GT(steps, 0);
   const v1::JobRecord done = ExpectSucceededAsPromised(id, work_dir_ + "/ckpt");
   EXPECT_EQ(done.restarts(), 0);
 }
@@ -359,13 +366,9 @@ TEST_F(NetnsFaultTest, RandomLossSlowsTheJobWithoutARestart) {
 TEST_F(NetnsFaultTest, StoppedWorkerIsContinuedAndTheJobEnds) {
   const std::string id = Begin();
   ASSERT_FALSE(id.empty());
-  WaitRunningAt(id, 1, kFaultStep);
   cluster_->worker(1)->Signal(SIGSTOP);
   const absl::Time stopped = absl::Now();
-  const v1::JobRecord restarting = WaitState(id, v1::RESTARTING, kTimeout + absl::Seconds(10));
-  EXPECT_THAT(restarting.reason(), HasSubstr("worker/1"));
-  std::cerr << "[netns] " << name_ << ": RESTARTING " << absl::Now() - stopped
-            << " after SIGSTOP: " << restarting.reason() << "\n";
+  ExpectRestartingFor(id, 1, stopped, "SIGSTOP");
   cluster_->worker(1)->Signal(SIGCONT);
   const v1::JobRecord done = ExpectSucceededAsPromised(id, work_dir_ + "/ckpt");
   EXPECT_EQ(done.restarts(), 1);
@@ -376,7 +379,6 @@ TEST_F(NetnsFaultTest, StoppedWorkerIsContinuedAndTheJobEnds) {
 TEST_F(NetnsFaultTest, RestartedCoordinatorRestartsTheRunningJob) {
   const std::string id = Begin();
   ASSERT_FALSE(id.empty());
-  WaitRunningAt(id, 1, kFaultStep);
   cluster_->coordinator()->Signal(SIGKILL);
   ASSERT_TRUE(cluster_->coordinator()->Wait(absl::Now() + absl::Seconds(10)).ok());
   const absl::Time killed = absl::Now();
@@ -398,7 +400,6 @@ TEST_F(NetnsFaultTest, FullCheckpointDirectoryFailsTheAttemptAndTheJobResumes) {
   spec.mutable_checkpoint()->set_dir(ckpt);
   const std::string id = Begin(&spec);
   ASSERT_FALSE(id.empty());
-  WaitRunningAt(id, 1, kFaultStep);
   {
     // Fill what is left of the tmpfs.
     std::ofstream filler(work_dir_ + "/tmpfs-ckpt/filler", std::ios::binary);
@@ -423,13 +424,13 @@ TEST_F(NetnsFaultTest, FullCheckpointDirectoryFailsTheAttemptAndTheJobResumes) {
             << " after the disk filled\n";
   const v1::JobRecord done = ExpectSucceededAsPromised(id, ckpt);
   EXPECT_GE(done.restarts(), 1);
-  // The first attempt ended RESTARTING, naming the chief and the full disk.
-  bool named = false;
+  // The chief's attempt failed on the full disk. (The RESTARTING reason names whichever
+  // worker's FAILED report reached the coordinator first: the chief's, or worker/1's
+  // "connection closed" when its heartbeat came first.)
+  EXPECT_THAT(cluster_->log(cluster_->worker_log_name(0)), HasSubstr("No space left on device"));
   for (const v1::JobTransition& t : done.transitions()) {
-    named = named || (t.state() == v1::RESTARTING && absl::StrContains(t.reason(), "worker/0") &&
-                      absl::StrContains(t.reason(), "No space left on device"));
+    if (t.state() == v1::RESTARTING) std::cerr << "[netns] " << name_ << ": " << t.reason() << "\n";
   }
-  EXPECT_TRUE(named) << client::FormatJobDescription(*jobs_->Get(id));
 }
 
 // Both workers die; the newest checkpoint on every disk is corrupted (bytes flipped in the
@@ -437,7 +438,6 @@ TEST_F(NetnsFaultTest, FullCheckpointDirectoryFailsTheAttemptAndTheJobResumes) {
 TEST_F(NetnsFaultTest, CorruptedNewestCheckpointFallsBackToThePreviousOne) {
   const std::string id = Begin();
   ASSERT_FALSE(id.empty());
-  WaitRunningAt(id, 1, kFaultStep);
   cluster_->worker(0)->Signal(SIGKILL);
   cluster_->worker(1)->Signal(SIGKILL);
   for (int w : {0, 1}) ASSERT_TRUE(cluster_->worker(w)->Wait(absl::Now() + absl::Seconds(10)).ok());
