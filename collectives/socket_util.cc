@@ -155,6 +155,40 @@ absl::StatusOr<std::pair<UniqueFd, std::string>> ListenEphemeral(const std::stri
                                              errors, " (is the address on this host?)"));
 }
 
+namespace {
+// One connection attempt, bounded by `deadline`: the connect runs non-blocking, so a peer
+// whose packets are dropped (a partition answers nothing, not even a reset) costs the
+// deadline, not the kernel's ~2 minutes of SYN retries. Returns a blocking socket, or -1
+// with `*err` set (ETIMEDOUT at the deadline).
+UniqueFd ConnectOnce(const Resolved& addr, absl::Time deadline, int* err) {
+  UniqueFd fd(socket(addr.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (fd.get() < 0) {
+    *err = errno;
+    return UniqueFd();
+  }
+  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.addr), addr.len) != 0) {
+    if (errno != EINPROGRESS) {
+      *err = errno;
+      return UniqueFd();
+    }
+    if (!WaitFd(fd.get(), POLLOUT, deadline, "connect").ok()) {
+      *err = ETIMEDOUT;
+      return UniqueFd();
+    }
+    int so_error = 0;
+    socklen_t len = sizeof(so_error);
+    if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) so_error = errno;
+    if (so_error != 0) {
+      *err = so_error;
+      return UniqueFd();
+    }
+  }
+  const int flags = fcntl(fd.get(), F_GETFL, 0);
+  fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+}  // namespace
+
 absl::StatusOr<UniqueFd> ConnectWithRetry(const std::string& address, absl::Time deadline) {
   LS_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(address));
   LS_ASSIGN_OR_RETURN(std::vector<Resolved> addrs, Resolve(hp.host, hp.port, /*passive=*/false));
@@ -163,12 +197,8 @@ absl::StatusOr<UniqueFd> ConnectWithRetry(const std::string& address, absl::Time
     int err = 0;
     // Every address the host resolves to, in order (a name may resolve to both families).
     for (const Resolved& addr : addrs) {
-      UniqueFd fd(socket(addr.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (fd.get() >= 0 &&
-          connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.addr), addr.len) == 0) {
-        return fd;
-      }
-      err = errno;
+      UniqueFd fd = ConnectOnce(addr, deadline, &err);
+      if (fd.get() >= 0) return fd;
     }
     if (absl::Now() + backoff >= deadline) {
       return absl::DeadlineExceededError(

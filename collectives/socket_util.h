@@ -47,6 +47,8 @@ absl::StatusOr<std::pair<UniqueFd, std::string>> ListenEphemeral(const std::stri
                                                                  int backlog);
 // Connects to "host:port" or "[ipv6]:port" (common/net's ParseHostPort), trying every address
 // the host resolves to, IPv4 or IPv6, and retrying refused connections until `deadline`.
+// The deadline bounds each attempt too: a peer that answers nothing (its packets dropped)
+// gives DEADLINE_EXCEEDED at the deadline. The socket returned is blocking.
 absl::StatusOr<UniqueFd> ConnectWithRetry(const std::string& address, absl::Time deadline);
 
 // TCP_NODELAY, send/receive buffers of `buffer_bytes` (0: leave the kernel's autotuning), and
