@@ -375,7 +375,9 @@ TEST_F(NetnsFaultTest, StoppedWorkerIsContinuedAndTheJobEnds) {
 }
 
 // The coordinator is SIGKILLed mid-run and started again on the same state and address: the
-// running job becomes RESTARTING (it has restarts left), runs a new attempt and ends.
+// running job becomes RESTARTING (it has restarts left), runs a new attempt and ends. (The
+// workers keep training meanwhile; they find the new coordinator only after a few seconds,
+// gRPC's backup poll, so the new attempt often restores the last step's checkpoint.)
 TEST_F(NetnsFaultTest, RestartedCoordinatorRestartsTheRunningJob) {
   const std::string id = Begin();
   ASSERT_FALSE(id.empty());
