@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/incarnation.h"
+#include "common/net.h"
 #include "common/status.h"
 #include "coordinator/grpc_service.h"
 #include "spdlog/spdlog.h"
@@ -68,7 +69,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
       &s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(), s->options_.clock, s->incarnation_,
       s->options_.tls.insecure, s->options_.tokens);
   grpc::ServerBuilder builder;
-  std::string address = absl::StrCat(s->options_.host, ":", s->options_.port);
+  // HostPort brackets an IPv6 host ("[::]:7000"), as gRPC wants.
+  std::string address = HostPort{s->options_.host, s->options_.port}.ToString();
   builder.AddListeningPort(address, ServerCredentials(s->options_.tls), &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();

@@ -43,6 +43,8 @@ using ::testing::HasSubstr;
 constexpr absl::Duration kInterval = absl::Milliseconds(150);
 constexpr absl::Duration kTimeout = absl::Seconds(3);
 
+using testing::DigitsJob;
+using testing::ExpectBitwiseEqual;
 using testing::ReadFile;
 using testing::Result;
 using testing::Runfile;
@@ -73,16 +75,6 @@ std::vector<std::string> ProcessesOf(const std::string& marker, const std::strin
   }
   closedir(proc);
   return found;
-}
-
-// The bundled digits job with absolute data paths and its outputs under `dir`.
-v1::JobSpec DigitsJob(const std::string& dir) {
-  auto spec = client::ReadJobSpecFile(Runfile("examples/jobs/digits_mlp.json"));
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  spec->mutable_data()->mutable_train()->set_files(0, Runfile("examples/data/digits.csv.gz"));
-  spec->mutable_checkpoint()->set_dir(dir + "/ckpt");
-  spec->mutable_summaries()->set_dir(dir + "/tb");
-  return *spec;
 }
 
 // The bundled TFRecord digits job (examples/jobs/digits_tfrecord.json) with absolute data
@@ -547,21 +539,6 @@ v1::JobSpec RestartableJob(const std::string& dir) {
   spec.mutable_checkpoint()->set_every_steps(100);
   spec.mutable_restart_policy()->set_max_restarts(2);
   return spec;
-}
-
-// Variables and optimizer slots of two checkpoints, byte for byte.
-void ExpectBitwiseEqual(const v1::Checkpoint& a, const v1::Checkpoint& b) {
-  ASSERT_EQ(a.global_step(), b.global_step());
-  ASSERT_EQ(a.variables_size(), b.variables_size());
-  for (int i = 0; i < a.variables_size(); ++i) {
-    EXPECT_EQ(a.variables(i).SerializeAsString(), b.variables(i).SerializeAsString())
-        << "variable " << a.variables(i).name();
-  }
-  ASSERT_EQ(a.optimizer_slots_size(), b.optimizer_slots_size());
-  for (int i = 0; i < a.optimizer_slots_size(); ++i) {
-    EXPECT_EQ(a.optimizer_slots(i).SerializeAsString(), b.optimizer_slots(i).SerializeAsString())
-        << "slot " << a.optimizer_slots(i).name();
-  }
 }
 
 // A job with restart_policy.max_restarts survives a SIGKILLed worker, then a SIGKILLed
