@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/incarnation.h"
 
@@ -11,6 +12,11 @@ namespace coordinator {
 bool EndsAttempt(v1::JobReport::Phase phase) {
   return phase == v1::JobReport::DONE || phase == v1::JobReport::FAILED ||
          phase == v1::JobReport::ABORTED || phase == v1::JobReport::PREEMPTED;
+}
+
+bool IsRelayedFailure(absl::string_view failure) {
+  // The collectives name the peer whose failure they saw (collectives/peer_failure.h).
+  return absl::StrContains(failure, "peer rank") || absl::StrContains(failure, "left the group");
 }
 
 const char* JobAttempt::StateName(State s) {
@@ -26,11 +32,12 @@ const char* JobAttempt::StateName(State s) {
 }
 
 JobAttempt::JobAttempt(std::string job_id, int attempt, v1::JobSpec spec,
-                       std::vector<AttemptWorker> workers)
+                       std::vector<AttemptWorker> workers, absl::Time started)
     : job_id_(std::move(job_id)),
       attempt_(attempt),
       spec_(std::move(spec)),
-      workers_(std::move(workers)) {}
+      workers_(std::move(workers)),
+      started_(started) {}
 
 int JobAttempt::RankOf(const TaskRef& task) const {
   for (size_t r = 0; r < workers_.size(); ++r) {
@@ -53,11 +60,18 @@ bool JobAttempt::OnReport(const TaskRef& task, const v1::JobReport& report, absl
       preemption_ = absl::StrCat("preempted after step ", report.step(), ": checkpoint written");
     }
   }
-  if (report.phase() == v1::JobReport::FAILED && state_ == State::kRunning) {
-    Fail(absl::StrCat(task.ToString(), " (rank ", rank,
-                      ") failed: ", report.error().empty() ? "no error given" : report.error()),
-         now + grace);
+  if (report.phase() != v1::JobReport::FAILED) return false;
+  std::string failure =
+      absl::StrCat(task.ToString(), " (rank ", rank,
+                   ") failed: ", report.error().empty() ? "no error given" : report.error());
+  if (state_ == State::kRunning) {
+    Fail(std::move(failure), now + grace);
     return true;
+  }
+  // The first failure to arrive is often a peer's collective noticing the one that failed
+  // (its connection closed); the failed worker's own error, when it comes, is the cause.
+  if (IsRelayedFailure(failure_) && !IsRelayedFailure(failure)) {
+    failure_ = absl::StrCat(failure, "; first seen by ", failure_);
   }
   return false;
 }

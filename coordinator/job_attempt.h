@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "coordinator/membership.h"
 #include "lockstep/v1/assignment.pb.h"
@@ -36,6 +37,9 @@ namespace coordinator {
 
 // A report that ends the attempt for its worker: DONE, FAILED, ABORTED or PREEMPTED.
 bool EndsAttempt(v1::JobReport::Phase phase);
+// A failure that a worker saw in a peer (its collective names "peer rank N" or a peer that
+// "left the group"), not one of its own.
+bool IsRelayedFailure(absl::string_view failure);
 
 // A worker of the attempt as the coordinator gave it: its task and incarnation.
 struct AttemptWorker {
@@ -50,14 +54,17 @@ class JobAttempt {
   // What the workers' reports say of the attempt.
   enum class Outcome { kUndecided, kSucceeded, kFailed, kPreempted };
 
-  JobAttempt(std::string job_id, int attempt, v1::JobSpec spec, std::vector<AttemptWorker> workers);
+  JobAttempt(std::string job_id, int attempt, v1::JobSpec spec, std::vector<AttemptWorker> workers,
+             absl::Time started = absl::InfinitePast());
 
   // ---- Transitions ----
   // A report of one of its workers while RUNNING or FAILING. The chief's is the job's
   // progress. A FAILED report moves RUNNING to FAILING (Fail with the worker's error, giving
-  // the others until now + grace); a PREEMPTED one records the preemption. Returns true when
-  // this report made the attempt FAILING (the caller aborts the other workers). Reports of
-  // tasks not in the attempt are ignored (-1 rank).
+  // the others until now + grace); while FAILING, a worker's own error replaces a relayed
+  // one (IsRelayedFailure) as the reason, which keeps the relayed one as "first seen by"; a
+  // PREEMPTED one records the preemption. Returns true when this report made the attempt
+  // FAILING (the caller aborts the other workers). Reports of tasks not in the attempt are
+  // ignored (-1 rank).
   bool OnReport(const TaskRef& task, const v1::JobReport& report, absl::Time now,
                 absl::Duration grace);
   // RUNNING -> FAILING with `reason`; the attempt fails at `fail_at` at the latest. A second
@@ -107,12 +114,14 @@ class JobAttempt {
   const std::string& failure() const { return failure_; }
   const std::string& preemption() const { return preemption_; }
   int resize_to() const { return resize_to_; }
+  absl::Time started() const { return started_; }
 
  private:
   std::string job_id_;
   int attempt_;
   v1::JobSpec spec_;
   std::vector<AttemptWorker> workers_;  // rank order
+  absl::Time started_;
   State state_ = State::kRunning;
   std::map<int, v1::JobReport> reports_;  // by rank
   std::string failure_;                   // FAILING: why

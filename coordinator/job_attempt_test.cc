@@ -63,6 +63,21 @@ TEST(JobAttemptTest, AFailedReportMakesItFailingUntilTheOthersLeftOrTheGraceRanO
   EXPECT_EQ(a.Settle(kNow), JobAttempt::Outcome::kFailed);  // every worker ended it
 }
 
+// A peer's collective usually reports first; the failed worker's own error is the reason.
+TEST(JobAttemptTest, AWorkersOwnErrorReplacesARelayedOneAsTheReason) {
+  JobAttempt a = TwoWorkers();
+  EXPECT_TRUE(a.OnReport(kW1,
+                         Report(v1::JobReport::FAILED, 7,
+                                "receiving from peer rank 0: the connection closed"),
+                         kNow, kGrace));
+  a.OnReport(kW0, Report(v1::JobReport::FAILED, 7, "checkpoint: No space left on device"), kNow,
+             kGrace);
+  EXPECT_THAT(a.failure(), ::testing::StartsWith("worker/0 (rank 0) failed: checkpoint: No space "
+                                                 "left on device; first seen by worker/1"));
+  EXPECT_TRUE(IsRelayedFailure("rank 2: peer rank 1 left the group after peer rank 0 failed"));
+  EXPECT_FALSE(IsRelayedFailure("loss is NaN"));
+}
+
 TEST(JobAttemptTest, APreemptionNamesTheWorkerThatAskedOnceEveryWorkerStopped) {
   JobAttempt a = TwoWorkers();
   v1::JobReport asked = Report(v1::JobReport::PREEMPTED, 42);

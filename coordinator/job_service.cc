@@ -438,6 +438,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     return true;
   }
   const WorkerNeed need = scheduler_.NeedFor(id, spec);
+  if (clock_->Now() < need.not_before) return false;  // backing off; the others wait too
   auto busy = [this](const TaskRef& t) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsBusyLocked(t); };
   std::optional<std::vector<const v1::TaskStatus*>> chosen =
       ChooseWorkers(need.workers, tasks, busy);
@@ -489,7 +490,8 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     PushLocked(workers[i].task, workers[i].incarnation, std::move(a));
   }
   ended_.erase(id);
-  active_.insert_or_assign(id, JobAttempt(id, attempt, std::move(spec), std::move(workers)));
+  active_.insert_or_assign(
+      id, JobAttempt(id, attempt, std::move(spec), std::move(workers), clock_->Now()));
   ChangedLocked(id, message);
   return true;
 }
@@ -500,8 +502,25 @@ void JobService::FailLocked(const std::string& id, const std::string& reason) {
   const int max_restarts = it->second.spec().restart_policy().max_restarts();
   absl::StatusOr<v1::JobRecord> record = store_->Get(id);
   if (record.ok() && record->restarts() < max_restarts) {
-    const WorkerNeed need = RestartNeedLocked(it->second, it->second.size());
-    EndLocked(id, v1::RESTARTING, RestartReason(reason, *record, max_restarts));
+    WorkerNeed need = RestartNeedLocked(it->second, it->second.size());
+    // Attempts that fail soon after they start (a full disk, a bad file) back off, so that
+    // the restarts are not all spent in a second: 0.5 s, 1 s, 2 s, ... up to 30 s.
+    int& quick = quick_failures_[id];
+    quick = clock_->Now() - it->second.started() < kQuickFailure ? quick + 1 : 0;
+    if (quick > 0) {
+      const absl::Duration backoff =
+          std::min(kMaxRestartBackoff, absl::Milliseconds(500) * (1 << std::min(quick - 1, 6)));
+      need.not_before = clock_->Now() + backoff;
+      need.shrink_after = std::max(need.shrink_after, need.not_before);
+    }
+    EndLocked(
+        id, v1::RESTARTING,
+        absl::StrCat(RestartReason(reason, *record, max_restarts),
+                     quick > 0 ? absl::StrCat("; backing off ",
+                                              absl::FormatDuration(need.not_before - clock_->Now()),
+                                              ": the attempt failed within ",
+                                              absl::FormatDuration(kQuickFailure), " of its start")
+                               : ""));
     // Queued like a pending job; it starts once its workers left the attempt.
     scheduler_.Enqueue(id, need);
     return;

@@ -71,6 +71,10 @@ namespace coordinator {
 
 // restart_policy.replacement_timeout_ms 0.
 constexpr absl::Duration kDefaultReplacementTimeout = absl::Seconds(10);
+// An attempt that fails sooner than this after it started makes the next restart wait
+// (doubling from 0.5 s with each such attempt in a row, up to kMaxRestartBackoff).
+constexpr absl::Duration kQuickFailure = absl::Seconds(10);
+constexpr absl::Duration kMaxRestartBackoff = absl::Seconds(30);
 
 struct JobServiceOptions {
   // After a worker reports FAILED, how long the job waits for its other workers to end
@@ -201,6 +205,8 @@ class JobService {
   // reports keep arriving until each left it (busy until then), and GetJob shows them (so
   // "every worker stopped" can be observed).
   std::map<std::string, JobAttempt> ended_ ABSL_GUARDED_BY(mu_);
+  // Per job: attempts in a row that failed within kQuickFailure of their start.
+  std::map<std::string, int> quick_failures_ ABSL_GUARDED_BY(mu_);
   // Per job: a version bumped on every change (WatchJob cursors) and the latest message.
   int64_t version_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::pair<int64_t, std::string>> changes_ ABSL_GUARDED_BY(mu_);

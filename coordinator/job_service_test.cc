@@ -484,10 +484,16 @@ TEST_F(JobServiceTest, ALostWorkerRestartsTheJobUntilItsRestartsRunOut) {
   EXPECT_EQ(job.restarts(), 1);
   EXPECT_THAT(job.reason(), HasSubstr("worker/1 (rank 1) was lost"));
   EXPECT_THAT(job.reason(), HasSubstr("restart 1 of 1"));
+  // The attempt failed 4 s after it started: the restart backs off 0.5 s.
+  EXPECT_THAT(job.reason(), HasSubstr("backing off 500ms: the attempt failed within 10s"));
   // One ALIVE worker is not enough: the restart waits for the attempt's two.
   jobs_->Tick();
   EXPECT_EQ(State(*id), v1::RESTARTING);
   const TaskRef w2 = AddWorker();  // the replacement
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RESTARTING);  // still backing off
+  clock_.Advance(absl::Milliseconds(500));
+  Beat(w0);
   jobs_->Tick();
   ASSERT_EQ(State(*id), v1::RUNNING);
   const v1::Partition second = Next(w0).run();

@@ -51,6 +51,8 @@ struct WorkerNeed {
   // min_workers up to `workers` will do (ChooseElastic).
   int min_workers = 0;
   absl::Time shrink_after = absl::InfiniteFuture();
+  // Not before then (a restart backing off after attempts that failed quickly).
+  absl::Time not_before = absl::InfinitePast();
 };
 
 class Scheduler {
