@@ -687,6 +687,85 @@ TEST_F(JobsTest, DrainStopsTheJobWithACheckpointAndUndoLetsItResume) {
   EXPECT_EQ(Cli({"drain", "worker/7"}).exit_code, 1);  // NOT_FOUND
 }
 
+// Elastic worker counts with three lockstepd: worker/2 is SIGKILLed and not replaced, so
+// after the replacement timeout the job goes on with two (the global batch kept); when
+// worker/2 comes back the job stops after a step with a checkpoint and grows back to three.
+// The loss keeps falling across both changes and the final accuracy holds.
+TEST(ElasticTest, AJobShrinksToTheSurvivorsAndGrowsBackWhenAWorkerReturns) {
+  client::LocalClusterOptions o;
+  o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");
+  o.lockstepd_bin = Runfile("worker/lockstepd");
+  o.workers = 3;
+  o.work_dir = TmpDir("elastic");
+  o.heartbeat_interval = kInterval;
+  o.heartbeat_timeout = kTimeout;
+  o.static_tf_config = true;
+  auto cluster = client::LocalCluster::StartCoordinator(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_TRUE((*cluster)->StartWorkers().ok());
+  ASSERT_TRUE((*cluster)->WaitForAlive(3, absl::Now() + absl::Seconds(20)).ok());
+  auto jobs = client::JobClient::Create((*cluster)->coordinator_address(), (*cluster)->client_tls(),
+                                        absl::Seconds(10));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  v1::JobSpec spec = DigitsJob(o.work_dir + "/job");
+  spec.set_epochs(600);  // 17400 steps: long enough to shrink and grow while it trains
+  spec.set_num_workers(3);
+  spec.mutable_checkpoint()->set_every_steps(200);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  spec.mutable_restart_policy()->set_min_workers(2);
+  spec.mutable_restart_policy()->set_replacement_timeout_ms(4000);
+  auto id = (*jobs)->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  // Waits for `done` on the job; its description on failure.
+  auto wait = [&](const std::function<bool(const v1::GetJobResponse&)>& done,
+                  absl::Duration limit) -> absl::StatusOr<v1::GetJobResponse> {
+    const absl::Time deadline = absl::Now() + limit;
+    absl::StatusOr<v1::GetJobResponse> job;
+    while (absl::Now() < deadline) {
+      job = (*jobs)->Get(*id);
+      if (job.ok() && done(*job)) return job;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return absl::DeadlineExceededError(job.ok() ? client::FormatJobDescription(*job)
+                                                : job.status().ToString());
+  };
+  auto before = wait([](const v1::GetJobResponse& j) { return j.job().progress().step() >= 1000; },
+                     absl::Seconds(60));
+  ASSERT_TRUE(before.ok()) << before.status();
+  const double loss_before = before->job().progress().loss();
+  (*cluster)->worker(2)->Signal(SIGKILL);
+  const absl::Time killed = absl::Now();
+  auto shrunk = wait(
+      [](const v1::GetJobResponse& j) {
+        return j.job().state() == v1::RUNNING && j.job().attempt() == 2;
+      },
+      kTimeout + absl::Seconds(15));
+  ASSERT_TRUE(shrunk.ok()) << shrunk.status();
+  EXPECT_THAT(shrunk->job().reason(), HasSubstr("2 of 3 workers: no replacement came within"));
+  std::cerr << "worker/2 killed: running on 2 workers after " << absl::Now() - killed << "\n";
+  ASSERT_TRUE((*cluster)->StartWorker(2).ok());
+  const absl::Time returned = absl::Now();
+  auto grown = wait(
+      [](const v1::GetJobResponse& j) {
+        return j.job().state() == v1::RUNNING && j.job().attempt() == 3;
+      },
+      absl::Seconds(30));
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  std::cerr << "worker/2 back: running on 3 workers after " << absl::Now() - returned << "\n";
+  EXPECT_THAT(grown->job().transitions(grown->job().transitions_size() - 2).reason(),
+              HasSubstr("growing from 2 to 3 workers"));
+  auto last = (*jobs)->Watch(
+      *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(120));
+  ASSERT_TRUE(last.ok()) << last.status();
+  ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
+  EXPECT_EQ(last->job().restarts(), 1);  // the loss; the growth is not counted
+  EXPECT_LT(last->job().progress().loss(), loss_before);
+  EXPECT_GE(last->job().progress().eval_accuracy(), 0.96);
+  std::cerr << "elastic digits: loss " << loss_before << " at step "
+            << before->job().progress().step() << ", " << last->job().progress().loss()
+            << " at the end; test accuracy " << last->job().progress().eval_accuracy() << "\n";
+}
+
 TEST_F(JobsTest, RestartedCoordinatorStillListsEveryJob) {
   v1::JobSpec three = EndlessJob(dir());
   three.set_num_workers(3);  // stays PENDING: two workers only
