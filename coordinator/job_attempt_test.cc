@@ -66,10 +66,9 @@ TEST(JobAttemptTest, AFailedReportMakesItFailingUntilTheOthersLeftOrTheGraceRanO
 // A peer's collective usually reports first; the failed worker's own error is the reason.
 TEST(JobAttemptTest, AWorkersOwnErrorReplacesARelayedOneAsTheReason) {
   JobAttempt a = TwoWorkers();
-  EXPECT_TRUE(a.OnReport(kW1,
-                         Report(v1::JobReport::FAILED, 7,
-                                "receiving from peer rank 0: the connection closed"),
-                         kNow, kGrace));
+  EXPECT_TRUE(a.OnReport(
+      kW1, Report(v1::JobReport::FAILED, 7, "receiving from peer rank 0: the connection closed"),
+      kNow, kGrace));
   a.OnReport(kW0, Report(v1::JobReport::FAILED, 7, "checkpoint: No space left on device"), kNow,
              kGrace);
   EXPECT_THAT(a.failure(), ::testing::StartsWith("worker/0 (rank 0) failed: checkpoint: No space "

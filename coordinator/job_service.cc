@@ -75,10 +75,28 @@ JobService::JobService(JobStore* store, Membership* membership, Clock* clock,
 absl::Status JobService::Recover() {
   LS_ASSIGN_OR_RETURN(std::vector<v1::JobRecord> jobs, store_->List(0));
   absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
   for (const v1::JobRecord& job : jobs) {
+    v1::JobSpec stored;
+    if (job.state() == v1::RUNNING && job.attempt_workers_size() > 0 &&
+        stored.ParseFromString(job.spec())) {
+      // Its workers train on (the data plane needs no coordinator) and register again with
+      // their incarnations; their reports take the attempt on from here. One that does not
+      // come back within the failure grace is lost, as any other.
+      std::vector<AttemptWorker> workers;
+      for (const v1::AttemptWorkerRecord& w : job.attempt_workers()) {
+        workers.push_back(AttemptWorker{TaskRef{w.task_type(), w.task_index()}, w.incarnation()});
+      }
+      active_.insert_or_assign(job.id(), JobAttempt(job.id(), job.attempt(), std::move(stored),
+                                                    std::move(workers), now));
+      adopted_until_[job.id()] = now + failure_grace_;
+      ChangedLocked(job.id(), absl::StrCat("re-adopted attempt ", job.attempt(),
+                                           " after a coordinator restart"));
+      continue;
+    }
     if (job.state() == v1::RUNNING) {
-      // Its workers belonged to the previous coordinator: they drop the attempt when they
-      // find this one (a new coordinator incarnation). The restart policy decides.
+      // Its attempt is not stored (a record from an older coordinator): the restart policy
+      // decides.
       v1::JobSpec spec;
       const int max_restarts =
           spec.ParseFromString(job.spec()) ? spec.restart_policy().max_restarts() : 0;
@@ -358,6 +376,10 @@ void JobService::Tick() {
   std::vector<std::pair<std::string, std::string>> to_fail;
   std::vector<std::string> to_settle;
   for (const auto& [id, job] : active_) {
+    if (auto a = adopted_until_.find(id); a != adopted_until_.end()) {
+      if (clock_->Now() < a->second) continue;  // its workers are still coming back
+      adopted_until_.erase(a);
+    }
     std::string lost = job.FindLostWorker(by_ref, membership_->options().heartbeat_timeout);
     if (!lost.empty()) {
       if (!job.failure().empty()) absl::StrAppend(&lost, "; before that, ", job.failure());
@@ -478,6 +500,14 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
       absl::StrCat("RUNNING on ", absl::StrJoin(names, ", "), " (attempt ", attempt, shrunk, ")");
   absl::StatusOr<v1::JobRecord> running = store_->UpdateState(id, v1::RUNNING, message);
   if (!running.ok()) return true;  // logged by the caller's next GetJob; nothing was pushed
+  std::vector<v1::AttemptWorkerRecord> stored;
+  for (const AttemptWorker& w : workers) {
+    v1::AttemptWorkerRecord& r = stored.emplace_back();
+    r.set_task_type(w.task.type);
+    r.set_task_index(w.task.index);
+    r.set_incarnation(w.incarnation);
+  }
+  (void)store_->SetAttemptWorkers(id, std::move(stored));  // for a restarted coordinator
   if (running->progress().restored_step() > 0) {
     // What the previous attempt restored; this one's chief says what it restores.
     v1::JobProgress progress = running->progress();

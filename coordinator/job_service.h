@@ -21,8 +21,7 @@
 // queued like a pending job and starts its next attempt (attempt+1, a new secret and
 // rendezvous prefix) once every worker left the failed attempt and enough are ALIVE and
 // idle; the workers restore the newest checkpoint one of them holds whole
-// (worker/job_restore.h). A coordinator restart (Recover) makes a RUNNING job RESTARTING
-// too when it has restarts left. A preemption (a worker's lockstepd got SIGTERM: its group
+// (worker/job_restore.h). A preemption (a worker's lockstepd got SIGTERM: its group
 // stopped after one step with a checkpoint and every worker reports PREEMPTED) makes the
 // job RESTARTING without counting a restart.
 // Each attempt is a JobAttempt (job_attempt.h: its workers, reports and named transitions);
@@ -37,8 +36,11 @@
 // or (0 with MULTI_WORKER_MIRRORED) every ALIVE training worker (type "worker" or
 // "chief"), all of which must be idle; a restart needs as many as the attempt it replaces.
 // Queued jobs are scheduled oldest first.
-// A coordinator restart: Recover() makes jobs that were RUNNING RESTARTING when their restart
-// policy allows, else FAILED ("coordinator restarted").
+// A coordinator restart: Recover() re-adopts each RUNNING job's stored attempt (its workers
+// and their incarnations, JobRecord.attempt_workers): the workers train on without the
+// coordinator, register again with their incarnations and report; one that is not back
+// within the failure grace is lost as usual. A RUNNING record without a stored attempt
+// becomes RESTARTING when its restart policy allows, else FAILED.
 //
 // Ownership: borrows the JobStore, the Membership and the Clock (they must outlive it).
 // Thread model: every method is thread-safe (one mutex; the store and membership have
@@ -95,9 +97,8 @@ class JobService {
  public:
   JobService(JobStore* store, Membership* membership, Clock* clock, JobServiceOptions options = {});
 
-  // A job the store holds as RUNNING had its workers under a previous coordinator: it becomes
-  // RESTARTING when its restart policy has restarts left, else FAILED. PENDING and
-  // RESTARTING jobs are queued. Call once, before serving.
+  // Jobs the store holds as RUNNING are re-adopted from their stored attempts (see above);
+  // PENDING and RESTARTING jobs are queued. Call once, before serving.
   absl::Status Recover();
 
   // Validates (INVALID_ARGUMENT naming the field: the spec, the batch against the workers
@@ -205,6 +206,9 @@ class JobService {
   // reports keep arriving until each left it (busy until then), and GetJob shows them (so
   // "every worker stopped" can be observed).
   std::map<std::string, JobAttempt> ended_ ABSL_GUARDED_BY(mu_);
+  // Attempts re-adopted after a coordinator restart: until when their workers may take to
+  // register again before they count as lost.
+  std::map<std::string, absl::Time> adopted_until_ ABSL_GUARDED_BY(mu_);
   // Per job: attempts in a row that failed within kQuickFailure of their start.
   std::map<std::string, int> quick_failures_ ABSL_GUARDED_BY(mu_);
   // Per job: a version bumped on every change (WatchJob cursors) and the latest message.

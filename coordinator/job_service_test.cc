@@ -439,28 +439,52 @@ TEST_F(JobServiceTest, AWorkerStillRunningTheEndedJobStaysBusy) {
   EXPECT_EQ(State(*b), v1::RUNNING);
 }
 
-TEST_F(JobServiceTest, RestartFailsRunningJobsAndKeepsEveryJob) {
+// A new coordinator on the same state_dir re-adopts the running attempt from its stored
+// workers: the job stays RUNNING (attempt 1, no restart), its worker's reports carry it to
+// SUCCEEDED, and the pending job behind it starts then.
+TEST_F(JobServiceTest, ACoordinatorRestartReadoptsRunningJobsAndKeepsEveryJob) {
   const TaskRef w0 = AddWorker();
   v1::JobSpec one = SmallJob();
   one.set_num_workers(1);
   auto running = jobs_->Submit(one);
   auto pending = jobs_->Submit(one);
   ASSERT_TRUE(running.ok() && pending.ok());
+  ASSERT_TRUE(Next(w0).has_run());
   EXPECT_EQ(State(*pending), v1::PENDING);
-  (void)w0;
   OpenStore();  // a new coordinator on the same state_dir
-  auto jobs = jobs_->List(0);
-  ASSERT_EQ(jobs->size(), 2u);
-  EXPECT_EQ(State(*running), v1::FAILED);
-  EXPECT_THAT(jobs_->Get(*running)->job().reason(), HasSubstr("coordinator restarted"));
-  jobs_->Tick();  // the worker is idle for this coordinator: the pending job starts
+  ASSERT_EQ(jobs_->List(0)->size(), 2u);
+  v1::JobRecord job = jobs_->Get(*running)->job();
+  EXPECT_EQ(job.state(), v1::RUNNING);
+  EXPECT_EQ(job.attempt(), 1);
+  ASSERT_EQ(job.attempt_workers_size(), 1);
+  EXPECT_EQ(job.attempt_workers(0).task_index(), 0);
+  jobs_->Tick();
+  EXPECT_EQ(State(*pending), v1::PENDING);  // worker/0 still runs the adopted attempt
+  Report(w0, *running, 1, v1::JobReport::TRAINING, 5);
+  EXPECT_EQ(jobs_->Get(*running)->job().progress().step(), 5);
+  Report(w0, *running, 1, v1::JobReport::DONE, 10);
+  EXPECT_EQ(State(*running), v1::SUCCEEDED);
   EXPECT_EQ(State(*pending), v1::RUNNING);
 }
 
-// worker/1 is lost: the job becomes RESTARTING (not FAILED), waits for a second worker,
-// starts attempt 2 on the survivor and the replacement with the same job uid (its
-// checkpoints) and a new rendezvous prefix; the next failure, with no restart left, is
-// FAILED, and every attempt's reason stays in the transitions.
+// A worker of a re-adopted attempt that does not come back is lost once the failure grace
+// has passed since the coordinator started, not before (the others need time to register).
+TEST_F(JobServiceTest, AReadoptedAttemptWhoseWorkerNeverReturnsFailsAfterTheGrace) {
+  const auto [w0, w1, id] = StartOnTwoWorkers();
+  OpenStore();
+  for (int s = 0; s < 4; ++s) {  // worker/1 silent, LOST after 3 s
+    clock_.Advance(absl::Seconds(1));
+    Beat(w0);
+    jobs_->Tick();
+    ASSERT_EQ(State(id), v1::RUNNING) << "after " << s + 1 << " s";
+  }
+  clock_.Advance(absl::Seconds(1));  // 5 s: the grace is over
+  Beat(w0);
+  jobs_->Tick();
+  EXPECT_EQ(State(id), v1::FAILED);
+  EXPECT_THAT(jobs_->Get(id)->job().reason(), HasSubstr("worker/1 (rank 1) was lost"));
+}
+
 TEST_F(JobServiceTest, ALostWorkerRestartsTheJobUntilItsRestartsRunOut) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
   v1::JobSpec spec = SmallJob();
@@ -706,27 +730,6 @@ TEST_F(JobServiceTest, ARestartingJobCanBeCancelledAndStartsNoAttempt) {
   EXPECT_EQ(State(*id), v1::CANCELLED);
   EXPECT_EQ(jobs_->NextAssignment(w0, incarnations_[w0], clock_.Now()).status().code(),
             absl::StatusCode::kDeadlineExceeded);  // nothing new was pushed
-}
-
-// A coordinator restart with restarts left: RESTARTING (the workers drop the attempt when
-// they find the new coordinator), then a new attempt once the workers are back.
-TEST_F(JobServiceTest, CoordinatorRestartRestartsAJobWithRestartsLeft) {
-  const TaskRef w0 = AddWorker();
-  v1::JobSpec spec = SmallJob();
-  spec.set_num_workers(1);
-  spec.mutable_checkpoint()->set_every_steps(5);
-  spec.mutable_restart_policy()->set_max_restarts(2);
-  auto id = jobs_->Submit(spec);
-  ASSERT_TRUE(id.ok()) << id.status();
-  ASSERT_TRUE(Next(w0).has_run());
-  OpenStore();  // a new coordinator on the same state_dir
-  v1::JobRecord job = jobs_->Get(*id)->job();
-  EXPECT_EQ(job.state(), v1::RESTARTING);
-  EXPECT_THAT(job.reason(), HasSubstr("coordinator restarted"));
-  EXPECT_THAT(job.reason(), HasSubstr("restart 1 of 2"));
-  jobs_->Tick();
-  EXPECT_EQ(State(*id), v1::RUNNING);
-  EXPECT_EQ(Next(w0).run().attempt(), 2);
 }
 
 TEST_F(JobServiceTest, StaleIncarnationIsAborted) {

@@ -5,8 +5,9 @@
 // older one; a duplicate of a running one, or an abort of an attempt it does not run, is ignored.
 //
 // A partition that cannot even start (JobExecutor::Create refuses it) is reported FAILED
-// with the reason. Final reports stay in Reports() for `final_report_repeats` calls, then
-// the job's thread is joined and its executor freed.
+// with the reason. Final reports stay in Reports() until `final_report_repeats` heartbeats
+// delivered them (ReportsDelivered), however long the coordinator is away, then the job's
+// thread is joined and its executor freed.
 //
 // Ownership: owns the executors and their threads; borrows what JobExecutorOptions holds.
 // The destructor aborts every job and joins every thread. Thread model: thread-safe.
@@ -39,6 +40,7 @@ class JobRunner final : public AssignmentHandler {
   void Handle(const v1::Assignment& assignment) override;
   void DropAll(const std::string& reason) override;
   std::vector<v1::JobReport> Reports() override;
+  void ReportsDelivered() override;
 
   // Jobs whose executor has not returned yet.
   int running() const;
@@ -58,7 +60,8 @@ class JobRunner final : public AssignmentHandler {
     std::thread thread;
     bool finished = false;
     v1::JobReport final_report;
-    int reported = 0;  // times the final report was handed out
+    bool offered = false;  // the final report went out with the last Reports()
+    int reported = 0;      // heartbeats that delivered the final report
   };
 
   void Start(const v1::Partition& partition);

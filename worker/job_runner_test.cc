@@ -55,12 +55,15 @@ TEST(JobRunner, RunsAPartitionAndRepeatsItsFinalReportThenForgetsIt) {
   runner.Handle(RunAssignment("job-1", 0, 30));
   runner.Handle(RunAssignment("job-1", 0, 30));  // a duplicate push is ignored
   ASSERT_TRUE(runner.WaitIdle(Soon()));
+  // Heartbeats that did not reach the coordinator do not count.
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(runner.Reports().size(), 1u);
   for (int i = 0; i < 2; ++i) {
     std::vector<v1::JobReport> reports = runner.Reports();
     ASSERT_EQ(reports.size(), 1u);
     EXPECT_EQ(reports[0].phase(), v1::JobReport::DONE) << reports[0].error();
     EXPECT_EQ(reports[0].step(), 30);
     EXPECT_EQ(reports[0].total_steps(), 30);
+    runner.ReportsDelivered();
   }
   EXPECT_TRUE(runner.Reports().empty());
 }
