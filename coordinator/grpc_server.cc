@@ -62,8 +62,15 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
     s->state_dir_ = templ;
   }
   LS_ASSIGN_OR_RETURN(s->store_, JobStore::Open({s->state_dir_, s->options_.clock}));
+  JobServiceOptions job_options = s->options_.jobs;
+  CoordinatorServer* server = s.get();
+  job_options.on_attempt_ended = [server](const std::string& prefix) {
+    const int keys = server->kv_.DeletePrefix(prefix);
+    const int barriers = server->barriers_.DeletePrefix(prefix);
+    spdlog::debug("attempt {} ended: {} keys and {} barriers deleted", prefix, keys, barriers);
+  };
   s->jobs_ = std::make_unique<JobService>(s->store_.get(), &s->membership_, s->options_.clock,
-                                          s->options_.jobs);
+                                          std::move(job_options));
   LS_RETURN_IF_ERROR(s->jobs_->Recover());
   s->service_ = std::make_unique<CoordinatorService>(
       &s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(), s->options_.clock, s->incarnation_,

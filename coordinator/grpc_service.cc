@@ -162,13 +162,21 @@ grpc::Status CoordinatorService::Deregister(grpc::ServerContext* ctx,
 
 grpc::Status CoordinatorService::SetKey(grpc::ServerContext* ctx, const v1::SetKeyRequest* request,
                                         v1::SetKeyResponse*) {
-  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
+  if (absl::Status s = jobs_->CheckKeyAccess(identity, request->key()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   return ToGrpcStatus(kv_->Set(request->key(), request->value(), request->overwrite()));
 }
 
 grpc::Status CoordinatorService::GetKey(grpc::ServerContext* ctx, const v1::GetKeyRequest* request,
                                         v1::GetKeyResponse* response) {
-  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
+  if (absl::Status s = jobs_->CheckKeyAccess(identity, request->key()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   absl::StatusOr<std::string> v = kv_->Get(request->key(), DeadlineFor(request->timeout_ms()));
   if (v.ok()) response->set_value(*v);
   return ToGrpcStatus(v.status());
@@ -176,7 +184,11 @@ grpc::Status CoordinatorService::GetKey(grpc::ServerContext* ctx, const v1::GetK
 
 grpc::Status CoordinatorService::Barrier(grpc::ServerContext* ctx,
                                          const v1::BarrierRequest* request, v1::BarrierResponse*) {
-  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
+  if (absl::Status s = jobs_->CheckKeyAccess(identity, request->barrier_id()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   std::vector<std::string> members(request->members().begin(), request->members().end());
   return ToGrpcStatus(barriers_->Arrive(request->barrier_id(), request->member(),
                                         request->parties(), members,

@@ -4,8 +4,11 @@
 #include <iterator>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/incarnation.h"
 #include "common/status.h"
 #include "coordinator/job_validation.h"
@@ -70,7 +73,29 @@ JobService::JobService(JobStore* store, Membership* membership, Clock* clock,
     : store_(store),
       membership_(membership),
       clock_(clock),
-      failure_grace_(EffectiveFailureGrace(options, membership->options())) {}
+      failure_grace_(EffectiveFailureGrace(options, membership->options())),
+      on_attempt_ended_(std::move(options.on_attempt_ended)) {}
+
+absl::Status JobService::CheckKeyAccess(const std::string& identity, const std::string& key) {
+  if (identity.empty() || !absl::StartsWith(key, "jobs/")) return absl::OkStatus();
+  std::vector<std::string> parts = absl::StrSplit(key, absl::MaxSplits('/', 3));
+  int attempt = 0;
+  if (parts.size() < 4 || !absl::SimpleAtoi(parts[2], &attempt)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("key \"", key, "\": job keys are jobs/<job>/<attempt>/<name>"));
+  }
+  absl::MutexLock l(&mu_);
+  auto it = active_.find(parts[1]);
+  if (it == active_.end() || it->second.attempt() != attempt) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("key \"", key, "\": job ", parts[1], " attempt ", attempt, " is not running"));
+  }
+  for (const AttemptWorker& w : it->second.workers()) {
+    if (membership_->IdentityOf(w.task) == identity) return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "key \"", key, "\": ", identity, " is not a worker of job ", parts[1], " attempt ", attempt));
+}
 
 absl::Status JobService::Recover() {
   LS_ASSIGN_OR_RETURN(std::vector<v1::JobRecord> jobs, store_->List(0));
@@ -627,6 +652,8 @@ void JobService::EndLocked(const std::string& id, v1::JobState state, const std:
   if (state != v1::SUCCEEDED) AbortLocked(job, job.Unended(), reason);
   (void)store_->UpdateState(id, state, reason, counts_as_restart);
   job.End(clock_->Now(), failure_grace_);
+  // Everything collective of the attempt dies with it.
+  if (on_attempt_ended_) on_attempt_ended_(RendezvousPrefix(id, job.attempt()) + "/");
   ended_.insert_or_assign(id, std::move(job));
   active_.erase(it);
   ChangedLocked(id, absl::StrCat(v1::JobState_Name(state), ": ", reason));

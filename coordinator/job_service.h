@@ -51,6 +51,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -86,6 +87,9 @@ struct JobServiceOptions {
   // JobService never waits less than its Membership's heartbeat_timeout +
   // heartbeat_interval (the interval covers the sweep that marks it LOST).
   absl::Duration failure_grace = absl::Seconds(5);
+  // Called (under the service's lock; it must not call back) with an attempt's rendezvous
+  // prefix when the attempt ends: the server deletes its keys and barriers.
+  std::function<void(const std::string& prefix)> on_attempt_ended;
 };
 
 // The failure grace a JobService uses: options.failure_grace (5 s by default), raised to
@@ -136,6 +140,12 @@ class JobService {
   // worker: the job restarts elsewhere without counting a restart); `undo` makes the task
   // schedulable again. Errors of SetDraining (NOT_FOUND, INVALID_ARGUMENT).
   absl::StatusOr<v1::DrainWorkerResponse> Drain(const TaskRef& task, bool undo);
+  // Whether the worker with certificate identity `identity` may read or write the
+  // rendezvous key (or barrier) `key`: a key under "jobs/<id>/<attempt>/" belongs to that
+  // running attempt, and only its workers may use it (PERMISSION_DENIED naming the key,
+  // the job and the attempt otherwise, also for an attempt that is not running); other
+  // keys are the workers' common area. An empty identity (--insecure) is not checked.
+  absl::Status CheckKeyAccess(const std::string& identity, const std::string& key);
   // The running job of each busy task, with the step it last reported (for status).
   std::map<TaskRef, std::pair<std::string, int64_t>> RunningTasks();
   // Wakes every NextAssignment / NextEvent (they answer UNAVAILABLE).
@@ -194,6 +204,7 @@ class JobService {
   Membership* const membership_;
   Clock* const clock_;
   const absl::Duration failure_grace_;  // EffectiveFailureGrace
+  const std::function<void(const std::string&)> on_attempt_ended_;
 
   absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -48,8 +48,9 @@ class JobServiceTest : public ::testing::Test {
     jobs_ = std::make_unique<JobService>(store_.get(), membership_.get(), &clock_, job_options_);
     ASSERT_TRUE(jobs_->Recover().ok());
   }
-  TaskRef AddWorker(int devices = 1) {
+  TaskRef AddWorker(int devices = 1, const std::string& identity = "") {
     RegisterRequest r;
+    r.identity = identity;
     r.address = absl::StrCat("127.0.0.1:", 5000 + next_);
     r.incarnation = 100 + next_++;
     for (int i = 0; i < devices; ++i) r.devices.emplace_back().set_index(i);
@@ -730,6 +731,40 @@ TEST_F(JobServiceTest, ARestartingJobCanBeCancelledAndStartsNoAttempt) {
   EXPECT_EQ(State(*id), v1::CANCELLED);
   EXPECT_EQ(jobs_->NextAssignment(w0, incarnations_[w0], clock_.Now()).status().code(),
             absl::StatusCode::kDeadlineExceeded);  // nothing new was pushed
+}
+
+// A job attempt's rendezvous keys are its workers' only, while it runs; when it ends, the
+// server is told to delete them (and its barriers).
+TEST_F(JobServiceTest, AnAttemptsKeysAreItsWorkersOnlyAndDieWithIt) {
+  std::vector<std::string> ended;
+  job_options_.on_attempt_ended = [&](const std::string& prefix) { ended.push_back(prefix); };
+  OpenStore();
+  const TaskRef w0 = AddWorker(1, "host-a"), w1 = AddWorker(1, "host-b");
+  v1::JobSpec spec = SmallJob();
+  spec.set_num_workers(1);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(Next(w0).has_run());
+  const std::string key = absl::StrCat("jobs/", *id, "/1/ready/0");
+  EXPECT_TRUE(jobs_->CheckKeyAccess("host-a", key).ok());
+  absl::Status other = jobs_->CheckKeyAccess("host-b", key);
+  EXPECT_EQ(other.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(other.message(), HasSubstr("host-b is not a worker of job " + *id + " attempt 1"));
+  absl::Status later = jobs_->CheckKeyAccess("host-a", absl::StrCat("jobs/", *id, "/2/ready/0"));
+  EXPECT_THAT(later.message(), HasSubstr("attempt 2 is not running"));
+  // A job not yet submitted: its keys cannot be claimed.
+  EXPECT_EQ(jobs_->CheckKeyAccess("host-a", "jobs/job-000099/1/x").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(jobs_->CheckKeyAccess("host-a", "jobs/nonsense").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(jobs_->CheckKeyAccess("host-b", "scratch/x").ok());  // the common area
+  EXPECT_TRUE(jobs_->CheckKeyAccess("", key).ok());                // --insecure
+  EXPECT_TRUE(ended.empty());
+  Report(w0, *id, 1, v1::JobReport::DONE, 10);
+  ASSERT_EQ(State(*id), v1::SUCCEEDED);
+  EXPECT_THAT(ended, ::testing::ElementsAre(absl::StrCat("jobs/", *id, "/1/")));
+  EXPECT_EQ(jobs_->CheckKeyAccess("host-a", key).code(), absl::StatusCode::kPermissionDenied);
+  (void)w1;
 }
 
 TEST_F(JobServiceTest, StaleIncarnationIsAborted) {

@@ -196,6 +196,12 @@ absl::Status Membership::Deregister(const TaskRef& task, uint64_t incarnation) {
   return absl::OkStatus();
 }
 
+std::string Membership::IdentityOf(const TaskRef& task) {
+  absl::MutexLock l(&mu_);
+  auto it = members_.find(task);
+  return it == members_.end() ? "" : it->second.identity;
+}
+
 absl::StatusOr<v1::TaskStatus> Membership::SetDraining(const TaskRef& task, bool draining) {
   if (task.type != "worker" && task.type != "chief") {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -85,6 +85,9 @@ class Membership {
   absl::Status CheckHolder(const TaskRef& task, const std::string& identity,
                            const std::string& action);
 
+  // The certificate identity that registered `task` ("" when unknown or under --insecure).
+  std::string IdentityOf(const TaskRef& task);
+
   // Leaves cleanly. Errors: NOT_FOUND, ABORTED (incarnation mismatch).
   absl::Status Deregister(const TaskRef& task, uint64_t incarnation);
 

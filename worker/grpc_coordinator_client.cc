@@ -35,8 +35,8 @@ void GrpcCoordinatorClient::WaitForOne(grpc::CompletionQueue* cq) {
 
 absl::StatusOr<v1::RegisterWorkerResponse> GrpcCoordinatorClient::RegisterWorker(
     const v1::RegisterWorkerRequest& request) {
-  return Call(&v1::Coordinator::Stub::AsyncRegisterWorker, "RegisterWorker", request,
-              std::min(rpc_timeout_, kReconnectWait), /*wait_for_ready=*/true);
+  // Fails fast (UNAVAILABLE naming a refused handshake); the heartbeats drive reconnects.
+  return Call(&v1::Coordinator::Stub::AsyncRegisterWorker, "RegisterWorker", request, rpc_timeout_);
 }
 
 absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(

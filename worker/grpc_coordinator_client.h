@@ -81,7 +81,7 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
       : address_(std::move(address)), rpc_timeout_(rpc_timeout), stub_(std::move(stub)) {}
 
   static constexpr absl::Duration kSpinBeforeBlocking = absl::Microseconds(250);
-  // How long registration and heartbeats wait for a channel that is reconnecting: one
+  // How long heartbeats wait for a channel that is reconnecting: one
   // heartbeat interval's worth, so the agent's own loop (retries, LOST detection) keeps its
   // pace.
   static constexpr absl::Duration kReconnectWait = absl::Seconds(1);
