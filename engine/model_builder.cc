@@ -252,7 +252,8 @@ absl::StatusOr<v1::ModelSpec> ParseModelSpecJson(absl::string_view json) {
     for (size_t i = 0; i < doc["layers"].size(); ++i) {
       const nlohmann::json& layer = doc["layers"][i];
       if (!layer.is_object()) return Bad(absl::StrCat("layers[", i, "]"), "is not an object");
-      for (const auto& [key, value] : layer.items()) {
+      for (const auto& item : layer.items()) {
+        const std::string& key = item.key();
         if (key == "name") continue;
         bool known = std::find_if(std::begin(kKinds), std::end(kKinds),
                                   [&](const char* k) { return key == k; }) != std::end(kKinds);
