@@ -85,6 +85,13 @@ write(ms, "conv_strides", '{"inputShape":[8,8,1],"layers":[{"conv2d":{"filters":
                           '"strides":[2,2],"padding":"SAME"}},{"maxpool2d":{"poolSize":[3],"strides":[1]}},'
                           '{"flatten":{}},{"dense":{"units":2}}]}')
 
+write(ms, "huge_conv_channels", '{"inputShape":[3,3,4611686018427387904],"layers":[{"conv2d":'
+                                '{"filters":3,"kernelSize":[3]}},{"flatten":{}},{"dense":{"units":2}}]}')
+write(ms, "huge_flatten", '{"inputShape":[4294967296,4294967296,4],"layers":[{"flatten":{}},'
+                          '{"dense":{"units":2}}]}')
+write(ms, "huge_reshape", '{"inputShape":[9223372036854775807,2],"layers":[{"reshape":{"shape":[-1]}},'
+                          '{"maxpool2d":{"poolSize":[2147483647]}}]}')
+
 # --- CSV: first byte = options (fuzz/csv_reader_fuzzer.cc) --------------------------------
 csv = "csv_reader_fuzzer"
 rows = gzip.decompress(read("examples/data/digits.csv.gz")).decode().splitlines()

@@ -1,8 +1,9 @@
 // Replays fuzz inputs without libFuzzer: calls LLVMFuzzerTestOneInput once on every file named
 // on the command line and every file under every directory named (recursively, in sorted
-// order). Linked into each fuzz target's `_replay` cc_test, so that `bazel test //...` runs the
-// committed seed corpora with the ordinary gcc build. Fails when no input was found: a corpus
-// that went missing must not pass as an empty one. Single-threaded.
+// order), after LLVMFuzzerInitialize when the target has one. Linked into each fuzz target's
+// `_replay` cc_test, so that `bazel test //...` runs the committed seed corpora with the ordinary
+// gcc build. Fails when no input was found: a corpus that went missing must not pass as an empty
+// one. Single-threaded.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+// Optional, as in libFuzzer: once, before the first input.
+extern "C" __attribute__((weak)) int LLVMFuzzerInitialize(int* argc, char*** argv);
 
 namespace {
 
@@ -33,6 +36,7 @@ std::vector<fs::path> Inputs(const fs::path& arg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (LLVMFuzzerInitialize != nullptr) LLVMFuzzerInitialize(&argc, &argv);
   std::vector<fs::path> inputs;
   for (int i = 1; i < argc; ++i) {
     std::vector<fs::path> found = Inputs(argv[i]);
