@@ -36,7 +36,8 @@ lockstep::data::CsvOptions Options(uint8_t bits) {
   options.header = bits & 1;
   options.float_label = bits & 2;
   options.delimiter = kDelimiters[(bits >> 2) & 3];
-  options.label_column = static_cast<int>((bits >> 4) & 3) - 2;  // -2 .. 1
+  static constexpr int kLabelColumns[] = {-1, -2, 0, 1};
+  options.label_column = kLabelColumns[(bits >> 4) & 3];
   switch (bits >> 6) {
     case 1:
       options.feature_shape = lockstep::engine::Shape{2, 2};

@@ -98,7 +98,7 @@ rows = gzip.decompress(read("examples/data/digits.csv.gz")).decode().splitlines(
 write(csv, "digits_head", b"\x00" + ("\n".join(rows[:4]) + "\n").encode())
 write(csv, "digits_head_gz", b"\x00" + gzip.compress(("\n".join(rows[:3]) + "\n").encode(), mtime=0))
 write(csv, "header_float_label", b"\x03a,b,c\n1.5,2,0.25\n-1e3,  4 ,7\r\n\n")
-write(csv, "semicolon_first_label", b"\x24" + b"1;2;3\n4;5;6\n")  # ';', label column 0
+write(csv, "semicolon_first_label", b"\x24" + b"1;2;3\n4;5;6\n")  # ";", label column 0
 write(csv, "shape_2x2", b"\x40" + b"1,2,3,4,0\n5,6,7,8,1\n")
 write(csv, "ragged", b"\x00" + b"1,2,3\n4,5\n")
 write(csv, "not_numbers", b"\x00" + b"1,x,3\nnan,inf,1e999\n")
