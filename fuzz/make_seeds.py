@@ -63,13 +63,13 @@ mse["model"] = {"inputShape": [4], "loss": "MSE", "f64": True,
                            {"sigmoid": {}}, {"dense": {"units": 1}}, {"softmax": {}}]}
 write(js, "mse", json.dumps(mse))
 write(js, "negative_units", json.dumps(dict(job, model={
-    "inputShape": [64], "layers": [{"dense": {"units": -5}}]})))
+    "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "inputShape": [64], "layers": [{"dense": {"units": -5}}]})))
 write(js, "huge_units", json.dumps(dict(job, model={
-    "inputShape": [9223372036854775807], "layers": [{"dense": {"units": 4611686018427387904}}]})))
+    "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "inputShape": [9223372036854775807], "layers": [{"dense": {"units": 4611686018427387904}}]})))
 write(js, "reshape_minus_one", json.dumps(dict(job, model={
-    "inputShape": [64], "layers": [{"reshape": {"shape": [-1, -1]}}, {"flatten": {}}]})))
+    "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "inputShape": [64], "layers": [{"reshape": {"shape": [-1, -1]}}, {"flatten": {}}]})))
 write(js, "conv_big_kernel", json.dumps(dict(job, model={
-    "inputShape": [2, 2, 1], "layers": [{"conv2d": {"filters": 1, "kernelSize": [5], "strides": [0]}},
+    "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "inputShape": [2, 2, 1], "layers": [{"conv2d": {"filters": 1, "kernelSize": [5], "strides": [0]}},
                                         {"maxpool2d": {"poolSize": [0, 3]}}]})))
 write(js, "unknown_field", '{"name":"x","frobnicate":1}')
 write(js, "batch_zero", json.dumps(dict(job, globalBatchSize=0, epochs=-1)))
@@ -81,15 +81,15 @@ write(ms, "digits_mlp", read("examples/digits_mlp.json"))
 write(ms, "digits_cnn", read("examples/digits_cnn.json"))
 write(ms, "unknown_layer", '{"inputShape":[4],"layers":[{"lstm":{}}]}')
 write(ms, "empty_layers", '{"inputShape":[],"layers":[]}')
-write(ms, "conv_strides", '{"inputShape":[8,8,1],"layers":[{"conv2d":{"filters":2,"kernelSize":[3,3],'
+write(ms, "conv_strides", '{"inputShape":[8,8,1],"loss":"MSE","layers":[{"conv2d":{"filters":2,"kernelSize":[3,3],'
                           '"strides":[2,2],"padding":"SAME"}},{"maxpool2d":{"poolSize":[3],"strides":[1]}},'
                           '{"flatten":{}},{"dense":{"units":2}}]}')
 
-write(ms, "huge_conv_channels", '{"inputShape":[3,3,4611686018427387904],"layers":[{"conv2d":'
+write(ms, "huge_conv_channels", '{"inputShape":[3,3,4611686018427387904],"loss":"SPARSE_CATEGORICAL_CROSSENTROPY","layers":[{"conv2d":'
                                 '{"filters":3,"kernelSize":[3]}},{"flatten":{}},{"dense":{"units":2}}]}')
-write(ms, "huge_flatten", '{"inputShape":[4294967296,4294967296,4],"layers":[{"flatten":{}},'
+write(ms, "huge_flatten", '{"inputShape":[4294967296,4294967296,4],"loss":"SPARSE_CATEGORICAL_CROSSENTROPY","layers":[{"flatten":{}},'
                           '{"dense":{"units":2}}]}')
-write(ms, "huge_reshape", '{"inputShape":[9223372036854775807,2],"layers":[{"reshape":{"shape":[-1]}},'
+write(ms, "huge_reshape", '{"inputShape":[9223372036854775807,2],"loss":"SPARSE_CATEGORICAL_CROSSENTROPY","layers":[{"reshape":{"shape":[-1]}},'
                           '{"maxpool2d":{"poolSize":[2147483647]}}]}')
 
 # --- CSV: first byte = options (fuzz/csv_reader_fuzzer.cc) --------------------------------
