@@ -261,10 +261,8 @@ absl::Status JobExecutor::Rendezvous() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<JobExecutor::Session>> JobExecutor::StartSession(
-    const JobInput& input) {
+absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) {
   const v1::JobSpec& spec = partition_.spec();
-  auto session = std::make_unique<Session>();
   LS_ASSIGN_OR_RETURN(session->graph, engine::BuildModel(spec.model()));
   std::vector<size_t> gradient_sizes;
   for (const engine::VariableInfo& v : session->graph.Variables()) {
@@ -309,7 +307,7 @@ absl::StatusOr<std::unique_ptr<JobExecutor::Session>> JobExecutor::StartSession(
   session->epoch =
       TrainEpochOf(input, session->dataset->shard_plan().spec,
                    spec.global_batch_size() / st.num_replicas_in_sync() * st.num_local_replicas());
-  return session;
+  return absl::OkStatus();
 }
 
 absl::Status JobExecutor::RunLoop() {
@@ -319,12 +317,14 @@ absl::Status JobExecutor::RunLoop() {
   LS_ASSIGN_OR_RETURN(const int64_t total_steps, TotalSteps(spec, input));
   UpdateReport([&](v1::JobReport& r) { r.set_total_steps(total_steps); });
   LS_RETURN_IF_ERROR(Rendezvous());
-  // Unregister the strategy before it is destroyed, whatever happens below.
+  // The session outlives `unpublish`, so the strategy StartSession publishes for Abort() is
+  // unregistered before it is destroyed, whatever happens below.
+  auto session = std::make_unique<Session>();
   struct Unpublish {
     JobExecutor* self;
     ~Unpublish() { self->Publish(nullptr).IgnoreError(); }
   } unpublish{this};
-  LS_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, StartSession(input));
+  LS_RETURN_IF_ERROR(StartSession(input, session.get()));
   UpdateReport([&](v1::JobReport& r) {
     r.set_restored_step(session->restored.step);
     r.set_restored_from(session->restored.from);

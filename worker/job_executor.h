@@ -124,8 +124,9 @@ class JobExecutor {
   absl::Status RunLoop();
   // Every worker of the attempt has joined (an abortable barrier in the store).
   absl::Status Rendezvous();
-  // The strategy (published for Abort()), variables, restore, input pipeline and writers.
-  absl::StatusOr<std::unique_ptr<Session>> StartSession(const JobInput& input);
+  // Fills `session`: the strategy (published for Abort(); the caller unpublishes it before
+  // the session is destroyed), variables, restore, input pipeline and writers.
+  absl::Status StartSession(const JobInput& input, Session* session);
   // The training loop: steps, summaries (one MetricsWindow feeds the report and the chief's
   // scalars), evaluation, checkpoints, and the stop of a preemption.
   absl::Status Train(Session& session, const JobInput& input, int64_t total_steps);
