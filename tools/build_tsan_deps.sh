@@ -37,6 +37,10 @@ test:tsan --test_env=TSAN_OPTIONS=suppressions=$workspace/tools/tsan.supp:histor
 EOF
 }
 
+# Checkouts on one machine share the cache: one build at a time, the others then find it.
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock 9
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want_stamp" ]; then
   link_into_workspace
   exit 0
