@@ -29,12 +29,13 @@ want_stamp="abseil $version; $cxxflags"
 # What `bazel test --config=tsan` reads from this checkout: the instrumented Abseil
 # (//third_party:absl globs third_party/tsan_abseil/lib) and, in .tsan.bazelrc (imported by
 # .bazelrc), the absolute path of the suppressions file every tsan test runs with.
+# Both are only rewritten when they change (a running Bazel may be reading them).
 link_into_workspace() {
-  ln -sfn "$prefix" "$workspace/third_party/tsan_abseil"
-  cat >"$workspace/.tsan.bazelrc" <<EOF
-# Written by tools/build_tsan_deps.sh for this checkout; not in git.
-test:tsan --test_env=TSAN_OPTIONS=suppressions=$workspace/tools/tsan.supp:history_size=4:second_deadlock_stack=1
-EOF
+  local link="$workspace/third_party/tsan_abseil" rc="$workspace/.tsan.bazelrc" want
+  [ "$(readlink "$link" 2>/dev/null)" = "$prefix" ] || ln -sfn "$prefix" "$link"
+  want="# Written by tools/build_tsan_deps.sh for this checkout; not in git.
+test:tsan --test_env=TSAN_OPTIONS=suppressions=$workspace/tools/tsan.supp:history_size=4:second_deadlock_stack=1"
+  [ "$(cat "$rc" 2>/dev/null)" = "$want" ] || printf '%s\n' "$want" >"$rc"
 }
 
 # Checkouts on one machine share the cache: one build at a time, the others then find it.
