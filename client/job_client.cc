@@ -2,7 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/job_format.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_status.h"
@@ -69,6 +71,21 @@ absl::StatusOr<v1::JobRecord> JobClient::Cancel(const std::string& id, const std
                       Call(stub_.get(), &v1::Coordinator::Stub::CancelJob, "CancelJob", request,
                            rpc_timeout_, address_));
   return response.job();
+}
+
+absl::StatusOr<v1::DrainWorkerResponse> JobClient::Drain(const std::string& task, bool undo) {
+  std::vector<std::string> parts = absl::StrSplit(task, '/');
+  int index = -1;
+  if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &index) || index < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task: expected TYPE/INDEX such as worker/1, got \"", task, "\""));
+  }
+  v1::DrainWorkerRequest request;
+  request.mutable_task()->set_type(parts[0]);
+  request.mutable_task()->set_index(index);
+  request.set_undo(undo);
+  return Call(stub_.get(), &v1::Coordinator::Stub::DrainWorker, "DrainWorker", request,
+              rpc_timeout_, address_);
 }
 
 absl::StatusOr<v1::JobEvent> JobClient::Watch(

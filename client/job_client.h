@@ -33,6 +33,8 @@ class JobClient {
   absl::StatusOr<v1::GetJobResponse> Get(const std::string& id);
   absl::StatusOr<std::vector<v1::JobRecord>> List(int limit = 0);
   absl::StatusOr<v1::JobRecord> Cancel(const std::string& id, const std::string& reason = "");
+  // DrainWorker: `task` is "worker/1" (type/index). INVALID_ARGUMENT naming a malformed task.
+  absl::StatusOr<v1::DrainWorkerResponse> Drain(const std::string& task, bool undo);
   // Streams the job's events into `on_event` until the job ends; returns the last event
   // (its job state is terminal). A broken stream is reopened (the first event of a new
   // stream is the current state: a restarting coordinator is waited for) until `deadline`,

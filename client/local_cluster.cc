@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
   unlink(port_file.c_str());
   SubprocessOptions sp;
   sp.new_process_group = true;  // Ctrl-C is for `lockstep local`, which stops us in order
-  sp.argv = {o.coordinator_bin, "--host=127.0.0.1", "--port=0",
+  sp.argv = {o.coordinator_bin, "--host=127.0.0.1", absl::StrCat("--port=", o.coordinator_port),
              absl::StrCat("--port_file=", port_file),
              absl::StrCat("--heartbeat_interval=", Millis(o.heartbeat_interval)),
              absl::StrCat("--heartbeat_timeout=", Millis(o.heartbeat_timeout)),

@@ -52,6 +52,9 @@ struct LocalClusterOptions {
   bool pin_workers = false;
   // Plaintext and no authorization (every process started with --insecure).
   bool insecure = false;
+  // The coordinator's port; 0: a free one. A coordinator started again for workers that are
+  // still running takes the port they know.
+  int coordinator_port = 0;
 };
 
 class LocalCluster {

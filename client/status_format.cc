@@ -35,7 +35,8 @@ std::string FormatStatusTable(const v1::GetClusterStatusResponse& status) {
       {"TASK", "ADDRESS", "STATE", "INCARNATION", "HEARTBEAT", "DEVICES", "JOB"}};
   for (const v1::TaskStatus& t : status.tasks()) {
     rows.push_back({absl::StrCat(t.task().type(), "/", t.task().index()), t.address(),
-                    v1::TaskState_Name(t.state()), ShortIncarnation(t.incarnation()),
+                    absl::StrCat(v1::TaskState_Name(t.state()), t.draining() ? ",DRAINING" : ""),
+                    ShortIncarnation(t.incarnation()),
                     absl::StrFormat("%.1fs ago", t.seconds_since_heartbeat()), Devices(t),
                     t.job_id().empty() ? "-" : absl::StrCat(t.job_id(), " step ", t.step())});
   }

@@ -20,15 +20,13 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/random/random.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "collectives/peer_failure.h"
 #include "collectives/piece_cursor.h"
 #include "collectives/region_allocator.h"
+#include "collectives/shm_negotiation.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 
@@ -221,14 +219,6 @@ std::string ShmSpace() {
   return absl::StrCat("; /dev/shm has ", (static_cast<uint64_t>(v.f_bavail) * v.f_frsize) >> 20,
                       " MiB free");
 }
-
-// "<key>=<value>" out of a ';'-separated list of them.
-std::string Field(const std::string& list, const std::string& key) {
-  for (absl::string_view f : absl::StrSplit(list, ';')) {
-    if (absl::ConsumePrefix(&f, key + "=")) return std::string(f);
-  }
-  return "";
-}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, int world_size,
@@ -313,20 +303,15 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, in
     if (r == rank) continue;
     LS_ASSIGN_OR_RETURN(std::string value,
                         store->Get(absl::StrCat(key_prefix, "/shm/", r), deadline));
-    const std::vector<std::string> parts = absl::StrSplit(value, ' ');
-    size_t bytes = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &bytes) || bytes < kHeaderBytes) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("rank ", r, " published shm segment \"", value,
-                       "\", not \"<name> <bytes>\"; do all ranks run the same Lockstep version?"));
-    }
-    LS_ASSIGN_OR_RETURN(void* p, map(parts[0], false, bytes));
+    LS_ASSIGN_OR_RETURN(const SegmentAdvert advert, ParseSegmentAdvert(value, r, kHeaderBytes));
+    const size_t bytes = advert.bytes;
+    LS_ASSIGN_OR_RETURN(void* p, map(advert.name, false, bytes));
     t->segments_[r] = {p, bytes};
     const Header* peer = t->header(r);
     if (peer->magic.load(std::memory_order_acquire) != kShmMagic || peer->rank != r ||
         peer->heap_offset > bytes || peer->heap_bytes > bytes - peer->heap_offset) {
       return absl::FailedPreconditionError(
-          absl::StrCat("shm segment ", parts[0], " of rank ", r,
+          absl::StrCat("shm segment ", advert.name, " of rank ", r,
                        " is not a Lockstep segment of the "
                        "same group layout; do all ranks use the same options?"));
     }
@@ -348,8 +333,8 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, in
   for (int r = 0; r < world_size; ++r) {
     LS_ASSIGN_OR_RETURN(std::string theirs,
                         store->Get(absl::StrCat(key_prefix, "/shm_mapped/", r), deadline));
-    cma = cma && Field(theirs, "cma") == Field(mine, "cma");
-    direct = direct && Field(theirs, "direct") == Field(mine, "direct");
+    cma = cma && CapabilityField(theirs, "cma") == CapabilityField(mine, "cma");
+    direct = direct && CapabilityField(theirs, "direct") == CapabilityField(mine, "direct");
   }
   t->cma_ = cma;
   t->direct_ = direct;

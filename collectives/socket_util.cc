@@ -11,12 +11,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "common/net.h"
+#include "common/status.h"
 
 namespace lockstep {
 namespace collectives {
@@ -88,58 +90,116 @@ absl::Status ReadFull(int fd, void* data, size_t len, absl::Time deadline) {
 }
 
 namespace {
-absl::StatusOr<sockaddr_in> Resolve(const std::string& host, int port) {
+// Every address `host` resolves to, IPv4 and IPv6 alike (getaddrinfo, AF_UNSPEC), in the
+// resolver's order of preference; `host` is bare, without brackets ("::1", "10.0.0.1").
+struct Resolved {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  int family = AF_UNSPEC;
+};
+
+absl::StatusOr<std::vector<Resolved>> Resolve(const std::string& host, int port, bool passive) {
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
   addrinfo* res = nullptr;
-  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  const std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
   if (rc != 0 || res == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot resolve host '", host, "': ", gai_strerror(rc)));
   }
-  sockaddr_in addr = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
+  std::vector<Resolved> out;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
+    Resolved r;
+    std::memcpy(&r.addr, a->ai_addr, a->ai_addrlen);
+    r.len = a->ai_addrlen;
+    r.family = a->ai_family;
+    out.push_back(r);
+  }
   freeaddrinfo(res);
-  addr.sin_port = htons(port);
-  return addr;
+  if (out.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host '", host, "' has no IPv4 or IPv6 address"));
+  }
+  return out;
 }
 
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address) {
-  size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad address '", address, "' (host:port)"));
-  }
-  return std::make_pair(address.substr(0, colon), port);
+int PortOf(const sockaddr_storage& addr) {
+  return addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port)
+                                    : ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port);
 }
 }  // namespace
 
 absl::StatusOr<std::pair<UniqueFd, std::string>> ListenEphemeral(const std::string& host,
                                                                  int backlog) {
-  auto addr = Resolve(host, 0);
-  if (!addr.ok()) return addr.status();
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof(*addr)) != 0 ||
-      listen(fd.get(), backlog) != 0) {
-    return absl::UnavailableError(absl::StrCat("listen on ", host, ":0: ", std::strerror(errno)));
+  LS_ASSIGN_OR_RETURN(std::vector<Resolved> addrs, Resolve(host, 0, /*passive=*/true));
+  std::string errors;
+  for (const Resolved& addr : addrs) {
+    UniqueFd fd(socket(addr.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0 ||
+        bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr.addr), addr.len) != 0 ||
+        listen(fd.get(), backlog) != 0) {
+      absl::StrAppend(&errors, errors.empty() ? "" : "; ",
+                      addr.family == AF_INET6 ? "IPv6: " : "IPv4: ", std::strerror(errno));
+      continue;
+    }
+    sockaddr_storage bound{};
+    socklen_t len = sizeof(bound);
+    getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+    return std::make_pair(std::move(fd), HostPort{host, PortOf(bound)}.ToString());
   }
-  sockaddr_in bound{};
-  socklen_t len = sizeof(bound);
-  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
-  return std::make_pair(std::move(fd), absl::StrCat(host, ":", ntohs(bound.sin_port)));
+  return absl::UnavailableError(absl::StrCat("listen on ", HostPort{host, 0}.ToString(), ": ",
+                                             errors, " (is the address on this host?)"));
 }
 
+namespace {
+// One connection attempt, bounded by `deadline`: the connect runs non-blocking, so a peer
+// whose packets are dropped (a partition answers nothing, not even a reset) costs the
+// deadline, not the kernel's ~2 minutes of SYN retries. Returns a blocking socket, or -1
+// with `*err` set (ETIMEDOUT at the deadline).
+UniqueFd ConnectOnce(const Resolved& addr, absl::Time deadline, int* err) {
+  UniqueFd fd(socket(addr.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (fd.get() < 0) {
+    *err = errno;
+    return UniqueFd();
+  }
+  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.addr), addr.len) != 0) {
+    if (errno != EINPROGRESS) {
+      *err = errno;
+      return UniqueFd();
+    }
+    if (!WaitFd(fd.get(), POLLOUT, deadline, "connect").ok()) {
+      *err = ETIMEDOUT;
+      return UniqueFd();
+    }
+    int so_error = 0;
+    socklen_t len = sizeof(so_error);
+    if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) so_error = errno;
+    if (so_error != 0) {
+      *err = so_error;
+      return UniqueFd();
+    }
+  }
+  const int flags = fcntl(fd.get(), F_GETFL, 0);
+  fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+}  // namespace
+
 absl::StatusOr<UniqueFd> ConnectWithRetry(const std::string& address, absl::Time deadline) {
-  auto hp = SplitHostPort(address);
-  if (!hp.ok()) return hp.status();
-  auto addr = Resolve(hp->first, hp->second);
-  if (!addr.ok()) return addr.status();
+  LS_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(address));
+  LS_ASSIGN_OR_RETURN(std::vector<Resolved> addrs, Resolve(hp.host, hp.port, /*passive=*/false));
   absl::Duration backoff = absl::Milliseconds(1);
   while (true) {
-    UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof(*addr)) == 0) return fd;
-    int err = errno;
+    int err = 0;
+    // Every address the host resolves to, in order (a name may resolve to both families).
+    for (const Resolved& addr : addrs) {
+      UniqueFd fd = ConnectOnce(addr, deadline, &err);
+      if (fd.get() >= 0) return fd;
+    }
     if (absl::Now() + backoff >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("connect to ", address, ": ", std::strerror(err), " until the deadline"));

@@ -1,5 +1,5 @@
 // Small POSIX socket helpers for the TCP transport: an fd owner, full reads and writes
-// bounded by a deadline, listening on port 0 and connecting with retries.
+// bounded by a deadline, listening on port 0 and connecting with retries, over IPv4 or IPv6.
 // Thread model: free functions; a UniqueFd is owned by one thread at a time.
 #ifndef LOCKSTEP_COLLECTIVES_SOCKET_UTIL_H_
 #define LOCKSTEP_COLLECTIVES_SOCKET_UTIL_H_
@@ -40,10 +40,15 @@ int PollTimeoutMs(absl::Time deadline, int cap_ms);
 absl::Status WriteFull(int fd, const void* data, size_t len, absl::Time deadline);
 absl::Status ReadFull(int fd, void* data, size_t len, absl::Time deadline);
 
-// Listens on host:0 (an ephemeral port); returns the socket and "host:port".
+// Listens on host:0 (an ephemeral port); returns the socket and "host:port" ("[host]:port"
+// for an IPv6 host). `host` is bare ("10.0.0.1", "fd00::2", a name) and may be IPv4 or IPv6:
+// the first of its addresses that binds is used. UNAVAILABLE when none binds.
 absl::StatusOr<std::pair<UniqueFd, std::string>> ListenEphemeral(const std::string& host,
                                                                  int backlog);
-// Connects to "host:port", retrying refused connections until `deadline`.
+// Connects to "host:port" or "[ipv6]:port" (common/net's ParseHostPort), trying every address
+// the host resolves to, IPv4 or IPv6, and retrying refused connections until `deadline`.
+// The deadline bounds each attempt too: a peer that answers nothing (its packets dropped)
+// gives DEADLINE_EXCEEDED at the deadline. The socket returned is blocking.
 absl::StatusOr<UniqueFd> ConnectWithRetry(const std::string& address, absl::Time deadline);
 
 // TCP_NODELAY, send/receive buffers of `buffer_bytes` (0: leave the kernel's autotuning), and

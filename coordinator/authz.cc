@@ -36,6 +36,7 @@ constexpr Rule kRules[] = {
     {"WatchJob", kViewers},
     {"SubmitJob", kOperators},
     {"CancelJob", kOperators},
+    {"DrainWorker", kOperators},
 };
 
 std::string AllowedNames(unsigned allowed) {

@@ -53,7 +53,9 @@ absl::Status Barriers::Arrive(const std::string& id, const std::string& member, 
   }
   Barrier* bp = &b;
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || bp->complete; };
+  ++b.waiters;  // DeletePrefix leaves it alone until this wait is over
   clock_->WaitUntil(&mu_, absl::Condition(&done), deadline);
+  --b.waiters;
   if (b.complete) return absl::OkStatus();
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
   std::string missing;
@@ -71,6 +73,28 @@ absl::Status Barriers::Arrive(const std::string& id, const std::string& member, 
       absl::StrCat("barrier \"", id, "\": ", b.arrived.size(), " of ", b.parties,
                    " arrived by the deadline (arrived: ", absl::StrJoin(b.arrived, ", "), "; ",
                    missing, "); check that those tasks are ALIVE in `lockstep status`"));
+}
+
+int Barriers::size() {
+  absl::MutexLock l(&mu_);
+  return static_cast<int>(barriers_.size());
+}
+
+int Barriers::DeletePrefix(const std::string& prefix) {
+  absl::MutexLock l(&mu_);
+  int n = 0;
+  for (auto it = barriers_.lower_bound(prefix);
+       it != barriers_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    // One still being waited on stays until its waiters return (at their deadline at the
+    // latest: they belong to workers leaving the attempt).
+    if (it->second.waiters == 0) {
+      it = barriers_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
 }
 
 void Barriers::Shutdown() {

@@ -35,6 +35,11 @@ class Barriers {
   absl::Status Arrive(const std::string& id, const std::string& member, int parties,
                       const std::vector<std::string>& expected, absl::Time deadline);
 
+  // Deletes every barrier whose id starts with `prefix` (an ended job attempt's) that no one
+  // waits on; returns how many.
+  int size();
+  int DeletePrefix(const std::string& prefix);
+
   // Wakes every waiter (UNAVAILABLE).
   void Shutdown();
 
@@ -44,6 +49,7 @@ class Barriers {
     std::set<std::string> expected;
     std::set<std::string> arrived;
     bool complete = false;
+    int waiters = 0;  // Arrive() calls waiting on it
   };
 
   Clock* const clock_;

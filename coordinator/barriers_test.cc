@@ -30,6 +30,15 @@ TEST(BarriersTest, AllPartiesPass) {
   EXPECT_TRUE(absl::IsInvalidArgument(b.Arrive("job/0/init", "worker/9", 3, {}, clock.Now())));
 }
 
+TEST(BarriersTest, DeletePrefixDropsAnEndedAttemptsBarriers) {
+  FakeClock clock;
+  Barriers b(&clock);
+  ASSERT_TRUE(b.Arrive("jobs/job-1/1/init", "worker/0", 1, {}, clock.Now()).ok());
+  ASSERT_TRUE(b.Arrive("jobs/job-1/2/init", "worker/0", 1, {}, clock.Now()).ok());
+  EXPECT_EQ(b.DeletePrefix("jobs/job-1/1/"), 1);
+  EXPECT_EQ(b.size(), 1);
+}
+
 TEST(BarriersTest, TimeoutNamesMissingMembers) {
   FakeClock clock;
   Barriers b(&clock);

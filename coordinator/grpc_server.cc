@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/incarnation.h"
+#include "common/net.h"
 #include "common/status.h"
 #include "coordinator/grpc_service.h"
 #include "spdlog/spdlog.h"
@@ -61,14 +62,22 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
     s->state_dir_ = templ;
   }
   LS_ASSIGN_OR_RETURN(s->store_, JobStore::Open({s->state_dir_, s->options_.clock}));
+  JobServiceOptions job_options = s->options_.jobs;
+  CoordinatorServer* server = s.get();
+  job_options.on_attempt_ended = [server](const std::string& prefix) {
+    const int keys = server->kv_.DeletePrefix(prefix);
+    const int barriers = server->barriers_.DeletePrefix(prefix);
+    spdlog::debug("attempt {} ended: {} keys and {} barriers deleted", prefix, keys, barriers);
+  };
   s->jobs_ = std::make_unique<JobService>(s->store_.get(), &s->membership_, s->options_.clock,
-                                          s->options_.jobs);
+                                          std::move(job_options));
   LS_RETURN_IF_ERROR(s->jobs_->Recover());
   s->service_ = std::make_unique<CoordinatorService>(
       &s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(), s->options_.clock, s->incarnation_,
       s->options_.tls.insecure, s->options_.tokens);
   grpc::ServerBuilder builder;
-  std::string address = absl::StrCat(s->options_.host, ":", s->options_.port);
+  // HostPort brackets an IPv6 host ("[::]:7000"), as gRPC wants.
+  std::string address = HostPort{s->options_.host, s->options_.port}.ToString();
   builder.AddListeningPort(address, ServerCredentials(s->options_.tls), &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();

@@ -139,8 +139,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
                                            const v1::HeartbeatRequest* request,
                                            v1::HeartbeatResponse* response) {
   if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
-  absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation(),
-                                          request->job_id(), request->step());
+  absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation());
   if (s.ok() && request->jobs_size() > 0) {
     jobs_->OnReports(FromProto(request->task()),
                      std::vector<v1::JobReport>(request->jobs().begin(), request->jobs().end()));
@@ -163,13 +162,21 @@ grpc::Status CoordinatorService::Deregister(grpc::ServerContext* ctx,
 
 grpc::Status CoordinatorService::SetKey(grpc::ServerContext* ctx, const v1::SetKeyRequest* request,
                                         v1::SetKeyResponse*) {
-  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
+  if (absl::Status s = jobs_->CheckKeyAccess(identity, request->key()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   return ToGrpcStatus(kv_->Set(request->key(), request->value(), request->overwrite()));
 }
 
 grpc::Status CoordinatorService::GetKey(grpc::ServerContext* ctx, const v1::GetKeyRequest* request,
                                         v1::GetKeyResponse* response) {
-  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
+  if (absl::Status s = jobs_->CheckKeyAccess(identity, request->key()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   absl::StatusOr<std::string> v = kv_->Get(request->key(), DeadlineFor(request->timeout_ms()));
   if (v.ok()) response->set_value(*v);
   return ToGrpcStatus(v.status());
@@ -177,7 +184,11 @@ grpc::Status CoordinatorService::GetKey(grpc::ServerContext* ctx, const v1::GetK
 
 grpc::Status CoordinatorService::Barrier(grpc::ServerContext* ctx,
                                          const v1::BarrierRequest* request, v1::BarrierResponse*) {
-  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
+  if (absl::Status s = jobs_->CheckKeyAccess(identity, request->barrier_id()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   std::vector<std::string> members(request->members().begin(), request->members().end());
   return ToGrpcStatus(barriers_->Arrive(request->barrier_id(), request->member(),
                                         request->parties(), members,
@@ -247,6 +258,21 @@ grpc::Status CoordinatorService::CancelJob(grpc::ServerContext* ctx,
     *response->mutable_job() = std::move(*job);
   }
   return ToGrpcStatus(job.status());
+}
+
+grpc::Status CoordinatorService::DrainWorker(grpc::ServerContext* ctx,
+                                             const v1::DrainWorkerRequest* request,
+                                             v1::DrainWorkerResponse* response) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  absl::StatusOr<v1::DrainWorkerResponse> drained =
+      jobs_->Drain(FromProto(request->task()), request->undo());
+  if (drained.ok()) {
+    spdlog::info("{} {}{}", FromProto(request->task()).ToString(),
+                 request->undo() ? "schedulable again" : "drained",
+                 drained->job_id().empty() ? "" : " (its job " + drained->job_id() + " stops)");
+    *response = std::move(*drained);
+  }
+  return ToGrpcStatus(drained.status());
 }
 
 grpc::Status CoordinatorService::WatchJob(grpc::ServerContext* ctx,

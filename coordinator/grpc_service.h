@@ -77,6 +77,8 @@ class CoordinatorService final : public v1::Coordinator::Service {
                         v1::ListJobsResponse* response) override;
   grpc::Status CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* request,
                          v1::CancelJobResponse* response) override;
+  grpc::Status DrainWorker(grpc::ServerContext* ctx, const v1::DrainWorkerRequest* request,
+                           v1::DrainWorkerResponse* response) override;
   grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* request,
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
   grpc::Status WatchAssignments(grpc::ServerContext* ctx,

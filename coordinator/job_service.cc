@@ -4,8 +4,11 @@
 #include <iterator>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/incarnation.h"
 #include "common/status.h"
 #include "coordinator/job_validation.h"
@@ -15,21 +18,11 @@ namespace lockstep {
 namespace coordinator {
 namespace {
 
-bool IsTrainingTask(const v1::TaskStatus& t) {
-  return t.task().type() == "worker" || t.task().type() == "chief";
-}
-
-TaskRef RefOf(const v1::TaskStatus& t) { return TaskRef{t.task().type(), t.task().index()}; }
-
-bool EndedAttempt(v1::JobReport::Phase phase) {
-  return phase == v1::JobReport::DONE || phase == v1::JobReport::FAILED ||
-         phase == v1::JobReport::ABORTED || phase == v1::JobReport::PREEMPTED;
-}
-
-// Workers a job needs; 0 means "every ALIVE training worker".
-int WorkersNeeded(const v1::JobSpec& spec) {
-  if (spec.num_workers() > 0) return spec.num_workers();
-  return EffectiveStrategy(spec) == v1::MULTI_WORKER_MIRRORED ? 0 : 1;
+// The membership snapshot by task.
+std::map<TaskRef, const v1::TaskStatus*> ByRef(const std::vector<v1::TaskStatus>& tasks) {
+  std::map<TaskRef, const v1::TaskStatus*> by_ref;
+  for (const v1::TaskStatus& t : tasks) by_ref[RefOf(t)] = &t;
+  return by_ref;
 }
 
 v1::JobProgress ProgressOf(const v1::JobReport& r) {
@@ -80,15 +73,55 @@ JobService::JobService(JobStore* store, Membership* membership, Clock* clock,
     : store_(store),
       membership_(membership),
       clock_(clock),
-      failure_grace_(EffectiveFailureGrace(options, membership->options())) {}
+      failure_grace_(EffectiveFailureGrace(options, membership->options())),
+      on_attempt_ended_(std::move(options.on_attempt_ended)) {}
+
+absl::Status JobService::CheckKeyAccess(const std::string& identity, const std::string& key) {
+  if (identity.empty() || !absl::StartsWith(key, "jobs/")) return absl::OkStatus();
+  std::vector<std::string> parts = absl::StrSplit(key, absl::MaxSplits('/', 3));
+  int attempt = 0;
+  if (parts.size() < 4 || !absl::SimpleAtoi(parts[2], &attempt)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("key \"", key, "\": job keys are jobs/<job>/<attempt>/<name>"));
+  }
+  absl::MutexLock l(&mu_);
+  auto it = active_.find(parts[1]);
+  if (it == active_.end() || it->second.attempt() != attempt) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("key \"", key, "\": job ", parts[1], " attempt ", attempt, " is not running"));
+  }
+  for (const AttemptWorker& w : it->second.workers()) {
+    if (membership_->IdentityOf(w.task) == identity) return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "key \"", key, "\": ", identity, " is not a worker of job ", parts[1], " attempt ", attempt));
+}
 
 absl::Status JobService::Recover() {
   LS_ASSIGN_OR_RETURN(std::vector<v1::JobRecord> jobs, store_->List(0));
   absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
   for (const v1::JobRecord& job : jobs) {
+    v1::JobSpec stored;
+    if (job.state() == v1::RUNNING && job.attempt_workers_size() > 0 &&
+        stored.ParseFromString(job.spec())) {
+      // Its workers train on (the data plane needs no coordinator) and register again with
+      // their incarnations; their reports take the attempt on from here. One that does not
+      // come back within the failure grace is lost, as any other.
+      std::vector<AttemptWorker> workers;
+      for (const v1::AttemptWorkerRecord& w : job.attempt_workers()) {
+        workers.push_back(AttemptWorker{TaskRef{w.task_type(), w.task_index()}, w.incarnation()});
+      }
+      active_.insert_or_assign(job.id(), JobAttempt(job.id(), job.attempt(), std::move(stored),
+                                                    std::move(workers), now));
+      adopted_until_[job.id()] = now + failure_grace_;
+      ChangedLocked(job.id(), absl::StrCat("re-adopted attempt ", job.attempt(),
+                                           " after a coordinator restart"));
+      continue;
+    }
     if (job.state() == v1::RUNNING) {
-      // Its workers belonged to the previous coordinator: they drop the attempt when they
-      // find this one (a new coordinator incarnation). The restart policy decides.
+      // Its attempt is not stored (a record from an older coordinator): the restart policy
+      // decides.
       v1::JobSpec spec;
       const int max_restarts =
           spec.ParseFromString(job.spec()) ? spec.restart_policy().max_restarts() : 0;
@@ -100,7 +133,7 @@ absl::Status JobService::Recover() {
         LS_RETURN_IF_ERROR(
             store_->UpdateState(job.id(), v1::RESTARTING, RestartReason(why, job, max_restarts))
                 .status());
-        pending_.insert(job.id());
+        scheduler_.Enqueue(job.id());
       } else {
         LS_RETURN_IF_ERROR(
             store_
@@ -109,8 +142,40 @@ absl::Status JobService::Recover() {
                 .status());
       }
     } else if (job.state() == v1::PENDING || job.state() == v1::RESTARTING) {
-      pending_.insert(job.id());
+      scheduler_.Enqueue(job.id());
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobService::CheckElastic(const v1::JobSpec& spec,
+                                      const std::vector<WorkerSlot>& alive) const {
+  const v1::RestartPolicy& policy = spec.restart_policy();
+  if (policy.min_workers() <= 0) return absl::OkStatus();
+  const absl::Duration heartbeat_timeout = membership_->options().heartbeat_timeout;
+  if (policy.replacement_timeout_ms() > 0 &&
+      absl::Milliseconds(policy.replacement_timeout_ms()) < heartbeat_timeout) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("restart_policy.replacement_timeout_ms: ", policy.replacement_timeout_ms(),
+                     " is shorter than the coordinator's heartbeat timeout (",
+                     absl::FormatDuration(heartbeat_timeout),
+                     "): a lost worker is not even known to be lost by then"));
+  }
+  const int per_worker = alive.empty() ? 1 : std::max(1, alive[0].devices);
+  const int most = policy.max_workers() > 0 ? policy.max_workers()
+                   : spec.num_workers() > 0 ? spec.num_workers()
+                                            : std::max<int>(alive.size(), policy.min_workers());
+  std::vector<int> usable, elsewhere;
+  for (int c = 1; c <= std::max(most, 2 * most); ++c) {
+    if (spec.global_batch_size() % (static_cast<int64_t>(c) * per_worker) != 0) continue;
+    (c >= policy.min_workers() && c <= most ? usable : elsewhere).push_back(c);
+  }
+  if (usable.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("restart_policy.min_workers: no worker count from ", policy.min_workers(),
+                     " to ", most, " splits global_batch_size ", spec.global_batch_size(),
+                     " over its replicas (", per_worker, " per worker); counts that would: ",
+                     elsewhere.empty() ? "none" : absl::StrJoin(elsewhere, ", ")));
   }
   return absl::OkStatus();
 }
@@ -130,12 +195,13 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   if (needed == 0 || static_cast<int>(slots.size()) == needed) {
     LS_RETURN_IF_ERROR(CheckBatchDivisible(spec, CountReplicas(spec, slots)));
   }
+  LS_RETURN_IF_ERROR(CheckElastic(spec, slots));
   // Last, after every pure check: the file system (it creates nothing).
   LS_RETURN_IF_ERROR(CheckJobDirectories(spec));
   absl::MutexLock l(&mu_);
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
   LS_ASSIGN_OR_RETURN(v1::JobRecord record, store_->Create(spec.name(), spec.SerializeAsString()));
-  pending_.insert(record.id());
+  scheduler_.Enqueue(record.id());
   ChangedLocked(record.id(), "submitted: PENDING");
   ScheduleLocked();
   return record.id();
@@ -148,16 +214,14 @@ absl::StatusOr<v1::GetJobResponse> JobService::Get(const std::string& id) {
   if (!out.mutable_spec()->ParseFromString(out.job().spec())) {
     return absl::DataLossError(absl::StrCat("job ", id, ": stored spec cannot be parsed"));
   }
+  const JobAttempt* attempt = nullptr;
   if (auto it = active_.find(id); it != active_.end()) {
-    for (const TaskRef& t : it->second.tasks) {
-      auto r = it->second.reports.find(t);
-      if (r != it->second.reports.end()) *out.add_workers() = r->second;
-    }
+    attempt = &it->second;
   } else if (auto e = ended_.find(id); e != ended_.end()) {
-    for (const TaskRef& t : e->second.tasks) {
-      auto r = e->second.reports.find(t);
-      if (r != e->second.reports.end()) *out.add_workers() = r->second;
-    }
+    attempt = &e->second;
+  }
+  if (attempt != nullptr) {
+    for (v1::JobReport& r : attempt->Reports()) *out.add_workers() = std::move(r);
   }
   return out;
 }
@@ -179,8 +243,7 @@ absl::StatusOr<v1::JobRecord> JobService::Cancel(const std::string& id, const st
     EndLocked(id, v1::CANCELLED, why);
   } else {
     LS_RETURN_IF_ERROR(store_->UpdateState(id, v1::CANCELLED, why).status());
-    pending_.erase(id);
-    restart_workers_.erase(id);
+    scheduler_.Remove(id);
     ChangedLocked(id, absl::StrCat("CANCELLED: ", why));
   }
   ScheduleLocked();
@@ -263,22 +326,16 @@ absl::StatusOr<v1::Assignment> JobService::NextAssignment(const TaskRef& task, u
 
 void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>& reports) {
   absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
   for (const v1::JobReport& r : reports) {
     auto it = active_.find(r.job_id());
-    if (it == active_.end() || it->second.attempt != r.attempt()) {
+    if (it == active_.end() || it->second.attempt() != r.attempt()) {
       if (auto e = ended_.find(r.job_id());
-          e != ended_.end() && e->second.attempt == r.attempt() &&
-          std::find(e->second.tasks.begin(), e->second.tasks.end(), task) !=
-              e->second.tasks.end()) {
-        e->second.reports[task] = r;
-        if (EndedAttempt(r.phase())) {
-          e->second.leaving.erase(task);  // left: may run the next job
-        } else {
-          e->second.leaving[task] = clock_->Now() + failure_grace_;  // still in it
-        }
+          e != ended_.end() && e->second.attempt() == r.attempt()) {
+        e->second.OnLeavingReport(task, r, now, failure_grace_);
       }
       // A report on an attempt that is over: make sure the worker drops it.
-      if (!EndedAttempt(r.phase())) {
+      if (!EndsAttempt(r.phase())) {
         v1::Assignment a;
         a.mutable_abort()->set_job_id(r.job_id());
         a.mutable_abort()->set_attempt(r.attempt());
@@ -288,29 +345,17 @@ void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>
       }
       continue;
     }
-    Active& job = it->second;
-    const auto rank = std::find(job.tasks.begin(), job.tasks.end(), task) - job.tasks.begin();
-    if (rank == static_cast<long>(job.tasks.size())) continue;  // not one of its workers
-    job.reports[task] = r;
+    JobAttempt& job = it->second;
+    const int rank = job.RankOf(task);
+    if (rank < 0) continue;  // not one of its workers
     if (rank == 0) {
       // The chief's figures are the job's.
       if (store_->UpdateProgress(r.job_id(), ProgressOf(r)).ok()) {
         ChangedLocked(r.job_id(), absl::StrCat("step ", r.step(), "/", r.total_steps()));
       }
     }
-    if (r.phase() == v1::JobReport::PREEMPTED && job.preemption.empty()) {
-      job.preemption = absl::StrCat("preempted after step ", r.step(), ": checkpoint written");
-    }
-    if (r.phase() == v1::JobReport::PREEMPTED && !r.preemption().empty()) {
-      job.preemption =
-          absl::StrCat(task.ToString(), " (rank ", rank, ") was preempted (", r.preemption(),
-                       "); the job stopped after step ", r.step(), " with a checkpoint");
-    }
-    if (r.phase() == v1::JobReport::FAILED && job.failure.empty()) {
-      job.failure = absl::StrCat(task.ToString(), " (rank ", rank,
-                                 ") failed: ", r.error().empty() ? "no error given" : r.error());
-      job.fail_at = clock_->Now() + failure_grace_;
-      AbortOthersLocked(r.job_id(), job, task, job.failure);
+    if (job.OnReport(task, r, now, failure_grace_)) {
+      AbortLocked(job, job.Unended(task), job.failure());
     }
     SettleLocked(r.job_id());
   }
@@ -320,80 +365,87 @@ void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>
 void JobService::SettleLocked(const std::string& id) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
-  const Active& job = it->second;
-  int done = 0, ended = 0;
-  for (const TaskRef& t : job.tasks) {
-    auto r = job.reports.find(t);
-    if (r == job.reports.end()) continue;
-    done += r->second.phase() == v1::JobReport::DONE;
-    ended += EndedAttempt(r->second.phase());
-  }
-  const int n = static_cast<int>(job.tasks.size());
-  if (job.failure.empty() && !job.preemption.empty() && ended == n) {
-    // Not a failure: the next attempt resumes from the step the group stopped after.
-    restart_workers_[id] = n;
-    EndLocked(id, v1::RESTARTING,
-              absl::StrCat(job.preemption,
-                           "; restarting from it (a preemption: not counted "
-                           "against restart_policy.max_restarts)"),
-              /*counts_as_restart=*/false);
-    pending_.insert(id);
-  } else if (job.failure.empty() && done == n) {
-    const v1::JobReport& chief = job.reports.at(job.tasks[0]);
-    EndLocked(id, v1::SUCCEEDED,
-              absl::StrCat("every worker finished: ", chief.step(), " steps, loss ", chief.loss()));
-  } else if (!job.failure.empty() && ended == n) {
-    FailLocked(id, job.failure);
+  const JobAttempt& job = it->second;
+  switch (job.Settle(clock_->Now())) {
+    case JobAttempt::Outcome::kUndecided:
+      return;
+    case JobAttempt::Outcome::kSucceeded: {
+      const v1::JobReport& chief = *job.ReportOf(0);
+      EndLocked(
+          id, v1::SUCCEEDED,
+          absl::StrCat("every worker finished: ", chief.step(), " steps, loss ", chief.loss()));
+      return;
+    }
+    case JobAttempt::Outcome::kFailed:
+      FailLocked(id, job.failure());
+      return;
+    case JobAttempt::Outcome::kPreempted: {
+      // Not a failure: the next attempt resumes from the step the group stopped after, on
+      // as many workers (more when it stopped to grow).
+      const WorkerNeed need = RestartNeedLocked(job, std::max(job.size(), job.resize_to()));
+      EndLocked(id, v1::RESTARTING,
+                absl::StrCat(job.preemption(),
+                             "; restarting from it (a preemption: not counted against "
+                             "restart_policy.max_restarts)"),
+                /*counts_as_restart=*/false);
+      scheduler_.Enqueue(id, need);
+      return;
+    }
   }
 }
 
 void JobService::Tick() {
   const std::vector<v1::TaskStatus> tasks = membership_->Snapshot();
+  const std::map<TaskRef, const v1::TaskStatus*> by_ref = ByRef(tasks);
   absl::MutexLock l(&mu_);
-  std::map<TaskRef, const v1::TaskStatus*> by_ref;
-  for (const v1::TaskStatus& t : tasks) by_ref[RefOf(t)] = &t;
   std::vector<std::pair<std::string, std::string>> to_fail;
+  std::vector<std::string> to_settle;
   for (const auto& [id, job] : active_) {
-    for (size_t rank = 0; rank < job.tasks.size(); ++rank) {
-      const TaskRef& ref = job.tasks[rank];
-      auto r = job.reports.find(ref);
-      if (r != job.reports.end() && EndedAttempt(r->second.phase())) continue;
-      auto t = by_ref.find(ref);
-      std::string why;
-      if (t == by_ref.end()) {
-        why = "is no longer registered";
-      } else if (t->second->incarnation() != job.incarnations.at(ref)) {
-        why = absl::StrCat("restarted (incarnation ", ShortIncarnation(t->second->incarnation()),
-                           " replaced ", ShortIncarnation(job.incarnations.at(ref)), ")");
-      } else if (t->second->state() == v1::LOST) {
-        why = absl::StrCat("was lost: no heartbeat for ",
-                           absl::FormatDuration(membership_->options().heartbeat_timeout),
-                           "; check that lockstepd at ", t->second->address(), " is running");
-      } else if (t->second->state() == v1::DEREGISTERED) {
-        why = "left the cluster (deregistered) while running the job";
-      }
-      if (why.empty()) continue;
-      std::string reason = absl::StrCat(ref.ToString(), " (rank ", rank, ") ", why);
-      if (!job.failure.empty()) absl::StrAppend(&reason, "; before that, ", job.failure);
-      to_fail.emplace_back(id, std::move(reason));
-      break;
+    if (auto a = adopted_until_.find(id); a != adopted_until_.end()) {
+      if (clock_->Now() < a->second) continue;  // its workers are still coming back
+      adopted_until_.erase(a);
     }
-    if (to_fail.empty() || to_fail.back().first != id) {
-      if (!job.failure.empty() && clock_->Now() >= job.fail_at)
-        to_fail.emplace_back(id, job.failure);
+    std::string lost = job.FindLostWorker(by_ref, membership_->options().heartbeat_timeout);
+    if (!lost.empty()) {
+      if (!job.failure().empty()) absl::StrAppend(&lost, "; before that, ", job.failure());
+      to_fail.emplace_back(id, std::move(lost));
+    } else {
+      to_settle.push_back(id);  // a failure whose grace ran out
     }
   }
   for (const auto& [id, reason] : to_fail) FailLocked(id, reason);
+  for (const std::string& id : to_settle) SettleLocked(id);
   ScheduleLocked();
+  GrowLocked(tasks);
+}
+
+absl::StatusOr<v1::DrainWorkerResponse> JobService::Drain(const TaskRef& task, bool undo) {
+  v1::DrainWorkerResponse out;
+  LS_ASSIGN_OR_RETURN(*out.mutable_task(), membership_->SetDraining(task, !undo));
+  absl::MutexLock l(&mu_);
+  if (!undo) {
+    for (const auto& [id, job] : active_) {
+      const int rank = job.RankOf(task);
+      if (rank < 0) continue;
+      v1::Assignment a;
+      a.mutable_preempt()->set_job_id(id);
+      a.mutable_preempt()->set_attempt(job.attempt());
+      a.mutable_preempt()->set_reason(absl::StrCat(task.ToString(), " was drained"));
+      PushLocked(task, job.workers()[rank].incarnation, std::move(a));
+      out.set_job_id(id);
+    }
+  }
+  ScheduleLocked();  // an undo may let a waiting job start
+  return out;
 }
 
 std::map<TaskRef, std::pair<std::string, int64_t>> JobService::RunningTasks() {
   absl::MutexLock l(&mu_);
   std::map<TaskRef, std::pair<std::string, int64_t>> out;
   for (const auto& [id, job] : active_) {
-    for (const TaskRef& t : job.tasks) {
-      auto r = job.reports.find(t);
-      out[t] = {id, r == job.reports.end() ? 0 : r->second.step()};
+    for (int rank = 0; rank < job.size(); ++rank) {
+      const v1::JobReport* r = job.ReportOf(rank);
+      out[job.workers()[rank].task] = {id, r == nullptr ? 0 : r->step()};
     }
   }
   return out;
@@ -405,26 +457,26 @@ void JobService::Shutdown() {
 }
 
 void JobService::ScheduleLocked() {
-  if (shutdown_ || pending_.empty()) return;
+  if (shutdown_ || scheduler_.empty()) return;
   const std::vector<v1::TaskStatus> tasks = membership_->Snapshot();
-  ReleaseLeftLocked(tasks);
-  while (!pending_.empty()) {
-    const std::string id = *pending_.begin();
+  const std::map<TaskRef, const v1::TaskStatus*> by_ref = ByRef(tasks);
+  for (auto& [id, job] : ended_) job.ReleaseLeft(by_ref, clock_->Now());
+  for (const std::string& id : scheduler_.Queue()) {
     absl::StatusOr<v1::JobRecord> record = store_->Get(id);
     if (!record.ok() || (record->state() != v1::PENDING && record->state() != v1::RESTARTING)) {
-      pending_.erase(id);
+      scheduler_.Remove(id);
       continue;
     }
     if (!TryStartLocked(*record, tasks)) return;  // oldest first: the others wait behind it
-    pending_.erase(id);
+    scheduler_.Remove(id);
   }
 }
 
 bool JobService::TryStartLocked(const v1::JobRecord& record,
                                 const std::vector<v1::TaskStatus>& tasks) {
   const std::string& id = record.id();
-  if (auto prev = ended_.find(id); prev != ended_.end() && !prev->second.leaving.empty()) {
-    return false;  // a restart waits until every worker left the failed attempt
+  if (auto prev = ended_.find(id); prev != ended_.end() && !prev->second.AllLeft()) {
+    return false;  // a restart waits until every worker left the attempt it replaces
   }
   v1::JobSpec spec;
   if (!spec.ParseFromString(record.spec())) {
@@ -432,25 +484,30 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     ChangedLocked(id, "FAILED: the stored spec cannot be parsed");
     return true;
   }
-  std::vector<const v1::TaskStatus*> alive, idle;
-  for (const v1::TaskStatus& t : tasks) {
-    if (t.state() != v1::ALIVE || !IsTrainingTask(t)) continue;
-    alive.push_back(&t);
-    if (!IsBusyLocked(RefOf(t))) idle.push_back(&t);
+  const WorkerNeed need = scheduler_.NeedFor(id, spec);
+  if (clock_->Now() < need.not_before) return false;  // backing off; the others wait too
+  auto busy = [this](const TaskRef& t) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsBusyLocked(t); };
+  std::optional<std::vector<const v1::TaskStatus*>> chosen =
+      ChooseWorkers(need.workers, tasks, busy);
+  std::string shrunk;
+  if (!chosen.has_value() && need.min_workers > 0 && need.workers > 0 &&
+      clock_->Now() >= need.shrink_after) {
+    // Elastic: no replacement came in time; go on with the workers there are.
+    chosen = ChooseElastic(need.workers, need.min_workers, spec.global_batch_size(), tasks, busy);
+    if (chosen.has_value()) {
+      shrunk = absl::StrCat("; ", chosen->size(), " of ", need.workers,
+                            " workers: no replacement came within "
+                            "restart_policy.replacement_timeout");
+    }
   }
-  int needed = WorkersNeeded(spec);
-  if (auto r = restart_workers_.find(id); r != restart_workers_.end()) needed = r->second;
-  if (needed == 0) {
-    if (alive.empty() || idle.size() != alive.size()) return false;
-    needed = static_cast<int>(alive.size());
-  }
-  if (static_cast<int>(idle.size()) < needed) return false;
-  idle.resize(needed);
+  if (!chosen.has_value()) return false;
   std::vector<WorkerSlot> slots;
   std::vector<std::string> names;
-  for (const v1::TaskStatus* t : idle) {
+  std::vector<AttemptWorker> workers;
+  for (const v1::TaskStatus* t : *chosen) {
     slots.push_back(WorkerSlot{RefOf(*t), t->address(), t->devices_size()});
     names.push_back(RefOf(*t).ToString());
+    workers.push_back(AttemptWorker{RefOf(*t), t->incarnation()});
   }
   const int attempt = record.attempt() + 1;
   absl::StatusOr<std::vector<v1::Partition>> parts =
@@ -465,29 +522,31 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     p.set_job_uid(absl::StrCat(id, "@", record.created_unix_micros()));
   }
   const std::string message =
-      absl::StrCat("RUNNING on ", absl::StrJoin(names, ", "), " (attempt ", attempt, ")");
+      absl::StrCat("RUNNING on ", absl::StrJoin(names, ", "), " (attempt ", attempt, shrunk, ")");
   absl::StatusOr<v1::JobRecord> running = store_->UpdateState(id, v1::RUNNING, message);
   if (!running.ok()) return true;  // logged by the caller's next GetJob; nothing was pushed
+  std::vector<v1::AttemptWorkerRecord> stored;
+  for (const AttemptWorker& w : workers) {
+    v1::AttemptWorkerRecord& r = stored.emplace_back();
+    r.set_task_type(w.task.type);
+    r.set_task_index(w.task.index);
+    r.set_incarnation(w.incarnation);
+  }
+  (void)store_->SetAttemptWorkers(id, std::move(stored));  // for a restarted coordinator
   if (running->progress().restored_step() > 0) {
     // What the previous attempt restored; this one's chief says what it restores.
     v1::JobProgress progress = running->progress();
     progress.clear_restored_step();
     (void)store_->UpdateProgress(id, std::move(progress));
   }
-  Active job;
-  job.attempt = attempt;
-  job.spec = spec;
-  for (size_t i = 0; i < idle.size(); ++i) {
-    const TaskRef ref = RefOf(*idle[i]);
-    job.tasks.push_back(ref);
-    job.incarnations[ref] = idle[i]->incarnation();
+  for (size_t i = 0; i < workers.size(); ++i) {
     v1::Assignment a;
     *a.mutable_run() = std::move((*parts)[i]);
-    PushLocked(ref, idle[i]->incarnation(), std::move(a));
+    PushLocked(workers[i].task, workers[i].incarnation, std::move(a));
   }
-  active_[id] = std::move(job);
   ended_.erase(id);
-  restart_workers_.erase(id);
+  active_.insert_or_assign(
+      id, JobAttempt(id, attempt, std::move(spec), std::move(workers), clock_->Now()));
   ChangedLocked(id, message);
   return true;
 }
@@ -495,12 +554,30 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
 void JobService::FailLocked(const std::string& id, const std::string& reason) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
-  const int max_restarts = it->second.spec.restart_policy().max_restarts();
+  const int max_restarts = it->second.spec().restart_policy().max_restarts();
   absl::StatusOr<v1::JobRecord> record = store_->Get(id);
   if (record.ok() && record->restarts() < max_restarts) {
-    restart_workers_[id] = static_cast<int>(it->second.tasks.size());
-    EndLocked(id, v1::RESTARTING, RestartReason(reason, *record, max_restarts));
-    pending_.insert(id);  // scheduled like a pending job, once its workers left the attempt
+    WorkerNeed need = RestartNeedLocked(it->second, it->second.size());
+    // Attempts that fail soon after they start (a full disk, a bad file) back off, so that
+    // the restarts are not all spent in a second: 0.5 s, 1 s, 2 s, ... up to 30 s.
+    int& quick = quick_failures_[id];
+    quick = clock_->Now() - it->second.started() < kQuickFailure ? quick + 1 : 0;
+    if (quick > 0) {
+      const absl::Duration backoff =
+          std::min(kMaxRestartBackoff, absl::Milliseconds(500) * (1 << std::min(quick - 1, 6)));
+      need.not_before = clock_->Now() + backoff;
+      need.shrink_after = std::max(need.shrink_after, need.not_before);
+    }
+    EndLocked(
+        id, v1::RESTARTING,
+        absl::StrCat(RestartReason(reason, *record, max_restarts),
+                     quick > 0 ? absl::StrCat("; backing off ",
+                                              absl::FormatDuration(need.not_before - clock_->Now()),
+                                              ": the attempt failed within ",
+                                              absl::FormatDuration(kQuickFailure), " of its start")
+                               : ""));
+    // Queued like a pending job; it starts once its workers left the attempt.
+    scheduler_.Enqueue(id, need);
     return;
   }
   EndLocked(
@@ -508,35 +585,88 @@ void JobService::FailLocked(const std::string& id, const std::string& reason) {
       absl::StrCat(reason, NoRestartsLeft(record.ok() ? record->restarts() : 0, max_restarts)));
 }
 
+WorkerNeed JobService::RestartNeedLocked(const JobAttempt& job, int workers) const {
+  WorkerNeed need;
+  need.workers = workers;
+  const v1::RestartPolicy& policy = job.spec().restart_policy();
+  if (policy.min_workers() > 0) {
+    need.min_workers = policy.min_workers();
+    const absl::Duration timeout = policy.replacement_timeout_ms() > 0
+                                       ? absl::Milliseconds(policy.replacement_timeout_ms())
+                                       : kDefaultReplacementTimeout;
+    need.shrink_after = clock_->Now() + timeout;
+  }
+  return need;
+}
+
+void JobService::GrowLocked(const std::vector<v1::TaskStatus>& tasks) {
+  int idle = 0, alive = 0;
+  for (const v1::TaskStatus& t : tasks) {
+    if (t.state() != v1::ALIVE || !IsTrainingTask(t) || t.draining()) continue;
+    ++alive;
+    idle += !IsBusyLocked(RefOf(t));
+  }
+  if (idle == 0) return;
+  for (auto& [id, job] : active_) {
+    const v1::JobSpec& spec = job.spec();
+    if (spec.restart_policy().min_workers() <= 0 || job.resize_to() > 0 ||
+        job.state() != JobAttempt::State::kRunning) {
+      continue;
+    }
+    int most = spec.restart_policy().max_workers() > 0 ? spec.restart_policy().max_workers()
+               : spec.num_workers() > 0                ? spec.num_workers()
+                                                       : alive;
+    most = std::min(most, job.size() + idle);
+    // Replicas per worker as the chief has them; a count is usable when they divide the
+    // global batch.
+    int per_worker = 1;
+    for (const v1::TaskStatus& t : tasks) {
+      if (RefOf(t) == job.workers()[0].task) per_worker = std::max(1, t.devices_size());
+    }
+    int target = 0;
+    for (int c = most; c > job.size(); --c) {
+      if (spec.global_batch_size() % (static_cast<int64_t>(c) * per_worker) == 0) {
+        target = c;
+        break;
+      }
+    }
+    if (target == 0) continue;
+    job.ResizeTo(target);
+    v1::Assignment a;
+    a.mutable_preempt()->set_job_id(id);
+    a.mutable_preempt()->set_attempt(job.attempt());
+    a.mutable_preempt()->set_reason(
+        absl::StrCat("growing from ", job.size(), " to ", target, " workers: idle workers joined"));
+    PushLocked(job.workers()[0].task, job.workers()[0].incarnation, std::move(a));
+    ChangedLocked(id, absl::StrCat("growing from ", job.size(), " to ", target, " workers"));
+    idle -= target - job.size();
+    if (idle <= 0) return;
+  }
+}
+
 void JobService::EndLocked(const std::string& id, v1::JobState state, const std::string& reason,
                            bool counts_as_restart) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
-  Active& job = it->second;
-  if (state != v1::SUCCEEDED) AbortOthersLocked(id, job, TaskRef{}, reason);
+  JobAttempt& job = it->second;
+  if (state != v1::SUCCEEDED) AbortLocked(job, job.Unended(), reason);
   (void)store_->UpdateState(id, state, reason, counts_as_restart);
-  for (const TaskRef& t : job.tasks) {
-    auto r = job.reports.find(t);
-    if (r == job.reports.end() || !EndedAttempt(r->second.phase())) {
-      job.leaving[t] = clock_->Now() + failure_grace_;
-    }
-  }
-  ended_[id] = std::move(job);
+  job.End(clock_->Now(), failure_grace_);
+  // Everything collective of the attempt dies with it.
+  if (on_attempt_ended_) on_attempt_ended_(RendezvousPrefix(id, job.attempt()) + "/");
+  ended_.insert_or_assign(id, std::move(job));
   active_.erase(it);
   ChangedLocked(id, absl::StrCat(v1::JobState_Name(state), ": ", reason));
 }
 
-void JobService::AbortOthersLocked(const std::string& id, const Active& job, const TaskRef& except,
-                                   const std::string& reason) {
-  for (const TaskRef& t : job.tasks) {
-    if (t == except) continue;
-    auto r = job.reports.find(t);
-    if (r != job.reports.end() && EndedAttempt(r->second.phase())) continue;
+void JobService::AbortLocked(const JobAttempt& job, const std::vector<AttemptWorker>& workers,
+                             const std::string& reason) {
+  for (const AttemptWorker& w : workers) {
     v1::Assignment a;
-    a.mutable_abort()->set_job_id(id);
-    a.mutable_abort()->set_attempt(job.attempt);
+    a.mutable_abort()->set_job_id(job.job_id());
+    a.mutable_abort()->set_attempt(job.attempt());
     a.mutable_abort()->set_reason(reason);
-    PushLocked(t, job.incarnations.at(t), std::move(a));
+    PushLocked(w.task, w.incarnation, std::move(a));
   }
 }
 
@@ -550,44 +680,12 @@ void JobService::ChangedLocked(const std::string& id, std::string message) {
   changes_[id] = {++version_, std::move(message)};
 }
 
-// A worker leaves an ended attempt by reporting its end. Two things release it without
-// that report:
-// - It is no longer ALIVE under the incarnation it was given the job with (LOST,
-//   DEREGISTERED, restarted, gone): that process will report nothing more, and a worker
-//   that finds itself LOST or restarted drops its jobs; it must register again (and so
-//   become ALIVE) before it is given a new one.
-// - It said nothing about the attempt for the failure grace (at least heartbeat_timeout +
-//   heartbeat_interval, so at least one heartbeat fell in it). Every heartbeat carries a
-//   report of every job the worker still holds, finished ones included, so an ALIVE
-//   worker silent about the attempt no longer holds it: it never received the partition,
-//   or its final reports were lost on the way.
-// A worker whose heartbeats keep reporting the attempt as running is NOT released, however
-// long it takes: it says it still holds the job's threads, memory and ports, and a new
-// partition started beside it would compete with it or fail. Every such report is
-// answered with another abort (OnReports); if its executor never returns, the worker is
-// stuck, `lockstep describe` of the ended job shows it, and restarting its lockstepd (a
-// new incarnation) releases it. A silent worker therefore blocks nothing for longer than
-// the grace, and a stuck one blocks only the jobs that would need it.
-void JobService::ReleaseLeftLocked(const std::vector<v1::TaskStatus>& tasks) {
-  std::map<TaskRef, const v1::TaskStatus*> by_ref;
-  for (const v1::TaskStatus& t : tasks) by_ref[RefOf(t)] = &t;
-  const absl::Time now = clock_->Now();
-  for (auto& [id, job] : ended_) {
-    for (auto it = job.leaving.begin(); it != job.leaving.end();) {
-      auto t = by_ref.find(it->first);
-      const bool gone = t == by_ref.end() || t->second->state() != v1::ALIVE ||
-                        t->second->incarnation() != job.incarnations.at(it->first);
-      it = gone || now >= it->second ? job.leaving.erase(it) : std::next(it);
-    }
-  }
-}
-
 bool JobService::IsBusyLocked(const TaskRef& task) const {
   for (const auto& [id, job] : active_) {
-    if (std::find(job.tasks.begin(), job.tasks.end(), task) != job.tasks.end()) return true;
+    if (job.Holds(task)) return true;
   }
   for (const auto& [id, job] : ended_) {
-    if (job.leaving.count(task) > 0) return true;
+    if (job.Holds(task)) return true;
   }
   return false;
 }

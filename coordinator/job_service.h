@@ -21,20 +21,26 @@
 // queued like a pending job and starts its next attempt (attempt+1, a new secret and
 // rendezvous prefix) once every worker left the failed attempt and enough are ALIVE and
 // idle; the workers restore the newest checkpoint one of them holds whole
-// (worker/job_restore.h). A coordinator restart (Recover) makes a RUNNING job RESTARTING
-// too when it has restarts left. A preemption (a worker's lockstepd got SIGTERM: its group
+// (worker/job_restore.h). A preemption (a worker's lockstepd got SIGTERM: its group
 // stopped after one step with a checkpoint and every worker reports PREEMPTED) makes the
 // job RESTARTING without counting a restart.
+// Each attempt is a JobAttempt (job_attempt.h: its workers, reports and named transitions);
+// the queue of PENDING and RESTARTING jobs and the choice of workers is the Scheduler's
+// (scheduler.h).
 // Leaving: a job that ended keeps each of its workers busy (no new partition is pushed to
-// it) until that worker has left the attempt: it reported its end (DONE, FAILED or
-// ABORTED: its executor has returned and its collectives are closed), or it is no longer
+// it) until that worker has left the attempt: it reported its end (DONE, FAILED, ABORTED or
+// PREEMPTED: its executor has returned and its collectives are closed), or it is no longer
 // ALIVE under the incarnation it was given the job with, or it said nothing about the
-// attempt for the failure grace (see ReleaseLeftLocked for why the bound is silence).
+// attempt for the failure grace (see JobAttempt::ReleaseLeft for why the bound is silence).
 // Workers needed: JobSpec.num_workers, or 1 for ONE_DEVICE / MIRRORED / CENTRAL_STORAGE,
 // or (0 with MULTI_WORKER_MIRRORED) every ALIVE training worker (type "worker" or
-// "chief"), all of which must be idle. Pending jobs are scheduled oldest first.
-// A coordinator restart: Recover() makes jobs that were RUNNING RESTARTING when their restart
-// policy allows, else FAILED ("coordinator restarted").
+// "chief"), all of which must be idle; a restart needs as many as the attempt it replaces.
+// Queued jobs are scheduled oldest first.
+// A coordinator restart: Recover() re-adopts each RUNNING job's stored attempt (its workers
+// and their incarnations, JobRecord.attempt_workers): the workers train on without the
+// coordinator, register again with their incarnations and report; one that is not back
+// within the failure grace is lost as usual. A RUNNING record without a stored attempt
+// becomes RESTARTING when its restart policy allows, else FAILED.
 //
 // Ownership: borrows the JobStore, the Membership and the Clock (they must outlive it).
 // Thread model: every method is thread-safe (one mutex; the store and membership have
@@ -45,6 +51,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -55,12 +62,22 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "coordinator/job_attempt.h"
 #include "coordinator/job_store/job_store.h"
 #include "coordinator/membership.h"
+#include "coordinator/partitioner.h"
+#include "coordinator/scheduler.h"
 #include "lockstep/v1/coordinator.pb.h"
 
 namespace lockstep {
 namespace coordinator {
+
+// restart_policy.replacement_timeout_ms 0.
+constexpr absl::Duration kDefaultReplacementTimeout = absl::Seconds(10);
+// An attempt that fails sooner than this after it started makes the next restart wait
+// (doubling from 0.5 s with each such attempt in a row, up to kMaxRestartBackoff).
+constexpr absl::Duration kQuickFailure = absl::Seconds(10);
+constexpr absl::Duration kMaxRestartBackoff = absl::Seconds(30);
 
 struct JobServiceOptions {
   // After a worker reports FAILED, how long the job waits for its other workers to end
@@ -70,6 +87,9 @@ struct JobServiceOptions {
   // JobService never waits less than its Membership's heartbeat_timeout +
   // heartbeat_interval (the interval covers the sweep that marks it LOST).
   absl::Duration failure_grace = absl::Seconds(5);
+  // Called (under the service's lock; it must not call back) with an attempt's rendezvous
+  // prefix when the attempt ends: the server deletes its keys and barriers.
+  std::function<void(const std::string& prefix)> on_attempt_ended;
 };
 
 // The failure grace a JobService uses: options.failure_grace (5 s by default), raised to
@@ -81,9 +101,8 @@ class JobService {
  public:
   JobService(JobStore* store, Membership* membership, Clock* clock, JobServiceOptions options = {});
 
-  // A job the store holds as RUNNING had its workers under a previous coordinator: it becomes
-  // RESTARTING when its restart policy has restarts left, else FAILED. PENDING and
-  // RESTARTING jobs are queued. Call once, before serving.
+  // Jobs the store holds as RUNNING are re-adopted from their stored attempts (see above);
+  // PENDING and RESTARTING jobs are queued. Call once, before serving.
   absl::Status Recover();
 
   // Validates (INVALID_ARGUMENT naming the field: the spec, the batch against the workers
@@ -116,6 +135,17 @@ class JobService {
   // out, and schedules pending jobs. The server calls it periodically (and after every
   // registration and heartbeat with reports).
   void Tick();
+  // DrainWorker: marks `task` drained (Membership::SetDraining) and asks the job attempt it
+  // runs, if any, to stop after its next step with a checkpoint (a PreemptJob pushed to the
+  // worker: the job restarts elsewhere without counting a restart); `undo` makes the task
+  // schedulable again. Errors of SetDraining (NOT_FOUND, INVALID_ARGUMENT).
+  absl::StatusOr<v1::DrainWorkerResponse> Drain(const TaskRef& task, bool undo);
+  // Whether the worker with certificate identity `identity` may read or write the
+  // rendezvous key (or barrier) `key`: a key under "jobs/<id>/<attempt>/" belongs to that
+  // running attempt, and only its workers may use it (PERMISSION_DENIED naming the key,
+  // the job and the attempt otherwise, also for an attempt that is not running); other
+  // keys are the workers' common area. An empty identity (--insecure) is not checked.
+  absl::Status CheckKeyAccess(const std::string& identity, const std::string& key);
   // The running job of each busy task, with the step it last reported (for status).
   std::map<TaskRef, std::pair<std::string, int64_t>> RunningTasks();
   // Wakes every NextAssignment / NextEvent (they answer UNAVAILABLE).
@@ -125,52 +155,47 @@ class JobService {
   absl::Duration failure_grace() const { return failure_grace_; }
 
  private:
-  // A job attempt that is RUNNING.
-  struct Active {
-    int attempt = 0;
-    v1::JobSpec spec;
-    std::vector<TaskRef> tasks;  // rank order
-    std::map<TaskRef, uint64_t> incarnations;
-    std::map<TaskRef, v1::JobReport> reports;
-    // Set by the first FAILED report: the reason, and when the job fails regardless.
-    std::string failure;
-    absl::Time fail_at = absl::InfiniteFuture();
-    // Set by a PREEMPTED report: the group stopped after a step with a checkpoint.
-    std::string preemption;
-    // Once the attempt ended: its tasks that have not left it yet, each with the time it
-    // is released unless it reports the attempt again.
-    std::map<TaskRef, absl::Time> leaving;
-  };
   struct Mailbox {
     uint64_t incarnation = 0;
     std::deque<v1::Assignment> queue;
   };
 
+  // Submit's checks of an elastic restart policy that need the cluster: the replacement
+  // timeout against the heartbeat timeout, and that some worker count in the range splits
+  // the global batch over the replicas of the `alive` workers (INVALID_ARGUMENT naming the
+  // field and the counts that would).
+  absl::Status CheckElastic(const v1::JobSpec& spec, const std::vector<WorkerSlot>& alive) const;
+  // Starts the queued jobs that can start, oldest first (Scheduler), after letting go of the
+  // workers that left ended attempts.
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts `record` if enough workers are idle; false if it must wait.
   bool TryStartLocked(const v1::JobRecord& record, const std::vector<v1::TaskStatus>& tasks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A failure of the running job `id`: RESTARTING (queued for its next attempt) when its
-  // restart policy has restarts left, else FAILED.
+  // A failure of the running job `id`: RESTARTING (queued for its next attempt on as many
+  // workers) when its restart policy has restarts left, else FAILED.
   void FailLocked(const std::string& id, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the running attempt of `id` in `state` (FAILED, SUCCEEDED, CANCELLED or
   // RESTARTING), pushing an abort to every worker that has not ended the attempt (unless
-  // SUCCEEDED).
+  // SUCCEEDED); the attempt moves to ended_ while its workers leave it.
   void EndLocked(const std::string& id, v1::JobState state, const std::string& reason,
                  bool counts_as_restart = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AbortOthersLocked(const std::string& id, const Active& job, const TaskRef& except,
-                         const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pushes an AbortJob of `job`'s attempt to each of `workers`.
+  void AbortLocked(const JobAttempt& job, const std::vector<AttemptWorker>& workers,
+                   const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushLocked(const TaskRef& task, uint64_t incarnation, v1::Assignment a)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Settles `id` after a report: SUCCEEDED when all DONE; FAILED when a failure is known
-  // and every other worker ended the attempt.
+  // What the attempt after `job` needs: `workers`, and for an elastic job (restart_policy.
+  // min_workers) fewer after the replacement timeout.
+  WorkerNeed RestartNeedLocked(const JobAttempt& job, int workers) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Elastic jobs running on fewer than their most workers while training workers are idle:
+  // asks the group to stop after its next step with a checkpoint (a PreemptJob to its chief)
+  // so that the next attempt runs on more (JobAttempt::ResizeTo).
+  void GrowLocked(const std::vector<v1::TaskStatus>& tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Settles `id` after a report or a tick: what JobAttempt::Settle decides.
   void SettleLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ChangedLocked(const std::string& id, std::string message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Releases the tasks of ended attempts that left them (see "Leaving" above), given the
-  // membership snapshot `tasks`.
-  void ReleaseLeftLocked(const std::vector<v1::TaskStatus>& tasks)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs an attempt, or has not left one that ended.
   bool IsBusyLocked(const TaskRef& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t VersionLocked(const std::string& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -179,20 +204,24 @@ class JobService {
   Membership* const membership_;
   Clock* const clock_;
   const absl::Duration failure_grace_;  // EffectiveFailureGrace
+  const std::function<void(const std::string&)> on_attempt_ended_;
 
   absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  std::map<std::string, Active> active_ ABSL_GUARDED_BY(mu_);
+  // The running attempt of each job that runs.
+  std::map<std::string, JobAttempt> active_ ABSL_GUARDED_BY(mu_);
   std::map<TaskRef, Mailbox> mailboxes_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> pending_ ABSL_GUARDED_BY(mu_);  // ids sort as submitted
-  // RESTARTING jobs: the workers their failed attempt had, which the next attempt needs
-  // too (the same group configuration, so the restarted run ends where an uninterrupted
-  // one would). After a coordinator restart it is not known: the spec decides.
-  std::map<std::string, int> restart_workers_ ABSL_GUARDED_BY(mu_);
-  // Attempts that ended: their workers' reports keep arriving until each worker left the
-  // attempt (Active::leaving: busy until then), and GetJob shows them (so "every worker
-  // stopped" can be observed).
-  std::map<std::string, Active> ended_ ABSL_GUARDED_BY(mu_);
+  // PENDING and RESTARTING jobs, oldest first.
+  Scheduler scheduler_ ABSL_GUARDED_BY(mu_);
+  // The last attempt of each job that ended (or is between two attempts): its workers'
+  // reports keep arriving until each left it (busy until then), and GetJob shows them (so
+  // "every worker stopped" can be observed).
+  std::map<std::string, JobAttempt> ended_ ABSL_GUARDED_BY(mu_);
+  // Attempts re-adopted after a coordinator restart: until when their workers may take to
+  // register again before they count as lost.
+  std::map<std::string, absl::Time> adopted_until_ ABSL_GUARDED_BY(mu_);
+  // Per job: attempts in a row that failed within kQuickFailure of their start.
+  std::map<std::string, int> quick_failures_ ABSL_GUARDED_BY(mu_);
   // Per job: a version bumped on every change (WatchJob cursors) and the latest message.
   int64_t version_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::pair<int64_t, std::string>> changes_ ABSL_GUARDED_BY(mu_);

@@ -48,8 +48,9 @@ class JobServiceTest : public ::testing::Test {
     jobs_ = std::make_unique<JobService>(store_.get(), membership_.get(), &clock_, job_options_);
     ASSERT_TRUE(jobs_->Recover().ok());
   }
-  TaskRef AddWorker(int devices = 1) {
+  TaskRef AddWorker(int devices = 1, const std::string& identity = "") {
     RegisterRequest r;
+    r.identity = identity;
     r.address = absl::StrCat("127.0.0.1:", 5000 + next_);
     r.incarnation = 100 + next_++;
     for (int i = 0; i < devices; ++i) r.devices.emplace_back().set_index(i);
@@ -75,9 +76,7 @@ class JobServiceTest : public ::testing::Test {
     r.set_error(error);
     jobs_->OnReports(t, {r});
   }
-  void Beat(const TaskRef& t) {
-    ASSERT_TRUE(membership_->Heartbeat(t, incarnations_[t], "", 0).ok());
-  }
+  void Beat(const TaskRef& t) { ASSERT_TRUE(membership_->Heartbeat(t, incarnations_[t]).ok()); }
   v1::JobState State(const std::string& id) { return jobs_->Get(id)->job().state(); }
   // Two one-device workers, and SmallJob() running on them (each took its partition).
   struct Started {
@@ -441,28 +440,52 @@ TEST_F(JobServiceTest, AWorkerStillRunningTheEndedJobStaysBusy) {
   EXPECT_EQ(State(*b), v1::RUNNING);
 }
 
-TEST_F(JobServiceTest, RestartFailsRunningJobsAndKeepsEveryJob) {
+// A new coordinator on the same state_dir re-adopts the running attempt from its stored
+// workers: the job stays RUNNING (attempt 1, no restart), its worker's reports carry it to
+// SUCCEEDED, and the pending job behind it starts then.
+TEST_F(JobServiceTest, ACoordinatorRestartReadoptsRunningJobsAndKeepsEveryJob) {
   const TaskRef w0 = AddWorker();
   v1::JobSpec one = SmallJob();
   one.set_num_workers(1);
   auto running = jobs_->Submit(one);
   auto pending = jobs_->Submit(one);
   ASSERT_TRUE(running.ok() && pending.ok());
+  ASSERT_TRUE(Next(w0).has_run());
   EXPECT_EQ(State(*pending), v1::PENDING);
-  (void)w0;
   OpenStore();  // a new coordinator on the same state_dir
-  auto jobs = jobs_->List(0);
-  ASSERT_EQ(jobs->size(), 2u);
-  EXPECT_EQ(State(*running), v1::FAILED);
-  EXPECT_THAT(jobs_->Get(*running)->job().reason(), HasSubstr("coordinator restarted"));
-  jobs_->Tick();  // the worker is idle for this coordinator: the pending job starts
+  ASSERT_EQ(jobs_->List(0)->size(), 2u);
+  v1::JobRecord job = jobs_->Get(*running)->job();
+  EXPECT_EQ(job.state(), v1::RUNNING);
+  EXPECT_EQ(job.attempt(), 1);
+  ASSERT_EQ(job.attempt_workers_size(), 1);
+  EXPECT_EQ(job.attempt_workers(0).task_index(), 0);
+  jobs_->Tick();
+  EXPECT_EQ(State(*pending), v1::PENDING);  // worker/0 still runs the adopted attempt
+  Report(w0, *running, 1, v1::JobReport::TRAINING, 5);
+  EXPECT_EQ(jobs_->Get(*running)->job().progress().step(), 5);
+  Report(w0, *running, 1, v1::JobReport::DONE, 10);
+  EXPECT_EQ(State(*running), v1::SUCCEEDED);
   EXPECT_EQ(State(*pending), v1::RUNNING);
 }
 
-// worker/1 is lost: the job becomes RESTARTING (not FAILED), waits for a second worker,
-// starts attempt 2 on the survivor and the replacement with the same job uid (its
-// checkpoints) and a new rendezvous prefix; the next failure, with no restart left, is
-// FAILED, and every attempt's reason stays in the transitions.
+// A worker of a re-adopted attempt that does not come back is lost once the failure grace
+// has passed since the coordinator started, not before (the others need time to register).
+TEST_F(JobServiceTest, AReadoptedAttemptWhoseWorkerNeverReturnsFailsAfterTheGrace) {
+  const auto [w0, w1, id] = StartOnTwoWorkers();
+  OpenStore();
+  for (int s = 0; s < 4; ++s) {  // worker/1 silent, LOST after 3 s
+    clock_.Advance(absl::Seconds(1));
+    Beat(w0);
+    jobs_->Tick();
+    ASSERT_EQ(State(id), v1::RUNNING) << "after " << s + 1 << " s";
+  }
+  clock_.Advance(absl::Seconds(1));  // 5 s: the grace is over
+  Beat(w0);
+  jobs_->Tick();
+  EXPECT_EQ(State(id), v1::FAILED);
+  EXPECT_THAT(jobs_->Get(id)->job().reason(), HasSubstr("worker/1 (rank 1) was lost"));
+}
+
 TEST_F(JobServiceTest, ALostWorkerRestartsTheJobUntilItsRestartsRunOut) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
   v1::JobSpec spec = SmallJob();
@@ -486,10 +509,16 @@ TEST_F(JobServiceTest, ALostWorkerRestartsTheJobUntilItsRestartsRunOut) {
   EXPECT_EQ(job.restarts(), 1);
   EXPECT_THAT(job.reason(), HasSubstr("worker/1 (rank 1) was lost"));
   EXPECT_THAT(job.reason(), HasSubstr("restart 1 of 1"));
+  // The attempt failed 4 s after it started: the restart backs off 0.5 s.
+  EXPECT_THAT(job.reason(), HasSubstr("backing off 500ms: the attempt failed within 10s"));
   // One ALIVE worker is not enough: the restart waits for the attempt's two.
   jobs_->Tick();
   EXPECT_EQ(State(*id), v1::RESTARTING);
   const TaskRef w2 = AddWorker();  // the replacement
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RESTARTING);  // still backing off
+  clock_.Advance(absl::Milliseconds(500));
+  Beat(w0);
   jobs_->Tick();
   ASSERT_EQ(State(*id), v1::RUNNING);
   const v1::Partition second = Next(w0).run();
@@ -547,6 +576,138 @@ TEST_F(JobServiceTest, APreemptionRestartsTheJobWithoutCountingARestart) {
   EXPECT_EQ(Next(w0).run().attempt(), 2);
 }
 
+// `lockstep drain worker/1`: the task is marked draining, its job attempt is asked to stop
+// after the next step (a PreemptJob), the restart does not use it, and --undo lets it back.
+TEST_F(JobServiceTest, DrainPreemptsTheWorkersJobAndKeepsItOutOfSchedulingUntilUndone) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  v1::JobSpec spec = SmallJob();
+  spec.set_num_workers(2);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(Next(w0).has_run());
+  ASSERT_TRUE(Next(w1).has_run());
+  absl::StatusOr<v1::DrainWorkerResponse> drained = jobs_->Drain(w1, /*undo=*/false);
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  EXPECT_TRUE(drained->task().draining());
+  EXPECT_EQ(drained->job_id(), *id);
+  const v1::Assignment preempt = Next(w1);
+  ASSERT_TRUE(preempt.has_preempt());
+  EXPECT_EQ(preempt.preempt().job_id(), *id);
+  EXPECT_EQ(preempt.preempt().attempt(), 1);
+  EXPECT_THAT(preempt.preempt().reason(), HasSubstr("worker/1 was drained"));
+  // The group stops after step 12; the restart waits for a worker that is not drained.
+  v1::JobReport r;
+  r.set_job_id(*id);
+  r.set_attempt(1);
+  r.set_phase(v1::JobReport::PREEMPTED);
+  r.set_step(12);
+  jobs_->OnReports(w0, {r});
+  r.set_preemption(preempt.preempt().reason());
+  jobs_->OnReports(w1, {r});
+  EXPECT_EQ(State(*id), v1::RESTARTING);
+  EXPECT_EQ(jobs_->Get(*id)->job().restarts(), 0);
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RESTARTING);
+  // Undone: worker/1 is schedulable again and the job starts on both.
+  ASSERT_TRUE(jobs_->Drain(w1, /*undo=*/true).ok());
+  EXPECT_EQ(State(*id), v1::RUNNING);
+  EXPECT_EQ(Next(w1).run().attempt(), 2);
+  // Errors name the task.
+  EXPECT_EQ(jobs_->Drain(TaskRef{"worker", 9}, false).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(jobs_->Drain(TaskRef{"evaluator", 0}, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Elastic (restart_policy.min_workers): worker/2 is lost and no replacement comes within the
+// replacement timeout, so attempt 2 runs on the two survivors; when a worker is idle again
+// the job stops after a step (a PreemptJob to its chief) and attempt 3 runs on three, the
+// growth not counted as a restart.
+TEST_F(JobServiceTest, AnElasticJobShrinksAfterTheReplacementTimeoutAndGrowsBack) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker(), w2 = AddWorker();
+  v1::JobSpec spec = SmallJob(48);
+  spec.set_num_workers(3);
+  spec.mutable_checkpoint()->set_every_steps(5);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  spec.mutable_restart_policy()->set_min_workers(2);
+  spec.mutable_restart_policy()->set_replacement_timeout_ms(4000);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  for (const TaskRef& w : {w0, w1, w2}) ASSERT_TRUE(Next(w).has_run());
+  // worker/2 is lost.
+  clock_.Advance(absl::Seconds(2));
+  Beat(w0);
+  Beat(w1);
+  clock_.Advance(absl::Seconds(2));
+  jobs_->Tick();
+  ASSERT_EQ(State(*id), v1::RESTARTING);
+  EXPECT_TRUE(Next(w0).has_abort());
+  EXPECT_TRUE(Next(w1).has_abort());
+  Report(w0, *id, 1, v1::JobReport::ABORTED, 7);
+  Report(w1, *id, 1, v1::JobReport::ABORTED, 7);
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RESTARTING);  // waits for a replacement...
+  for (int s = 0; s < 4; ++s) {           // ...for the replacement timeout
+    clock_.Advance(absl::Seconds(1));
+    Beat(w0);
+    Beat(w1);
+  }
+  jobs_->Tick();
+  v1::JobRecord job = jobs_->Get(*id)->job();
+  ASSERT_EQ(job.state(), v1::RUNNING) << job.reason();
+  EXPECT_THAT(job.reason(), HasSubstr("2 of 3 workers: no replacement came within"));
+  const v1::Partition shrunk = Next(w0).run();
+  EXPECT_EQ(shrunk.attempt(), 2);
+  EXPECT_EQ(shrunk.num_workers(), 2);
+  EXPECT_EQ(shrunk.num_replicas_in_sync(), 2);
+  ASSERT_TRUE(Next(w1).has_run());
+  // A worker is idle again: the job stops to grow, through its chief.
+  const TaskRef w3 = AddWorker();
+  jobs_->Tick();
+  const v1::Assignment grow = Next(w0);
+  ASSERT_TRUE(grow.has_preempt());
+  EXPECT_THAT(grow.preempt().reason(), HasSubstr("growing from 2 to 3 workers"));
+  jobs_->Tick();  // asked once
+  v1::JobReport r;
+  r.set_job_id(*id);
+  r.set_attempt(2);
+  r.set_phase(v1::JobReport::PREEMPTED);
+  r.set_step(20);
+  r.set_preemption(grow.preempt().reason());
+  jobs_->OnReports(w0, {r});
+  r.clear_preemption();
+  jobs_->OnReports(w1, {r});
+  job = jobs_->Get(*id)->job();
+  ASSERT_EQ(job.state(), v1::RUNNING) << job.reason();
+  EXPECT_EQ(job.attempt(), 3);
+  EXPECT_EQ(job.restarts(), 1);  // the loss; not the growth
+  EXPECT_EQ(Next(w0).run().num_workers(), 3);
+  (void)w3;
+}
+
+TEST_F(JobServiceTest, RefusesAnElasticPolicyTheClusterCannotHonourNamingTheField) {
+  AddWorker();
+  AddWorker();
+  v1::JobSpec spec = SmallJob(48);
+  spec.set_num_workers(2);
+  spec.mutable_checkpoint()->set_every_steps(5);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  spec.mutable_restart_policy()->set_min_workers(1);
+  spec.mutable_restart_policy()->set_replacement_timeout_ms(1000);  // below the 3 s heartbeat
+  absl::StatusOr<std::string> id = jobs_->Submit(spec);
+  EXPECT_THAT(id.status().message(),
+              HasSubstr("restart_policy.replacement_timeout_ms: 1000 is shorter than the "
+                        "coordinator's heartbeat timeout (3s)"));
+  spec.mutable_restart_policy()->set_replacement_timeout_ms(5000);
+  spec.set_global_batch_size(7);  // split by no count from 2 to 3 workers
+  spec.set_num_workers(3);
+  spec.mutable_restart_policy()->set_min_workers(2);
+  id = jobs_->Submit(spec);
+  EXPECT_THAT(id.status().message(),
+              HasSubstr("restart_policy.min_workers: no worker count from 2 to 3 splits "
+                        "global_batch_size 7 over its replicas (1 per worker); counts that "
+                        "would: 1"));
+}
+
 TEST_F(JobServiceTest, ARestartingJobCanBeCancelledAndStartsNoAttempt) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
   v1::JobSpec spec = SmallJob();
@@ -572,25 +733,38 @@ TEST_F(JobServiceTest, ARestartingJobCanBeCancelledAndStartsNoAttempt) {
             absl::StatusCode::kDeadlineExceeded);  // nothing new was pushed
 }
 
-// A coordinator restart with restarts left: RESTARTING (the workers drop the attempt when
-// they find the new coordinator), then a new attempt once the workers are back.
-TEST_F(JobServiceTest, CoordinatorRestartRestartsAJobWithRestartsLeft) {
-  const TaskRef w0 = AddWorker();
+// A job attempt's rendezvous keys are its workers' only, while it runs; when it ends, the
+// server is told to delete them (and its barriers).
+TEST_F(JobServiceTest, AnAttemptsKeysAreItsWorkersOnlyAndDieWithIt) {
+  std::vector<std::string> ended;
+  job_options_.on_attempt_ended = [&](const std::string& prefix) { ended.push_back(prefix); };
+  OpenStore();
+  const TaskRef w0 = AddWorker(1, "host-a"), w1 = AddWorker(1, "host-b");
   v1::JobSpec spec = SmallJob();
   spec.set_num_workers(1);
-  spec.mutable_checkpoint()->set_every_steps(5);
-  spec.mutable_restart_policy()->set_max_restarts(2);
   auto id = jobs_->Submit(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   ASSERT_TRUE(Next(w0).has_run());
-  OpenStore();  // a new coordinator on the same state_dir
-  v1::JobRecord job = jobs_->Get(*id)->job();
-  EXPECT_EQ(job.state(), v1::RESTARTING);
-  EXPECT_THAT(job.reason(), HasSubstr("coordinator restarted"));
-  EXPECT_THAT(job.reason(), HasSubstr("restart 1 of 2"));
-  jobs_->Tick();
-  EXPECT_EQ(State(*id), v1::RUNNING);
-  EXPECT_EQ(Next(w0).run().attempt(), 2);
+  const std::string key = absl::StrCat("jobs/", *id, "/1/ready/0");
+  EXPECT_TRUE(jobs_->CheckKeyAccess("host-a", key).ok());
+  absl::Status other = jobs_->CheckKeyAccess("host-b", key);
+  EXPECT_EQ(other.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(other.message(), HasSubstr("host-b is not a worker of job " + *id + " attempt 1"));
+  absl::Status later = jobs_->CheckKeyAccess("host-a", absl::StrCat("jobs/", *id, "/2/ready/0"));
+  EXPECT_THAT(later.message(), HasSubstr("attempt 2 is not running"));
+  // A job not yet submitted: its keys cannot be claimed.
+  EXPECT_EQ(jobs_->CheckKeyAccess("host-a", "jobs/job-000099/1/x").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(jobs_->CheckKeyAccess("host-a", "jobs/nonsense").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(jobs_->CheckKeyAccess("host-b", "scratch/x").ok());  // the common area
+  EXPECT_TRUE(jobs_->CheckKeyAccess("", key).ok());                // --insecure
+  EXPECT_TRUE(ended.empty());
+  Report(w0, *id, 1, v1::JobReport::DONE, 10);
+  ASSERT_EQ(State(*id), v1::SUCCEEDED);
+  EXPECT_THAT(ended, ::testing::ElementsAre(absl::StrCat("jobs/", *id, "/1/")));
+  EXPECT_EQ(jobs_->CheckKeyAccess("host-a", key).code(), absl::StatusCode::kPermissionDenied);
+  (void)w1;
 }
 
 TEST_F(JobServiceTest, StaleIncarnationIsAborted) {

@@ -255,6 +255,42 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Invalid("checkpoint.copies",
                    absl::StrCat(ckpt.copies(), " must be >= 0 (0: every worker keeps a copy)"));
   }
+  const v1::RestartPolicy& restart = spec.restart_policy();
+  if (restart.min_workers() < 0) {
+    return Invalid("restart_policy.min_workers",
+                   absl::StrCat(restart.min_workers(), " must be >= 0"));
+  }
+  if (restart.max_workers() < 0) {
+    return Invalid("restart_policy.max_workers",
+                   absl::StrCat(restart.max_workers(), " must be >= 0"));
+  }
+  if (restart.replacement_timeout_ms() < 0) {
+    return Invalid("restart_policy.replacement_timeout_ms",
+                   absl::StrCat(restart.replacement_timeout_ms(), " must be >= 0"));
+  }
+  if (restart.max_workers() > 0 && restart.min_workers() > restart.max_workers()) {
+    return Invalid("restart_policy.min_workers",
+                   absl::StrCat(restart.min_workers(), " is above restart_policy.max_workers ",
+                                restart.max_workers()));
+  }
+  if (restart.min_workers() > 0) {
+    if (strategy != v1::MULTI_WORKER_MIRRORED) {
+      return Invalid("restart_policy.min_workers",
+                     absl::StrCat("elastic worker counts need MULTI_WORKER_MIRRORED, not ",
+                                  v1::StrategyKind_Name(strategy)));
+    }
+    if (restart.max_restarts() == 0) {
+      return Invalid("restart_policy.min_workers",
+                     absl::StrCat(restart.min_workers(),
+                                  ", but restart_policy.max_restarts is 0: losing a worker is a "
+                                  "restart; set max_restarts"));
+    }
+    if (spec.num_workers() > 0 && restart.min_workers() > spec.num_workers()) {
+      return Invalid(
+          "restart_policy.min_workers",
+          absl::StrCat(restart.min_workers(), " is above num_workers ", spec.num_workers()));
+    }
+  }
   if (spec.restart_policy().max_restarts() > 0 && ckpt.every_steps() == 0) {
     return Invalid("checkpoint.every_steps",
                    absl::StrCat("0 (checkpoints only at the end), but restart_policy.max_restarts "

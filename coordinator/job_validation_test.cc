@@ -124,6 +124,25 @@ TEST(JobValidationTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {
   copies.mutable_checkpoint()->set_copies(-2);
   EXPECT_THAT(Refusal(copies), StartsWith("checkpoint.copies: -2 must be >= 0"));
 
+  v1::JobSpec elastic = CsvJob();
+  elastic.set_strategy(v1::MULTI_WORKER_MIRRORED);
+  elastic.mutable_checkpoint()->set_every_steps(50);
+  elastic.mutable_restart_policy()->set_max_restarts(2);
+  elastic.mutable_restart_policy()->set_min_workers(3);
+  elastic.mutable_restart_policy()->set_max_workers(2);
+  EXPECT_THAT(Refusal(elastic), StartsWith("restart_policy.min_workers: 3 is above "
+                                           "restart_policy.max_workers 2"));
+  elastic.mutable_restart_policy()->set_max_workers(4);
+  elastic.mutable_restart_policy()->set_max_restarts(0);
+  EXPECT_THAT(Refusal(elastic), HasSubstr("losing a worker is a restart"));
+  elastic.mutable_restart_policy()->set_max_restarts(2);
+  elastic.mutable_restart_policy()->set_replacement_timeout_ms(-1);
+  EXPECT_THAT(Refusal(elastic), StartsWith("restart_policy.replacement_timeout_ms: -1"));
+  elastic.mutable_restart_policy()->set_replacement_timeout_ms(5000);
+  EXPECT_TRUE(ValidateJobSpec(elastic).ok()) << ValidateJobSpec(elastic);
+  elastic.set_strategy(v1::MIRRORED);
+  EXPECT_THAT(Refusal(elastic), HasSubstr("elastic worker counts need MULTI_WORKER_MIRRORED"));
+
   v1::JobSpec ok = CsvJob();
   ok.mutable_restart_policy()->set_max_restarts(2);
   ok.mutable_checkpoint()->set_every_steps(50);

@@ -45,6 +45,22 @@ absl::StatusOr<std::string> KvStore::Get(const std::string& key, absl::Time dead
   return it->second;
 }
 
+int KvStore::DeletePrefix(const std::string& prefix) {
+  absl::MutexLock l(&mu_);
+  int n = 0;
+  for (auto it = data_.lower_bound(prefix);
+       it != data_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    it = data_.erase(it);
+    ++n;
+  }
+  return n;
+}
+
+int KvStore::size() {
+  absl::MutexLock l(&mu_);
+  return static_cast<int>(data_.size());
+}
+
 void KvStore::Shutdown() {
   absl::MutexLock l(&mu_);
   shutdown_ = true;

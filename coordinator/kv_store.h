@@ -31,6 +31,10 @@ class KvStore {
   // key, UNAVAILABLE (shut down while waiting).
   absl::StatusOr<std::string> Get(const std::string& key, absl::Time deadline);
 
+  // Deletes every key that starts with `prefix` (an ended job attempt's); returns how many.
+  int DeletePrefix(const std::string& prefix);
+  int size();
+
   // Wakes every waiter (UNAVAILABLE); later calls fail the same way.
   void Shutdown();
 

@@ -20,6 +20,19 @@ TEST(KvStoreTest, SetThenGet) {
   EXPECT_EQ(*v, "h:1");
 }
 
+TEST(KvStoreTest, DeletePrefixDropsAnEndedAttemptsKeysOnly) {
+  FakeClock clock;
+  KvStore kv(&clock);
+  for (const char* key :
+       {"jobs/job-1/1/a", "jobs/job-1/1/b", "jobs/job-1/10/a", "jobs/job-2/1/a"}) {
+    ASSERT_TRUE(kv.Set(key, "v", false).ok());
+  }
+  EXPECT_EQ(kv.DeletePrefix("jobs/job-1/1/"), 2);
+  EXPECT_EQ(kv.size(), 2);
+  EXPECT_EQ(kv.Get("jobs/job-1/10/a", clock.Now()).value(), "v");
+  EXPECT_TRUE(absl::IsDeadlineExceeded(kv.Get("jobs/job-1/1/a", clock.Now()).status()));
+}
+
 TEST(KvStoreTest, WriteOnceUnlessOverwrite) {
   FakeClock clock;
   KvStore kv(&clock);

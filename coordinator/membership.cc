@@ -125,8 +125,6 @@ absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request
   m.state = v1::ALIVE;
   m.last_heartbeat = now;
   if (out.replaced_incarnation != 0) {
-    m.job_id.clear();
-    m.step = 0;
   }
 
   out.task = task;
@@ -149,8 +147,7 @@ absl::Status Membership::CheckHolder(const TaskRef& task, const std::string& ide
                    "\"; \"", identity, "\" may not ", action, " it"));
 }
 
-absl::Status Membership::Heartbeat(const TaskRef& task, uint64_t incarnation,
-                                   const std::string& job_id, int64_t step) {
+absl::Status Membership::Heartbeat(const TaskRef& task, uint64_t incarnation) {
   absl::MutexLock l(&mu_);
   const absl::Time now = clock_->Now();
   auto it = members_.find(task);
@@ -180,8 +177,6 @@ absl::Status Membership::Heartbeat(const TaskRef& task, uint64_t incarnation,
         absl::StrCat(task.ToString(), " deregistered; re-register to rejoin"));
   }
   m.last_heartbeat = now;
-  m.job_id = job_id;
-  m.step = step;
   return absl::OkStatus();
 }
 
@@ -199,6 +194,31 @@ absl::Status Membership::Deregister(const TaskRef& task, uint64_t incarnation) {
   }
   it->second.state = v1::DEREGISTERED;
   return absl::OkStatus();
+}
+
+std::string Membership::IdentityOf(const TaskRef& task) {
+  absl::MutexLock l(&mu_);
+  auto it = members_.find(task);
+  return it == members_.end() ? "" : it->second.identity;
+}
+
+absl::StatusOr<v1::TaskStatus> Membership::SetDraining(const TaskRef& task, bool draining) {
+  if (task.type != "worker" && task.type != "chief") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task: ", task.ToString(), " is not a training task (worker or chief): it runs no job"));
+  }
+  absl::MutexLock l(&mu_);
+  auto it = members_.find(task);
+  if (it == members_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("task ", task.ToString(), " is not registered with this coordinator"));
+  }
+  if (draining) {
+    drained_.insert(task);
+  } else {
+    drained_.erase(task);
+  }
+  return ToStatus(it->second, clock_->Now());
 }
 
 std::vector<v1::TaskStatus> Membership::Sweep() {
@@ -242,8 +262,7 @@ v1::TaskStatus Membership::ToStatus(const Member& m, absl::Time now) const {
   s.set_seconds_since_heartbeat(absl::ToDoubleSeconds(now - m.last_heartbeat));
   for (const v1::Device& d : m.devices) *s.add_devices() = d;
   s.set_registered_unix_micros(absl::ToUnixMicros(m.registered));
-  s.set_job_id(m.job_id);
-  s.set_step(m.step);
+  s.set_draining(drained_.count(m.task) > 0);
   return s;
 }
 

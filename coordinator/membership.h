@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,19 +74,28 @@ class Membership {
   // used by another live task), RESOURCE_EXHAUSTED (no free worker index).
   absl::StatusOr<Registration> Register(const RegisterRequest& request);
 
-  // Records liveness and progress. Errors: NOT_FOUND (task unknown: the coordinator may
-  // have restarted; re-register), ABORTED (incarnation mismatch, or the task is LOST or
-  // DEREGISTERED: re-register).
-  absl::Status Heartbeat(const TaskRef& task, uint64_t incarnation, const std::string& job_id,
-                         int64_t step);
+  // Records liveness (a job's progress rides in the heartbeat's reports, which the
+  // JobService takes). Errors: NOT_FOUND (task unknown: the coordinator may have restarted;
+  // re-register), ABORTED (incarnation mismatch, or the task is LOST or DEREGISTERED:
+  // re-register).
+  absl::Status Heartbeat(const TaskRef& task, uint64_t incarnation);
 
   // OK when `identity` registered `task` (or the task is unknown, or either identity is
   // empty: --insecure). PERMISSION_DENIED naming the task, its holder and `action` otherwise.
   absl::Status CheckHolder(const TaskRef& task, const std::string& identity,
                            const std::string& action);
 
+  // The certificate identity that registered `task` ("" when unknown or under --insecure).
+  std::string IdentityOf(const TaskRef& task);
+
   // Leaves cleanly. Errors: NOT_FOUND, ABORTED (incarnation mismatch).
   absl::Status Deregister(const TaskRef& task, uint64_t incarnation);
+
+  // Marks a known training task drained (no job is scheduled on it; TaskStatus.draining), or
+  // schedulable again. The mark belongs to the task, so it outlives a restart of its
+  // process. Returns its status. NOT_FOUND naming the task; INVALID_ARGUMENT for a task
+  // that is not a worker or the chief.
+  absl::StatusOr<v1::TaskStatus> SetDraining(const TaskRef& task, bool draining);
 
   // Marks every ALIVE task silent past the timeout as LOST; returns those (with the
   // incarnation they had) so the caller can log them or abort their jobs.
@@ -107,8 +117,6 @@ class Membership {
     v1::TaskState state = v1::ALIVE;
     absl::Time last_heartbeat;
     absl::Time registered;
-    std::string job_id;
-    int64_t step = 0;
   };
 
   // Marks `m` LOST if it is ALIVE and silent past the timeout; true if it changed.
@@ -117,13 +125,14 @@ class Membership {
   absl::StatusOr<TaskRef> AssignLocked(const RegisterRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ClusterMap ClusterLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::TaskStatus ToStatus(const Member& m, absl::Time now) const;
+  v1::TaskStatus ToStatus(const Member& m, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string Describe(const Member& m, absl::Time now) const;
 
   const MembershipOptions options_;
   Clock* const clock_;
   absl::Mutex mu_;
   std::map<TaskRef, Member> members_ ABSL_GUARDED_BY(mu_);
+  std::set<TaskRef> drained_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace coordinator

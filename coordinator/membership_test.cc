@@ -95,7 +95,7 @@ TEST_F(MembershipTest, NewIncarnationReplacesLostHolder) {
   EXPECT_EQ(r->replaced_incarnation, 5u);
   EXPECT_EQ(StateOf(kW0), v1::ALIVE);
   // The old process is told it was replaced.
-  EXPECT_TRUE(absl::IsAborted(members_.Heartbeat(kW0, 5, "", 0)));
+  EXPECT_TRUE(absl::IsAborted(members_.Heartbeat(kW0, 5)));
 }
 
 TEST_F(MembershipTest, AddressUsedByAnotherLiveTaskIsRefused) {
@@ -116,7 +116,7 @@ TEST_F(MembershipTest, HeartbeatKeepsAliveAndSilenceLoses) {
   ASSERT_TRUE(Register(kW0, 1, "h:1").ok());
   for (int i = 0; i < 10; ++i) {
     clock_.Advance(absl::Seconds(1));
-    ASSERT_TRUE(members_.Heartbeat(kW0, 1, "job", i).ok());
+    ASSERT_TRUE(members_.Heartbeat(kW0, 1).ok());
   }
   EXPECT_EQ(StateOf(kW0), v1::ALIVE);
   clock_.Advance(absl::Seconds(3));
@@ -126,23 +126,23 @@ TEST_F(MembershipTest, HeartbeatKeepsAliveAndSilenceLoses) {
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].incarnation(), 1u);
   EXPECT_TRUE(members_.Sweep().empty());  // reported once
-  absl::Status hb = members_.Heartbeat(kW0, 1, "", 0);
+  absl::Status hb = members_.Heartbeat(kW0, 1);
   EXPECT_TRUE(absl::IsAborted(hb));
   EXPECT_THAT(std::string(hb.message()), HasSubstr("re-register"));
   // Same incarnation re-registers: ALIVE again.
   ASSERT_TRUE(Register(kW0, 1, "h:1").ok());
   EXPECT_EQ(StateOf(kW0), v1::ALIVE);
-  EXPECT_TRUE(members_.Heartbeat(kW0, 1, "", 0).ok());
+  EXPECT_TRUE(members_.Heartbeat(kW0, 1).ok());
 }
 
 TEST_F(MembershipTest, LostDetectedOnHeartbeatWithoutSweep) {
   ASSERT_TRUE(Register(kW0, 1, "h:1").ok());
   clock_.Advance(absl::Seconds(5));
-  EXPECT_TRUE(absl::IsAborted(members_.Heartbeat(kW0, 1, "", 0)));
+  EXPECT_TRUE(absl::IsAborted(members_.Heartbeat(kW0, 1)));
 }
 
 TEST_F(MembershipTest, UnknownTaskHeartbeatIsNotFound) {
-  EXPECT_TRUE(absl::IsNotFound(members_.Heartbeat(kW0, 1, "", 0)));
+  EXPECT_TRUE(absl::IsNotFound(members_.Heartbeat(kW0, 1)));
   EXPECT_TRUE(absl::IsNotFound(members_.Deregister(kW0, 1)));
 }
 
@@ -151,7 +151,7 @@ TEST_F(MembershipTest, DeregisterMarksAndChecksIncarnation) {
   EXPECT_TRUE(absl::IsAborted(members_.Deregister(kW0, 2)));
   ASSERT_TRUE(members_.Deregister(kW0, 1).ok());
   EXPECT_EQ(StateOf(kW0), v1::DEREGISTERED);
-  EXPECT_TRUE(absl::IsAborted(members_.Heartbeat(kW0, 1, "", 0)));
+  EXPECT_TRUE(absl::IsAborted(members_.Heartbeat(kW0, 1)));
   // A deregistered task is free: a new process takes it at once.
   EXPECT_TRUE(Register(kW0, 2, "h:1").ok());
 }

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -99,7 +100,10 @@ absl::Status CsvReader::ParseLine(Element* out) {
   if (options_.float_label) {
     out->labels = engine::Tensor::Scalar<float>(static_cast<float>(label_value));
   } else {
-    if (label_value != static_cast<double>(static_cast<int64_t>(label_value))) {
+    // Checked before the cast: converting NaN, an infinity or a value outside int64's range
+    // to int64 is undefined behaviour.
+    if (!(label_value >= -0x1p63 && label_value < 0x1p63) ||
+        label_value != std::trunc(label_value)) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": label ", label_value, " is not an integer class id"));
     }

@@ -235,6 +235,7 @@ class RepeatIterator final : public Iterator {
         ++produced_in_pass_;
         return true;
       }
+      if (produced_in_pass_ > 0) pass_length_ = produced_in_pass_;
       in_.reset();
       ++pass_;
       if (produced_in_pass_ == 0) return false;  // an empty pass: repeating cannot help
@@ -244,6 +245,18 @@ class RepeatIterator final : public Iterator {
   absl::StatusOr<int64_t> Skip(int64_t n) override {
     int64_t skipped = 0;
     while (skipped < n && (count_ < 0 || pass_ < count_)) {
+      if (in_ == nullptr && pass_length_ > 0) {
+        // Whole passes are skipped without being made once one pass was seen to its end:
+        // every pass reads the same data, so each yields as many elements (in another
+        // order). Resuming a long job's input is then O(one pass), not O(its steps).
+        int64_t passes = (n - skipped) / pass_length_;
+        if (count_ >= 0) passes = std::min(passes, count_ - pass_);
+        if (passes > 0) {
+          pass_ += passes;
+          skipped += passes * pass_length_;
+          continue;
+        }
+      }
       if (in_ == nullptr) {
         in_ = input_.Make(engine::MixKey(epoch_, pass_));
         produced_in_pass_ = 0;
@@ -253,6 +266,7 @@ class RepeatIterator final : public Iterator {
       skipped += *s;
       produced_in_pass_ += *s;
       if (skipped == n) break;
+      if (produced_in_pass_ > 0) pass_length_ = produced_in_pass_;
       in_.reset();  // this pass ended
       ++pass_;
       if (produced_in_pass_ == 0) break;
@@ -266,6 +280,7 @@ class RepeatIterator final : public Iterator {
   const uint64_t epoch_;
   int64_t pass_ = 0;
   int64_t produced_in_pass_ = 0;
+  int64_t pass_length_ = 0;  // elements of a whole pass, once one ended (0: not known yet)
   std::unique_ptr<Iterator> in_;
 };
 

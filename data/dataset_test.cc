@@ -122,6 +122,32 @@ TEST(Dataset, PositionRestoresTheSameStream) {
   EXPECT_EQ(Labels(sharded, 3), (std::vector<int64_t>{10, 13}));
 }
 
+// Repeat skips whole passes without making them once it saw one end; the stream resumed
+// from any position, many passes in, is the one read through (each pass reshuffled).
+TEST(Dataset, PositionManyPassesInRestoresTheSameStream) {
+  Dataset ds = Range(40).Shuffle(10, 5).Batch(4, true).Repeat(50);
+  const std::vector<int64_t> all = Labels(ds);
+  ASSERT_EQ(all.size(), 50u * 40);
+  for (int64_t p : {0, 9, 10, 11, 123, 499}) {
+    EXPECT_EQ(Labels(ds, p), std::vector<int64_t>(all.begin() + p * 4, all.end())) << p;
+  }
+  EXPECT_TRUE(Labels(ds, 500).empty());
+  EXPECT_EQ(ds.MakeIterator(501).status().code(), absl::StatusCode::kOutOfRange);
+  // Through a prefetching stage too, which hands the skip to its producer thread.
+  Dataset prefetched = ds.Prefetch(3);
+  for (int64_t p : {0, 1, 10, 123, 499}) {
+    EXPECT_EQ(Labels(prefetched, p), std::vector<int64_t>(all.begin() + p * 4, all.end())) << p;
+  }
+  EXPECT_EQ(prefetched.MakeIterator(501).status().code(), absl::StatusCode::kOutOfRange);
+  // A skip after some reads, past what is buffered.
+  auto it = *prefetched.MakeIterator();
+  Element e;
+  ASSERT_TRUE(*it->Next(&e));
+  ASSERT_TRUE(it->SkipTo(200).ok());
+  ASSERT_TRUE(*it->Next(&e));
+  EXPECT_EQ(e.labels.ToVector<int64_t>()[0], all[200 * 4]);
+}
+
 TEST(Dataset, ShardFilesSplitsTheSourceFiles) {
   const char* dir = std::getenv("TEST_TMPDIR");
   std::vector<std::string> files;

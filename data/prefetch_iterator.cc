@@ -21,10 +21,35 @@ void PrefetchIterator::Produce() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](PrefetchIterator* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
-            return self->cancelled_ || self->buffer_.size() < self->buffer_size_;
+            return self->cancelled_ || self->buffer_.size() < self->buffer_size_ ||
+                   self->skip_requested_ > 0;
           },
           this));
       if (cancelled_) return;
+      if (skip_requested_ > 0) {
+        // An element read before the request came is one of those skipped.
+        int64_t want = skip_requested_;
+        while (want > 0 && !buffer_.empty()) {
+          buffer_.pop_front();
+          --want;
+          ++skip_done_;
+        }
+        mu_.Unlock();
+        absl::StatusOr<int64_t> skipped = upstream_->Skip(want);  // outside the lock
+        mu_.Lock();
+        skip_requested_ = 0;
+        if (!skipped.ok()) {
+          status_ = skipped.status();
+          done_ = true;
+          return;
+        }
+        skip_done_ += *skipped;
+        if (*skipped < want) {
+          done_ = true;  // the upstream ended
+          return;
+        }
+        continue;
+      }
     }
     Element e;
     absl::StatusOr<bool> more = upstream_->Next(&e);  // outside the lock
@@ -36,6 +61,28 @@ void PrefetchIterator::Produce() {
     }
     buffer_.push_back(std::move(e));
   }
+}
+
+absl::StatusOr<int64_t> PrefetchIterator::Skip(int64_t n) {
+  absl::MutexLock lock(&mu_);
+  int64_t skipped = 0;
+  while (skipped < n && !buffer_.empty()) {
+    buffer_.pop_front();
+    ++skipped;
+  }
+  if (skipped < n && !done_) {
+    skip_requested_ = n - skipped;
+    skip_done_ = 0;
+    mu_.Await(absl::Condition(
+        +[](PrefetchIterator* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
+          return self->skip_requested_ == 0 || self->done_;
+        },
+        this));
+    skipped += skip_done_;
+    skip_done_ = 0;
+  }
+  if (skipped < n && !status_.ok()) return status_;
+  return skipped;
 }
 
 absl::StatusOr<bool> PrefetchIterator::Next(Element* out) {

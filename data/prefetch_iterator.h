@@ -23,6 +23,10 @@ class PrefetchIterator final : public Iterator {
   PrefetchIterator(std::unique_ptr<Iterator> upstream, int buffer_size);
   ~PrefetchIterator() override;
   absl::StatusOr<bool> Next(Element* out) override;
+  // Drops what is buffered, then has the producer skip the rest upstream (without building
+  // the elements where the upstream stages can), so resuming at a data position does not
+  // make every element before it.
+  absl::StatusOr<int64_t> Skip(int64_t n) override;
 
  private:
   void Produce();
@@ -34,6 +38,9 @@ class PrefetchIterator final : public Iterator {
   bool done_ ABSL_GUARDED_BY(mu_) = false;    // upstream ended (or failed)
   absl::Status status_ ABSL_GUARDED_BY(mu_);  // the upstream's error, if any
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  // Skip(): elements the producer is to skip upstream, and how many it did.
+  int64_t skip_requested_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t skip_done_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread producer_;
 };
 

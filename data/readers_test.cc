@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "data/csv_reader.h"
 #include "data/record_reader.h"
 #include "gtest/gtest.h"
@@ -89,6 +90,14 @@ TEST(CsvReader, ErrorsNameFileAndLine) {
   CsvReader r3({fractional}, {});
   ReadAllFrom(&r3, &status);
   EXPECT_NE(status.message().find("not an integer class id"), std::string::npos) << status;
+
+  // Labels no int64 holds are refused like fractional ones (no undefined conversion).
+  for (const char* label : {"1e300", "-9.3e18", "9223372036854775808", "nan", "inf"}) {
+    std::string huge = WriteFile("huge.csv", absl::StrCat("1,2,", label, "\n"));
+    CsvReader r({huge}, {});
+    ReadAllFrom(&r, &status);
+    EXPECT_NE(status.message().find("not an integer class id"), std::string::npos) << status;
+  }
 
   CsvReader r4({TempPath("missing.csv")}, {});
   ReadAllFrom(&r4, &status);

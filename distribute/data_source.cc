@@ -14,6 +14,12 @@ class DataBatchIterator final : public BatchIterator {
     if (!more) return std::optional<Batch>();
     return std::optional<Batch>(Batch{e.features, e.labels});
   }
+  absl::StatusOr<int64_t> Skip(int64_t n) override {
+    const int64_t from = it_->position();
+    absl::Status s = it_->SkipTo(from + n);
+    if (!s.ok() && !absl::IsOutOfRange(s)) return s;
+    return it_->position() - from;  // fewer at the end of the data
+  }
 
  private:
   std::unique_ptr<data::DatasetIterator> it_;

@@ -15,13 +15,17 @@ DistributedDataset::DistributedDataset(std::unique_ptr<BatchIterator> input, Mod
       per_replica_batch_(per_replica_batch),
       plan_(std::move(plan)),
       prefetch_(prefetch) {
-  for (; steps_returned_ < start_step; ++steps_returned_) {
-    Step step = Produce();
-    if (!step.ok()) {
-      skip_error_ = step.status();
+  // A step takes one batch (split over the replicas) or one per replica; skipping them
+  // builds no step (and, for data/ pipelines, no batch: DataBatchIterator::Skip).
+  const int64_t batches_per_step =
+      mode_ == Mode::kSplitBatches ? 1 : static_cast<int64_t>(devices_.size());
+  if (start_step > 0) {
+    absl::StatusOr<int64_t> skipped = input_->Skip(start_step * batches_per_step);
+    if (!skipped.ok()) {
+      skip_error_ = skipped.status();
       return;
     }
-    if (!step->has_value()) break;
+    steps_returned_ = (*skipped + batches_per_step - 1) / batches_per_step;
   }
   if (prefetch_ > 0) prefetcher_ = std::thread([this] { PrefetchLoop(); });
 }

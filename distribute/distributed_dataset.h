@@ -48,6 +48,17 @@ class BatchIterator {
   virtual ~BatchIterator() = default;
   // The next batch, or nullopt at the end of the data.
   virtual absl::StatusOr<std::optional<Batch>> Next() = 0;
+  // Skips up to n batches; returns how many (fewer only at the end of the data). The
+  // default builds and drops them; iterators that can skip without building batches
+  // override it, so that resuming at a data position costs no pass over the data.
+  virtual absl::StatusOr<int64_t> Skip(int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      absl::StatusOr<std::optional<Batch>> batch = Next();
+      if (!batch.ok()) return batch.status();
+      if (!batch->has_value()) return i;
+    }
+    return n;
+  }
 };
 
 // A dataset a strategy can shard: its input files (empty when not read from files; or

@@ -1,5 +1,6 @@
 #include "engine/model_builder.h"
 
+#include <optional>
 #include <set>
 #include <string>
 
@@ -15,6 +16,29 @@ namespace {
 
 absl::Status Bad(absl::string_view where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
+}
+
+// The most elements a variable or one example's activation may have (2^32: 16 GiB of f32).
+// No worker could hold more, and with every count below it the builder's products of sizes
+// never overflow int64.
+constexpr int64_t kMaxElements = int64_t{1} << 32;
+
+// Elements in `dims`, the batch's -1 left out; nullopt past kMaxElements.
+std::optional<int64_t> Elements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) continue;
+    if (d > 0 && n > kMaxElements / d) return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
+absl::Status CheckElements(const std::vector<int64_t>& dims, absl::string_view where,
+                           absl::string_view what) {
+  if (Elements(dims).has_value()) return absl::OkStatus();
+  return Bad(where, absl::StrCat(what, " ", Shape(dims).ToString(),
+                                 " has more than 2^32 elements; no worker could hold it"));
 }
 
 v1::Initializer OrDefault(const v1::Initializer& init, v1::Initializer::Kind kind) {
@@ -75,6 +99,7 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, int x, DTy
                                        " is not [batch, features]; add a flatten layer before it"));
       }
       const int64_t fan_in = in.dim(1);
+      LS_RETURN_IF_ERROR(CheckElements({fan_in, d.units()}, where + ".units", "the kernel"));
       LS_ASSIGN_OR_RETURN(
           int w, g->Variable(name + "/kernel", dtype, Shape{fan_in, d.units()},
                              OrDefault(d.kernel_initializer(), v1::Initializer::GLOROT_UNIFORM),
@@ -100,18 +125,21 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, int x, DTy
                                        "to [h, w, c] or add a reshape layer"));
       }
       const int64_t cin = in.dim(3);
+      LS_RETURN_IF_ERROR(CheckElements({k[0], k[1], cin, c.filters()}, where, "the kernel"));
+      const int64_t fan_in = int64_t{k[0]} * k[1] * cin;
+      const int64_t fan_out = int64_t{k[0]} * k[1] * c.filters();
       LS_ASSIGN_OR_RETURN(
           int f, g->Variable(name + "/kernel", dtype, Shape{k[0], k[1], cin, c.filters()},
                              OrDefault(c.kernel_initializer(), v1::Initializer::GLOROT_UNIFORM),
-                             k[0] * k[1] * cin, k[0] * k[1] * c.filters()));
+                             fan_in, fan_out));
       v1::Padding padding = c.padding() == v1::PADDING_UNSPECIFIED ? v1::VALID : c.padding();
       absl::StatusOr<int> y = g->Conv2D(x, f, s, padding, name + "/conv");
       if (!y.ok()) return Annotate(y.status(), where);
       if (c.no_bias()) return y;
-      LS_ASSIGN_OR_RETURN(int b,
-                          g->Variable(name + "/bias", dtype, Shape{c.filters()},
-                                      OrDefault(c.bias_initializer(), v1::Initializer::ZEROS),
-                                      k[0] * k[1] * cin, k[0] * k[1] * c.filters()));
+      LS_ASSIGN_OR_RETURN(
+          int b,
+          g->Variable(name + "/bias", dtype, Shape{c.filters()},
+                      OrDefault(c.bias_initializer(), v1::Initializer::ZEROS), fan_in, fan_out));
       return g->Op(v1::BIAS_ADD, {*y, b}, name + "/bias_add");
     }
     case v1::Layer::kMaxpool2D: {
@@ -136,14 +164,13 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, int x, DTy
       return g->Op(v1::FLATTEN, {x}, name);
     case v1::Layer::kReshape: {
       std::vector<int64_t> target = {-1};
-      int64_t known = 1;
       for (int64_t d : layer.reshape().shape()) {
         if (d == 0 || d < -1) return Bad(where + ".shape", absl::StrCat(d, " is not a dimension"));
         target.push_back(d);
-        if (d > 0) known *= d;
       }
-      int64_t per = 1;
-      for (int j = 1; j < in.rank(); ++j) per *= in.dim(j);
+      LS_RETURN_IF_ERROR(CheckElements(target, where + ".shape", "the shape"));
+      const int64_t known = *Elements(target);
+      const int64_t per = *Elements(in.dims());  // every layer's output was checked
       bool has_unknown = std::count(target.begin() + 1, target.end(), -1) > 0;
       if (has_unknown ? per % known != 0 : per != known) {
         return Bad(where + ".shape",
@@ -193,6 +220,7 @@ absl::StatusOr<Graph> BuildModel(const v1::ModelSpec& spec) {
     }
     dims.push_back(spec.input_shape(i));
   }
+  LS_RETURN_IF_ERROR(CheckElements(dims, "input_shape", "one example"));
   if (spec.layers().empty()) return Bad("layers", "at least one layer is required");
   if (spec.loss() != v1::SPARSE_CATEGORICAL_CROSSENTROPY && spec.loss() != v1::MSE) {
     return Bad("loss", "set SPARSE_CATEGORICAL_CROSSENTROPY or MSE");
@@ -213,6 +241,8 @@ absl::StatusOr<Graph> BuildModel(const v1::ModelSpec& spec) {
       if (absl::StrContains(y.status().message(), "layers[")) return y.status();
       return Annotate(y.status(), absl::StrCat("layers[", i, "].", KindName(layer.kind_case())));
     }
+    LS_RETURN_IF_ERROR(
+        CheckElements(g.shape(*y).dims(), absl::StrCat("layers[", i, "]"), "its output"));
     x = *y;
   }
   const Shape out = g.shape(x);
@@ -252,7 +282,8 @@ absl::StatusOr<v1::ModelSpec> ParseModelSpecJson(absl::string_view json) {
     for (size_t i = 0; i < doc["layers"].size(); ++i) {
       const nlohmann::json& layer = doc["layers"][i];
       if (!layer.is_object()) return Bad(absl::StrCat("layers[", i, "]"), "is not an object");
-      for (const auto& [key, value] : layer.items()) {
+      for (const auto& item : layer.items()) {
+        const std::string& key = item.key();
         if (key == "name") continue;
         bool known = std::find_if(std::begin(kKinds), std::end(kKinds),
                                   [&](const char* k) { return key == k; }) != std::end(kKinds);

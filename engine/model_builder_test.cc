@@ -89,6 +89,29 @@ TEST(ModelBuilder, RefusesBadSpecsNamingLayerAndField) {
   EXPECT_EQ(BuildError(head + R"({"reshape": {"shape": [-1]}}, {"dense": {"units": 10}}]})"), "OK");
 }
 
+// Sizes no worker could hold are refused by name, and computing them never overflows.
+TEST(ModelBuilder, RefusesTensorsOfMoreThan2To32Elements) {
+  const std::string loss = R"("loss": "SPARSE_CATEGORICAL_CROSSENTROPY", )";
+  EXPECT_THAT(BuildError(R"({"inputShape": [9223372036854775807, 2], )" + loss +
+                         R"("layers": [{"flatten": {}}]})"),
+              HasSubstr("input_shape: one example [?,9223372036854775807,2] has more than 2^32"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [64], )" + loss +
+                         R"("layers": [{"dense": {"units": 4611686018427387904}}]})"),
+              HasSubstr("layers[0].dense.units: the kernel [64,4611686018427387904] has more"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [3, 3, 16777216], )" + loss +
+                         R"("layers": [{"conv2d": {"filters": 4096, "kernelSize": [3]}}]})"),
+              HasSubstr("layers[0].conv2d: the kernel [3,3,16777216,4096] has more"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [65536, 65536, 1], )" + loss +
+                         R"("layers": [{"conv2d": {"filters": 2, "kernelSize": [1]}}]})"),
+              HasSubstr("layers[0]: its output [?,65536,65536,2] has more than 2^32"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [64], )" + loss +
+                         R"("layers": [{"reshape": {"shape": [4294967296, 4294967296]}}]})"),
+              HasSubstr("layers[0].reshape.shape: the shape [?,4294967296,4294967296] has more"));
+  EXPECT_EQ(BuildError(R"({"inputShape": [65536, 65536], )" + loss +
+                       R"("layers": [{"flatten": {}}, {"dense": {"units": 1}}]})"),
+            "OK");
+}
+
 TEST(ModelBuilder, ParsesOptimizerSpecs) {
   auto spec = ParseOptimizerSpecJson(
       R"({"momentum": {"momentum": 0.9, "nesterov": true},

@@ -101,12 +101,22 @@ absl::StatusOr<Tensor> Tensor::FromProto(const v1::TensorProto& proto) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor shape ", shape.ToString(), " has a negative dimension"));
   }
-  Tensor t(*dtype, shape);
-  if (proto.content().size() != t.num_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor ", t.DebugString(), " needs ",
-                                                   t.num_bytes(), " content bytes, the proto has ",
-                                                   proto.content().size()));
+  // The size comes from the shape and is checked against the content before anything is
+  // allocated: a corrupt checkpoint's shape must neither overflow the count nor make us
+  // allocate more than the bytes it brought.
+  uint64_t bytes = SizeOf(*dtype);
+  for (int64_t d : shape.dims()) {
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", DTypeName(*dtype), shape.ToString(),
+                                                     " has more bytes than fit in 64 bits"));
+    }
   }
+  if (proto.content().size() != bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", DTypeName(*dtype), shape.ToString(), " needs ", bytes,
+                     " content bytes, the proto has ", proto.content().size()));
+  }
+  Tensor t(*dtype, shape);
   std::memcpy(t.raw_data(), proto.content().data(), t.num_bytes());
   return t;
 }

@@ -56,6 +56,29 @@ TEST(Tensor, FromProtoRefusesBadContent) {
   EXPECT_FALSE(Tensor::FromProto(p).ok());
 }
 
+// A corrupt checkpoint's shape is refused by its size alone: nothing is allocated for it and
+// the element count never overflows.
+TEST(Tensor, FromProtoRefusesHugeShapesBeforeAllocating) {
+  v1::TensorProto p;
+  p.set_dtype(v1::F32);
+  p.mutable_shape()->add_dims(int64_t{1} << 20);
+  p.mutable_shape()->add_dims(int64_t{1} << 20);
+  auto t = Tensor::FromProto(p);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("needs 4398046511104 content bytes"), std::string::npos)
+      << t.status();
+  for (int64_t last : {int64_t{1} << 40, int64_t{0}}) {
+    p.mutable_shape()->clear_dims();
+    p.mutable_shape()->add_dims(int64_t{1} << 40);
+    p.mutable_shape()->add_dims(int64_t{1} << 40);
+    p.mutable_shape()->add_dims(last);
+    t = Tensor::FromProto(p);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(t.status().message().find("more bytes than fit in 64 bits"), std::string::npos)
+        << t.status();
+  }
+}
+
 TEST(Device, ParsesNames) {
   EXPECT_EQ(Device::Parse("/cpu:3")->index(), 3);
   EXPECT_EQ(Device::Parse("GPU:1")->type(), Device::Type::kCuda);

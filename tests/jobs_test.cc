@@ -43,6 +43,8 @@ using ::testing::HasSubstr;
 constexpr absl::Duration kInterval = absl::Milliseconds(150);
 constexpr absl::Duration kTimeout = absl::Seconds(3);
 
+using testing::DigitsJob;
+using testing::ExpectBitwiseEqual;
 using testing::ReadFile;
 using testing::Result;
 using testing::Runfile;
@@ -73,16 +75,6 @@ std::vector<std::string> ProcessesOf(const std::string& marker, const std::strin
   }
   closedir(proc);
   return found;
-}
-
-// The bundled digits job with absolute data paths and its outputs under `dir`.
-v1::JobSpec DigitsJob(const std::string& dir) {
-  auto spec = client::ReadJobSpecFile(Runfile("examples/jobs/digits_mlp.json"));
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  spec->mutable_data()->mutable_train()->set_files(0, Runfile("examples/data/digits.csv.gz"));
-  spec->mutable_checkpoint()->set_dir(dir + "/ckpt");
-  spec->mutable_summaries()->set_dir(dir + "/tb");
-  return *spec;
 }
 
 // The bundled TFRecord digits job (examples/jobs/digits_tfrecord.json) with absolute data
@@ -549,21 +541,6 @@ v1::JobSpec RestartableJob(const std::string& dir) {
   return spec;
 }
 
-// Variables and optimizer slots of two checkpoints, byte for byte.
-void ExpectBitwiseEqual(const v1::Checkpoint& a, const v1::Checkpoint& b) {
-  ASSERT_EQ(a.global_step(), b.global_step());
-  ASSERT_EQ(a.variables_size(), b.variables_size());
-  for (int i = 0; i < a.variables_size(); ++i) {
-    EXPECT_EQ(a.variables(i).SerializeAsString(), b.variables(i).SerializeAsString())
-        << "variable " << a.variables(i).name();
-  }
-  ASSERT_EQ(a.optimizer_slots_size(), b.optimizer_slots_size());
-  for (int i = 0; i < a.optimizer_slots_size(); ++i) {
-    EXPECT_EQ(a.optimizer_slots(i).SerializeAsString(), b.optimizer_slots(i).SerializeAsString())
-        << "slot " << a.optimizer_slots(i).name();
-  }
-}
-
 // A job with restart_policy.max_restarts survives a SIGKILLed worker, then a SIGKILLed
 // chief whose host lost its disk (checkpoint.dir and its own copies deleted), then a
 // SIGTERMed worker (a preemption: not counted as a restart, no step lost): each time it is
@@ -594,8 +571,8 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
     int signal;
   };
   int attempt = 1;
-  for (const Kill& kill :
-       {Kill{1, 300, false, SIGKILL}, Kill{0, 2000, true, SIGKILL}, Kill{1, 4000, false, SIGTERM}}) {
+  for (const Kill& kill : {Kill{1, 300, false, SIGKILL}, Kill{0, 2000, true, SIGKILL},
+                           Kill{1, 4000, false, SIGTERM}}) {
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     absl::StatusOr<v1::GetJobResponse> job;
     while (absl::Now() < deadline) {
@@ -667,24 +644,154 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
   ExpectBitwiseEqual(got->checkpoint, expected->checkpoint);
 }
 
-TEST_F(JobsTest, RestartedCoordinatorStillListsEveryJob) {
+// `lockstep drain worker/1` while a job runs: the group stops after its next step with a
+// checkpoint, the job waits RESTARTING (not counted) while worker/1 stays ALIVE but drained,
+// and `lockstep drain worker/1 --undo` lets it resume from that step to SUCCEEDED.
+TEST_F(JobsTest, DrainStopsTheJobWithACheckpointAndUndoLetsItResume) {
+  v1::JobSpec spec = RestartableJob(dir() + "/drained");
+  spec.mutable_restart_policy()->set_max_restarts(0);  // a drain needs no restart budget
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  WaitForStep(*id, 500, /*workers=*/2);
+  Result r = Cli({"drain", "worker/1"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("worker/1 drained: job " + *id + " stops after its next step"));
+  absl::StatusOr<v1::GetJobResponse> job;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    job = jobs_->Get(*id);
+    ASSERT_TRUE(job.ok()) << job.status();
+    if (job->job().state() == v1::RESTARTING) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(job->job().state(), v1::RESTARTING) << client::FormatJobDescription(*job);
+  EXPECT_THAT(job->job().reason(), HasSubstr("worker/1 (rank 1) was preempted (worker/1 was "
+                                             "drained)"));
+  EXPECT_EQ(job->job().restarts(), 0);
+  const int64_t stopped_after = job->workers(0).step();
+  auto status = cluster_->Status();
+  ASSERT_TRUE(status.ok()) << status.status();
+  for (const v1::TaskStatus& t : status->tasks()) {
+    EXPECT_EQ(t.state(), v1::ALIVE) << t.ShortDebugString();
+    EXPECT_EQ(t.draining(), t.task().index() == 1) << t.ShortDebugString();
+  }
+  EXPECT_THAT(Cli({"status"}).output, HasSubstr("DRAINING"));
+  r = Cli({"drain", "worker/1", "--undo"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto last = jobs_->Watch(
+      *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
+  EXPECT_EQ(last->job().attempt(), 2);
+  EXPECT_EQ(last->job().progress().restored_step(), stopped_after);
+  EXPECT_EQ(Cli({"drain", "worker/7"}).exit_code, 1);  // NOT_FOUND
+}
+
+// Elastic worker counts with three lockstepd: worker/2 is SIGKILLed and not replaced, so
+// after the replacement timeout the job goes on with two (the global batch kept); when
+// worker/2 comes back the job stops after a step with a checkpoint and grows back to three.
+// The loss keeps falling across both changes and the final accuracy holds.
+TEST(ElasticTest, AJobShrinksToTheSurvivorsAndGrowsBackWhenAWorkerReturns) {
+  client::LocalClusterOptions o;
+  o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");
+  o.lockstepd_bin = Runfile("worker/lockstepd");
+  o.workers = 3;
+  o.work_dir = TmpDir("elastic");
+  o.heartbeat_interval = kInterval;
+  o.heartbeat_timeout = kTimeout;
+  o.static_tf_config = true;
+  auto cluster = client::LocalCluster::StartCoordinator(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_TRUE((*cluster)->StartWorkers().ok());
+  ASSERT_TRUE((*cluster)->WaitForAlive(3, absl::Now() + absl::Seconds(20)).ok());
+  auto jobs = client::JobClient::Create((*cluster)->coordinator_address(), (*cluster)->client_tls(),
+                                        absl::Seconds(10));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  v1::JobSpec spec = DigitsJob(o.work_dir + "/job");
+  spec.set_epochs(600);  // 17400 steps: long enough to shrink and grow while it trains
+  spec.set_num_workers(3);
+  spec.mutable_checkpoint()->set_every_steps(200);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  spec.mutable_restart_policy()->set_min_workers(2);
+  spec.mutable_restart_policy()->set_replacement_timeout_ms(4000);
+  auto id = (*jobs)->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  // Waits for `done` on the job; its description on failure.
+  auto wait = [&](const std::function<bool(const v1::GetJobResponse&)>& done,
+                  absl::Duration limit) -> absl::StatusOr<v1::GetJobResponse> {
+    const absl::Time deadline = absl::Now() + limit;
+    absl::StatusOr<v1::GetJobResponse> job;
+    while (absl::Now() < deadline) {
+      job = (*jobs)->Get(*id);
+      if (job.ok() && done(*job)) return job;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return absl::DeadlineExceededError(job.ok() ? client::FormatJobDescription(*job)
+                                                : job.status().ToString());
+  };
+  auto before = wait([](const v1::GetJobResponse& j) { return j.job().progress().step() >= 1000; },
+                     absl::Seconds(60));
+  ASSERT_TRUE(before.ok()) << before.status();
+  const double loss_before = before->job().progress().loss();
+  (*cluster)->worker(2)->Signal(SIGKILL);
+  const absl::Time killed = absl::Now();
+  auto shrunk = wait(
+      [](const v1::GetJobResponse& j) {
+        return j.job().state() == v1::RUNNING && j.job().attempt() == 2;
+      },
+      kTimeout + absl::Seconds(15));
+  ASSERT_TRUE(shrunk.ok()) << shrunk.status();
+  EXPECT_THAT(shrunk->job().reason(), HasSubstr("2 of 3 workers: no replacement came within"));
+  std::cerr << "worker/2 killed: running on 2 workers after " << absl::Now() - killed << "\n";
+  ASSERT_TRUE((*cluster)->StartWorker(2).ok());
+  const absl::Time returned = absl::Now();
+  auto grown = wait(
+      [](const v1::GetJobResponse& j) {
+        return j.job().state() == v1::RUNNING && j.job().attempt() == 3;
+      },
+      absl::Seconds(30));
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  std::cerr << "worker/2 back: running on 3 workers after " << absl::Now() - returned << "\n";
+  EXPECT_THAT(grown->job().transitions(grown->job().transitions_size() - 2).reason(),
+              HasSubstr("growing from 2 to 3 workers"));
+  auto last = (*jobs)->Watch(
+      *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(120));
+  ASSERT_TRUE(last.ok()) << last.status();
+  ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
+  EXPECT_EQ(last->job().restarts(), 1);  // the loss; the growth is not counted
+  EXPECT_LT(last->job().progress().loss(), loss_before);
+  EXPECT_GE(last->job().progress().eval_accuracy(), 0.96);
+  std::cerr << "elastic digits: loss " << loss_before << " at step "
+            << before->job().progress().step() << ", " << last->job().progress().loss()
+            << " at the end; test accuracy " << last->job().progress().eval_accuracy() << "\n";
+}
+
+// The coordinator is SIGKILLed while a job trains and started again on the same job store
+// and port: every job is still listed, and the running one is re-adopted, not restarted:
+// its workers train on meanwhile, register again with their incarnations, and its step keeps
+// rising in the same attempt.
+TEST_F(JobsTest, RestartedCoordinatorReadoptsTheRunningJobAndKeepsEveryJob) {
   v1::JobSpec three = EndlessJob(dir());
   three.set_num_workers(3);  // stays PENDING: two workers only
   auto running = jobs_->Submit(EndlessJob(dir()));
   auto pending = jobs_->Submit(three);
   auto cancelled = jobs_->Submit(three);
   ASSERT_TRUE(pending.ok() && running.ok() && cancelled.ok());
-  EXPECT_EQ(jobs_->Get(*running)->job().state(), v1::RUNNING);
+  WaitForStep(*running, 100, /*workers=*/2);
   ASSERT_TRUE(jobs_->Cancel(*cancelled).ok());
   // The coordinator dies (its workers stay); a new one starts on the same job store.
+  const std::string address = cluster_->coordinator_address();
   cluster_->coordinator()->Signal(SIGKILL);
   ASSERT_TRUE(cluster_->coordinator()->Wait(absl::Now() + absl::Seconds(10)).ok());
+  const absl::Time killed = absl::Now();
   client::LocalClusterOptions o = cluster_->options();
   o.workers = 0;
+  o.coordinator_port = std::stoi(address.substr(address.rfind(':') + 1));
   auto cluster = client::LocalCluster::StartCoordinator(o);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   old_cluster_ = std::move(cluster_);  // its workers are reaped at the end
   cluster_ = std::move(*cluster);
+  ASSERT_EQ(cluster_->coordinator_address(), address);
   Result r = Cli({"jobs", "--output=json"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (const std::string& id : {*pending, *running, *cancelled})
@@ -694,11 +801,26 @@ TEST_F(JobsTest, RestartedCoordinatorStillListsEveryJob) {
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 3u);
   EXPECT_EQ(jobs_->Get(*pending)->job().state(), v1::PENDING);
-  EXPECT_EQ(jobs_->Get(*running)->job().state(), v1::FAILED);
-  EXPECT_THAT(jobs_->Get(*running)->job().reason(), HasSubstr("coordinator restarted"));
   EXPECT_EQ(jobs_->Get(*cancelled)->job().state(), v1::CANCELLED);
+  // The running job: the same attempt, reporting again once its workers are back.
+  const int64_t before = jobs_->Get(*running)->job().progress().step();
+  absl::StatusOr<v1::GetJobResponse> job;
+  while (absl::Now() < killed + absl::Seconds(20)) {
+    job = jobs_->Get(*running);
+    ASSERT_TRUE(job.ok()) << job.status();
+    ASSERT_EQ(job->job().state(), v1::RUNNING) << client::FormatJobDescription(*job);
+    if (job->job().progress().step() > before + 100) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_GT(job->job().progress().step(), before + 100) << client::FormatJobDescription(*job);
+  EXPECT_EQ(job->job().attempt(), 1);
+  EXPECT_EQ(job->job().restarts(), 0);
+  std::cerr << "coordinator killed and started again: job " << *running << " reported step "
+            << job->job().progress().step() << " (from " << before << ") " << absl::Now() - killed
+            << " after the kill\n";
   r = Cli({"jobs"});
   EXPECT_THAT(r.output, HasSubstr("3 jobs"));
+  EXPECT_TRUE(jobs_->Cancel(*running).ok());
 }
 
 }  // namespace

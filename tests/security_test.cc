@@ -163,6 +163,13 @@ TEST_F(SecurityTest, ClientsNeverReachWorkerRpcsAndWorkersNeverClientRpcs) {
   EXPECT_EQ(worker->GetClusterStatus().status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(worker->SetKey("k", "v", true).ok());
   EXPECT_EQ(*worker->GetKey("k", absl::Milliseconds(10)), "v");
+  // A job attempt's keys are its own workers' only, and only while it runs: no worker can
+  // read another job's rendezvous keys or claim those of a job not yet submitted.
+  absl::StatusOr<std::string> foreign =
+      worker->GetKey("jobs/job-000001/1/ready/0", absl::Milliseconds(10));
+  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kPermissionDenied) << foreign.status();
+  EXPECT_EQ(worker->SetKey("jobs/job-000007/1/addr/0", "10.0.0.9:1", true).code(),
+            absl::StatusCode::kPermissionDenied);
 }
 
 TEST_F(SecurityTest, AWorkerIdentityHoldsItsTask) {

@@ -9,8 +9,10 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "client/job_format.h"
 #include "client/subprocess.h"
 #include "common/status.h"
+#include "gtest/gtest.h"
 
 namespace lockstep {
 namespace testing {
@@ -60,6 +62,29 @@ absl::StatusOr<client::LocalCredentials> SecureCoordinator(
   LS_ASSIGN_OR_RETURN(options->tls, credentials.Daemon("coordinator"));
   LS_ASSIGN_OR_RETURN(options->tokens, coordinator::TokenTable::Load(credentials.tokens_file()));
   return credentials;
+}
+
+v1::JobSpec DigitsJob(const std::string& dir) {
+  auto spec = client::ReadJobSpecFile(Runfile("examples/jobs/digits_mlp.json"));
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_data()->mutable_train()->set_files(0, Runfile("examples/data/digits.csv.gz"));
+  spec->mutable_checkpoint()->set_dir(dir + "/ckpt");
+  spec->mutable_summaries()->set_dir(dir + "/tb");
+  return *spec;
+}
+
+void ExpectBitwiseEqual(const v1::Checkpoint& a, const v1::Checkpoint& b) {
+  ASSERT_EQ(a.global_step(), b.global_step());
+  ASSERT_EQ(a.variables_size(), b.variables_size());
+  for (int i = 0; i < a.variables_size(); ++i) {
+    EXPECT_EQ(a.variables(i).SerializeAsString(), b.variables(i).SerializeAsString())
+        << "variable " << a.variables(i).name();
+  }
+  ASSERT_EQ(a.optimizer_slots_size(), b.optimizer_slots_size());
+  for (int i = 0; i < a.optimizer_slots_size(); ++i) {
+    EXPECT_EQ(a.optimizer_slots(i).SerializeAsString(), b.optimizer_slots(i).SerializeAsString())
+        << "slot " << a.optimizer_slots(i).name();
+  }
 }
 
 }  // namespace testing

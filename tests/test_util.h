@@ -1,6 +1,7 @@
 // Helpers shared by the multi-process tests: runfiles, per-test directories, files,
-// running a program to completion with a bound, and TLS material for an in-process
-// coordinator (the multi-process ones get theirs from client::LocalCluster).
+// running a program to completion with a bound, TLS material for an in-process coordinator
+// (the multi-process ones get theirs from client::LocalCluster), the bundled digits job, and
+// comparing checkpoints bit for bit.
 #ifndef LOCKSTEP_TESTS_TEST_UTIL_H_
 #define LOCKSTEP_TESTS_TEST_UTIL_H_
 
@@ -12,6 +13,8 @@
 #include "absl/time/time.h"
 #include "client/local_credentials.h"
 #include "coordinator/grpc_server.h"
+#include "lockstep/v1/checkpoint.pb.h"
+#include "lockstep/v1/job_spec.pb.h"
 
 namespace lockstep {
 namespace testing {
@@ -40,6 +43,14 @@ Result RunTool(std::vector<std::string> argv, const std::string& log,
 // returned credentials (Daemon("worker-0"), Operator(), Viewer()).
 absl::StatusOr<client::LocalCredentials> SecureCoordinator(
     const std::string& name, coordinator::CoordinatorServerOptions* options);
+
+// The bundled digits job (examples/jobs/digits_mlp.json) with absolute data paths and its
+// checkpoints and summaries under `dir` (dir/ckpt, dir/tb).
+v1::JobSpec DigitsJob(const std::string& dir);
+
+// Variables and optimizer slots of two checkpoints, byte for byte (gtest failures naming
+// the variable or slot that differs).
+void ExpectBitwiseEqual(const v1::Checkpoint& a, const v1::Checkpoint& b);
 
 }  // namespace testing
 }  // namespace lockstep

@@ -21,6 +21,9 @@ PACKAGES=(
   libgloo-dev libopenmpi-dev openmpi-bin
   # Used by scripts and multi-process tests.
   procps python3
+  # The multi-host test tier (tests/netns): `ip netns`, veth, bridge, `tc` (iproute2) and
+  # packet filters for partitions and loss (nftables).
+  iproute2 nftables
 )
 
 missing=()

@@ -62,12 +62,6 @@ bool Agent::WaitForState(State s, absl::Time deadline) {
   return clock_->WaitUntil(&mu_, absl::Condition(&reached), deadline);
 }
 
-void Agent::SetProgress(const std::string& job_id, int64_t step) {
-  absl::MutexLock l(&mu_);
-  job_id_ = job_id;
-  step_ = step;
-}
-
 void Agent::Stop() {
   absl::MutexLock l(&mu_);
   stop_requested_ = true;
@@ -115,6 +109,7 @@ absl::Status Agent::TryRegister() {
   heartbeat_interval_ = absl::Milliseconds(std::max<int64_t>(1, r->heartbeat_interval_ms()));
   registration_ = *std::move(r);
   failed_attempts_ = 0;
+  keep_jobs_ = false;
   coordinator_unreachable_ = false;
   SetState(State::kAlive,
            absl::StrCat("registered with coordinator ", client_->address(), ", address ",
@@ -125,26 +120,19 @@ absl::Status Agent::TryRegister() {
 void Agent::BeatOnce() {
   v1::HeartbeatRequest request;
   if (options_.jobs != nullptr) {
-    for (v1::JobReport& r : options_.jobs->Reports()) {
-      if (request.job_id().empty() && r.phase() == v1::JobReport::TRAINING) {
-        request.set_job_id(r.job_id());
-        request.set_step(r.step());
-      }
-      *request.add_jobs() = std::move(r);
-    }
+    for (v1::JobReport& r : options_.jobs->Reports()) *request.add_jobs() = std::move(r);
   }
   {
     absl::MutexLock l(&mu_);
     request.mutable_task()->set_type(task_->type);
     request.mutable_task()->set_index(task_->index);
-    if (request.job_id().empty()) {
-      request.set_job_id(job_id_);
-      request.set_step(step_);
-    }
   }
   request.set_incarnation(options_.incarnation);
   absl::StatusOr<v1::HeartbeatResponse> r = client_->Heartbeat(request);
-  if (r.ok()) CheckCoordinatorIncarnation(r->coordinator_incarnation());
+  if (r.ok()) {
+    CheckCoordinatorIncarnation(r->coordinator_incarnation());
+    if (options_.jobs != nullptr) options_.jobs->ReportsDelivered();
+  }
   absl::MutexLock l(&mu_);
   if (r.ok()) {
     if (coordinator_unreachable_) spdlog::info("{}: coordinator reachable again", Who());
@@ -152,6 +140,10 @@ void Agent::BeatOnce() {
     return;
   }
   if (absl::IsAborted(r.status()) || absl::IsNotFound(r.status())) {
+    // NOT_FOUND: the coordinator does not know this task, so it restarted (membership is
+    // not stored): keep the jobs, which it re-adopts from its stored attempts (or aborts).
+    // ABORTED: this process was declared LOST or replaced: its jobs were given up.
+    keep_jobs_ = absl::IsNotFound(r.status());
     SetState(State::kRegistering, std::string(r.status().message()));
     return;
   }
@@ -185,12 +177,10 @@ void Agent::CheckCoordinatorIncarnation(uint64_t incarnation) {
     before = coordinator_incarnation_;
     coordinator_incarnation_ = incarnation;
     if (before != 0 && before != incarnation) {
-      spdlog::warn("{}: coordinator restarted (incarnation {:x} -> {:x}): dropping jobs", Who(),
-                   before, incarnation);
+      spdlog::warn("{}: coordinator restarted (incarnation {:x} -> {:x}): its jobs go on; it "
+                   "re-adopts them from its stored attempts or aborts them",
+                   Who(), before, incarnation);
     }
-  }
-  if (before != 0 && before != incarnation && options_.jobs != nullptr) {
-    options_.jobs->DropAll("the coordinator restarted (new incarnation); its jobs start over");
   }
 }
 
@@ -203,7 +193,7 @@ void Agent::StartWatch() {
   watch_thread_ = std::thread([this] { WatchLoop(); });
 }
 
-void Agent::StopWatch(const std::string& why) {
+void Agent::StopWatch(const std::string& why, bool drop_jobs) {
   if (!watch_thread_.joinable()) return;
   {
     absl::MutexLock l(&mu_);
@@ -211,7 +201,7 @@ void Agent::StopWatch(const std::string& why) {
     if (stream_ != nullptr) stream_->Cancel();
   }
   watch_thread_.join();
-  options_.jobs->DropAll(why);
+  if (drop_jobs) options_.jobs->DropAll(why);
 }
 
 void Agent::WatchLoop() {
@@ -280,9 +270,15 @@ absl::Status Agent::Run() {
     if (state == State::kAlive) {
       StartWatch();
     } else {
+      bool keep_jobs;
+      {
+        absl::MutexLock l(&mu_);
+        keep_jobs = keep_jobs_ && state == State::kRegistering;
+      }
       StopWatch(state == State::kRegistering
-                    ? "the coordinator no longer counts this worker as alive (LOST or unknown)"
-                    : "the worker is stopping");
+                    ? "the coordinator no longer counts this worker as alive (LOST or replaced)"
+                    : "the worker is stopping",
+                /*drop_jobs=*/!keep_jobs);
     }
     switch (state) {
       case State::kRegistering: {

@@ -19,9 +19,12 @@
 //
 // Jobs (with an AssignmentHandler): while ALIVE a watch thread keeps a WatchAssignments
 // stream open (reopened with backoff when it fails or ends) and hands every assignment to
-// the handler; every heartbeat carries the handler's JobReports. Leaving ALIVE (LOST,
-// stopping) or seeing another coordinator incarnation (the coordinator restarted) drops
-// every job: their partitions belong to a cluster state that is gone.
+// the handler; every heartbeat carries the handler's JobReports (ReportsDelivered after one
+// that reached the coordinator). Leaving ALIVE because this process was declared LOST or
+// replaced, or stopping, drops every job: the coordinator gave them up. A coordinator that
+// restarted (it no longer knows the task: NOT_FOUND, and a new coordinator incarnation)
+// keeps them: the agent registers again with its incarnation and the coordinator re-adopts
+// the running attempts from its store, or aborts those it does not know.
 //
 // Dynamic registration: with no task configured the coordinator assigns one; the agent
 // then keeps claiming that task when it re-registers, and starts over without a task if
@@ -29,7 +32,7 @@
 //
 // Ownership: borrows the client, the Clock and the handler (they must outlive it).
 // Thread model: Run() blocks on the caller's thread until Stop(); Stop(), state(),
-// WaitForState() and SetProgress() may be called from any thread.
+// and WaitForState() may be called from any thread.
 #ifndef LOCKSTEP_WORKER_AGENT_H_
 #define LOCKSTEP_WORKER_AGENT_H_
 
@@ -85,8 +88,6 @@ class Agent {
   v1::RegisterWorkerResponse registration() const;
   // Waits until the state is `s` or the deadline passes; true if reached.
   bool WaitForState(State s, absl::Time deadline);
-  // Progress reported with every heartbeat.
-  void SetProgress(const std::string& job_id, int64_t step);
 
  private:
   // One registration attempt; on success moves to ALIVE.
@@ -97,7 +98,8 @@ class Agent {
   // The assignment watch thread: started on entering ALIVE, stopped (stream cancelled,
   // thread joined, jobs dropped) on leaving it. Run()'s thread only.
   void StartWatch();
-  void StopWatch(const std::string& why);
+  // Stops the watch thread; drops every job unless `drop_jobs` is false.
+  void StopWatch(const std::string& why, bool drop_jobs = true);
   void WatchLoop();
   // Drops every job when the coordinator's incarnation changed; records it.
   void CheckCoordinatorIncarnation(uint64_t incarnation);
@@ -119,8 +121,9 @@ class Agent {
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   int failed_attempts_ ABSL_GUARDED_BY(mu_) = 0;
   bool coordinator_unreachable_ ABSL_GUARDED_BY(mu_) = false;
-  std::string job_id_ ABSL_GUARDED_BY(mu_);
-  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  // Registering again because the coordinator forgot this task (it restarted): its jobs go
+  // on (the coordinator re-adopts them).
+  bool keep_jobs_ ABSL_GUARDED_BY(mu_) = false;
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
   uint64_t coordinator_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread watch_thread_;  // Run()'s thread only

@@ -108,7 +108,9 @@ TEST_F(AgentJobsTest, HandsAssignmentsToTheHandlerAndReportsJobsInHeartbeats) {
   EXPECT_EQ(handler_.handled()[0].run().job_id(), "job-1");
   ASSERT_TRUE(Eventually([&] {
     for (const v1::HeartbeatRequest& h : client_.heartbeats()) {
-      if (h.jobs_size() == 1 && h.jobs(0).step() == 17 && h.job_id() == "job-1") return true;
+      if (h.jobs_size() == 1 && h.jobs(0).step() == 17 && h.jobs(0).job_id() == "job-1") {
+        return true;
+      }
     }
     return false;
   }));
@@ -124,15 +126,27 @@ TEST_F(AgentJobsTest, ReopensABrokenStream) {
   EXPECT_EQ(handler_.handled()[0].run().job_id(), "job-2");
 }
 
-TEST_F(AgentJobsTest, DropsJobsWhenTheCoordinatorRestarts) {
+// A restarted coordinator forgot this task (NOT_FOUND) and answers with a new incarnation:
+// the agent registers again with its own incarnation and keeps its jobs, which the
+// coordinator re-adopts from its store.
+TEST_F(AgentJobsTest, KeepsJobsWhenTheCoordinatorRestarts) {
+  ASSERT_TRUE(Eventually([&] { return client_.calls("WatchAssignments") >= 1; }));
   client_.set_coordinator_incarnation(1);
   const size_t before = client_.heartbeats().size();
-  // Two more heartbeats: at least one was answered with incarnation 1.
   ASSERT_TRUE(Eventually([&] { return client_.heartbeats().size() >= before + 2; }));
-  EXPECT_TRUE(handler_.drops().empty());
+  const int registrations = client_.calls("RegisterWorker");
+  std::atomic<bool> forgotten{true};
+  client_.on_heartbeat = [&](const v1::HeartbeatRequest&) {
+    return forgotten.exchange(false) ? absl::NotFoundError("task worker/0 is not registered")
+                                     : absl::OkStatus();
+  };
   client_.set_coordinator_incarnation(2);
-  ASSERT_TRUE(Eventually([&] { return !handler_.drops().empty(); }));
-  EXPECT_NE(handler_.drops()[0].find("coordinator restarted"), std::string::npos);
+  ASSERT_TRUE(Eventually([&] { return client_.calls("RegisterWorker") > registrations; }));
+  ASSERT_TRUE(agent_->WaitForState(State::kAlive, absl::Now() + absl::Seconds(10)));
+  const size_t after = client_.heartbeats().size();
+  ASSERT_TRUE(Eventually([&] { return client_.heartbeats().size() >= after + 2; }));
+  EXPECT_TRUE(handler_.drops().empty());
+  EXPECT_EQ(client_.heartbeats().back().jobs_size(), 1);  // still reporting its job
 }
 
 TEST_F(AgentJobsTest, DropsJobsWhenLost) {

@@ -19,11 +19,15 @@ class AssignmentHandler {
   virtual ~AssignmentHandler() = default;
   // A partition to run or an abort; returns at once (jobs run on their own threads).
   virtual void Handle(const v1::Assignment& assignment) = 0;
-  // Aborts every job (this worker was declared LOST, or the coordinator restarted).
+  // Aborts every job (this worker was declared LOST or replaced, or is stopping).
   virtual void DropAll(const std::string& reason) = 0;
   // One report per job attempt running or recently ended (each final report is repeated
-  // in a few heartbeats, so one lost heartbeat does not lose it).
+  // in a few heartbeats that reached the coordinator, so a lost heartbeat, or a coordinator
+  // down for a while, does not lose it).
   virtual std::vector<v1::JobReport> Reports() = 0;
+  // The reports of the last Reports() call reached the coordinator (its heartbeat
+  // succeeded).
+  virtual void ReportsDelivered() {}
 };
 
 }  // namespace worker

@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_status.h"
@@ -33,12 +35,14 @@ void GrpcCoordinatorClient::WaitForOne(grpc::CompletionQueue* cq) {
 
 absl::StatusOr<v1::RegisterWorkerResponse> GrpcCoordinatorClient::RegisterWorker(
     const v1::RegisterWorkerRequest& request) {
+  // Fails fast (UNAVAILABLE naming a refused handshake); the heartbeats drive reconnects.
   return Call(&v1::Coordinator::Stub::AsyncRegisterWorker, "RegisterWorker", request, rpc_timeout_);
 }
 
 absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& request) {
-  return Call(&v1::Coordinator::Stub::AsyncHeartbeat, "Heartbeat", request, rpc_timeout_);
+  return Call(&v1::Coordinator::Stub::AsyncHeartbeat, "Heartbeat", request,
+              std::min(rpc_timeout_, kReconnectWait), /*wait_for_ready=*/true);
 }
 
 absl::Status GrpcCoordinatorClient::Deregister(const v1::DeregisterRequest& request) {

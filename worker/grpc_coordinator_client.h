@@ -47,15 +47,20 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
   // before it blocks: a coordinator answers in well under that, and a thread that blocked
   // costs a wake-up on the answer (on a VM, where an idle vCPU halts, ~60 us of the ~160 us
   // a GetClusterStatus took on loopback). The spin is bounded, so a slow call costs at most
-  // that much CPU more.
+  // that much CPU more. `wait_for_ready`: while the channel is not connected (the
+  // coordinator restarting), wait for it up to the deadline instead of failing at once; a
+  // pending call is what drives gRPC to reconnect, so a restarted coordinator is found
+  // within the reconnect backoff (<= 1 s) instead of gRPC's 5 s background poll.
   template <typename Request, typename Response>
   absl::StatusOr<Response> Call(std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> (
                                     v1::Coordinator::Stub::*start)(grpc::ClientContext*,
                                                                    const Request&,
                                                                    grpc::CompletionQueue*),
-                                const char* name, const Request& request, absl::Duration timeout) {
+                                const char* name, const Request& request, absl::Duration timeout,
+                                bool wait_for_ready = false) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    ctx.set_wait_for_ready(wait_for_ready);
     grpc::CompletionQueue cq;
     Response response;
     grpc::Status s;
@@ -76,6 +81,10 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
       : address_(std::move(address)), rpc_timeout_(rpc_timeout), stub_(std::move(stub)) {}
 
   static constexpr absl::Duration kSpinBeforeBlocking = absl::Microseconds(250);
+  // How long heartbeats wait for a channel that is reconnecting: one
+  // heartbeat interval's worth, so the agent's own loop (retries, LOST detection) keeps its
+  // pace.
+  static constexpr absl::Duration kReconnectWait = absl::Seconds(1);
 
   const std::string address_;
   const absl::Duration rpc_timeout_;

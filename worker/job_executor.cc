@@ -16,6 +16,7 @@
 #include "worker/job_input.h"
 #include "worker/job_restore.h"
 #include "worker/job_strategy.h"
+#include "worker/metrics_window.h"
 
 namespace lockstep {
 namespace worker {
@@ -80,24 +81,16 @@ const char* JobExecutor::StateName(State s) {
 
 absl::StatusOr<std::unique_ptr<JobExecutor>> JobExecutor::Create(v1::Partition partition,
                                                                  JobExecutorOptions options) {
-  const v1::JobSpec& spec = partition.spec();
   if (partition.job_id().empty()) return absl::InvalidArgumentError("partition.job_id is empty");
   if (options.client == nullptr) {
     return absl::InvalidArgumentError("JobExecutorOptions.client is null");
   }
-  const int replicas = std::max(1, partition.num_replicas_in_sync());
-  if (spec.global_batch_size() <= 0 || spec.global_batch_size() % replicas != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "global_batch_size: ", spec.global_batch_size(), " must be a positive multiple of the ",
-        replicas, " replicas in sync (job ", partition.job_id(), ")"));
-  }
-  if ((spec.steps() > 0) == (spec.epochs() > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("steps/epochs: exactly one must be positive (job ", partition.job_id(), ")"));
-  }
+  // The spec was validated, and the attempt's rendezvous prefix made, by the coordinator
+  // (coordinator/job_validation, JobService); this only refuses what it cannot run at all.
   if (partition.rendezvous_prefix().empty()) {
-    partition.set_rendezvous_prefix(
-        absl::StrCat("jobs/", partition.job_id(), "/", partition.attempt()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition.rendezvous_prefix is empty (job ", partition.job_id(),
+                     "): the coordinator gives every attempt one; is this coordinator too old?"));
   }
   return std::unique_ptr<JobExecutor>(new JobExecutor(std::move(partition), std::move(options)));
 }
@@ -239,40 +232,42 @@ v1::JobReport JobExecutor::Run() {
   return report_;
 }
 
-absl::Status JobExecutor::RunLoop() {
-  const v1::JobSpec& spec = partition_.spec();
-  // Input first: a local error (a missing file) shows before peers wait on us.
-  LS_ASSIGN_OR_RETURN(JobInput input, BuildJobInput(spec));
-  const int64_t global_batch = spec.global_batch_size();
-  int64_t total_steps = spec.steps();
-  if (total_steps <= 0) {
-    if (input.train_examples < global_batch) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "epochs: the training set's size is unknown or smaller than one global batch (",
-          input.train_examples, " examples); give steps instead"));
-    }
-    total_steps = spec.epochs() * (input.train_examples / global_batch);
+// The job's steps: `steps`, or `epochs` of the training set.
+static absl::StatusOr<int64_t> TotalSteps(const v1::JobSpec& spec, const JobInput& input) {
+  if (spec.steps() > 0) return spec.steps();
+  if (input.train_examples < spec.global_batch_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "epochs: the training set's size is unknown or smaller than one global batch (",
+        input.train_examples, " examples); give steps instead"));
   }
-  UpdateReport([&](v1::JobReport& r) { r.set_total_steps(total_steps); });
+  return spec.epochs() * (input.train_examples / spec.global_batch_size());
+}
 
-  if (partition_.num_workers() > 1) {
-    // An abortable barrier first: the transports' connect and accept loops only end at
-    // their deadline, while the store's waits end at Abort(). Once every worker is here,
-    // connecting takes milliseconds, so an abort during start-up is honoured in time.
-    LS_RETURN_IF_ERROR(store_->Set(absl::StrCat("ready/", partition_.worker_rank()), "ready"));
-    const absl::Time deadline = clock_->Now() + options_.rendezvous_timeout;
-    for (int r = 0; r < partition_.num_workers(); ++r) {
-      absl::StatusOr<std::string> ready = store_->Get(absl::StrCat("ready/", r), deadline);
-      if (!ready.ok()) {
-        return Annotate(ready.status(),
-                        absl::StrCat("waiting for worker rank ", r, " of ",
-                                     partition_.num_workers(), " to join (is it alive?)"));
-      }
+absl::Status JobExecutor::Rendezvous() {
+  if (partition_.num_workers() <= 1) return absl::OkStatus();
+  // An abortable barrier first: the transports' connect and accept loops only end at their
+  // deadline, while the store's waits end at Abort(). Once every worker is here, connecting
+  // takes milliseconds, so an abort during start-up is honoured in time.
+  LS_RETURN_IF_ERROR(store_->Set(absl::StrCat("ready/", partition_.worker_rank()), "ready"));
+  const absl::Time deadline = clock_->Now() + options_.rendezvous_timeout;
+  for (int r = 0; r < partition_.num_workers(); ++r) {
+    absl::StatusOr<std::string> ready = store_->Get(absl::StrCat("ready/", r), deadline);
+    if (!ready.ok()) {
+      return Annotate(ready.status(),
+                      absl::StrCat("waiting for worker rank ", r, " of ", partition_.num_workers(),
+                                   " to join (is it alive?)"));
     }
   }
-  LS_ASSIGN_OR_RETURN(engine::Graph graph, engine::BuildModel(spec.model()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<JobExecutor::Session>> JobExecutor::StartSession(
+    const JobInput& input) {
+  const v1::JobSpec& spec = partition_.spec();
+  auto session = std::make_unique<Session>();
+  LS_ASSIGN_OR_RETURN(session->graph, engine::BuildModel(spec.model()));
   std::vector<size_t> gradient_sizes;
-  for (const engine::VariableInfo& v : graph.Variables()) {
+  for (const engine::VariableInfo& v : session->graph.Variables()) {
     if (v.trainable) gradient_sizes.push_back(v.shape.num_elements() * engine::SizeOf(v.dtype));
   }
   JobStrategyOptions so;
@@ -282,150 +277,114 @@ absl::Status JobExecutor::RunLoop() {
   so.transport = options_.transport;
   so.listen_host = options_.listen_host;
   so.connect_timeout = options_.rendezvous_timeout;
-  absl::StatusOr<std::unique_ptr<distribute::Strategy>> strategy_or =
-      MakeJobStrategy(partition_, so);
-  if (!strategy_or.ok()) return Annotate(strategy_or.status(), "joining the job's group");
-  std::unique_ptr<distribute::Strategy> strategy = std::move(*strategy_or);
-  LS_RETURN_IF_ERROR(Publish(strategy.get()));
-  // Unregister before the strategy is destroyed, whatever happens below.
+  absl::StatusOr<std::unique_ptr<distribute::Strategy>> strategy = MakeJobStrategy(partition_, so);
+  if (!strategy.ok()) return Annotate(strategy.status(), "joining the job's group");
+  session->strategy = std::move(*strategy);
+  LS_RETURN_IF_ERROR(Publish(session->strategy.get()));
+  distribute::TrainerOptions to;
+  to.optimizer = spec.optimizer();
+  to.global_batch_size = spec.global_batch_size();
+  to.overlap_all_reduce = options_.overlap_all_reduce;
+  {
+    distribute::StrategyScope scope = session->strategy->Scope();
+    absl::StatusOr<std::unique_ptr<distribute::Trainer>> t =
+        distribute::Trainer::Create(session->strategy.get(), &session->graph, to);
+    if (!t.ok()) return Annotate(t.status(), "creating variables (chief's broadcast)");
+    session->trainer = std::move(*t);
+  }
+  absl::StatusOr<Restored> restored =
+      RestoreAttempt(partition_, options_.state_dir, *store_, *session->strategy, *session->trainer,
+                     clock_->Now() + options_.rendezvous_timeout);
+  if (!restored.ok()) return Annotate(restored.status(), "restoring the newest checkpoint");
+  session->restored = *std::move(restored);
+  distribute::DistributeOptions dopts;
+  dopts.auto_shard_policy = input.policy;
+  dopts.start_step = session->restored.iterator_steps;
+  LS_ASSIGN_OR_RETURN(session->dataset, session->strategy->ExperimentalDistributeDataset(
+                                            input.train, spec.global_batch_size(), dopts));
+  LS_ASSIGN_OR_RETURN(session->evaluator, engine::Executor::Create(&session->graph));
+  LS_ASSIGN_OR_RETURN(session->chief, JobChief::Create(partition_, clock_, options_.state_dir));
+  // Epochs as this worker's pipeline makes them (the last partial batch of each dropped).
+  const distribute::Strategy& st = *session->strategy;
+  session->epoch =
+      TrainEpochOf(input, session->dataset->shard_plan().spec,
+                   spec.global_batch_size() / st.num_replicas_in_sync() * st.num_local_replicas());
+  return session;
+}
+
+absl::Status JobExecutor::RunLoop() {
+  const v1::JobSpec& spec = partition_.spec();
+  // Input first: a local error (a missing file) shows before peers wait on us.
+  LS_ASSIGN_OR_RETURN(JobInput input, BuildJobInput(spec));
+  LS_ASSIGN_OR_RETURN(const int64_t total_steps, TotalSteps(spec, input));
+  UpdateReport([&](v1::JobReport& r) { r.set_total_steps(total_steps); });
+  LS_RETURN_IF_ERROR(Rendezvous());
+  // Unregister the strategy before it is destroyed, whatever happens below.
   struct Unpublish {
     JobExecutor* self;
     ~Unpublish() { self->Publish(nullptr).IgnoreError(); }
   } unpublish{this};
-
-  distribute::TrainerOptions to;
-  to.optimizer = spec.optimizer();
-  to.global_batch_size = global_batch;
-  to.overlap_all_reduce = options_.overlap_all_reduce;
-  std::unique_ptr<distribute::Trainer> trainer;
-  {
-    distribute::StrategyScope scope = strategy->Scope();
-    absl::StatusOr<std::unique_ptr<distribute::Trainer>> t =
-        distribute::Trainer::Create(strategy.get(), &graph, to);
-    if (!t.ok()) return Annotate(t.status(), "creating variables (chief's broadcast)");
-    trainer = std::move(*t);
-  }
-  absl::StatusOr<Restored> restored =
-      RestoreAttempt(partition_, options_.state_dir, *store_, *strategy, *trainer,
-                     clock_->Now() + options_.rendezvous_timeout);
-  if (!restored.ok()) return Annotate(restored.status(), "restoring the newest checkpoint");
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, StartSession(input));
   UpdateReport([&](v1::JobReport& r) {
-    r.set_restored_step(restored->step);
-    r.set_restored_from(restored->from);
-    r.set_step(restored->step);
+    r.set_restored_step(session->restored.step);
+    r.set_restored_from(session->restored.from);
+    r.set_step(session->restored.step);
+    r.set_summary_dir(session->chief->summary_dir());
   });
-  distribute::DistributeOptions dopts;
-  dopts.auto_shard_policy = input.policy;
-  dopts.start_step = restored->iterator_steps;
-  LS_ASSIGN_OR_RETURN(std::unique_ptr<distribute::DistributedDataset> dataset,
-                      strategy->ExperimentalDistributeDataset(input.train, global_batch, dopts));
-  LS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Executor> evaluator,
-                      engine::Executor::Create(&graph));
+  return Train(*session, input, total_steps);
+}
 
-  LS_ASSIGN_OR_RETURN(std::unique_ptr<JobChief> chief,
-                      JobChief::Create(partition_, clock_, options_.state_dir));
-  UpdateReport([&](v1::JobReport& r) { r.set_summary_dir(chief->summary_dir()); });
+absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total_steps) {
+  const v1::JobSpec& spec = partition_.spec();
   const int64_t summary_every =
       spec.summaries().every_steps() > 0 ? spec.summaries().every_steps() : 10;
-  const int n = strategy->num_replicas_in_sync();
-  // Epochs as this worker's pipeline makes them (the last partial batch of each dropped).
-  const TrainEpoch epoch = TrainEpochOf(input, dataset->shard_plan().spec,
-                                        global_batch / n * strategy->num_local_replicas());
-
   auto checkpoint = [&](int64_t step) -> absl::Status {
     LS_ASSIGN_OR_RETURN(
         std::string path,
-        chief->SaveCheckpoint(step, *trainer,
-                              DataPositionAfter(step, epoch, dataset->steps_returned())));
+        s.chief->SaveCheckpoint(step, *s.trainer,
+                                DataPositionAfter(step, s.epoch, s.dataset->steps_returned())));
     if (!path.empty()) UpdateReport([&](v1::JobReport& r) { r.set_checkpoint_path(path); });
     return absl::OkStatus();
   };
   auto evaluate = [&](int64_t step) -> absl::Status {
     if (!input.eval.has_value()) return absl::OkStatus();
-    LS_ASSIGN_OR_RETURN(engine::StepResult r,
-                        Evaluate(*evaluator, *trainer, input.eval->features, input.eval->labels));
+    LS_ASSIGN_OR_RETURN(engine::StepResult r, Evaluate(*s.evaluator, *s.trainer,
+                                                       input.eval->features, input.eval->labels));
     UpdateReport([&](v1::JobReport& rep) { rep.set_eval_accuracy(r.accuracy); });
-    LS_RETURN_IF_ERROR(chief->AddScalars(step, {{std::string(tags::kEvalAccuracy), r.accuracy},
-                                                {std::string(tags::kEvalLoss), r.loss}}));
+    LS_RETURN_IF_ERROR(s.chief->AddScalars(step, {{std::string(tags::kEvalAccuracy), r.accuracy},
+                                                  {std::string(tags::kEvalLoss), r.loss}}));
     return absl::OkStatus();
   };
-
   {
     absl::MutexLock l(&mu_);
     SetState(State::kTraining, "");
   }
-  absl::Time window_start = clock_->Now();
-  collectives::Communicator::AllReduceTotals window_reduced =
-      strategy->extended().cross_device_ops().GradientAllReduceStats().totals;
-  int64_t window_steps = 0;
-  double loss_sum = 0;
-  distribute::StepTimes window_times;
-  for (int64_t step = restored->step + 1; step <= total_steps; ++step) {
+  const distribute::CrossDeviceOps& ops = s.strategy->extended().cross_device_ops();
+  MetricsWindow window(spec.global_batch_size(), clock_->Now(),
+                       ops.GradientAllReduceStats().totals);
+  for (int64_t step = s.restored.step + 1; step <= total_steps; ++step) {
     if (aborted()) return absl::AbortedError("aborted");
-    LS_ASSIGN_OR_RETURN(auto next, dataset->Next());
+    LS_ASSIGN_OR_RETURN(auto next, s.dataset->Next());
     if (!next.has_value()) {
       return absl::InternalError(absl::StrCat("the input ended before step ", step));
     }
-    absl::StatusOr<distribute::TrainStepResult> r = trainer->Step(*next, preempt_requested_.load());
+    absl::StatusOr<distribute::TrainStepResult> r =
+        s.trainer->Step(*next, preempt_requested_.load());
     if (!r.ok()) return Annotate(r.status(), absl::StrCat("step ", step));
     if (options_.on_step) options_.on_step(step, *r);
-    ++window_steps;
-    loss_sum += r->loss;
-    window_times += r->times;
+    window.Add(*r);
     const bool last = step == total_steps;
     if (step % summary_every == 0 || last) {
-      const absl::Duration elapsed = clock_->Now() - window_start;
-      const double secs = std::max(absl::ToDoubleSeconds(elapsed), 1e-9);
-      const double eps = static_cast<double>(window_steps * global_batch) / secs;
-      // The gradient all-reduces' bus bandwidth over the time they ran in this window (not
-      // the step's: they overlap the backward pass), ring convention 2(n-1)/n over the group
-      // that carries them.
-      const distribute::CrossDeviceOps::AllReduceStats stats =
-          strategy->extended().cross_device_ops().GradientAllReduceStats();
-      const int64_t reduced = stats.totals.bytes - window_reduced.bytes;
-      const double reducing_secs = absl::ToDoubleSeconds(stats.totals.time - window_reduced.time);
-      const int g = stats.group_size;
-      const double busbw =
-          g > 1 && reducing_secs > 0 ? 2.0 * (g - 1) / g * reduced / reducing_secs / 1e9 : 0.0;
-      window_reduced = stats.totals;
-      const double lr = trainer->optimizer().learning_rate();
       LS_ASSIGN_OR_RETURN(const double train_accuracy,
-                          LocalTrainAccuracy(*evaluator, *strategy, *trainer, *next));
-      const double mean_loss = loss_sum / window_steps;
-      auto per_step_ms = [&](absl::Duration d) {
-        return absl::ToDoubleMilliseconds(d) / static_cast<double>(window_steps);
-      };
-      const double step_ms = per_step_ms(window_times.total);
-      const double compute_ms = per_step_ms(window_times.compute);
-      const double wait_ms = per_step_ms(window_times.allreduce_wait);
-      const double apply_ms = per_step_ms(window_times.apply);
+                          LocalTrainAccuracy(*s.evaluator, *s.strategy, *s.trainer, *next));
+      const WindowSummary summary =
+          window.Close(step, clock_->Now(), ops.GradientAllReduceStats(),
+                       s.trainer->optimizer().learning_rate(), train_accuracy);
       UpdateReport([&](v1::JobReport& rep) {
-        rep.set_step(step);
-        rep.set_loss(mean_loss);
-        rep.set_examples_per_sec(eps);
-        rep.set_busbw_gbps(busbw);
-        rep.set_learning_rate(lr);
-        rep.set_train_accuracy(train_accuracy);
-        rep.set_step_ms(step_ms);
-        rep.set_compute_ms(compute_ms);
-        rep.set_allreduce_wait_ms(wait_ms);
-        rep.set_apply_ms(apply_ms);
-        if (epoch.steps_per_epoch > 0) rep.set_epoch(step / epoch.steps_per_epoch);
+        summary.ApplyTo(&rep);
+        if (s.epoch.steps_per_epoch > 0) rep.set_epoch(step / s.epoch.steps_per_epoch);
       });
-      LS_RETURN_IF_ERROR(chief->AddScalars(
-          step, {{std::string(tags::kLoss), mean_loss},
-                 {std::string(tags::kTrainAccuracy), static_cast<float>(train_accuracy)},
-                 {std::string(tags::kLearningRate), lr},
-                 {std::string(tags::kExamplesPerSec), eps},
-                 {std::string(tags::kBusBandwidth), busbw},
-                 {std::string(tags::kStepMs), step_ms},
-                 {std::string(tags::kComputeMs), compute_ms},
-                 {std::string(tags::kAllReduceWaitMs), wait_ms},
-                 {std::string(tags::kApplyMs), apply_ms}}));
-      window_start = clock_->Now();
-      window_steps = 0;
-      loss_sum = 0;
-      window_times = {};
+      LS_RETURN_IF_ERROR(s.chief->AddScalars(step, summary.Scalars()));
     } else {
       UpdateReport([&](v1::JobReport& rep) { rep.set_step(step); });
     }
@@ -438,14 +397,14 @@ absl::Status JobExecutor::RunLoop() {
     if (r->stop && !last) {
       // Every worker of the group learnt it after this same step: each writes its copy.
       if (!checkpointed) LS_RETURN_IF_ERROR(checkpoint(step));
-      LS_RETURN_IF_ERROR(chief->Flush());
+      LS_RETURN_IF_ERROR(s.chief->Flush());
       stopped_after_ = step;
       return absl::OkStatus();
     }
   }
   LS_RETURN_IF_ERROR(evaluate(total_steps));
   LS_RETURN_IF_ERROR(checkpoint(total_steps));
-  LS_RETURN_IF_ERROR(chief->Flush());
+  LS_RETURN_IF_ERROR(s.chief->Flush());
   return absl::OkStatus();
 }
 

@@ -48,11 +48,17 @@
 #include "absl/time/time.h"
 #include "collectives/types.h"
 #include "common/clock.h"
+#include "distribute/distributed_dataset.h"
 #include "distribute/strategy.h"
 #include "distribute/trainer.h"
+#include "engine/executor.h"
+#include "engine/graph.h"
 #include "lockstep/v1/assignment.pb.h"
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
+#include "worker/job_chief.h"
+#include "worker/job_input.h"
+#include "worker/job_restore.h"
 
 namespace lockstep {
 namespace worker {
@@ -78,8 +84,8 @@ class JobExecutor {
   enum class State { kCreated, kStarting, kTraining, kDone, kFailed, kAborted, kPreempted };
   static const char* StateName(State s);
 
-  // INVALID_ARGUMENT naming the field for a partition that cannot run (no job id, batch not
-  // divisible by the replicas, neither steps nor epochs).
+  // INVALID_ARGUMENT naming the field for a partition that cannot run at all (no job id, no
+  // rendezvous prefix). The spec itself is validated once, by the coordinator.
   static absl::StatusOr<std::unique_ptr<JobExecutor>> Create(v1::Partition partition,
                                                              JobExecutorOptions options);
   ~JobExecutor();
@@ -98,8 +104,31 @@ class JobExecutor {
   const v1::Partition& partition() const { return partition_; }
 
  private:
+  // What one run trains with, built once by StartSession: the graph (which the trainer and
+  // the evaluator borrow, so the session is not moved), the strategy, the trainer (restored
+  // for a restart), the input, the evaluator and the chief's writers.
+  struct Session {
+    engine::Graph graph;
+    std::unique_ptr<distribute::Strategy> strategy;
+    std::unique_ptr<distribute::Trainer> trainer;
+    Restored restored;
+    std::unique_ptr<distribute::DistributedDataset> dataset;
+    std::unique_ptr<engine::Executor> evaluator;
+    std::unique_ptr<JobChief> chief;
+    TrainEpoch epoch;
+  };
+
   JobExecutor(v1::Partition partition, JobExecutorOptions options);
+  // Input, rendezvous, session, training; OK when every step ran or the group stopped for a
+  // preemption (stopped_after_).
   absl::Status RunLoop();
+  // Every worker of the attempt has joined (an abortable barrier in the store).
+  absl::Status Rendezvous();
+  // The strategy (published for Abort()), variables, restore, input pipeline and writers.
+  absl::StatusOr<std::unique_ptr<Session>> StartSession(const JobInput& input);
+  // The training loop: steps, summaries (one MetricsWindow feeds the report and the chief's
+  // scalars), evaluation, checkpoints, and the stop of a preemption.
+  absl::Status Train(Session& session, const JobInput& input, int64_t total_steps);
   // Registers the strategy for Abort() (null to unregister); ABORTED if already aborted.
   absl::Status Publish(distribute::Strategy* strategy);
   bool aborted() const;

@@ -25,6 +25,7 @@ class RepeatBatchIterator final : public BatchIterator {
  public:
   explicit RepeatBatchIterator(Batch batch) : batch_(std::move(batch)) {}
   absl::StatusOr<std::optional<Batch>> Next() override { return std::optional<Batch>(batch_); }
+  absl::StatusOr<int64_t> Skip(int64_t n) override { return n; }
 
  private:
   const Batch batch_;

@@ -26,7 +26,17 @@ void JobRunner::Handle(const v1::Assignment& assignment) {
     Start(assignment.run());
   } else if (assignment.has_abort()) {
     Abort(assignment.abort());
+  } else if (assignment.has_preempt()) {
+    Preempt(assignment.preempt());
   }
+}
+
+void JobRunner::Preempt(const v1::PreemptJob& preempt) {
+  absl::MutexLock l(&mu_);
+  auto it = jobs_.find(Key{preempt.job_id(), preempt.attempt()});
+  if (it == jobs_.end() || it->second.finished || it->second.executor == nullptr) return;
+  it->second.executor->Preempt(preempt.reason().empty() ? "PreemptJob from the coordinator"
+                                                        : preempt.reason());
 }
 
 void JobRunner::Start(const v1::Partition& partition) {
@@ -82,18 +92,26 @@ void JobRunner::DropAll(const std::string& reason) {
 
 std::vector<v1::JobReport> JobRunner::Reports() {
   std::vector<v1::JobReport> reports;
+  absl::MutexLock l(&mu_);
+  for (auto& [key, job] : jobs_) {
+    if (!job.finished) {
+      reports.push_back(job.executor->report());
+      continue;
+    }
+    reports.push_back(job.final_report);
+    job.offered = true;
+  }
+  return reports;
+}
+
+void JobRunner::ReportsDelivered() {
   std::vector<Job> done;  // joined and freed outside the lock
   {
     absl::MutexLock l(&mu_);
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       Job& job = it->second;
-      if (!job.finished) {
-        reports.push_back(job.executor->report());
-        ++it;
-        continue;
-      }
-      reports.push_back(job.final_report);
-      if (++job.reported < final_report_repeats_) {
+      if (!job.offered || ++job.reported < final_report_repeats_) {
+        job.offered = false;
         ++it;
         continue;
       }
@@ -104,7 +122,6 @@ std::vector<v1::JobReport> JobRunner::Reports() {
   for (Job& job : done) {
     if (job.thread.joinable()) job.thread.join();  // then its executor is freed
   }
-  return reports;
 }
 
 int JobRunner::running() const {

@@ -1,12 +1,13 @@
 // JobRunner: the worker's jobs. Runs each Partition it is handed in a JobExecutor on a
 // thread of its own, aborts them on AbortJob (or all of them when the agent drops its
-// jobs), and collects their JobReports for the heartbeats. Partitions are scoped by
-// (job_id, attempt): a partition of a newer attempt aborts the older one; a duplicate of a
-// running one, or an abort of an attempt it does not run, is ignored.
+// jobs), preempts one on PreemptJob (JobExecutor::Preempt), and collects their JobReports for the
+// heartbeats. Partitions are scoped by (job_id, attempt): a partition of a newer attempt aborts the
+// older one; a duplicate of a running one, or an abort of an attempt it does not run, is ignored.
 //
 // A partition that cannot even start (JobExecutor::Create refuses it) is reported FAILED
-// with the reason. Final reports stay in Reports() for `final_report_repeats` calls, then
-// the job's thread is joined and its executor freed.
+// with the reason. Final reports stay in Reports() until `final_report_repeats` heartbeats
+// delivered them (ReportsDelivered), however long the coordinator is away, then the job's
+// thread is joined and its executor freed.
 //
 // Ownership: owns the executors and their threads; borrows what JobExecutorOptions holds.
 // The destructor aborts every job and joins every thread. Thread model: thread-safe.
@@ -39,6 +40,7 @@ class JobRunner final : public AssignmentHandler {
   void Handle(const v1::Assignment& assignment) override;
   void DropAll(const std::string& reason) override;
   std::vector<v1::JobReport> Reports() override;
+  void ReportsDelivered() override;
 
   // Jobs whose executor has not returned yet.
   int running() const;
@@ -58,11 +60,14 @@ class JobRunner final : public AssignmentHandler {
     std::thread thread;
     bool finished = false;
     v1::JobReport final_report;
-    int reported = 0;  // times the final report was handed out
+    bool offered = false;  // the final report went out with the last Reports()
+    int reported = 0;      // heartbeats that delivered the final report
   };
 
   void Start(const v1::Partition& partition);
   void Abort(const v1::AbortJob& abort);
+  // The attempt stops after its next step with a checkpoint (the worker was drained).
+  void Preempt(const v1::PreemptJob& preempt);
   void Finished(const Key& key, v1::JobReport report);
 
   const JobExecutorOptions options_;

@@ -218,6 +218,35 @@ int RunCancel(const CommandArgs& args, const CommandContext& ctx) {
   return kExitOk;
 }
 
+int RunDrain(const CommandArgs& args, const CommandContext& ctx) {
+  bool output_ok;
+  const bool json = JsonOutput(args, ctx, "drain", &output_ok);
+  if (!output_ok) return kExitUsage;
+  if (args.positional().size() != 1) {
+    *ctx.err << "lockstep drain: expected one TASK such as worker/1 (see `lockstep status`)\n";
+    return kExitUsage;
+  }
+  auto jobs = Connect(args, ctx, "drain");
+  if (jobs == nullptr) return kExitUsage;
+  const bool undo = args.Has("undo");
+  absl::StatusOr<v1::DrainWorkerResponse> drained = jobs->Drain(args.positional()[0], undo);
+  if (!drained.ok()) return Fail(ctx, "drain", drained.status());
+  if (json) return PrintJson(*drained, ctx);
+  const std::string task = args.positional()[0];
+  if (undo) {
+    *ctx.out << task << " is schedulable again\n";
+  } else if (drained->job_id().empty()) {
+    *ctx.out << task << " drained: it ran no job; no job is scheduled on it until `lockstep drain "
+             << task << " --undo`\n";
+  } else {
+    *ctx.out << task << " drained: job " << drained->job_id()
+             << " stops after its next step with a checkpoint and restarts on other workers "
+                "(not counted as a restart); undo with `lockstep drain "
+             << task << " --undo`\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 bool IsTerminal(const CommandContext& ctx) {
@@ -323,6 +352,19 @@ Command DescribeCommand() {
   c.summary = "Shows one job: state and reason, transitions, progress, each worker's report.";
   c.options = WithConnection({kOutputOption});
   c.run = RunDescribe;
+  return c;
+}
+
+Command DrainCommand() {
+  Command c;
+  c.name = "drain";
+  c.usage = "drain TASK [--undo] [--coordinator=HOST:PORT] [--output=table|json]";
+  c.summary =
+      "Drains a worker (e.g. worker/1): its job stops after the next step with a checkpoint and "
+      "restarts elsewhere; no job is scheduled on it until --undo.";
+  c.options = WithConnection(
+      {kOutputOption, {"undo", "Make the worker schedulable again.", /*takes_value=*/false}});
+  c.run = RunDrain;
   return c;
 }
 

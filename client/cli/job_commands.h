@@ -16,6 +16,7 @@ Command WatchCommand();
 Command JobsCommand();
 Command DescribeCommand();
 Command CancelCommand();
+Command DrainCommand();
 
 // Follows job `id` until it ends: a live progress bar when `live` (a terminal), plain
 // lines otherwise; then the final figures and the checkpoint and summary paths. Returns

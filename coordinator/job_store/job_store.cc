@@ -315,6 +315,20 @@ absl::StatusOr<JobRecord> JobStore::UpdateState(absl::string_view id, JobState t
   return record;
 }
 
+absl::StatusOr<JobRecord> JobStore::SetAttemptWorkers(
+    absl::string_view id, std::vector<v1::AttemptWorkerRecord> workers) {
+  absl::MutexLock lock(&mu_);
+  LS_ASSIGN_OR_RETURN(JobRecord record, GetLocked(id));
+  if (record.state() != v1::RUNNING) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", id, " is ", v1::JobState_Name(record.state()), ", not RUNNING: no attempt"));
+  }
+  record.clear_attempt_workers();
+  for (v1::AttemptWorkerRecord& w : workers) *record.add_attempt_workers() = std::move(w);
+  LS_RETURN_IF_ERROR(PutLocked(record));
+  return record;
+}
+
 absl::StatusOr<JobRecord> JobStore::UpdateProgress(absl::string_view id, JobProgress progress) {
   absl::MutexLock lock(&mu_);
   LS_ASSIGN_OR_RETURN(JobRecord record, GetLocked(id));

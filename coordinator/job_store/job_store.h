@@ -85,6 +85,12 @@ class JobStore {
                                                       bool counts_as_restart = true)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Records the workers of the RUNNING job's current attempt (rank order), so that a
+  // restarted coordinator can re-adopt it. FAILED_PRECONDITION unless RUNNING.
+  absl::StatusOr<lockstep::v1::JobRecord> SetAttemptWorkers(
+      absl::string_view id, std::vector<lockstep::v1::AttemptWorkerRecord> workers)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Replaces the latest progress figures of a RUNNING job (unix_micros is set to now).
   // FAILED_PRECONDITION when the job is not RUNNING (a late heartbeat: callers may ignore it).
   absl::StatusOr<lockstep::v1::JobRecord> UpdateProgress(absl::string_view id,

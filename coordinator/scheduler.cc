@@ -1,0 +1,77 @@
+#include "coordinator/scheduler.h"
+
+#include "coordinator/job_validation.h"
+
+namespace lockstep {
+namespace coordinator {
+
+bool IsTrainingTask(const v1::TaskStatus& task) {
+  return task.task().type() == "worker" || task.task().type() == "chief";
+}
+
+TaskRef RefOf(const v1::TaskStatus& task) {
+  return TaskRef{task.task().type(), task.task().index()};
+}
+
+int WorkersNeeded(const v1::JobSpec& spec) {
+  if (spec.num_workers() > 0) return spec.num_workers();
+  return EffectiveStrategy(spec) == v1::MULTI_WORKER_MIRRORED ? 0 : 1;
+}
+
+std::optional<std::vector<const v1::TaskStatus*>> ChooseWorkers(
+    int needed, const std::vector<v1::TaskStatus>& tasks,
+    const std::function<bool(const TaskRef&)>& busy) {
+  std::vector<const v1::TaskStatus*> alive, idle;
+  for (const v1::TaskStatus& t : tasks) {
+    if (t.state() != v1::ALIVE || !IsTrainingTask(t) || t.draining()) continue;
+    alive.push_back(&t);
+    if (!busy(RefOf(t))) idle.push_back(&t);
+  }
+  if (needed == 0) {
+    if (alive.empty() || idle.size() != alive.size()) return std::nullopt;
+    return idle;
+  }
+  if (static_cast<int>(idle.size()) < needed) return std::nullopt;
+  idle.resize(needed);
+  return idle;
+}
+
+std::optional<std::vector<const v1::TaskStatus*>> ChooseElastic(
+    int most, int least, int64_t global_batch, const std::vector<v1::TaskStatus>& tasks,
+    const std::function<bool(const TaskRef&)>& busy) {
+  std::vector<const v1::TaskStatus*> idle;
+  for (const v1::TaskStatus& t : tasks) {
+    if (t.state() == v1::ALIVE && IsTrainingTask(t) && !t.draining() && !busy(RefOf(t))) {
+      idle.push_back(&t);
+    }
+  }
+  for (int c = std::min<int>(most, idle.size()); c >= std::max(1, least); --c) {
+    int64_t replicas = 0;
+    for (int i = 0; i < c; ++i) replicas += std::max(1, idle[i]->devices_size());
+    if (global_batch % replicas == 0) {
+      idle.resize(c);
+      return idle;
+    }
+  }
+  return std::nullopt;
+}
+
+void Scheduler::Enqueue(const std::string& id, WorkerNeed need) {
+  queue_.insert(id);
+  needs_[id] = need;
+}
+
+void Scheduler::Remove(const std::string& id) {
+  queue_.erase(id);
+  needs_.erase(id);
+}
+
+WorkerNeed Scheduler::NeedFor(const std::string& id, const v1::JobSpec& spec) const {
+  auto it = needs_.find(id);
+  WorkerNeed need = it != needs_.end() ? it->second : WorkerNeed{};
+  if (need.workers == 0) need.workers = WorkersNeeded(spec);
+  return need;
+}
+
+}  // namespace coordinator
+}  // namespace lockstep

@@ -1,0 +1,85 @@
+#include "coordinator/scheduler.h"
+
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace coordinator {
+namespace {
+
+v1::TaskStatus Task(const std::string& type, int index, v1::TaskState state = v1::ALIVE) {
+  v1::TaskStatus s;
+  s.mutable_task()->set_type(type);
+  s.mutable_task()->set_index(index);
+  s.set_state(state);
+  return s;
+}
+
+std::vector<TaskRef> Refs(const std::optional<std::vector<const v1::TaskStatus*>>& chosen) {
+  std::vector<TaskRef> out;
+  for (const v1::TaskStatus* t : *chosen) out.push_back(RefOf(*t));
+  return out;
+}
+
+TEST(SchedulerTest, ChoosesIdleAliveTrainingWorkersInTaskOrder) {
+  const std::vector<v1::TaskStatus> tasks = {Task("chief", 0), Task("worker", 0),
+                                             Task("worker", 1, v1::LOST), Task("evaluator", 0),
+                                             Task("worker", 2)};
+  auto none_busy = [](const TaskRef&) { return false; };
+  auto chosen = ChooseWorkers(2, tasks, none_busy);
+  ASSERT_TRUE(chosen.has_value());
+  EXPECT_EQ(Refs(chosen), (std::vector<TaskRef>{{"chief", 0}, {"worker", 0}}));
+  // 0: every ALIVE training worker (the evaluator and the LOST one are not).
+  EXPECT_EQ(Refs(ChooseWorkers(0, tasks, none_busy)),
+            (std::vector<TaskRef>{{"chief", 0}, {"worker", 0}, {"worker", 2}}));
+  // A busy worker is skipped; with 0 the job waits for it.
+  auto w0_busy = [](const TaskRef& t) { return t == TaskRef{"worker", 0}; };
+  EXPECT_EQ(Refs(ChooseWorkers(2, tasks, w0_busy)),
+            (std::vector<TaskRef>{{"chief", 0}, {"worker", 2}}));
+  EXPECT_FALSE(ChooseWorkers(0, tasks, w0_busy).has_value());
+  EXPECT_FALSE(ChooseWorkers(4, tasks, none_busy).has_value());
+  EXPECT_FALSE(ChooseWorkers(0, {}, none_busy).has_value());
+}
+
+TEST(SchedulerTest, ADrainedWorkerIsNeverChosen) {
+  std::vector<v1::TaskStatus> tasks = {Task("worker", 0), Task("worker", 1)};
+  tasks[1].set_draining(true);
+  auto none_busy = [](const TaskRef&) { return false; };
+  EXPECT_FALSE(ChooseWorkers(2, tasks, none_busy).has_value());
+  EXPECT_EQ(Refs(ChooseWorkers(0, tasks, none_busy)), (std::vector<TaskRef>{{"worker", 0}}));
+}
+
+TEST(SchedulerTest, QueuesOldestFirstAndARestartKeepsItsWorkerCount) {
+  Scheduler s;
+  EXPECT_TRUE(s.empty());
+  s.Enqueue("job-000002");
+  s.Enqueue("job-000001", WorkerNeed{3});
+  EXPECT_EQ(s.Queue(), (std::vector<std::string>{"job-000001", "job-000002"}));
+  v1::JobSpec every;
+  every.set_strategy(v1::MULTI_WORKER_MIRRORED);
+  EXPECT_EQ(s.NeedFor("job-000001", every).workers, 3);  // the attempt it replaces had 3
+  EXPECT_EQ(s.NeedFor("job-000002", every).workers, 0);  // every ALIVE worker
+  v1::JobSpec one;
+  one.set_strategy(v1::MIRRORED);
+  EXPECT_EQ(s.NeedFor("job-000002", one).workers, 1);
+  s.Remove("job-000001");
+  EXPECT_EQ(s.Queue(), (std::vector<std::string>{"job-000002"}));
+  EXPECT_EQ(s.NeedFor("job-000001", every).workers, 0);  // forgotten with it
+}
+
+// Elastic: the most idle workers between least and most whose replicas divide the batch.
+TEST(SchedulerTest, ChooseElasticTakesTheLargestUsableCount) {
+  std::vector<v1::TaskStatus> tasks;
+  for (int i = 0; i < 4; ++i) tasks.push_back(Task("worker", i));
+  auto busy = [](const TaskRef& t) { return t.index == 3; };  // 3 idle
+  // 48 over 3 replicas: all three.
+  EXPECT_EQ(ChooseElastic(4, 2, 48, tasks, busy)->size(), 3u);
+  // 32 does not split over 3: two.
+  EXPECT_EQ(ChooseElastic(4, 2, 32, tasks, busy)->size(), 2u);
+  // 30 splits over 3 or 2... or 1, but not below `least` and not above `most`.
+  EXPECT_EQ(ChooseElastic(2, 2, 30, tasks, busy)->size(), 2u);
+  EXPECT_FALSE(ChooseElastic(4, 3, 32, tasks, busy).has_value());
+}
+
+}  // namespace
+}  // namespace coordinator
+}  // namespace lockstep
