@@ -75,9 +75,14 @@ class AgentJobsTest : public ::testing::Test {
       return r;
     };
     // Hooks are set before the agent runs; a test asks for a LOST through the flag.
-    client_.on_heartbeat = [this](const v1::HeartbeatRequest&) {
-      return lose_next_heartbeat_.exchange(false) ? absl::AbortedError("worker/0 was marked LOST")
-                                                  : absl::OkStatus();
+    client_.on_heartbeat = [this](const v1::HeartbeatRequest&) -> absl::Status {
+      if (lose_next_heartbeat_.exchange(false)) {
+        return absl::AbortedError("worker/0 was marked LOST");
+      }
+      if (forget_next_heartbeat_.exchange(false)) {
+        return absl::NotFoundError("task worker/0 is not registered");
+      }
+      return absl::OkStatus();
     };
     AgentOptions o;
     o.task = TaskRef{"worker", 0};
@@ -96,6 +101,8 @@ class AgentJobsTest : public ::testing::Test {
   }
 
   std::atomic<bool> lose_next_heartbeat_{false};
+  // The next heartbeat answers NOT_FOUND: a restarted coordinator forgot the task.
+  std::atomic<bool> forget_next_heartbeat_{false};
   FakeCoordinatorClient client_;
   RecordingHandler handler_;
   std::unique_ptr<Agent> agent_;
@@ -135,11 +142,7 @@ TEST_F(AgentJobsTest, KeepsJobsWhenTheCoordinatorRestarts) {
   const size_t before = client_.heartbeats().size();
   ASSERT_TRUE(Eventually([&] { return client_.heartbeats().size() >= before + 2; }));
   const int registrations = client_.calls("RegisterWorker");
-  std::atomic<bool> forgotten{true};
-  client_.on_heartbeat = [&](const v1::HeartbeatRequest&) {
-    return forgotten.exchange(false) ? absl::NotFoundError("task worker/0 is not registered")
-                                     : absl::OkStatus();
-  };
+  forget_next_heartbeat_ = true;
   client_.set_coordinator_incarnation(2);
   ASSERT_TRUE(Eventually([&] { return client_.calls("RegisterWorker") > registrations; }));
   ASSERT_TRUE(agent_->WaitForState(State::kAlive, absl::Now() + absl::Seconds(10)));
