@@ -74,6 +74,16 @@ class AgentJobsTest : public ::testing::Test {
       r.set_heartbeat_interval_ms(2);
       return r;
     };
+    // Hooks are set before the agent runs; a test asks for a LOST through the flag.
+    client_.on_heartbeat = [this](const v1::HeartbeatRequest&) -> absl::Status {
+      if (lose_next_heartbeat_.exchange(false)) {
+        return absl::AbortedError("worker/0 was marked LOST");
+      }
+      if (forget_next_heartbeat_.exchange(false)) {
+        return absl::NotFoundError("task worker/0 is not registered");
+      }
+      return absl::OkStatus();
+    };
     AgentOptions o;
     o.task = TaskRef{"worker", 0};
     o.address = "127.0.0.1:5000";
@@ -90,6 +100,9 @@ class AgentJobsTest : public ::testing::Test {
     thread_.join();
   }
 
+  std::atomic<bool> lose_next_heartbeat_{false};
+  // The next heartbeat answers NOT_FOUND: a restarted coordinator forgot the task.
+  std::atomic<bool> forget_next_heartbeat_{false};
   FakeCoordinatorClient client_;
   RecordingHandler handler_;
   std::unique_ptr<Agent> agent_;
@@ -129,11 +142,7 @@ TEST_F(AgentJobsTest, KeepsJobsWhenTheCoordinatorRestarts) {
   const size_t before = client_.heartbeats().size();
   ASSERT_TRUE(Eventually([&] { return client_.heartbeats().size() >= before + 2; }));
   const int registrations = client_.calls("RegisterWorker");
-  std::atomic<bool> forgotten{true};
-  client_.on_heartbeat = [&](const v1::HeartbeatRequest&) {
-    return forgotten.exchange(false) ? absl::NotFoundError("task worker/0 is not registered")
-                                     : absl::OkStatus();
-  };
+  forget_next_heartbeat_ = true;
   client_.set_coordinator_incarnation(2);
   ASSERT_TRUE(Eventually([&] { return client_.calls("RegisterWorker") > registrations; }));
   ASSERT_TRUE(agent_->WaitForState(State::kAlive, absl::Now() + absl::Seconds(10)));
@@ -146,10 +155,7 @@ TEST_F(AgentJobsTest, KeepsJobsWhenTheCoordinatorRestarts) {
 TEST_F(AgentJobsTest, DropsJobsWhenLost) {
   // The watch must be open before the LOST, or re-registering opens the first one only.
   ASSERT_TRUE(Eventually([&] { return client_.calls("WatchAssignments") >= 1; }));
-  std::atomic<bool> lost{true};
-  client_.on_heartbeat = [&](const v1::HeartbeatRequest&) {
-    return lost.exchange(false) ? absl::AbortedError("worker/0 was marked LOST") : absl::OkStatus();
-  };
+  lose_next_heartbeat_ = true;
   ASSERT_TRUE(Eventually([&] { return !handler_.drops().empty(); }));
   EXPECT_NE(handler_.drops()[0].find("LOST"), std::string::npos);
   ASSERT_TRUE(agent_->WaitForState(State::kAlive, absl::Now() + absl::Seconds(10)));
