@@ -139,7 +139,8 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
                                            const v1::HeartbeatRequest* request,
                                            v1::HeartbeatResponse* response) {
   if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
-  absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation());
+  absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation(),
+                                          request->leaving());
   if (s.ok() && request->jobs_size() > 0) {
     jobs_->OnReports(FromProto(request->task()),
                      std::vector<v1::JobReport>(request->jobs().begin(), request->jobs().end()));

@@ -116,7 +116,10 @@ absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request
     out.replaced_incarnation = holder.incarnation;
   }
   Member& m = members_[task];
-  if (m.incarnation != request.incarnation) m.registered = now;
+  if (m.incarnation != request.incarnation) {
+    m.registered = now;
+    m.leaving = false;  // a new process
+  }
   m.task = task;
   m.address = request.address;
   m.devices = request.devices;
@@ -147,7 +150,7 @@ absl::Status Membership::CheckHolder(const TaskRef& task, const std::string& ide
                    "\"; \"", identity, "\" may not ", action, " it"));
 }
 
-absl::Status Membership::Heartbeat(const TaskRef& task, uint64_t incarnation) {
+absl::Status Membership::Heartbeat(const TaskRef& task, uint64_t incarnation, bool leaving) {
   absl::MutexLock l(&mu_);
   const absl::Time now = clock_->Now();
   auto it = members_.find(task);
@@ -177,6 +180,7 @@ absl::Status Membership::Heartbeat(const TaskRef& task, uint64_t incarnation) {
         absl::StrCat(task.ToString(), " deregistered; re-register to rejoin"));
   }
   m.last_heartbeat = now;
+  m.leaving = m.leaving || leaving;
   return absl::OkStatus();
 }
 
@@ -262,7 +266,7 @@ v1::TaskStatus Membership::ToStatus(const Member& m, absl::Time now) const {
   s.set_seconds_since_heartbeat(absl::ToDoubleSeconds(now - m.last_heartbeat));
   for (const v1::Device& d : m.devices) *s.add_devices() = d;
   s.set_registered_unix_micros(absl::ToUnixMicros(m.registered));
-  s.set_draining(drained_.count(m.task) > 0);
+  s.set_draining(drained_.count(m.task) > 0 || m.leaving);
   return s;
 }
 

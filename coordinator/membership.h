@@ -78,7 +78,9 @@ class Membership {
   // JobService takes). Errors: NOT_FOUND (task unknown: the coordinator may have restarted;
   // re-register), ABORTED (incarnation mismatch, or the task is LOST or DEREGISTERED:
   // re-register).
-  absl::Status Heartbeat(const TaskRef& task, uint64_t incarnation);
+  // `leaving`: the process is shutting down; the task counts as draining (TaskStatus.
+  // draining) until a process registers it again.
+  absl::Status Heartbeat(const TaskRef& task, uint64_t incarnation, bool leaving = false);
 
   // OK when `identity` registered `task` (or the task is unknown, or either identity is
   // empty: --insecure). PERMISSION_DENIED naming the task, its holder and `action` otherwise.
@@ -117,6 +119,7 @@ class Membership {
     v1::TaskState state = v1::ALIVE;
     absl::Time last_heartbeat;
     absl::Time registered;
+    bool leaving = false;  // its process said it is shutting down
   };
 
   // Marks `m` LOST if it is ALIVE and silent past the timeout; true if it changed.

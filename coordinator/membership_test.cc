@@ -112,6 +112,20 @@ TEST_F(MembershipTest, InvalidRequests) {
   EXPECT_TRUE(absl::IsInvalidArgument(Register(TaskRef{"worker", -1}, 1, "h:1").status()));
 }
 
+// A process shutting down says so in its heartbeats: its task counts as draining (nothing
+// new is scheduled on it) until another process registers it.
+TEST_F(MembershipTest, ALeavingProcessDrainsItsTaskUntilANewOneRegisters) {
+  ASSERT_TRUE(Register(kW0, 1, "h:1").ok());
+  ASSERT_TRUE(members_.Heartbeat(kW0, 1, /*leaving=*/true).ok());
+  ASSERT_TRUE(members_.Heartbeat(kW0, 1).ok());  // stays leaving
+  std::vector<v1::TaskStatus> tasks = members_.Snapshot();
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_TRUE(tasks[0].draining());
+  ASSERT_TRUE(members_.Deregister(kW0, 1).ok());
+  ASSERT_TRUE(Register(kW0, 2, "h:1").ok());
+  EXPECT_FALSE(members_.Snapshot()[0].draining());
+}
+
 TEST_F(MembershipTest, HeartbeatKeepsAliveAndSilenceLoses) {
   ASSERT_TRUE(Register(kW0, 1, "h:1").ok());
   for (int i = 0; i < 10; ++i) {

@@ -62,6 +62,11 @@ bool Agent::WaitForState(State s, absl::Time deadline) {
   return clock_->WaitUntil(&mu_, absl::Condition(&reached), deadline);
 }
 
+void Agent::SetLeaving() {
+  absl::MutexLock l(&mu_);
+  leaving_ = true;
+}
+
 void Agent::Stop() {
   absl::MutexLock l(&mu_);
   stop_requested_ = true;
@@ -126,6 +131,7 @@ void Agent::BeatOnce() {
     absl::MutexLock l(&mu_);
     request.mutable_task()->set_type(task_->type);
     request.mutable_task()->set_index(task_->index);
+    request.set_leaving(leaving_);
   }
   request.set_incarnation(options_.incarnation);
   absl::StatusOr<v1::HeartbeatResponse> r = client_->Heartbeat(request);
@@ -177,9 +183,10 @@ void Agent::CheckCoordinatorIncarnation(uint64_t incarnation) {
     before = coordinator_incarnation_;
     coordinator_incarnation_ = incarnation;
     if (before != 0 && before != incarnation) {
-      spdlog::warn("{}: coordinator restarted (incarnation {:x} -> {:x}): its jobs go on; it "
-                   "re-adopts them from its stored attempts or aborts them",
-                   Who(), before, incarnation);
+      spdlog::warn(
+          "{}: coordinator restarted (incarnation {:x} -> {:x}): its jobs go on; it "
+          "re-adopts them from its stored attempts or aborts them",
+          Who(), before, incarnation);
     }
   }
 }

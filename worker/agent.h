@@ -80,6 +80,9 @@ class Agent {
   // coordinator: the task or address is wrong).
   absl::Status Run();
   void Stop();
+  // The process is shutting down but still finishing its jobs (a preemption): heartbeats
+  // say so from now on, and the coordinator schedules nothing new on this worker.
+  void SetLeaving();
 
   State state() const;
   // The task held now (nullopt before the first registration).
@@ -124,6 +127,7 @@ class Agent {
   // Registering again because the coordinator forgot this task (it restarted): its jobs go
   // on (the coordinator re-adopts them).
   bool keep_jobs_ ABSL_GUARDED_BY(mu_) = false;
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;  // SetLeaving()
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
   uint64_t coordinator_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread watch_thread_;  // Run()'s thread only

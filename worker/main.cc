@@ -235,7 +235,10 @@ int Run(sigset_t signals) {
   sigwait(&signals, &sig);
   if (sig != SIGUSR1) {
     if (sig == SIGTERM) {
-      // A preemption (Kubernetes eviction, systemctl stop): the group checkpoints first.
+      // A preemption (Kubernetes eviction, systemctl stop): the group checkpoints first. The
+      // coordinator learns we are leaving before our PREEMPTED report, so it does not give us
+      // the job's next attempt.
+      agent.SetLeaving();
       const int preempted = jobs.PreemptAll("lockstepd received SIGTERM");
       if (preempted > 0) {
         const absl::Duration grace = absl::GetFlag(FLAGS_preemption_grace);
