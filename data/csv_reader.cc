@@ -88,8 +88,10 @@ absl::Status CsvReader::ParseLine(Element* out) {
     errno = 0;
     double v = std::strtod(field.c_str(), &end);
     if (field.empty() || end != field.c_str() + field.size() || errno == ERANGE) {
+      // Line and field, never the text: a job's error is shown to whoever can read the
+      // job, and the file may be one they may not read.
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": field ", i + 1, " \"", field, "\" is not a number"));
+          absl::StrCat(where, ": field ", i + 1, " (", field.size(), " bytes) is not a number"));
     }
     if (i == label) {
       label_value = v;
@@ -105,7 +107,7 @@ absl::Status CsvReader::ParseLine(Element* out) {
     if (!(label_value >= -0x1p63 && label_value < 0x1p63) ||
         label_value != std::trunc(label_value)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": label ", label_value, " is not an integer class id"));
+          absl::StrCat(where, ": the label (field ", label + 1, ") is not an integer class id"));
     }
     out->labels = engine::Tensor::Scalar<int64_t>(static_cast<int64_t>(label_value));
   }
