@@ -19,18 +19,6 @@ bool IsRelayedFailure(absl::string_view failure) {
   return absl::StrContains(failure, "peer rank") || absl::StrContains(failure, "left the group");
 }
 
-const char* JobAttempt::StateName(State s) {
-  switch (s) {
-    case State::kRunning:
-      return "RUNNING";
-    case State::kFailing:
-      return "FAILING";
-    case State::kEnded:
-      return "ENDED";
-  }
-  return "?";
-}
-
 JobAttempt::JobAttempt(std::string job_id, int attempt, v1::JobSpec spec,
                        std::vector<AttemptWorker> workers, absl::Time started)
     : job_id_(std::move(job_id)),

@@ -50,7 +50,6 @@ struct AttemptWorker {
 class JobAttempt {
  public:
   enum class State { kRunning, kFailing, kEnded };
-  static const char* StateName(State s);
   // What the workers' reports say of the attempt.
   enum class Outcome { kUndecided, kSucceeded, kFailed, kPreempted };
 

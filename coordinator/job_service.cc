@@ -600,12 +600,10 @@ WorkerNeed JobService::RestartNeedLocked(const JobAttempt& job, int workers) con
 }
 
 void JobService::GrowLocked(const std::vector<v1::TaskStatus>& tasks) {
-  int idle = 0, alive = 0;
-  for (const v1::TaskStatus& t : tasks) {
-    if (t.state() != v1::ALIVE || !IsTrainingTask(t) || t.draining()) continue;
-    ++alive;
-    idle += !IsBusyLocked(RefOf(t));
-  }
+  const Schedulable workers = SchedulableWorkers(
+      tasks, [this](const TaskRef& t) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsBusyLocked(t); });
+  int idle = static_cast<int>(workers.idle.size());
+  const int alive = static_cast<int>(workers.alive.size());
   if (idle == 0) return;
   for (auto& [id, job] : active_) {
     const v1::JobSpec& spec = job.spec();

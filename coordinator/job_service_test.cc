@@ -31,6 +31,16 @@ v1::JobSpec SmallJob(int64_t batch = 64) {
   return spec;
 }
 
+// SmallJob(batch) on `workers` workers, restartable: checkpoints every 5 steps, at most
+// `max_restarts` restarts.
+v1::JobSpec RestartableJob(int workers, int max_restarts, int64_t batch = 64) {
+  v1::JobSpec spec = SmallJob(batch);
+  spec.set_num_workers(workers);
+  spec.mutable_checkpoint()->set_every_steps(5);
+  spec.mutable_restart_policy()->set_max_restarts(max_restarts);
+  return spec;
+}
+
 class JobServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -488,10 +498,7 @@ TEST_F(JobServiceTest, AReadoptedAttemptWhoseWorkerNeverReturnsFailsAfterTheGrac
 
 TEST_F(JobServiceTest, ALostWorkerRestartsTheJobUntilItsRestartsRunOut) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  v1::JobSpec spec = SmallJob();
-  spec.set_num_workers(2);
-  spec.mutable_checkpoint()->set_every_steps(5);
-  spec.mutable_restart_policy()->set_max_restarts(1);
+  v1::JobSpec spec = RestartableJob(2, 1);
   auto id = jobs_->Submit(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   const v1::Partition first = Next(w0).run();
@@ -624,10 +631,7 @@ TEST_F(JobServiceTest, DrainPreemptsTheWorkersJobAndKeepsItOutOfSchedulingUntilU
 // growth not counted as a restart.
 TEST_F(JobServiceTest, AnElasticJobShrinksAfterTheReplacementTimeoutAndGrowsBack) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker(), w2 = AddWorker();
-  v1::JobSpec spec = SmallJob(48);
-  spec.set_num_workers(3);
-  spec.mutable_checkpoint()->set_every_steps(5);
-  spec.mutable_restart_policy()->set_max_restarts(2);
+  v1::JobSpec spec = RestartableJob(3, 2, 48);
   spec.mutable_restart_policy()->set_min_workers(2);
   spec.mutable_restart_policy()->set_replacement_timeout_ms(4000);
   auto id = jobs_->Submit(spec);
@@ -687,10 +691,7 @@ TEST_F(JobServiceTest, AnElasticJobShrinksAfterTheReplacementTimeoutAndGrowsBack
 TEST_F(JobServiceTest, RefusesAnElasticPolicyTheClusterCannotHonourNamingTheField) {
   AddWorker();
   AddWorker();
-  v1::JobSpec spec = SmallJob(48);
-  spec.set_num_workers(2);
-  spec.mutable_checkpoint()->set_every_steps(5);
-  spec.mutable_restart_policy()->set_max_restarts(2);
+  v1::JobSpec spec = RestartableJob(2, 2, 48);
   spec.mutable_restart_policy()->set_min_workers(1);
   spec.mutable_restart_policy()->set_replacement_timeout_ms(1000);  // below the 3 s heartbeat
   absl::StatusOr<std::string> id = jobs_->Submit(spec);
@@ -710,10 +711,7 @@ TEST_F(JobServiceTest, RefusesAnElasticPolicyTheClusterCannotHonourNamingTheFiel
 
 TEST_F(JobServiceTest, ARestartingJobCanBeCancelledAndStartsNoAttempt) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  v1::JobSpec spec = SmallJob();
-  spec.set_num_workers(2);
-  spec.mutable_checkpoint()->set_every_steps(5);
-  spec.mutable_restart_policy()->set_max_restarts(3);
+  v1::JobSpec spec = RestartableJob(2, 3);
   auto id = jobs_->Submit(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   ASSERT_TRUE(Next(w0).has_run());

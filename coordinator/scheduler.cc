@@ -18,15 +18,21 @@ int WorkersNeeded(const v1::JobSpec& spec) {
   return EffectiveStrategy(spec) == v1::MULTI_WORKER_MIRRORED ? 0 : 1;
 }
 
+Schedulable SchedulableWorkers(const std::vector<v1::TaskStatus>& tasks,
+                               const std::function<bool(const TaskRef&)>& busy) {
+  Schedulable out;
+  for (const v1::TaskStatus& t : tasks) {
+    if (t.state() != v1::ALIVE || !IsTrainingTask(t) || t.draining()) continue;
+    out.alive.push_back(&t);
+    if (!busy(RefOf(t))) out.idle.push_back(&t);
+  }
+  return out;
+}
+
 std::optional<std::vector<const v1::TaskStatus*>> ChooseWorkers(
     int needed, const std::vector<v1::TaskStatus>& tasks,
     const std::function<bool(const TaskRef&)>& busy) {
-  std::vector<const v1::TaskStatus*> alive, idle;
-  for (const v1::TaskStatus& t : tasks) {
-    if (t.state() != v1::ALIVE || !IsTrainingTask(t) || t.draining()) continue;
-    alive.push_back(&t);
-    if (!busy(RefOf(t))) idle.push_back(&t);
-  }
+  auto [alive, idle] = SchedulableWorkers(tasks, busy);
   if (needed == 0) {
     if (alive.empty() || idle.size() != alive.size()) return std::nullopt;
     return idle;
@@ -39,12 +45,7 @@ std::optional<std::vector<const v1::TaskStatus*>> ChooseWorkers(
 std::optional<std::vector<const v1::TaskStatus*>> ChooseElastic(
     int most, int least, int64_t global_batch, const std::vector<v1::TaskStatus>& tasks,
     const std::function<bool(const TaskRef&)>& busy) {
-  std::vector<const v1::TaskStatus*> idle;
-  for (const v1::TaskStatus& t : tasks) {
-    if (t.state() == v1::ALIVE && IsTrainingTask(t) && !t.draining() && !busy(RefOf(t))) {
-      idle.push_back(&t);
-    }
-  }
+  std::vector<const v1::TaskStatus*> idle = SchedulableWorkers(tasks, busy).idle;
   for (int c = std::min<int>(most, idle.size()); c >= std::max(1, least); --c) {
     int64_t replicas = 0;
     for (int i = 0; i < c; ++i) replicas += std::max(1, idle[i]->devices_size());

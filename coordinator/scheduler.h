@@ -28,6 +28,15 @@ TaskRef RefOf(const v1::TaskStatus& task);
 // "every ALIVE training worker" (MULTI_WORKER_MIRRORED without num_workers).
 int WorkersNeeded(const v1::JobSpec& spec);
 
+// The ALIVE training workers that are not drained, and those of them not `busy`, in task
+// order: what every choice below picks from.
+struct Schedulable {
+  std::vector<const v1::TaskStatus*> alive;
+  std::vector<const v1::TaskStatus*> idle;
+};
+Schedulable SchedulableWorkers(const std::vector<v1::TaskStatus>& tasks,
+                               const std::function<bool(const TaskRef&)>& busy);
+
 // The workers an attempt gets: `needed` idle ALIVE training workers in membership order
 // (task order), or with `needed` 0 every ALIVE training worker, all of which must be idle.
 // A drained worker (TaskStatus.draining) counts as neither.

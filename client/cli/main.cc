@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   using namespace lockstep::cli;  // NOLINT: the list reads better without prefixes
   const std::vector<Command> commands = {
       StatusCommand(), SubmitCommand(), WatchCommand(), JobsCommand(),  DescribeCommand(),
-      CancelCommand(), DrainCommand(), LocalCommand(),  BenchCommand(), CertsCommand(),
+      CancelCommand(), DrainCommand(),  LocalCommand(), BenchCommand(), CertsCommand(),
   };
   return Dispatch(argc, argv, commands);
 }

@@ -60,7 +60,7 @@ class NetnsNetwork {
   // kernels without netem. FAILED_PRECONDITION when `nft` is missing.
   absl::Status Loss(int host, int percent);
   absl::Status ClearLoss(int host);
-  // `tc qdisc replace dev eth0 root netem <args>` in host's namespace ("delay 200ms loss 1%").
+  // `tc qdisc replace dev eth0 root netem <args>` in host's namespace (e.g. "delay D loss P%").
   // FAILED_PRECONDITION when the kernel has no netem (CONFIG_NET_SCH_NETEM).
   absl::Status Netem(int host, const std::string& args);
   absl::Status ClearNetem(int host);
