@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 
@@ -44,6 +45,18 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const v1::Optimizer
     default:
       return Bad("kind", "set one of sgd, momentum, adam");
   }
+  if (!(s.global_clipnorm() >= 0) || std::isinf(s.global_clipnorm())) {
+    return Bad("global_clipnorm", absl::StrCat(s.global_clipnorm(), " is not a norm >= 0"));
+  }
+  if (!(s.weight_decay() >= 0 && s.weight_decay() < 1)) {
+    return Bad("weight_decay", absl::StrCat(s.weight_decay(), " is not in [0, 1)"));
+  }
+  for (int i = 0; i < s.weight_decay_exclude_size(); ++i) {
+    if (s.weight_decay_exclude(i).empty()) {
+      return Bad(absl::StrCat("weight_decay_exclude[", i, "]"),
+                 "is empty (it would exclude every variable)");
+    }
+  }
   absl::StatusOr<LearningRateSchedule> schedule = LearningRateSchedule::Create(s.learning_rate());
   if (!schedule.ok()) {
     // The schedule names its field ("learning_rate.constant.value: ..."); under "optimizer."
@@ -61,6 +74,11 @@ Optimizer::Optimizer(v1::OptimizerSpec spec, LearningRateSchedule schedule,
   if (spec_.has_momentum()) suffixes = {"momentum"};
   if (spec_.has_adam()) suffixes = {"adam_m", "adam_v"};
   for (const VariableInfo& v : variables_) {
+    bool decays = v.trainable && spec_.weight_decay() > 0;
+    for (const std::string& part : spec_.weight_decay_exclude()) {
+      if (absl::StrContains(v.name, part)) decays = false;
+    }
+    decays_.push_back(decays);
     first_slot_.push_back(v.trainable && !suffixes.empty() ? static_cast<int>(slots_.size()) : -1);
     if (!v.trainable) continue;
     for (const std::string& suffix : suffixes) {
@@ -75,11 +93,23 @@ Optimizer::Optimizer(v1::OptimizerSpec spec, LearningRateSchedule schedule,
 int64_t Optimizer::iterations() const { return slots_.back().data<int64_t>()[0]; }
 
 template <typename T>
-void Optimizer::Update(int v, const Tensor& grad, Tensor* var, double lr, int64_t t) {
+void Optimizer::Update(int v, const Tensor& grad, Tensor* var, double lr, int64_t t,
+                       double grad_scale) {
   const int64_t n = var->num_elements();
   const T* g = grad.data<T>();
   T* w = var->data<T>();
   const T rate = static_cast<T>(lr);
+  if (decays_[v]) {
+    const T decay = static_cast<T>(lr * spec_.weight_decay());
+    for (int64_t i = 0; i < n; ++i) w[i] -= decay * w[i];
+  }
+  std::vector<T> clipped;
+  if (grad_scale != 1) {
+    clipped.resize(n);
+    const T c = static_cast<T>(grad_scale);
+    for (int64_t i = 0; i < n; ++i) clipped[i] = g[i] * c;
+    g = clipped.data();
+  }
   if (spec_.has_sgd()) {
     for (int64_t i = 0; i < n; ++i) w[i] -= rate * g[i];
   } else if (spec_.has_momentum()) {
@@ -135,16 +165,41 @@ absl::Status Optimizer::Apply(const std::vector<Tensor>& gradients,
   }
   const int64_t t = iterations();
   const double lr = schedule_.At(t);
+  double grad_scale = 1;
+  if (spec_.global_clipnorm() > 0) {
+    last_gradient_norm_ = GlobalNorm(gradients, variables_);
+    if (last_gradient_norm_ > spec_.global_clipnorm()) {
+      grad_scale = spec_.global_clipnorm() / last_gradient_norm_;
+    }
+  }
   for (size_t v = 0; v < variables_.size(); ++v) {
     if (!variables_[v].trainable || !gradients[v].valid()) continue;
     if (variables_[v].dtype == DType::kF32) {
-      Update<float>(v, gradients[v], &(*variables)[v], lr, t + 1);
+      Update<float>(v, gradients[v], &(*variables)[v], lr, t + 1, grad_scale);
     } else {
-      Update<double>(v, gradients[v], &(*variables)[v], lr, t + 1);
+      Update<double>(v, gradients[v], &(*variables)[v], lr, t + 1, grad_scale);
     }
   }
   slots_.back().data<int64_t>()[0] = t + 1;
   return absl::OkStatus();
+}
+
+double Optimizer::GlobalNorm(const std::vector<Tensor>& gradients,
+                             const std::vector<VariableInfo>& variables) {
+  double sum = 0;
+  for (size_t v = 0; v < variables.size(); ++v) {
+    if (!variables[v].trainable || !gradients[v].valid()) continue;
+    const Tensor& g = gradients[v];
+    const int64_t n = g.num_elements();
+    if (g.dtype() == DType::kF32) {
+      const float* x = g.data<float>();
+      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    } else {
+      const double* x = g.data<double>();
+      for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
+    }
+  }
+  return std::sqrt(sum);
 }
 
 std::vector<v1::NamedTensor> Optimizer::SaveState() const {

@@ -10,6 +10,11 @@
 //   Momentum  v = mu * v - lr * g;  w += v                 (Nesterov: w += mu * v - lr * g)
 //   Adam      m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  t = iterations + 1
 //             w -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)
+// Before the rule, in this order:
+//   global_clipnorm c > 0   n = sqrt(sum over trainable variables of |g|^2) (in f64, in
+//                           variable order); when n > c every g is scaled by c / n
+//   weight_decay d > 0      w -= lr * d * w, decoupled from the gradient (AdamW with Adam),
+//                           for trainable variables named by none of weight_decay_exclude
 //
 // Ownership: owns its slot tensors; variables and gradients are the caller's.
 // Thread model: one thread at a time. Every element is updated independently, in order,
@@ -43,6 +48,9 @@ class Optimizer {
   absl::Status Apply(const std::vector<Tensor>& gradients, std::vector<Tensor>* variables);
 
   int64_t iterations() const;
+  // With global_clipnorm: the global L2 norm of the gradients the last Apply received
+  // (before clipping); 0 before the first, and without clipping. For summaries.
+  double last_gradient_norm() const { return last_gradient_norm_; }
   // The learning rate the next Apply will use.
   double learning_rate() const { return schedule_.At(iterations()); }
 
@@ -60,7 +68,9 @@ class Optimizer {
   Optimizer(v1::OptimizerSpec spec, LearningRateSchedule schedule,
             std::vector<VariableInfo> variables);
   template <typename T>
-  void Update(int v, const Tensor& grad, Tensor* var, double lr, int64_t t);
+  void Update(int v, const Tensor& grad, Tensor* var, double lr, int64_t t, double grad_scale);
+  static double GlobalNorm(const std::vector<Tensor>& gradients,
+                           const std::vector<VariableInfo>& variables);
 
   v1::OptimizerSpec spec_;
   LearningRateSchedule schedule_;
@@ -69,6 +79,8 @@ class Optimizer {
   std::vector<std::string> slot_names_;
   std::vector<Tensor> slots_;
   std::vector<int> first_slot_;  // per variable, index of its first slot or -1
+  std::vector<bool> decays_;     // per variable: weight decay applies
+  double last_gradient_norm_ = 0;
 };
 
 }  // namespace lockstep::engine

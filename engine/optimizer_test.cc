@@ -88,6 +88,79 @@ TEST(Optimizer, RefusesBadSpecsAndShapes) {
   EXPECT_EQ(opt->iterations(), 0);
 }
 
+TEST(Optimizer, GlobalClipnormScalesEveryGradientByTheNormOverAllVariables) {
+  // Two variables; gradients (3, 0) and (0, 4): global norm 5. Clipped to 1, SGD at lr 1
+  // moves w by g / 5 (each variable by its share, not by its own norm).
+  std::vector<VariableInfo> vars = {VariableInfo{"a", Shape{2}, DType::kF64, true, 0},
+                                    VariableInfo{"b", Shape{2}, DType::kF32, true, 0}};
+  v1::OptimizerSpec spec = Spec("sgd", 1.0);
+  spec.set_global_clipnorm(1.0);
+  auto opt = *Optimizer::Create(spec, vars);
+  std::vector<Tensor> w = {Tensor::Zeros(DType::kF64, Shape{2}),
+                           Tensor::Zeros(DType::kF32, Shape{2})};
+  std::vector<Tensor> g = {Tensor::FromVector<double>({3.0, 0.0}, Shape{2}),
+                           Tensor::FromVector<float>({0.0f, 4.0f}, Shape{2})};
+  ASSERT_TRUE(opt->Apply(g, &w).ok());
+  EXPECT_DOUBLE_EQ(opt->last_gradient_norm(), 5.0);
+  EXPECT_DOUBLE_EQ(w[0].ToVector<double>()[0], -0.6);
+  EXPECT_FLOAT_EQ(w[1].ToVector<float>()[1], -0.8f);
+  // Under the threshold nothing is scaled.
+  spec.set_global_clipnorm(10.0);
+  auto loose = *Optimizer::Create(spec, vars);
+  std::vector<Tensor> w2 = {Tensor::Zeros(DType::kF64, Shape{2}),
+                            Tensor::Zeros(DType::kF32, Shape{2})};
+  ASSERT_TRUE(loose->Apply(g, &w2).ok());
+  EXPECT_DOUBLE_EQ(w2[0].ToVector<double>()[0], -3.0);
+  EXPECT_FLOAT_EQ(w2[1].ToVector<float>()[1], -4.0f);
+}
+
+TEST(Optimizer, WeightDecayIsDecoupledAndSkipsExcludedVariables) {
+  std::vector<VariableInfo> vars = {VariableInfo{"dense/kernel", Shape{1}, DType::kF64, true, 0},
+                                    VariableInfo{"dense/bias", Shape{1}, DType::kF64, true, 0}};
+  v1::OptimizerSpec spec = Spec("adam", 0.1);
+  spec.set_weight_decay(0.5);
+  spec.add_weight_decay_exclude("bias");
+  auto opt = *Optimizer::Create(spec, vars);
+  std::vector<Tensor> w = {Tensor::FromVector<double>({2.0}, Shape{1}),
+                           Tensor::FromVector<double>({2.0}, Shape{1})};
+  // A zero gradient leaves Adam's step at 0: only the decay moves the kernel,
+  // w = 2 - 0.1 * 0.5 * 2 = 1.9; the bias stays.
+  std::vector<Tensor> g = {Tensor::Zeros(DType::kF64, Shape{1}),
+                           Tensor::Zeros(DType::kF64, Shape{1})};
+  ASSERT_TRUE(opt->Apply(g, &w).ok());
+  EXPECT_DOUBLE_EQ(w[0].ToVector<double>()[0], 1.9);
+  EXPECT_DOUBLE_EQ(w[1].ToVector<double>()[0], 2.0);
+  // With a gradient, the Adam step is the same as without decay, applied to the decayed w.
+  auto plain = *Optimizer::Create(Spec("adam", 0.1), {vars[0]});
+  std::vector<Tensor> wp = {Tensor::FromVector<double>({1.9 * (1 - 0.05)}, Shape{1})};
+  std::vector<Tensor> gp = {Tensor::FromVector<double>({1.0}, Shape{1})};
+  ASSERT_TRUE(plain->Apply(gp, &wp).ok());
+  auto fresh = *Optimizer::Create(spec, {vars[0]});
+  std::vector<Tensor> wd = {Tensor::FromVector<double>({1.9}, Shape{1})};
+  ASSERT_TRUE(fresh->Apply(gp, &wd).ok());
+  EXPECT_DOUBLE_EQ(wd[0].ToVector<double>()[0], wp[0].ToVector<double>()[0]);
+}
+
+TEST(Optimizer, RefusesBadClippingAndDecayNamingTheField) {
+  v1::OptimizerSpec clip = Spec("sgd", 0.1);
+  clip.set_global_clipnorm(-1);
+  EXPECT_NE(
+      Optimizer::Create(clip, OneVariable()).status().message().find("optimizer.global_clipnorm"),
+      std::string::npos);
+  v1::OptimizerSpec decay = Spec("adam", 0.1);
+  decay.set_weight_decay(1.5);
+  EXPECT_NE(
+      Optimizer::Create(decay, OneVariable()).status().message().find("optimizer.weight_decay"),
+      std::string::npos);
+  v1::OptimizerSpec empty = Spec("adam", 0.1);
+  empty.add_weight_decay_exclude("");
+  EXPECT_NE(Optimizer::Create(empty, OneVariable())
+                .status()
+                .message()
+                .find("optimizer.weight_decay_exclude[0]"),
+            std::string::npos);
+}
+
 TEST(LearningRate, Schedules) {
   v1::LearningRate step;
   step.mutable_step_decay()->set_initial(1.0);
