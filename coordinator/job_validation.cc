@@ -145,12 +145,14 @@ absl::Status CheckEpochsKnowable(const v1::JobSpec& spec) {
   if (spec.epochs() <= 0) return absl::OkStatus();
   const v1::DataSpec& data = spec.data();
   if (data.train().format() == v1::DataSource::SYNTHETIC) {
-    if (data.train().synthetic_examples() < spec.global_batch_size()) {
-      return Invalid("epochs", absl::StrCat("data.train has ", data.train().synthetic_examples(),
-                                            " synthetic examples, fewer than one global batch (",
-                                            spec.global_batch_size(),
-                                            "); raise data.train.synthetic_examples or give "
-                                            "steps instead"));
+    const int64_t per_step =
+        spec.global_batch_size() * std::max(1, spec.optimizer().gradient_accumulation_steps());
+    if (data.train().synthetic_examples() < per_step) {
+      return Invalid("epochs",
+                     absl::StrCat("data.train has ", data.train().synthetic_examples(),
+                                  " synthetic examples, fewer than one step's batch (", per_step,
+                                  "); raise data.train.synthetic_examples or give "
+                                  "steps instead"));
     }
     return absl::OkStatus();
   }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "collectives/in_memory_store.h"
 #include "distribute/central_storage_strategy.h"
 #include "distribute/mirrored_strategy.h"
@@ -181,6 +182,66 @@ TEST_F(EquivalenceTest, PartialLastBatchWithEmptyReplicas) {
     ASSERT_TRUE(mirrored.ok());
     ExpectClose(Train(mirrored->get(), true, nullptr, rows), want,
                 std::string("partial batch, ") + CrossDeviceOpsKindName(kind));
+  }
+}
+
+// Gradient accumulation: 2 micro-batches of 8 per step give the weights of one batch of 16,
+// under OneDevice and Mirrored over 4 devices (micro-batches of 2 per replica), through the
+// overlapped and the cross-replica paths; 1 x 16 is the reference.
+TEST_F(EquivalenceTest, AccumulatingTwoMicroBatchesMatchesOneDoubleBatch) {
+  for (bool mirrored : {false, true}) {
+    for (bool overlap : {true, false}) {
+      std::unique_ptr<Strategy> strategy;
+      if (mirrored) {
+        MirroredStrategyOptions options;
+        options.available.num_cpu_devices = 4;
+        strategy = *MirroredStrategy::Create(options);
+      } else {
+        strategy = *OneDeviceStrategy::Create();
+      }
+      engine::Graph graph = Mlp();
+      TrainerOptions options;
+      options.optimizer.mutable_sgd();
+      options.optimizer.mutable_learning_rate()->mutable_constant()->set_value(0.1);
+      options.optimizer.set_gradient_accumulation_steps(2);
+      options.global_batch_size = kGlobalBatch / 2;
+      options.overlap_all_reduce = overlap;
+      auto trainer = Trainer::Create(strategy.get(), &graph, options);
+      ASSERT_TRUE(trainer.ok()) << trainer.status();
+      EXPECT_EQ((*trainer)->accumulation_steps(), 2);
+      auto dataset = strategy->ExperimentalDistributeDataset(Data(), kGlobalBatch / 2);
+      ASSERT_TRUE(dataset.ok()) << dataset.status();
+      int steps = 0;
+      while (true) {
+        std::vector<std::vector<DistributedValues>> micro;
+        for (int m = 0; m < 2; ++m) {
+          auto inputs = (*dataset)->Next();
+          ASSERT_TRUE(inputs.ok()) << inputs.status();
+          if (!inputs->has_value()) break;
+          micro.push_back(**inputs);
+        }
+        if (micro.empty()) break;
+        ASSERT_EQ(micro.size(), 2u);
+        // One micro-batch where the trainer wants two: refused, nothing applied.
+        if (steps == 0) {
+          EXPECT_EQ((*trainer)->Step(micro[0]).status().code(), absl::StatusCode::kInvalidArgument);
+        }
+        auto result = (*trainer)->Step(absl::MakeConstSpan(micro));
+        ASSERT_TRUE(result.ok()) << result.status();
+        EXPECT_EQ(result->examples, kGlobalBatch);
+        ++steps;
+      }
+      EXPECT_EQ(steps, kSteps);
+      EXPECT_EQ((*trainer)->steps(), kSteps);
+      std::vector<Tensor> weights;
+      for (const DistributedVariable& v : (*trainer)->variables()) {
+        for (const Tensor& c : v.copies()) EXPECT_TRUE(c.BitwiseEquals(v.copies()[0])) << v.name();
+        weights.push_back(v.copies()[0].Clone());
+      }
+      ExpectClose(weights, *reference_,
+                  absl::StrCat("2 x 8 accumulated, ", mirrored ? "Mirrored" : "OneDevice",
+                               overlap ? ", overlapped" : ", cross-replica"));
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "distribute/tensor_math.h"
 #include "engine/variable_set.h"
 
 namespace lockstep::distribute {
@@ -118,43 +119,76 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
                                                          const std::vector<Tensor>& args,
                                                          bool overlap, bool request_stop) {
   const int r = ctx.local_replica_id();
+  const int k = accumulation_steps_;
   std::vector<Tensor> vars;
   for (const DistributedVariable& v : variables_) vars.push_back(v.Read(r));
-  engine::Feeds feeds = {{options_.features_key, args[0]}, {options_.labels_key, args[1]}};
-  const int64_t local_batch = args[0].shape().rank() > 0 ? args[0].shape().dim(0) : 0;
-  engine::StepOptions step;
-  step.replica_id = ctx.replica_id_in_sync_group();
-  step.step = steps_;
-  step.loss_scale = static_cast<double>(local_batch) / options_.global_batch_size;
+  StepTimes& times = replica_times_[r];
+  // The first K-1 micro-batches' gradients, summed in ordinary memory (the executor may
+  // place gradients in the all-reduce's memory, which each backward pass reuses).
+  std::vector<Tensor> accumulated;
   std::vector<Tensor> grads;
   std::unique_ptr<GradientReducer> reducer;
-  if (overlap) {
-    reducer = ctx.MakeGradientReducer(ReduceOp::kSum);
-    step.on_gradient_ready = [&](int i) {
-      if (grads[i].valid()) reducer->Add(&grads[i]);
-    };
-  }
-  StepTimes& times = replica_times_[r];
-  PhaseClock::time_point phase = PhaseClock::now();
-  absl::StatusOr<engine::StepResult> result;
-  if (local_batch == 0) {
-    // A replica past the end of a partial batch: it contributes zero gradients.
+  double loss = 0;
+  absl::Status status;
+  for (int m = 0; m < k && status.ok(); ++m) {
+    const Tensor& features = args[2 * m];
+    engine::Feeds feeds = {{options_.features_key, features},
+                           {options_.labels_key, args[2 * m + 1]}};
+    const int64_t local_batch = features.shape().rank() > 0 ? features.shape().dim(0) : 0;
+    const bool last = m == k - 1;
+    engine::StepOptions step;
+    step.replica_id = ctx.replica_id_in_sync_group();
+    step.step = steps_ * k + m;
+    step.loss_scale = static_cast<double>(local_batch) / (options_.global_batch_size * k);
     grads.clear();
-    for (const Tensor& v : vars) grads.push_back(Tensor::Zeros(v.dtype(), v.shape()));
-    if (overlap) {
-      for (int i : gradient_order_) step.on_gradient_ready(i);
+    if (overlap && last) {
+      reducer = ctx.MakeGradientReducer(ReduceOp::kSum);
+      step.on_gradient_ready = [&](int i) {
+        if (!grads[i].valid()) return;
+        if (!accumulated.empty() && accumulated[i].valid()) {
+          status.Update(AddInto(accumulated[i], &grads[i]));
+        }
+        reducer->Add(&grads[i]);
+      };
     }
-    result = engine::StepResult{};
-  } else {
-    result = executors_[r]->ComputeGradients(vars, feeds, step, &grads);
+    PhaseClock::time_point phase = PhaseClock::now();
+    absl::StatusOr<engine::StepResult> result;
+    if (local_batch == 0) {
+      // A replica past the end of a partial batch: it contributes zero gradients.
+      for (const Tensor& v : vars) grads.push_back(Tensor::Zeros(v.dtype(), v.shape()));
+      if (step.on_gradient_ready) {
+        for (int i : gradient_order_) step.on_gradient_ready(i);
+      }
+      result = engine::StepResult{};
+    } else {
+      result = executors_[r]->ComputeGradients(vars, feeds, step, &grads);
+    }
+    times.compute += Since(phase);
+    status.Update(result.status());
+    if (result.ok()) loss += result->loss * step.loss_scale;
+    if (!status.ok() || last) break;
+    if (accumulated.empty()) {
+      for (const Tensor& g : grads) accumulated.push_back(g.valid() ? g.Clone() : Tensor());
+    } else {
+      for (size_t i = 0; i < grads.size() && status.ok(); ++i) {
+        if (grads[i].valid() && accumulated[i].valid()) {
+          status.Update(AddInto(grads[i], &accumulated[i]));
+        }
+      }
+    }
   }
-  times.compute = Since(phase);
-  phase = PhaseClock::now();
+  PhaseClock::time_point phase = PhaseClock::now();
   // Every started all-reduce must be waited for, even after an error (it writes into grads).
-  absl::Status status = result.status();
   if (reducer != nullptr) status.Update(reducer->Finish());
   times.allreduce_wait = Since(phase);
   if (!status.ok()) return status;
+  if (!overlap && !accumulated.empty()) {
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i].valid() && accumulated[i].valid()) {
+        LS_RETURN_IF_ERROR(AddInto(accumulated[i], &grads[i]));
+      }
+    }
+  }
   if (overlap) {
     phase = PhaseClock::now();
     LS_RETURN_IF_ERROR(optimizers_[r]->Apply(grads, &vars));
@@ -164,7 +198,7 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
   // Output 0: this replica's share of the global mean loss and whether it asks to stop (summed
   // over the replicas, so any request is seen by all); then the gradients.
   Tensor head = Tensor::Zeros(engine::DType::kF64, engine::Shape({2}));
-  head.data<double>()[0] = result->loss * step.loss_scale;
+  head.data<double>()[0] = loss;
   head.data<double>()[1] = request_stop ? 1.0 : 0.0;
   std::vector<Tensor> out = {std::move(head)};
   for (Tensor& g : grads) out.push_back(std::move(g));
@@ -173,9 +207,24 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
 
 absl::StatusOr<TrainStepResult> Trainer::Step(const std::vector<DistributedValues>& inputs,
                                               bool request_stop) {
-  if (inputs.size() != 2) {
+  return Step(absl::MakeConstSpan(&inputs, 1), request_stop);
+}
+
+absl::StatusOr<TrainStepResult> Trainer::Step(
+    absl::Span<const std::vector<DistributedValues>> micro, bool request_stop) {
+  if (static_cast<int>(micro.size()) != accumulation_steps_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("Trainer::Step takes {features, labels}, got ", inputs.size(), " values"));
+        absl::StrCat("Trainer::Step: optimizer.gradient_accumulation_steps is ",
+                     accumulation_steps_, ", got ", micro.size(), " micro-batches"));
+  }
+  std::vector<RunArg> args;
+  for (const std::vector<DistributedValues>& inputs : micro) {
+    if (inputs.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Trainer::Step takes {features, labels}, got ", inputs.size(), " values"));
+    }
+    args.push_back(inputs[0]);
+    args.push_back(inputs[1]);
   }
   const bool overlap = options_.overlap_all_reduce && !variables_.empty() &&
                        variables_[0].kind() != DistributedVariable::Kind::kCentral;
@@ -186,7 +235,7 @@ absl::StatusOr<TrainStepResult> Trainer::Step(const std::vector<DistributedValue
                           [&](ReplicaContext& ctx, const std::vector<Tensor>& args) {
                             return ReplicaStep(ctx, args, overlap, request_stop);
                           },
-                          {inputs[0], inputs[1]}));
+                          args));
   TrainStepResult r;
   for (const StepTimes& t : replica_times_) r.times += t;
   const int replicas = static_cast<int>(replica_times_.size());
@@ -214,7 +263,9 @@ absl::StatusOr<TrainStepResult> Trainer::Step(const std::vector<DistributedValue
   r.times.allreduce_wait += Since(loss_start);
   r.loss = loss.data<double>()[0];
   r.stop = loss.data<double>()[1] > 0;
-  for (const Tensor& t : inputs[0].components()) r.examples += t.shape().dim(0);
+  for (const std::vector<DistributedValues>& inputs : micro) {
+    for (const Tensor& t : inputs[0].components()) r.examples += t.shape().dim(0);
+  }
   ++steps_;
   r.times.total = Since(start);
   return r;

@@ -15,6 +15,14 @@
 // Both paths give the same weights (within float rounding) under every strategy: the
 // equivalence test checks OneDevice, Mirrored, CentralStorage and MultiWorkerMirrored.
 //
+// Gradient accumulation (optimizer.gradient_accumulation_steps K > 1): one step is K
+// micro-batches. Each replica sums its gradients of the first K-1 in ordinary memory (no
+// collective), adds the sum into the last one's gradients as the backward pass finalises
+// them, and only those are all-reduced and applied: one all-reduce and one update per K,
+// with the loss scaled by local_batch / (global_batch * K), so a step equals one step on
+// the K micro-batches concatenated (within float rounding). Micro-batch m of step s keys
+// dropout as step s*K + m.
+//
 // Variables are created in the strategy's scope from VariableSet::Initialize(graph); with
 // several workers the chief's values are broadcast, so every replica starts identical.
 // Ownership: borrows the strategy and the graph (both must outlive it); owns executors,
@@ -22,6 +30,7 @@
 #ifndef LOCKSTEP_DISTRIBUTE_TRAINER_H_
 #define LOCKSTEP_DISTRIBUTE_TRAINER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "distribute/distributed_values.h"
 #include "distribute/distributed_variable.h"
 #include "distribute/strategy.h"
@@ -96,6 +106,12 @@ class Trainer {
   // collective and every worker learns it in the same step (TrainStepResult::stop).
   absl::StatusOr<TrainStepResult> Step(const std::vector<DistributedValues>& inputs,
                                        bool request_stop = false);
+  // One step on K = accumulation_steps() micro-batches, each {features, labels}.
+  // INVALID_ARGUMENT unless there are exactly K.
+  absl::StatusOr<TrainStepResult> Step(absl::Span<const std::vector<DistributedValues>> micro,
+                                       bool request_stop = false);
+  // Micro-batches per step: optimizer.gradient_accumulation_steps, or 1.
+  int accumulation_steps() const { return accumulation_steps_; }
 
   // Makes this trainer continue from `checkpoint`: every local copy of every variable, every
   // copy's optimizer slots (the learning-rate schedule's position is the optimizer's
@@ -114,7 +130,10 @@ class Trainer {
 
  private:
   Trainer(Strategy* strategy, const engine::Graph* graph, TrainerOptions options)
-      : strategy_(strategy), graph_(graph), options_(std::move(options)) {}
+      : strategy_(strategy),
+        graph_(graph),
+        options_(std::move(options)),
+        accumulation_steps_(std::max(1, options_.optimizer.gradient_accumulation_steps())) {}
   absl::Status ProbeGradientOrder();
   absl::StatusOr<std::vector<engine::Tensor>> ReplicaStep(ReplicaContext& ctx,
                                                           const std::vector<engine::Tensor>& args,
@@ -123,6 +142,7 @@ class Trainer {
   Strategy* const strategy_;
   const engine::Graph* const graph_;
   const TrainerOptions options_;
+  const int accumulation_steps_;
   std::vector<DistributedVariable> variables_;
   std::vector<std::unique_ptr<engine::Executor>> executors_;    // per local replica
   std::vector<std::unique_ptr<engine::Optimizer>> optimizers_;  // per variable copy

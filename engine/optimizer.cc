@@ -51,6 +51,10 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const v1::Optimizer
   if (!(s.weight_decay() >= 0 && s.weight_decay() < 1)) {
     return Bad("weight_decay", absl::StrCat(s.weight_decay(), " is not in [0, 1)"));
   }
+  if (s.gradient_accumulation_steps() < 0 || s.gradient_accumulation_steps() > 1024) {
+    return Bad("gradient_accumulation_steps",
+               absl::StrCat(s.gradient_accumulation_steps(), " is not in [0, 1024]"));
+  }
   for (int i = 0; i < s.weight_decay_exclude_size(); ++i) {
     if (s.weight_decay_exclude(i).empty()) {
       return Bad(absl::StrCat("weight_decay_exclude[", i, "]"),

@@ -64,12 +64,13 @@ std::string CheckpointCopyDir(const std::string& state_dir, const v1::Partition&
   return absl::StrCat(state_dir, "/checkpoints/", uid);
 }
 
-v1::DataPosition DataPositionAfter(int64_t step, const TrainEpoch& epoch, int64_t iterator_steps) {
+v1::DataPosition DataPositionAfter(int64_t batches, const TrainEpoch& epoch,
+                                   int64_t iterator_steps) {
   v1::DataPosition position;
   position.set_iterator_state(EncodeIteratorState(iterator_steps));
   if (epoch.steps_per_epoch > 0) {
-    position.set_epoch(step / epoch.steps_per_epoch);
-    position.set_element(step % epoch.steps_per_epoch * epoch.examples_per_step);
+    position.set_epoch(batches / epoch.steps_per_epoch);
+    position.set_element(batches % epoch.steps_per_epoch * epoch.examples_per_step);
   }
   return position;
 }

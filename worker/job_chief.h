@@ -71,13 +71,15 @@ class JobChief {
 // ("" without a state directory).
 std::string CheckpointCopyDir(const std::string& state_dir, const v1::Partition& partition);
 
-// Where the training input is after `step` steps, as a checkpoint records it:
+// Where the training input is after `batches` batches (steps times the micro-batches of a
+// step), as a checkpoint records it:
 // iterator_state is EncodeIteratorState(iterator_steps), the batches this worker's
 // DistributedDataset handed out (DistributeOptions::start_step resumes there), always
 // known; epoch (completed epochs) and element (examples of the current epoch consumed, of
 // the data set's epoch as TrainEpochOf counts it) only when the epoch's length is known,
 // else both 0.
-v1::DataPosition DataPositionAfter(int64_t step, const TrainEpoch& epoch, int64_t iterator_steps);
+v1::DataPosition DataPositionAfter(int64_t batches, const TrainEpoch& epoch,
+                                   int64_t iterator_steps);
 
 // iterator_state's format: "steps_returned=<n>" (text, so a checkpoint can be read by eye).
 std::string EncodeIteratorState(int64_t steps_returned);

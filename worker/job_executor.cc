@@ -232,15 +232,21 @@ v1::JobReport JobExecutor::Run() {
   return report_;
 }
 
+// Micro-batches per step (optimizer.gradient_accumulation_steps).
+static int64_t BatchesPerStep(const v1::JobSpec& spec) {
+  return std::max(1, spec.optimizer().gradient_accumulation_steps());
+}
+
 // The job's steps: `steps`, or `epochs` of the training set.
 static absl::StatusOr<int64_t> TotalSteps(const v1::JobSpec& spec, const JobInput& input) {
   if (spec.steps() > 0) return spec.steps();
-  if (input.train_examples < spec.global_batch_size()) {
+  const int64_t per_step = spec.global_batch_size() * BatchesPerStep(spec);
+  if (input.train_examples < per_step) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "epochs: the training set's size is unknown or smaller than one global batch (",
-        input.train_examples, " examples); give steps instead"));
+        "epochs: the training set's size is unknown or smaller than one step's batch (",
+        input.train_examples, " examples, a step takes ", per_step, "); give steps instead"));
   }
-  return spec.epochs() * (input.train_examples / spec.global_batch_size());
+  return spec.epochs() * (input.train_examples / per_step);
 }
 
 absl::Status JobExecutor::Rendezvous() {
@@ -338,11 +344,12 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
   const v1::JobSpec& spec = partition_.spec();
   const int64_t summary_every =
       spec.summaries().every_steps() > 0 ? spec.summaries().every_steps() : 10;
+  const int64_t batches_per_step = BatchesPerStep(spec);
   auto checkpoint = [&](int64_t step) -> absl::Status {
-    LS_ASSIGN_OR_RETURN(
-        std::string path,
-        s.chief->SaveCheckpoint(step, *s.trainer,
-                                DataPositionAfter(step, s.epoch, s.dataset->steps_returned())));
+    LS_ASSIGN_OR_RETURN(std::string path,
+                        s.chief->SaveCheckpoint(step, *s.trainer,
+                                                DataPositionAfter(step * batches_per_step, s.epoch,
+                                                                  s.dataset->steps_returned())));
     if (!path.empty()) UpdateReport([&](v1::JobReport& r) { r.set_checkpoint_path(path); });
     return absl::OkStatus();
   };
@@ -360,29 +367,35 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
     SetState(State::kTraining, "");
   }
   const distribute::CrossDeviceOps& ops = s.strategy->extended().cross_device_ops();
-  MetricsWindow window(spec.global_batch_size(), clock_->Now(),
+  MetricsWindow window(spec.global_batch_size() * batches_per_step, clock_->Now(),
                        ops.GradientAllReduceStats().totals);
   for (int64_t step = s.restored.step + 1; step <= total_steps; ++step) {
     if (aborted()) return absl::AbortedError("aborted");
-    LS_ASSIGN_OR_RETURN(auto next, s.dataset->Next());
-    if (!next.has_value()) {
-      return absl::InternalError(absl::StrCat("the input ended before step ", step));
+    std::vector<std::vector<distribute::DistributedValues>> micro;
+    for (int64_t m = 0; m < batches_per_step; ++m) {
+      LS_ASSIGN_OR_RETURN(auto next, s.dataset->Next());
+      if (!next.has_value()) {
+        return absl::InternalError(absl::StrCat("the input ended before step ", step));
+      }
+      micro.push_back(*std::move(next));
     }
     absl::StatusOr<distribute::TrainStepResult> r =
-        s.trainer->Step(*next, preempt_requested_.load());
+        s.trainer->Step(absl::MakeConstSpan(micro), preempt_requested_.load());
     if (!r.ok()) return Annotate(r.status(), absl::StrCat("step ", step));
     if (options_.on_step) options_.on_step(step, *r);
     window.Add(*r);
     const bool last = step == total_steps;
     if (step % summary_every == 0 || last) {
       LS_ASSIGN_OR_RETURN(const double train_accuracy,
-                          LocalTrainAccuracy(*s.evaluator, *s.strategy, *s.trainer, *next));
+                          LocalTrainAccuracy(*s.evaluator, *s.strategy, *s.trainer, micro.back()));
       const WindowSummary summary =
           window.Close(step, clock_->Now(), ops.GradientAllReduceStats(),
                        s.trainer->optimizer().learning_rate(), train_accuracy);
       UpdateReport([&](v1::JobReport& rep) {
         summary.ApplyTo(&rep);
-        if (s.epoch.steps_per_epoch > 0) rep.set_epoch(step / s.epoch.steps_per_epoch);
+        if (s.epoch.steps_per_epoch > 0) {
+          rep.set_epoch(step * batches_per_step / s.epoch.steps_per_epoch);
+        }
       });
       LS_RETURN_IF_ERROR(s.chief->AddScalars(step, summary.Scalars()));
     } else {

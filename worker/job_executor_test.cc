@@ -387,6 +387,70 @@ TEST(JobExecutor, ARestartResumesFromTheNewestCopyAndEndsBitwiseEqual) {
   }
 }
 
+// Gradient accumulation end to end: 2 workers x micro-batches of 16 x 2 accumulated give the
+// weights of 1 worker with a global batch of 32 (same data order: the shards interleave as
+// the global batch's), and a restart of the accumulating job resumes at the checkpoint's
+// micro-batch (its input position counts K batches a step) and ends bitwise equal.
+TEST(JobExecutor, AccumulatedMicroBatchesMatchOneLargerBatchAndRestartBitwise) {
+  FakeCoordinatorClient client;
+  auto make_spec = [](const std::string& name, int64_t batch, int k) {
+    v1::JobSpec spec = DigitsSpec(name, 0);
+    spec.set_steps(40);  // within one epoch of 32 (each epoch drops its partial batch)
+    spec.set_eval_every_steps(0);
+    spec.set_global_batch_size(batch);
+    spec.mutable_checkpoint()->set_every_steps(10);
+    spec.mutable_optimizer()->set_gradient_accumulation_steps(k);
+    return spec;
+  };
+  const v1::JobSpec large = make_spec("accum-large", 32, 1);
+  auto one = MakeRestartableExecutor(large, 0, 1, 1, TempDir("accum-large/w0"), &client);
+  ASSERT_NE(one, nullptr);
+  ASSERT_EQ(one->Run().phase(), v1::JobReport::DONE);
+  const v1::JobSpec micro = make_spec("accum-micro", 16, 2);
+  std::vector<std::unique_ptr<JobExecutor>> two;
+  for (int w = 0; w < 2; ++w) {
+    two.push_back(MakeRestartableExecutor(micro, w, 2, 1, TempDir(absl::StrCat("accum-micro/w", w)),
+                                          &client));
+  }
+  for (const v1::JobReport& r : RunAll(two)) {
+    ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
+    EXPECT_EQ(r.step(), 40);
+  }
+  auto a = chief::CheckpointManager::RestoreLatest(large.checkpoint().dir());
+  auto b = chief::CheckpointManager::RestoreLatest(micro.checkpoint().dir());
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(b->checkpoint.global_step(), 40);
+  const absl::Status match = chief::WeightsMatch(a->checkpoint, b->checkpoint);
+  EXPECT_TRUE(match.ok()) << match;
+
+  const v1::JobSpec restarted = make_spec("accum-restart", 16, 2);
+  const std::string state[2] = {TempDir("accum-restart/w0"), TempDir("accum-restart/w1")};
+  std::vector<std::unique_ptr<JobExecutor>> first;
+  for (int w = 0; w < 2; ++w) {
+    first.push_back(
+        MakeRestartableExecutor(restarted, w, 2, 1, state[w], &client,
+                                [&first](int64_t step, const distribute::TrainStepResult&) {
+                                  if (step == 23) {
+                                    for (auto& e : first) e->Abort("test: the attempt is stopped");
+                                  }
+                                }));
+  }
+  for (const v1::JobReport& r : RunAll(first)) {
+    ASSERT_EQ(r.phase(), v1::JobReport::ABORTED) << r.error();
+  }
+  std::vector<std::unique_ptr<JobExecutor>> second;
+  for (int w = 0; w < 2; ++w) {
+    second.push_back(MakeRestartableExecutor(restarted, w, 2, 2, state[w], &client));
+  }
+  for (const v1::JobReport& r : RunAll(second)) {
+    ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
+    EXPECT_EQ(r.restored_step(), 20);
+  }
+  auto c = chief::CheckpointManager::RestoreLatest(restarted.checkpoint().dir());
+  ASSERT_TRUE(c.ok()) << c.status();
+  ExpectBitwiseEqual(c->checkpoint, b->checkpoint, "accumulating job restarted at step 23");
+}
+
 // A preemption: worker 1 is asked to stop (SIGTERM to its lockstepd) during step k; the
 // request rides in a step's loss all-reduce, so both workers stop after the same step (k+1
 // or k+2, depending on when worker 1 read it), each with its copy of that step's
