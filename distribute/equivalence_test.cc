@@ -67,11 +67,12 @@ DatasetSource Data(int64_t n = kGlobalBatch * kSteps) {
 
 // Trains kSteps steps and returns the final weights of the first copy.
 std::vector<Tensor> Train(Strategy* strategy, bool overlap, double* last_loss = nullptr,
-                          int64_t rows = kGlobalBatch * kSteps) {
+                          int64_t rows = kGlobalBatch * kSteps, double clipnorm = 0) {
   engine::Graph graph = Mlp();
   TrainerOptions options;
   options.optimizer.mutable_sgd();
   options.optimizer.mutable_learning_rate()->mutable_constant()->set_value(0.1);
+  options.optimizer.set_global_clipnorm(clipnorm);
   options.global_batch_size = kGlobalBatch;
   options.overlap_all_reduce = overlap;
   auto trainer = Trainer::Create(strategy, &graph, options);
@@ -182,6 +183,25 @@ TEST_F(EquivalenceTest, PartialLastBatchWithEmptyReplicas) {
     ASSERT_TRUE(mirrored.ok());
     ExpectClose(Train(mirrored->get(), true, nullptr, rows), want,
                 std::string("partial batch, ") + CrossDeviceOpsKindName(kind));
+  }
+}
+
+// Clipping by global norm reads the all-reduced gradients, the same on every replica: a
+// tight norm (it clips most steps) gives the same weights under Mirrored as under OneDevice,
+// and different ones from unclipped training.
+TEST_F(EquivalenceTest, GlobalClipnormOverReducedGradientsMatches) {
+  constexpr double kClip = 0.05;
+  auto one = OneDeviceStrategy::Create();
+  const std::vector<Tensor> want = Train(one->get(), false, nullptr, kGlobalBatch * kSteps, kClip);
+  ASSERT_FALSE(want.empty());
+  EXPECT_FALSE(want[0].BitwiseEquals((*reference_)[0]));
+  for (bool overlap : {true, false}) {
+    MirroredStrategyOptions options;
+    options.available.num_cpu_devices = 4;
+    auto mirrored = MirroredStrategy::Create(options);
+    ASSERT_TRUE(mirrored.ok());
+    ExpectClose(Train(mirrored->get(), overlap, nullptr, kGlobalBatch * kSteps, kClip), want,
+                overlap ? "clipped, overlapped" : "clipped, cross-replica");
   }
 }
 
