@@ -149,6 +149,19 @@ std::string FormatJobDescription(const v1::GetJobResponse& r) {
                                 w.allreduce_wait_ms(), w.apply_ms(), w.error()));
     }
   }
+  if (r.has_evaluator_task()) {
+    const v1::JobReport& e = r.evaluator();
+    absl::StrAppend(&out, "Evaluator: ", r.evaluator_task().type(), "/", r.evaluator_task().index(),
+                    " ", v1::JobReport::Phase_Name(e.phase()), ", ", e.checkpoints_evaluated(),
+                    " checkpoints evaluated");
+    if (e.checkpoints_evaluated() > 0) {
+      absl::StrAppend(&out, absl::StrFormat(", newest: step %d, eval loss %.4f, accuracy %.4f",
+                                            e.step(), e.loss(), e.eval_accuracy()));
+    }
+    if (!e.summary_dir().empty()) absl::StrAppend(&out, ", summaries in ", e.summary_dir());
+    if (!e.error().empty()) absl::StrAppend(&out, "; ", e.error());
+    absl::StrAppend(&out, "\n");
+  }
   return out;
 }
 

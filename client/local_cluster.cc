@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
   c->coordinator_address_ = absl::StrCat("127.0.0.1:", *port);
   LS_ASSIGN_OR_RETURN(
       c->client_, worker::GrpcCoordinatorClient::Create(c->coordinator_address_, c->client_tls()));
-  c->workers_.resize(o.workers);
+  c->workers_.resize(o.workers + (o.evaluator ? 1 : 0));
   if (o.pin_workers) c->worker_cpus_ = CpusPerWorker(o.workers, o.cpu_devices, AllowedCpus());
   return c;
 }
@@ -111,11 +111,15 @@ std::string LocalCluster::StaticTfConfig(int i) const {
   for (int w = 0; w < options_.workers; ++w) {
     cluster["worker"].push_back(absl::StrCat("127.0.0.1:", 20000 + w));
   }
-  return TfConfig::Create(cluster, TaskRef{"worker", i}).value().ToJson();
+  if (options_.evaluator) {
+    cluster["evaluator"].push_back(absl::StrCat("127.0.0.1:", 20000 + options_.workers));
+  }
+  const TaskRef task = i < options_.workers ? TaskRef{"worker", i} : TaskRef{"evaluator", 0};
+  return TfConfig::Create(cluster, task).value().ToJson();
 }
 
 absl::Status LocalCluster::StartWorker(int i) {
-  if (i < 0 || i >= options_.workers) {
+  if (i < 0 || i >= static_cast<int>(workers_.size())) {
     return absl::InvalidArgumentError(absl::StrCat("worker ", i, " out of range"));
   }
   if (workers_[i] != nullptr && workers_[i]->running()) {
@@ -131,11 +135,13 @@ absl::Status LocalCluster::StartWorker(int i) {
   }
   TlsOptions tls{.insecure = true};
   if (credentials_ != nullptr) {
-    LS_ASSIGN_OR_RETURN(tls, credentials_->Daemon(absl::StrCat("worker-", i)));
+    const bool evaluator = i == options_.workers;
+    LS_ASSIGN_OR_RETURN(tls, credentials_->Daemon(evaluator ? std::string("evaluator-0")
+                                                            : absl::StrCat("worker-", i)));
   }
   for (std::string& f : LocalCredentials::Flags(tls)) sp.argv.push_back(std::move(f));
   sp.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
-  if (options_.static_tf_config) {
+  if (options_.static_tf_config || i == options_.workers) {
     std::string path = absl::StrCat(options_.work_dir, "/tf_config.", i, ".json");
     std::ofstream(path) << StaticTfConfig(i);
     sp.argv.push_back(absl::StrCat("--tf_config=", path));
@@ -148,7 +154,7 @@ absl::Status LocalCluster::StartWorker(int i) {
 }
 
 absl::Status LocalCluster::StartWorkers() {
-  for (int i = 0; i < options_.workers; ++i) {
+  for (int i = 0; i < static_cast<int>(workers_.size()); ++i) {
     if (workers_[i] == nullptr || !workers_[i]->running()) LS_RETURN_IF_ERROR(StartWorker(i));
   }
   return absl::OkStatus();

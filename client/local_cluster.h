@@ -45,6 +45,9 @@ struct LocalClusterOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);
   absl::Duration heartbeat_timeout = absl::Seconds(3);
   bool static_tf_config = false;
+  // Also an evaluator task (TF_CONFIG's evaluator/0, always with a TF_CONFIG file): worker
+  // index `workers` of StartWorker()/worker(), started by StartWorkers().
+  bool evaluator = false;
   // Children's logs go to work_dir/<name>.log unless false (then to this stderr).
   bool log_to_files = true;
   // Gives each worker CPUs of its own (lockstepd --cpu_affinity, CpusPerWorker) when there
@@ -65,7 +68,7 @@ class LocalCluster {
       LocalClusterOptions options);
   ~LocalCluster();
 
-  // Starts every worker not running (indexes 0..workers-1).
+  // Starts every worker not running (indexes 0..workers-1, and the evaluator).
   absl::Status StartWorkers();
   // Starts (or restarts, after it exited) worker `i`.
   absl::Status StartWorker(int i);

@@ -93,6 +93,11 @@ absl::Status JobService::CheckKeyAccess(const std::string& identity, const std::
   for (const AttemptWorker& w : it->second.workers()) {
     if (membership_->IdentityOf(w.task) == identity) return absl::OkStatus();
   }
+  if (auto e = evaluators_.find(parts[1]); e != evaluators_.end() && !e->second.ended &&
+                                           e->second.attempt == attempt &&
+                                           membership_->IdentityOf(e->second.task) == identity) {
+    return absl::OkStatus();
+  }
   return absl::PermissionDeniedError(absl::StrCat(
       "key \"", key, "\": ", identity, " is not a worker of job ", parts[1], " attempt ", attempt));
 }
@@ -223,6 +228,11 @@ absl::StatusOr<v1::GetJobResponse> JobService::Get(const std::string& id) {
   if (attempt != nullptr) {
     for (v1::JobReport& r : attempt->Reports()) *out.add_workers() = std::move(r);
   }
+  if (auto e = evaluators_.find(id); e != evaluators_.end()) {
+    out.mutable_evaluator_task()->set_type(e->second.task.type);
+    out.mutable_evaluator_task()->set_index(e->second.task.index);
+    *out.mutable_evaluator() = e->second.report;
+  }
   return out;
 }
 
@@ -328,6 +338,7 @@ void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>
   absl::MutexLock l(&mu_);
   const absl::Time now = clock_->Now();
   for (const v1::JobReport& r : reports) {
+    if (OnEvaluatorReportLocked(task, r)) continue;
     auto it = active_.find(r.job_id());
     if (it == active_.end() || it->second.attempt() != r.attempt()) {
       if (auto e = ended_.find(r.job_id());
@@ -415,6 +426,7 @@ void JobService::Tick() {
   }
   for (const auto& [id, reason] : to_fail) FailLocked(id, reason);
   for (const std::string& id : to_settle) SettleLocked(id);
+  ReleaseEvaluatorsLocked(by_ref);
   ScheduleLocked();
   GrowLocked(tasks);
 }
@@ -447,6 +459,9 @@ std::map<TaskRef, std::pair<std::string, int64_t>> JobService::RunningTasks() {
       const v1::JobReport* r = job.ReportOf(rank);
       out[job.workers()[rank].task] = {id, r == nullptr ? 0 : r->step()};
     }
+  }
+  for (const auto& [id, e] : evaluators_) {
+    if (!e.ended) out[e.task] = {id, e.report.step()};
   }
   return out;
 }
@@ -501,6 +516,11 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     }
   }
   if (!chosen.has_value()) return false;
+  const v1::TaskStatus* evaluator = nullptr;
+  if (spec.evaluator().enabled()) {
+    evaluator = ChooseEvaluatorLocked(tasks);
+    if (evaluator == nullptr) return false;  // waits for an ALIVE, idle evaluator task
+  }
   std::vector<WorkerSlot> slots;
   std::vector<std::string> names;
   std::vector<AttemptWorker> workers;
@@ -520,7 +540,9 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   }
   for (v1::Partition& p : *parts) {
     p.set_job_uid(absl::StrCat(id, "@", record.created_unix_micros()));
+    p.set_has_evaluator(evaluator != nullptr);
   }
+  if (evaluator != nullptr) names.push_back(RefOf(*evaluator).ToString() + " (evaluating)");
   const std::string message =
       absl::StrCat("RUNNING on ", absl::StrJoin(names, ", "), " (attempt ", attempt, shrunk, ")");
   absl::StatusOr<v1::JobRecord> running = store_->UpdateState(id, v1::RUNNING, message);
@@ -538,6 +560,24 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     v1::JobProgress progress = running->progress();
     progress.clear_restored_step();
     (void)store_->UpdateProgress(id, std::move(progress));
+  }
+  if (evaluator != nullptr) {
+    // The chief's partition, as the evaluator's: the spec, the attempt's rendezvous prefix,
+    // secret and job uid; no replicas, no shard.
+    v1::Assignment a;
+    v1::Partition& p = *a.mutable_run();
+    p = (*parts)[0];
+    p.set_is_chief(false);
+    p.set_is_evaluator(true);
+    p.mutable_task()->set_type(evaluator->task().type());
+    p.mutable_task()->set_index(evaluator->task().index());
+    p.set_worker_rank(-1);
+    p.clear_replica_ids();
+    p.set_shard_index(0);
+    p.set_num_shards(0);
+    const TaskRef ref = RefOf(*evaluator);
+    evaluators_[id] = Evaluator{ref, evaluator->incarnation(), attempt, {}, false};
+    PushLocked(ref, evaluator->incarnation(), std::move(a));
   }
   for (size_t i = 0; i < workers.size(); ++i) {
     v1::Assignment a;
@@ -647,7 +687,14 @@ void JobService::EndLocked(const std::string& id, v1::JobState state, const std:
   auto it = active_.find(id);
   if (it == active_.end()) return;
   JobAttempt& job = it->second;
-  if (state != v1::SUCCEEDED) AbortLocked(job, job.Unended(), reason);
+  if (state != v1::SUCCEEDED) {
+    AbortLocked(job, job.Unended(), reason);
+    // The evaluator evaluates a succeeded job's final checkpoint; any other end stops it.
+    if (auto e = evaluators_.find(id);
+        e != evaluators_.end() && !e->second.ended && e->second.attempt == job.attempt()) {
+      AbortLocked(job, {AttemptWorker{e->second.task, e->second.incarnation}}, reason);
+    }
+  }
   (void)store_->UpdateState(id, state, reason, counts_as_restart);
   job.End(clock_->Now(), failure_grace_);
   // Everything collective of the attempt dies with it.
@@ -685,7 +732,56 @@ bool JobService::IsBusyLocked(const TaskRef& task) const {
   for (const auto& [id, job] : ended_) {
     if (job.Holds(task)) return true;
   }
+  for (const auto& [id, e] : evaluators_) {
+    if (!e.ended && e.task == task) return true;
+  }
   return false;
+}
+
+const v1::TaskStatus* JobService::ChooseEvaluatorLocked(
+    const std::vector<v1::TaskStatus>& tasks) const {
+  for (const v1::TaskStatus& t : tasks) {
+    if (t.state() == v1::ALIVE && t.task().type() == "evaluator" && !t.draining() &&
+        !IsBusyLocked(RefOf(t))) {
+      return &t;
+    }
+  }
+  return nullptr;
+}
+
+bool JobService::OnEvaluatorReportLocked(const TaskRef& task, const v1::JobReport& r) {
+  auto e = evaluators_.find(r.job_id());
+  if (e == evaluators_.end() || e->second.task != task || e->second.attempt != r.attempt()) {
+    return false;
+  }
+  Evaluator& evaluator = e->second;
+  if (evaluator.ended) return true;
+  const bool evaluated = r.checkpoints_evaluated() > evaluator.report.checkpoints_evaluated();
+  evaluator.report = r;
+  if (EndsAttempt(r.phase())) {
+    evaluator.ended = true;
+    ChangedLocked(r.job_id(), absl::StrCat("evaluator ", task.ToString(), ": ",
+                                           v1::JobReport::Phase_Name(r.phase()),
+                                           r.error().empty() ? "" : absl::StrCat(": ", r.error())));
+  } else if (evaluated) {
+    ChangedLocked(r.job_id(), absl::StrCat("evaluator ", task.ToString(), ": step ", r.step(),
+                                           ", eval accuracy ", r.eval_accuracy()));
+  }
+  return true;
+}
+
+void JobService::ReleaseEvaluatorsLocked(const std::map<TaskRef, const v1::TaskStatus*>& by_ref) {
+  for (auto& [id, e] : evaluators_) {
+    if (e.ended) continue;
+    auto t = by_ref.find(e.task);
+    if (t == by_ref.end() || t->second->state() != v1::ALIVE ||
+        t->second->incarnation() != e.incarnation) {
+      e.ended = true;
+      e.report.set_phase(v1::JobReport::FAILED);
+      e.report.set_error(absl::StrCat("evaluator ", e.task.ToString(), " was lost"));
+      ChangedLocked(id, e.report.error());
+    }
+  }
 }
 
 }  // namespace coordinator

@@ -225,6 +225,28 @@ class JobService {
   // Per job: a version bumped on every change (WatchJob cursors) and the latest message.
   int64_t version_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::pair<int64_t, std::string>> changes_ ABSL_GUARDED_BY(mu_);
+
+  // A job's evaluator (JobSpec.evaluator): TF_CONFIG's evaluator task, a side-car of the
+  // attempt outside its group. Its reports never decide the job; it is busy until it
+  // reported the attempt's end, was aborted with a job that did not succeed and left, or is
+  // no longer ALIVE under its incarnation.
+  struct Evaluator {
+    TaskRef task;
+    uint64_t incarnation = 0;
+    int attempt = 0;
+    v1::JobReport report;
+    bool ended = false;
+  };
+  std::map<std::string, Evaluator> evaluators_ ABSL_GUARDED_BY(mu_);
+  // An ALIVE, idle evaluator task, if any.
+  const v1::TaskStatus* ChooseEvaluatorLocked(const std::vector<v1::TaskStatus>& tasks) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `r` when it is from the evaluator of its job's attempt; false otherwise.
+  bool OnEvaluatorReportLocked(const TaskRef& task, const v1::JobReport& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the record of evaluators that are gone (not ALIVE under their incarnation).
+  void ReleaseEvaluatorsLocked(const std::map<TaskRef, const v1::TaskStatus*>& by_ref)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace coordinator

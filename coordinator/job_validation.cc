@@ -213,6 +213,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Invalid("data.eval_fraction",
                    absl::StrCat(spec.data().eval_fraction(), " must be in [0, 1)"));
   }
+  if (spec.evaluator().enabled() && !spec.data().has_eval() && spec.data().eval_fraction() <= 0) {
+    return Invalid("evaluator.enabled",
+                   "the evaluator needs eval data: give data.eval or data.eval_fraction > 0");
+  }
   if (spec.global_batch_size() <= 0) {
     return Invalid("global_batch_size", absl::StrCat(spec.global_batch_size(), " must be > 0"));
   }

@@ -691,6 +691,121 @@ TEST_F(JobsTest, DrainStopsTheJobWithACheckpointAndUndoLetsItResume) {
 // after the replacement timeout the job goes on with two (the global batch kept); when
 // worker/2 comes back the job stops after a step with a checkpoint and grows back to three.
 // The loss keeps falling across both changes and the final accuracy holds.
+// The steps of the `tag` scalars in the event files of `dir`, in file order.
+std::vector<int64_t> ScalarSteps(const std::string& dir, const std::string& tag) {
+  std::vector<int64_t> steps;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return steps;
+  while (dirent* e = readdir(d)) {
+    if (!absl::StartsWith(e->d_name, "events.out.tfevents.")) continue;
+    auto reader = TfRecordReader::Open(dir + "/" + e->d_name);
+    if (!reader.ok()) continue;
+    for (absl::StatusOr<std::string> record = reader->Next(); record.ok();
+         record = reader->Next()) {
+      v1::Event event;
+      if (!event.ParseFromString(*record)) continue;
+      for (const v1::Summary::Value& v : event.summary().value()) {
+        if (v.tag() == tag) steps.push_back(event.step());
+      }
+    }
+  }
+  closedir(d);
+  return steps;
+}
+
+// TF_CONFIG's evaluator: a 2-worker job that asks for one trains while evaluator/0, outside
+// the training group, evaluates every checkpoint the chief writes exactly once (the chief
+// sends them over the data plane: the evaluator reads no checkpoint directory) and writes
+// the eval summaries to <summaries.dir>/eval; `status` and `describe` show it.
+TEST(EvaluatorTest, EvaluatesEveryCheckpointOnceAndWritesEvalSummaries) {
+  client::LocalClusterOptions o;
+  o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");
+  o.lockstepd_bin = Runfile("worker/lockstepd");
+  o.workers = 2;
+  o.evaluator = true;
+  o.work_dir = TmpDir("evaluator");
+  o.heartbeat_interval = kInterval;
+  o.heartbeat_timeout = kTimeout;
+  o.static_tf_config = true;
+  auto cluster = client::LocalCluster::StartCoordinator(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_TRUE((*cluster)->StartWorkers().ok());
+  auto status = (*cluster)->WaitForAlive(3, absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(status.ok()) << status.status();
+  auto jobs = client::JobClient::Create((*cluster)->coordinator_address(), (*cluster)->client_tls(),
+                                        absl::Seconds(10));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  v1::JobSpec spec = DigitsJob(o.work_dir + "/job");
+  spec.set_epochs(6);
+  spec.set_num_workers(2);
+  spec.mutable_checkpoint()->set_every_steps(40);
+  spec.mutable_evaluator()->set_enabled(true);
+  // Without eval data there is nothing to evaluate: refused at submit, naming the field.
+  v1::JobSpec no_eval = spec;
+  no_eval.mutable_data()->set_eval_fraction(0);
+  no_eval.set_epochs(0);
+  no_eval.set_steps(10);
+  auto refused = (*jobs)->Submit(no_eval);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("evaluator.enabled"));
+
+  auto id = (*jobs)->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  absl::StatusOr<v1::GetJobResponse> job;
+  bool seen_running = false;
+  while (absl::Now() < deadline) {
+    job = (*jobs)->Get(*id);
+    ASSERT_TRUE(job.ok()) << job.status();
+    if (!seen_running && job->job().state() == v1::RUNNING) {
+      // The evaluator is busy with the job, as its workers are.
+      auto running = (*cluster)->Status();
+      ASSERT_TRUE(running.ok()) << running.status();
+      for (const v1::TaskStatus& t : running->tasks()) {
+        if (t.task().type() == "evaluator") {
+          seen_running = true;
+          EXPECT_EQ(t.job_id(), *id);
+        }
+      }
+    }
+    if (job->job().state() == v1::SUCCEEDED && job->evaluator().phase() == v1::JobReport::DONE) {
+      break;
+    }
+    ASSERT_NE(job->job().state(), v1::FAILED) << job->job().reason();
+    ASSERT_NE(job->evaluator().phase(), v1::JobReport::FAILED) << job->evaluator().error();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(job->job().state(), v1::SUCCEEDED) << client::FormatJobDescription(*job);
+  ASSERT_EQ(job->evaluator().phase(), v1::JobReport::DONE) << client::FormatJobDescription(*job);
+  EXPECT_TRUE(seen_running);
+  EXPECT_EQ(job->evaluator_task().type(), "evaluator");
+  // Every checkpoint the chief wrote: every 40 steps, and the last step.
+  const int64_t total = job->job().progress().total_steps();
+  ASSERT_GT(total, 80);
+  std::vector<int64_t> want;
+  for (int64_t step = 40; step < total; step += 40) want.push_back(step);
+  want.push_back(total);
+  EXPECT_EQ(job->evaluator().checkpoints_evaluated(), static_cast<int>(want.size()));
+  EXPECT_EQ(job->evaluator().step(), total);
+  EXPECT_GE(job->evaluator().eval_accuracy(), 0.9);
+  // The chief's own final evaluation and the evaluator's agree: the same weights, the same
+  // held-out data.
+  EXPECT_NEAR(job->evaluator().eval_accuracy(), job->job().progress().eval_accuracy(), 1e-9);
+  const std::string eval_dir = o.work_dir + "/job/tb/eval";
+  EXPECT_EQ(job->evaluator().summary_dir(), eval_dir);
+  EXPECT_GT(ValidateEventFiles(eval_dir), 0);
+  EXPECT_EQ(ScalarSteps(eval_dir, "accuracy/eval"), want);  // each once, in order
+  EXPECT_EQ(ScalarSteps(eval_dir, "loss/eval"), want);
+
+  std::vector<std::string> argv = {Runfile("client/lockstep"), "describe", *id,
+                                   "--coordinator=" + (*cluster)->coordinator_address()};
+  for (const std::string& f : (*cluster)->cli_flags()) argv.push_back(f);
+  Result r = RunTool(argv, o.work_dir + "/cli.out");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("Evaluator: evaluator/0 DONE, ", want.size(),
+                                               " checkpoints evaluated")));
+}
+
 TEST(ElasticTest, AJobShrinksToTheSurvivorsAndGrowsBackWhenAWorkerReturns) {
   client::LocalClusterOptions o;
   o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");

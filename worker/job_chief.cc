@@ -95,7 +95,7 @@ absl::StatusOr<int64_t> DecodeIteratorState(absl::string_view state) {
 absl::StatusOr<std::string> JobChief::SaveCheckpoint(int64_t step,
                                                      const distribute::Trainer& trainer,
                                                      const v1::DataPosition& position) {
-  if (checkpoints_ == nullptr) return std::string();
+  if (checkpoints_ == nullptr && evaluator_ == nullptr) return std::string();
   v1::Checkpoint c;
   c.set_job_id(job_id_);
   c.set_job_uid(job_uid_);
@@ -109,6 +109,8 @@ absl::StatusOr<std::string> JobChief::SaveCheckpoint(int64_t step,
   }
   *c.mutable_data_position() = position;
   c.set_created_unix_micros(absl::ToUnixMicros(clock_->Now()));
+  if (evaluator_ != nullptr) evaluator_->Enqueue(chief::CheckpointManager::Encode(c));
+  if (checkpoints_ == nullptr) return std::string();
   return checkpoints_->Save(c);
 }
 

@@ -24,6 +24,7 @@
 #include "lockstep/v1/checkpoint.pb.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/chief/event_writer.h"
+#include "worker/eval_link.h"
 #include "worker/job_input.h"
 
 namespace lockstep {
@@ -51,6 +52,10 @@ class JobChief {
   // Where the event file is ("" when none is written).
   std::string summary_dir() const;
 
+  // The chief of a job with an evaluator: every checkpoint is also handed to `sender` (not
+  // owned; outlives this), written to checkpoint.dir or not.
+  void set_evaluator(CheckpointSender* sender) { evaluator_ = sender; }
+
  private:
   JobChief(const v1::Partition& partition, Clock* clock)
       : job_id_(partition.job_id()),
@@ -65,6 +70,7 @@ class JobChief {
   std::unique_ptr<chief::CheckpointManager> checkpoints_;
   std::unique_ptr<chief::EventWriter> events_;
   std::string summary_dir_;
+  CheckpointSender* evaluator_ = nullptr;
 };
 
 // Where a worker keeps its copies of a job's checkpoints: <state_dir>/checkpoints/<job_uid>

@@ -13,6 +13,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/chief/event_writer.h"
 #include "worker/job_chief.h"
+#include "worker/job_evaluator.h"
 #include "worker/job_input.h"
 #include "worker/job_restore.h"
 #include "worker/job_strategy.h"
@@ -171,6 +172,8 @@ void JobExecutor::Abort(const std::string& reason) {
   spdlog::info("{}: aborting: {}", Who(), reason);
   store_->Abort();
   if (strategy_ != nullptr) strategy_->Abort();
+  if (eval_sender_ != nullptr) eval_sender_->Abort();
+  if (eval_link_ != nullptr) eval_link_->Abort();
   if (state_ == State::kCreated) SetState(State::kAborted, absl::StrCat("aborted: ", reason));
 }
 
@@ -197,6 +200,43 @@ absl::Status JobExecutor::Publish(distribute::Strategy* strategy) {
     return absl::AbortedError(abort_reason_);
   }
   return absl::OkStatus();
+}
+
+absl::Status JobExecutor::PublishSender(CheckpointSender* sender) {
+  absl::MutexLock l(&mu_);
+  eval_sender_ = sender;
+  if (abort_requested_ && sender != nullptr) {
+    sender->Abort();
+    return absl::AbortedError(abort_reason_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobExecutor::PublishLink(EvalLink* link) {
+  absl::MutexLock l(&mu_);
+  eval_link_ = link;
+  if (link == nullptr) return absl::OkStatus();
+  if (abort_requested_) {
+    link->Abort();
+    return absl::AbortedError(abort_reason_);
+  }
+  SetState(State::kTraining, "");
+  return absl::OkStatus();
+}
+
+EvalLinkOptions JobExecutor::LinkOptions() const {
+  EvalLinkOptions o;
+  o.transport = options_.transport;
+  o.listen_host = options_.listen_host;
+  o.connect_timeout = options_.rendezvous_timeout;
+  return o;
+}
+
+absl::Status JobExecutor::RunAsEvaluator() {
+  EvaluatorHooks hooks;
+  hooks.update_report = [this](const std::function<void(v1::JobReport&)>& fn) { UpdateReport(fn); };
+  hooks.publish = [this](EvalLink* link) { return PublishLink(link); };
+  return RunEvaluator(partition_, store_.get(), LinkOptions(), clock_, hooks);
 }
 
 v1::JobReport JobExecutor::Run() {
@@ -308,6 +348,17 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
                                             input.train, spec.global_batch_size(), dopts));
   LS_ASSIGN_OR_RETURN(session->evaluator, engine::Executor::Create(&session->graph));
   LS_ASSIGN_OR_RETURN(session->chief, JobChief::Create(partition_, clock_, options_.state_dir));
+  if (partition_.is_chief() && partition_.has_evaluator()) {
+    const absl::Duration timeout = spec.communication().timeout_ms() > 0
+                                       ? absl::Milliseconds(spec.communication().timeout_ms())
+                                       : absl::Seconds(60);
+    session->eval_sender = std::make_unique<CheckpointSender>(
+        partition_,
+        std::make_unique<CoordinatorStore>(options_.client, partition_.rendezvous_prefix(), clock_),
+        LinkOptions(), timeout);
+    LS_RETURN_IF_ERROR(PublishSender(session->eval_sender.get()));
+    session->chief->set_evaluator(session->eval_sender.get());
+  }
   // Epochs as this worker's pipeline makes them (the last partial batch of each dropped).
   const distribute::Strategy& st = *session->strategy;
   session->epoch =
@@ -317,6 +368,7 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
 }
 
 absl::Status JobExecutor::RunLoop() {
+  if (partition_.is_evaluator()) return RunAsEvaluator();
   const v1::JobSpec& spec = partition_.spec();
   // Input first: a local error (a missing file) shows before peers wait on us.
   LS_ASSIGN_OR_RETURN(JobInput input, BuildJobInput(spec));
@@ -328,7 +380,10 @@ absl::Status JobExecutor::RunLoop() {
   auto session = std::make_unique<Session>();
   struct Unpublish {
     JobExecutor* self;
-    ~Unpublish() { self->Publish(nullptr).IgnoreError(); }
+    ~Unpublish() {
+      self->Publish(nullptr).IgnoreError();
+      self->PublishSender(nullptr).IgnoreError();
+    }
   } unpublish{this};
   LS_RETURN_IF_ERROR(StartSession(input, session.get()));
   UpdateReport([&](v1::JobReport& r) {
@@ -418,6 +473,12 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
   LS_RETURN_IF_ERROR(evaluate(total_steps));
   LS_RETURN_IF_ERROR(checkpoint(total_steps));
   LS_RETURN_IF_ERROR(s.chief->Flush());
+  if (s.eval_sender != nullptr) {
+    // The evaluator is a side-car: its trouble is logged (by the sender), not the job's.
+    const absl::Status sent = s.eval_sender->Finish(clock_->Now() + options_.rendezvous_timeout);
+    if (!sent.ok())
+      spdlog::warn("{}: the evaluator may miss checkpoints: {}", Who(), sent.ToString());
+  }
   return absl::OkStatus();
 }
 

@@ -25,6 +25,10 @@
 // wait is bounded: rendezvous by `rendezvous_timeout`, collectives by the spec's
 // communication.timeout_ms.
 //
+// The evaluator (Partition.is_evaluator) runs job_evaluator.h's loop instead, STARTING until
+// it joined the chief's link, TRAINING while it evaluates, DONE after the final checkpoint;
+// the chief of a job with an evaluator hands each checkpoint to a CheckpointSender.
+//
 // Preemption: Preempt(reason) asks the whole group to stop. The request rides in the next
 // step's loss all-reduce (Trainer::Step's request_stop), so every worker learns it after the
 // same step, writes its copy of that step's checkpoint and returns PREEMPTED; the job then
@@ -56,6 +60,7 @@
 #include "lockstep/v1/assignment.pb.h"
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
+#include "worker/eval_link.h"
 #include "worker/job_chief.h"
 #include "worker/job_input.h"
 #include "worker/job_restore.h"
@@ -116,6 +121,8 @@ class JobExecutor {
     std::unique_ptr<engine::Executor> evaluator;
     std::unique_ptr<JobChief> chief;
     TrainEpoch epoch;
+    // The chief of a job with an evaluator: sends it every checkpoint (eval_link.h).
+    std::unique_ptr<CheckpointSender> eval_sender;
   };
 
   JobExecutor(v1::Partition partition, JobExecutorOptions options);
@@ -132,6 +139,12 @@ class JobExecutor {
   absl::Status Train(Session& session, const JobInput& input, int64_t total_steps);
   // Registers the strategy for Abort() (null to unregister); ABORTED if already aborted.
   absl::Status Publish(distribute::Strategy* strategy);
+  // The same for the chief's checkpoint sender and the evaluator's link.
+  absl::Status PublishSender(CheckpointSender* sender);
+  absl::Status PublishLink(EvalLink* link);
+  // The evaluator task's run (job_evaluator.h).
+  absl::Status RunAsEvaluator();
+  EvalLinkOptions LinkOptions() const;
   bool aborted() const;
   // Applies `fn` to the shared report under the lock.
   template <typename Fn>
@@ -159,6 +172,8 @@ class JobExecutor {
   // Set by RunLoop when the group stopped for a preemption after this step (-1: it did not).
   int64_t stopped_after_ = -1;
   distribute::Strategy* strategy_ ABSL_GUARDED_BY(mu_) = nullptr;  // while Run() holds one
+  CheckpointSender* eval_sender_ ABSL_GUARDED_BY(mu_) = nullptr;
+  EvalLink* eval_link_ ABSL_GUARDED_BY(mu_) = nullptr;
   v1::JobReport report_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,0 +1,175 @@
+#include "worker/eval_link.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/communicator_factory.h"
+#include "common/status.h"
+#include "spdlog/spdlog.h"
+
+namespace lockstep {
+namespace worker {
+namespace {
+
+constexpr int kChief = 0;
+constexpr int64_t kEnd = -1;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EvalLink>> EvalLink::Connect(const v1::Partition& partition,
+                                                            collectives::Store* store,
+                                                            const EvalLinkOptions& options) {
+  if (partition.is_chief() == partition.is_evaluator()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job ", partition.job_id(),
+                     ": only the chief and the evaluator join the evaluator's link"));
+  }
+  if (partition.secret().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job ", partition.job_id(), ": the partition has no secret"));
+  }
+  collectives::CommunicatorConfig config;
+  config.rank = partition.is_chief() ? kChief : 1;
+  config.world_size = 2;
+  config.transport = options.transport;
+  config.secret = partition.secret();
+  config.key_prefix = "eval";
+  config.listen_host = options.listen_host;
+  config.connect_timeout = options.connect_timeout;
+  absl::StatusOr<std::unique_ptr<collectives::Communicator>> comm =
+      collectives::CreateCommunicator(config, store);
+  if (!comm.ok()) {
+    return Annotate(comm.status(), partition.is_chief() ? "connecting to the job's evaluator"
+                                                        : "connecting to the job's chief");
+  }
+  return std::unique_ptr<EvalLink>(new EvalLink(std::move(*comm)));
+}
+
+absl::Status EvalLink::SendLength(int64_t length, absl::Time deadline) {
+  return comm_->Broadcast(&length, 1, collectives::DType::kI64, kChief, deadline);
+}
+
+absl::Status EvalLink::Send(const std::string& bytes, absl::Time deadline) {
+  LS_RETURN_IF_ERROR(SendLength(static_cast<int64_t>(bytes.size()), deadline));
+  // Whole 8-byte words travel; the tail is padded here and cut off by the receiver.
+  std::vector<int64_t> words((bytes.size() + 7) / 8, 0);
+  if (!bytes.empty()) std::memcpy(words.data(), bytes.data(), bytes.size());
+  return comm_->Broadcast(words.data(), words.size(), collectives::DType::kI64, kChief, deadline);
+}
+
+absl::Status EvalLink::SendEnd(absl::Time deadline) { return SendLength(kEnd, deadline); }
+
+absl::StatusOr<std::optional<std::string>> EvalLink::Receive(absl::Time deadline) {
+  int64_t length = 0;
+  LS_RETURN_IF_ERROR(comm_->Broadcast(&length, 1, collectives::DType::kI64, kChief, deadline));
+  if (length == kEnd) return std::optional<std::string>();
+  if (length < 0) {
+    return absl::DataLossError(
+        absl::StrCat("the chief announced a checkpoint of ", length, " bytes"));
+  }
+  std::vector<int64_t> words((static_cast<size_t>(length) + 7) / 8, 0);
+  LS_RETURN_IF_ERROR(
+      comm_->Broadcast(words.data(), words.size(), collectives::DType::kI64, kChief, deadline));
+  return std::optional<std::string>(
+      std::string(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length)));
+}
+
+void EvalLink::Abort() { comm_->Abort(); }
+
+CheckpointSender::CheckpointSender(v1::Partition partition,
+                                   std::unique_ptr<collectives::Store> store,
+                                   EvalLinkOptions options, absl::Duration timeout, int max_queued)
+    : partition_(std::move(partition)),
+      store_(std::move(store)),
+      options_(std::move(options)),
+      timeout_(timeout),
+      max_queued_(std::max(1, max_queued)),
+      thread_([this] { Run(); }) {}
+
+CheckpointSender::~CheckpointSender() {
+  Abort();
+  thread_.join();
+}
+
+void CheckpointSender::Enqueue(std::string bytes) {
+  absl::MutexLock l(&mu_);
+  if (done_ || finishing_) return;
+  if (static_cast<int>(queue_.size()) >= max_queued_) {
+    spdlog::warn("job {}: the evaluator is {} checkpoints behind; the oldest unsent is skipped",
+                 partition_.job_id(), queue_.size());
+    queue_.pop_front();
+  }
+  queue_.push_back(std::move(bytes));
+}
+
+void CheckpointSender::Abort() {
+  absl::MutexLock l(&mu_);
+  aborted_ = true;
+  store_->Abort();
+  if (link_ != nullptr) link_->Abort();
+}
+
+absl::Status CheckpointSender::Finish(absl::Time deadline) {
+  absl::MutexLock l(&mu_);
+  finishing_ = true;
+  auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return done_; };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline)) {
+    aborted_ = true;
+    store_->Abort();
+    if (link_ != nullptr) link_->Abort();
+    return absl::DeadlineExceededError(absl::StrCat(
+        "job ", partition_.job_id(), ": the evaluator did not take the last checkpoints in time"));
+  }
+  return error_;
+}
+
+void CheckpointSender::Run() {
+  absl::StatusOr<std::unique_ptr<EvalLink>> link =
+      EvalLink::Connect(partition_, store_.get(), options_);
+  absl::Status status = link.status();
+  if (status.ok()) {
+    absl::MutexLock l(&mu_);
+    if (aborted_) {
+      status = absl::AbortedError("aborted");
+    } else {
+      link_ = link->get();
+    }
+  }
+  while (status.ok()) {
+    std::optional<std::string> next;
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return aborted_ || finishing_ || !queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (aborted_) {
+        status = absl::AbortedError("aborted");
+        break;
+      }
+      if (!queue_.empty()) {
+        next = std::move(queue_.front());
+        queue_.pop_front();
+      }
+    }
+    const absl::Time deadline = absl::Now() + timeout_;
+    if (!next.has_value()) {  // finishing, nothing left
+      status = (*link)->SendEnd(deadline);
+      break;
+    }
+    status = (*link)->Send(*next, deadline);
+  }
+  if (!status.ok() && !absl::IsAborted(status)) {
+    spdlog::warn("job {}: checkpoints no longer reach the evaluator: {}", partition_.job_id(),
+                 status.ToString());
+  }
+  absl::MutexLock l(&mu_);
+  link_ = nullptr;
+  error_ = status;
+  done_ = true;
+  // `link` is destroyed after this, outside Abort()'s reach (link_ is cleared).
+}
+
+}  // namespace worker
+}  // namespace lockstep
