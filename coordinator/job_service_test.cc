@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -58,8 +59,10 @@ class JobServiceTest : public ::testing::Test {
     jobs_ = std::make_unique<JobService>(store_.get(), membership_.get(), &clock_, job_options_);
     ASSERT_TRUE(jobs_->Recover().ok());
   }
-  TaskRef AddWorker(int devices = 1, const std::string& identity = "") {
+  TaskRef AddWorker(int devices = 1, const std::string& identity = "",
+                    std::optional<TaskRef> task = std::nullopt) {
     RegisterRequest r;
+    r.task = task;
     r.identity = identity;
     r.address = absl::StrCat("127.0.0.1:", 5000 + next_);
     r.incarnation = 100 + next_++;
@@ -155,6 +158,91 @@ TEST_F(JobServiceTest, PartitionsRunsAndSucceeds) {
             absl::StatusCode::kDeadlineExceeded);
   auto second = jobs_->Submit(SmallJob(63));
   EXPECT_EQ(State(*second), v1::RUNNING);
+}
+
+// JobSpec.evaluator: the job waits for an evaluator task, which gets the chief's partition
+// marked is_evaluator (the training partitions say has_evaluator); its reports show in Get
+// but never decide the job; a job that fails aborts it, one that succeeds lets it finish;
+// it is busy until then, and a lost evaluator costs the job nothing.
+TEST_F(JobServiceTest, AnEvaluatorSideCarIsScheduledShownAndNeverDecidesTheJob) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  v1::JobSpec spec = SmallJob();
+  spec.set_num_workers(2);
+  spec.mutable_data()->set_eval_fraction(0.2);
+  spec.mutable_evaluator()->set_enabled(true);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(State(*id), v1::PENDING);  // no evaluator task yet
+  const TaskRef eval = AddWorker(1, "", TaskRef{"evaluator", 0});
+  jobs_->Tick();
+  ASSERT_EQ(State(*id), v1::RUNNING);
+  const v1::Partition p0 = Next(w0).run(), p1 = Next(w1).run(), pe = Next(eval).run();
+  EXPECT_TRUE(p0.has_evaluator() && p1.has_evaluator());
+  EXPECT_TRUE(pe.is_evaluator());
+  EXPECT_FALSE(pe.is_chief());
+  EXPECT_EQ(pe.rendezvous_prefix(), p0.rendezvous_prefix());
+  EXPECT_EQ(pe.secret(), p0.secret());
+  EXPECT_EQ(pe.job_uid(), p0.job_uid());
+  EXPECT_EQ(pe.replica_ids_size(), 0);
+  EXPECT_EQ(jobs_->RunningTasks()[eval].first, *id);
+
+  v1::JobReport r;
+  r.set_job_id(*id);
+  r.set_attempt(1);
+  r.set_phase(v1::JobReport::TRAINING);
+  r.set_step(5);
+  r.set_eval_accuracy(0.75);
+  r.set_checkpoints_evaluated(1);
+  jobs_->OnReports(eval, {r});
+  auto job = jobs_->Get(*id);
+  EXPECT_EQ(job->workers_size(), 0);  // the evaluator is not a worker of the attempt
+  EXPECT_EQ(job->evaluator_task().type(), "evaluator");
+  EXPECT_EQ(job->evaluator().checkpoints_evaluated(), 1);
+  EXPECT_EQ(job->job().progress().step(), 0);  // the chief's figures are the job's
+
+  Report(w0, *id, 1, v1::JobReport::DONE, 10);
+  Report(w1, *id, 1, v1::JobReport::DONE, 10);
+  EXPECT_EQ(State(*id), v1::SUCCEEDED);
+  // Still evaluating the final checkpoint: not aborted, still busy.
+  EXPECT_EQ(jobs_->NextAssignment(eval, incarnations_[eval], clock_.Now()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  auto second = jobs_->Submit(spec);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(State(*second), v1::PENDING);
+  r.set_phase(v1::JobReport::DONE);
+  r.set_step(10);
+  r.set_checkpoints_evaluated(2);
+  jobs_->OnReports(eval, {r});
+  EXPECT_EQ(jobs_->Get(*id)->evaluator().phase(), v1::JobReport::DONE);
+  EXPECT_EQ(State(*second), v1::RUNNING);  // the evaluator is free again
+
+  // The second job fails: its evaluator is aborted with it.
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run() && Next(eval).has_run());
+  Report(w0, *second, 1, v1::JobReport::FAILED, 3, "loss is NaN");
+  EXPECT_TRUE(Next(w1).has_abort());
+  Report(w1, *second, 1, v1::JobReport::ABORTED, 3);
+  ASSERT_EQ(State(*second), v1::FAILED);
+  const v1::Assignment abort = Next(eval);
+  ASSERT_TRUE(abort.has_abort()) << abort.DebugString();
+  EXPECT_EQ(abort.abort().job_id(), *second);
+
+  // A third job loses its evaluator: the job goes on; the evaluator's report says so.
+  auto third = jobs_->Submit(spec);
+  ASSERT_TRUE(third.ok()) << third.status();
+  r.set_job_id(*second);
+  r.set_phase(v1::JobReport::ABORTED);
+  jobs_->OnReports(eval, {r});
+  ASSERT_EQ(State(*third), v1::RUNNING);
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run() && Next(eval).has_run());
+  for (int i = 0; i < 2; ++i) {  // evaluator silent for 4 s > 3 s
+    clock_.Advance(absl::Seconds(2));
+    Beat(w0);
+    Beat(w1);
+  }
+  jobs_->Tick();
+  EXPECT_EQ(State(*third), v1::RUNNING);
+  EXPECT_EQ(jobs_->Get(*third)->evaluator().phase(), v1::JobReport::FAILED);
+  EXPECT_THAT(jobs_->Get(*third)->evaluator().error(), HasSubstr("evaluator/0 was lost"));
 }
 
 TEST_F(JobServiceTest, RefusesBadSpecsNamingTheField) {

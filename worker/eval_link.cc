@@ -29,8 +29,20 @@ absl::StatusOr<std::unique_ptr<EvalLink>> EvalLink::Connect(const v1::Partition&
     return absl::InvalidArgumentError(
         absl::StrCat("job ", partition.job_id(), ": the partition has no secret"));
   }
+  // An abortable barrier first: the transports' connect and accept loops end only at their
+  // deadline, the store's waits also at Abort() (an evaluator that never comes, an attempt
+  // aborted while waiting for it).
+  const int rank = partition.is_chief() ? kChief : 1;
+  LS_RETURN_IF_ERROR(store->Set(absl::StrCat("eval/ready/", rank), "ready"));
+  absl::Status ready =
+      store->Get(absl::StrCat("eval/ready/", 1 - rank), absl::Now() + options.connect_timeout)
+          .status();
+  if (!ready.ok()) {
+    return Annotate(ready, partition.is_chief() ? "waiting for the job's evaluator to join"
+                                                : "waiting for the job's chief to join");
+  }
   collectives::CommunicatorConfig config;
-  config.rank = partition.is_chief() ? kChief : 1;
+  config.rank = rank;
   config.world_size = 2;
   config.transport = options.transport;
   config.secret = partition.secret();
