@@ -1,12 +1,12 @@
 // Loopback TCP between two processes, without Lockstep's transport: the measurements behind
 // TcpTransport's connection per direction and its padding of small messages
-// (collectives/tcp_transport.h).
+// (collectives/transport/tcp/tcp_transport.h).
 //
 // Forks a peer; the two processes are pinned to the first two allowed CPUs (one each), open
-// connections tuned as TcpTransport tunes them (collectives/socket_util.h: TCP_NODELAY,
-// TcpOptions' buffers and, unless --congestion says otherwise, its congestion control), and
-// exchange --bytes each way --reps times, each exchange preceded by --small_count of --small
-// bytes each way (0: none). Prints the median and the 10th/90th percentiles of the bulk
+// connections tuned as TcpTransport tunes them (collectives/transport/tcp/socket_util.h:
+// TCP_NODELAY, TcpOptions' buffers and, unless --congestion says otherwise, its congestion
+// control), and exchange --bytes each way --reps times, each exchange preceded by --small_count of
+// --small bytes each way (0: none). Prints the median and the 10th/90th percentiles of the bulk
 // exchanges as the parent saw them; --tcp_info also prints both sockets' TCP_INFO (cwnd, MSS,
 // RTT, receive window) before a few of them. --small_lane sends the small exchanges over
 // connections of their own, which tells the bulk connections' TCP state apart from the host's:
@@ -36,8 +36,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
-#include "collectives/socket_util.h"
-#include "collectives/tcp_transport.h"
+#include "collectives/transport/tcp/socket_util.h"
+#include "collectives/transport/tcp/tcp_transport.h"
 #include "common/sched.h"
 
 ABSL_FLAG(int64_t, bytes, 1 << 20, "bytes each way per bulk exchange");

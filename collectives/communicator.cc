@@ -6,8 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "collectives/peer_failure.h"
-#include "collectives/piece_cursor.h"
+#include "collectives/transport/peer_failure.h"
 #include "common/sched.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
@@ -296,8 +295,11 @@ Handle Communicator::AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, 
   absl::StatusOr<size_t> checked = PiecesBytes(pieces, dtype);
   if (!checked.ok()) return Finished(checked.status());
   const size_t bytes = *checked;
-  return Submit([=] { return AllReducePiecesNow(pieces, bytes, dtype, op, deadline); }, deadline,
-                "all-reduce of pieces", bytes);
+  return Submit(
+      [=] {
+        return collectives::AllReducePieces(*transport_, options_, pieces, dtype, op, deadline);
+      },
+      deadline, "all-reduce of pieces", bytes);
 }
 
 absl::Status Communicator::AllReducePieces(absl::Span<const BufferPiece> pieces, DType dtype,
@@ -306,51 +308,12 @@ absl::Status Communicator::AllReducePieces(absl::Span<const BufferPiece> pieces,
   return RunNow(
       [=] {
         const absl::Time started = absl::Now();
-        absl::Status s = AllReducePiecesNow(pieces, bytes, dtype, op, deadline);
+        absl::Status s =
+            collectives::AllReducePieces(*transport_, options_, pieces, dtype, op, deadline);
         if (s.ok()) CountAllReduce(bytes, started);
         return s;
       },
       deadline, "all-reduce of pieces");
-}
-
-absl::Status Communicator::AllReducePiecesNow(absl::Span<const BufferPiece> pieces, size_t bytes,
-                                              DType dtype, ReduceOp op, absl::Time deadline) {
-  const size_t esize = DTypeSize(dtype);
-  // Segments as AllReduce cuts a contiguous vector (AlgorithmOptions::segment_bytes).
-  size_t seg = bytes;
-  if (options_.algorithm == AllReduceAlgorithm::kAuto && options_.segment_bytes > 0 &&
-      bytes > options_.segment_bytes) {
-    seg = std::max<size_t>(1, options_.segment_bytes / esize) * esize;
-  }
-  if (size() == 1) {
-    return RingAllReducePieces(*transport_, options_.chunk_bytes, pieces, dtype, op, deadline);
-  }
-  AlgorithmOptions one = options_;
-  one.segment_bytes = 0;
-  // Every algorithm reduces where the pieces lie: a fused bucket is never packed.
-  for (size_t at = 0; at < bytes; at += seg) {
-    const size_t n = std::min(seg, bytes - at);
-    segment_.clear();
-    PieceCursor slicer(nullptr, bytes, pieces);
-    slicer.Advance(at);
-    for (iovec v; slicer.offset() < at + n && slicer.Fill(&v, 1, at + n - slicer.offset()) > 0;) {
-      segment_.push_back({v.iov_base, v.iov_len});
-      slicer.Advance(v.iov_len);
-    }
-    switch (ChooseAllReduce(one, size(), n)) {
-      case AllReduceAlgorithm::kRing:
-        LS_RETURN_IF_ERROR(RingAllReducePieces(*transport_, one, segment_, dtype, op, deadline));
-        break;
-      case AllReduceAlgorithm::kHalvingDoubling:
-        LS_RETURN_IF_ERROR(
-            HalvingDoublingAllReducePieces(*transport_, segment_, dtype, op, deadline));
-        break;
-      default:
-        LS_RETURN_IF_ERROR(
-            RecursiveDoublingAllReducePieces(*transport_, segment_, dtype, op, deadline));
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Communicator::CheckBroadcast(const void* buf, size_t count, int root) const {

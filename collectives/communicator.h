@@ -49,8 +49,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "collectives/algorithms.h"
-#include "collectives/transport.h"
+#include "collectives/algorithms/algorithms.h"
+#include "collectives/transport/transport.h"
 #include "collectives/types.h"
 
 namespace lockstep {
@@ -97,11 +97,9 @@ class Communicator {
 
   // All-reduce, in place, of the vector made of `pieces` end to end (one dtype; each piece a
   // whole number of elements; the same piece sizes on every rank): what FusedAllReduce uses
-  // so that a bucket of tensors is reduced where they lie, never packed, by whichever
-  // algorithm its size chooses (Ring-, HalvingDoubling-, RecursiveDoublingAllReducePieces;
-  // scattered messages). With AlgorithmOptions::segment_bytes the vector is cut into the
-  // same segments as AllReduce cuts a contiguous one, each handled so. `pieces` and the buffers
-  // must stay valid until Wait() returns.
+  // so that a bucket of tensors is reduced where they lie, never packed, through the same
+  // dispatch as AllReduce (collectives::AllReducePieces: the same segments and algorithms;
+  // scattered messages). `pieces` and the buffers must stay valid until Wait() returns.
   Handle AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
                               absl::Time deadline);
   // The same, returning when done: on the calling thread when no async collective is queued
@@ -171,9 +169,6 @@ class Communicator {
   absl::Status CheckBroadcast(const void* buf, size_t count, int root) const;
   // The pieces' total bytes, or INVALID_ARGUMENT naming this rank (CheckPieces).
   absl::StatusOr<size_t> PiecesBytes(absl::Span<const BufferPiece> pieces, DType dtype) const;
-  // Runs the all-reduce of checked `pieces` on this thread; `bytes`: their total (PiecesBytes).
-  absl::Status AllReducePiecesNow(absl::Span<const BufferPiece> pieces, size_t bytes, DType dtype,
-                                  ReduceOp op, absl::Time deadline);
 
   const std::unique_ptr<Transport> transport_;
   const AlgorithmOptions options_;
@@ -182,7 +177,6 @@ class Communicator {
   std::atomic<int64_t> async_all_reduce_ns_{0};
   // Scratch for out-of-place reduce-scatter; used only by the collective running now.
   std::vector<char> scratch_;
-  std::vector<BufferPiece> segment_;  // AllReducePiecesNow: the pieces of one segment
 
   // The sync fast path takes no lock (a Mutex lock costs more than a small shm all-reduce
   // here): a caller runs its collective at once when nothing is queued and it wins `busy_`.

@@ -9,8 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "collectives/shm_transport.h"
-#include "collectives/tcp_transport.h"
+#include "collectives/transport/shm/shm_transport.h"
+#include "collectives/transport/tcp/tcp_transport.h"
 #include "common/sched.h"
 #include "common/status.h"
 

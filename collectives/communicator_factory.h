@@ -18,12 +18,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "collectives/algorithms.h"
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/communicator.h"
-#include "collectives/inproc_transport.h"
-#include "collectives/shm_transport.h"
 #include "collectives/store.h"
-#include "collectives/tcp_transport.h"
+#include "collectives/transport/inproc/inproc_transport.h"
+#include "collectives/transport/shm/shm_transport.h"
+#include "collectives/transport/tcp/tcp_transport.h"
 #include "collectives/types.h"
 
 namespace lockstep {

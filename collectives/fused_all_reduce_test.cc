@@ -219,7 +219,8 @@ TEST(ZeroCopyFusionTest, SegmentedAllReduceOfPiecesMatchesContiguousBitwise) {
 }
 
 // Halving-doubling and recursive doubling over pieces (what shm groups of more than two ranks
-// run on buckets below kShmManyRanksRingThresholdBytes, and TCP pairs below 1 MiB) reduce
+// run on buckets below the shm ring threshold, algorithms/tuning.cc, and TCP pairs below 1
+// MiB) reduce
 // where the tensors lie and give bitwise the contiguous result, with the fold of non-powers
 // of two, for SUM and MEAN.
 TEST(ZeroCopyFusionTest, DoublingAlgorithmsOverPiecesMatchContiguousBitwise) {

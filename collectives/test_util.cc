@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "collectives/in_memory_store.h"
-#include "collectives/inproc_transport.h"
-#include "collectives/shm_transport.h"
-#include "collectives/tcp_transport.h"
+#include "collectives/transport/inproc/inproc_transport.h"
+#include "collectives/transport/shm/shm_transport.h"
+#include "collectives/transport/tcp/tcp_transport.h"
 
 namespace lockstep {
 namespace collectives {

@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "collectives/communicator.h"
 #include "collectives/communicator_factory.h"
-#include "collectives/transport.h"
+#include "collectives/transport/transport.h"
 
 namespace lockstep {
 namespace collectives {

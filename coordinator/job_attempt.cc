@@ -15,7 +15,7 @@ bool EndsAttempt(v1::JobReport::Phase phase) {
 }
 
 bool IsRelayedFailure(absl::string_view failure) {
-  // The collectives name the peer whose failure they saw (collectives/peer_failure.h).
+  // The collectives name the peer whose failure they saw (collectives/transport/peer_failure.h).
   return absl::StrContains(failure, "peer rank") || absl::StrContains(failure, "left the group");
 }
 

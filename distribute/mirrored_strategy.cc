@@ -1,6 +1,6 @@
 #include "distribute/mirrored_strategy.h"
 
-#include "collectives/inproc_transport.h"
+#include "collectives/communicator_factory.h"
 #include "common/status.h"
 #include "distribute/collective_ops.h"
 #include "distribute/devices.h"
@@ -14,12 +14,16 @@ absl::StatusOr<std::vector<std::unique_ptr<collectives::Communicator>>> MakeInPr
   if (implementation == CommunicationOptions::Implementation::kRing) {
     algorithms.algorithm = collectives::AllReduceAlgorithm::kRing;
   }
-  auto hub = std::make_shared<collectives::InProcHub>(n);
+  collectives::CommunicatorConfig config;
+  config.world_size = n;
+  config.transport = collectives::TransportKind::kInProc;
+  config.inproc_hub = std::make_shared<collectives::InProcHub>(n);
+  config.algorithms = algorithms;
   std::vector<std::unique_ptr<collectives::Communicator>> comms;
   for (int r = 0; r < n; ++r) {
+    config.rank = r;
     LS_ASSIGN_OR_RETURN(std::unique_ptr<collectives::Communicator> c,
-                        collectives::Communicator::Create(
-                            std::make_unique<collectives::InProcTransport>(hub, r), algorithms));
+                        collectives::CreateCommunicator(config, /*store=*/nullptr));
     comms.push_back(std::move(c));
   }
   return comms;

@@ -1,8 +1,8 @@
 // Fuzz target: how a shared-memory rank reads what its peers published in the Store
-// (collectives/shm_negotiation.h): the segment advert "<name> <bytes>" and the capability list
-// "cma=...;direct=..." (CapabilityField, as ShmTransport::Connect compares each peer's to its
-// own). The whole input is given to both parsers. A capability read out of a list must not hold
-// a ';' and must be found again in the list as "<key>=<value>".
+// (collectives/transport/shm/shm_negotiation.h): the segment advert "<name> <bytes>" and the
+// capability list "cma=...;direct=..." (CapabilityField, as ShmTransport::Connect compares each
+// peer's to its own). The whole input is given to both parsers. A capability read out of a list
+// must not hold a ';' and must be found again in the list as "<key>=<value>".
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "collectives/shm_negotiation.h"
+#include "collectives/transport/shm/shm_negotiation.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view value(reinterpret_cast<const char*>(data), size);

@@ -1,5 +1,5 @@
 // Fuzz target: the checks the TCP transport's handshake makes on what a peer sends
-// (collectives/tcp_handshake.h). The first byte picks the message:
+// (collectives/transport/tcp/tcp_handshake.h). The first byte picks the message:
 //   0  the rest is an acceptor's hello, read by a connector (ParseHello);
 //   1  the rest is a connector's proof, read by an acceptor (CheckProof);
 //   2  the rest gives a rank, a world size and a nonce that a holder of the group's secret
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "collectives/tcp_handshake.h"
+#include "collectives/transport/tcp/tcp_handshake.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-#include "collectives/socket_util.h"
+#include "collectives/transport/tcp/socket_util.h"
 #include "common/net.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"

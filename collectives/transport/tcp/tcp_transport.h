@@ -1,0 +1,138 @@
+// TcpTransport: a full mesh of authenticated TCP connections, two per pair of ranks, one for
+// each direction.
+//
+// Connect(): every rank listens on an ephemeral port of `listen_host` and publishes
+// "<prefix>/tcp/<rank>" in the Store; it opens one connection to every other rank, on which it
+// only sends, and accepts one from every other rank, on which it only receives (the .cc says
+// why, and in which order, free of deadlock). Each connection passes the HMAC handshake
+// (tcp_handshake.h) first; a stray connection, a wrong secret or a duplicate rank is logged
+// and closed, and accepting goes on.
+// Data path: non-blocking sockets, TCP_NODELAY, one poll() over the send and receive
+// sockets plus an eventfd for Abort(); received bytes for reductions go through one staging
+// buffer allocated at connect time (no allocation per message).
+// Ownership: owns its sockets. Thread model: see Transport; Abort() shuts every socket down,
+// so peers see this rank leave at once (UNAVAILABLE) instead of waiting for a deadline; a
+// rank that leaves because another failed says which one first (AbortOnPeerFailure).
+#ifndef LOCKSTEP_COLLECTIVES_TRANSPORT_TCP_TCP_TRANSPORT_H_
+#define LOCKSTEP_COLLECTIVES_TRANSPORT_TCP_TCP_TRANSPORT_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "collectives/store.h"
+#include "collectives/transport/tcp/socket_util.h"
+#include "collectives/transport/tcp/tcp_handshake.h"
+#include "collectives/transport/transport.h"
+
+namespace lockstep {
+namespace collectives {
+
+struct TcpOptions {
+  std::string listen_host = "127.0.0.1";
+  // SO_SNDBUF/SO_RCVBUF (the kernel caps them at net.core.[rw]mem_max); 0 keeps Linux's
+  // autotuning. 4 MiB measured 1.5-4x faster than autotuning from 8 B to 2 MiB here.
+  int socket_buffer_bytes = 4 << 20;
+  size_t staging_bytes = 256 << 10;
+  // Congestion control, the first of these the kernel lets us set (TuneSocket); empty: the
+  // system's default. Not BBR (these machines' default): it paces every connection with a
+  // timer when the interface has no fq qdisc (loopback never has one), and its bandwidth
+  // estimate swings from run to run. n=2 loopback, medians of 6 interleaved runs (two
+  // sessions of 3), 1 / 2 / 4 / 8 MiB all-reduce: bbr 318 / 1150 / 2390 / 3233 us, cubic
+  // 308 / 605 / 1190 / 2778 us, reno 242 / 615 / 1118 / 2958 us. Cubic (Linux's usual
+  // default, better than reno on long fat links between hosts), else reno, which every
+  // kernel lets unprivileged processes set.
+  std::string congestion_control = "cubic,reno";
+  // Non-blocking attempts (each after a sched_yield) before sleeping in poll(); -1: 64.
+  // Also when ranks outnumber cores: the yield hands the core to a rank that can make
+  // progress, and sleeping costs a wake-up per segment (n=4 on 2 cores, 4 rounds, medians:
+  // 1 MiB 1.32 -> 1.00 ms, 2 MiB 2.61 -> 1.65 ms with 64 instead of 0).
+  int busy_polls = -1;
+  // In a SendRecv that sends and receives at once, send at most this many bytes ahead of what
+  // has arrived; 0: no limit. It bounds the bytes in flight (and so the socket buffers' share
+  // of the caches) without stopping the exchange at every segment; 2 MiB leaves a 4 MiB
+  // all-reduce of two ranks (2 MiB each way per ring step) unbounded. Measured n=2,
+  // bench/allreduce, 4-6 interleaved runs, rank 0's per-run medians, no limit vs 512 KiB vs
+  // 1 MiB vs 2 MiB: 2 MiB 368-418 vs 458-477 vs 404-416 vs 402-434 us; 4 MiB 902-1037 vs
+  // 986-1034 vs 1002-1155 vs 898-1153; 8 MiB 3125-3677 vs 2836-3066 vs 2720-3268 vs
+  // 2165-3234; 16 MiB 6850-7946 vs 5842-6478 vs 5752-6643 vs 4578-6835. (A first campaign,
+  // before small messages were padded (kMinMessageBytes), saw runs fast or 2-3x slower for
+  // all their calls and credited a 384 KiB window with steadying them; the cause was the
+  // bench's one-byte barriers.)
+  size_t send_window_bytes = 2 << 20;
+  // How long one incoming connection may take to finish its handshake.
+  absl::Duration handshake_timeout = absl::Seconds(5);
+};
+
+class TcpTransport final : public Transport {
+ public:
+  // Messages shorter than this travel padded to it (the receiver drops the padding). A
+  // message of a few bytes leaves a loopback connection slow for the bulk transfers after
+  // it: two processes exchanging 1 MiB each way, each exchange after one of N bytes, median
+  // of 200 exchanges (bench/tcp_loopback_probe --small=N), with the transport's cubic, 2
+  // rounds: N = 1: 241-406 us, 8: 180-185, 16: 134-137, 64: 132-135, none: 135-137 (under
+  // BBR, 4 rounds: N = 1: 372-989 us, 8: 369-568, 16: 128-188, 64: 128-174). Barriers (1 byte)
+  // and small all-reduces otherwise slow the next large all-reduce by about 2x.
+  static constexpr size_t kMinMessageBytes = 64;
+
+  static absl::StatusOr<std::unique_ptr<TcpTransport>> Connect(const HandshakeIdentity& me,
+                                                               const std::string& key_prefix,
+                                                               Store* store,
+                                                               const TcpOptions& options,
+                                                               absl::Time deadline);
+  ~TcpTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  absl::Status SendRecv(const SendSpec& send, const RecvSpec& recv, absl::Time deadline) override;
+  void Abort() override;
+  // Sends each live peer one urgent (out-of-band) byte holding `failed_rank` before shutting
+  // the connections down; a peer that finds this connection closed reads it (PeerError).
+  // Urgent data skips the peer's in-band stream, so it cannot be mistaken for a tensor
+  // (one in-band pad byte goes in front of it, see the .cc).
+  void AbortOnPeerFailure(int failed_rank) override;
+
+ private:
+  TcpTransport(int rank, int size, size_t staging_bytes);
+  // Connect(): accepts a connection from every other rank on `listen_fd` (published as
+  // `address`), each proven by the handshake, into recv_fd_; refused connections are logged
+  // and closed.
+  absl::Status AcceptPeers(int listen_fd, const std::string& address, const HandshakeIdentity& me,
+                           const std::string& key_prefix, const TcpOptions& options,
+                           absl::Time deadline);
+  // SendRecv without the padding of small messages (kMinMessageBytes).
+  absl::Status Move(const SendSpec& send, const RecvSpec& recv, absl::Time deadline);
+  // UNAVAILABLE: the connection to `peer` failed (errno `err`) or closed (err == 0), naming
+  // the rank the failure started at when `peer` told us (AbortOnPeerFailure).
+  absl::Status PeerError(int peer, const char* what, int err) const;
+  // After a read from `peer` that stopped short: if it stopped at an urgent mark, takes the
+  // urgent byte (AbortOnPeerFailure) into failed_rank_from_ now, before the next read steps
+  // over the mark and the kernel drops the byte. A read stops short of a mark only in front of
+  // it, so checking after short reads catches every mark; sockatmark costs as much as one
+  // empty recv (about 0.3 us here), and a short read means we wait for data anyway.
+  void TakeUrgentByte(int peer);
+  // The rank a failure started at as told by `peer`'s urgent byte, else by any other peer's
+  // (see the .cc); -1 when none said. Reads pending urgent bytes: the failure path only.
+  int FailedRankToldBy(int peer) const;
+
+  const int rank_;
+  const int size_;
+  // send_fd_[r]: the connection this rank opened to r, which carries only what it sends r;
+  // recv_fd_[r]: the one r opened, which carries only what r sends. Empty for this rank.
+  std::vector<UniqueFd> send_fd_;
+  std::vector<UniqueFd> recv_fd_;
+  UniqueFd abort_fd_;  // eventfd, readable after Abort()
+  std::atomic<bool> aborted_{false};
+  std::vector<char> staging_;
+  // failed_rank_from_[r]: the urgent byte rank r sent before it left (TakeUrgentByte), or -1.
+  std::vector<int> failed_rank_from_;
+  int busy_polls_ = 0;
+  size_t send_window_ = 0;  // TcpOptions::send_window_bytes
+};
+
+}  // namespace collectives
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COLLECTIVES_TRANSPORT_TCP_TCP_TRANSPORT_H_

@@ -1,0 +1,318 @@
+// The TCP transport's handshake refuses stray and wrong-secret connections; data and
+// failures cross real loopback sockets.
+#include "collectives/transport/tcp/tcp_transport.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "collectives/in_memory_store.h"
+#include "collectives/test_util.h"
+#include "gtest/gtest.h"
+
+namespace lockstep {
+namespace collectives {
+namespace {
+
+absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
+
+// Connects n TcpTransports with `options` through one store, one thread per rank.
+std::vector<std::unique_ptr<TcpTransport>> ConnectTcp(int n, const TcpOptions& options) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  std::vector<std::unique_ptr<TcpTransport>> t(n);
+  RunRanks(n, [&](int r) {
+    auto connected = TcpTransport::Connect({"s", prefix, r, n}, prefix, &store, options, Soon());
+    ASSERT_TRUE(connected.ok()) << connected.status();
+    t[r] = std::move(connected).value();
+  });
+  return t;
+}
+
+TEST(TcpTransportTest, WrongSecretIsRefusedAndTheRightPeerStillJoins) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  absl::StatusOr<std::unique_ptr<TcpTransport>> rank0;
+  std::thread acceptor([&] {
+    rank0 = TcpTransport::Connect({"right", prefix, 0, 2}, prefix, &store, {}, Soon());
+  });
+  // An impostor claiming rank 1 with the wrong secret: refused before any data.
+  auto address = store.Get(absl::StrCat(prefix, "/tcp/0"), Soon());
+  ASSERT_TRUE(address.ok());
+  auto fd = ConnectWithRetry(*address, Soon());
+  ASSERT_TRUE(fd.ok());
+  absl::Status bad = HandshakeAsConnector(fd->get(), {"wrong", prefix, 1, 2}, 0, Soon());
+  EXPECT_EQ(bad.code(), absl::StatusCode::kUnauthenticated) << bad;
+  // A stray client that speaks no protocol at all: its bytes are never taken as a peer.
+  auto stray = ConnectWithRetry(*address, Soon());
+  ASSERT_TRUE(stray.ok());
+  ASSERT_TRUE(WriteFull(stray->get(), "GET / HTTP/1.0\r\n\r\n", 18, Soon()).ok());
+  stray->Reset();
+  // The real rank 1 (other store keys are already set by rank 0 only).
+  auto rank1 = TcpTransport::Connect({"right", prefix, 1, 2}, prefix, &store, {}, Soon());
+  acceptor.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  // Data flows between the two real ranks.
+  int out = 42, in = 0;
+  std::thread sender([&] { ASSERT_TRUE((*rank0)->SendRecv({1, &out, 4}, {}, Soon()).ok()); });
+  ASSERT_TRUE((*rank1)->SendRecv({}, {0, &in, 4}, Soon()).ok());
+  sender.join();
+  EXPECT_EQ(in, 42);
+}
+
+TEST(TcpTransportTest, ASilentConnectionDoesNotHoldUpTheRealPeer) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  TcpOptions options;
+  // Longer than the whole connect deadline: an acceptor that finished one handshake before
+  // starting the next would still be waiting on the silent connection at the deadline.
+  options.handshake_timeout = absl::Seconds(30);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<TcpTransport>> rank0;
+  std::thread acceptor([&] {
+    rank0 = TcpTransport::Connect({"s", prefix, 0, 2}, prefix, &store, options, deadline);
+  });
+  auto address = store.Get(absl::StrCat(prefix, "/tcp/0"), deadline);
+  ASSERT_TRUE(address.ok());
+  // Connects first and never says a word (it stays open until the end of the test).
+  auto silent = ConnectWithRetry(*address, deadline);
+  ASSERT_TRUE(silent.ok());
+  auto rank1 = TcpTransport::Connect({"s", prefix, 1, 2}, prefix, &store, options, deadline);
+  acceptor.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  int out = 7, in = 0;
+  std::thread sender([&] { ASSERT_TRUE((*rank1)->SendRecv({0, &out, 4}, {}, deadline).ok()); });
+  ASSERT_TRUE((*rank0)->SendRecv({}, {1, &in, 4}, deadline).ok());
+  sender.join();
+  EXPECT_EQ(in, 7);
+}
+
+TEST(TcpTransportTest, WrongGroupWithRightSecretIsRefused) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  std::thread acceptor([&] {
+    // Times out: the only peer that shows up belongs to another group.
+    auto t = TcpTransport::Connect({"s", prefix, 0, 2}, prefix, &store, {},
+                                   absl::Now() + absl::Seconds(2));
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kDeadlineExceeded);
+  });
+  auto address = store.Get(absl::StrCat(prefix, "/tcp/0"), Soon());
+  ASSERT_TRUE(address.ok());
+  auto fd = ConnectWithRetry(*address, Soon());
+  ASSERT_TRUE(fd.ok());
+  EXPECT_EQ(HandshakeAsConnector(fd->get(), {"s", "other-job", 1, 2}, 0, Soon()).code(),
+            absl::StatusCode::kUnauthenticated);
+  acceptor.join();
+}
+
+// A receive from a peer that never sends sleeps in poll(); Abort() from another thread wakes
+// it.
+TEST(TcpTransportTest, AbortEndsAReceiveBlockedInPoll) {
+  auto group = ConnectTransports(TransportKind::kTcp, 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<char> in(1 << 10);
+  AbortedCall call = AbortWhileBlocked(*(*group)[0], {}, {1, in.data(), in.size()});
+  EXPECT_TRUE(call.blocked) << "the receive never blocked waiting for rank 1";
+  LogAbortLatency("tcp receive", call.latency);
+  EXPECT_EQ(call.status.code(), absl::StatusCode::kAborted) << call.status;
+  EXPECT_LT(call.latency, kAbortLatencyBound);
+}
+
+// A peer that sends a few bytes at a time, slowly, wakes poll() before it can time out: the
+// deadline still ends the call. (Pieces of kMinMessageBytes: shorter messages travel padded.)
+TEST(TcpTransportTest, APeerTricklingBytesCannotHoldACallPastItsDeadline) {
+  auto group = ConnectTransports(TransportKind::kTcp, 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  constexpr size_t kPiece = TcpTransport::kMinMessageBytes;
+  std::vector<char> in(64 * kPiece);  // 64 pieces, one every 20 ms: 1.3 s
+  std::atomic<bool> done{false};
+  std::thread trickler([&] {
+    const std::vector<char> piece(kPiece, 1);
+    for (size_t i = 0; i < 64 && !done.load(); ++i) {
+      if (!(*group)[1]->SendRecv({0, piece.data(), piece.size()}, {}, Soon()).ok()) return;
+      absl::SleepFor(absl::Milliseconds(20));  // the slow peer under test
+    }
+  });
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(200);
+  absl::Status s = (*group)[0]->SendRecv({}, {1, in.data(), in.size()}, deadline);
+  const absl::Duration late = absl::Now() - deadline;
+  done.store(true);
+  trickler.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("receiving from rank 1"), absl::string_view::npos) << s;
+  EXPECT_LT(late, absl::Milliseconds(500));
+}
+
+// A call whose bytes are always there never waits in poll(), where the deadline used to be
+// checked, yet it must not run past its deadline either: here rank 1 sends 64 KiB at once and
+// rank 0 reduces them slowly, 64 bytes a millisecond (a second in all).
+TEST(TcpTransportTest, ACallThatKeepsMakingProgressStillEndsAtItsDeadline) {
+  TcpOptions options;
+  options.staging_bytes = 64;  // the sink gets 64 bytes at a time
+  auto t = ConnectTcp(2, options);
+  ASSERT_TRUE(t[0] != nullptr && t[1] != nullptr);
+  std::vector<char> out(64 << 10, 1), in(out.size());
+  absl::Status sent;
+  std::thread sender([&] { sent = t[1]->SendRecv({0, out.data(), out.size()}, {}, Soon()); });
+  auto slow = [](size_t, const void*, size_t) {
+    absl::SleepFor(absl::Milliseconds(1));  // the slow reduction under test
+  };
+  RecvSink sink(slow);
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(200);
+  absl::Status s = t[0]->SendRecv({}, {1, in.data(), in.size(), 1, &sink}, deadline);
+  const absl::Duration late = absl::Now() - deadline;
+  sender.join();
+  EXPECT_TRUE(sent.ok()) << sent;  // it fits in the socket buffers
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("receiving from rank 1"), absl::string_view::npos) << s;
+  EXPECT_LT(late, absl::Milliseconds(500));
+}
+
+// A call that sends and receives at once sends no more than send_window_bytes ahead of what
+// has arrived: here rank 1 only listens, so rank 0's 1 MiB stops after the window (without
+// one it would all fit in the socket buffers and arrive).
+TEST(TcpTransportTest, TheSendWindowHoldsSendsToWhatHasArrived) {
+  TcpOptions options;
+  options.send_window_bytes = 64 << 10;
+  auto t = ConnectTcp(2, options);
+  ASSERT_TRUE(t[0] != nullptr && t[1] != nullptr);
+  std::vector<char> out(1 << 20, 1), in(out.size()), never(16);
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(300);
+  absl::Status sender;
+  std::thread rank0([&] {
+    sender = t[0]->SendRecv({1, out.data(), out.size()}, {1, never.data(), never.size()}, deadline);
+  });
+  absl::Status s = t[1]->SendRecv({}, {0, in.data(), in.size()}, deadline);
+  rank0.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("(65536/1048576 bytes in"), absl::string_view::npos) << s;
+  EXPECT_EQ(sender.code(), absl::StatusCode::kDeadlineExceeded) << sender;
+}
+
+// The window never stalls the patterns the algorithms use, however small: a ring where every
+// rank sends to its right and receives from its left (messages of different lengths, one
+// receive reduced through the staging buffer), and a pair whose receive ends long before its
+// send. Every byte arrives in order.
+TEST(TcpTransportTest, ATinySendWindowStallsNoRingAndNoUnevenPair) {
+  TcpOptions options;
+  options.send_window_bytes = 1000;
+  options.staging_bytes = 4096;
+  constexpr int kRanks = 3;
+  auto t = ConnectTcp(kRanks, options);
+  for (const auto& r : t) ASSERT_TRUE(r != nullptr);
+  auto length = [](int r) { return static_cast<size_t>((1 << 20) + 4 * 7 * r); };
+  auto byte = [](int r, size_t i) { return static_cast<char>((i * 31 + r * 7) & 0xff); };
+  std::vector<std::vector<char>> out(kRanks), in(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    out[r].resize(length(r));
+    for (size_t i = 0; i < out[r].size(); ++i) out[r][i] = byte(r, i);
+    in[r].assign(length((r + kRanks - 1) % kRanks), 0);
+  }
+  std::vector<absl::Status> status(kRanks);
+  RunRanks(kRanks, [&](int r) {
+    const int right = (r + 1) % kRanks, left = (r + kRanks - 1) % kRanks;
+    char* dst = in[r].data();
+    auto copy = [dst](size_t offset, const void* data, size_t len) {
+      std::memcpy(dst + offset, data, len);
+    };
+    RecvSink sink(copy);
+    RecvSpec recv{left, in[r].data(), in[r].size(), 4, r == 0 ? &sink : nullptr};
+    status[r] = t[r]->SendRecv({right, out[r].data(), out[r].size()}, recv, Soon());
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+    const int left = (r + kRanks - 1) % kRanks;
+    for (size_t i = 0; i < in[r].size(); ++i) {
+      ASSERT_EQ(in[r][i], byte(left, i)) << "rank " << r << " byte " << i;
+    }
+  }
+  // Rank 0 sends 1 MiB and receives 10 bytes; rank 1 the other way round.
+  std::vector<char> big(1 << 20, 3), big_in(big.size()), small(10, 4), small_in(small.size());
+  RunRanks(2, [&](int r) {
+    status[r] = r == 0 ? t[0]->SendRecv({1, big.data(), big.size()},
+                                        {1, small_in.data(), small_in.size()}, Soon())
+                       : t[1]->SendRecv({0, small.data(), small.size()},
+                                        {0, big_in.data(), big_in.size()}, Soon());
+  });
+  ASSERT_TRUE(status[0].ok()) << status[0];
+  ASSERT_TRUE(status[1].ok()) << status[1];
+  EXPECT_EQ(big_in, big);
+  EXPECT_EQ(small_in, small);
+}
+
+// Messages shorter than kMinMessageBytes travel padded; both sides must drop the same
+// padding, whatever the message is made of (one buffer or pieces, copied or handed to a sink),
+// or every later message would be read out of step.
+TEST(TcpTransportTest, SmallMessagesOfEveryShapeKeepTheStreamInStep) {
+  auto t = ConnectTcp(2, TcpOptions{});
+  ASSERT_TRUE(t[0] != nullptr && t[1] != nullptr);
+  std::vector<char> big(1 << 20), big_in(big.size());
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 13);
+  for (size_t len = 1; len <= 2 * TcpTransport::kMinMessageBytes; len += 7) {
+    for (int shape = 0; shape < 3; ++shape) {  // 0: buffers, 1: pieces, 2: into a sink
+      std::vector<char> out(len), in(len, 0);
+      for (size_t i = 0; i < len; ++i) out[i] = static_cast<char>(len * 31 + i + shape);
+      const size_t half = len / 2;
+      const BufferPiece out_pieces[2] = {{out.data(), half}, {out.data() + half, len - half}};
+      const BufferPiece in_pieces[2] = {{in.data(), half}, {in.data() + half, len - half}};
+      char* dst = in.data();
+      auto copy = [dst](size_t offset, const void* data, size_t n) {
+        std::memcpy(dst + offset, data, n);
+      };
+      RecvSink sink(copy);
+      SendSpec send{1, out.data(), len};
+      RecvSpec recv{0, in.data(), len};
+      if (shape == 1) {
+        send.pieces = out_pieces;
+        recv.pieces = in_pieces;
+      }
+      if (shape == 2) recv.sink = &sink;
+      std::vector<absl::Status> status(2);
+      // A small message each way, then a large one: it must land where it belongs.
+      RunRanks(2, [&](int r) {
+        status[r] = r == 0 ? t[0]->SendRecv(send, {}, Soon()) : t[1]->SendRecv({}, recv, Soon());
+        if (status[r].ok()) {
+          status[r] = r == 0 ? t[0]->SendRecv({1, big.data(), big.size()}, {}, Soon())
+                             : t[1]->SendRecv({}, {0, big_in.data(), big_in.size()}, Soon());
+        }
+      });
+      ASSERT_TRUE(status[0].ok()) << status[0];
+      ASSERT_TRUE(status[1].ok()) << status[1];
+      ASSERT_EQ(in, out) << "length " << len << " shape " << shape;
+      ASSERT_EQ(big_in, big) << "after a message of " << len << " bytes, shape " << shape;
+      std::fill(big_in.begin(), big_in.end(), 0);
+    }
+  }
+}
+
+TEST(TcpTransportTest, AbortedPeerIsUnavailableNotASlowPeer) {
+  auto group = MakeGroup(TransportKind::kTcp, 3);
+  ASSERT_TRUE(group.ok()) << group.status();
+  (*group)[2]->Abort();
+  // Ranks 0 and 1 both learn at once that rank 2 is gone (directly or from each other).
+  std::vector<absl::Status> status(2);
+  absl::Time start = absl::Now();
+  RunRanks(2, [&](int r) {
+    std::vector<float> x(1 << 16, 1.0f);
+    status[r] = (*group)[r]->AllReduce(x.data(), x.data(), x.size(), DType::kF32, ReduceOp::kSum,
+                                       absl::Now() + absl::Seconds(30));
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  for (const absl::Status& s : status) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_NE(s.message().find("peer rank"), absl::string_view::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace collectives
+}  // namespace lockstep
