@@ -17,7 +17,7 @@ namespace {
 
 // Pushes two partitions, then holds the stream open until the client cancels; task index 9
 // is unknown (NOT_FOUND).
-class AssignmentsOnlyService final : public v1::Coordinator::Service {
+class AssignmentsOnlyService final : public v1::WorkerService::Service {
  public:
   grpc::Status WatchAssignments(grpc::ServerContext* ctx, const v1::WatchAssignmentsRequest* req,
                                 grpc::ServerWriter<v1::Assignment>* writer) override {
