@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "common/loopback_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -60,13 +61,10 @@ class FakeJobService final : public v1::JobService::Service {
 class CoordinatorClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    address_ = "127.0.0.1:" + std::to_string(port);
+    auto server = StartLoopbackServer(&service_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(server->server);
+    address_ = server->address;
     auto client =
         CoordinatorClient::Create(address_, TlsOptions{.insecure = true}, absl::Milliseconds(500));
     ASSERT_TRUE(client.ok()) << client.status();
