@@ -27,19 +27,30 @@ struct ServiceTable {
   absl::Span<const Rule> rules;
 };
 
+// One row per line, so that adding an RPC is adding a line.
+// clang-format off
 // lockstep.v1.WorkerService: daemons only, known by their certificate.
 constexpr Rule kWorkerServiceRules[] = {
-    {"RegisterWorker", kWorkers},   {"Heartbeat", kWorkers}, {"Deregister", kWorkers},
-    {"WatchAssignments", kWorkers}, {"SetKey", kWorkers},    {"GetKey", kWorkers},
+    {"RegisterWorker", kWorkers},
+    {"Heartbeat", kWorkers},
+    {"Deregister", kWorkers},
+    {"WatchAssignments", kWorkers},
+    {"SetKey", kWorkers},
+    {"GetKey", kWorkers},
     {"Barrier", kWorkers},
 };
 
 // lockstep.v1.JobService: clients only; read-only for viewers, changes for operators.
 constexpr Rule kJobServiceRules[] = {
-    {"GetClusterStatus", kViewers}, {"ListJobs", kViewers},    {"GetJob", kViewers},
-    {"WatchJob", kViewers},         {"SubmitJob", kOperators}, {"CancelJob", kOperators},
+    {"GetClusterStatus", kViewers},
+    {"ListJobs", kViewers},
+    {"GetJob", kViewers},
+    {"WatchJob", kViewers},
+    {"SubmitJob", kOperators},
+    {"CancelJob", kOperators},
     {"DrainWorker", kOperators},
 };
+// clang-format on
 
 constexpr ServiceTable kWorkerService = {"lockstep.v1.WorkerService", kWorkers,
                                          kWorkerServiceRules};
