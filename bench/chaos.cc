@@ -26,7 +26,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/job_client.h"
+#include "client/coordinator_client.h"
 #include "client/job_format.h"
 #include "client/local_cluster.h"
 #include "common/process.h"
@@ -65,8 +65,8 @@ struct Failure {
   int64_t restored = 0;
 };
 
-absl::StatusOr<Seen> Look(client::JobClient& jobs, const std::string& id) {
-  absl::StatusOr<v1::GetJobResponse> job = jobs.Get(id);
+absl::StatusOr<Seen> Look(client::CoordinatorClient& jobs, const std::string& id) {
+  absl::StatusOr<v1::GetJobResponse> job = jobs.GetJob(id);
   if (!job.ok()) return job.status();
   return Seen{absl::Now(), job->job().state(), job->job().attempt(), job->job().progress().step(),
               job->job().progress().restored_step()};
@@ -115,14 +115,8 @@ int Run() {
   spec->mutable_checkpoint()->set_every_steps(absl::GetFlag(FLAGS_checkpoint_every));
   spec->clear_summaries();
   spec->mutable_restart_policy()->set_max_restarts(1000000);
-  auto jobs_or = client::JobClient::Create(cluster.coordinator_address(), cluster.client_tls(),
-                                           absl::Seconds(10));
-  if (!jobs_or.ok()) {
-    fprintf(stderr, "%s\n", jobs_or.status().ToString().c_str());
-    return 1;
-  }
-  client::JobClient& jobs = **jobs_or;
-  absl::StatusOr<std::string> id = jobs.Submit(*spec);
+  client::CoordinatorClient& jobs = *cluster.client();
+  absl::StatusOr<std::string> id = jobs.SubmitJob(*spec);
   if (!id.ok()) {
     fprintf(stderr, "%s\n", id.status().ToString().c_str());
     return 1;
@@ -173,7 +167,7 @@ int Run() {
     }
     if (last.state != v1::RUNNING) {
       fprintf(stderr, "the job is %s before the kill: %s\n", v1::JobState_Name(last.state).c_str(),
-              client::FormatJobDescription(*jobs.Get(*id)).c_str());
+              client::FormatJobDescription(*jobs.GetJob(*id)).c_str());
       return 1;
     }
     Failure f;
@@ -211,7 +205,7 @@ int Run() {
     }
     if (f.first_step == absl::ZeroDuration()) {
       fprintf(stderr, "worker/%d killed: the job did not train again within 60 s:\n%s\n", f.worker,
-              client::FormatJobDescription(*jobs.Get(*id)).c_str());
+              client::FormatJobDescription(*jobs.GetJob(*id)).c_str());
       return 1;
     }
     printf(
@@ -236,7 +230,7 @@ int Run() {
     lost.push_back(absl::ToDoubleSeconds(f.first_step) + f.redone / steps_per_sec);
   }
   printf("%zu failures in %.0f s (%.2f a minute), %d restarts recorded\n", failures.size(), wall,
-         failures.size() * 60.0 / wall, jobs.Get(*id)->job().restarts());
+         failures.size() * 60.0 / wall, jobs.GetJob(*id)->job().restarts());
   printf("recovery (kill to first new step): median %.2f s, max %.2f s (goal <= %.1f s)\n",
          Median(recovery),
          recovery.empty() ? 0.0 : *std::max_element(recovery.begin(), recovery.end()),
@@ -251,7 +245,7 @@ int Run() {
       "cross-check at the first 10 s' rate: %lld steps in %.0f s = %.0f s undisturbed "
       "(%.1f%%; low when the machine's load changed)\n",
       static_cast<long long>(last.step - start_step), wall, useful, 100.0 * useful / wall);
-  (void)jobs.Cancel(*id, "chaos bench finished");
+  (void)jobs.CancelJob(*id, "chaos bench finished");
   cluster.Stop();
   return 0;
 }

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%s\n", s.status().ToString().c_str());
     return 1;
   }
-  lockstep::worker::CoordinatorClient* client = (*cluster)->client();
+  lockstep::client::CoordinatorClient* client = (*cluster)->client();
   for (int i = 0; i < 1000; ++i) {
     if (!client->GetClusterStatus().ok()) return 1;
   }

@@ -98,9 +98,6 @@ class FileStoreClient final : public worker::CoordinatorClient {
   absl::Status Barrier(const v1::BarrierRequest&) override {
     return absl::UnimplementedError("bench");
   }
-  absl::StatusOr<v1::GetClusterStatusResponse> GetClusterStatus() override {
-    return absl::UnimplementedError("bench");
-  }
   std::string address() const override { return "file-store"; }
 
  private:

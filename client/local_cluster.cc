@@ -14,7 +14,6 @@
 #include "common/sched.h"
 #include "common/status.h"
 #include "common/tf_config.h"
-#include "worker/grpc_coordinator_client.h"
 
 namespace lockstep {
 namespace client {
@@ -86,8 +85,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
     return Annotate(port.status(), absl::StrCat("lockstep-coordinator (see ", sp.log_file, ")"));
   }
   c->coordinator_address_ = absl::StrCat("127.0.0.1:", *port);
-  LS_ASSIGN_OR_RETURN(
-      c->client_, worker::GrpcCoordinatorClient::Create(c->coordinator_address_, c->client_tls()));
+  LS_ASSIGN_OR_RETURN(c->client_,
+                      CoordinatorClient::Create(c->coordinator_address_, c->client_tls()));
   c->workers_.resize(o.workers + (o.evaluator ? 1 : 0));
   if (o.pin_workers) c->worker_cpus_ = CpusPerWorker(o.workers, o.cpu_devices, AllowedCpus());
   return c;

@@ -8,7 +8,8 @@
 // TF_CONFIG file naming its task (so a restarted worker claims the same task).
 // Unless `insecure`, the cluster runs TLS with throwaway material in work_dir/tls
 // (LocalCredentials): the coordinator's certificate, one per worker ("worker-<i>", its
-// identity), and an operator token that client() and client_tls() use.
+// identity), and an operator token that client() (the coordinator's JobService) and
+// client_tls() use.
 // Every child dies with this process (PR_SET_PDEATHSIG); Stop() and the destructor stop
 // workers first (SIGTERM: they deregister), then the coordinator, and reap them all.
 //
@@ -24,10 +25,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/coordinator_client.h"
 #include "client/local_credentials.h"
 #include "client/subprocess.h"
 #include "lockstep/v1/coordinator.pb.h"
-#include "worker/coordinator_client.h"
 
 namespace lockstep {
 namespace client {
@@ -77,7 +78,8 @@ class LocalCluster {
   // The options in use, with the defaults filled in (binaries, work_dir).
   const LocalClusterOptions& options() const { return options_; }
   std::string coordinator_address() const { return coordinator_address_; }
-  worker::CoordinatorClient* client() { return client_.get(); }
+  // An operator's client of the coordinator (thread-safe).
+  CoordinatorClient* client() { return client_.get(); }
   // How a client reaches the coordinator as an operator (CA and token), or insecure.
   TlsOptions client_tls() const;
   // The same as `lockstep` CLI flags (--tls_ca=... --token=..., or --insecure).
@@ -110,7 +112,7 @@ class LocalCluster {
   std::string coordinator_address_;
   std::unique_ptr<LocalCredentials> credentials_;  // null when insecure
   std::vector<std::vector<int>> worker_cpus_;      // CpusPerWorker(), when pin_workers
-  std::unique_ptr<worker::CoordinatorClient> client_;
+  std::unique_ptr<CoordinatorClient> client_;
   std::vector<std::unique_ptr<Subprocess>> workers_;
 };
 

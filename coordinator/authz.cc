@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/types/span.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -19,9 +20,17 @@ struct Rule {
   unsigned allowed;  // Bit(role) | ...
 };
 
-// The one table: every Coordinator RPC and who may call it.
-constexpr Rule kRules[] = {
-    // Worker RPCs: daemons only, known by their certificate.
+// A service's table: the roles it admits at all, and every RPC with who may call it.
+struct ServiceTable {
+  absl::string_view name;  // the proto's full service name
+  unsigned admitted;       // Bit(role) | ...; bounds every row
+  absl::Span<const Rule> rules;
+};
+
+// One row per line, so that adding an RPC is adding a line.
+// clang-format off
+// lockstep.v1.WorkerService: daemons only, known by their certificate.
+constexpr Rule kWorkerServiceRules[] = {
     {"RegisterWorker", kWorkers},
     {"Heartbeat", kWorkers},
     {"Deregister", kWorkers},
@@ -29,7 +38,10 @@ constexpr Rule kRules[] = {
     {"SetKey", kWorkers},
     {"GetKey", kWorkers},
     {"Barrier", kWorkers},
-    // Client RPCs: read-only for viewers, changes for operators.
+};
+
+// lockstep.v1.JobService: clients only; read-only for viewers, changes for operators.
+constexpr Rule kJobServiceRules[] = {
     {"GetClusterStatus", kViewers},
     {"ListJobs", kViewers},
     {"GetJob", kViewers},
@@ -38,6 +50,15 @@ constexpr Rule kRules[] = {
     {"CancelJob", kOperators},
     {"DrainWorker", kOperators},
 };
+// clang-format on
+
+constexpr ServiceTable kWorkerService = {"lockstep.v1.WorkerService", kWorkers,
+                                         kWorkerServiceRules};
+constexpr ServiceTable kJobService = {"lockstep.v1.JobService", kViewers, kJobServiceRules};
+
+const ServiceTable& TableOf(Service service) {
+  return service == Service::kWorker ? kWorkerService : kJobService;
+}
 
 std::string AllowedNames(unsigned allowed) {
   std::string out;
@@ -83,7 +104,10 @@ std::optional<Principal> PrincipalFromCertificate(absl::string_view subject) {
   return std::nullopt;
 }
 
-absl::Status Authorize(absl::string_view method, const std::optional<Principal>& caller) {
+absl::string_view ServiceName(Service service) { return TableOf(service).name; }
+
+absl::Status Authorize(Service service, absl::string_view method,
+                       const std::optional<Principal>& caller) {
   if (!caller.has_value()) {
     return absl::UnauthenticatedError(absl::StrCat(
         method,
@@ -91,19 +115,26 @@ absl::Status Authorize(absl::string_view method, const std::optional<Principal>&
         "--tokens_file (lockstep --token, $LOCKSTEP_TOKEN or ~/.config/lockstep/config), a "
         "worker a certificate from the cluster CA (lockstepd --tls_cert/--tls_key)"));
   }
-  for (const Rule& rule : kRules) {
+  const ServiceTable& table = TableOf(service);
+  if ((table.admitted & Bit(caller->role)) == 0) {
+    return absl::PermissionDeniedError(absl::StrCat(method, ": ", table.name, " is for ",
+                                                    AllowedNames(table.admitted),
+                                                    " only; the caller is ", caller->ToString()));
+  }
+  for (const Rule& rule : table.rules) {
     if (rule.method != method) continue;
-    if ((rule.allowed & Bit(caller->role)) != 0) return absl::OkStatus();
-    return absl::PermissionDeniedError(absl::StrCat(method, " is for ", AllowedNames(rule.allowed),
+    const unsigned allowed = rule.allowed & table.admitted;
+    if ((allowed & Bit(caller->role)) != 0) return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat(method, " is for ", AllowedNames(allowed),
                                                     " only; the caller is ", caller->ToString()));
   }
   return absl::PermissionDeniedError(absl::StrCat(
-      method, ": not in the coordinator's authorization table; refused to ", caller->ToString()));
+      method, ": not in ", table.name, "'s authorization table; refused to ", caller->ToString()));
 }
 
-std::vector<absl::string_view> AuthorizedMethods() {
+std::vector<absl::string_view> AuthorizedMethods(Service service) {
   std::vector<absl::string_view> out;
-  for (const Rule& rule : kRules) out.push_back(rule.method);
+  for (const Rule& rule : TableOf(service).rules) out.push_back(rule.method);
   return out;
 }
 

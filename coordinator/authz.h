@@ -1,17 +1,20 @@
 // Authorization of the coordinator's RPCs: who may call what. Pure logic, no gRPC; the gRPC
-// adapter (grpc_service.cc) finds the caller's Principal and asks Authorize() at the top of
-// every handler.
+// adapters (grpc_worker_service.cc, grpc_job_service.cc) find the caller's Principal
+// (grpc_authorizer.h) and ask Authorize() at the top of every handler.
 //
-// One table (authz.cc) maps each Coordinator method to the principals allowed to call it:
-//   worker    a daemon: a certificate from the cluster CA with OU=daemon, known by its
-//             CN (host or pod name). Only workers reach the worker RPCs (membership,
-//             heartbeats, assignments, the key-value store and barriers).
-//   viewer    a client (bearer token, or a client certificate with OU=viewer): status and
-//             the read-only job RPCs.
-//   operator  a client with OU=operator or an operator token: a viewer's RPCs plus
-//             SubmitJob and CancelJob.
+// The coordinator serves two services (proto/lockstep/v1/coordinator.proto), and authz.cc
+// holds one table per service: the roles the service admits at all, then each method and
+// the roles allowed to call it (a row can only narrow the service's roles, never widen them):
+//   WorkerService  workers only: a daemon, a certificate from the cluster CA with
+//                  OU=daemon, known by its CN (host or pod name). Membership, heartbeats,
+//                  assignments, the key-value store and barriers.
+//   JobService     clients only:
+//     viewer       a bearer token, or a client certificate with OU=viewer: status and the
+//                  read-only job RPCs.
+//     operator     a client with OU=operator or an operator token: a viewer's RPCs plus
+//                  SubmitJob, CancelJob and DrainWorker.
 // Workers never act as clients and clients never reach worker RPCs. A method missing from
-// the table is refused to everyone.
+// its service's table is refused to everyone.
 //
 // Thread model: stateless functions.
 #ifndef LOCKSTEP_COORDINATOR_AUTHZ_H_
@@ -48,13 +51,21 @@ struct Principal {
 // one, or no CN).
 std::optional<Principal> PrincipalFromCertificate(absl::string_view subject);
 
-// OK when `caller` may call `method` (the proto's method name, "Heartbeat").
-// UNAUTHENTICATED when `caller` is nullopt (no credentials, or unknown ones);
-// PERMISSION_DENIED when the caller's role may not call it, or the method is not in the table.
-absl::Status Authorize(absl::string_view method, const std::optional<Principal>& caller);
+// The coordinator's gRPC services, each with its own table.
+enum class Service { kWorker, kJob };
 
-// The methods in the table (tests check it covers the whole service).
-std::vector<absl::string_view> AuthorizedMethods();
+// The proto's full service name: "lockstep.v1.WorkerService", "lockstep.v1.JobService".
+absl::string_view ServiceName(Service service);
+
+// OK when `caller` may call `method` (the proto's method name, "Heartbeat") of `service`.
+// UNAUTHENTICATED when `caller` is nullopt (no credentials, or unknown ones);
+// PERMISSION_DENIED when the service does not admit the caller's role, when the method's
+// row does not, or when the method is not in the service's table.
+absl::Status Authorize(Service service, absl::string_view method,
+                       const std::optional<Principal>& caller);
+
+// The methods in `service`'s table (tests check it covers the whole proto service).
+std::vector<absl::string_view> AuthorizedMethods(Service service);
 
 }  // namespace coordinator
 }  // namespace lockstep

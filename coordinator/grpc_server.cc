@@ -14,7 +14,9 @@
 #include "common/incarnation.h"
 #include "common/net.h"
 #include "common/status.h"
-#include "coordinator/grpc_service.h"
+#include "coordinator/grpc_authorizer.h"
+#include "coordinator/grpc_job_service.h"
+#include "coordinator/grpc_worker_service.h"
 #include "spdlog/spdlog.h"
 
 namespace lockstep {
@@ -23,7 +25,7 @@ namespace {
 
 // TLS with the files watched (rotated certificates are taken without a restart). A client
 // certificate is asked for and, when one is presented, verified against the cluster CA:
-// daemons must present one (authz.h gives worker RPCs to daemon certificates only), while
+// daemons must present one (authz.h admits daemon certificates only to the WorkerService), while
 // CLI clients may come with a bearer token instead.
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsOptions& tls) {
   if (tls.insecure) return grpc::InsecureServerCredentials();
@@ -72,14 +74,18 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   s->jobs_ = std::make_unique<JobService>(s->store_.get(), &s->membership_, s->options_.clock,
                                           std::move(job_options));
   LS_RETURN_IF_ERROR(s->jobs_->Recover());
-  s->service_ = std::make_unique<CoordinatorService>(
-      &s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(), s->options_.clock, s->incarnation_,
-      s->options_.tls.insecure, s->options_.tokens);
+  s->authorizer_ = std::make_unique<GrpcAuthorizer>(s->options_.tls.insecure, s->options_.tokens);
+  s->worker_service_ =
+      std::make_unique<GrpcWorkerService>(&s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(),
+                                          s->options_.clock, s->incarnation_, s->authorizer_.get());
+  s->job_service_ = std::make_unique<GrpcJobService>(
+      &s->membership_, s->jobs_.get(), s->options_.clock, s->incarnation_, s->authorizer_.get());
   grpc::ServerBuilder builder;
   // HostPort brackets an IPv6 host ("[::]:7000"), as gRPC wants.
   std::string address = HostPort{s->options_.host, s->options_.port}.ToString();
   builder.AddListeningPort(address, ServerCredentials(s->options_.tls), &s->port_);
-  builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->worker_service_.get());
+  builder.RegisterService(s->job_service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(
@@ -92,7 +98,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
-void CoordinatorServer::SetTokens(TokenTable tokens) { service_->SetTokens(std::move(tokens)); }
+void CoordinatorServer::SetTokens(TokenTable tokens) { authorizer_->SetTokens(std::move(tokens)); }
 
 std::string CoordinatorServer::local_address() const { return absl::StrCat("127.0.0.1:", port_); }
 
@@ -122,7 +128,11 @@ void CoordinatorServer::Shutdown() {
     stopping_ = true;
   }
   if (sweeper_.joinable()) sweeper_.join();
-  service_->Shutdown();  // wake waiting GetKey/Barrier first, so Shutdown below is quick
+  // Wake waiting GetKey/Barrier calls and open streams first, so Shutdown below is quick.
+  kv_.Shutdown();
+  barriers_.Shutdown();
+  if (jobs_ != nullptr) jobs_->Shutdown();
+  if (server_ == nullptr) return;  // Create failed before the server started
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   server_->Wait();
 }

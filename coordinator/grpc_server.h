@@ -3,8 +3,10 @@
 // back with port()), and runs a sweeper thread that marks silent workers LOST and logs it, and
 // ticks the job service (scheduling, failures of lost workers). Jobs that were RUNNING when a
 // previous coordinator stopped are marked FAILED at start (JobService::Recover).
-// Serves TLS (mutual for daemons) unless options.tls.insecure; grpc_service.cc authorizes
-// every call (coordinator/authz.h).
+// Serves the worker-facing lockstep.v1.WorkerService (grpc_worker_service.h) and the
+// client-facing lockstep.v1.JobService (grpc_job_service.h) on the one port, over TLS
+// (mutual for daemons) unless options.tls.insecure; both authorize every call through one
+// GrpcAuthorizer (its tokens, coordinator/authz.h's table per service).
 // Used by main.cc, by the in-process tests and by the benchmarks.
 //
 // Ownership: owns the server, the service, the domain objects and the sweeper thread;
@@ -38,7 +40,9 @@ class Server;
 namespace lockstep {
 namespace coordinator {
 
-class CoordinatorService;
+class GrpcAuthorizer;
+class GrpcJobService;
+class GrpcWorkerService;
 
 struct CoordinatorServerOptions {
   std::string host = "0.0.0.0";
@@ -93,7 +97,9 @@ class CoordinatorServer {
   std::string state_dir_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<JobService> jobs_;
-  std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<GrpcAuthorizer> authorizer_;
+  std::unique_ptr<GrpcWorkerService> worker_service_;
+  std::unique_ptr<GrpcJobService> job_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::thread sweeper_;

@@ -3,7 +3,8 @@
 // thread: a message is written (Write blocks until gRPC has taken it), DEADLINE_EXCEEDED
 // means "nothing yet" (the loop checks whether the client went away and asks again), any
 // other error ends the stream with that status; after a message for which `last` holds,
-// the stream ends OK. Used by WatchAssignments and WatchJob (grpc_service.cc).
+// the stream ends OK. Used by WatchAssignments (grpc_worker_service.cc) and WatchJob
+// (grpc_job_service.cc).
 //
 // `poll` bounds how long a client that went away (or a server shutting down) keeps the
 // thread. Thread model: runs on the calling handler thread only.

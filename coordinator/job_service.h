@@ -2,7 +2,7 @@
 // schedules them onto ALIVE idle training workers, partitions them (partitioner.h), queues
 // each worker's Partition / AbortJob for its WatchAssignments stream, turns the JobReports
 // that workers send in heartbeats into the job's progress (the chief's figures) and state,
-// and feeds WatchJob streams. Pure logic: the gRPC adapter (grpc_service.cc) calls it, and
+// and feeds WatchJob streams. Pure logic: the gRPC adapters (grpc_*_service.cc) call it, and
 // tests drive it with a FakeClock and fake workers.
 //
 // Life of a job (the stored state machine is drawn in job_store/job_store.h):

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/coordinator_client.h"
 #include "client/status_format.h"
 #include "common/incarnation.h"
 #include "coordinator/grpc_server.h"
@@ -38,8 +39,7 @@ class InProcessClusterTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     viewer_ = std::move(
-        worker::GrpcCoordinatorClient::Create(server_->local_address(), credentials->Viewer())
-            .value());
+        client::CoordinatorClient::Create(server_->local_address(), credentials->Viewer()).value());
     for (int i = 0; i < kWorkers; ++i) {
       auto tls = credentials->Daemon(absl::StrCat("worker-", i));
       ASSERT_TRUE(tls.ok()) << tls.status();
@@ -68,7 +68,7 @@ class InProcessClusterTest : public ::testing::Test {
   }
 
   std::unique_ptr<coordinator::CoordinatorServer> server_;
-  std::unique_ptr<worker::CoordinatorClient> viewer_;  // status, as a viewer client
+  std::unique_ptr<client::CoordinatorClient> viewer_;  // status, as a viewer client
   std::vector<std::unique_ptr<worker::CoordinatorClient>> clients_;
   std::vector<std::unique_ptr<Agent>> agents_;
   std::vector<std::thread> threads_;
@@ -172,16 +172,24 @@ TEST(InProcessErrorsTest, UnreachableCoordinatorIsUnavailable) {
   std::string address = (*server)->local_address();
   (*server)->Shutdown();
   server->reset();
-  auto client =
-      worker::GrpcCoordinatorClient::Create(address, credentials->Viewer(), absl::Seconds(2));
-  ASSERT_TRUE(client.ok());
+  auto jobs = client::CoordinatorClient::Create(address, credentials->Viewer(), absl::Seconds(2));
+  ASSERT_TRUE(jobs.ok());
   absl::Time start = absl::Now();
-  auto status = (*client)->GetClusterStatus();
+  auto status = (*jobs)->GetClusterStatus();
   EXPECT_FALSE(status.ok());
   EXPECT_TRUE(absl::IsUnavailable(status.status()) || absl::IsDeadlineExceeded(status.status()))
       << status.status();
+  EXPECT_THAT(std::string(status.status().message()), HasSubstr("GetClusterStatus to coordinator"));
   EXPECT_THAT(std::string(status.status().message()), HasSubstr(address));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  // The worker's own client of the worker service says the same of its calls.
+  auto daemon = worker::GrpcCoordinatorClient::Create(
+      address, credentials->Daemon("worker-0").value(), absl::Seconds(2));
+  ASSERT_TRUE(daemon.ok());
+  auto registered = (*daemon)->RegisterWorker(v1::RegisterWorkerRequest());
+  EXPECT_FALSE(registered.ok());
+  EXPECT_THAT(std::string(registered.status().message()),
+              HasSubstr("RegisterWorker to coordinator " + address));
 }
 
 }  // namespace

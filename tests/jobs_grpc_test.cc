@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "client/job_client.h"
+#include "client/coordinator_client.h"
 #include "client/job_format.h"
 #include "coordinator/grpc_server.h"
 #include "gmock/gmock.h"
@@ -45,10 +45,10 @@ class JobsGrpcTest : public ::testing::Test {
     auto server = coordinator::CoordinatorServer::Create(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    stub_ = v1::Coordinator::NewStub(
+    stub_ = v1::WorkerService::NewStub(
         grpc::CreateChannel(server_->local_address(), grpc::InsecureChannelCredentials()));
-    jobs_ = std::move(client::JobClient::Create(server_->local_address(),
-                                                TlsOptions{.insecure = true}, absl::Seconds(5))
+    jobs_ = std::move(client::CoordinatorClient::Create(
+                          server_->local_address(), TlsOptions{.insecure = true}, absl::Seconds(5))
                           .value());
     grpc::ClientContext ctx;
     v1::RegisterWorkerRequest r;
@@ -76,8 +76,8 @@ class JobsGrpcTest : public ::testing::Test {
   }
 
   std::unique_ptr<coordinator::CoordinatorServer> server_;
-  std::unique_ptr<v1::Coordinator::Stub> stub_;
-  std::unique_ptr<client::JobClient> jobs_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  std::unique_ptr<client::CoordinatorClient> jobs_;
   v1::TaskId task_;
 };
 
@@ -88,7 +88,7 @@ TEST_F(JobsGrpcTest, PartitionReportsAndWatchToSuccess) {
   w.set_incarnation(42);
   auto assignments = stub_->WatchAssignments(&assignments_ctx, w);
 
-  auto id = jobs_->Submit(SmallJob());
+  auto id = jobs_->SubmitJob(SmallJob());
   ASSERT_TRUE(id.ok()) << id.status();
   v1::Assignment a;
   ASSERT_TRUE(assignments->Read(&a));
@@ -100,7 +100,7 @@ TEST_F(JobsGrpcTest, PartitionReportsAndWatchToSuccess) {
   absl::Notification watching;
   absl::StatusOr<v1::JobEvent> last;
   std::thread watcher([&] {
-    last = jobs_->Watch(
+    last = jobs_->WatchJob(
         *id,
         [&](const v1::JobEvent& e) {
           seen.push_back(e.job().state());
@@ -118,12 +118,12 @@ TEST_F(JobsGrpcTest, PartitionReportsAndWatchToSuccess) {
   EXPECT_EQ(last->job().progress().checkpoint_path(), "/ckpt/ckpt-10");
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.front(), v1::RUNNING);
-  EXPECT_EQ(jobs_->Get(*id)->job().state(), v1::SUCCEEDED);
+  EXPECT_EQ(jobs_->GetJob(*id)->job().state(), v1::SUCCEEDED);
 
   // Refusals carry the field; a wrong incarnation cannot watch assignments.
   v1::JobSpec bad = SmallJob();
   bad.set_global_batch_size(0);
-  absl::Status s = jobs_->Submit(bad).status();
+  absl::Status s = jobs_->SubmitJob(bad).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("global_batch_size"));
   grpc::ClientContext stale_ctx;
@@ -145,18 +145,18 @@ TEST_F(JobsGrpcTest, CancelPushesAbort) {
   *w.mutable_task() = task_;
   w.set_incarnation(42);
   auto assignments = stub_->WatchAssignments(&ctx, w);
-  auto id = jobs_->Submit(SmallJob());
+  auto id = jobs_->SubmitJob(SmallJob());
   ASSERT_TRUE(id.ok());
   v1::Assignment a;
   ASSERT_TRUE(assignments->Read(&a));
-  auto cancelled = jobs_->Cancel(*id, "test");
+  auto cancelled = jobs_->CancelJob(*id, "test");
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_EQ(cancelled->state(), v1::CANCELLED);
   ASSERT_TRUE(assignments->Read(&a));
   EXPECT_EQ(a.abort().job_id(), *id);
   EXPECT_EQ(a.abort().reason(), "test");
-  EXPECT_EQ(jobs_->Cancel(*id).status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(jobs_->Get("job-424242").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(jobs_->CancelJob(*id).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(jobs_->GetJob("job-424242").status().code(), absl::StatusCode::kNotFound);
   ctx.TryCancel();
 }
 

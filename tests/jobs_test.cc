@@ -1,6 +1,6 @@
 // Jobs end to end, multi-process: a real lockstep-coordinator and lockstepd on loopback,
-// driven through the real `lockstep` CLI and the JobClient. Training is the bundled digits
-// MLP (seconds). Fault injection: a worker SIGKILLed, a worker SIGSTOPped (hung), the
+// driven through the real `lockstep` CLI and the CoordinatorClient. Training is the bundled
+// digits MLP (seconds). Fault injection: a worker SIGKILLed, a worker SIGSTOPped (hung), the
 // coordinator SIGKILLed. Heartbeats are every 150 ms (timeout 3 s); every child is reaped
 // by LocalCluster/Subprocess destructors, also when an assertion fails (a stopped worker is
 // sent SIGCONT first).
@@ -19,7 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "client/job_client.h"
+#include "client/coordinator_client.h"
 #include "client/job_format.h"
 #include "client/local_cluster.h"
 #include "client/subprocess.h"
@@ -183,8 +183,8 @@ class JobsTest : public ::testing::Test {
     Connect();
   }
   void Connect() {
-    auto jobs = client::JobClient::Create(cluster_->coordinator_address(), cluster_->client_tls(),
-                                          absl::Seconds(10));
+    auto jobs = client::CoordinatorClient::Create(cluster_->coordinator_address(),
+                                                  cluster_->client_tls(), absl::Seconds(10));
     ASSERT_TRUE(jobs.ok());
     jobs_ = std::move(*jobs);
   }
@@ -206,7 +206,7 @@ class JobsTest : public ::testing::Test {
   void WaitForStep(const std::string& id, int64_t step, int workers = 1) {
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (absl::Now() < deadline) {
-      auto job = jobs_->Get(id);
+      auto job = jobs_->GetJob(id);
       ASSERT_TRUE(job.ok()) << job.status();
       ASSERT_EQ(job->job().state(), v1::RUNNING) << job->job().reason();
       if (job->job().progress().step() >= step && job->workers_size() >= workers) return;
@@ -227,7 +227,7 @@ class JobsTest : public ::testing::Test {
     const absl::Time start = absl::Now();
     absl::StatusOr<v1::GetJobResponse> job;
     while (absl::Now() < start + limit) {
-      job = jobs_->Get(id);
+      job = jobs_->GetJob(id);
       if (!job.ok()) {
         ADD_FAILURE() << "GetJob(" << id << "): " << job.status();
         return absl::InfiniteDuration();
@@ -247,7 +247,7 @@ class JobsTest : public ::testing::Test {
   // coordinator's) when not by `deadline`.
   bool WaitWorkerLeft(const std::string& id, int rank, absl::Time deadline) {
     while (true) {
-      auto job = jobs_->Get(id);
+      auto job = jobs_->GetJob(id);
       if (job.ok() && job->workers_size() > rank && Left(job->workers(rank))) return true;
       if (absl::Now() >= deadline) break;
       absl::SleepFor(absl::Milliseconds(20));
@@ -280,7 +280,7 @@ class JobsTest : public ::testing::Test {
 
   std::unique_ptr<client::LocalCluster> old_cluster_;
   std::unique_ptr<client::LocalCluster> cluster_;
-  std::unique_ptr<client::JobClient> jobs_;
+  std::unique_ptr<client::CoordinatorClient> jobs_;
 };
 
 // The bundled job as it is (AUTO sharding, which is DATA rebatching for its in-memory
@@ -299,9 +299,9 @@ TEST_F(JobsTest, TwoWorkersAndOneWorkerEndWithTheSameWeights) {
   one.mutable_checkpoint()->set_dir(dir() + "/one/ckpt");
   one.mutable_summaries()->set_dir(dir() + "/one/tb");
   for (const v1::JobSpec& spec : {two, one}) {
-    auto id = jobs_->Submit(spec);
+    auto id = jobs_->SubmitJob(spec);
     ASSERT_TRUE(id.ok()) << id.status();
-    auto last = jobs_->Watch(
+    auto last = jobs_->WatchJob(
         *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(60));
     ASSERT_TRUE(last.ok()) << last.status();
     ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
@@ -371,7 +371,7 @@ TEST_F(JobsTest, SubmitWatchFollowsAJobToSuccessAndExitsZero) {
 }
 
 TEST_F(JobsTest, BadInputIsRefusedNamingTheFieldAndCancelStopsWorkers) {
-  auto running = jobs_->Submit(EndlessJob(dir()));
+  auto running = jobs_->SubmitJob(EndlessJob(dir()));
   ASSERT_TRUE(running.ok()) << running.status();
   WaitForStep(*running, 1);
 
@@ -391,26 +391,26 @@ TEST_F(JobsTest, BadInputIsRefusedNamingTheFieldAndCancelStopsWorkers) {
 
   v1::JobSpec bad = DigitsJob(dir() + "/bad");
   bad.set_global_batch_size(33);  // 2 replicas
-  absl::Status s = jobs_->Submit(bad).status();
+  absl::Status s = jobs_->SubmitJob(bad).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("global_batch_size"));
   bad = DigitsJob(dir() + "/bad");
   bad.mutable_checkpoint()->set_dir("/proc/lockstep-not-writable/ckpt");
-  s = jobs_->Submit(bad).status();
+  s = jobs_->SubmitJob(bad).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("checkpoint.dir"));
   bad = DigitsJob(dir() + "/bad");
   bad.mutable_model()->mutable_layers(0)->mutable_dense()->set_units(-5);
-  s = jobs_->Submit(bad).status();
+  s = jobs_->SubmitJob(bad).status();
   EXPECT_THAT(s.message(), HasSubstr("model.layers[0].dense.units"));
   // None of them was stored: the coordinator holds the running job only.
-  auto listed = jobs_->List();
+  auto listed = jobs_->ListJobs();
   ASSERT_TRUE(listed.ok()) << listed.status();
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0].id(), *running);
 
   // The coordinator kept running and the running job is untouched.
-  auto job = jobs_->Get(*running);
+  auto job = jobs_->GetJob(*running);
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->job().state(), v1::RUNNING);
   const int64_t step = job->job().progress().step();
@@ -437,12 +437,12 @@ TEST_F(JobsTest, BadInputIsRefusedNamingTheFieldAndCancelStopsWorkers) {
 }
 
 TEST_F(JobsTest, KilledWorkerFailsTheJobNamingItAndOthersLeave) {
-  auto id = jobs_->Submit(EndlessJob(dir()));
+  auto id = jobs_->SubmitJob(EndlessJob(dir()));
   ASSERT_TRUE(id.ok()) << id.status();
   WaitForStep(*id, 5, /*workers=*/2);  // describe then has a row for the killed worker too
   cluster_->worker(1)->Signal(SIGKILL);
   const absl::Time killed = absl::Now();
-  auto last = jobs_->Watch(
+  auto last = jobs_->WatchJob(
       *id, [](const v1::JobEvent&) {}, killed + absl::Seconds(10));
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_EQ(last->job().state(), v1::FAILED);
@@ -458,7 +458,7 @@ TEST_F(JobsTest, KilledWorkerFailsTheJobNamingItAndOthersLeave) {
 // naming it; worker/0 is then aborted and leaves the attempt. Nobody waits for the hung
 // worker longer than the heartbeat timeout and an abort.
 TEST_F(JobsTest, StoppedWorkerFailsTheJobNamingItAndOthersLeave) {
-  auto id = jobs_->Submit(EndlessJob(dir()));
+  auto id = jobs_->SubmitJob(EndlessJob(dir()));
   ASSERT_TRUE(id.ok()) << id.status();
   WaitForStep(*id, 5, /*workers=*/2);  // describe then has a row for the stopped worker too
   client::Subprocess* hung = cluster_->worker(1);
@@ -470,7 +470,7 @@ TEST_F(JobsTest, StoppedWorkerFailsTheJobNamingItAndOthersLeave) {
   hung->Signal(SIGSTOP);
   const absl::Time stopped = absl::Now();
   const absl::Duration bound = kTimeout + absl::Seconds(5);
-  auto last = jobs_->Watch(
+  auto last = jobs_->WatchJob(
       *id, [](const v1::JobEvent&) {}, stopped + bound);
   ASSERT_TRUE(last.ok()) << last.status() << "\ncoordinator log:\n"
                          << ReadFile(dir() + "/coordinator.log");
@@ -497,9 +497,9 @@ TEST_F(JobsTest, StoppedWorkerFailsTheJobNamingItAndOthersLeave) {
 // The bundled TFRecord job trains the digits MLP on two workers to the accuracy bar of the
 // CSV job (`lockstep local`, LocalTest above): the files hold the same rows in the same order.
 TEST_F(JobsTest, TfRecordDigitsTrainToTheCsvAccuracy) {
-  auto id = jobs_->Submit(TfRecordDigitsJob(dir() + "/tfrecord"));
+  auto id = jobs_->SubmitJob(TfRecordDigitsJob(dir() + "/tfrecord"));
   ASSERT_TRUE(id.ok()) << id.status();
-  auto last = jobs_->Watch(
+  auto last = jobs_->WatchJob(
       *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(120));
   ASSERT_TRUE(last.ok()) << last.status();
   ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
@@ -516,9 +516,9 @@ TEST_F(JobsTest, StreamedTfRecordFilesAreShardedByFile) {
   spec.set_steps(30);
   spec.mutable_data()->set_eval_fraction(0);
   spec.set_eval_every_steps(0);
-  auto id = jobs_->Submit(spec);
+  auto id = jobs_->SubmitJob(spec);
   ASSERT_TRUE(id.ok()) << id.status();
-  auto last = jobs_->Watch(
+  auto last = jobs_->WatchJob(
       *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(60));
   ASSERT_TRUE(last.ok()) << last.status();
   ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
@@ -549,12 +549,12 @@ v1::JobSpec RestartableJob(const std::string& dir) {
 // bitwise equal to an uninterrupted run of the same spec on the same two workers.
 TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) {
   auto run_to_end = [&](const std::string& id) {
-    auto last = jobs_->Watch(
+    auto last = jobs_->WatchJob(
         id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(120));
     EXPECT_TRUE(last.ok()) << last.status();
     return last.ok() ? last->job() : v1::JobRecord();
   };
-  auto reference_id = jobs_->Submit(RestartableJob(dir() + "/reference"));
+  auto reference_id = jobs_->SubmitJob(RestartableJob(dir() + "/reference"));
   ASSERT_TRUE(reference_id.ok()) << reference_id.status();
   const v1::JobRecord reference = run_to_end(*reference_id);
   ASSERT_EQ(reference.state(), v1::SUCCEEDED) << reference.reason();
@@ -562,7 +562,7 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
   ASSERT_TRUE(expected.ok()) << expected.status();
 
   const v1::JobSpec spec = RestartableJob(dir() + "/restarted");
-  auto id = jobs_->Submit(spec);
+  auto id = jobs_->SubmitJob(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   struct Kill {
     int worker;
@@ -576,7 +576,7 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     absl::StatusOr<v1::GetJobResponse> job;
     while (absl::Now() < deadline) {
-      job = jobs_->Get(*id);
+      job = jobs_->GetJob(*id);
       ASSERT_TRUE(job.ok()) << job.status();
       if (job->job().state() == v1::RUNNING && job->job().attempt() == attempt &&
           job->job().progress().step() >= kill.at_step) {
@@ -605,7 +605,7 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
     // RESTARTING once the killed worker is found lost; RUNNING again once it is back.
     bool restarting = false;
     while (!restarting && absl::Now() < killed + kTimeout + absl::Seconds(10)) {
-      job = jobs_->Get(*id);
+      job = jobs_->GetJob(*id);
       ASSERT_TRUE(job.ok()) << job.status();
       restarting = job->job().state() == v1::RESTARTING;
       absl::SleepFor(absl::Milliseconds(10));
@@ -619,7 +619,7 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
     ASSERT_TRUE(cluster_->StartWorker(kill.worker).ok());
     ++attempt;
     while (absl::Now() < killed + absl::Seconds(30)) {
-      job = jobs_->Get(*id);
+      job = jobs_->GetJob(*id);
       ASSERT_TRUE(job.ok()) << job.status();
       if (job->job().attempt() == attempt && job->job().progress().restored_step() > 0) break;
       absl::SleepFor(absl::Milliseconds(10));
@@ -650,7 +650,7 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
 TEST_F(JobsTest, DrainStopsTheJobWithACheckpointAndUndoLetsItResume) {
   v1::JobSpec spec = RestartableJob(dir() + "/drained");
   spec.mutable_restart_policy()->set_max_restarts(0);  // a drain needs no restart budget
-  auto id = jobs_->Submit(spec);
+  auto id = jobs_->SubmitJob(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   WaitForStep(*id, 500, /*workers=*/2);
   Result r = Cli({"drain", "worker/1"});
@@ -659,7 +659,7 @@ TEST_F(JobsTest, DrainStopsTheJobWithACheckpointAndUndoLetsItResume) {
   absl::StatusOr<v1::GetJobResponse> job;
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (absl::Now() < deadline) {
-    job = jobs_->Get(*id);
+    job = jobs_->GetJob(*id);
     ASSERT_TRUE(job.ok()) << job.status();
     if (job->job().state() == v1::RESTARTING) break;
     absl::SleepFor(absl::Milliseconds(10));
@@ -678,7 +678,7 @@ TEST_F(JobsTest, DrainStopsTheJobWithACheckpointAndUndoLetsItResume) {
   EXPECT_THAT(Cli({"status"}).output, HasSubstr("DRAINING"));
   r = Cli({"drain", "worker/1", "--undo"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto last = jobs_->Watch(
+  auto last = jobs_->WatchJob(
       *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(60));
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
@@ -732,8 +732,8 @@ TEST(EvaluatorTest, EvaluatesEveryCheckpointOnceAndWritesEvalSummaries) {
   ASSERT_TRUE((*cluster)->StartWorkers().ok());
   auto status = (*cluster)->WaitForAlive(3, absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(status.ok()) << status.status();
-  auto jobs = client::JobClient::Create((*cluster)->coordinator_address(), (*cluster)->client_tls(),
-                                        absl::Seconds(10));
+  auto jobs = client::CoordinatorClient::Create((*cluster)->coordinator_address(),
+                                                (*cluster)->client_tls(), absl::Seconds(10));
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   v1::JobSpec spec = DigitsJob(o.work_dir + "/job");
   spec.set_epochs(6);
@@ -745,17 +745,17 @@ TEST(EvaluatorTest, EvaluatesEveryCheckpointOnceAndWritesEvalSummaries) {
   no_eval.mutable_data()->set_eval_fraction(0);
   no_eval.set_epochs(0);
   no_eval.set_steps(10);
-  auto refused = (*jobs)->Submit(no_eval);
+  auto refused = (*jobs)->SubmitJob(no_eval);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("evaluator.enabled"));
 
-  auto id = (*jobs)->Submit(spec);
+  auto id = (*jobs)->SubmitJob(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   const absl::Time deadline = absl::Now() + absl::Seconds(120);
   absl::StatusOr<v1::GetJobResponse> job;
   bool seen_running = false;
   while (absl::Now() < deadline) {
-    job = (*jobs)->Get(*id);
+    job = (*jobs)->GetJob(*id);
     ASSERT_TRUE(job.ok()) << job.status();
     if (!seen_running && job->job().state() == v1::RUNNING) {
       // The evaluator is busy with the job, as its workers are.
@@ -819,8 +819,8 @@ TEST(ElasticTest, AJobShrinksToTheSurvivorsAndGrowsBackWhenAWorkerReturns) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ASSERT_TRUE((*cluster)->StartWorkers().ok());
   ASSERT_TRUE((*cluster)->WaitForAlive(3, absl::Now() + absl::Seconds(20)).ok());
-  auto jobs = client::JobClient::Create((*cluster)->coordinator_address(), (*cluster)->client_tls(),
-                                        absl::Seconds(10));
+  auto jobs = client::CoordinatorClient::Create((*cluster)->coordinator_address(),
+                                                (*cluster)->client_tls(), absl::Seconds(10));
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   v1::JobSpec spec = DigitsJob(o.work_dir + "/job");
   spec.set_epochs(600);  // 17400 steps: long enough to shrink and grow while it trains
@@ -829,7 +829,7 @@ TEST(ElasticTest, AJobShrinksToTheSurvivorsAndGrowsBackWhenAWorkerReturns) {
   spec.mutable_restart_policy()->set_max_restarts(2);
   spec.mutable_restart_policy()->set_min_workers(2);
   spec.mutable_restart_policy()->set_replacement_timeout_ms(4000);
-  auto id = (*jobs)->Submit(spec);
+  auto id = (*jobs)->SubmitJob(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   // Waits for `done` on the job; its description on failure.
   auto wait = [&](const std::function<bool(const v1::GetJobResponse&)>& done,
@@ -837,7 +837,7 @@ TEST(ElasticTest, AJobShrinksToTheSurvivorsAndGrowsBackWhenAWorkerReturns) {
     const absl::Time deadline = absl::Now() + limit;
     absl::StatusOr<v1::GetJobResponse> job;
     while (absl::Now() < deadline) {
-      job = (*jobs)->Get(*id);
+      job = (*jobs)->GetJob(*id);
       if (job.ok() && done(*job)) return job;
       absl::SleepFor(absl::Milliseconds(10));
     }
@@ -869,7 +869,7 @@ TEST(ElasticTest, AJobShrinksToTheSurvivorsAndGrowsBackWhenAWorkerReturns) {
   std::cerr << "worker/2 back: running on 3 workers after " << absl::Now() - returned << "\n";
   EXPECT_THAT(grown->job().transitions(grown->job().transitions_size() - 2).reason(),
               HasSubstr("growing from 2 to 3 workers"));
-  auto last = (*jobs)->Watch(
+  auto last = (*jobs)->WatchJob(
       *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(120));
   ASSERT_TRUE(last.ok()) << last.status();
   ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
@@ -888,12 +888,12 @@ TEST(ElasticTest, AJobShrinksToTheSurvivorsAndGrowsBackWhenAWorkerReturns) {
 TEST_F(JobsTest, RestartedCoordinatorReadoptsTheRunningJobAndKeepsEveryJob) {
   v1::JobSpec three = EndlessJob(dir());
   three.set_num_workers(3);  // stays PENDING: two workers only
-  auto running = jobs_->Submit(EndlessJob(dir()));
-  auto pending = jobs_->Submit(three);
-  auto cancelled = jobs_->Submit(three);
+  auto running = jobs_->SubmitJob(EndlessJob(dir()));
+  auto pending = jobs_->SubmitJob(three);
+  auto cancelled = jobs_->SubmitJob(three);
   ASSERT_TRUE(pending.ok() && running.ok() && cancelled.ok());
   WaitForStep(*running, 100, /*workers=*/2);
-  ASSERT_TRUE(jobs_->Cancel(*cancelled).ok());
+  ASSERT_TRUE(jobs_->CancelJob(*cancelled).ok());
   // The coordinator dies (its workers stay); a new one starts on the same job store.
   const std::string address = cluster_->coordinator_address();
   cluster_->coordinator()->Signal(SIGKILL);
@@ -912,16 +912,16 @@ TEST_F(JobsTest, RestartedCoordinatorReadoptsTheRunningJobAndKeepsEveryJob) {
   for (const std::string& id : {*pending, *running, *cancelled})
     EXPECT_THAT(r.output, HasSubstr(id));
   Connect();
-  auto jobs = jobs_->List();
+  auto jobs = jobs_->ListJobs();
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 3u);
-  EXPECT_EQ(jobs_->Get(*pending)->job().state(), v1::PENDING);
-  EXPECT_EQ(jobs_->Get(*cancelled)->job().state(), v1::CANCELLED);
+  EXPECT_EQ(jobs_->GetJob(*pending)->job().state(), v1::PENDING);
+  EXPECT_EQ(jobs_->GetJob(*cancelled)->job().state(), v1::CANCELLED);
   // The running job: the same attempt, reporting again once its workers are back.
-  const int64_t before = jobs_->Get(*running)->job().progress().step();
+  const int64_t before = jobs_->GetJob(*running)->job().progress().step();
   absl::StatusOr<v1::GetJobResponse> job;
   while (absl::Now() < killed + absl::Seconds(20)) {
-    job = jobs_->Get(*running);
+    job = jobs_->GetJob(*running);
     ASSERT_TRUE(job.ok()) << job.status();
     ASSERT_EQ(job->job().state(), v1::RUNNING) << client::FormatJobDescription(*job);
     if (job->job().progress().step() > before + 100) break;
@@ -935,7 +935,7 @@ TEST_F(JobsTest, RestartedCoordinatorReadoptsTheRunningJobAndKeepsEveryJob) {
             << " after the kill\n";
   r = Cli({"jobs"});
   EXPECT_THAT(r.output, HasSubstr("3 jobs"));
-  EXPECT_TRUE(jobs_->Cancel(*running).ok());
+  EXPECT_TRUE(jobs_->CancelJob(*running).ok());
 }
 
 }  // namespace

@@ -21,7 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "client/job_client.h"
+#include "client/coordinator_client.h"
 #include "client/job_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -137,8 +137,8 @@ class NetnsFaultTest : public ::testing::Test {
     cluster_ = std::make_unique<NetnsCluster>(net_, o);
     ASSERT_TRUE(cluster_->StartCoordinator().ok()) << cluster_->log("coordinator");
     ASSERT_TRUE(cluster_->StartWorkers().ok());
-    auto jobs = client::JobClient::Create(cluster_->coordinator_address(), cluster_->client_tls(),
-                                          absl::Seconds(10));
+    auto jobs = client::CoordinatorClient::Create(cluster_->coordinator_address(),
+                                                  cluster_->client_tls(), absl::Seconds(10));
     ASSERT_TRUE(jobs.ok()) << jobs.status();
     jobs_ = std::move(*jobs);
   }
@@ -150,9 +150,9 @@ class NetnsFaultTest : public ::testing::Test {
     const absl::Time start = absl::Now();
     const std::string dir = TmpDir("reference");
     StartCluster(dir);
-    auto id = jobs_->Submit(RestartableJob(dir));
+    auto id = jobs_->SubmitJob(RestartableJob(dir));
     ASSERT_TRUE(id.ok()) << id.status();
-    auto last = jobs_->Watch(
+    auto last = jobs_->WatchJob(
         *id, [](const v1::JobEvent&) {}, absl::Now() + kScenarioBound);
     ASSERT_TRUE(last.ok()) << last.status();
     ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
@@ -175,7 +175,7 @@ class NetnsFaultTest : public ::testing::Test {
     started_ = absl::Now();
     StartCluster(work_dir_, ipv6);
     if (cluster_ == nullptr) return "";
-    auto id = jobs_->Submit(spec != nullptr ? *spec : RestartableJob(work_dir_));
+    auto id = jobs_->SubmitJob(spec != nullptr ? *spec : RestartableJob(work_dir_));
     EXPECT_TRUE(id.ok()) << id.status();
     if (!id.ok()) return "";
     WaitRunningAt(*id, 1, kFaultStep);
@@ -187,7 +187,7 @@ class NetnsFaultTest : public ::testing::Test {
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     absl::StatusOr<v1::GetJobResponse> job;
     while (absl::Now() < deadline) {
-      job = jobs_->Get(id);
+      job = jobs_->GetJob(id);
       ASSERT_TRUE(job.ok()) << job.status();
       ASSERT_FALSE(client::JobEnded(job->job().state())) << job->job().reason();
       if (job->job().state() == v1::RUNNING && job->job().attempt() == attempt &&
@@ -205,7 +205,7 @@ class NetnsFaultTest : public ::testing::Test {
     const absl::Time deadline = absl::Now() + limit;
     absl::StatusOr<v1::GetJobResponse> job;
     while (absl::Now() < deadline) {
-      job = jobs_->Get(id);
+      job = jobs_->GetJob(id);
       if (job.ok() && job->job().state() == state) return job->job();
       absl::SleepFor(absl::Milliseconds(10));
     }
@@ -220,7 +220,7 @@ class NetnsFaultTest : public ::testing::Test {
   // The job to its end: SUCCEEDED, accuracy >= 0.96, the chief's final checkpoint bitwise
   // equal to the reference's. Returns the final record.
   v1::JobRecord ExpectSucceededAsPromised(const std::string& id, const std::string& ckpt_dir) {
-    auto last = jobs_->Watch(
+    auto last = jobs_->WatchJob(
         id, [](const v1::JobEvent&) {}, started_ + kScenarioBound);
     EXPECT_TRUE(last.ok()) << last.status() << "\ncoordinator log:\n"
                            << cluster_->log("coordinator");
@@ -251,9 +251,9 @@ class NetnsFaultTest : public ::testing::Test {
 
   // Steps the job advances in `d` while a fault is in place; printed with `what`.
   int64_t StepsDuring(const std::string& id, absl::Duration d, const std::string& what) {
-    auto before = jobs_->Get(id);
+    auto before = jobs_->GetJob(id);
     absl::SleepFor(d);
-    auto after = jobs_->Get(id);
+    auto after = jobs_->GetJob(id);
     EXPECT_TRUE(before.ok() && after.ok());
     if (!before.ok() || !after.ok()) return 0;
     const int64_t steps = after->job().progress().step() - before->job().progress().step();
@@ -292,7 +292,7 @@ class NetnsFaultTest : public ::testing::Test {
   std::string work_dir_;
   absl::Time started_ = absl::InfinitePast();
   std::unique_ptr<NetnsCluster> cluster_;
-  std::unique_ptr<client::JobClient> jobs_;
+  std::unique_ptr<client::CoordinatorClient> jobs_;
   std::vector<int> partitioned_;
   std::vector<int> netem_;
   std::vector<int> lossy_;
@@ -415,7 +415,7 @@ TEST_F(NetnsFaultTest, FullCheckpointDirectoryFailsTheAttemptAndTheJobResumes) {
   // next attempt backs off 0.5 s, as it failed soon after its start).
   absl::StatusOr<v1::GetJobResponse> job;
   while (absl::Now() < full + absl::Seconds(30)) {
-    job = jobs_->Get(id);
+    job = jobs_->GetJob(id);
     ASSERT_TRUE(job.ok()) << job.status();
     if (job->job().state() != v1::RUNNING || job->job().attempt() > 1) break;
     absl::SleepFor(absl::Milliseconds(1));

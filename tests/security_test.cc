@@ -1,8 +1,9 @@
 // The coordinator's security over real gRPC: TLS refuses plaintext clients, certificates
 // from another CA and expired ones; tokens and certificates are authorized through
-// coordinator/authz.h's table; a worker identity holds its task; rotated certificate files
-// are taken without a restart; --insecure turns it all off and says so. The binaries refuse
-// to start without TLS material unless --insecure.
+// coordinator/authz.h's table per service (the worker-facing service admits worker
+// certificates only, the client-facing job service clients only); a worker identity holds
+// its task; rotated certificate files are taken without a restart; --insecure turns it all
+// off and says so. The binaries refuse to start without TLS material unless --insecure.
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,7 +13,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "client/job_client.h"
+#include "client/coordinator_client.h"
 #include "client/local_cluster.h"
 #include "client/local_credentials.h"
 #include "client/status_format.h"
@@ -49,13 +50,19 @@ class SecurityTest : public ::testing::Test {
     server_ = std::move(*server);
   }
 
-  std::unique_ptr<worker::GrpcCoordinatorClient> Client(const TlsOptions& tls) {
+  // A client of the worker-facing service (as lockstepd's), with any credentials.
+  std::unique_ptr<worker::GrpcCoordinatorClient> WorkerClient(const TlsOptions& tls) {
     return std::move(
         worker::GrpcCoordinatorClient::Create(server_->local_address(), tls, absl::Seconds(3))
             .value());
   }
   std::unique_ptr<worker::GrpcCoordinatorClient> Worker(const std::string& name) {
-    return Client(credentials_->Daemon(name).value());
+    return WorkerClient(credentials_->Daemon(name).value());
+  }
+  // A client of the client-facing job service (as the CLI's), with any credentials.
+  std::unique_ptr<client::CoordinatorClient> Jobs(const TlsOptions& tls) {
+    return std::move(
+        client::CoordinatorClient::Create(server_->local_address(), tls, absl::Seconds(3)).value());
   }
 
   static v1::RegisterWorkerRequest Registration(int index, uint64_t incarnation) {
@@ -72,10 +79,12 @@ class SecurityTest : public ::testing::Test {
 };
 
 TEST_F(SecurityTest, PlaintextClientsAreRefused) {
-  auto plain = Client(TlsOptions{.insecure = true});
-  auto status = plain->GetClusterStatus();
+  auto status = Jobs(TlsOptions{.insecure = true})->GetClusterStatus();
   EXPECT_EQ(status.status().code(), absl::StatusCode::kUnavailable) << status.status();
-  EXPECT_EQ(plain->RegisterWorker(Registration(0, NewIncarnation())).status().code(),
+  EXPECT_EQ(WorkerClient(TlsOptions{.insecure = true})
+                ->RegisterWorker(Registration(0, NewIncarnation()))
+                .status()
+                .code(),
             absl::StatusCode::kUnavailable);
 }
 
@@ -84,10 +93,9 @@ TEST_F(SecurityTest, WorkerCertificateFromAnotherCaIsRefused) {
   ASSERT_TRUE(rogue_ca.ok()) << rogue_ca.status();
   TlsOptions rogue = rogue_ca->Daemon("worker-0").value();
   rogue.ca_file = credentials_->ca_file();  // it trusts the coordinator; not the reverse
-  auto status = Client(rogue)->RegisterWorker(Registration(0, NewIncarnation()));
+  auto status = WorkerClient(rogue)->RegisterWorker(Registration(0, NewIncarnation()));
   EXPECT_EQ(status.status().code(), absl::StatusCode::kUnavailable) << status.status();
-  EXPECT_EQ(client::CountInState(*Client(credentials_->Viewer())->GetClusterStatus(), v1::ALIVE),
-            0);
+  EXPECT_EQ(client::CountInState(*Jobs(credentials_->Viewer())->GetClusterStatus(), v1::ALIVE), 0);
 }
 
 TEST_F(SecurityTest, ExpiredWorkerCertificateIsRefused) {
@@ -99,7 +107,7 @@ TEST_F(SecurityTest, ExpiredWorkerCertificateIsRefused) {
   old.not_after = absl::Now() - absl::Hours(1);
   ASSERT_TRUE((*ca)->Issue(old).ok());
   TlsOptions expired = credentials_->Daemon("worker-old").value();  // the expired files
-  auto status = Client(expired)->RegisterWorker(Registration(0, NewIncarnation()));
+  auto status = WorkerClient(expired)->RegisterWorker(Registration(0, NewIncarnation()));
   EXPECT_EQ(status.status().code(), absl::StatusCode::kUnavailable) << status.status();
   // lockstepd refuses it at start, naming the flag and the reason.
   absl::Status check = CheckTlsOptions(expired, /*need_identity=*/true);
@@ -111,34 +119,31 @@ TEST_F(SecurityTest, TokensAreAuthenticatedAndAuthorizedByRole) {
   // No token, an unknown token: UNAUTHENTICATED.
   TlsOptions anonymous;
   anonymous.ca_file = credentials_->ca_file();
-  EXPECT_EQ(Client(anonymous)->GetClusterStatus().status().code(),
+  EXPECT_EQ(Jobs(anonymous)->GetClusterStatus().status().code(),
             absl::StatusCode::kUnauthenticated);
   TlsOptions unknown = anonymous;
   unknown.token = NewBearerToken();
-  EXPECT_EQ(Client(unknown)->GetClusterStatus().status().code(),
-            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Jobs(unknown)->GetClusterStatus().status().code(), absl::StatusCode::kUnauthenticated);
 
   // A viewer sees but does not change.
-  EXPECT_TRUE(Client(credentials_->Viewer())->GetClusterStatus().ok());
-  auto viewer =
-      client::JobClient::Create(server_->local_address(), credentials_->Viewer(), absl::Seconds(3));
-  ASSERT_TRUE(viewer.ok());
-  EXPECT_TRUE((*viewer)->List().ok());
-  auto submitted = (*viewer)->Submit(v1::JobSpec());
+  EXPECT_TRUE(Jobs(credentials_->Viewer())->GetClusterStatus().ok());
+  auto viewer = Jobs(credentials_->Viewer());
+  EXPECT_TRUE(viewer->ListJobs().ok());
+  auto submitted = viewer->SubmitJob(v1::JobSpec());
   EXPECT_EQ(submitted.status().code(), absl::StatusCode::kPermissionDenied) << submitted.status();
   EXPECT_THAT(submitted.status().message(), HasSubstr("SubmitJob is for operator only"));
   EXPECT_THAT(submitted.status().message(), HasSubstr("viewer local-viewer"));
-  EXPECT_EQ((*viewer)->Cancel("job-000001").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(viewer->CancelJob("job-000001").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(viewer->DrainWorker("worker/0", false).status().code(),
+            absl::StatusCode::kPermissionDenied);
 
   // An operator gets past authorization to the job service (which refuses an empty spec).
-  auto op = client::JobClient::Create(server_->local_address(), credentials_->Operator(),
-                                      absl::Seconds(3));
-  ASSERT_TRUE(op.ok());
-  EXPECT_EQ((*op)->Submit(v1::JobSpec()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Jobs(credentials_->Operator())->SubmitJob(v1::JobSpec()).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SecurityTest, ReplacedTokensTakeEffectAtOnce) {
-  auto viewer = Client(credentials_->Viewer());
+  auto viewer = Jobs(credentials_->Viewer());
   ASSERT_TRUE(viewer->GetClusterStatus().ok());
   const std::string fresh = NewBearerToken();
   auto table = coordinator::TokenTable::Parse(absl::StrCat(fresh, " viewer fresh\n"), "test");
@@ -148,19 +153,51 @@ TEST_F(SecurityTest, ReplacedTokensTakeEffectAtOnce) {
   EXPECT_EQ(viewer->GetClusterStatus().status().code(), absl::StatusCode::kUnauthenticated);
   TlsOptions tls = credentials_->Viewer();
   tls.token = fresh;
-  EXPECT_TRUE(Client(tls)->GetClusterStatus().ok());
+  EXPECT_TRUE(Jobs(tls)->GetClusterStatus().ok());
 }
 
+// Each service admits its own kind of caller only (authz.cc's table per service): a
+// client's token, whatever its role, is refused by the worker-facing service, and a worker's
+// certificate by the client-facing one, for reads and changes alike.
 TEST_F(SecurityTest, ClientsNeverReachWorkerRpcsAndWorkersNeverClientRpcs) {
-  auto operator_client = Client(credentials_->Operator());
-  auto registered = operator_client->RegisterWorker(Registration(0, NewIncarnation()));
-  EXPECT_EQ(registered.status().code(), absl::StatusCode::kPermissionDenied) << registered.status();
-  EXPECT_EQ(operator_client->GetKey("jobs/x/1/secret", absl::Milliseconds(10)).status().code(),
+  for (const TlsOptions& client_tls : {credentials_->Operator(), credentials_->Viewer()}) {
+    auto as_client = WorkerClient(client_tls);
+    auto registered = as_client->RegisterWorker(Registration(0, NewIncarnation()));
+    EXPECT_EQ(registered.status().code(), absl::StatusCode::kPermissionDenied)
+        << registered.status();
+    EXPECT_THAT(registered.status().message(),
+                HasSubstr("lockstep.v1.WorkerService is for worker only"));
+    EXPECT_EQ(as_client->GetKey("jobs/x/1/secret", absl::Milliseconds(10)).status().code(),
+              absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(as_client->SetKey("k", "v", true).code(), absl::StatusCode::kPermissionDenied);
+    v1::BarrierRequest barrier;
+    barrier.set_barrier_id("b");
+    barrier.set_member("m");
+    barrier.set_parties(1);
+    EXPECT_EQ(as_client->Barrier(barrier).code(), absl::StatusCode::kPermissionDenied);
+  }
+  // No credentials at all: the worker service does not know who is calling.
+  TlsOptions anonymous;
+  anonymous.ca_file = credentials_->ca_file();
+  EXPECT_EQ(
+      WorkerClient(anonymous)->RegisterWorker(Registration(0, NewIncarnation())).status().code(),
+      absl::StatusCode::kUnauthenticated);
+
+  auto as_worker = Jobs(credentials_->Daemon("worker-0").value());
+  auto status = as_worker->GetClusterStatus();
+  EXPECT_EQ(status.status().code(), absl::StatusCode::kPermissionDenied) << status.status();
+  EXPECT_THAT(status.status().message(),
+              HasSubstr("lockstep.v1.JobService is for viewer or operator only"));
+  EXPECT_THAT(status.status().message(), HasSubstr("worker worker-0"));
+  EXPECT_EQ(as_worker->SubmitJob(v1::JobSpec()).status().code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(operator_client->SetKey("k", "v", true).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(as_worker->CancelJob("job-000001").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(as_worker->DrainWorker("worker/0", false).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(as_worker->ListJobs().status().code(), absl::StatusCode::kPermissionDenied);
 
   auto worker = Worker("worker-0");
-  EXPECT_EQ(worker->GetClusterStatus().status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(worker->SetKey("k", "v", true).ok());
   EXPECT_EQ(*worker->GetKey("k", absl::Milliseconds(10)), "v");
   // A job attempt's keys are its own workers' only, and only while it runs: no worker can
@@ -213,10 +250,10 @@ TEST_F(SecurityTest, ClientCertificatesCarryTheirRole) {
   r.role = "viewer";
   ASSERT_TRUE((*ca)->Issue(r).ok());
   TlsOptions tls = credentials_->Daemon("val").value();  // the files just issued
-  EXPECT_TRUE(Client(tls)->GetClusterStatus().ok());
-  auto jobs = client::JobClient::Create(server_->local_address(), tls, absl::Seconds(3));
-  EXPECT_EQ((*jobs)->Submit(v1::JobSpec()).status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(Client(tls)->RegisterWorker(Registration(0, NewIncarnation())).status().code(),
+  EXPECT_TRUE(Jobs(tls)->GetClusterStatus().ok());
+  EXPECT_EQ(Jobs(tls)->SubmitJob(v1::JobSpec()).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(WorkerClient(tls)->RegisterWorker(Registration(0, NewIncarnation())).status().code(),
             absl::StatusCode::kPermissionDenied);
 }
 
@@ -236,7 +273,7 @@ TEST_F(SecurityTest, RotatedCertificatesAreTakenWithoutRestart) {
   bool rotated = false;
   const absl::Time deadline = absl::Now() + absl::Seconds(15);
   while (!rotated && absl::Now() < deadline) {
-    rotated = Client(next_worker)->RegisterWorker(Registration(0, NewIncarnation())).ok();
+    rotated = WorkerClient(next_worker)->RegisterWorker(Registration(0, NewIncarnation())).ok();
     if (!rotated) absl::SleepFor(absl::Milliseconds(100));
   }
   EXPECT_TRUE(rotated) << "the coordinator never took the new certificates";
@@ -248,14 +285,18 @@ TEST(InsecureTest, EverythingIsAllowedAndStatusSaysSo) {
   o.tls.insecure = true;
   auto server = coordinator::CoordinatorServer::Create(o);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = worker::GrpcCoordinatorClient::Create((*server)->local_address(),
+  auto daemon = worker::GrpcCoordinatorClient::Create((*server)->local_address(),
                                                       TlsOptions{.insecure = true});
-  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(daemon.ok());
   v1::RegisterWorkerRequest r;
   r.set_address("127.0.0.1:31000");
   r.set_incarnation(NewIncarnation());
-  EXPECT_TRUE((*client)->RegisterWorker(r).ok());
-  auto status = (*client)->GetClusterStatus();
+  EXPECT_TRUE((*daemon)->RegisterWorker(r).ok());
+  // Under --insecure either service takes anyone.
+  auto jobs =
+      client::CoordinatorClient::Create((*server)->local_address(), TlsOptions{.insecure = true});
+  ASSERT_TRUE(jobs.ok());
+  auto status = (*jobs)->GetClusterStatus();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_TRUE(status->insecure());
 }

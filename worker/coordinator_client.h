@@ -1,6 +1,8 @@
-// CoordinatorClient: what a worker (and the CLI) asks of the coordinator, as an interface,
-// so that the agent and the rendezvous store are tested with fakes and know nothing of
-// gRPC. The gRPC adapter is GrpcCoordinatorClient (grpc_coordinator_client.h).
+// CoordinatorClient: what a worker asks of the coordinator (its worker-facing
+// lockstep.v1.WorkerService), as an interface, so that the agent and the rendezvous store
+// are tested with fakes and know nothing of gRPC. The gRPC adapter is
+// GrpcCoordinatorClient (grpc_coordinator_client.h). Clients of the job service (the CLI)
+// use client/coordinator_client.h instead.
 //
 // Every method returns the coordinator's error (see proto/lockstep/v1/coordinator.proto),
 // or UNAVAILABLE / DEADLINE_EXCEEDED when the coordinator cannot be reached in time; the
@@ -46,7 +48,6 @@ class CoordinatorClient {
   // Waits on the coordinator up to `timeout` for the key.
   virtual absl::StatusOr<std::string> GetKey(const std::string& key, absl::Duration timeout) = 0;
   virtual absl::Status Barrier(const v1::BarrierRequest& request) = 0;
-  virtual absl::StatusOr<v1::GetClusterStatusResponse> GetClusterStatus() = 0;
   // Opens the stream of partitions and aborts the coordinator pushes to this worker. The
   // stream has no deadline (it lives while the worker is ALIVE); Cancel() ends it.
   // Default: UNIMPLEMENTED, for clients that do not run jobs.

@@ -88,11 +88,6 @@ absl::Status FakeCoordinatorClient::Barrier(const v1::BarrierRequest&) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::GetClusterStatusResponse> FakeCoordinatorClient::GetClusterStatus() {
-  Count("GetClusterStatus");
-  return v1::GetClusterStatusResponse();
-}
-
 class FakeCoordinatorClient::Stream final : public AssignmentStream {
  public:
   Stream(FakeCoordinatorClient* fake, int64_t generation) : fake_(fake), generation_(generation) {}

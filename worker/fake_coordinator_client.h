@@ -41,7 +41,6 @@ class FakeCoordinatorClient final : public CoordinatorClient {
   absl::Status SetKey(const std::string& key, const std::string& value, bool overwrite) override;
   absl::StatusOr<std::string> GetKey(const std::string& key, absl::Duration timeout) override;
   absl::Status Barrier(const v1::BarrierRequest& request) override;
-  absl::StatusOr<v1::GetClusterStatusResponse> GetClusterStatus() override;
   // Streams read the assignments given to PushAssignment(), in order, one reader each.
   absl::StatusOr<std::unique_ptr<AssignmentStream>> WatchAssignments(
       const v1::WatchAssignmentsRequest& request) override;

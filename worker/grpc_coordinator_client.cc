@@ -15,38 +15,24 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinatorClient>> GrpcCoordinatorClient::Cr
     const std::string& address, const TlsOptions& tls, absl::Duration rpc_timeout) {
   LS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, CoordinatorChannel(address, tls));
   return std::unique_ptr<GrpcCoordinatorClient>(
-      new GrpcCoordinatorClient(address, rpc_timeout, v1::Coordinator::NewStub(channel)));
-}
-
-void GrpcCoordinatorClient::WaitForOne(grpc::CompletionQueue* cq) {
-  void* tag;
-  bool ok;
-  const absl::Time spin_end = absl::Now() + kSpinBeforeBlocking;
-  bool done = false;
-  while (!done && absl::Now() < spin_end) {
-    done = cq->AsyncNext(&tag, &ok, gpr_inf_past(GPR_CLOCK_MONOTONIC)) ==
-           grpc::CompletionQueue::GOT_EVENT;
-  }
-  if (!done) cq->Next(&tag, &ok);
-  cq->Shutdown();
-  while (cq->Next(&tag, &ok)) {
-  }
+      new GrpcCoordinatorClient(address, rpc_timeout, v1::WorkerService::NewStub(channel)));
 }
 
 absl::StatusOr<v1::RegisterWorkerResponse> GrpcCoordinatorClient::RegisterWorker(
     const v1::RegisterWorkerRequest& request) {
   // Fails fast (UNAVAILABLE naming a refused handshake); the heartbeats drive reconnects.
-  return Call(&v1::Coordinator::Stub::AsyncRegisterWorker, "RegisterWorker", request, rpc_timeout_);
+  return Call(&v1::WorkerService::Stub::AsyncRegisterWorker, "RegisterWorker", request,
+              rpc_timeout_);
 }
 
 absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& request) {
-  return Call(&v1::Coordinator::Stub::AsyncHeartbeat, "Heartbeat", request,
+  return Call(&v1::WorkerService::Stub::AsyncHeartbeat, "Heartbeat", request,
               std::min(rpc_timeout_, kReconnectWait), /*wait_for_ready=*/true);
 }
 
 absl::Status GrpcCoordinatorClient::Deregister(const v1::DeregisterRequest& request) {
-  return Call(&v1::Coordinator::Stub::AsyncDeregister, "Deregister", request, rpc_timeout_)
+  return Call(&v1::WorkerService::Stub::AsyncDeregister, "Deregister", request, rpc_timeout_)
       .status();
 }
 
@@ -56,7 +42,7 @@ absl::Status GrpcCoordinatorClient::SetKey(const std::string& key, const std::st
   request.set_key(key);
   request.set_value(value);
   request.set_overwrite(overwrite);
-  return Call(&v1::Coordinator::Stub::AsyncSetKey, "SetKey", request, rpc_timeout_).status();
+  return Call(&v1::WorkerService::Stub::AsyncSetKey, "SetKey", request, rpc_timeout_).status();
 }
 
 absl::StatusOr<std::string> GrpcCoordinatorClient::GetKey(const std::string& key,
@@ -65,20 +51,15 @@ absl::StatusOr<std::string> GrpcCoordinatorClient::GetKey(const std::string& key
   request.set_key(key);
   request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   // The coordinator answers by the timeout; the RPC deadline leaves room for the network.
-  LS_ASSIGN_OR_RETURN(v1::GetKeyResponse response, Call(&v1::Coordinator::Stub::AsyncGetKey,
+  LS_ASSIGN_OR_RETURN(v1::GetKeyResponse response, Call(&v1::WorkerService::Stub::AsyncGetKey,
                                                         "GetKey", request, timeout + rpc_timeout_));
   return std::move(*response.mutable_value());
 }
 
 absl::Status GrpcCoordinatorClient::Barrier(const v1::BarrierRequest& request) {
-  return Call(&v1::Coordinator::Stub::AsyncBarrier, "Barrier", request,
+  return Call(&v1::WorkerService::Stub::AsyncBarrier, "Barrier", request,
               absl::Milliseconds(request.timeout_ms()) + rpc_timeout_)
       .status();
-}
-
-absl::StatusOr<v1::GetClusterStatusResponse> GrpcCoordinatorClient::GetClusterStatus() {
-  return Call(&v1::Coordinator::Stub::AsyncGetClusterStatus, "GetClusterStatus",
-              v1::GetClusterStatusRequest(), rpc_timeout_);
 }
 
 namespace {
@@ -86,7 +67,7 @@ namespace {
 // A WatchAssignments call: the context (for TryCancel) and the reader.
 class GrpcAssignmentStream final : public AssignmentStream {
  public:
-  GrpcAssignmentStream(v1::Coordinator::Stub* stub, const v1::WatchAssignmentsRequest& request,
+  GrpcAssignmentStream(v1::WorkerService::Stub* stub, const v1::WatchAssignmentsRequest& request,
                        std::string address)
       : address_(std::move(address)), reader_(stub->WatchAssignments(&ctx_, request)) {}
   ~GrpcAssignmentStream() override {

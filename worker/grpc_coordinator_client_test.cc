@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "common/loopback_server.h"
 #include "gtest/gtest.h"
 #include "lockstep/v1/coordinator.grpc.pb.h"
 
@@ -17,7 +18,7 @@ namespace {
 
 // Pushes two partitions, then holds the stream open until the client cancels; task index 9
 // is unknown (NOT_FOUND).
-class AssignmentsOnlyService final : public v1::Coordinator::Service {
+class AssignmentsOnlyService final : public v1::WorkerService::Service {
  public:
   grpc::Status WatchAssignments(grpc::ServerContext* ctx, const v1::WatchAssignmentsRequest* req,
                                 grpc::ServerWriter<v1::Assignment>* writer) override {
@@ -38,14 +39,10 @@ class AssignmentsOnlyService final : public v1::Coordinator::Service {
 class GrpcAssignmentsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    auto client = GrpcCoordinatorClient::Create("127.0.0.1:" + std::to_string(port),
-                                                TlsOptions{.insecure = true});
+    auto server = StartLoopbackServer(&service_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(server->server);
+    auto client = GrpcCoordinatorClient::Create(server->address, TlsOptions{.insecure = true});
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
   }

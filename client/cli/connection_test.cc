@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/certs.h"
@@ -33,6 +34,20 @@ class ConnectionTest : public ::testing::Test {
     });
   }
 
+  // Connect() as a command named "test" runs it, with this test's environment.
+  std::unique_ptr<client::CoordinatorClient> ConnectWith(const std::vector<std::string>& argv) {
+    auto args = CommandArgs::Parse(argv, ConnectionOptions());
+    EXPECT_TRUE(args.ok()) << args.status();
+    if (!args.ok()) return nullptr;
+    CommandContext ctx;
+    ctx.out = &out_;
+    ctx.err = &err_;
+    return Connect(*args, ctx, "test", absl::Seconds(1), [this](const char* name) {
+      auto it = env_.find(name);
+      return it == env_.end() ? std::string() : it->second;
+    });
+  }
+
   std::string WriteConfig(const std::string& text) {
     const std::string path = absl::StrCat(dir_, "/config");
     std::ofstream(path) << text;
@@ -41,6 +56,7 @@ class ConnectionTest : public ::testing::Test {
 
   std::string dir_, ca_;
   std::map<std::string, std::string> env_;
+  std::ostringstream out_, err_;
 };
 
 TEST_F(ConnectionTest, FlagsWinOverTheEnvironmentWhichWinsOverTheConfigFile) {
@@ -96,6 +112,28 @@ TEST_F(ConnectionTest, BadConfigFilesAreNamed) {
   EXPECT_THAT(c.status().message(), HasSubstr("line 2"));
   c = Resolve({"--config=/nonexistent/config"});
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ConnectionTest, ConnectGivesTheResolvedClientOrSaysWhyNot) {
+  env_["HOME"] = "/nonexistent";
+  EXPECT_EQ(ConnectWith({}), nullptr);
+  EXPECT_THAT(err_.str(), HasSubstr("lockstep test: "));
+  EXPECT_THAT(err_.str(), HasSubstr("--tls_ca"));
+
+  err_.str("");
+  auto client = ConnectWith({"--coordinator=coord:7001", "--tls_ca=" + ca_, "--token=t"});
+  ASSERT_NE(client, nullptr) << err_.str();
+  EXPECT_EQ(client->address(), "coord:7001");
+  EXPECT_EQ(err_.str(), "");
+
+  // --insecure works, and says what it costs.
+  client = ConnectWith({"--insecure", "--coordinator=coord:7002"});
+  ASSERT_NE(client, nullptr) << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr("warning: --insecure: plaintext to coord:7002"));
+
+  err_.str("");
+  EXPECT_EQ(ConnectWith({"--insecure", "--coordinator=no-port"}), nullptr);
+  EXPECT_THAT(err_.str(), HasSubstr("lockstep test: "));
 }
 
 }  // namespace

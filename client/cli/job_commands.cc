@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "client/cli/status_command.h"
+#include "client/cli/connection.h"
 #include "client/job_format.h"
 
 namespace lockstep {
@@ -19,23 +19,6 @@ std::vector<OptionSpec> WithConnection(std::vector<OptionSpec> options) {
   std::vector<OptionSpec> all = ConnectionOptions();
   all.insert(all.end(), options.begin(), options.end());
   return all;
-}
-
-// Connects to the coordinator; on failure prints why and returns null.
-std::unique_ptr<client::JobClient> Connect(const CommandArgs& args, const CommandContext& ctx,
-                                           const std::string& command) {
-  absl::StatusOr<Connection> connection = ResolveConnection(args);
-  if (!connection.ok()) {
-    *ctx.err << "lockstep " << command << ": " << connection.status().message() << "\n";
-    return nullptr;
-  }
-  WarnIfInsecure(*connection, ctx);
-  auto jobs = client::JobClient::Create(connection->address, connection->tls, absl::Seconds(10));
-  if (!jobs.ok()) {
-    *ctx.err << "lockstep " << command << ": " << jobs.status().message() << "\n";
-    return nullptr;
-  }
-  return std::move(*jobs);
 }
 
 // The reason an RPC failed, with a hint when the coordinator is unreachable.
@@ -81,9 +64,10 @@ int PrintJson(const google::protobuf::Message& m, const CommandContext& ctx,
 // WatchToEnd as JSON lines (--output=json): one JobEvent per line while the job has not
 // ended, then its final JobRecord on one line. Specs are left out (`describe` shows
 // them); errors go to ctx.err, so ctx.out holds JSON only.
-int WatchToEndAsJson(client::JobClient& jobs, const std::string& id, const CommandContext& ctx) {
+int WatchToEndAsJson(client::CoordinatorClient& jobs, const std::string& id,
+                     const CommandContext& ctx) {
   bool print_failed = false;
-  absl::StatusOr<v1::JobEvent> last = jobs.Watch(
+  absl::StatusOr<v1::JobEvent> last = jobs.WatchJob(
       id,
       [&](const v1::JobEvent& e) {
         if (client::JobEnded(e.job().state())) return;  // the final record follows
@@ -127,7 +111,7 @@ int RunSubmit(const CommandArgs& args, const CommandContext& ctx) {
   }
   auto jobs = Connect(args, ctx, "submit");
   if (jobs == nullptr) return kExitUsage;
-  absl::StatusOr<std::string> id = jobs->Submit(*spec);
+  absl::StatusOr<std::string> id = jobs->SubmitJob(*spec);
   if (!id.ok()) {
     *ctx.err << "lockstep submit: the coordinator refused " << args.positional()[0] << ": "
              << id.status().message() << "\n";
@@ -170,7 +154,7 @@ int RunJobs(const CommandArgs& args, const CommandContext& ctx) {
   }
   auto jobs = Connect(args, ctx, "jobs");
   if (jobs == nullptr) return kExitUsage;
-  absl::StatusOr<std::vector<v1::JobRecord>> list = jobs->List(*limit);
+  absl::StatusOr<std::vector<v1::JobRecord>> list = jobs->ListJobs(*limit);
   if (!list.ok()) return Fail(ctx, "jobs", list.status());
   if (json) {
     v1::ListJobsResponse r;
@@ -192,7 +176,7 @@ int RunDescribe(const CommandArgs& args, const CommandContext& ctx) {
   if (id.empty()) return kExitUsage;
   auto jobs = Connect(args, ctx, "describe");
   if (jobs == nullptr) return kExitUsage;
-  absl::StatusOr<v1::GetJobResponse> job = jobs->Get(id);
+  absl::StatusOr<v1::GetJobResponse> job = jobs->GetJob(id);
   if (!job.ok()) return Fail(ctx, "describe", job.status());
   job->mutable_job()->clear_spec();  // shown decoded in `spec`
   if (json) return PrintJson(*job, ctx);
@@ -208,7 +192,7 @@ int RunCancel(const CommandArgs& args, const CommandContext& ctx) {
   if (id.empty()) return kExitUsage;
   auto jobs = Connect(args, ctx, "cancel");
   if (jobs == nullptr) return kExitUsage;
-  absl::StatusOr<v1::JobRecord> job = jobs->Cancel(id, args.Get("reason"));
+  absl::StatusOr<v1::JobRecord> job = jobs->CancelJob(id, args.Get("reason"));
   if (!job.ok()) return Fail(ctx, "cancel", job.status());
   if (json) {
     job->clear_spec();  // `describe` shows the spec
@@ -229,7 +213,7 @@ int RunDrain(const CommandArgs& args, const CommandContext& ctx) {
   auto jobs = Connect(args, ctx, "drain");
   if (jobs == nullptr) return kExitUsage;
   const bool undo = args.Has("undo");
-  absl::StatusOr<v1::DrainWorkerResponse> drained = jobs->Drain(args.positional()[0], undo);
+  absl::StatusOr<v1::DrainWorkerResponse> drained = jobs->DrainWorker(args.positional()[0], undo);
   if (!drained.ok()) return Fail(ctx, "drain", drained.status());
   if (json) return PrintJson(*drained, ctx);
   const std::string task = args.positional()[0];
@@ -253,14 +237,14 @@ bool IsTerminal(const CommandContext& ctx) {
   return ctx.out == &std::cout && isatty(STDOUT_FILENO) == 1;
 }
 
-int WatchToEnd(client::JobClient& jobs, const std::string& id, const CommandContext& ctx, bool live,
-               v1::JobRecord* final, const std::function<bool()>& stop) {
+int WatchToEnd(client::CoordinatorClient& jobs, const std::string& id, const CommandContext& ctx,
+               bool live, v1::JobRecord* final, const std::function<bool()>& stop) {
   // Rate for the ETA: steps between the first and the latest progress seen.
   int64_t first_step = -1;
   absl::Time first_time;
   bool bar_shown = false;
   v1::JobState last_state = v1::JOB_STATE_UNSPECIFIED;
-  absl::StatusOr<v1::JobEvent> last = jobs.Watch(
+  absl::StatusOr<v1::JobEvent> last = jobs.WatchJob(
       id,
       [&](const v1::JobEvent& e) {
         const v1::JobRecord& j = e.job();

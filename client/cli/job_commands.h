@@ -1,12 +1,13 @@
-// The job subcommands: `submit`, `watch`, `jobs`, `describe`, `cancel` (client/job_client.h
-// underneath). WatchToEnd is shared with `lockstep local`.
+// The job subcommands: `submit`, `watch`, `jobs`, `describe`, `cancel`, `drain`
+// (client/coordinator_client.h underneath, from cli::Connect). WatchToEnd is shared with
+// `lockstep local`.
 #ifndef LOCKSTEP_CLIENT_CLI_JOB_COMMANDS_H_
 #define LOCKSTEP_CLIENT_CLI_JOB_COMMANDS_H_
 
 #include <string>
 
 #include "client/cli/command.h"
-#include "client/job_client.h"
+#include "client/coordinator_client.h"
 
 namespace lockstep {
 namespace cli {
@@ -23,8 +24,9 @@ Command DrainCommand();
 // kExitOk when the job SUCCEEDED, kExitFailure otherwise; the final record in `*final`
 // when given.
 // `stop` (may be null) ends the watch early once the stream breaks (lockstep local: Ctrl-C).
-int WatchToEnd(client::JobClient& jobs, const std::string& id, const CommandContext& ctx, bool live,
-               v1::JobRecord* final = nullptr, const std::function<bool()>& stop = nullptr);
+int WatchToEnd(client::CoordinatorClient& jobs, const std::string& id, const CommandContext& ctx,
+               bool live, v1::JobRecord* final = nullptr,
+               const std::function<bool()>& stop = nullptr);
 
 // Whether ctx.out is this process's stdout and a terminal.
 bool IsTerminal(const CommandContext& ctx);

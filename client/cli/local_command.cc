@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cli/job_commands.h"
-#include "client/job_client.h"
+#include "client/coordinator_client.h"
 #include "client/job_format.h"
 #include "client/local_cluster.h"
 #include "client/status_format.h"
@@ -73,13 +73,8 @@ void PrepareLocalJob(v1::JobSpec* spec, const std::vector<std::string>& roots,
 // are. kExitOk when it SUCCEEDED.
 int TrainLocal(client::LocalCluster& cluster, const v1::JobSpec& spec, const std::string& path,
                const SignalWatcher& signals, const CommandContext& ctx) {
-  auto jobs = client::JobClient::Create(cluster.coordinator_address(), cluster.client_tls(),
-                                        absl::Seconds(10));
-  if (!jobs.ok()) {
-    *ctx.err << "lockstep local: " << jobs.status().message() << "\n";
-    return kExitFailure;
-  }
-  absl::StatusOr<std::string> id = (*jobs)->Submit(spec);
+  client::CoordinatorClient& jobs = *cluster.client();
+  absl::StatusOr<std::string> id = jobs.SubmitJob(spec);
   if (!id.ok()) {
     *ctx.err << "lockstep local: the coordinator refused " << path << ": " << id.status().message()
              << "\n";
@@ -91,7 +86,7 @@ int TrainLocal(client::LocalCluster& cluster, const v1::JobSpec& spec, const std
   std::thread canceller([&] {
     while (!done) {
       if (signals.interrupted()) {
-        (void)(*jobs)->Cancel(*id, "interrupted (Ctrl-C in lockstep local)");
+        (void)jobs.CancelJob(*id, "interrupted (Ctrl-C in lockstep local)");
         return;
       }
       absl::SleepFor(absl::Milliseconds(50));
@@ -99,7 +94,7 @@ int TrainLocal(client::LocalCluster& cluster, const v1::JobSpec& spec, const std
   });
   v1::JobRecord final;
   const int code =
-      WatchToEnd(**jobs, *id, ctx, IsTerminal(ctx), &final, [&] { return signals.interrupted(); });
+      WatchToEnd(jobs, *id, ctx, IsTerminal(ctx), &final, [&] { return signals.interrupted(); });
   done = true;
   canceller.join();
   if (final.state() == v1::SUCCEEDED) {

@@ -1,7 +1,7 @@
 #include "client/cli/status_command.h"
 
+#include "client/cli/connection.h"
 #include "client/status_format.h"
-#include "worker/grpc_coordinator_client.h"
 
 namespace lockstep {
 namespace cli {
@@ -13,23 +13,14 @@ int RunStatus(const CommandArgs& args, const CommandContext& ctx) {
     *ctx.err << "lockstep status: --output: expected table or json, got \"" << output << "\"\n";
     return kExitUsage;
   }
-  absl::StatusOr<Connection> connection = ResolveConnection(args);
-  if (!connection.ok()) {
-    *ctx.err << "lockstep status: " << connection.status().message() << "\n";
-    return kExitUsage;
-  }
-  WarnIfInsecure(*connection, ctx);
-  const std::string& address = connection->address;
   // 3 s per call: an unreachable coordinator is reported well within 5 s.
-  auto client = worker::GrpcCoordinatorClient::Create(address, connection->tls, absl::Seconds(3));
-  if (!client.ok()) {
-    *ctx.err << "lockstep status: " << client.status().message() << "\n";
-    return kExitUsage;
-  }
-  absl::StatusOr<v1::GetClusterStatusResponse> status = (*client)->GetClusterStatus();
+  std::unique_ptr<client::CoordinatorClient> client =
+      Connect(args, ctx, "status", absl::Seconds(3));
+  if (client == nullptr) return kExitUsage;
+  absl::StatusOr<v1::GetClusterStatusResponse> status = client->GetClusterStatus();
   if (!status.ok()) {
-    *ctx.err << "lockstep status: cannot get the cluster status from the coordinator at " << address
-             << ": " << status.status().message()
+    *ctx.err << "lockstep status: cannot get the cluster status from the coordinator at "
+             << client->address() << ": " << status.status().message()
              << "\nIs lockstep-coordinator running there? Pass --coordinator=HOST:PORT or set "
                 "LOCKSTEP_COORDINATOR.\n";
     return kExitFailure;
@@ -48,12 +39,6 @@ int RunStatus(const CommandArgs& args, const CommandContext& ctx) {
 }
 
 }  // namespace
-
-void WarnIfInsecure(const Connection& connection, const CommandContext& ctx) {
-  if (!connection.tls.insecure) return;
-  *ctx.err << "warning: --insecure: plaintext to " << connection.address
-           << ", no authentication (the coordinator must run --insecure too)\n";
-}
 
 Command StatusCommand() {
   Command c;

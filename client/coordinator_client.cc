@@ -1,4 +1,4 @@
-#include "client/job_client.h"
+#include "client/coordinator_client.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -12,68 +12,53 @@
 
 namespace lockstep {
 namespace client {
-namespace {
 
-// One unary call with a deadline; the error names the RPC and the coordinator.
-template <typename Request, typename Response>
-absl::StatusOr<Response> Call(
-    v1::Coordinator::Stub* stub,
-    grpc::Status (v1::Coordinator::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
-    const char* name, const Request& request, absl::Duration timeout, const std::string& address) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  Response response;
-  LS_RETURN_IF_ERROR(FromGrpcStatus((stub->*method)(&ctx, request, &response),
-                                    absl::StrCat(name, " to ", address)));
-  return response;
-}
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Create(const std::string& address,
-                                                             const TlsOptions& tls,
-                                                             absl::Duration rpc_timeout) {
+absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
+    const std::string& address, const TlsOptions& tls, absl::Duration rpc_timeout) {
   LS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, CoordinatorChannel(address, tls));
-  return std::unique_ptr<JobClient>(
-      new JobClient(address, rpc_timeout, v1::Coordinator::NewStub(channel)));
+  return std::unique_ptr<CoordinatorClient>(
+      new CoordinatorClient(address, rpc_timeout, v1::JobService::NewStub(channel)));
 }
 
-absl::StatusOr<std::string> JobClient::Submit(const v1::JobSpec& spec) {
+absl::StatusOr<v1::GetClusterStatusResponse> CoordinatorClient::GetClusterStatus() {
+  return Call(&v1::JobService::Stub::AsyncGetClusterStatus, "GetClusterStatus",
+              v1::GetClusterStatusRequest());
+}
+
+absl::StatusOr<std::string> CoordinatorClient::SubmitJob(const v1::JobSpec& spec) {
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
   LS_ASSIGN_OR_RETURN(v1::SubmitJobResponse response,
-                      Call(stub_.get(), &v1::Coordinator::Stub::SubmitJob, "SubmitJob", request,
-                           rpc_timeout_, address_));
+                      Call(&v1::JobService::Stub::AsyncSubmitJob, "SubmitJob", request));
   return response.job_id();
 }
 
-absl::StatusOr<v1::GetJobResponse> JobClient::Get(const std::string& id) {
+absl::StatusOr<v1::GetJobResponse> CoordinatorClient::GetJob(const std::string& id) {
   v1::GetJobRequest request;
   request.set_job_id(id);
-  return Call(stub_.get(), &v1::Coordinator::Stub::GetJob, "GetJob", request, rpc_timeout_,
-              address_);
+  return Call(&v1::JobService::Stub::AsyncGetJob, "GetJob", request);
 }
 
-absl::StatusOr<std::vector<v1::JobRecord>> JobClient::List(int limit) {
+absl::StatusOr<std::vector<v1::JobRecord>> CoordinatorClient::ListJobs(int limit) {
   v1::ListJobsRequest request;
   request.set_limit(limit);
   LS_ASSIGN_OR_RETURN(v1::ListJobsResponse response,
-                      Call(stub_.get(), &v1::Coordinator::Stub::ListJobs, "ListJobs", request,
-                           rpc_timeout_, address_));
+                      Call(&v1::JobService::Stub::AsyncListJobs, "ListJobs", request));
   return std::vector<v1::JobRecord>(response.jobs().begin(), response.jobs().end());
 }
 
-absl::StatusOr<v1::JobRecord> JobClient::Cancel(const std::string& id, const std::string& reason) {
+absl::StatusOr<v1::JobRecord> CoordinatorClient::CancelJob(const std::string& id,
+                                                           const std::string& reason) {
   v1::CancelJobRequest request;
   request.set_job_id(id);
   request.set_reason(reason);
   LS_ASSIGN_OR_RETURN(v1::CancelJobResponse response,
-                      Call(stub_.get(), &v1::Coordinator::Stub::CancelJob, "CancelJob", request,
-                           rpc_timeout_, address_));
+                      Call(&v1::JobService::Stub::AsyncCancelJob, "CancelJob", request));
   return response.job();
 }
 
-absl::StatusOr<v1::DrainWorkerResponse> JobClient::Drain(const std::string& task, bool undo) {
+absl::StatusOr<v1::DrainWorkerResponse> CoordinatorClient::DrainWorker(const std::string& task,
+                                                                       bool undo) {
   std::vector<std::string> parts = absl::StrSplit(task, '/');
   int index = -1;
   if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &index) || index < 0) {
@@ -84,11 +69,10 @@ absl::StatusOr<v1::DrainWorkerResponse> JobClient::Drain(const std::string& task
   request.mutable_task()->set_type(parts[0]);
   request.mutable_task()->set_index(index);
   request.set_undo(undo);
-  return Call(stub_.get(), &v1::Coordinator::Stub::DrainWorker, "DrainWorker", request,
-              rpc_timeout_, address_);
+  return Call(&v1::JobService::Stub::AsyncDrainWorker, "DrainWorker", request);
 }
 
-absl::StatusOr<v1::JobEvent> JobClient::Watch(
+absl::StatusOr<v1::JobEvent> CoordinatorClient::WatchJob(
     const std::string& id, const std::function<void(const v1::JobEvent&)>& on_event,
     absl::Time deadline, const std::function<bool()>& stop, absl::Duration give_up_after) {
   absl::Status last_error;
@@ -108,7 +92,7 @@ absl::StatusOr<v1::JobEvent> JobClient::Watch(
       last = event;
       if (JobEnded(event.job().state())) ended = true;
     }
-    absl::Status status = FromGrpcStatus(reader->Finish(), absl::StrCat("WatchJob to ", address_));
+    absl::Status status = FromGrpcStatus(reader->Finish(), Context("WatchJob"));
     if (ended) return last;
     if (status.code() == absl::StatusCode::kNotFound ||
         status.code() == absl::StatusCode::kInvalidArgument) {

@@ -1,0 +1,53 @@
+#include "coordinator/grpc_authorizer.h"
+
+#include <grpc/grpc_security_constants.h>
+#include <grpcpp/security/auth_context.h>
+
+#include <memory>
+#include <utility>
+
+#include "common/grpc_status.h"
+#include "spdlog/spdlog.h"
+
+namespace lockstep {
+namespace coordinator {
+
+void GrpcAuthorizer::SetTokens(TokenTable tokens) {
+  absl::MutexLock l(&mu_);
+  tokens_ = std::move(tokens);
+}
+
+std::optional<Principal> GrpcAuthorizer::Caller(grpc::ServerContext* ctx) const {
+  // A certificate, when the peer presented one, was verified against the cluster CA in the
+  // handshake (GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY).
+  std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+  if (auth != nullptr && auth->IsPeerAuthenticated()) {
+    for (const grpc::string_ref& subject :
+         auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
+      std::optional<Principal> p =
+          PrincipalFromCertificate(absl::string_view(subject.data(), subject.size()));
+      if (p.has_value()) return p;
+    }
+  }
+  const auto& metadata = ctx->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return std::nullopt;
+  absl::ReaderMutexLock l(&mu_);
+  return tokens_.FindBearer(absl::string_view(it->second.data(), it->second.size()));
+}
+
+grpc::Status GrpcAuthorizer::Authorize(grpc::ServerContext* ctx, Service service,
+                                       const char* method, std::string* identity) const {
+  if (insecure_) return grpc::Status::OK;
+  std::optional<Principal> caller = Caller(ctx);
+  absl::Status s = coordinator::Authorize(service, method, caller);
+  if (!s.ok()) {
+    spdlog::warn("{} from {} refused: {}", method, ctx->peer(), std::string(s.message()));
+    return ToGrpcStatus(s);
+  }
+  if (identity != nullptr) *identity = caller->name;
+  return grpc::Status::OK;
+}
+
+}  // namespace coordinator
+}  // namespace lockstep

@@ -1,0 +1,58 @@
+// GrpcAuthorizer: who is calling a coordinator RPC, and may they. Shared by the two service
+// adapters (grpc_worker_service.h, grpc_job_service.h), so that both find the caller the
+// same way: a verified certificate from the cluster CA names a daemon (a worker) or a
+// client (coordinator/authz.h PrincipalFromCertificate), else the `authorization: Bearer`
+// token names a client from the TokenTable. The rules themselves are authz.cc's tables,
+// one per service. With `insecure` every call is allowed.
+//
+// Ownership: owns the TokenTable. Thread model: thread-safe; SetTokens may run while calls
+// are authorized (a call sees the old or the new table, never a mix).
+#ifndef LOCKSTEP_COORDINATOR_GRPC_AUTHORIZER_H_
+#define LOCKSTEP_COORDINATOR_GRPC_AUTHORIZER_H_
+
+#include <grpcpp/server_context.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/authz.h"
+#include "coordinator/token_table.h"
+
+namespace lockstep {
+namespace coordinator {
+
+class GrpcAuthorizer {
+ public:
+  GrpcAuthorizer(bool insecure, TokenTable tokens)
+      : insecure_(insecure), tokens_(std::move(tokens)) {}
+
+  // Replaces the clients' tokens (the coordinator reloads --tokens_file on SIGHUP): calls
+  // authorized after it returns use `tokens`.
+  void SetTokens(TokenTable tokens);
+
+  // OK when the caller may call `method` of `service` (always under --insecure); sets
+  // `*identity` to the caller's name ("" under --insecure). UNAUTHENTICATED /
+  // PERMISSION_DENIED otherwise, logged with the peer's address. Handlers pass __func__:
+  // their names are the proto's method names, which authz.cc's tables are keyed by.
+  grpc::Status Authorize(grpc::ServerContext* ctx, Service service, const char* method,
+                         std::string* identity = nullptr) const;
+
+  bool insecure() const { return insecure_; }
+
+ private:
+  // The verified certificate's principal, else the bearer token's; nullopt when neither
+  // is known.
+  std::optional<Principal> Caller(grpc::ServerContext* ctx) const;
+
+  const bool insecure_;
+  mutable absl::Mutex mu_;
+  TokenTable tokens_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace coordinator
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_GRPC_AUTHORIZER_H_
