@@ -435,12 +435,14 @@ TEST(JobExecutor, APreemptedGroupStopsAfterOneStepWithACheckpointAndResumesThere
   EXPECT_NE(stopped[0].error().find("another worker was preempted"), std::string::npos)
       << stopped[0].error();
   // The chief's checkpoint of that step, and worker 1's own copy.
-  EXPECT_TRUE(chief::CheckpointManager::ReadFile(spec.checkpoint().dir() + "/" +
-                                                 chief::CheckpointManager::FileName(at))
-                  .ok());
-  EXPECT_TRUE(chief::CheckpointManager::ReadFile(TempDir("preempt/w1") + "/checkpoints/restart@1/" +
-                                                 chief::CheckpointManager::FileName(at))
-                  .ok());
+  EXPECT_TRUE(
+      chief::CheckpointManager::ReadFile(spec.checkpoint().dir() + "/" +
+                                         chief::CheckpointManager::FileName(at, "restart@1"))
+          .ok());
+  EXPECT_TRUE(
+      chief::CheckpointManager::ReadFile(TempDir("preempt/w1") + "/checkpoints/restart@1/" +
+                                         chief::CheckpointManager::FileName(at, "restart@1"))
+          .ok());
   std::vector<std::unique_ptr<JobExecutor>> second;
   for (int w = 0; w < 2; ++w) {
     second.push_back(
@@ -472,7 +474,7 @@ TEST(JobExecutor, NewestLocalCheckpointSkipsCorruptAndOtherJobsFiles) {
   }
   EXPECT_EQ(NewestLocalCheckpoint({dir}, "mine@1")->checkpoint.global_step(), 20);
   // Truncate step 20: step 10 is the newest that reads back whole.
-  const std::string path20 = dir + "/" + chief::CheckpointManager::FileName(20);
+  const std::string path20 = dir + "/" + chief::CheckpointManager::FileName(20, "mine@1");
   ASSERT_EQ(::truncate(path20.c_str(), 30), 0);
   EXPECT_EQ(NewestLocalCheckpoint({dir}, "mine@1")->checkpoint.global_step(), 10);
   EXPECT_FALSE(NewestLocalCheckpoint({dir + "/absent"}, "mine@1").has_value());
