@@ -92,6 +92,27 @@ TEST(BarriersTest, InvalidArguments) {
   EXPECT_TRUE(b.Arrive("one", "a", 1, {}, clock.Now()).ok());
 }
 
+TEST(BarriersTest, BarriersPerJobPartiesAndNamesAreLimited) {
+  FakeClock clock;
+  Barriers b(&clock,
+             BarrierLimits{.max_barriers_per_job = 2, .max_parties = 4, .max_name_bytes = 16});
+  ASSERT_TRUE(b.Arrive("jobs/j/1/a", "m", 1, {}, clock.Now()).ok());
+  ASSERT_TRUE(b.Arrive("jobs/j/1/b", "m", 1, {}, clock.Now()).ok());
+  absl::Status full = b.Arrive("jobs/j/1/c", "m", 1, {}, clock.Now());
+  EXPECT_TRUE(absl::IsResourceExhausted(full)) << full;
+  EXPECT_THAT(full.message(), HasSubstr("job j already holds 2 barriers"));
+  EXPECT_THAT(full.message(), HasSubstr("--max_barriers_per_job"));
+  EXPECT_TRUE(b.Arrive("jobs/j/1/a", "m", 1, {}, clock.Now()).ok());  // an existing one
+  EXPECT_TRUE(b.Arrive("jobs/k/1/a", "m", 1, {}, clock.Now()).ok());  // another job
+  EXPECT_EQ(b.DeletePrefix("jobs/j/1/"), 2);
+  EXPECT_TRUE(b.Arrive("jobs/j/1/c", "m", 1, {}, clock.Now()).ok());
+  EXPECT_THAT(b.Arrive("p", "m", 5, {}, clock.Now()).message(), HasSubstr("over the limit of 4"));
+  EXPECT_THAT(b.Arrive(std::string(17, 'i'), "m", 1, {}, clock.Now()).message(),
+              HasSubstr("barrier_id: 17 bytes"));
+  EXPECT_THAT(b.Arrive("i", std::string(17, 'm'), 1, {}, clock.Now()).message(),
+              HasSubstr("member: 17 bytes"));
+}
+
 TEST(BarriersTest, ShutdownWakesWaiters) {
   FakeClock clock;
   Barriers b(&clock);
