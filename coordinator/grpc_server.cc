@@ -43,8 +43,8 @@ CoordinatorServer::CoordinatorServer(CoordinatorServerOptions options)
     : options_(std::move(options)),
       incarnation_(NewIncarnation()),
       membership_(options_.membership, options_.clock),
-      kv_(options_.clock),
-      barriers_(options_.clock) {}
+      kv_(options_.clock, options_.kv),
+      barriers_(options_.clock, options_.barriers) {}
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
     CoordinatorServerOptions options) {
@@ -80,6 +80,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   std::string address = HostPort{s->options_.host, s->options_.port}.ToString();
   builder.AddListeningPort(address, ServerCredentials(s->options_.tls), &s->port_);
   builder.RegisterService(s->service_.get());
+  builder.SetMaxReceiveMessageSize(s->options_.max_message_bytes);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(

@@ -280,6 +280,8 @@ grpc::Status CoordinatorService::WatchJob(grpc::ServerContext* ctx,
                                           const v1::WatchJobRequest* request,
                                           grpc::ServerWriter<v1::JobEvent>* writer) {
   if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  absl::StatusOr<WatchLimits::Slot> slot = jobs_->watches().OpenJobWatch();
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   int64_t seen = 0;
   return ServeStream<v1::JobEvent>(
       ctx, writer,
@@ -294,6 +296,8 @@ grpc::Status CoordinatorService::WatchAssignments(grpc::ServerContext* ctx,
     return s;
   }
   const TaskRef task = FromProto(request->task());
+  absl::StatusOr<WatchLimits::Slot> slot = jobs_->watches().OpenAssignmentWatch(task.ToString());
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   return ServeStream<v1::Assignment>(
       ctx, writer,
       [&](absl::Time deadline) {
