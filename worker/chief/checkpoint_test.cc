@@ -20,6 +20,7 @@ namespace {
 using ::lockstep::v1::Checkpoint;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A fresh directory per test, under TEST_TMPDIR.
 std::string TestDir() {
@@ -214,6 +215,9 @@ TEST(CheckpointTest, WrongMagicIsSkippedAndNothingValidIsNotFound) {
   ASSERT_TRUE(WriteAll(fd, std::string(64, 'z'), path).ok());
   ::close(fd);
   EXPECT_THAT(CheckpointManager::ReadFile(path).status().message(), HasSubstr("wrong magic"));
+  // The file's bytes ('z' = 0x7a) are not quoted.
+  EXPECT_THAT(std::string(CheckpointManager::ReadFile(path).status().message()),
+              Not(HasSubstr("7a7a")));
   absl::StatusOr<CheckpointManager::Restored> restored = CheckpointManager::RestoreLatest(dir);
   EXPECT_EQ(restored.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(restored.status().message(), HasSubstr("1 checkpoint files skipped"));
