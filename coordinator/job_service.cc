@@ -104,6 +104,7 @@ absl::Status JobService::CheckKeyAccess(const std::string& identity, const std::
 absl::Status JobService::Recover() {
   LS_ASSIGN_OR_RETURN(std::vector<v1::JobRecord> jobs, store_->List(0));
   absl::MutexLock l(&mu_);
+  retire_due_ = true;  // a store kept by a coordinator with a longer retention is trimmed
   const absl::Time now = clock_->Now();
   for (const v1::JobRecord& job : jobs) {
     v1::JobSpec stored;

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "client/job_client.h"
@@ -366,6 +368,43 @@ TEST(LimitsTest, EveryQuantityACallerControlsIsLimited) {
   absl::Status refused = (*again)->Next().status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
   EXPECT_THAT(refused.message(), HasSubstr("--max_assignment_watches_per_task"));
+}
+
+// A job naming files outside a worker's roots fails on the worker, naming the field and the
+// flag, and nothing is written outside (real processes: the local cluster's roots are its work
+// dir and the bundled data).
+TEST(FileRootsTest, AJobsFilesOutsideTheWorkersRootsFailItNamingTheField) {
+  client::LocalClusterOptions o;
+  o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");
+  o.lockstepd_bin = Runfile("worker/lockstepd");
+  o.workers = 1;
+  o.work_dir = TmpDir("roots_cluster");
+  o.insecure = true;
+  auto cluster = client::LocalCluster::StartCoordinator(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_TRUE((*cluster)->StartWorkers().ok());
+  ASSERT_TRUE((*cluster)->WaitForAlive(1, absl::Now() + absl::Seconds(20)).ok());
+  auto jobs = client::JobClient::Create((*cluster)->coordinator_address(),
+                                        TlsOptions{.insecure = true}, absl::Seconds(10));
+  ASSERT_TRUE(jobs.ok());
+  const std::string outside = TmpDir("roots_outside");
+  v1::JobSpec secret = testing::DigitsJob(o.work_dir + "/job");
+  secret.mutable_data()->mutable_train()->set_files(0, "/etc/hostname");
+  v1::JobSpec writes = testing::DigitsJob(o.work_dir + "/job");
+  writes.mutable_summaries()->set_dir(outside + "/tb");
+  for (const auto& [spec, field, flag] :
+       {std::tuple{&secret, "data.train.files[0]: '/etc/hostname'", "--data_root"},
+        std::tuple{&writes, "summaries.dir: ", "--output_root"}}) {
+    absl::StatusOr<std::string> id = (*jobs)->Submit(*spec);
+    ASSERT_TRUE(id.ok()) << id.status();
+    absl::StatusOr<v1::JobEvent> last = (*jobs)->Watch(
+        *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(60));
+    ASSERT_TRUE(last.ok()) << last.status();
+    EXPECT_EQ(last->job().state(), v1::FAILED);
+    EXPECT_THAT(last->job().reason(), HasSubstr(field));
+    EXPECT_THAT(last->job().reason(), HasSubstr(flag));
+  }
+  EXPECT_FALSE(std::filesystem::exists(outside + "/tb"));
 }
 
 TEST(SecureByDefaultTest, BinariesRefuseToStartWithoutTlsMaterialUnlessInsecure) {

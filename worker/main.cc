@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -101,6 +102,26 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? "" : v;
+}
+
+// --data_root and --output_root, or their defaults in the state directory (made when they
+// can be: a job names its paths relative to them; one outside is refused naming the flag).
+absl::StatusOr<std::shared_ptr<const lockstep::worker::FileRoots>> MakeFileRoots(
+    const std::string& state_dir) {
+  std::vector<std::string> data = lockstep::worker::SplitRoots(absl::GetFlag(FLAGS_data_root));
+  std::vector<std::string> output = lockstep::worker::SplitRoots(absl::GetFlag(FLAGS_output_root));
+  for (auto [roots, name] : {std::pair{&data, "data"}, std::pair{&output, "output"}}) {
+    if (!roots->empty()) continue;
+    roots->push_back(absl::StrCat(state_dir, "/", name));
+    mkdir(state_dir.c_str(), 0755);
+    mkdir(roots->back().c_str(), 0755);
+  }
+  absl::StatusOr<lockstep::worker::FileRoots> roots =
+      lockstep::worker::FileRoots::Create(std::move(data), std::move(output));
+  if (!roots.ok()) return roots.status();
+  spdlog::info("jobs read data under {} (--data_root) and write outputs under {} (--output_root)",
+               absl::StrJoin(roots->data(), ","), absl::StrJoin(roots->output(), ","));
+  return std::make_shared<const lockstep::worker::FileRoots>(*std::move(roots));
 }
 
 int Run(sigset_t signals) {
@@ -227,28 +248,13 @@ int Run(sigset_t signals) {
     job_options.state_dir = job_options.state_dir.substr(0, job_options.state_dir.find(':'));
   }
   if (job_options.state_dir.empty()) job_options.state_dir = "/var/lib/lockstepd";
-  {
-    std::vector<std::string> data = lockstep::worker::SplitRoots(absl::GetFlag(FLAGS_data_root));
-    std::vector<std::string> output =
-        lockstep::worker::SplitRoots(absl::GetFlag(FLAGS_output_root));
-    // The defaults live in the state directory, made when they can be (a job names its
-    // paths relative to them); a job outside is refused naming the flag to set.
-    for (auto [roots, name] : {std::pair{&data, "data"}, std::pair{&output, "output"}}) {
-      if (!roots->empty()) continue;
-      roots->push_back(absl::StrCat(job_options.state_dir, "/", name));
-      mkdir(job_options.state_dir.c_str(), 0755);
-      mkdir(roots->back().c_str(), 0755);
-    }
-    absl::StatusOr<lockstep::worker::FileRoots> roots =
-        lockstep::worker::FileRoots::Create(std::move(data), std::move(output));
-    if (!roots.ok()) {
-      spdlog::error("{}", std::string(roots.status().message()));
-      return kExitBadConfig;
-    }
-    spdlog::info("jobs read data under {} (--data_root) and write outputs under {} (--output_root)",
-                 absl::StrJoin(roots->data(), ","), absl::StrJoin(roots->output(), ","));
-    job_options.file_roots = std::make_shared<const lockstep::worker::FileRoots>(*std::move(roots));
+  absl::StatusOr<std::shared_ptr<const lockstep::worker::FileRoots>> roots =
+      MakeFileRoots(job_options.state_dir);
+  if (!roots.ok()) {
+    spdlog::error("{}", std::string(roots.status().message()));
+    return kExitBadConfig;
   }
+  job_options.file_roots = *std::move(roots);
   lockstep::worker::JobRunner jobs(job_options);
   options.jobs = &jobs;
 
