@@ -354,8 +354,12 @@ void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>
         a.mutable_abort()->set_job_id(r.job_id());
         a.mutable_abort()->set_attempt(r.attempt());
         a.mutable_abort()->set_reason("this attempt of the job is over");
+        // Advisory, and named by the worker: at most kMaxAdvisoryAborts wait in its mailbox,
+        // so reports of made-up attempts cannot grow it.
         auto box = mailboxes_.find(task);
-        if (box != mailboxes_.end()) PushLocked(task, box->second.incarnation, std::move(a));
+        if (box != mailboxes_.end() && box->second.queue.size() < kMaxAdvisoryAborts) {
+          PushLocked(task, box->second.incarnation, std::move(a));
+        }
       }
       continue;
     }

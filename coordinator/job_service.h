@@ -88,6 +88,10 @@ constexpr absl::Duration kDefaultReplacementTimeout = absl::Seconds(10);
 // (doubling from 0.5 s with each such attempt in a row, up to kMaxRestartBackoff).
 constexpr absl::Duration kQuickFailure = absl::Seconds(10);
 constexpr absl::Duration kMaxRestartBackoff = absl::Seconds(30);
+// A worker's report on an attempt that is over is answered with an abort, unless this many
+// assignments already wait for it (a worker that reports made-up attempts and never reads
+// its stream cannot grow the coordinator's memory).
+constexpr size_t kMaxAdvisoryAborts = 64;
 
 struct JobServiceOptions {
   // After a worker reports FAILED, how long the job waits for its other workers to end

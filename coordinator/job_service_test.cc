@@ -842,6 +842,19 @@ TEST_F(JobServiceLimitsTest, AJobIsKeptUntilItsWorkersLeftIt) {
   EXPECT_TRUE(absl::IsNotFound(jobs_->Get(s.id).status()));
 }
 
+TEST_F(JobServiceLimitsTest, ReportsOfMadeUpAttemptsCannotGrowAWorkersMailbox) {
+  const TaskRef w = AddWorker();
+  // The worker watches once (its mailbox exists), then reports attempts that never were.
+  EXPECT_TRUE(
+      absl::IsDeadlineExceeded(jobs_->NextAssignment(w, incarnations_[w], clock_.Now()).status()));
+  for (int i = 0; i < 1000; ++i) {
+    Report(w, absl::StrCat("made-up-", i), 1, v1::JobReport::TRAINING);
+  }
+  int queued = 0;
+  while (jobs_->NextAssignment(w, incarnations_[w], clock_.Now()).ok()) ++queued;
+  EXPECT_EQ(queued, static_cast<int>(kMaxAdvisoryAborts));
+}
+
 }  // namespace
 }  // namespace coordinator
 }  // namespace lockstep
