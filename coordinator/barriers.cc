@@ -70,15 +70,24 @@ absl::Status Barriers::Arrive(const std::string& id, const std::string& member, 
     return absl::InvalidArgumentError(
         absl::StrCat("barrier \"", id, "\" already completed; \"", member, "\" arrived too late"));
   }
-  b.arrived.insert(member);
+  const bool new_member = b.arrived.insert(member).second;
   if (static_cast<int>(b.arrived.size()) >= b.parties) {
     b.complete = true;
     return absl::OkStatus();
   }
+  if (waiters_ >= limits_.max_waiters) {
+    // Refused before it counts: a retry arrives afresh.
+    if (new_member) b.arrived.erase(member);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "barrier \"", id, "\": ", waiters_,
+        " calls already wait at barriers, the limit (coordinator flag --max_waiting_calls)"));
+  }
   Barrier* bp = &b;
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || bp->complete; };
   ++b.waiters;  // DeletePrefix leaves it alone until this wait is over
+  ++waiters_;
   clock_->WaitUntil(&mu_, absl::Condition(&done), deadline);
+  --waiters_;
   --b.waiters;
   if (b.complete) return absl::OkStatus();
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");

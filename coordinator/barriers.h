@@ -31,6 +31,8 @@ struct BarrierLimits {
   int64_t max_barriers_per_job = 10000;  // --max_barriers_per_job
   int max_parties = 65536;
   int64_t max_name_bytes = 1024;  // an id or a member
+  // Arrive calls waiting at once (each holds a server thread).
+  int max_waiters = 4096;  // --max_waiting_calls
 };
 
 class Barriers {
@@ -41,7 +43,8 @@ class Barriers {
   // taken as its size. Errors: INVALID_ARGUMENT (empty id or member, parties < 1, a party
   // count or member list that disagrees with an earlier arrival, a member not in the
   // expected list, a new member after completion, parties or a name over its limit),
-  // RESOURCE_EXHAUSTED (the id's job holds max_barriers_per_job barriers),
+  // RESOURCE_EXHAUSTED (the id's job holds max_barriers_per_job barriers, or max_waiters
+  // calls already wait),
   // DEADLINE_EXCEEDED naming who is missing, UNAVAILABLE (shut down).
   absl::Status Arrive(const std::string& id, const std::string& member, int parties,
                       const std::vector<std::string>& expected, absl::Time deadline);
@@ -68,6 +71,7 @@ class Barriers {
   absl::Mutex mu_;
   std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> per_scope_ ABSL_GUARDED_BY(mu_);  // by KvScopeOf
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;                           // over every barrier
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -113,6 +113,23 @@ TEST(BarriersTest, BarriersPerJobPartiesAndNamesAreLimited) {
               HasSubstr("member: 17 bytes"));
 }
 
+TEST(BarriersTest, WaitingCallsAreLimited) {
+  FakeClock clock;
+  Barriers b(&clock, BarrierLimits{.max_waiters = 1});
+  absl::Status first;
+  std::thread t([&] { first = b.Arrive("a", "m0", 2, {}, clock.Now() + absl::Hours(1)); });
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  absl::Status second = b.Arrive("b", "m0", 2, {}, clock.Now() + absl::Hours(1));
+  EXPECT_TRUE(absl::IsResourceExhausted(second)) << second;
+  EXPECT_THAT(second.message(), HasSubstr("--max_waiting_calls"));
+  // An arrival that completes a barrier does not wait, so it is never refused.
+  EXPECT_TRUE(b.Arrive("a", "m1", 2, {}, clock.Now()).ok());
+  t.join();
+  EXPECT_TRUE(first.ok()) << first;
+  // The refused member did not count: with the room back, b still needs two.
+  EXPECT_TRUE(absl::IsDeadlineExceeded(b.Arrive("b", "m1", 2, {}, clock.Now())));
+}
+
 TEST(BarriersTest, ShutdownWakesWaiters) {
   FakeClock clock;
   Barriers b(&clock);

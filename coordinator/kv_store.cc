@@ -87,7 +87,17 @@ absl::StatusOr<std::string> KvStore::Get(const std::string& key, absl::Time dead
   absl::MutexLock l(&mu_);
   auto ready = [&]()
                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || data_.count(key) > 0; };
-  clock_->WaitUntil(&mu_, absl::Condition(&ready), deadline);
+  if (!ready() && deadline > clock_->Now()) {
+    if (waiters_ >= limits_.max_waiters) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("key \"", key, "\": ", waiters_,
+                       " calls already wait for keys, the limit (coordinator flag "
+                       "--max_waiting_calls); retry later"));
+    }
+    ++waiters_;
+    clock_->WaitUntil(&mu_, absl::Condition(&ready), deadline);
+    --waiters_;
+  }
   if (shutdown_) return ShutdownError();
   auto it = data_.find(key);
   if (it == data_.end()) {

@@ -31,6 +31,8 @@ struct KvLimits {
   int64_t max_value_bytes = 1 << 20;              // --max_kv_value_bytes
   int64_t max_entries_per_job = 10000;            // --max_kv_entries_per_job
   int64_t max_bytes_per_job = int64_t{64} << 20;  // --max_kv_bytes_per_job
+  // Get calls waiting for a key at once (each holds a server thread).
+  int max_waiters = 4096;  // --max_waiting_calls
 };
 
 // The scope a key or barrier id counts towards: "jobs/<job>/" for a job's, "" (the workers'
@@ -49,7 +51,8 @@ class KvStore {
   absl::Status Set(const std::string& key, const std::string& value, bool overwrite);
 
   // Waits until `key` exists or `deadline` passes. Errors: DEADLINE_EXCEEDED naming the
-  // key, UNAVAILABLE (shut down while waiting).
+  // key, RESOURCE_EXHAUSTED when max_waiters calls already wait, UNAVAILABLE (shut down
+  // while waiting).
   absl::StatusOr<std::string> Get(const std::string& key, absl::Time deadline);
 
   // Deletes every key that starts with `prefix` (an ended job attempt's); returns how many.
@@ -72,6 +75,7 @@ class KvStore {
   absl::Mutex mu_;
   std::map<std::string, std::string> data_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Usage> usage_ ABSL_GUARDED_BY(mu_);  // by KvScopeOf
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -68,6 +68,21 @@ TEST(KvStoreTest, SetWakesWaiter) {
   EXPECT_EQ(*result, "v");
 }
 
+TEST(KvStoreTest, WaitingGetsAreLimited) {
+  FakeClock clock;
+  KvStore kv(&clock, KvLimits{.max_waiters = 1});
+  absl::StatusOr<std::string> first;
+  std::thread t([&] { first = kv.Get("k", clock.Now() + absl::Hours(1)); });
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  absl::Status second = kv.Get("other", clock.Now() + absl::Hours(1)).status();
+  EXPECT_TRUE(absl::IsResourceExhausted(second)) << second;
+  EXPECT_THAT(second.message(), HasSubstr("--max_waiting_calls"));
+  ASSERT_TRUE(kv.Set("k", "v", false).ok());
+  EXPECT_EQ(kv.Get("k", clock.Now() + absl::Hours(1)).value(), "v");  // there: no wait
+  t.join();
+  EXPECT_EQ(first.value(), "v");
+}
+
 TEST(KvStoreTest, ShutdownWakesWaiter) {
   FakeClock clock;
   KvStore kv(&clock);

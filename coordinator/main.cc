@@ -70,6 +70,9 @@ ABSL_FLAG(int64_t, max_kv_bytes_per_job, int64_t{64} << 20,
           "Bytes of keys and values one job may hold in the key-value store.");
 ABSL_FLAG(int64_t, max_kv_value_bytes, 1 << 20, "Largest key-value value, in bytes.");
 ABSL_FLAG(int64_t, max_barriers_per_job, 10000, "Barriers one job may hold.");
+ABSL_FLAG(int, max_waiting_calls, 4096,
+          "GetKey calls waiting for a key, and Barrier calls waiting at a barrier, at once "
+          "(each kind).");
 ABSL_FLAG(int, max_job_watches, 256, "WatchJob streams open at once (all clients).");
 ABSL_FLAG(int, max_assignment_watches_per_task, 4, "WatchAssignments streams per worker task.");
 
@@ -90,6 +93,8 @@ void SetLimits(lockstep::coordinator::CoordinatorServerOptions* options) {
   options->kv.max_bytes_per_job = absl::GetFlag(FLAGS_max_kv_bytes_per_job);
   options->kv.max_value_bytes = absl::GetFlag(FLAGS_max_kv_value_bytes);
   options->barriers.max_barriers_per_job = absl::GetFlag(FLAGS_max_barriers_per_job);
+  options->kv.max_waiters = absl::GetFlag(FLAGS_max_waiting_calls);
+  options->barriers.max_waiters = absl::GetFlag(FLAGS_max_waiting_calls);
 }
 
 // mkdir -p; false (errno set) on failure.
