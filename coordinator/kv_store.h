@@ -7,8 +7,9 @@
 // Limits (KvLimits, coordinator flags): a key's and a value's size, and per job the number
 // of entries and the bytes (keys plus values) it holds. A job's keys are those under
 // "jobs/<job>/"; every other key counts towards the workers' common area, which has the same
-// limits. Past a limit Set answers RESOURCE_EXHAUSTED naming the job, the limit and the flag
-// that raises it. DeletePrefix gives the room back.
+// limits; and the Get calls waiting at once. Past a limit the call answers
+// RESOURCE_EXHAUSTED naming the job, the limit and the flag that raises it. DeletePrefix
+// gives the room back.
 // Ownership: owns the data; borrows the Clock. Thread model: thread-safe, one mutex.
 #ifndef LOCKSTEP_COORDINATOR_KV_STORE_H_
 #define LOCKSTEP_COORDINATOR_KV_STORE_H_
