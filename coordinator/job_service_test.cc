@@ -855,6 +855,19 @@ TEST_F(JobServiceLimitsTest, ReportsOfMadeUpAttemptsCannotGrowAWorkersMailbox) {
   EXPECT_EQ(queued, static_cast<int>(kMaxAdvisoryAborts));
 }
 
+TEST_F(JobServiceLimitsTest, ARestartedCoordinatorTrimsAStoreKeptLonger) {
+  for (int i = 0; i < 4; ++i) {
+    auto record = store_->Create("old", SmallJob().SerializeAsString());
+    ASSERT_TRUE(record.ok());
+    ASSERT_TRUE(store_->UpdateState(record->id(), v1::CANCELLED, "test").ok());
+  }
+  OpenStore();  // Recover(), as a coordinator started with --retained_jobs=2
+  jobs_->Tick();
+  EXPECT_EQ(jobs_->List(0)->size(), 2u);
+  EXPECT_TRUE(absl::IsNotFound(jobs_->Get("job-000002").status()));
+  EXPECT_EQ(State("job-000004"), v1::CANCELLED);
+}
+
 }  // namespace
 }  // namespace coordinator
 }  // namespace lockstep
