@@ -374,11 +374,7 @@ TEST(LimitsTest, EveryQuantityACallerControlsIsLimited) {
 // flag, and nothing is written outside (real processes: the local cluster's roots are its work
 // dir and the bundled data).
 TEST(FileRootsTest, AJobsFilesOutsideTheWorkersRootsFailItNamingTheField) {
-  client::LocalClusterOptions o;
-  o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");
-  o.lockstepd_bin = Runfile("worker/lockstepd");
-  o.workers = 1;
-  o.work_dir = TmpDir("roots_cluster");
+  client::LocalClusterOptions o = testing::LocalClusterFor("roots_cluster", 1);
   o.insecure = true;
   auto cluster = client::LocalCluster::StartCoordinator(o);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
