@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <vector>
 
@@ -87,6 +88,10 @@ int Run() {
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   o.static_tf_config = true;  // a restarted lockstepd claims its task again
   o.insecure = absl::GetFlag(FLAGS_insecure);
+  // The workers take a relative path under their data roots: give them this one's, and its
+  // directory as a root.
+  const std::filesystem::path data = std::filesystem::weakly_canonical(absl::GetFlag(FLAGS_data));
+  o.data_roots.push_back(data.parent_path().string());
   auto cluster_or = client::LocalCluster::StartCoordinator(o);
   if (!cluster_or.ok()) {
     fprintf(stderr, "%s\n", cluster_or.status().ToString().c_str());
@@ -106,7 +111,7 @@ int Run() {
     fprintf(stderr, "%s\n", spec.status().ToString().c_str());
     return 1;
   }
-  spec->mutable_data()->mutable_train()->set_files(0, absl::GetFlag(FLAGS_data));
+  spec->mutable_data()->mutable_train()->set_files(0, data.string());
   spec->set_epochs(0);
   spec->set_steps(int64_t{1} << 40);
   spec->set_eval_every_steps(0);

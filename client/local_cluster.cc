@@ -1,14 +1,17 @@
 #include "client/local_cluster.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/status_format.h"
 #include "common/net.h"
 #include "common/sched.h"
@@ -21,7 +24,56 @@ namespace {
 
 std::string Millis(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), "ms"); }
 
+// realpath(3) of `path`, or "" when it does not exist.
+std::string RealPath(const std::string& path) {
+  char resolved[PATH_MAX];
+  return ::realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : "";
+}
+
+void AddOnce(std::vector<std::string>* list, const std::string& item) {
+  if (!item.empty() && std::find(list->begin(), list->end(), item) == list->end()) {
+    list->push_back(item);
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> BundledDataRoots() {
+  std::vector<std::string> bases;
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) != nullptr) bases.push_back(cwd);
+  for (const char* var : {"BUILD_WORKSPACE_DIRECTORY", "TEST_SRCDIR", "RUNFILES_DIR"}) {
+    const char* v = std::getenv(var);
+    if (v == nullptr || *v == '\0') continue;
+    bases.push_back(std::string(var) == "BUILD_WORKSPACE_DIRECTORY" ? v
+                                                                    : absl::StrCat(v, "/lockstep"));
+  }
+  char self[PATH_MAX];
+  if (const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1); n > 0) {
+    bases.push_back(absl::StrCat(std::string(self, n), ".runfiles/lockstep"));
+  }
+  std::vector<std::string> roots;
+  for (const std::string& base : bases) {
+    const std::string dir = RealPath(absl::StrCat(base, "/examples/data"));
+    if (dir.empty()) continue;
+    AddOnce(&roots, dir);
+    // Runfiles are symlinks into the source tree: the directory the data really is in.
+    const std::string file = RealPath(absl::StrCat(dir, "/digits.csv.gz"));
+    if (!file.empty()) AddOnce(&roots, file.substr(0, file.rfind('/')));
+  }
+  return roots;
+}
+
+std::vector<std::string> LocalRootFlags(const std::string& work_dir,
+                                        const std::vector<std::string>& extra) {
+  std::string work = RealPath(work_dir);
+  if (work.empty()) work = work_dir;
+  std::vector<std::string> data = {work};
+  for (const std::string& d : BundledDataRoots()) AddOnce(&data, d);
+  for (const std::string& d : extra) AddOnce(&data, d);
+  return {absl::StrCat("--data_root=", absl::StrJoin(data, ",")),
+          absl::StrCat("--output_root=", work)};
+}
 
 absl::StatusOr<std::string> BazelBinOfSelf() {
   char buf[4096];
@@ -131,6 +183,9 @@ absl::Status LocalCluster::StartWorker(int i) {
              absl::StrCat("--state_dir=", options_.work_dir, "/worker-", i)};
   if (!worker_cpus_.empty()) {
     sp.argv.push_back(absl::StrCat("--cpu_affinity=", FormatCpuList(worker_cpus_[i])));
+  }
+  for (std::string& f : LocalRootFlags(options_.work_dir, options_.data_roots)) {
+    sp.argv.push_back(std::move(f));
   }
   TlsOptions tls{.insecure = true};
   if (credentials_ != nullptr) {

@@ -56,6 +56,9 @@ struct LocalClusterOptions {
   bool pin_workers = false;
   // Plaintext and no authorization (every process started with --insecure).
   bool insecure = false;
+  // lockstepd's --data_root and --output_root: work_dir is both, the bundled example data
+  // (LocalDataRoots) and these are data roots too. Absolute directories.
+  std::vector<std::string> data_roots;
   // The coordinator's port; 0: a free one. A coordinator started again for workers that are
   // still running takes the port they know.
   int coordinator_port = 0;
@@ -115,6 +118,16 @@ class LocalCluster {
   std::unique_ptr<CoordinatorClient> client_;
   std::vector<std::unique_ptr<Subprocess>> workers_;
 };
+
+// Where the bundled example data (examples/data) is on this machine, as real paths: under
+// the current directory, `bazel run`'s workspace, the test's or this executable's runfiles,
+// and the directory its files really are in (runfiles hold symlinks to them).
+std::vector<std::string> BundledDataRoots();
+
+// lockstepd's --data_root and --output_root flags for a cluster on this machine: the work
+// dir (outputs, and data put there) and the bundled example data, plus `extra` data roots.
+std::vector<std::string> LocalRootFlags(const std::string& work_dir,
+                                        const std::vector<std::string>& extra = {});
 
 // The directory of this executable's bazel-bin tree: for <bazel-bin>/client/lockstep
 // it is <bazel-bin>. Used to find lockstep-coordinator and lockstepd beside it.

@@ -1,7 +1,11 @@
 #include "coordinator/barriers.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/kv_store.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -10,6 +14,19 @@ absl::Status Barriers::Arrive(const std::string& id, const std::string& member, 
                               const std::vector<std::string>& expected, absl::Time deadline) {
   if (id.empty()) return absl::InvalidArgumentError("barrier_id: must not be empty");
   if (member.empty()) return absl::InvalidArgumentError("member: must not be empty");
+  for (const auto& [field, name] :
+       {std::pair<const char*, const std::string*>{"barrier_id", &id}, {"member", &member}}) {
+    if (static_cast<int64_t>(name->size()) > limits_.max_name_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", name->size(), " bytes, over the limit of ", limits_.max_name_bytes));
+    }
+  }
+  if (parties > limits_.max_parties ||
+      static_cast<int64_t>(expected.size()) > limits_.max_parties) {
+    return absl::InvalidArgumentError(absl::StrCat("barrier \"", id, "\": parties ",
+                                                   std::max<int64_t>(parties, expected.size()),
+                                                   " over the limit of ", limits_.max_parties));
+  }
   std::set<std::string> expected_set(expected.begin(), expected.end());
   if (!expected_set.empty()) {
     if (parties == 0) parties = static_cast<int>(expected_set.size());
@@ -30,9 +47,16 @@ absl::Status Barriers::Arrive(const std::string& id, const std::string& member, 
 
   absl::MutexLock l(&mu_);
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
+  const std::string scope = KvScopeOf(id);
+  if (barriers_.count(id) == 0 && per_scope_[scope] >= limits_.max_barriers_per_job) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "barrier \"", id, "\": ", KvScopeName(scope), " already holds ", per_scope_[scope],
+        " barriers, the limit (coordinator flag --max_barriers_per_job)"));
+  }
   auto [it, created] = barriers_.try_emplace(id);
   Barrier& b = it->second;
   if (created) {
+    ++per_scope_[scope];
     b.parties = parties;
     b.expected = expected_set;
   } else if (b.parties != parties || (!expected_set.empty() && b.expected != expected_set)) {
@@ -46,15 +70,24 @@ absl::Status Barriers::Arrive(const std::string& id, const std::string& member, 
     return absl::InvalidArgumentError(
         absl::StrCat("barrier \"", id, "\" already completed; \"", member, "\" arrived too late"));
   }
-  b.arrived.insert(member);
+  const bool new_member = b.arrived.insert(member).second;
   if (static_cast<int>(b.arrived.size()) >= b.parties) {
     b.complete = true;
     return absl::OkStatus();
   }
+  if (waiters_ >= limits_.max_waiters) {
+    // Refused before it counts: a retry arrives afresh.
+    if (new_member) b.arrived.erase(member);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "barrier \"", id, "\": ", waiters_,
+        " calls already wait at barriers, the limit (coordinator flag --max_waiting_calls)"));
+  }
   Barrier* bp = &b;
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || bp->complete; };
   ++b.waiters;  // DeletePrefix leaves it alone until this wait is over
+  ++waiters_;
   clock_->WaitUntil(&mu_, absl::Condition(&done), deadline);
+  --waiters_;
   --b.waiters;
   if (b.complete) return absl::OkStatus();
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
@@ -88,6 +121,8 @@ int Barriers::DeletePrefix(const std::string& prefix) {
     // One still being waited on stays until its waiters return (at their deadline at the
     // latest: they belong to workers leaving the attempt).
     if (it->second.waiters == 0) {
+      auto scope = per_scope_.find(KvScopeOf(it->first));
+      if (scope != per_scope_.end() && --scope->second <= 0) per_scope_.erase(scope);
       it = barriers_.erase(it);
       ++n;
     } else {

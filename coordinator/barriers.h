@@ -5,10 +5,14 @@
 // complete: late retries of its members return OK at once. On timeout the error names who
 // arrived and who is missing (by name when the caller listed the expected members, else by
 // count). Waits use the injected Clock.
+// Limits (BarrierLimits, coordinator flags): barriers per job (ids under "jobs/<job>/", or
+// the workers' common area for the others: KvScopeOf), parties per barrier and the size of
+// an id or member name; past one, RESOURCE_EXHAUSTED or INVALID_ARGUMENT naming the limit.
 // Ownership: owns the barrier records; borrows the Clock. Thread model: thread-safe.
 #ifndef LOCKSTEP_COORDINATOR_BARRIERS_H_
 #define LOCKSTEP_COORDINATOR_BARRIERS_H_
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -23,15 +27,25 @@
 namespace lockstep {
 namespace coordinator {
 
+struct BarrierLimits {
+  int64_t max_barriers_per_job = 10000;  // --max_barriers_per_job
+  int max_parties = 65536;
+  int64_t max_name_bytes = 1024;  // an id or a member
+  // Arrive calls waiting at once (each holds a server thread).
+  int max_waiters = 4096;  // --max_waiting_calls
+};
+
 class Barriers {
  public:
-  explicit Barriers(Clock* clock) : clock_(clock) {}
+  explicit Barriers(Clock* clock, BarrierLimits limits = {}) : clock_(clock), limits_(limits) {}
 
   // `expected`: optional list of the members; when not empty, `parties` may be 0 and is
   // taken as its size. Errors: INVALID_ARGUMENT (empty id or member, parties < 1, a party
   // count or member list that disagrees with an earlier arrival, a member not in the
-  // expected list, a new member after completion), DEADLINE_EXCEEDED naming who is
-  // missing, UNAVAILABLE (shut down).
+  // expected list, a new member after completion, parties or a name over its limit),
+  // RESOURCE_EXHAUSTED (the id's job holds max_barriers_per_job barriers, or max_waiters
+  // calls already wait),
+  // DEADLINE_EXCEEDED naming who is missing, UNAVAILABLE (shut down).
   absl::Status Arrive(const std::string& id, const std::string& member, int parties,
                       const std::vector<std::string>& expected, absl::Time deadline);
 
@@ -53,8 +67,11 @@ class Barriers {
   };
 
   Clock* const clock_;
+  const BarrierLimits limits_;
   absl::Mutex mu_;
   std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> per_scope_ ABSL_GUARDED_BY(mu_);  // by KvScopeOf
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;                           // over every barrier
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 

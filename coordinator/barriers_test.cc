@@ -92,6 +92,44 @@ TEST(BarriersTest, InvalidArguments) {
   EXPECT_TRUE(b.Arrive("one", "a", 1, {}, clock.Now()).ok());
 }
 
+TEST(BarriersTest, BarriersPerJobPartiesAndNamesAreLimited) {
+  FakeClock clock;
+  Barriers b(&clock,
+             BarrierLimits{.max_barriers_per_job = 2, .max_parties = 4, .max_name_bytes = 16});
+  ASSERT_TRUE(b.Arrive("jobs/j/1/a", "m", 1, {}, clock.Now()).ok());
+  ASSERT_TRUE(b.Arrive("jobs/j/1/b", "m", 1, {}, clock.Now()).ok());
+  absl::Status full = b.Arrive("jobs/j/1/c", "m", 1, {}, clock.Now());
+  EXPECT_TRUE(absl::IsResourceExhausted(full)) << full;
+  EXPECT_THAT(full.message(), HasSubstr("job j already holds 2 barriers"));
+  EXPECT_THAT(full.message(), HasSubstr("--max_barriers_per_job"));
+  EXPECT_TRUE(b.Arrive("jobs/j/1/a", "m", 1, {}, clock.Now()).ok());  // an existing one
+  EXPECT_TRUE(b.Arrive("jobs/k/1/a", "m", 1, {}, clock.Now()).ok());  // another job
+  EXPECT_EQ(b.DeletePrefix("jobs/j/1/"), 2);
+  EXPECT_TRUE(b.Arrive("jobs/j/1/c", "m", 1, {}, clock.Now()).ok());
+  EXPECT_THAT(b.Arrive("p", "m", 5, {}, clock.Now()).message(), HasSubstr("over the limit of 4"));
+  EXPECT_THAT(b.Arrive(std::string(17, 'i'), "m", 1, {}, clock.Now()).message(),
+              HasSubstr("barrier_id: 17 bytes"));
+  EXPECT_THAT(b.Arrive("i", std::string(17, 'm'), 1, {}, clock.Now()).message(),
+              HasSubstr("member: 17 bytes"));
+}
+
+TEST(BarriersTest, WaitingCallsAreLimited) {
+  FakeClock clock;
+  Barriers b(&clock, BarrierLimits{.max_waiters = 1});
+  absl::Status first;
+  std::thread t([&] { first = b.Arrive("a", "m0", 2, {}, clock.Now() + absl::Hours(1)); });
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  absl::Status second = b.Arrive("b", "m0", 2, {}, clock.Now() + absl::Hours(1));
+  EXPECT_TRUE(absl::IsResourceExhausted(second)) << second;
+  EXPECT_THAT(second.message(), HasSubstr("--max_waiting_calls"));
+  // An arrival that completes a barrier does not wait, so it is never refused.
+  EXPECT_TRUE(b.Arrive("a", "m1", 2, {}, clock.Now()).ok());
+  t.join();
+  EXPECT_TRUE(first.ok()) << first;
+  // The refused member did not count: with the room back, b still needs two.
+  EXPECT_TRUE(absl::IsDeadlineExceeded(b.Arrive("b", "m1", 2, {}, clock.Now())));
+}
+
 TEST(BarriersTest, ShutdownWakesWaiters) {
   FakeClock clock;
   Barriers b(&clock);

@@ -107,6 +107,8 @@ grpc::Status GrpcJobService::DrainWorker(grpc::ServerContext* ctx,
 grpc::Status GrpcJobService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::JobEvent>* writer) {
   if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  absl::StatusOr<WatchLimits::Slot> slot = jobs_->watches().OpenJobWatch();
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   int64_t seen = 0;
   return ServeStream<v1::JobEvent>(
       ctx, writer,

@@ -45,8 +45,8 @@ CoordinatorServer::CoordinatorServer(CoordinatorServerOptions options)
     : options_(std::move(options)),
       incarnation_(NewIncarnation()),
       membership_(options_.membership, options_.clock),
-      kv_(options_.clock),
-      barriers_(options_.clock) {}
+      kv_(options_.clock, options_.kv),
+      barriers_(options_.clock, options_.barriers) {}
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
     CoordinatorServerOptions options) {
@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   builder.AddListeningPort(address, ServerCredentials(s->options_.tls), &s->port_);
   builder.RegisterService(s->worker_service_.get());
   builder.RegisterService(s->job_service_.get());
+  builder.SetMaxReceiveMessageSize(s->options_.max_message_bytes);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(

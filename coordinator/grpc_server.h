@@ -58,6 +58,12 @@ struct CoordinatorServerOptions {
   TlsOptions tls;
   // The clients' bearer tokens (--tokens_file); unused when insecure.
   TokenTable tokens;
+  // Limits on what callers control: the size of one request (--max_message_bytes; gRPC
+  // answers RESOURCE_EXHAUSTED beyond), the key-value store's and the barriers' per job.
+  // The jobs' own (queued jobs, model, batch, watches, retention) are in `jobs`.
+  int max_message_bytes = 4 << 20;
+  KvLimits kv;
+  BarrierLimits barriers;
   Clock* clock = Clock::Real();
 };
 

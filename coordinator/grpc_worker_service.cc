@@ -142,6 +142,8 @@ grpc::Status GrpcWorkerService::WatchAssignments(grpc::ServerContext* ctx,
                                                  grpc::ServerWriter<v1::Assignment>* writer) {
   if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
   const TaskRef task = FromProto(request->task());
+  absl::StatusOr<WatchLimits::Slot> slot = jobs_->watches().OpenAssignmentWatch(task.ToString());
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   return ServeStream<v1::Assignment>(
       ctx, writer,
       [&](absl::Time deadline) {

@@ -74,7 +74,11 @@ JobService::JobService(JobStore* store, Membership* membership, Clock* clock,
       membership_(membership),
       clock_(clock),
       failure_grace_(EffectiveFailureGrace(options, membership->options())),
-      on_attempt_ended_(std::move(options.on_attempt_ended)) {}
+      on_attempt_ended_(std::move(options.on_attempt_ended)),
+      limits_(options.limits),
+      max_pending_jobs_(options.max_pending_jobs),
+      retained_jobs_(options.retained_jobs),
+      watches_(options.watches) {}
 
 absl::Status JobService::CheckKeyAccess(const std::string& identity, const std::string& key) {
   if (identity.empty() || !absl::StartsWith(key, "jobs/")) return absl::OkStatus();
@@ -105,6 +109,7 @@ absl::Status JobService::CheckKeyAccess(const std::string& identity, const std::
 absl::Status JobService::Recover() {
   LS_ASSIGN_OR_RETURN(std::vector<v1::JobRecord> jobs, store_->List(0));
   absl::MutexLock l(&mu_);
+  retire_due_ = true;  // a store kept by a coordinator with a longer retention is trimmed
   const absl::Time now = clock_->Now();
   for (const v1::JobRecord& job : jobs) {
     v1::JobSpec stored;
@@ -197,14 +202,22 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   }
   const int needed = WorkersNeeded(spec);
   if (needed > 0 && static_cast<int>(slots.size()) >= needed) slots.resize(needed);
-  if (needed == 0 || static_cast<int>(slots.size()) == needed) {
-    LS_RETURN_IF_ERROR(CheckBatchDivisible(spec, CountReplicas(spec, slots)));
-  }
+  const bool known = needed == 0 || static_cast<int>(slots.size()) == needed;
+  if (known) LS_RETURN_IF_ERROR(CheckBatchDivisible(spec, CountReplicas(spec, slots)));
+  // With no workers known yet, one replica would hold the whole batch.
+  LS_RETURN_IF_ERROR(CheckModelSize(spec, limits_, known ? CountReplicas(spec, slots) : 1));
   LS_RETURN_IF_ERROR(CheckElastic(spec, slots));
   // Last, after every pure check: the file system (it creates nothing).
   LS_RETURN_IF_ERROR(CheckJobDirectories(spec));
   absl::MutexLock l(&mu_);
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
+  if (const size_t queued = scheduler_.Queue().size();
+      static_cast<int64_t>(queued) >= max_pending_jobs_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(queued,
+                     " jobs are already queued (PENDING or RESTARTING), the limit (coordinator "
+                     "flag --max_pending_jobs); wait for some to start or cancel them"));
+  }
   LS_ASSIGN_OR_RETURN(v1::JobRecord record, store_->Create(spec.name(), spec.SerializeAsString()));
   scheduler_.Enqueue(record.id());
   ChangedLocked(record.id(), "submitted: PENDING");
@@ -254,6 +267,7 @@ absl::StatusOr<v1::JobRecord> JobService::Cancel(const std::string& id, const st
   } else {
     LS_RETURN_IF_ERROR(store_->UpdateState(id, v1::CANCELLED, why).status());
     scheduler_.Remove(id);
+    retire_due_ = true;
     ChangedLocked(id, absl::StrCat("CANCELLED: ", why));
   }
   ScheduleLocked();
@@ -351,8 +365,12 @@ void JobService::OnReports(const TaskRef& task, const std::vector<v1::JobReport>
         a.mutable_abort()->set_job_id(r.job_id());
         a.mutable_abort()->set_attempt(r.attempt());
         a.mutable_abort()->set_reason("this attempt of the job is over");
+        // Advisory, and named by the worker: at most kMaxAdvisoryAborts wait in its mailbox,
+        // so reports of made-up attempts cannot grow it.
         auto box = mailboxes_.find(task);
-        if (box != mailboxes_.end()) PushLocked(task, box->second.incarnation, std::move(a));
+        if (box != mailboxes_.end() && box->second.queue.size() < kMaxAdvisoryAborts) {
+          PushLocked(task, box->second.incarnation, std::move(a));
+        }
       }
       continue;
     }
@@ -429,6 +447,35 @@ void JobService::Tick() {
   ReleaseEvaluatorsLocked(by_ref);
   ScheduleLocked();
   GrowLocked(tasks);
+  RetireLocked();
+}
+
+void JobService::RetireLocked() {
+  if (!retire_due_ || retained_jobs_ <= 0) return;
+  retire_due_ = false;
+  absl::StatusOr<std::vector<std::string>> old = store_->EndedBeyond(retained_jobs_);
+  if (!old.ok()) {
+    retire_due_ = true;
+    return;
+  }
+  std::vector<std::string> gone;
+  for (const std::string& id : *old) {
+    if (auto e = ended_.find(id); e != ended_.end() && !e->second.AllLeft()) {
+      retire_due_ = true;  // its workers are still busy with it: later
+      continue;
+    }
+    gone.push_back(id);
+  }
+  if (!store_->Delete(gone).ok()) {
+    retire_due_ = true;
+    return;
+  }
+  for (const std::string& id : gone) {
+    ended_.erase(id);
+    changes_.erase(id);
+    quick_failures_.erase(id);
+    adopted_until_.erase(id);
+  }
 }
 
 absl::StatusOr<v1::DrainWorkerResponse> JobService::Drain(const TaskRef& task, bool undo) {
@@ -496,6 +543,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   v1::JobSpec spec;
   if (!spec.ParseFromString(record.spec())) {
     (void)store_->UpdateState(id, v1::FAILED, "the stored spec cannot be parsed");
+    retire_due_ = true;
     ChangedLocked(id, "FAILED: the stored spec cannot be parsed");
     return true;
   }
@@ -535,6 +583,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   if (!parts.ok()) {
     const std::string why = std::string(parts.status().message());
     (void)store_->UpdateState(id, v1::FAILED, why);
+    retire_due_ = true;
     ChangedLocked(id, absl::StrCat("FAILED: ", why));
     return true;
   }
@@ -702,6 +751,7 @@ void JobService::EndLocked(const std::string& id, v1::JobState state, const std:
   ended_.insert_or_assign(id, std::move(job));
   active_.erase(it);
   ChangedLocked(id, absl::StrCat(v1::JobState_Name(state), ": ", reason));
+  if (JobStore::IsTerminal(state)) retire_due_ = true;
 }
 
 void JobService::AbortLocked(const JobAttempt& job, const std::vector<AttemptWorker>& workers,

@@ -42,6 +42,14 @@
 // within the failure grace is lost as usual. A RUNNING record without a stored attempt
 // becomes RESTARTING when its restart policy allows, else FAILED.
 //
+// Limits (JobServiceOptions, coordinator flags): the jobs queued (PENDING and RESTARTING) at
+// once, a job's model and batch (JobLimits, job_validation.h), and the open WatchJob and
+// WatchAssignments streams (WatchLimits); past one, RESOURCE_EXHAUSTED naming the flag.
+// Retention: only the newest `retained_jobs` ended jobs are kept; older ones are deleted
+// from the store and from memory (once every worker left their last attempt), so the
+// coordinator's memory and its store stay flat however many jobs come and go
+// (bench/job_churn measures it). GetJob of a deleted job is NOT_FOUND.
+//
 // Ownership: borrows the JobStore, the Membership and the Clock (they must outlive it).
 // Thread model: every method is thread-safe (one mutex; the store and membership have
 // their own and never call back). NextAssignment and NextEvent block up to a deadline;
@@ -64,9 +72,11 @@
 #include "common/clock.h"
 #include "coordinator/job_attempt.h"
 #include "coordinator/job_store/job_store.h"
+#include "coordinator/job_validation.h"
 #include "coordinator/membership.h"
 #include "coordinator/partitioner.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/watch_limits.h"
 #include "lockstep/v1/coordinator.pb.h"
 
 namespace lockstep {
@@ -78,6 +88,10 @@ constexpr absl::Duration kDefaultReplacementTimeout = absl::Seconds(10);
 // (doubling from 0.5 s with each such attempt in a row, up to kMaxRestartBackoff).
 constexpr absl::Duration kQuickFailure = absl::Seconds(10);
 constexpr absl::Duration kMaxRestartBackoff = absl::Seconds(30);
+// A worker's report on an attempt that is over is answered with an abort, unless this many
+// assignments already wait for it (a worker that reports made-up attempts and never reads
+// its stream cannot grow the coordinator's memory).
+constexpr size_t kMaxAdvisoryAborts = 64;
 
 struct JobServiceOptions {
   // After a worker reports FAILED, how long the job waits for its other workers to end
@@ -87,6 +101,14 @@ struct JobServiceOptions {
   // JobService never waits less than its Membership's heartbeat_timeout +
   // heartbeat_interval (the interval covers the sweep that marks it LOST).
   absl::Duration failure_grace = absl::Seconds(5);
+  // What one job may ask for (model parameters and bytes, the batch per replica).
+  JobLimits limits;
+  // Jobs queued (PENDING or RESTARTING) at once; Submit answers RESOURCE_EXHAUSTED beyond.
+  int max_pending_jobs = 1000;
+  // Ended jobs kept (in the store and in memory); older ones are deleted. 0: keep every one.
+  int retained_jobs = 1000;
+  // Open WatchJob / WatchAssignments streams.
+  WatchLimitOptions watches;
   // Called (under the service's lock; it must not call back) with an attempt's rendezvous
   // prefix when the attempt ends: the server deletes its keys and barriers.
   std::function<void(const std::string& prefix)> on_attempt_ended;
@@ -106,8 +128,9 @@ class JobService {
   absl::Status Recover();
 
   // Validates (INVALID_ARGUMENT naming the field: the spec, the batch against the workers
-  // ALIVE now, then the output directories, probed without creating anything), stores
-  // (durably, before returning) and schedules the job. Returns its id.
+  // ALIVE now, then the output directories, probed without creating anything; RESOURCE_
+  // EXHAUSTED for a model or batch over the limits, or when max_pending_jobs are queued),
+  // stores (durably, before returning) and schedules the job. Returns its id.
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   // NOT_FOUND naming the id.
   absl::StatusOr<v1::GetJobResponse> Get(const std::string& id);
@@ -150,6 +173,9 @@ class JobService {
   std::map<TaskRef, std::pair<std::string, int64_t>> RunningTasks();
   // Wakes every NextAssignment / NextEvent (they answer UNAVAILABLE).
   void Shutdown();
+
+  // The open-stream limits the gRPC streams take a slot from (WatchJob, WatchAssignments).
+  WatchLimits& watches() { return watches_; }
 
   // The failure grace in use: EffectiveFailureGrace of the options and the membership's.
   absl::Duration failure_grace() const { return failure_grace_; }
@@ -199,12 +225,19 @@ class JobService {
   // Runs an attempt, or has not left one that ended.
   bool IsBusyLocked(const TaskRef& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t VersionLocked(const std::string& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes the ended jobs beyond retained_jobs (store and memory), skipping any whose
+  // workers have not all left its last attempt (a later call takes it).
+  void RetireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JobStore* const store_;
   Membership* const membership_;
   Clock* const clock_;
   const absl::Duration failure_grace_;  // EffectiveFailureGrace
   const std::function<void(const std::string&)> on_attempt_ended_;
+  const JobLimits limits_;
+  const int max_pending_jobs_;
+  const int retained_jobs_;
+  WatchLimits watches_;
 
   absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
@@ -247,6 +280,8 @@ class JobService {
   // Ends the record of evaluators that are gone (not ALIVE under their incarnation).
   void ReleaseEvaluatorsLocked(const std::map<TaskRef, const v1::TaskStatus*>& by_ref)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A job ended since the last RetireLocked (or one was skipped): retire on the next Tick.
+  bool retire_due_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace coordinator

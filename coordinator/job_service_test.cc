@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -859,6 +860,100 @@ TEST_F(JobServiceTest, StaleIncarnationIsAborted) {
             absl::StatusCode::kAborted);
   EXPECT_EQ(jobs_->NextAssignment(TaskRef{"worker", 9}, 1, clock_.Now()).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+class JobServiceLimitsTest : public JobServiceTest {
+ protected:
+  JobServiceLimitsTest() {
+    job_options_.max_pending_jobs = 2;
+    job_options_.retained_jobs = 2;
+    job_options_.limits.max_model_parameters = 100;
+  }
+};
+
+TEST_F(JobServiceLimitsTest, QueuedJobsModelsAndBatchesAreLimited) {
+  // No worker: every job waits in the queue.
+  ASSERT_TRUE(jobs_->Submit(SmallJob()).ok());
+  ASSERT_TRUE(jobs_->Submit(SmallJob()).ok());
+  absl::StatusOr<std::string> third = jobs_->Submit(SmallJob());
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted) << third.status();
+  EXPECT_THAT(third.status().message(), HasSubstr("2 jobs are already queued"));
+  EXPECT_THAT(third.status().message(), HasSubstr("--max_pending_jobs"));
+  // A cancelled job gives its place back.
+  ASSERT_TRUE(jobs_->Cancel("job-000001", "").ok());
+  EXPECT_TRUE(jobs_->Submit(SmallJob()).ok());
+
+  v1::JobSpec big = SmallJob();
+  big.mutable_model()->mutable_layers(0)->mutable_dense()->set_units(64);  // 8*64+64
+  absl::StatusOr<std::string> refused = jobs_->Submit(big);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max_model_parameters"));
+}
+
+TEST_F(JobServiceLimitsTest, OnlyTheNewestEndedJobsAreKept) {
+  const TaskRef w = AddWorker();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    auto id = jobs_->Submit(SmallJob());
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+    ASSERT_TRUE(Next(w).has_run());
+    Report(w, *id, 1, v1::JobReport::DONE, 10);
+    ASSERT_EQ(State(*id), v1::SUCCEEDED);
+    Beat(w);
+    jobs_->Tick();
+  }
+  // The newest two ended jobs are kept; the older ones are gone from the store and memory.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(absl::IsNotFound(jobs_->Get(ids[i]).status())) << ids[i];
+    int64_t seen = 0;
+    EXPECT_TRUE(absl::IsNotFound(jobs_->NextEvent(ids[i], &seen, clock_.Now()).status()));
+  }
+  for (int i = 3; i < 5; ++i) EXPECT_EQ(State(ids[i]), v1::SUCCEEDED);
+  EXPECT_EQ(jobs_->List(0)->size(), 2u);
+}
+
+TEST_F(JobServiceLimitsTest, AJobIsKeptUntilItsWorkersLeftIt) {
+  const Started s = StartOnTwoWorkers();
+  Report(s.w0, s.id, 1, v1::JobReport::DONE, 10);
+  Report(s.w1, s.id, 1, v1::JobReport::TRAINING, 9);
+  ASSERT_TRUE(jobs_->Cancel(s.id, "").ok());
+  // Two more jobs end on other workers: s.id is beyond the retention, but w1 still runs it.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(jobs_->Submit(SmallJob()).ok());
+    ASSERT_TRUE(jobs_->Cancel(absl::StrFormat("job-%06d", i + 2), "").ok());
+  }
+  jobs_->Tick();
+  EXPECT_EQ(State(s.id), v1::CANCELLED);
+  Report(s.w1, s.id, 1, v1::JobReport::ABORTED, 9);
+  jobs_->Tick();
+  EXPECT_TRUE(absl::IsNotFound(jobs_->Get(s.id).status()));
+}
+
+TEST_F(JobServiceLimitsTest, ReportsOfMadeUpAttemptsCannotGrowAWorkersMailbox) {
+  const TaskRef w = AddWorker();
+  // The worker watches once (its mailbox exists), then reports attempts that never were.
+  EXPECT_TRUE(
+      absl::IsDeadlineExceeded(jobs_->NextAssignment(w, incarnations_[w], clock_.Now()).status()));
+  for (int i = 0; i < 1000; ++i) {
+    Report(w, absl::StrCat("made-up-", i), 1, v1::JobReport::TRAINING);
+  }
+  int queued = 0;
+  while (jobs_->NextAssignment(w, incarnations_[w], clock_.Now()).ok()) ++queued;
+  EXPECT_EQ(queued, static_cast<int>(kMaxAdvisoryAborts));
+}
+
+TEST_F(JobServiceLimitsTest, ARestartedCoordinatorTrimsAStoreKeptLonger) {
+  for (int i = 0; i < 4; ++i) {
+    auto record = store_->Create("old", SmallJob().SerializeAsString());
+    ASSERT_TRUE(record.ok());
+    ASSERT_TRUE(store_->UpdateState(record->id(), v1::CANCELLED, "test").ok());
+  }
+  OpenStore();  // Recover(), as a coordinator started with --retained_jobs=2
+  jobs_->Tick();
+  EXPECT_EQ(jobs_->List(0)->size(), 2u);
+  EXPECT_TRUE(absl::IsNotFound(jobs_->Get("job-000002").status()));
+  EXPECT_EQ(State("job-000004"), v1::CANCELLED);
 }
 
 }  // namespace

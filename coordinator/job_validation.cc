@@ -1,9 +1,13 @@
 #include "coordinator/job_validation.h"
 
+#include <algorithm>
+#include <limits>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/status.h"
 #include "engine/model_builder.h"
@@ -89,6 +93,21 @@ absl::Status ValidateTfRecordSpec(const v1::DataSource& source, absl::string_vie
   return absl::OkStatus();
 }
 
+// A path as text: not empty, no NUL byte, no ".." component (the worker resolves it under
+// its roots, worker/file_roots.h).
+absl::Status CheckPathText(const std::string& path, const std::string& field) {
+  if (path.empty()) return Invalid(field, "empty path");
+  if (path.find('\0') != std::string::npos) return Invalid(field, "the path holds a NUL byte");
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part == "..") {
+      return Invalid(field, absl::StrCat("'", path,
+                                         "' has a '..' component; give a path inside the "
+                                         "workers' roots (lockstepd --data_root, --output_root)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateSource(const v1::DataSource& source, absl::string_view field,
                             const v1::ModelSpec& model) {
   if (source.format() == v1::DataSource::RECORDS) {
@@ -117,9 +136,7 @@ absl::Status ValidateSource(const v1::DataSource& source, absl::string_view fiel
     return Invalid(absl::StrCat(field, ".files"), "at least one file is needed");
   }
   for (int i = 0; i < source.files_size(); ++i) {
-    if (source.files(i).empty()) {
-      return Invalid(absl::StrCat(field, ".files[", i, "]"), "empty path");
-    }
+    LS_RETURN_IF_ERROR(CheckPathText(source.files(i), absl::StrCat(field, ".files[", i, "]")));
   }
   if (source.feature_scale() < 0) {
     return Invalid(absl::StrCat(field, ".feature_scale"),
@@ -234,6 +251,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (ckpt.keep() < 0)
     return Invalid("checkpoint.keep", absl::StrCat(ckpt.keep(), " must be >= 0"));
+  if (!ckpt.dir().empty()) LS_RETURN_IF_ERROR(CheckPathText(ckpt.dir(), "checkpoint.dir"));
+  if (!spec.summaries().dir().empty()) {
+    LS_RETURN_IF_ERROR(CheckPathText(spec.summaries().dir(), "summaries.dir"));
+  }
   if (spec.summaries().every_steps() < 0) {
     return Invalid("summaries.every_steps",
                    absl::StrCat(spec.summaries().every_steps(), " must be >= 0"));
@@ -310,11 +331,80 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
 }
 
 absl::Status CheckJobDirectories(const v1::JobSpec& spec) {
-  if (!spec.checkpoint().dir().empty()) {
+  // A relative directory lies under the chief's --output_root, unknown here.
+  if (absl::StartsWith(spec.checkpoint().dir(), "/")) {
     LS_RETURN_IF_ERROR(CheckDirWritableWithoutCreating(spec.checkpoint().dir(), "checkpoint.dir"));
   }
-  if (!spec.summaries().dir().empty()) {
+  if (absl::StartsWith(spec.summaries().dir(), "/")) {
     LS_RETURN_IF_ERROR(CheckDirWritableWithoutCreating(spec.summaries().dir(), "summaries.dir"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// a * b, or INT64_MAX when it would not fit (sizes from a client may be anything).
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  if (a <= 0 || b <= 0) return 0;
+  return a > std::numeric_limits<int64_t>::max() / b ? std::numeric_limits<int64_t>::max() : a * b;
+}
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max() : a + b;
+}
+
+// Elements of a shape, an unknown (batch) dimension counted as 1.
+int64_t ElementsPerExample(const engine::Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape.dims()) n = SaturatingMul(n, d < 0 ? 1 : d);
+  return n;
+}
+
+absl::Status TooLarge(absl::string_view field, absl::string_view what, int64_t figure,
+                      int64_t limit, absl::string_view flag) {
+  return absl::ResourceExhaustedError(absl::StrCat(field, ": ", what, " ", figure,
+                                                   ", over this coordinator's limit of ", limit,
+                                                   " (coordinator flag --", flag, ")"));
+}
+
+}  // namespace
+
+absl::Status CheckModelSize(const v1::JobSpec& spec, const JobLimits& limits,
+                            int64_t num_replicas) {
+  LS_ASSIGN_OR_RETURN(engine::Graph graph, engine::BuildModel(spec.model()));
+  int64_t parameters = 0;
+  int64_t variable_bytes = 0;
+  for (const engine::VariableInfo& v : graph.Variables()) {
+    const int64_t n = ElementsPerExample(v.shape);
+    parameters = SaturatingAdd(parameters, n);
+    variable_bytes = SaturatingAdd(variable_bytes, SaturatingMul(n, engine::SizeOf(v.dtype)));
+  }
+  if (parameters > limits.max_model_parameters) {
+    return TooLarge("model", "parameters", parameters, limits.max_model_parameters,
+                    "max_model_parameters");
+  }
+  // Each replica holds the variables, their gradients and the optimizer's slots.
+  const int slots = spec.optimizer().has_adam() ? 2 : spec.optimizer().has_momentum() ? 1 : 0;
+  const int64_t model_bytes = SaturatingMul(variable_bytes, 2 + slots);
+  if (model_bytes > limits.max_model_bytes) {
+    return TooLarge("model", "bytes per replica (variables, gradients, optimizer slots)",
+                    model_bytes, limits.max_model_bytes, "max_model_bytes");
+  }
+  // What one example flows through: every node's output, forward and backward.
+  int64_t per_example = 0;
+  for (int i = 0; i < graph.num_nodes(); ++i) {
+    if (graph.node(i).op() == v1::VARIABLE) continue;
+    per_example = SaturatingAdd(per_example, SaturatingMul(ElementsPerExample(graph.shape(i)),
+                                                           engine::SizeOf(graph.dtype(i))));
+  }
+  const int64_t replicas = std::max<int64_t>(1, num_replicas);
+  const int64_t per_replica = (spec.global_batch_size() + replicas - 1) / replicas;
+  const int64_t batch_bytes = SaturatingMul(SaturatingMul(per_example, per_replica), 2);
+  if (batch_bytes > limits.max_batch_bytes) {
+    return TooLarge("global_batch_size",
+                    absl::StrCat(spec.global_batch_size(), " over ", replicas,
+                                 " replica(s) makes each hold bytes of activations"),
+                    batch_bytes, limits.max_batch_bytes, "max_batch_bytes");
   }
   return absl::OkStatus();
 }

@@ -12,6 +12,17 @@
 // restart_policy.max_restarts > 0 without checkpoint.every_steps (a restart would redo
 // every step).
 //
+// Paths (data files, checkpoint.dir, summaries.dir) are judged here only as text: no ".."
+// component and no NUL byte. A relative path is resolved under the worker's roots and an
+// absolute one must lie inside them (`lockstepd --data_root/--output_root`); only the
+// worker can judge that (worker/file_roots.h), and it names the field too.
+//
+// Sizes (CheckModelSize, with the coordinator's JobLimits): the model's parameters, the
+// bytes one replica holds for them (variables, gradients, optimizer slots) and the bytes of
+// one replica's share of the global batch flowing through the model (every node's output,
+// forward and backward). Over a limit: RESOURCE_EXHAUSTED naming the field, the figure, the
+// limit and the coordinator flag that raises it.
+//
 // Limitation: checkpoint.dir and summaries.dir are probed (CheckJobDirectories) on the
 // coordinator's host. They are written by the chief; when the chief runs on another host
 // the probe says nothing about it, and the chief reports the error when it starts.
@@ -26,12 +37,24 @@
 namespace lockstep {
 namespace coordinator {
 
+// The coordinator's limits on what one job may ask for (coordinator flags).
+struct JobLimits {
+  int64_t max_model_parameters = 1'000'000'000;  // --max_model_parameters
+  int64_t max_model_bytes = int64_t{16} << 30;   // --max_model_bytes
+  int64_t max_batch_bytes = int64_t{16} << 30;   // --max_batch_bytes
+};
+
 // Everything that can be checked without knowing the workers and without touching the
 // file system: strategy, model (through engine's model builder), optimizer, data, batch
 // size, steps/epochs, checkpoint and summary settings, communication, restart policy.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
-// checkpoint.dir and summaries.dir (when set) could be created and written on this host
+// The model's size and one replica's batch against `limits` (see above), the global batch
+// split over `num_replicas` (at least 1: a job may run on one replica). Call after
+// ValidateJobSpec.
+absl::Status CheckModelSize(const v1::JobSpec& spec, const JobLimits& limits, int64_t num_replicas);
+
+// An absolute checkpoint.dir and summaries.dir (when set) could be created and written on this host
 // (CheckDirWritableWithoutCreating, common/file_util.h): nothing is created, so a job
 // refused later leaves nothing behind. Run it after the pure checks.
 absl::Status CheckJobDirectories(const v1::JobSpec& spec);

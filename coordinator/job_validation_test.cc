@@ -226,6 +226,62 @@ TEST(JobValidationTest, RefusesABadOptimizerNamingTheField) {
   EXPECT_TRUE(ValidateJobSpec(adam).ok()) << ValidateJobSpec(adam);
 }
 
+TEST(JobValidationTest, RefusesPathsThatClimbOutNamingTheField) {
+  v1::JobSpec up = CsvJob();
+  up.mutable_data()->mutable_train()->add_files("data/../../etc/passwd");
+  EXPECT_THAT(Refusal(up), StartsWith("data.train.files[1]: 'data/../../etc/passwd' has a '..'"));
+  v1::JobSpec ckpt = CsvJob();
+  ckpt.mutable_checkpoint()->set_dir("/var/lib/lockstepd/output/../../../root");
+  EXPECT_THAT(Refusal(ckpt), StartsWith("checkpoint.dir: "));
+  v1::JobSpec tb = CsvJob();
+  tb.mutable_summaries()->set_dir("..");
+  EXPECT_THAT(Refusal(tb), StartsWith("summaries.dir: "));
+  v1::JobSpec nul = CsvJob();
+  nul.mutable_data()->mutable_train()->set_files(0, std::string("a\0b", 3));
+  EXPECT_THAT(Refusal(nul), StartsWith("data.train.files[0]: the path holds a NUL byte"));
+  // Relative paths and names that merely contain dots are fine (the worker resolves them).
+  v1::JobSpec fine = CsvJob();
+  fine.mutable_data()->mutable_train()->set_files(0, "digits..v2/train.csv");
+  fine.mutable_checkpoint()->set_dir("runs/a/ckpt");
+  EXPECT_TRUE(ValidateJobSpec(fine).ok()) << ValidateJobSpec(fine);
+  EXPECT_TRUE(CheckJobDirectories(fine).ok());  // relative: the worker's to judge
+}
+
+TEST(JobValidationTest, RefusesModelsAndBatchesOverTheLimitsNamingTheFlag) {
+  const JobLimits limits;        // the defaults
+  v1::JobSpec small = CsvJob();  // 8*4 + 4 parameters
+  EXPECT_TRUE(CheckModelSize(small, limits, 1).ok());
+  EXPECT_TRUE(CheckModelSize(small, JobLimits{.max_model_parameters = 36}, 1).ok());
+  absl::Status params = CheckModelSize(small, JobLimits{.max_model_parameters = 35}, 1);
+  EXPECT_EQ(params.code(), absl::StatusCode::kResourceExhausted) << params;
+  EXPECT_THAT(params.message(), HasSubstr("model: parameters 36"));
+  EXPECT_THAT(params.message(), HasSubstr("--max_model_parameters"));
+
+  // 36 f32 parameters, their gradients and Adam's two slots: 576 bytes.
+  v1::JobSpec adam = CsvJob();
+  adam.mutable_optimizer()->mutable_adam();
+  EXPECT_TRUE(CheckModelSize(adam, JobLimits{.max_model_bytes = 576}, 1).ok());
+  absl::Status bytes = CheckModelSize(adam, JobLimits{.max_model_bytes = 575}, 1);
+  EXPECT_EQ(bytes.code(), absl::StatusCode::kResourceExhausted) << bytes;
+  EXPECT_THAT(bytes.message(), HasSubstr("--max_model_bytes"));
+
+  // Two layers of 2^16 units: 2^32 parameters in the second, over the default.
+  v1::JobSpec huge = CsvJob();
+  huge.mutable_model()->mutable_layers(0)->mutable_dense()->set_units(int64_t{1} << 16);
+  huge.mutable_model()->add_layers()->mutable_dense()->set_units(int64_t{1} << 16);
+  ASSERT_TRUE(ValidateJobSpec(huge).ok()) << ValidateJobSpec(huge);
+  EXPECT_THAT(CheckModelSize(huge, limits, 1).message(), HasSubstr("--max_model_parameters"));
+
+  // The global batch: one replica would hold it all, eight hold an eighth each.
+  v1::JobSpec batch = CsvJob();
+  batch.set_global_batch_size(int64_t{1} << 30);
+  absl::Status one = CheckModelSize(batch, JobLimits{.max_batch_bytes = int64_t{64} << 30}, 1);
+  EXPECT_EQ(one.code(), absl::StatusCode::kResourceExhausted) << one;
+  EXPECT_THAT(one.message(), HasSubstr("global_batch_size: "));
+  EXPECT_THAT(one.message(), HasSubstr("--max_batch_bytes"));
+  EXPECT_TRUE(CheckModelSize(batch, JobLimits{.max_batch_bytes = int64_t{64} << 30}, 1024).ok());
+}
+
 }  // namespace
 }  // namespace coordinator
 }  // namespace lockstep

@@ -1,12 +1,20 @@
 // KvStore: the coordinator's key-value store for rendezvous (peer addresses, NCCL unique
-// ids). Keys are strings scoped by their writers (e.g. "job/attempt/rank0/addr").
+// ids). Keys are strings scoped by their writers (e.g. "jobs/<job>/<attempt>/rank0/addr").
 //
 // Get waits until the key exists or a deadline passes; waits use the injected Clock, so
 // tests drive deadlines with a FakeClock. Shutdown() wakes every waiter.
+//
+// Limits (KvLimits, coordinator flags): a key's and a value's size, and per job the number
+// of entries and the bytes (keys plus values) it holds. A job's keys are those under
+// "jobs/<job>/"; every other key counts towards the workers' common area, which has the same
+// limits; and the Get calls waiting at once. Past a limit the call answers
+// RESOURCE_EXHAUSTED naming the job, the limit and the flag that raises it. DeletePrefix
+// gives the room back.
 // Ownership: owns the data; borrows the Clock. Thread model: thread-safe, one mutex.
 #ifndef LOCKSTEP_COORDINATOR_KV_STORE_H_
 #define LOCKSTEP_COORDINATOR_KV_STORE_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -19,16 +27,33 @@
 namespace lockstep {
 namespace coordinator {
 
+struct KvLimits {
+  int64_t max_key_bytes = 1024;
+  int64_t max_value_bytes = 1 << 20;              // --max_kv_value_bytes
+  int64_t max_entries_per_job = 10000;            // --max_kv_entries_per_job
+  int64_t max_bytes_per_job = int64_t{64} << 20;  // --max_kv_bytes_per_job
+  // Get calls waiting for a key at once (each holds a server thread).
+  int max_waiters = 4096;  // --max_waiting_calls
+};
+
+// The scope a key or barrier id counts towards: "jobs/<job>/" for a job's, "" (the workers'
+// common area) for any other.
+std::string KvScopeOf(const std::string& key);
+// "job <id>" or "the workers' common area", for messages.
+std::string KvScopeName(const std::string& scope);
+
 class KvStore {
  public:
-  explicit KvStore(Clock* clock) : clock_(clock) {}
+  explicit KvStore(Clock* clock, KvLimits limits = {}) : clock_(clock), limits_(limits) {}
 
-  // Errors: INVALID_ARGUMENT (empty key), ALREADY_EXISTS (key set and !overwrite),
-  // UNAVAILABLE (shut down).
+  // Errors: INVALID_ARGUMENT (empty key, a key or value over its size limit),
+  // ALREADY_EXISTS (key set and !overwrite), RESOURCE_EXHAUSTED (the key's job holds as
+  // many entries or bytes as it may), UNAVAILABLE (shut down).
   absl::Status Set(const std::string& key, const std::string& value, bool overwrite);
 
   // Waits until `key` exists or `deadline` passes. Errors: DEADLINE_EXCEEDED naming the
-  // key, UNAVAILABLE (shut down while waiting).
+  // key, RESOURCE_EXHAUSTED when max_waiters calls already wait, UNAVAILABLE (shut down
+  // while waiting).
   absl::StatusOr<std::string> Get(const std::string& key, absl::Time deadline);
 
   // Deletes every key that starts with `prefix` (an ended job attempt's); returns how many.
@@ -39,9 +64,19 @@ class KvStore {
   void Shutdown();
 
  private:
+  struct Usage {
+    int64_t entries = 0;
+    int64_t bytes = 0;
+  };
+  void ReleaseLocked(const std::string& key, const std::string& value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   Clock* const clock_;
+  const KvLimits limits_;
   absl::Mutex mu_;
   std::map<std::string, std::string> data_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Usage> usage_ ABSL_GUARDED_BY(mu_);  // by KvScopeOf
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -68,6 +68,21 @@ TEST(KvStoreTest, SetWakesWaiter) {
   EXPECT_EQ(*result, "v");
 }
 
+TEST(KvStoreTest, WaitingGetsAreLimited) {
+  FakeClock clock;
+  KvStore kv(&clock, KvLimits{.max_waiters = 1});
+  absl::StatusOr<std::string> first;
+  std::thread t([&] { first = kv.Get("k", clock.Now() + absl::Hours(1)); });
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  absl::Status second = kv.Get("other", clock.Now() + absl::Hours(1)).status();
+  EXPECT_TRUE(absl::IsResourceExhausted(second)) << second;
+  EXPECT_THAT(second.message(), HasSubstr("--max_waiting_calls"));
+  ASSERT_TRUE(kv.Set("k", "v", false).ok());
+  EXPECT_EQ(kv.Get("k", clock.Now() + absl::Hours(1)).value(), "v");  // there: no wait
+  t.join();
+  EXPECT_EQ(first.value(), "v");
+}
+
 TEST(KvStoreTest, ShutdownWakesWaiter) {
   FakeClock clock;
   KvStore kv(&clock);
@@ -77,6 +92,43 @@ TEST(KvStoreTest, ShutdownWakesWaiter) {
   kv.Shutdown();
   t.join();
   EXPECT_TRUE(absl::IsUnavailable(result.status()));
+}
+
+TEST(KvStoreTest, EntriesPerJobAreLimitedAndGivenBackWhenTheAttemptEnds) {
+  FakeClock clock;
+  KvStore kv(&clock, KvLimits{.max_entries_per_job = 2});
+  ASSERT_TRUE(kv.Set("jobs/job-1/1/a", "v", false).ok());
+  ASSERT_TRUE(kv.Set("jobs/job-1/1/b", "v", false).ok());
+  ASSERT_TRUE(kv.Set("jobs/job-1/1/b", "w", true).ok());  // an overwrite adds no entry
+  absl::Status full = kv.Set("jobs/job-1/2/c", "v", false);
+  EXPECT_TRUE(absl::IsResourceExhausted(full)) << full;
+  EXPECT_THAT(full.message(), HasSubstr("job job-1 already holds 2 keys"));
+  EXPECT_THAT(full.message(), HasSubstr("--max_kv_entries_per_job"));
+  // Another job and the common area have their own room.
+  EXPECT_TRUE(kv.Set("jobs/job-2/1/a", "v", false).ok());
+  EXPECT_TRUE(kv.Set("shared/a", "v", false).ok());
+  EXPECT_TRUE(kv.Set("shared/b", "v", false).ok());
+  EXPECT_THAT(kv.Set("shared/c", "v", false).message(), HasSubstr("the workers' common area"));
+  EXPECT_EQ(kv.DeletePrefix("jobs/job-1/1/"), 2);
+  EXPECT_TRUE(kv.Set("jobs/job-1/2/c", "v", false).ok());
+}
+
+TEST(KvStoreTest, BytesPerJobAndSizesAreLimited) {
+  FakeClock clock;
+  KvStore kv(&clock, KvLimits{.max_key_bytes = 32, .max_value_bytes = 10, .max_bytes_per_job = 40});
+  EXPECT_THAT(kv.Set(std::string(33, 'k'), "v", false).message(), HasSubstr("key: 33 bytes"));
+  absl::Status big = kv.Set("k", std::string(11, 'v'), false);
+  EXPECT_TRUE(absl::IsInvalidArgument(big)) << big;
+  EXPECT_THAT(big.message(), HasSubstr("--max_kv_value_bytes"));
+  ASSERT_TRUE(kv.Set("jobs/j/1/a", std::string(10, 'v'), false).ok());   // 10 + 10 bytes
+  ASSERT_TRUE(kv.Set("jobs/j/1/b", std::string(10, 'v'), false).ok());   // 40 in all
+  absl::Status full = kv.Set("jobs/j/1/a", std::string(10, 'w'), true);  // same size: fits
+  EXPECT_TRUE(full.ok()) << full;
+  full = kv.Set("jobs/j/1/c", "v", false);
+  EXPECT_TRUE(absl::IsResourceExhausted(full)) << full;
+  EXPECT_THAT(full.message(), HasSubstr("--max_kv_bytes_per_job"));
+  EXPECT_EQ(kv.DeletePrefix("jobs/j/"), 2);
+  EXPECT_TRUE(kv.Set("jobs/j/1/c", "v", false).ok());
 }
 
 }  // namespace

@@ -53,7 +53,49 @@ ABSL_FLAG(std::string, tokens_file, "",
           "Clients' bearer tokens, one per line: `<token> <role> <name>`, role viewer "
           "(status, jobs, describe, watch) or operator (also submit, cancel). SIGHUP reloads it.");
 
+// Limits on what callers control (RESOURCE_EXHAUSTED past one, naming the flag).
+ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest gRPC request accepted, in bytes.");
+ABSL_FLAG(int, max_pending_jobs, 1000, "Jobs queued (PENDING or RESTARTING) at once.");
+ABSL_FLAG(int, retained_jobs, 1000,
+          "Ended jobs kept (GetJob, ListJobs); older ones are deleted from the store and "
+          "memory. 0 keeps every one.");
+ABSL_FLAG(int64_t, max_model_parameters, 1'000'000'000, "Parameters of one job's model.");
+ABSL_FLAG(int64_t, max_model_bytes, int64_t{16} << 30,
+          "Bytes one replica holds for the model: variables, gradients, optimizer slots.");
+ABSL_FLAG(int64_t, max_batch_bytes, int64_t{16} << 30,
+          "Bytes of activations of one replica's share of the global batch (forward and "
+          "backward).");
+ABSL_FLAG(int64_t, max_kv_entries_per_job, 10000, "Key-value entries one job may hold.");
+ABSL_FLAG(int64_t, max_kv_bytes_per_job, int64_t{64} << 20,
+          "Bytes of keys and values one job may hold in the key-value store.");
+ABSL_FLAG(int64_t, max_kv_value_bytes, 1 << 20, "Largest key-value value, in bytes.");
+ABSL_FLAG(int64_t, max_barriers_per_job, 10000, "Barriers one job may hold.");
+ABSL_FLAG(int, max_waiting_calls, 4096,
+          "GetKey calls waiting for a key, and Barrier calls waiting at a barrier, at once "
+          "(each kind).");
+ABSL_FLAG(int, max_job_watches, 256, "WatchJob streams open at once (all clients).");
+ABSL_FLAG(int, max_assignment_watches_per_task, 4, "WatchAssignments streams per worker task.");
+
 namespace {
+
+// The limits flags, into `options`.
+void SetLimits(lockstep::coordinator::CoordinatorServerOptions* options) {
+  options->max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options->jobs.max_pending_jobs = absl::GetFlag(FLAGS_max_pending_jobs);
+  options->jobs.retained_jobs = absl::GetFlag(FLAGS_retained_jobs);
+  options->jobs.limits.max_model_parameters = absl::GetFlag(FLAGS_max_model_parameters);
+  options->jobs.limits.max_model_bytes = absl::GetFlag(FLAGS_max_model_bytes);
+  options->jobs.limits.max_batch_bytes = absl::GetFlag(FLAGS_max_batch_bytes);
+  options->jobs.watches.max_job_watches = absl::GetFlag(FLAGS_max_job_watches);
+  options->jobs.watches.max_assignment_watches_per_task =
+      absl::GetFlag(FLAGS_max_assignment_watches_per_task);
+  options->kv.max_entries_per_job = absl::GetFlag(FLAGS_max_kv_entries_per_job);
+  options->kv.max_bytes_per_job = absl::GetFlag(FLAGS_max_kv_bytes_per_job);
+  options->kv.max_value_bytes = absl::GetFlag(FLAGS_max_kv_value_bytes);
+  options->barriers.max_barriers_per_job = absl::GetFlag(FLAGS_max_barriers_per_job);
+  options->kv.max_waiters = absl::GetFlag(FLAGS_max_waiting_calls);
+  options->barriers.max_waiters = absl::GetFlag(FLAGS_max_waiting_calls);
+}
 
 // mkdir -p; false (errno set) on failure.
 bool MakeDirs(const std::string& path) {
@@ -78,6 +120,7 @@ int Run(sigset_t signals) {
   lockstep::coordinator::CoordinatorServerOptions options;
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
+  SetLimits(&options);
   options.membership.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.membership.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   if (options.membership.heartbeat_interval <= absl::ZeroDuration() ||

@@ -366,7 +366,9 @@ TEST_F(JobsTest, SubmitWatchFollowsAJobToSuccessAndExitsZero) {
     EXPECT_EQ(final.state(), v1::SUCCEEDED);
     EXPECT_EQ(final.progress().step(), 30);
     EXPECT_EQ(final.progress().checkpoint_path(),
-              dir() + "/cli/ckpt/" + chief::CheckpointManager::FileName(30));
+              dir() + "/cli/ckpt/" +
+                  chief::CheckpointManager::FileName(
+                      30, absl::StrCat(json_id, "@", final.created_unix_micros())));
   }
 }
 

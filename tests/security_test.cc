@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "client/coordinator_client.h"
@@ -299,6 +302,147 @@ TEST(InsecureTest, EverythingIsAllowedAndStatusSaysSo) {
   auto status = (*jobs)->GetClusterStatus();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_TRUE(status->insecure());
+}
+
+// Every quantity a caller controls has a limit with a clear error naming the flag that
+// raises it (over real gRPC; plaintext, as the limits do not depend on TLS).
+v1::JobSpec SyntheticJob(int64_t units) {
+  v1::JobSpec spec;
+  spec.set_name("limits");
+  spec.set_num_workers(5);  // more than there are: it stays queued
+  spec.mutable_model()->add_input_shape(8);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(units);
+  spec.mutable_model()->set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
+  spec.mutable_optimizer()->mutable_sgd();
+  spec.mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0.1);
+  spec.mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
+  spec.mutable_data()->mutable_train()->set_synthetic_examples(256);
+  spec.set_global_batch_size(64);
+  spec.set_steps(10);
+  return spec;
+}
+
+// Waits (up to 10 s) until `n` streams are open under `key`.
+bool WaitForWatches(coordinator::CoordinatorServer& server, const std::string& key, int n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (server.jobs()->watches().open(key) != n) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+TEST(LimitsTest, EveryQuantityACallerControlsIsLimited) {
+  coordinator::CoordinatorServerOptions o;
+  o.host = "127.0.0.1";
+  o.tls.insecure = true;
+  o.max_message_bytes = 64 << 10;
+  o.kv.max_entries_per_job = 2;
+  o.barriers.max_barriers_per_job = 1;
+  o.jobs.max_pending_jobs = 1;
+  o.jobs.limits.max_model_parameters = 100;
+  o.jobs.watches.max_job_watches = 1;
+  o.jobs.watches.max_assignment_watches_per_task = 1;
+  auto server = coordinator::CoordinatorServer::Create(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const TlsOptions plain{.insecure = true};
+  auto worker = worker::GrpcCoordinatorClient::Create((*server)->local_address(), plain);
+  ASSERT_TRUE(worker.ok());
+
+  absl::Status big = (*worker)->SetKey("big", std::string(128 << 10, 'x'), false);
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << big;
+  ASSERT_TRUE((*worker)->SetKey("jobs/j/1/a", "v", false).ok());
+  ASSERT_TRUE((*worker)->SetKey("jobs/j/1/b", "v", false).ok());
+  absl::Status keys = (*worker)->SetKey("jobs/j/1/c", "v", false);
+  EXPECT_EQ(keys.code(), absl::StatusCode::kResourceExhausted) << keys;
+  EXPECT_THAT(keys.message(), HasSubstr("--max_kv_entries_per_job"));
+  v1::BarrierRequest barrier;
+  barrier.set_barrier_id("jobs/j/1/x");
+  barrier.set_member("m");
+  barrier.set_parties(1);
+  ASSERT_TRUE((*worker)->Barrier(barrier).ok());
+  barrier.set_barrier_id("jobs/j/1/y");
+  absl::Status barriers = (*worker)->Barrier(barrier);
+  EXPECT_EQ(barriers.code(), absl::StatusCode::kResourceExhausted) << barriers;
+  EXPECT_THAT(barriers.message(), HasSubstr("--max_barriers_per_job"));
+
+  auto jobs =
+      client::CoordinatorClient::Create((*server)->local_address(), plain, absl::Seconds(5));
+  ASSERT_TRUE(jobs.ok());
+  absl::Status model = (*jobs)->SubmitJob(SyntheticJob(64)).status();
+  EXPECT_EQ(model.code(), absl::StatusCode::kResourceExhausted) << model;
+  EXPECT_THAT(model.message(), HasSubstr("--max_model_parameters"));
+  absl::StatusOr<std::string> id = (*jobs)->SubmitJob(SyntheticJob(4));
+  ASSERT_TRUE(id.ok()) << id.status();
+  absl::Status queued = (*jobs)->SubmitJob(SyntheticJob(4)).status();
+  EXPECT_EQ(queued.code(), absl::StatusCode::kResourceExhausted) << queued;
+  EXPECT_THAT(queued.message(), HasSubstr("--max_pending_jobs"));
+
+  // One WatchJob stream is open: a second is refused (no retry: give up at once).
+  absl::StatusOr<v1::JobEvent> first;
+  std::thread watcher([&] { first = (*jobs)->WatchJob(*id, [](const v1::JobEvent&) {}); });
+  ASSERT_TRUE(WaitForWatches(**server, "", 1));
+  absl::Status second = (*jobs)
+                            ->WatchJob(
+                                *id, [](const v1::JobEvent&) {}, absl::InfiniteFuture(), nullptr,
+                                absl::ZeroDuration())
+                            .status();
+  EXPECT_EQ(second.code(), absl::StatusCode::kResourceExhausted) << second;
+  EXPECT_THAT(second.message(), HasSubstr("--max_job_watches"));
+  ASSERT_TRUE((*jobs)->CancelJob(*id).ok());
+  watcher.join();
+  EXPECT_TRUE(first.ok()) << first.status();
+
+  // One WatchAssignments stream per task.
+  v1::RegisterWorkerRequest r;
+  r.set_address("127.0.0.1:31000");
+  r.set_incarnation(NewIncarnation());
+  auto registered = (*worker)->RegisterWorker(r);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  v1::WatchAssignmentsRequest watch;
+  *watch.mutable_task() = registered->task();
+  watch.set_incarnation(r.incarnation());
+  auto stream = (*worker)->WatchAssignments(watch);
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(WaitForWatches(**server, "worker/0", 1));
+  auto again = (*worker)->WatchAssignments(watch);
+  ASSERT_TRUE(again.ok());
+  absl::Status refused = (*again)->Next().status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("--max_assignment_watches_per_task"));
+}
+
+// A job naming files outside a worker's roots fails on the worker, naming the field and the
+// flag, and nothing is written outside (real processes: the local cluster's roots are its work
+// dir and the bundled data).
+TEST(FileRootsTest, AJobsFilesOutsideTheWorkersRootsFailItNamingTheField) {
+  client::LocalClusterOptions o = testing::LocalClusterFor("roots_cluster", 1);
+  o.insecure = true;
+  auto cluster = client::LocalCluster::StartCoordinator(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_TRUE((*cluster)->StartWorkers().ok());
+  ASSERT_TRUE((*cluster)->WaitForAlive(1, absl::Now() + absl::Seconds(20)).ok());
+  auto jobs = client::CoordinatorClient::Create((*cluster)->coordinator_address(),
+                                                TlsOptions{.insecure = true}, absl::Seconds(10));
+  ASSERT_TRUE(jobs.ok());
+  const std::string outside = TmpDir("roots_outside");
+  v1::JobSpec secret = testing::DigitsJob(o.work_dir + "/job");
+  secret.mutable_data()->mutable_train()->set_files(0, "/etc/hostname");
+  v1::JobSpec writes = testing::DigitsJob(o.work_dir + "/job");
+  writes.mutable_summaries()->set_dir(outside + "/tb");
+  for (const auto& [spec, field, flag] :
+       {std::tuple{&secret, "data.train.files[0]: '/etc/hostname'", "--data_root"},
+        std::tuple{&writes, "summaries.dir: ", "--output_root"}}) {
+    absl::StatusOr<std::string> id = (*jobs)->SubmitJob(*spec);
+    ASSERT_TRUE(id.ok()) << id.status();
+    absl::StatusOr<v1::JobEvent> last = (*jobs)->WatchJob(
+        *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(60));
+    ASSERT_TRUE(last.ok()) << last.status();
+    EXPECT_EQ(last->job().state(), v1::FAILED);
+    EXPECT_THAT(last->job().reason(), HasSubstr(field));
+    EXPECT_THAT(last->job().reason(), HasSubstr(flag));
+  }
+  EXPECT_FALSE(std::filesystem::exists(outside + "/tb"));
 }
 
 TEST(SecureByDefaultTest, BinariesRefuseToStartWithoutTlsMaterialUnlessInsecure) {

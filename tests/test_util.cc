@@ -64,6 +64,15 @@ absl::StatusOr<client::LocalCredentials> SecureCoordinator(
   return credentials;
 }
 
+client::LocalClusterOptions LocalClusterFor(const std::string& name, int workers) {
+  client::LocalClusterOptions o;
+  o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");
+  o.lockstepd_bin = Runfile("worker/lockstepd");
+  o.workers = workers;
+  o.work_dir = TmpDir(name);
+  return o;
+}
+
 v1::JobSpec DigitsJob(const std::string& dir) {
   auto spec = client::ReadJobSpecFile(Runfile("examples/jobs/digits_mlp.json"));
   EXPECT_TRUE(spec.ok()) << spec.status();

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/local_cluster.h"
 #include "client/local_credentials.h"
 #include "coordinator/grpc_server.h"
 #include "lockstep/v1/checkpoint.pb.h"
@@ -43,6 +44,9 @@ Result RunTool(std::vector<std::string> argv, const std::string& log,
 // returned credentials (Daemon("worker-0"), Operator(), Viewer()).
 absl::StatusOr<client::LocalCredentials> SecureCoordinator(
     const std::string& name, coordinator::CoordinatorServerOptions* options);
+
+// A local cluster of `workers` lockstepd from this test's runfiles, its work dir TmpDir(name).
+client::LocalClusterOptions LocalClusterFor(const std::string& name, int workers);
 
 // The bundled digits job (examples/jobs/digits_mlp.json) with absolute data paths and its
 // checkpoints and summaries under `dir` (dir/ckpt, dir/tb).

@@ -93,6 +93,10 @@ absl::StatusOr<std::unique_ptr<JobExecutor>> JobExecutor::Create(v1::Partition p
         absl::StrCat("partition.rendezvous_prefix is empty (job ", partition.job_id(),
                      "): the coordinator gives every attempt one; is this coordinator too old?"));
   }
+  if (options.file_roots != nullptr) {
+    // The spec came from a client: its files must lie inside this worker's roots.
+    LS_RETURN_IF_ERROR(options.file_roots->ResolveSpec(partition.mutable_spec()));
+  }
   return std::unique_ptr<JobExecutor>(new JobExecutor(std::move(partition), std::move(options)));
 }
 

@@ -61,6 +61,7 @@
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
 #include "worker/eval_link.h"
+#include "worker/file_roots.h"
 #include "worker/job_chief.h"
 #include "worker/job_input.h"
 #include "worker/job_restore.h"
@@ -78,6 +79,11 @@ struct JobExecutorOptions {
   // This worker's state directory (`lockstepd --state_dir`): its copies of the checkpoints
   // of the jobs it runs, which a restart restores from (job_restore.h). Empty: no copies.
   std::string state_dir;
+  // The directories the job may read data from and write outputs under (`lockstepd
+  // --data_root/--output_root`): Create resolves every path of the spec through them and
+  // refuses the partition naming the field otherwise. Null: paths are used as given
+  // (in-process tests and benchmarks).
+  std::shared_ptr<const FileRoots> file_roots;
   // All-reduce each gradient while the backward pass goes on (the default); false: after it.
   bool overlap_all_reduce = true;
   // Benchmarks: called on Run()'s thread after every completed step. Leave empty otherwise.
@@ -90,7 +96,8 @@ class JobExecutor {
   static const char* StateName(State s);
 
   // INVALID_ARGUMENT naming the field for a partition that cannot run at all (no job id, no
-  // rendezvous prefix). The spec itself is validated once, by the coordinator.
+  // rendezvous prefix, a path outside options.file_roots). The spec itself is validated
+  // once, by the coordinator.
   static absl::StatusOr<std::unique_ptr<JobExecutor>> Create(v1::Partition partition,
                                                              JobExecutorOptions options);
   ~JobExecutor();

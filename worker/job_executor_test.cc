@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -17,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "common/tfrecord.h"
 #include "engine/model_builder.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/chief/event_writer.h"
@@ -28,6 +30,8 @@
 
 namespace lockstep::worker {
 namespace {
+
+using ::testing::HasSubstr;
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
@@ -144,6 +148,36 @@ bool WaitForStep(const JobExecutor& e, int64_t step, absl::Duration timeout) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   return false;
+}
+
+// With file roots (lockstepd --data_root/--output_root), a partition whose files lie outside
+// them is refused before anything runs, naming the field; inside, its paths are resolved.
+TEST(JobExecutor, FilesOutsideTheWorkersRootsAreRefusedNamingTheField) {
+  FakeCoordinatorClient client;
+  const v1::JobSpec spec = DigitsSpec("roots", 1);
+  JobExecutorOptions options;
+  options.client = &client;
+  // The data's real directory (runfiles are symlinks to it).
+  const std::string data_dir =
+      std::filesystem::canonical("examples/data/digits.csv.gz").parent_path().string();
+  options.file_roots =
+      std::make_shared<const FileRoots>(FileRoots::Create({data_dir}, {TempDir("roots")}).value());
+  auto accepted = JobExecutor::Create(PartitionOf(spec, 0, 1), options);
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  EXPECT_EQ((*accepted)->partition().spec().checkpoint().dir(), TempDir("roots/ckpt"));
+
+  options.file_roots = std::make_shared<const FileRoots>(
+      FileRoots::Create({TempDir("elsewhere")}, {TempDir("roots")}).value());
+  absl::Status data = JobExecutor::Create(PartitionOf(spec, 0, 1), options).status();
+  EXPECT_EQ(data.code(), absl::StatusCode::kInvalidArgument) << data;
+  EXPECT_THAT(std::string(data.message()), HasSubstr("data.train.files[0]: "));
+  EXPECT_THAT(std::string(data.message()), HasSubstr("--data_root"));
+
+  options.file_roots = std::make_shared<const FileRoots>(
+      FileRoots::Create({data_dir}, {TempDir("elsewhere")}).value());
+  absl::Status out = JobExecutor::Create(PartitionOf(spec, 0, 1), options).status();
+  EXPECT_THAT(std::string(out.message()), HasSubstr("checkpoint.dir: "));
+  EXPECT_THAT(std::string(out.message()), HasSubstr("--output_root"));
 }
 
 TEST(JobExecutor, OneWorkerTrainsDigitsWithCheckpointAndSummaries) {
@@ -499,12 +533,14 @@ TEST(JobExecutor, APreemptedGroupStopsAfterOneStepWithACheckpointAndResumesThere
   EXPECT_NE(stopped[0].error().find("another worker was preempted"), std::string::npos)
       << stopped[0].error();
   // The chief's checkpoint of that step, and worker 1's own copy.
-  EXPECT_TRUE(chief::CheckpointManager::ReadFile(spec.checkpoint().dir() + "/" +
-                                                 chief::CheckpointManager::FileName(at))
-                  .ok());
-  EXPECT_TRUE(chief::CheckpointManager::ReadFile(TempDir("preempt/w1") + "/checkpoints/restart@1/" +
-                                                 chief::CheckpointManager::FileName(at))
-                  .ok());
+  EXPECT_TRUE(
+      chief::CheckpointManager::ReadFile(spec.checkpoint().dir() + "/" +
+                                         chief::CheckpointManager::FileName(at, "restart@1"))
+          .ok());
+  EXPECT_TRUE(
+      chief::CheckpointManager::ReadFile(TempDir("preempt/w1") + "/checkpoints/restart@1/" +
+                                         chief::CheckpointManager::FileName(at, "restart@1"))
+          .ok());
   std::vector<std::unique_ptr<JobExecutor>> second;
   for (int w = 0; w < 2; ++w) {
     second.push_back(
@@ -536,7 +572,7 @@ TEST(JobExecutor, NewestLocalCheckpointSkipsCorruptAndOtherJobsFiles) {
   }
   EXPECT_EQ(NewestLocalCheckpoint({dir}, "mine@1")->checkpoint.global_step(), 20);
   // Truncate step 20: step 10 is the newest that reads back whole.
-  const std::string path20 = dir + "/" + chief::CheckpointManager::FileName(20);
+  const std::string path20 = dir + "/" + chief::CheckpointManager::FileName(20, "mine@1");
   ASSERT_EQ(::truncate(path20.c_str(), 30), 0);
   EXPECT_EQ(NewestLocalCheckpoint({dir}, "mine@1")->checkpoint.global_step(), 10);
   EXPECT_FALSE(NewestLocalCheckpoint({dir + "/absent"}, "mine@1").has_value());

@@ -29,7 +29,9 @@ std::optional<LocalCheckpoint> NewestLocalCheckpoint(const std::vector<std::stri
                                                      absl::string_view job_uid) {
   std::optional<LocalCheckpoint> newest;
   for (const std::string& dir : dirs) {
-    absl::StatusOr<std::vector<std::string>> paths = chief::CheckpointManager::List(dir);
+    // Files named for the job only; the uid inside each is checked again below.
+    absl::StatusOr<std::vector<std::string>> paths =
+        chief::CheckpointManager::ListOfJob(dir, job_uid);
     if (!paths.ok()) continue;  // no such directory on this host
     for (const std::string& path : *paths) {
       absl::StatusOr<v1::Checkpoint> c = chief::CheckpointManager::ReadFile(path);

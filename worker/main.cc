@@ -8,10 +8,12 @@
 // plaintext with --insecure.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -21,6 +23,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
@@ -32,6 +35,7 @@
 #include "common/tls_options.h"
 #include "spdlog/spdlog.h"
 #include "worker/agent.h"
+#include "worker/file_roots.h"
 #include "worker/grpc_coordinator_client.h"
 #include "worker/job_runner.h"
 
@@ -60,6 +64,13 @@ ABSL_FLAG(std::string, state_dir, "",
           "file system. Default: $STATE_DIRECTORY (systemd's StateDirectory=), else "
           "/var/lib/lockstepd. A directory it cannot write costs a warning per job, not "
           "the job.");
+ABSL_FLAG(std::string, data_root, "",
+          "Directories (comma-separated) jobs may read data files from; a relative path in a "
+          "job is taken under them, and a path outside (symlinks resolved) fails the job "
+          "naming its field. Default: <state_dir>/data.");
+ABSL_FLAG(std::string, output_root, "",
+          "Directories (comma-separated) under which jobs may write checkpoints and "
+          "summaries (checkpoint.dir, summaries.dir). Default: <state_dir>/output.");
 ABSL_FLAG(bool, insecure, false,
           "Plaintext gRPC to the coordinator, no certificate (the coordinator must run "
           "--insecure too). Default: mutual TLS with --tls_ca, --tls_cert, --tls_key.");
@@ -91,6 +102,26 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? "" : v;
+}
+
+// --data_root and --output_root, or their defaults in the state directory (made when they
+// can be: a job names its paths relative to them; one outside is refused naming the flag).
+absl::StatusOr<std::shared_ptr<const lockstep::worker::FileRoots>> MakeFileRoots(
+    const std::string& state_dir) {
+  std::vector<std::string> data = lockstep::worker::SplitRoots(absl::GetFlag(FLAGS_data_root));
+  std::vector<std::string> output = lockstep::worker::SplitRoots(absl::GetFlag(FLAGS_output_root));
+  for (auto [roots, name] : {std::pair{&data, "data"}, std::pair{&output, "output"}}) {
+    if (!roots->empty()) continue;
+    roots->push_back(absl::StrCat(state_dir, "/", name));
+    mkdir(state_dir.c_str(), 0755);
+    mkdir(roots->back().c_str(), 0755);
+  }
+  absl::StatusOr<lockstep::worker::FileRoots> roots =
+      lockstep::worker::FileRoots::Create(std::move(data), std::move(output));
+  if (!roots.ok()) return roots.status();
+  spdlog::info("jobs read data under {} (--data_root) and write outputs under {} (--output_root)",
+               absl::StrJoin(roots->data(), ","), absl::StrJoin(roots->output(), ","));
+  return std::make_shared<const lockstep::worker::FileRoots>(*std::move(roots));
 }
 
 int Run(sigset_t signals) {
@@ -217,6 +248,13 @@ int Run(sigset_t signals) {
     job_options.state_dir = job_options.state_dir.substr(0, job_options.state_dir.find(':'));
   }
   if (job_options.state_dir.empty()) job_options.state_dir = "/var/lib/lockstepd";
+  absl::StatusOr<std::shared_ptr<const lockstep::worker::FileRoots>> roots =
+      MakeFileRoots(job_options.state_dir);
+  if (!roots.ok()) {
+    spdlog::error("{}", std::string(roots.status().message()));
+    return kExitBadConfig;
+  }
+  job_options.file_roots = *std::move(roots);
   lockstep::worker::JobRunner jobs(job_options);
   options.jobs = &jobs;
 

@@ -1,7 +1,10 @@
 #include "client/cli/local_command.h"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -163,6 +166,15 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   options.work_dir = args.Get("work_dir");
   options.pin_workers = args.Has("pin_workers");
   options.insecure = args.Has("insecure");
+  // The job's data may be anywhere on this machine: its directories are data roots too.
+  for (const v1::DataSource& source : {spec.data().train(), spec.data().eval()}) {
+    for (const std::string& f : source.files()) {
+      char real[PATH_MAX];
+      if (realpath(Resolve(f, roots).c_str(), real) == nullptr) continue;  // the job says
+      const std::string file(real);
+      options.data_roots.push_back(file.substr(0, std::max<size_t>(1, file.rfind('/'))));
+    }
+  }
   if (options.insecure) {
     *ctx.err << "warning: --insecure: the local cluster runs plaintext gRPC with no "
                 "authentication and no authorization\n";

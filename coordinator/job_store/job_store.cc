@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -289,6 +290,67 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::List(int limit) {
   }
   if (rc != SQLITE_DONE) return SqliteError(rc, "list jobs");
   return records;
+}
+
+absl::StatusOr<std::vector<std::string>> JobStore::EndedBeyond(int keep) {
+  absl::MutexLock lock(&mu_);
+  // The id and state columns come before the record, so its pages are not read.
+  Statement select(db_,
+                   "SELECT id FROM jobs WHERE state IN (?1, ?2, ?3) ORDER BY seq DESC "
+                   "LIMIT -1 OFFSET ?4");
+  if (select.prepare_rc() != SQLITE_OK) {
+    return SqliteError(select.prepare_rc(), "list ended jobs");
+  }
+  select.BindInt(1, v1::SUCCEEDED);
+  select.BindInt(2, v1::FAILED);
+  select.BindInt(3, v1::CANCELLED);
+  select.BindInt(4, std::max(0, keep));
+  std::vector<std::string> ids;
+  int rc;
+  while ((rc = select.Step()) == SQLITE_ROW) {
+    ids.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(select.get(), 0)),
+                     sqlite3_column_bytes(select.get(), 0));
+  }
+  if (rc != SQLITE_DONE) return SqliteError(rc, "list ended jobs");
+  std::reverse(ids.begin(), ids.end());
+  return ids;
+}
+
+absl::Status JobStore::Delete(const std::vector<std::string>& ids) {
+  if (ids.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(rc, "begin a transaction to delete jobs");
+  auto rollback = [&](absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return status;
+  };
+  for (const std::string& id : ids) {
+    Statement select(db_, "SELECT state FROM jobs WHERE id = ?1");
+    if (select.prepare_rc() != SQLITE_OK) {
+      return rollback(SqliteError(select.prepare_rc(), absl::StrCat("read job ", id)));
+    }
+    select.BindText(1, id);
+    rc = select.Step();
+    if (rc == SQLITE_DONE) continue;
+    if (rc != SQLITE_ROW) return rollback(SqliteError(rc, absl::StrCat("read job ", id)));
+    const auto state = static_cast<JobState>(sqlite3_column_int64(select.get(), 0));
+    if (!IsTerminal(state)) {
+      return rollback(absl::FailedPreconditionError(absl::StrCat(
+          "job ", id, " is ", v1::JobState_Name(state), ": only ended jobs are deleted")));
+    }
+    Statement del(db_, "DELETE FROM jobs WHERE id = ?1");
+    if (del.prepare_rc() != SQLITE_OK) {
+      return rollback(SqliteError(del.prepare_rc(), absl::StrCat("delete job ", id)));
+    }
+    del.BindText(1, id);
+    if ((rc = del.Step()) != SQLITE_DONE) {
+      return rollback(SqliteError(rc, absl::StrCat("delete job ", id)));
+    }
+  }
+  rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return rollback(SqliteError(rc, "commit the deletion of ended jobs"));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<JobRecord> JobStore::UpdateState(absl::string_view id, JobState to,

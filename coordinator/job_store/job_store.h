@@ -97,6 +97,15 @@ class JobStore {
                                                          lockstep::v1::JobProgress progress)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Ids of the ended jobs (SUCCEEDED, FAILED, CANCELLED) older than the newest `keep` ended
+  // ones, oldest first: what a retention of `keep` ended jobs lets go.
+  absl::StatusOr<std::vector<std::string>> EndedBeyond(int keep) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Deletes the records of ended jobs `ids`, in one transaction (the file's pages are reused
+  // by later jobs). FAILED_PRECONDITION naming a job that has not ended; an unknown id is
+  // skipped. Ids are never reused (the AUTOINCREMENT key remembers the highest).
+  absl::Status Delete(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Whether the state machine allows from -> to.
   static bool IsValidTransition(lockstep::v1::JobState from, lockstep::v1::JobState to);
   static bool IsTerminal(lockstep::v1::JobState state);

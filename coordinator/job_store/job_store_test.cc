@@ -19,6 +19,7 @@ namespace {
 using ::lockstep::v1::JobProgress;
 using ::lockstep::v1::JobRecord;
 using ::lockstep::v1::JobState;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string TestDir() {
@@ -227,6 +228,28 @@ TEST_F(JobStoreTest, ConcurrentCreatesGetDistinctIds) {
   for (size_t i = 0; i < all->size(); ++i) {
     EXPECT_EQ((*all)[i].id(), absl::StrFormat("job-%06d", 40 - i));
   }
+}
+
+TEST_F(JobStoreTest, EndedJobsBeyondTheRetentionAreDeletedAndIdsNeverReused) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(store->Create("j", "").ok());
+  // job-000001..3 end, job-000004 runs, job-000005 is pending.
+  for (const char* id : {"job-000001", "job-000002", "job-000003"}) {
+    ASSERT_TRUE(store->UpdateState(id, v1::CANCELLED, "test").ok());
+  }
+  ASSERT_TRUE(store->UpdateState("job-000004", v1::RUNNING, "test").ok());
+  absl::StatusOr<std::vector<std::string>> old = store->EndedBeyond(1);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_THAT(*old, ElementsAre("job-000001", "job-000002"));
+  absl::Status running = store->Delete({"job-000004"});
+  EXPECT_EQ(running.code(), absl::StatusCode::kFailedPrecondition) << running;
+  ASSERT_TRUE(store->Delete(*old).ok());
+  EXPECT_TRUE(absl::IsNotFound(store->Get("job-000001").status()));
+  EXPECT_TRUE(store->Get("job-000004").ok());
+  EXPECT_TRUE(store->EndedBeyond(1)->empty());
+  EXPECT_EQ(store->List()->size(), 3u);
+  EXPECT_EQ(store->Create("j", "")->id(), "job-000006");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "client/local_cluster.h"
 #include "common/net.h"
 #include "common/status.h"
 #include "common/tf_config.h"
@@ -107,6 +108,7 @@ absl::Status NetnsCluster::StartWorker(int i) {
   for (std::string& f : client::LocalCredentials::Flags(tls)) sp.argv.push_back(std::move(f));
   // The name the throwaway coordinator certificate carries (it is reached at 10.77.0.1).
   sp.argv.push_back("--tls_server_name=localhost");
+  for (std::string& f : client::LocalRootFlags(options_.work_dir)) sp.argv.push_back(std::move(f));
   sp.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
   sp.log_file = absl::StrCat(options_.work_dir, "/", worker_log_name(i), ".log");
   if (worker_starts_[i]++ > 0) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -44,14 +45,30 @@ uint64_t GetLe64(const char* p) {
   return v;
 }
 
-// The step in a checkpoint file name, or -1 if `name` is not one.
-int64_t StepFromName(absl::string_view name) {
-  if (!absl::ConsumePrefix(&name, kPrefix) || !absl::ConsumeSuffix(&name, kSuffix)) return -1;
-  if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) return -1;
-  int64_t step;
-  if (!absl::SimpleAtoi(name, &step)) return -1;
-  return step;
+// A checkpoint file name's parts: "ckpt-<step>[.<job key>].lsckpt".
+struct NameParts {
+  int64_t step = -1;  // -1: not a checkpoint file name
+  std::string job_key;
+};
+
+NameParts ParseName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kPrefix) || !absl::ConsumeSuffix(&name, kSuffix)) return {};
+  NameParts parts;
+  const size_t dot = name.find('.');
+  if (dot != absl::string_view::npos) {
+    parts.job_key = std::string(name.substr(dot + 1));
+    name = name.substr(0, dot);
+    if (parts.job_key.empty() || parts.job_key != CheckpointManager::JobKey(parts.job_key)) {
+      return {};
+    }
+  }
+  if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) return {};
+  if (!absl::SimpleAtoi(name, &parts.step)) return {};
+  return parts;
 }
+
+// The step in a checkpoint file name, or -1 if `name` is not one.
+int64_t StepFromName(absl::string_view name) { return ParseName(name).step; }
 
 // Names in `dir` for which `keep(name)` holds. NOT_FOUND if `dir` does not exist.
 absl::StatusOr<std::vector<std::string>> ListNames(const std::string& dir,
@@ -69,14 +86,35 @@ absl::StatusOr<std::vector<std::string>> ListNames(const std::string& dir,
   return names;
 }
 
+// `names` in `dir` as paths, newest step first.
+std::vector<std::string> SortedPaths(const std::string& dir, std::vector<std::string> names) {
+  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return StepFromName(a) > StepFromName(b);
+  });
+  for (std::string& n : names) n = absl::StrCat(dir, "/", n);
+  return names;
+}
+
 absl::Status DataLoss(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("corrupt checkpoint: ", what));
 }
 
 }  // namespace
 
-std::string CheckpointManager::FileName(int64_t global_step) {
-  return absl::StrFormat("%s%010d%s", kPrefix, global_step, kSuffix);
+std::string CheckpointManager::JobKey(absl::string_view job_uid) {
+  std::string key(job_uid);
+  for (char& c : key) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '@') {
+      c = '_';
+    }
+  }
+  return key;
+}
+
+std::string CheckpointManager::FileName(int64_t global_step, absl::string_view job_uid) {
+  const std::string key = JobKey(job_uid);
+  return absl::StrFormat("%s%010d%s%s%s", kPrefix, global_step, key.empty() ? "" : ".", key,
+                         kSuffix);
 }
 
 std::string CheckpointManager::Encode(const lockstep::v1::Checkpoint& checkpoint) {
@@ -98,8 +136,8 @@ absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::Decode(absl::string_
   }
   const char* h = bytes.data();
   if (GetLe32(h) != kMagic) {
-    return DataLoss(absl::StrFormat("wrong magic 0x%08x (want 0x%08x): not a checkpoint file",
-                                    GetLe32(h), kMagic));
+    // The file's bytes are not quoted: errors travel to every viewer of the job.
+    return DataLoss(absl::StrFormat("wrong magic (want 0x%08x): not a checkpoint file", kMagic));
   }
   if (UnmaskCrc32c(GetLe32(h + 20)) != Crc32c(h, 20)) return DataLoss("header CRC mismatch");
   if (GetLe32(h + 4) != kFormatVersion) {
@@ -136,11 +174,17 @@ absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::ReadFile(const std::
 absl::StatusOr<std::vector<std::string>> CheckpointManager::List(const std::string& dir) {
   LS_ASSIGN_OR_RETURN(std::vector<std::string> names,
                       ListNames(dir, [](const char* n) { return StepFromName(n) >= 0; }));
-  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-    return StepFromName(a) > StepFromName(b);
-  });
-  for (std::string& n : names) n = absl::StrCat(dir, "/", n);
-  return names;
+  return SortedPaths(dir, std::move(names));
+}
+
+absl::StatusOr<std::vector<std::string>> CheckpointManager::ListOfJob(const std::string& dir,
+                                                                      absl::string_view job_uid) {
+  const std::string key = JobKey(job_uid);
+  LS_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, [&key](const char* n) {
+                        const NameParts parts = ParseName(n);
+                        return parts.step >= 0 && parts.job_key == key;
+                      }));
+  return SortedPaths(dir, std::move(names));
 }
 
 absl::StatusOr<CheckpointManager::Restored> CheckpointManager::RestoreLatest(
@@ -187,7 +231,8 @@ absl::StatusOr<std::string> CheckpointManager::Save(const lockstep::v1::Checkpoi
   const std::string context = absl::StrCat("job ", checkpoint.job_id(), " attempt ",
                                            checkpoint.attempt(), ": checkpoint of step ", step);
   if (step < 0) return absl::InvalidArgumentError(absl::StrCat(context, ": negative step"));
-  const std::string final_path = absl::StrCat(options_.dir, "/", FileName(step));
+  const std::string final_path =
+      absl::StrCat(options_.dir, "/", FileName(step, checkpoint.job_uid()));
   std::string temp_path =
       absl::StrCat(options_.dir, "/", kTempPrefix, step, kSuffix, kTempMarker, "XXXXXX");
   int fd = ::mkstemp(temp_path.data());
@@ -206,13 +251,14 @@ absl::StatusOr<std::string> CheckpointManager::Save(const lockstep::v1::Checkpoi
   }
   LS_RETURN_IF_ERROR(Annotate(FsyncDir(options_.dir), context));
   // The new checkpoint is durable; failing to delete old ones is not worth failing the job.
-  absl::Status pruned = Prune();
+  absl::Status pruned = Prune(checkpoint.job_uid());
   if (!pruned.ok()) spdlog::warn("{}: pruning old checkpoints: {}", context, pruned.ToString());
   return final_path;
 }
 
-absl::Status CheckpointManager::Prune() {
-  LS_ASSIGN_OR_RETURN(std::vector<std::string> paths, List(options_.dir));
+absl::Status CheckpointManager::Prune(absl::string_view job_uid) {
+  // Only this job's files: another job's checkpoints in the same directory are not ours.
+  LS_ASSIGN_OR_RETURN(std::vector<std::string> paths, ListOfJob(options_.dir, job_uid));
   for (size_t i = options_.keep_last; i < paths.size(); ++i) {
     if (::unlink(paths[i].c_str()) != 0 && errno != ENOENT) {
       return PathError(errno, "delete old checkpoint", paths[i]);

@@ -1,6 +1,11 @@
 // Chief checkpoints: durable, atomically published, CRC-checked, the last K kept.
 //
-// File format, ckpt-<global_step, 10 digits>.lsckpt (all integers little-endian):
+// File name: ckpt-<global_step, 10 digits>.<job key>.lsckpt, the job key being the
+// checkpoint's job_uid with every character but letters, digits, '-', '_' and '@' made '_'
+// (ckpt-<step>.lsckpt for a checkpoint with no job_uid). So jobs that share a directory
+// never overwrite each other's files, and pruning deletes only the saving job's own.
+//
+// File format (all integers little-endian):
 //   offset  0  uint32  magic 0x4B43534C ("LSCK" on disk)
 //           4  uint32  format version (1)
 //           8  uint64  payload length in bytes
@@ -12,9 +17,9 @@
 //
 // Save(): write to a temporary file in the same directory (".ckpt-*.tmp.XXXXXX", never
 // matched as a checkpoint), fsync it, rename it into place, fsync the directory, then delete
-// all but the newest keep_last checkpoints. A crash at any point leaves either the previous
-// set of checkpoints or the new one, never a visible partial file; stale temporary files are
-// removed by the next Create().
+// all but the newest keep_last checkpoints of the same job (ListOfJob). A crash at any point leaves
+// either the previous set of checkpoints or the new one, never a visible partial file; stale
+// temporary files are removed by the next Create().
 //
 // RestoreLatest(): lists the directory newest step first and returns the first file that
 // reads back whole (magic, version, length, both CRCs, proto parse, step matching the name);
@@ -66,8 +71,9 @@ class CheckpointManager {
   // keep"); removes temporary files a crashed Save() left. INVALID_ARGUMENT naming the field.
   static absl::StatusOr<std::unique_ptr<CheckpointManager>> Create(Options options);
 
-  // Durably writes `checkpoint` as ckpt-<global_step>.lsckpt and prunes old ones; returns
-  // the new file's path. A checkpoint of the same step replaces the old one atomically.
+  // Durably writes `checkpoint` as FileName(global_step, job_uid) and prunes the job's old
+  // ones (never another job's); returns the new file's path. A checkpoint of the same job
+  // and step replaces the old one atomically.
   // Errors (from the file system) name the job, attempt, step and path.
   absl::StatusOr<std::string> Save(const lockstep::v1::Checkpoint& checkpoint)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -80,6 +86,9 @@ class CheckpointManager {
 
   // Paths of files named like checkpoints in `dir`, newest step first (not validated).
   static absl::StatusOr<std::vector<std::string>> List(const std::string& dir);
+  // The same, only the files named for the job `job_uid` (JobKey).
+  static absl::StatusOr<std::vector<std::string>> ListOfJob(const std::string& dir,
+                                                            absl::string_view job_uid);
 
   // Reads and validates one checkpoint file. DATA_LOSS naming the path and what is wrong
   // (truncated, bad magic, unknown version, header or payload CRC mismatch, parse failure).
@@ -89,12 +98,16 @@ class CheckpointManager {
   static std::string Encode(const lockstep::v1::Checkpoint& checkpoint);
   static absl::StatusOr<lockstep::v1::Checkpoint> Decode(absl::string_view bytes);
 
-  // "ckpt-0000000042.lsckpt".
-  static std::string FileName(int64_t global_step);
+  // "ckpt-0000000042.job-000007@1732000000000000.lsckpt"; "ckpt-0000000042.lsckpt" for an
+  // empty job_uid.
+  static std::string FileName(int64_t global_step, absl::string_view job_uid = "");
+  // `job_uid` as it appears in file names.
+  static std::string JobKey(absl::string_view job_uid);
 
  private:
   explicit CheckpointManager(Options options) : options_(std::move(options)) {}
-  absl::Status Prune() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes all but the newest keep_last checkpoints of `job_uid`.
+  absl::Status Prune(absl::string_view job_uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   absl::Mutex mu_;

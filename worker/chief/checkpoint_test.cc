@@ -20,6 +20,7 @@ namespace {
 using ::lockstep::v1::Checkpoint;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A fresh directory per test, under TEST_TMPDIR.
 std::string TestDir() {
@@ -117,6 +118,43 @@ TEST(CheckpointTest, KeepsOnlyTheNewestK) {
   EXPECT_EQ(CheckpointManager::RestoreLatest(dir)->checkpoint.global_step(), 50);
 }
 
+// Two jobs share a checkpoint directory: each names its files by its job_uid, so neither
+// overwrites the other's step nor prunes the other's files.
+TEST(CheckpointTest, PruningKeepsAnotherJobsFiles) {
+  std::string dir = TestDir();
+  auto manager = MakeManager(dir, 2);
+  ASSERT_NE(manager, nullptr);
+  for (int64_t step : {10, 20}) {
+    Checkpoint c = MakeCheckpoint(step);
+    c.set_job_uid("job-000001@17");
+    ASSERT_TRUE(manager->Save(c).ok());
+  }
+  // A file of a job whose uid has characters that are not kept in names.
+  Checkpoint odd = MakeCheckpoint(5);
+  odd.set_job_uid("a/b c");
+  ASSERT_TRUE(manager->Save(odd).ok());
+  for (int64_t step : {10, 20, 30, 40}) {
+    Checkpoint c = MakeCheckpoint(step);
+    c.set_job_uid("job-000002@18");
+    absl::StatusOr<std::string> path = manager->Save(c);
+    ASSERT_TRUE(path.ok()) << path.status();
+    EXPECT_EQ(*path, dir + "/" + CheckpointManager::FileName(step, "job-000002@18"));
+  }
+  EXPECT_THAT(
+      DirEntries(dir),
+      ElementsAre("ckpt-0000000005.a_b_c.lsckpt", "ckpt-0000000010.job-000001@17.lsckpt",
+                  "ckpt-0000000020.job-000001@17.lsckpt", "ckpt-0000000030.job-000002@18.lsckpt",
+                  "ckpt-0000000040.job-000002@18.lsckpt"));
+  EXPECT_EQ(CheckpointManager::ReadFile(dir + "/ckpt-0000000020.job-000001@17.lsckpt")->job_uid(),
+            "job-000001@17");
+  absl::StatusOr<std::vector<std::string>> mine =
+      CheckpointManager::ListOfJob(dir, "job-000001@17");
+  ASSERT_TRUE(mine.ok());
+  EXPECT_THAT(*mine, ElementsAre(dir + "/ckpt-0000000020.job-000001@17.lsckpt",
+                                 dir + "/ckpt-0000000010.job-000001@17.lsckpt"));
+  EXPECT_EQ(CheckpointManager::List(dir)->size(), 5u);
+}
+
 TEST(CheckpointTest, StepsPastTenDigitsSortNumerically) {
   std::string dir = TestDir();
   auto manager = MakeManager(dir, 5);
@@ -177,6 +215,9 @@ TEST(CheckpointTest, WrongMagicIsSkippedAndNothingValidIsNotFound) {
   ASSERT_TRUE(WriteAll(fd, std::string(64, 'z'), path).ok());
   ::close(fd);
   EXPECT_THAT(CheckpointManager::ReadFile(path).status().message(), HasSubstr("wrong magic"));
+  // The file's bytes ('z' = 0x7a) are not quoted.
+  EXPECT_THAT(std::string(CheckpointManager::ReadFile(path).status().message()),
+              Not(HasSubstr("7a7a")));
   absl::StatusOr<CheckpointManager::Restored> restored = CheckpointManager::RestoreLatest(dir);
   EXPECT_EQ(restored.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(restored.status().message(), HasSubstr("1 checkpoint files skipped"));

@@ -1,0 +1,63 @@
+// WatchLimits: how many server streams may be open at once. WatchJob streams (clients) are
+// counted together, WatchAssignments streams per task (one is normal; a reconnecting worker
+// may briefly hold a second). Open*() hands out a Slot that gives its place back when it is
+// destroyed (at the end of the stream's handler); past a limit it answers RESOURCE_EXHAUSTED
+// naming the limit and the coordinator flag that raises it.
+// Ownership: owns the counts; a Slot must not outlive its WatchLimits.
+// Thread model: thread-safe, one mutex.
+#ifndef LOCKSTEP_COORDINATOR_WATCH_LIMITS_H_
+#define LOCKSTEP_COORDINATOR_WATCH_LIMITS_H_
+
+#include <map>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace lockstep {
+namespace coordinator {
+
+struct WatchLimitOptions {
+  int max_job_watches = 256;                // --max_job_watches
+  int max_assignment_watches_per_task = 4;  // --max_assignment_watches_per_task
+};
+
+class WatchLimits {
+ public:
+  // An open stream's place; movable, gives the place back when destroyed.
+  class Slot {
+   public:
+    Slot(Slot&& other) noexcept;
+    Slot& operator=(Slot&&) = delete;
+    ~Slot();
+
+   private:
+    friend class WatchLimits;
+    Slot(WatchLimits* owner, std::string key) : owner_(owner), key_(std::move(key)) {}
+    WatchLimits* owner_;
+    std::string key_;
+  };
+
+  explicit WatchLimits(WatchLimitOptions options = {}) : options_(options) {}
+
+  // RESOURCE_EXHAUSTED when max_job_watches WatchJob streams are open.
+  absl::StatusOr<Slot> OpenJobWatch();
+  // RESOURCE_EXHAUSTED when `task` has max_assignment_watches_per_task streams open.
+  absl::StatusOr<Slot> OpenAssignmentWatch(const std::string& task);
+  // Streams open under `key` ("" for WatchJob, the task's name for WatchAssignments).
+  int open(const std::string& key) const;
+
+ private:
+  absl::StatusOr<Slot> Open(const std::string& key, int limit, const std::string& what);
+  void Release(const std::string& key);
+
+  const WatchLimitOptions options_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, int> open_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace coordinator
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_COORDINATOR_WATCH_LIMITS_H_
