@@ -47,7 +47,14 @@ HealthServer::~HealthServer() { Shutdown(); }
 
 void HealthServer::SetServing(bool serving) {
   absl::MutexLock l(&mu_);
-  if (!shut_down_) lockstep::SetServing(server_.get(), serving);
+  if (!shut_down_ && !draining_) lockstep::SetServing(server_.get(), serving);
+}
+
+void HealthServer::Drain() {
+  absl::MutexLock l(&mu_);
+  if (shut_down_) return;
+  draining_ = true;
+  lockstep::SetServing(server_.get(), false);
 }
 
 void HealthServer::Shutdown() {

@@ -5,6 +5,7 @@
 //
 //   NOT_SERVING (starting) --SetServing(true)--> SERVING --SetServing(false)--> NOT_SERVING
 //                                                  ^------- SetServing(true) ------'
+//   any --Drain()--> NOT_SERVING, DRAINING: SetServing is ignored from then on
 //   any --Shutdown()--> NOT_SERVING for good (Watch streams are told, then the port closes)
 //
 // The health service is gRPC's own (its default health check service), which gRPC attaches
@@ -47,6 +48,8 @@ class HealthServer {
 
   int port() const { return port_; }
   void SetServing(bool serving);
+  // NOT_SERVING from now on: the daemon is draining (SIGTERM, shutdown).
+  void Drain();
   void Shutdown();
 
  private:
@@ -56,6 +59,7 @@ class HealthServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   absl::Mutex mu_;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -23,6 +23,10 @@ TEST(HealthServerTest, NotServingUntilToldThenFollowsSetServing) {
   (*s)->SetServing(false);  // draining
   EXPECT_EQ(CheckHealth(address).value(), HealthStatus::kNotServing);
   (*s)->SetServing(true);
+  (*s)->Drain();
+  EXPECT_EQ(CheckHealth(address).value(), HealthStatus::kNotServing);
+  (*s)->SetServing(true);  // ignored once draining
+  EXPECT_EQ(CheckHealth(address).value(), HealthStatus::kNotServing);
   (*s)->Shutdown();
   EXPECT_FALSE(CheckHealth(address, "", absl::Seconds(1)).ok());
 }

@@ -22,8 +22,10 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/health_server.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "common/net.h"
 #include "common/process.h"
 #include "common/sched.h"
@@ -34,6 +36,7 @@
 #include "worker/agent.h"
 #include "worker/grpc_coordinator_client.h"
 #include "worker/job_runner.h"
+#include "worker/worker_metrics.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: $LOCKSTEP_COORDINATOR).");
 ABSL_FLAG(std::string, tf_config, "", "File holding TF_CONFIG JSON (default: $TF_CONFIG).");
@@ -75,6 +78,14 @@ ABSL_FLAG(std::string, cpu_affinity, "",
           "CPUs this worker and all its threads run on, in Linux's list syntax (\"0-3,6\", as "
           "taskset -c and systemd's CPUAffinity=). Default: every CPU it is allowed. "
           "`lockstep local --pin_workers` gives each worker CPUs of its own.");
+ABSL_FLAG(std::string, metrics_address, "",
+          "HOST:PORT to serve Prometheus metrics on: plain HTTP, /metrics only (lockstep_worker_*; "
+          "port 0: any free port, logged). Empty: no metrics.");
+ABSL_FLAG(std::string, health_address, "",
+          "HOST:PORT to serve the gRPC health service (grpc.health.v1.Health) on in plaintext, "
+          "and nothing else, for Kubernetes' gRPC probes: SERVING once registered with a task, "
+          "NOT_SERVING while starting and after SIGTERM (draining). Port 0: any free port, "
+          "logged. Empty: none.");
 
 namespace {
 
@@ -217,6 +228,32 @@ int Run(sigset_t signals) {
     job_options.state_dir = job_options.state_dir.substr(0, job_options.state_dir.find(':'));
   }
   if (job_options.state_dir.empty()) job_options.state_dir = "/var/lib/lockstepd";
+  // Monitoring: metrics, and the health port (NOT_SERVING until the agent is ALIVE, and for
+  // good once draining). Both outlive the jobs and the agent, which report to them.
+  lockstep::MetricsRegistry registry;
+  lockstep::worker::WorkerMetrics metrics(&registry);
+  std::unique_ptr<lockstep::HealthServer> health;
+  if (const std::string address = absl::GetFlag(FLAGS_metrics_address); !address.empty()) {
+    if (absl::Status s = registry.Serve(address); !s.ok()) {
+      spdlog::error("{}", std::string(s.message()));
+      return kExitBadConfig;
+    }
+    const std::string host = address.substr(0, address.rfind(':'));
+    spdlog::info("serving /metrics on {}:{}", host, registry.port());
+    job_options.metrics = &metrics;
+  }
+  if (const std::string address = absl::GetFlag(FLAGS_health_address); !address.empty()) {
+    absl::StatusOr<std::unique_ptr<lockstep::HealthServer>> h =
+        lockstep::HealthServer::Create(address);
+    if (!h.ok()) {
+      spdlog::error("{}", std::string(h.status().message()));
+      return kExitBadConfig;
+    }
+    health = *std::move(h);
+    spdlog::info("serving grpc.health.v1.Health on {}:{}", address.substr(0, address.rfind(':')),
+                 health->port());
+    options.on_alive = [&health](bool alive) { health->SetServing(alive); };
+  }
   lockstep::worker::JobRunner jobs(job_options);
   options.jobs = &jobs;
 
@@ -234,6 +271,7 @@ int Run(sigset_t signals) {
   int sig = 0;
   sigwait(&signals, &sig);
   if (sig != SIGUSR1) {
+    if (health != nullptr) health->Drain();
     if (sig == SIGTERM) {
       // A preemption (Kubernetes eviction, systemctl stop): the group checkpoints first. The
       // coordinator learns we are leaving before our PREEMPTED report, so it does not give us
