@@ -9,6 +9,7 @@
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
+#include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -21,19 +22,26 @@ namespace lockstep {
 // every scrape sees the values they set.
 class MetricsRegistry::Refresher : public prometheus::Collectable {
  public:
-  void Add(std::function<void()> refresh) {
+  int Add(std::function<void()> refresh) {
     absl::MutexLock l(&mu_);
-    refreshers_.push_back(std::move(refresh));
+    refreshers_.emplace(next_id_, std::move(refresh));
+    return next_id_++;
+  }
+  // Waits for a running callback: they run under mu_.
+  void Remove(int id) {
+    absl::MutexLock l(&mu_);
+    refreshers_.erase(id);
   }
   std::vector<prometheus::MetricFamily> Collect() const override {
     absl::MutexLock l(&mu_);
-    for (const auto& refresh : refreshers_) refresh();
+    for (const auto& [id, refresh] : refreshers_) refresh();
     return {};
   }
 
  private:
   mutable absl::Mutex mu_;
-  std::vector<std::function<void()>> refreshers_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::function<void()>> refreshers_ ABSL_GUARDED_BY(mu_);  // in the order added
+  int next_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 void Counter::Increment(double by) const {
@@ -80,7 +88,9 @@ Counter MetricsRegistry::AddCounter(const std::string& name, const std::string& 
 Gauge MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
                                 const MetricLabels& labels) {
   try {
-    return Gauge(&prometheus::BuildGauge().Name(name).Help(help).Register(*registry_).Add(labels));
+    prometheus::Family<prometheus::Gauge>& family =
+        prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
+    return Gauge(&family, &family.Add(labels));
   } catch (const std::exception& e) {
     spdlog::error("metrics: gauge {}: {}", name, e.what());
     return Gauge();
@@ -102,9 +112,15 @@ Histogram MetricsRegistry::AddHistogram(const std::string& name, const std::stri
   }
 }
 
-void MetricsRegistry::OnCollect(std::function<void()> refresh) {
-  refresher_->Add(std::move(refresh));
+void MetricsRegistry::Remove(const Gauge& gauge) {
+  if (gauge.family_ != nullptr) gauge.family_->Remove(gauge.g_);
 }
+
+int MetricsRegistry::OnCollect(std::function<void()> refresh) {
+  return refresher_->Add(std::move(refresh));
+}
+
+void MetricsRegistry::RemoveOnCollect(int id) { refresher_->Remove(id); }
 
 absl::Status MetricsRegistry::Serve(const std::string& address) {
   LS_ASSIGN_OR_RETURN(const HostPort listen, ParseListenAddress(address, "--metrics_address"));

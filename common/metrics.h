@@ -31,6 +31,8 @@
 namespace prometheus {
 class Counter;
 class Exposer;
+template <typename T>
+class Family;
 class Gauge;
 class Histogram;
 class Registry;
@@ -60,7 +62,9 @@ class Gauge {
 
  private:
   friend class MetricsRegistry;
-  explicit Gauge(prometheus::Gauge* g) : g_(g) {}
+  Gauge(prometheus::Family<prometheus::Gauge>* family, prometheus::Gauge* g)
+      : family_(family), g_(g) {}
+  prometheus::Family<prometheus::Gauge>* family_ = nullptr;
   prometheus::Gauge* g_ = nullptr;
 };
 
@@ -92,7 +96,13 @@ class MetricsRegistry {
   Gauge AddGauge(const std::string& name, const std::string& help, const MetricLabels& labels = {});
   Histogram AddHistogram(const std::string& name, const std::string& help,
                          const std::vector<double>& buckets, const MetricLabels& labels = {});
-  void OnCollect(std::function<void()> refresh);
+  // Drops a gauge's series (a task that is gone); the handle must not be used after.
+  void Remove(const Gauge& gauge);
+  // Returns an id for RemoveOnCollect.
+  int OnCollect(std::function<void()> refresh);
+  // Removes a callback; once it returns, the callback is not running and never runs again
+  // (its owner may go).
+  void RemoveOnCollect(int id);
 
   // Serves `/metrics` over plain HTTP on `address` ("HOST:PORT"; port 0: any free port, read
   // back with port()). INVALID_ARGUMENT for an address that is not HOST:PORT, UNAVAILABLE

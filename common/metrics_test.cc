@@ -49,9 +49,12 @@ TEST(MetricsRegistryTest, OnCollectRunsBeforeEveryScrape) {
   MetricsRegistry m;
   Gauge g = m.AddGauge("lockstep_refreshed", "Set at scrape time.");
   int calls = 0;
-  m.OnCollect([&] { g.Set(++calls); });
+  const int id = m.OnCollect([&] { g.Set(++calls); });
   EXPECT_THAT(m.TextFormat(), HasSubstr("lockstep_refreshed 1"));
   EXPECT_THAT(m.TextFormat(), HasSubstr("lockstep_refreshed 2"));
+  m.RemoveOnCollect(id);
+  EXPECT_THAT(m.TextFormat(), HasSubstr("lockstep_refreshed 2"));
+  EXPECT_EQ(calls, 2);
 }
 
 TEST(MetricsRegistryTest, ServesMetricsOverHttpOnAnyFreePort) {
@@ -80,6 +83,18 @@ TEST(MetricsRegistryTest, BadOrBusyAddressIsAnError) {
   absl::Status busy = m.Serve(absl::StrCat("127.0.0.1:", first.port()));
   EXPECT_EQ(busy.code(), absl::StatusCode::kUnavailable) << busy;
   EXPECT_THAT(std::string(busy.message()), HasSubstr("--metrics_address"));
+}
+
+TEST(MetricsRegistryTest, RemovedGaugeLeavesTheOutput) {
+  MetricsRegistry m;
+  Gauge a = m.AddGauge("lockstep_age_seconds", "Per task.", {{"task", "worker/0"}});
+  m.AddGauge("lockstep_age_seconds", "Per task.", {{"task", "worker/1"}}).Set(2);
+  a.Set(1);
+  EXPECT_THAT(m.TextFormat(), HasSubstr("task=\"worker/0\""));
+  m.Remove(a);
+  m.Remove(Gauge());  // a no-op
+  EXPECT_THAT(m.TextFormat(), Not(HasSubstr("task=\"worker/0\"")));
+  EXPECT_THAT(m.TextFormat(), HasSubstr("lockstep_age_seconds{task=\"worker/1\"} 2"));
 }
 
 TEST(ExponentialBucketsTest, MultipliesFromStart) {

@@ -11,10 +11,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/health_server.h"
 #include "common/incarnation.h"
 #include "common/net.h"
 #include "common/status.h"
 #include "coordinator/grpc_service.h"
+#include "coordinator/rpc_metrics_interceptor.h"
 #include "spdlog/spdlog.h"
 
 namespace lockstep {
@@ -80,6 +82,13 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   std::string address = HostPort{s->options_.host, s->options_.port}.ToString();
   builder.AddListeningPort(address, ServerCredentials(s->options_.tls), &s->port_);
   builder.RegisterService(s->service_.get());
+  EnableHealthService();  // grpc.health.v1.Health on this port too
+  if (s->options_.metrics != nullptr) {
+    s->options_.metrics->Track(&s->membership_, s->jobs_.get());
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> timing;
+    timing.push_back(RpcMetricsInterceptor(s->options_.metrics));
+    builder.experimental().SetInterceptorCreators(std::move(timing));
+  }
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(
@@ -122,6 +131,10 @@ void CoordinatorServer::Shutdown() {
     stopping_ = true;
   }
   if (sweeper_.joinable()) sweeper_.join();
+  if (options_.metrics != nullptr) options_.metrics->Track(nullptr, nullptr);
+  if (server_ != nullptr && server_->GetHealthCheckService() != nullptr) {
+    server_->GetHealthCheckService()->Shutdown();  // NOT_SERVING: draining
+  }
   service_->Shutdown();  // wake waiting GetKey/Barrier first, so Shutdown below is quick
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   server_->Wait();

@@ -18,11 +18,14 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/health_server.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "common/net.h"
 #include "common/process.h"
 #include "common/signals.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/grpc_server.h"
 #include "spdlog/spdlog.h"
 
@@ -52,6 +55,14 @@ ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls_cert.");
 ABSL_FLAG(std::string, tokens_file, "",
           "Clients' bearer tokens, one per line: `<token> <role> <name>`, role viewer "
           "(status, jobs, describe, watch) or operator (also submit, cancel). SIGHUP reloads it.");
+ABSL_FLAG(std::string, metrics_address, "",
+          "HOST:PORT to serve Prometheus metrics on: plain HTTP, /metrics only "
+          "(lockstep_coordinator_*; port 0: any free port, logged). Empty: no metrics.");
+ABSL_FLAG(std::string, health_address, "",
+          "HOST:PORT to serve the gRPC health service (grpc.health.v1.Health) on in plaintext, "
+          "and nothing else, for Kubernetes' gRPC probes (the main port serves it too, over "
+          "TLS): NOT_SERVING while the job store loads and once shutting down. Port 0: any free "
+          "port, logged. Empty: none.");
 
 namespace {
 
@@ -119,6 +130,32 @@ int Run(sigset_t signals) {
   }
   options.state_dir = state_dir;
 
+  // Monitoring: metrics, and the health port, NOT_SERVING until the job store is loaded and
+  // the main port open. Both outlive the server.
+  lockstep::MetricsRegistry registry;
+  lockstep::coordinator::CoordinatorMetrics metrics(&registry);
+  std::unique_ptr<lockstep::HealthServer> health;
+  if (const std::string address = absl::GetFlag(FLAGS_metrics_address); !address.empty()) {
+    if (absl::Status s = registry.Serve(address); !s.ok()) {
+      spdlog::error("{}", std::string(s.message()));
+      return 2;
+    }
+    spdlog::info("serving /metrics on {}:{}", address.substr(0, address.rfind(':')),
+                 registry.port());
+    options.metrics = &metrics;
+  }
+  if (const std::string address = absl::GetFlag(FLAGS_health_address); !address.empty()) {
+    absl::StatusOr<std::unique_ptr<lockstep::HealthServer>> h =
+        lockstep::HealthServer::Create(address);
+    if (!h.ok()) {
+      spdlog::error("{}", std::string(h.status().message()));
+      return 2;
+    }
+    health = *std::move(h);
+    spdlog::info("serving grpc.health.v1.Health on {}:{}", address.substr(0, address.rfind(':')),
+                 health->port());
+  }
+
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Create(options);
   if (!server.ok()) {
     spdlog::error("{}", server.status().ToString());
@@ -145,6 +182,7 @@ int Run(sigset_t signals) {
       absl::FormatDuration(options.membership.heartbeat_interval),
       absl::FormatDuration(options.membership.heartbeat_timeout),
       absl::FormatDuration((*server)->jobs()->failure_grace()), state_dir);
+  if (health != nullptr) health->SetServing(true);
 
   int sig = 0;
   while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
@@ -164,6 +202,7 @@ int Run(sigset_t signals) {
     (*server)->SetTokens(std::move(*table));
   }
   spdlog::info("{} received: shutting down", strsignal(sig));
+  if (health != nullptr) health->Drain();
   (*server)->Shutdown();
   spdlog::info("coordinator stopped");
   return 0;
