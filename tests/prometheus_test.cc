@@ -12,7 +12,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "client/subprocess.h"
 #include "common/health_check.h"
 #include "common/http_get.h"
@@ -67,6 +69,19 @@ bool Eventually(F pred, absl::Time deadline) {
 }
 
 std::string Local(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+// `text` for a URL's query string.
+std::string UrlEncode(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (isalnum(c) || c == '_' || c == '-' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += absl::StrFormat("%%%02X", c);
+    }
+  }
+  return out;
+}
 
 class PrometheusTest : public ::testing::Test {
  protected:
@@ -264,6 +279,32 @@ TEST_F(PrometheusTest, PrometheusScrapesACluster) {
         "lockstep_coordinator_rpc_seconds_bucket", "lockstep_coordinator_rpcs_total"}) {
     EXPECT_EQ(ours.count(expected), 1u) << expected;
   }
+
+  // Every query of the shipped Grafana dashboard is valid PromQL and names only metrics
+  // Prometheus holds.
+  const nlohmann::json dashboard = nlohmann::json::parse(
+      ReadFile(Runfile("deploy/grafana/lockstep-dashboard.json")), nullptr, false);
+  ASSERT_FALSE(dashboard.is_discarded());
+  int queries = 0;
+  for (const nlohmann::json& panel : dashboard["panels"]) {
+    if (!panel.contains("targets")) continue;
+    for (const nlohmann::json& target : panel["targets"]) {
+      const std::string expr = absl::StrReplaceAll(
+          target["expr"].get<std::string>(), {{"$__rate_interval", "5s"}, {"$instance", ".*"}});
+      absl::StatusOr<std::string> answer =
+          HttpGet("127.0.0.1", *web, "/api/v1/query?query=" + UrlEncode(expr));
+      EXPECT_TRUE(answer.ok()) << panel["title"] << ": " << expr << ": " << answer.status();
+      ++queries;
+      for (size_t at = expr.find("lockstep_"); at != std::string::npos;
+           at = expr.find("lockstep_", at + 1)) {
+        const size_t end = expr.find_first_not_of("abcdefghijklmnopqrstuvwxyz_", at);
+        const std::string name = expr.substr(at, end - at);
+        EXPECT_EQ(ours.count(name), 1u) << panel["title"] << " queries " << name;
+        at = end - 1;
+      }
+    }
+  }
+  EXPECT_GT(queries, 15);
 
   // Draining: a SIGTERM makes the worker leave cleanly (its health port with it).
   for (auto& w : workers) EXPECT_EQ(w->Stop(absl::Seconds(20)), 0);
