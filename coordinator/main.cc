@@ -18,10 +18,9 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "common/health_server.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
-#include "common/metrics.h"
+#include "common/monitoring.h"
 #include "common/net.h"
 #include "common/process.h"
 #include "common/signals.h"
@@ -134,27 +133,13 @@ int Run(sigset_t signals) {
   // the main port open. Both outlive the server.
   lockstep::MetricsRegistry registry;
   lockstep::coordinator::CoordinatorMetrics metrics(&registry);
-  std::unique_ptr<lockstep::HealthServer> health;
-  if (const std::string address = absl::GetFlag(FLAGS_metrics_address); !address.empty()) {
-    if (absl::Status s = registry.Serve(address); !s.ok()) {
-      spdlog::error("{}", std::string(s.message()));
-      return 2;
-    }
-    spdlog::info("serving /metrics on {}:{}", address.substr(0, address.rfind(':')),
-                 registry.port());
-    options.metrics = &metrics;
+  absl::StatusOr<std::unique_ptr<lockstep::HealthServer>> health = lockstep::ServeMonitoring(
+      absl::GetFlag(FLAGS_metrics_address), absl::GetFlag(FLAGS_health_address), &registry);
+  if (!health.ok()) {
+    spdlog::error("{}", std::string(health.status().message()));
+    return 2;
   }
-  if (const std::string address = absl::GetFlag(FLAGS_health_address); !address.empty()) {
-    absl::StatusOr<std::unique_ptr<lockstep::HealthServer>> h =
-        lockstep::HealthServer::Create(address);
-    if (!h.ok()) {
-      spdlog::error("{}", std::string(h.status().message()));
-      return 2;
-    }
-    health = *std::move(h);
-    spdlog::info("serving grpc.health.v1.Health on {}:{}", address.substr(0, address.rfind(':')),
-                 health->port());
-  }
+  if (!absl::GetFlag(FLAGS_metrics_address).empty()) options.metrics = &metrics;
 
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Create(options);
   if (!server.ok()) {
@@ -182,7 +167,7 @@ int Run(sigset_t signals) {
       absl::FormatDuration(options.membership.heartbeat_interval),
       absl::FormatDuration(options.membership.heartbeat_timeout),
       absl::FormatDuration((*server)->jobs()->failure_grace()), state_dir);
-  if (health != nullptr) health->SetServing(true);
+  if (*health != nullptr) (*health)->SetServing(true);
 
   int sig = 0;
   while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
@@ -202,7 +187,7 @@ int Run(sigset_t signals) {
     (*server)->SetTokens(std::move(*table));
   }
   spdlog::info("{} received: shutting down", strsignal(sig));
-  if (health != nullptr) health->Drain();
+  if (*health != nullptr) (*health)->Drain();
   (*server)->Shutdown();
   spdlog::info("coordinator stopped");
   return 0;

@@ -22,10 +22,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/health_server.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
-#include "common/metrics.h"
+#include "common/monitoring.h"
 #include "common/net.h"
 #include "common/process.h"
 #include "common/sched.h"
@@ -232,27 +231,15 @@ int Run(sigset_t signals) {
   // good once draining). Both outlive the jobs and the agent, which report to them.
   lockstep::MetricsRegistry registry;
   lockstep::worker::WorkerMetrics metrics(&registry);
-  std::unique_ptr<lockstep::HealthServer> health;
-  if (const std::string address = absl::GetFlag(FLAGS_metrics_address); !address.empty()) {
-    if (absl::Status s = registry.Serve(address); !s.ok()) {
-      spdlog::error("{}", std::string(s.message()));
-      return kExitBadConfig;
-    }
-    const std::string host = address.substr(0, address.rfind(':'));
-    spdlog::info("serving /metrics on {}:{}", host, registry.port());
-    job_options.metrics = &metrics;
+  absl::StatusOr<std::unique_ptr<lockstep::HealthServer>> health = lockstep::ServeMonitoring(
+      absl::GetFlag(FLAGS_metrics_address), absl::GetFlag(FLAGS_health_address), &registry);
+  if (!health.ok()) {
+    spdlog::error("{}", std::string(health.status().message()));
+    return kExitBadConfig;
   }
-  if (const std::string address = absl::GetFlag(FLAGS_health_address); !address.empty()) {
-    absl::StatusOr<std::unique_ptr<lockstep::HealthServer>> h =
-        lockstep::HealthServer::Create(address);
-    if (!h.ok()) {
-      spdlog::error("{}", std::string(h.status().message()));
-      return kExitBadConfig;
-    }
-    health = *std::move(h);
-    spdlog::info("serving grpc.health.v1.Health on {}:{}", address.substr(0, address.rfind(':')),
-                 health->port());
-    options.on_alive = [&health](bool alive) { health->SetServing(alive); };
+  if (!absl::GetFlag(FLAGS_metrics_address).empty()) job_options.metrics = &metrics;
+  if (*health != nullptr) {
+    options.on_alive = [h = health->get()](bool alive) { h->SetServing(alive); };
   }
   lockstep::worker::JobRunner jobs(job_options);
   options.jobs = &jobs;
@@ -271,7 +258,7 @@ int Run(sigset_t signals) {
   int sig = 0;
   sigwait(&signals, &sig);
   if (sig != SIGUSR1) {
-    if (health != nullptr) health->Drain();
+    if (*health != nullptr) (*health)->Drain();
     if (sig == SIGTERM) {
       // A preemption (Kubernetes eviction, systemctl stop): the group checkpoints first. The
       // coordinator learns we are leaving before our PREEMPTED report, so it does not give us
