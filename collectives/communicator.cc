@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "collectives/observed_transport.h"
 #include "collectives/transport/peer_failure.h"
 #include "common/sched.h"
 #include "common/status.h"
@@ -62,7 +63,8 @@ void CollectiveHandle::Finish(absl::Status status) {
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
-    std::unique_ptr<Transport> transport, const AlgorithmOptions& requested) {
+    std::unique_ptr<Transport> transport, const AlgorithmOptions& requested,
+    CollectiveObserver* observer) {
   if (transport == nullptr) return absl::InvalidArgumentError("communicator: null transport");
   // What CreateCommunicator did not choose for its transport gets the defaults.
   const AlgorithmOptions options =
@@ -83,11 +85,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
           " exactly once, got [", absl::StrJoin(options.ring_order, ","), "]"));
     }
   }
-  return std::unique_ptr<Communicator>(new Communicator(std::move(transport), options));
+  if (observer != nullptr) {
+    transport = std::make_unique<ObservedTransport>(std::move(transport), observer);
+  }
+  return std::unique_ptr<Communicator>(new Communicator(std::move(transport), options, observer));
 }
 
-Communicator::Communicator(std::unique_ptr<Transport> transport, const AlgorithmOptions& options)
-    : transport_(std::move(transport)), options_(options) {
+Communicator::Communicator(std::unique_ptr<Transport> transport, const AlgorithmOptions& options,
+                           CollectiveObserver* observer)
+    : transport_(std::move(transport)), options_(options), observer_(observer) {
   worker_ = std::thread([this] { WorkerLoop(); });
 }
 
@@ -190,8 +196,10 @@ void Communicator::WorkerLoop() {
 }
 
 void Communicator::CountAllReduce(size_t bytes, absl::Time started) {
+  const absl::Duration took = absl::Now() - started;
   async_all_reduce_bytes_.fetch_add(static_cast<int64_t>(bytes));
-  async_all_reduce_ns_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - started));
+  async_all_reduce_ns_.fetch_add(absl::ToInt64Nanoseconds(took));
+  if (observer_ != nullptr) observer_->AllReduceDone(bytes, took, size());
 }
 
 Communicator::AllReduceTotals Communicator::async_all_reduce_totals() const {

@@ -50,6 +50,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/collective_observer.h"
 #include "collectives/transport/transport.h"
 #include "collectives/types.h"
 
@@ -78,8 +79,11 @@ using Handle = std::shared_ptr<CollectiveHandle>;
 
 class Communicator {
  public:
-  static absl::StatusOr<std::unique_ptr<Communicator>> Create(std::unique_ptr<Transport> transport,
-                                                              const AlgorithmOptions& options);
+  // `observer` (optional, borrowed, must outlive the communicator) is told every message's
+  // bytes by peer and every counted all-reduce (collective_observer.h).
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(
+      std::unique_ptr<Transport> transport, const AlgorithmOptions& options,
+      CollectiveObserver* observer = nullptr);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -149,7 +153,8 @@ class Communicator {
   // Adds an all-reduce of `bytes` that ran from `started` until now to the totals.
   void CountAllReduce(size_t bytes, absl::Time started);
 
-  Communicator(std::unique_ptr<Transport> transport, const AlgorithmOptions& options);
+  Communicator(std::unique_ptr<Transport> transport, const AlgorithmOptions& options,
+               CollectiveObserver* observer);
   Handle Submit(Body body, absl::Time deadline, const char* what, size_t all_reduce_bytes = 0);
   // A handle already finished with `status` (an argument refused before queueing).
   static Handle Finished(absl::Status status);
@@ -172,6 +177,7 @@ class Communicator {
 
   const std::unique_ptr<Transport> transport_;
   const AlgorithmOptions options_;
+  CollectiveObserver* const observer_;  // may be null
   std::atomic<bool> aborted_{false};
   std::atomic<int64_t> async_all_reduce_bytes_{0};
   std::atomic<int64_t> async_all_reduce_ns_{0};

@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
     }
     algorithms.ring_order = RingOrderForCpus(cpus);
   }
-  return Communicator::Create(std::move(transport).value(), algorithms);
+  return Communicator::Create(std::move(transport).value(), algorithms, config.observer);
 }
 
 }  // namespace collectives

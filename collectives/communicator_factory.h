@@ -44,6 +44,8 @@ struct CommunicatorConfig {
   ShmOptions shm;
   // kInProc only: the hub shared by the group's threads.
   std::shared_ptr<InProcHub> inproc_hub;
+  // Told what the communicator moves (metrics); optional, must outlive the communicator.
+  CollectiveObserver* observer = nullptr;
 };
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const CommunicatorConfig& config,

@@ -75,6 +75,24 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
   return out;
 }
 
+absl::StatusOr<HostPort> ParseListenAddress(absl::string_view address, absl::string_view flag) {
+  // ParseHostPort wants a port a peer can dial: check the rest with a stand-in for port 0.
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " \"", address,
+                     "\": expected HOST:PORT (PORT 0: any free port), e.g. \"0.0.0.0:9400\""));
+  }
+  absl::StatusOr<HostPort> checked =
+      ParseHostPort(absl::StrCat(address.substr(0, colon), ":", port == 0 ? 1 : port));
+  if (!checked.ok())
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", checked.status().message()));
+  checked->port = port;
+  return checked;
+}
+
 absl::Status WritePortFile(const std::string& path, int port) {
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   {

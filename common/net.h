@@ -26,6 +26,10 @@ struct HostPort {
 // INVALID_ARGUMENT saying what is wrong (no port, port out of range, unbracketed IPv6).
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address);
 
+// Parses an address to listen on: as ParseHostPort, but port 0 (any free port) is allowed.
+// `flag` ("--metrics_address") prefixes every message.
+absl::StatusOr<HostPort> ParseListenAddress(absl::string_view address, absl::string_view flag);
+
 // Writes `port` to `path` atomically (a temporary file renamed into place), so a reader
 // never sees a partial number.
 absl::Status WritePortFile(const std::string& path, int port);

@@ -21,6 +21,20 @@ TEST(NetTest, ParsesHostPort) {
   EXPECT_FALSE(ParseHostPort("h:0").ok());
 }
 
+TEST(NetTest, ParsesListenAddressesWithPortZero) {
+  absl::StatusOr<HostPort> any = ParseListenAddress("127.0.0.1:0", "--metrics_address");
+  ASSERT_TRUE(any.ok()) << any.status();
+  EXPECT_EQ(any->host, "127.0.0.1");
+  EXPECT_EQ(any->port, 0);
+  EXPECT_EQ(ParseListenAddress("[::]:9400", "--health_address")->host, "::");
+  for (const char* bad :
+       {"127.0.0.1", "127.0.0.1:", "host:-1", "host:65536", ":9400", "::1:9400"}) {
+    absl::StatusOr<HostPort> p = ParseListenAddress(bad, "--metrics_address");
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(p.status().message().find("--metrics_address"), absl::string_view::npos) << bad;
+  }
+}
+
 TEST(NetTest, PortFileRoundTrips) {
   std::string path = absl::StrCat(getenv("TEST_TMPDIR"), "/port_roundtrip");
   ASSERT_TRUE(WritePortFile(path, 4321).ok());

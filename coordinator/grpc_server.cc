@@ -11,12 +11,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/health_server.h"
 #include "common/incarnation.h"
 #include "common/net.h"
 #include "common/status.h"
 #include "coordinator/grpc_authorizer.h"
 #include "coordinator/grpc_job_service.h"
 #include "coordinator/grpc_worker_service.h"
+#include "coordinator/rpc_metrics_interceptor.h"
 #include "spdlog/spdlog.h"
 
 namespace lockstep {
@@ -87,6 +89,13 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   builder.RegisterService(s->worker_service_.get());
   builder.RegisterService(s->job_service_.get());
   builder.SetMaxReceiveMessageSize(s->options_.max_message_bytes);
+  EnableHealthService();  // grpc.health.v1.Health on this port too
+  if (s->options_.metrics != nullptr) {
+    s->options_.metrics->Track(&s->membership_, s->jobs_.get());
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> timing;
+    timing.push_back(RpcMetricsInterceptor(s->options_.metrics));
+    builder.experimental().SetInterceptorCreators(std::move(timing));
+  }
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(
@@ -129,6 +138,10 @@ void CoordinatorServer::Shutdown() {
     stopping_ = true;
   }
   if (sweeper_.joinable()) sweeper_.join();
+  if (options_.metrics != nullptr) options_.metrics->Track(nullptr, nullptr);
+  if (server_ != nullptr && server_->GetHealthCheckService() != nullptr) {
+    server_->GetHealthCheckService()->Shutdown();  // NOT_SERVING: draining
+  }
   // Wake waiting GetKey/Barrier calls and open streams first, so Shutdown below is quick.
   kv_.Shutdown();
   barriers_.Shutdown();

@@ -13,6 +13,9 @@
 // borrows the Clock. Thread model: Create/Shutdown from one thread; accessors are
 // thread-safe. Shutdown() (also run by the destructor) stops accepting calls, wakes every
 // waiting GetKey/Barrier and joins every thread.
+// Health: the port also serves grpc.health.v1.Health (common/health_server.h), SERVING from
+// the start (the job store is loaded before the port opens), NOT_SERVING once Shutdown()
+// begins.
 #ifndef LOCKSTEP_COORDINATOR_GRPC_SERVER_H_
 #define LOCKSTEP_COORDINATOR_GRPC_SERVER_H_
 
@@ -27,6 +30,7 @@
 #include "common/clock.h"
 #include "common/tls_options.h"
 #include "coordinator/barriers.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/job_service.h"
 #include "coordinator/job_store/job_store.h"
 #include "coordinator/kv_store.h"
@@ -65,6 +69,9 @@ struct CoordinatorServerOptions {
   KvLimits kv;
   BarrierLimits barriers;
   Clock* clock = Clock::Real();
+  // Prometheus metrics: RPC latencies (an interceptor) and, at every scrape, tasks and jobs.
+  // Optional; must outlive the server.
+  CoordinatorMetrics* metrics = nullptr;
 };
 
 class CoordinatorServer {

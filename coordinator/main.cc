@@ -20,9 +20,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
+#include "common/monitoring.h"
 #include "common/net.h"
 #include "common/process.h"
 #include "common/signals.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/grpc_server.h"
 #include "spdlog/spdlog.h"
 
@@ -52,6 +54,14 @@ ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls_cert.");
 ABSL_FLAG(std::string, tokens_file, "",
           "Clients' bearer tokens, one per line: `<token> <role> <name>`, role viewer "
           "(status, jobs, describe, watch) or operator (also submit, cancel). SIGHUP reloads it.");
+ABSL_FLAG(std::string, metrics_address, "",
+          "HOST:PORT to serve Prometheus metrics on: plain HTTP, /metrics only "
+          "(lockstep_coordinator_*; port 0: any free port, logged). Empty: no metrics.");
+ABSL_FLAG(std::string, health_address, "",
+          "HOST:PORT to serve the gRPC health service (grpc.health.v1.Health) on in plaintext, "
+          "and nothing else, for Kubernetes' gRPC probes (the main port serves it too, over "
+          "TLS): NOT_SERVING while the job store loads and once shutting down. Port 0: any free "
+          "port, logged. Empty: none.");
 
 // Limits on what callers control (RESOURCE_EXHAUSTED past one, naming the flag).
 ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest gRPC request accepted, in bytes.");
@@ -162,6 +172,18 @@ int Run(sigset_t signals) {
   }
   options.state_dir = state_dir;
 
+  // Monitoring: metrics, and the health port, NOT_SERVING until the job store is loaded and
+  // the main port open. Both outlive the server.
+  lockstep::MetricsRegistry registry;
+  lockstep::coordinator::CoordinatorMetrics metrics(&registry);
+  absl::StatusOr<std::unique_ptr<lockstep::HealthServer>> health = lockstep::ServeMonitoring(
+      absl::GetFlag(FLAGS_metrics_address), absl::GetFlag(FLAGS_health_address), &registry);
+  if (!health.ok()) {
+    spdlog::error("{}", std::string(health.status().message()));
+    return 2;
+  }
+  if (!absl::GetFlag(FLAGS_metrics_address).empty()) options.metrics = &metrics;
+
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Create(options);
   if (!server.ok()) {
     spdlog::error("{}", server.status().ToString());
@@ -188,6 +210,7 @@ int Run(sigset_t signals) {
       absl::FormatDuration(options.membership.heartbeat_interval),
       absl::FormatDuration(options.membership.heartbeat_timeout),
       absl::FormatDuration((*server)->jobs()->failure_grace()), state_dir);
+  if (*health != nullptr) (*health)->SetServing(true);
 
   int sig = 0;
   while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
@@ -207,6 +230,7 @@ int Run(sigset_t signals) {
     (*server)->SetTokens(std::move(*table));
   }
   spdlog::info("{} received: shutting down", strsignal(sig));
+  if (*health != nullptr) (*health)->Drain();
   (*server)->Shutdown();
   spdlog::info("coordinator stopped");
   return 0;

@@ -42,6 +42,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   base.secret = options.secret;
   base.listen_host = options.listen_host;
   base.connect_timeout = options.connect_timeout;
+  base.observer = options.observer;
   if (options.communication.implementation == CommunicationOptions::Implementation::kRing) {
     base.algorithms.algorithm = collectives::AllReduceAlgorithm::kRing;
   }

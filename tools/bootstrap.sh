@@ -24,6 +24,8 @@ PACKAGES=(
   # The multi-host test tier (tests/netns): `ip netns`, veth, bridge, `tc` (iproute2) and
   # packet filters for partitions and loss (nftables).
   iproute2 nftables
+  # Monitoring: metrics (prometheus-cpp) and the Prometheus server its end-to-end test scrapes.
+  prometheus-cpp-dev prometheus
 )
 
 missing=()

@@ -38,7 +38,9 @@ void Agent::SetState(State next, const std::string& why) {
   if (next == state_) return;
   spdlog::info("{}: {} -> {}{}{}", Who(), StateName(state_), StateName(next),
                why.empty() ? "" : ": ", why);
+  const bool was_alive = state_ == State::kAlive;
   state_ = next;
+  if (options_.on_alive && was_alive != (next == State::kAlive)) options_.on_alive(!was_alive);
 }
 
 Agent::State Agent::state() const {

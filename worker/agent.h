@@ -37,6 +37,7 @@
 #define LOCKSTEP_WORKER_AGENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -65,6 +66,9 @@ struct AgentOptions {
   absl::Duration max_backoff = absl::Seconds(2);
   // Receives partitions and aborts, reports on jobs; null: this worker runs no jobs.
   AssignmentHandler* jobs = nullptr;
+  // Called on entering ALIVE (true) and on leaving it (false): lockstepd's health status.
+  // Runs with the agent's lock held: it must not call the agent.
+  std::function<void(bool alive)> on_alive;
 };
 
 class Agent {

@@ -74,6 +74,36 @@ TEST(AgentTest, ReRegistersWhenToldLost) {
   t.join();
 }
 
+TEST(AgentTest, OnAliveFollowsEnteringAndLeavingAlive) {
+  FakeCoordinatorClient client;
+  std::atomic<int> beats{0};
+  client.on_heartbeat = [&](const v1::HeartbeatRequest&) {
+    return ++beats == 2 ? absl::AbortedError("worker/0 was marked LOST") : absl::OkStatus();
+  };
+  absl::Mutex mu;
+  std::vector<bool> calls;
+  AgentOptions options = Options(TaskRef{"worker", 0});
+  options.on_alive = [&](bool alive) {
+    absl::MutexLock l(&mu);
+    calls.push_back(alive);
+  };
+  Agent agent(options, &client, Clock::Real());
+  std::thread t([&] { agent.Run().IgnoreError(); });
+  // Alive, lost (re-registering), alive again.
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock l(&mu);
+    return calls.size() >= 3;
+  }));
+  agent.Stop();
+  t.join();
+  absl::MutexLock l(&mu);
+  ASSERT_GE(calls.size(), 4u);
+  EXPECT_EQ(calls[0], true);
+  EXPECT_EQ(calls[1], false);
+  EXPECT_EQ(calls[2], true);
+  EXPECT_EQ(calls.back(), false) << "stopping leaves ALIVE";
+}
+
 TEST(AgentTest, DynamicRegistrationKeepsAssignedTask) {
   FakeCoordinatorClient client;
   std::vector<bool> had_task;

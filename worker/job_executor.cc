@@ -1,5 +1,7 @@
 #include "worker/job_executor.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -56,6 +58,12 @@ absl::StatusOr<double> LocalTrainAccuracy(engine::Executor& executor,
     examples += result.batch_size;
   }
   return examples > 0 ? correct / examples : 0.0;
+}
+
+// The size of the file at `path` (a checkpoint just written), 0 when it cannot be read.
+int64_t FileBytes(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
 }
 
 }  // namespace
@@ -325,6 +333,7 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
   so.transport = options_.transport;
   so.listen_host = options_.listen_host;
   so.connect_timeout = options_.rendezvous_timeout;
+  so.observer = options_.metrics;
   absl::StatusOr<std::unique_ptr<distribute::Strategy>> strategy = MakeJobStrategy(partition_, so);
   if (!strategy.ok()) return Annotate(strategy.status(), "joining the job's group");
   session->strategy = std::move(*strategy);
@@ -405,11 +414,15 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
       spec.summaries().every_steps() > 0 ? spec.summaries().every_steps() : 10;
   const int64_t batches_per_step = BatchesPerStep(spec);
   auto checkpoint = [&](int64_t step) -> absl::Status {
+    const absl::Time started = clock_->Now();
     LS_ASSIGN_OR_RETURN(std::string path,
                         s.chief->SaveCheckpoint(step, *s.trainer,
                                                 DataPositionAfter(step * batches_per_step, s.epoch,
                                                                   s.dataset->steps_returned())));
     if (!path.empty()) UpdateReport([&](v1::JobReport& r) { r.set_checkpoint_path(path); });
+    if (options_.metrics != nullptr && !path.empty()) {
+      options_.metrics->CheckpointWritten(clock_->Now() - started, FileBytes(path));
+    }
     return absl::OkStatus();
   };
   auto evaluate = [&](int64_t step) -> absl::Status {
@@ -431,6 +444,7 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
   for (int64_t step = s.restored.step + 1; step <= total_steps; ++step) {
     if (aborted()) return absl::AbortedError("aborted");
     std::vector<std::vector<distribute::DistributedValues>> micro;
+    const absl::Time input_started = clock_->Now();
     for (int64_t m = 0; m < batches_per_step; ++m) {
       LS_ASSIGN_OR_RETURN(auto next, s.dataset->Next());
       if (!next.has_value()) {
@@ -438,10 +452,12 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
       }
       micro.push_back(*std::move(next));
     }
+    const absl::Duration input_wait = clock_->Now() - input_started;
     absl::StatusOr<distribute::TrainStepResult> r =
         s.trainer->Step(absl::MakeConstSpan(micro), preempt_requested_.load());
     if (!r.ok()) return Annotate(r.status(), absl::StrCat("step ", step));
     if (options_.on_step) options_.on_step(step, *r);
+    if (options_.metrics != nullptr) options_.metrics->StepDone(*r, input_wait);
     window.Add(*r);
     const bool last = step == total_steps;
     if (step % summary_every == 0 || last) {
@@ -450,6 +466,7 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
       const WindowSummary summary =
           window.Close(step, clock_->Now(), ops.GradientAllReduceStats(),
                        s.trainer->optimizer().learning_rate(), train_accuracy);
+      if (options_.metrics != nullptr) options_.metrics->WindowClosed(summary.examples_per_sec);
       UpdateReport([&](v1::JobReport& rep) {
         summary.ApplyTo(&rep);
         if (s.epoch.steps_per_epoch > 0) {

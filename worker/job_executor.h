@@ -65,6 +65,7 @@
 #include "worker/job_chief.h"
 #include "worker/job_input.h"
 #include "worker/job_restore.h"
+#include "worker/worker_metrics.h"
 
 namespace lockstep {
 namespace worker {
@@ -86,6 +87,9 @@ struct JobExecutorOptions {
   std::shared_ptr<const FileRoots> file_roots;
   // All-reduce each gradient while the backward pass goes on (the default); false: after it.
   bool overlap_all_reduce = true;
+  // lockstepd's metrics (steps, their phases, checkpoints, the collectives); optional, must
+  // outlive the executor.
+  WorkerMetrics* metrics = nullptr;
   // Benchmarks: called on Run()'s thread after every completed step. Leave empty otherwise.
   std::function<void(int64_t step, const distribute::TrainStepResult& result)> on_step;
 };

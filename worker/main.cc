@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
+#include "common/monitoring.h"
 #include "common/net.h"
 #include "common/process.h"
 #include "common/sched.h"
@@ -38,6 +39,7 @@
 #include "worker/file_roots.h"
 #include "worker/grpc_coordinator_client.h"
 #include "worker/job_runner.h"
+#include "worker/worker_metrics.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: $LOCKSTEP_COORDINATOR).");
 ABSL_FLAG(std::string, tf_config, "", "File holding TF_CONFIG JSON (default: $TF_CONFIG).");
@@ -86,6 +88,14 @@ ABSL_FLAG(std::string, cpu_affinity, "",
           "CPUs this worker and all its threads run on, in Linux's list syntax (\"0-3,6\", as "
           "taskset -c and systemd's CPUAffinity=). Default: every CPU it is allowed. "
           "`lockstep local --pin_workers` gives each worker CPUs of its own.");
+ABSL_FLAG(std::string, metrics_address, "",
+          "HOST:PORT to serve Prometheus metrics on: plain HTTP, /metrics only (lockstep_worker_*; "
+          "port 0: any free port, logged). Empty: no metrics.");
+ABSL_FLAG(std::string, health_address, "",
+          "HOST:PORT to serve the gRPC health service (grpc.health.v1.Health) on in plaintext, "
+          "and nothing else, for Kubernetes' gRPC probes: SERVING once registered with a task, "
+          "NOT_SERVING while starting and after SIGTERM (draining). Port 0: any free port, "
+          "logged. Empty: none.");
 
 namespace {
 
@@ -255,6 +265,20 @@ int Run(sigset_t signals) {
     return kExitBadConfig;
   }
   job_options.file_roots = *std::move(roots);
+  // Monitoring: metrics, and the health port (NOT_SERVING until the agent is ALIVE, and for
+  // good once draining). Both outlive the jobs and the agent, which report to them.
+  lockstep::MetricsRegistry registry;
+  lockstep::worker::WorkerMetrics metrics(&registry);
+  absl::StatusOr<std::unique_ptr<lockstep::HealthServer>> health = lockstep::ServeMonitoring(
+      absl::GetFlag(FLAGS_metrics_address), absl::GetFlag(FLAGS_health_address), &registry);
+  if (!health.ok()) {
+    spdlog::error("{}", std::string(health.status().message()));
+    return kExitBadConfig;
+  }
+  if (!absl::GetFlag(FLAGS_metrics_address).empty()) job_options.metrics = &metrics;
+  if (*health != nullptr) {
+    options.on_alive = [h = health->get()](bool alive) { h->SetServing(alive); };
+  }
   lockstep::worker::JobRunner jobs(job_options);
   options.jobs = &jobs;
 
@@ -272,6 +296,7 @@ int Run(sigset_t signals) {
   int sig = 0;
   sigwait(&signals, &sig);
   if (sig != SIGUSR1) {
+    if (*health != nullptr) (*health)->Drain();
     if (sig == SIGTERM) {
       // A preemption (Kubernetes eviction, systemctl stop): the group checkpoints first. The
       // coordinator learns we are leaving before our PREEMPTED report, so it does not give us
