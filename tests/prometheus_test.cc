@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "client/local_cluster.h"
 #include "client/subprocess.h"
 #include "common/health_check.h"
 #include "common/http_get.h"
@@ -113,10 +114,11 @@ class PrometheusTest : public ::testing::Test {
 
   std::unique_ptr<client::Subprocess> StartWorker(int i, const std::string& coordinator,
                                                   std::pair<int, int>* ports) {
-    return StartDaemon(absl::StrCat("worker-", i),
-                       {Runfile("worker/lockstepd"), "--coordinator=" + coordinator, "--insecure",
-                        absl::StrCat("--state_dir=", dir_, "/worker-", i)},
-                       ports);
+    std::vector<std::string> argv = {Runfile("worker/lockstepd"), "--coordinator=" + coordinator,
+                                     "--insecure",
+                                     absl::StrCat("--state_dir=", dir_, "/worker-", i)};
+    for (std::string& f : client::LocalRootFlags(dir_)) argv.push_back(std::move(f));
+    return StartDaemon(absl::StrCat("worker-", i), argv, ports);
   }
 
   std::string dir_;
