@@ -33,6 +33,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/agent.h"
 #include "worker/grpc_coordinator_client.h"
+#include "worker/hostname_task.h"
 #include "worker/job_runner.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: $LOCKSTEP_COORDINATOR).");
@@ -75,6 +76,10 @@ ABSL_FLAG(std::string, cpu_affinity, "",
           "CPUs this worker and all its threads run on, in Linux's list syntax (\"0-3,6\", as "
           "taskset -c and systemd's CPUAffinity=). Default: every CPU it is allowed. "
           "`lockstep local --pin_workers` gives each worker CPUs of its own.");
+ABSL_FLAG(bool, task_index_from_hostname, false,
+          "Claim task worker/<N> where this host's name ends in -<N>: a Kubernetes "
+          "StatefulSet pod's ordinal (lockstep-worker-2 -> worker/2), stable across crashes "
+          "and rescheduling. Not with a TF_CONFIG.");
 
 namespace {
 
@@ -120,6 +125,21 @@ int Run(sigset_t signals) {
     }
     options.task = tf->task();
     options.address = tf->address();
+  }
+  if (absl::GetFlag(FLAGS_task_index_from_hostname)) {
+    char name[256] = {0};
+    if (gethostname(name, sizeof(name) - 1) != 0) name[0] = '\0';
+    absl::StatusOr<lockstep::TaskRef> task = lockstep::worker::TaskFromHostname(name);
+    if (options.task.has_value()) {
+      task = absl::InvalidArgumentError(
+          absl::StrCat("--task_index_from_hostname: not with a TF_CONFIG (", tf_source,
+                       "), which names the task"));
+    }
+    if (!task.ok()) {
+      spdlog::error("{}", std::string(task.status().message()));
+      return kExitBadConfig;
+    }
+    options.task = *task;
   }
 
   std::string coordinator = absl::GetFlag(FLAGS_coordinator);
