@@ -62,6 +62,7 @@ if [ "${LOCKSTEP_DEPLOY_TOOLS:-1}" = 1 ]; then
     echo "bootstrap: npm ci in $dst" >&2
     mkdir -p "$dst"
     cp "$src/package.json" "$src/package-lock.json" "$dst/"
-    (cd "$dst" && npm ci --no-audit --no-fund --loglevel=error </dev/null >/dev/null)
+    (cd "$dst" && npm ci --no-audit --no-fund --loglevel=error </dev/null >/dev/null) ||
+      echo "bootstrap: npm ci failed in $dst; //deploy:k8s_test will say so" >&2
   fi
 fi
