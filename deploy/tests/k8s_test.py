@@ -112,10 +112,20 @@ def main():
         objs = [o for o in yaml.safe_load_all(text) if o]
         problems += [f"{name}: {p}" for p in check(name, objs)]
         print(f"{name}: {len(objs)} objects rendered")
-    v = run(["node", os.path.join(root, "validate", "validate.js"), modules] + files)
+    validate = os.path.join(root, "validate", "validate.js")
+    v = run(["node", validate, modules] + files)
     print(v.stdout, end="")
     if v.returncode != 0:
         problems.append(f"schema validation failed:\n{v.stdout}{v.stderr}")
+    # The validator refuses what the API server would: a misspelt field, a wrong type.
+    broken = os.path.join(tmpdir(), "broken.yaml")
+    text = open(files[0]).read()
+    open(broken, "w").write(text.replace("readinessProbe:", "readinesProbe:", 1)
+                            .replace("replicas: 3", "replicas: three", 1))
+    b = run(["node", validate, modules, broken])
+    for want in ("readinesProbe: unknown field", "/spec/replicas: must be integer"):
+        if b.returncode == 0 or want not in b.stdout:
+            problems.append(f"the validator let a broken manifest through (no '{want}'):\n{b.stdout}")
     if problems:
         fail("\n  ".join(["the manifests:"] + problems))
     print(f"ok: {len(names)} renders, every object valid")

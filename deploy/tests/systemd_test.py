@@ -57,6 +57,16 @@ def main():
                 worst = [l for l in s.stdout.splitlines() if l.startswith("✗")]
                 problems.append(f"{unit} ({variant}): exposure {exposure} > {MAX_EXPOSURE}; "
                                 "not hardened:\n  " + "\n  ".join(worst))
+    # The checks can fail: an unknown key is reported, an unhardened unit rates above 4.0.
+    os.chdir(tmpdir())
+    open("bare.service", "w").write("[Service]\nExecStart=/bin/true\nUMaskk=0077\n")
+    v = run(["systemd-analyze", "verify", "--man=no", "./bare.service"])
+    if "Unknown key" not in v.stdout + v.stderr:
+        problems.append(f"verify did not report an unknown key: {v.stdout}{v.stderr}")
+    s = run(["systemd-analyze", "security", "--offline=true", "./bare.service"])
+    m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", s.stdout)
+    if m is None or float(m.group(1)) <= MAX_EXPOSURE:
+        problems.append(f"an unhardened unit did not rate above {MAX_EXPOSURE}: {s.stdout[-200:]}")
     if problems:
         fail("\n".join(problems))
     print("ok: units verify cleanly, exposure <=", MAX_EXPOSURE)
