@@ -215,6 +215,17 @@ TEST(CliTest, BadTfConfigExitsTwoWithResolverMessage) {
   EXPECT_THAT(r.output, HasSubstr("task.index"));
 }
 
+// A StatefulSet pod's task comes from its name or from a TF_CONFIG, never both.
+TEST(CliTest, TaskIndexFromHostnameWithTfConfigExitsTwo) {
+  Result r = RunTool(
+      {Runfile("worker/lockstepd"), "--coordinator=127.0.0.1:1", "--task_index_from_hostname"},
+      absl::StrCat(getenv("TEST_TMPDIR"), "/hostnametf.out"),
+      {{"TF_CONFIG", R"({"cluster": {"worker": ["a:1"]},
+                                        "task": {"type": "worker", "index": 0}})"}});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--task_index_from_hostname: not with a TF_CONFIG"));
+}
+
 // A list that does not parse, one past CPU_SETSIZE, and a CPU this machine does not let us
 // use (SetCpuAffinity's refusal): each exits 2 naming the flag.
 TEST(CliTest, BadCpuAffinityExitsTwoNamingTheFlag) {

@@ -27,6 +27,15 @@ PACKAGES=(
   # Monitoring: metrics (prometheus-cpp) and the Prometheus server its end-to-end test scrapes.
   prometheus-cpp-dev prometheus
 )
+# The deploy checks (deploy/BUILD.bazel): `systemd-analyze verify` and `security` on the
+# units, YAML for the manifests, `kubectl kustomize` (Debian's kubernetes-client where no
+# kubectl is installed), Node.js for the schema validators. LOCKSTEP_DEPLOY_TOOLS=0 (the
+# image's build stage) leaves them out.
+if [ "${LOCKSTEP_DEPLOY_TOOLS:-1}" = 1 ]; then
+  PACKAGES+=(systemd python3-yaml)
+  command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
+  command -v npm >/dev/null || PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -35,14 +44,27 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ "${#missing[@]}" -eq 0 ]; then
-  exit 0
+if [ "${#missing[@]}" -ne 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "bootstrap: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq </dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
+  echo "bootstrap: done" >&2
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "bootstrap: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq </dev/null
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
-echo "bootstrap: done" >&2
+# The manifests' schema validators (deploy/k8s/validate), at the versions its lock file pins,
+# into ~/.cache/lockstep-k8s-validate (outside the tree; reinstalled when the lock changes).
+if [ "${LOCKSTEP_DEPLOY_TOOLS:-1}" = 1 ]; then
+  src="$(cd "$(dirname "$0")/.." && pwd)/deploy/k8s/validate"
+  dst="$HOME/.cache/lockstep-k8s-validate"
+  if [ ! -d "$dst/node_modules/kubernetes-models" ] ||
+     ! cmp -s "$src/package-lock.json" "$dst/package-lock.json"; then
+    echo "bootstrap: npm ci in $dst" >&2
+    mkdir -p "$dst"
+    cp "$src/package.json" "$src/package-lock.json" "$dst/"
+    (cd "$dst" && npm ci --no-audit --no-fund --loglevel=error </dev/null >/dev/null) ||
+      echo "bootstrap: npm ci failed in $dst; //deploy:k8s_test will say so" >&2
+  fi
+fi

@@ -38,6 +38,7 @@
 #include "worker/agent.h"
 #include "worker/file_roots.h"
 #include "worker/grpc_coordinator_client.h"
+#include "worker/hostname_task.h"
 #include "worker/job_runner.h"
 #include "worker/worker_metrics.h"
 
@@ -96,6 +97,10 @@ ABSL_FLAG(std::string, health_address, "",
           "and nothing else, for Kubernetes' gRPC probes: SERVING once registered with a task, "
           "NOT_SERVING while starting and after SIGTERM (draining). Port 0: any free port, "
           "logged. Empty: none.");
+ABSL_FLAG(bool, task_index_from_hostname, false,
+          "Claim task worker/<N> where this host's name ends in -<N>: a Kubernetes "
+          "StatefulSet pod's ordinal (lockstep-worker-2 -> worker/2), stable across crashes "
+          "and rescheduling. Not with a TF_CONFIG.");
 
 namespace {
 
@@ -161,6 +166,21 @@ int Run(sigset_t signals) {
     }
     options.task = tf->task();
     options.address = tf->address();
+  }
+  if (absl::GetFlag(FLAGS_task_index_from_hostname)) {
+    char name[256] = {0};
+    if (gethostname(name, sizeof(name) - 1) != 0) name[0] = '\0';
+    absl::StatusOr<lockstep::TaskRef> task = lockstep::worker::TaskFromHostname(name);
+    if (options.task.has_value()) {
+      task = absl::InvalidArgumentError(
+          absl::StrCat("--task_index_from_hostname: not with a TF_CONFIG (", tf_source,
+                       "), which names the task"));
+    }
+    if (!task.ok()) {
+      spdlog::error("{}", std::string(task.status().message()));
+      return kExitBadConfig;
+    }
+    options.task = *task;
   }
 
   std::string coordinator = absl::GetFlag(FLAGS_coordinator);

@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""The Kubernetes manifests: the base and every overlay render with `kubectl kustomize`,
+every rendered object validates against the Kubernetes API's schemas offline
+(deploy/k8s/validate/validate.js: kubernetes-models, unknown fields refused), and the
+objects keep what the deployment promises: non-root, read-only, no capabilities, requests
+and limits, gRPC health probes, the coordinator's state on a claim, workers' task from their
+ordinal on a fixed data port, a disruption budget, room for a preemption checkpoint.
+
+    k8s_test.py K8S_DIR
+"""
+import os
+import re
+import shutil
+import sys
+
+import yaml
+
+from common import fail, home, run, skip, tmpdir
+
+
+def render(root, name):
+    r = run(["kubectl", "kustomize", os.path.join(root, name)])
+    if r.returncode != 0:
+        fail(f"kubectl kustomize {name} failed:\n{r.stderr}")
+    return r.stdout
+
+
+def pod_specs(objs):
+    for o in objs:
+        if o["kind"] in ("Deployment", "StatefulSet"):
+            yield o, o["spec"]["template"]["spec"]
+
+
+def duration_s(text):
+    m = re.fullmatch(r"(\d+)(s|m)", text)
+    return int(m.group(1)) * (60 if m.group(2) == "m" else 1) if m else None
+
+
+def check(name, objs):
+    problems = []
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    for want in [("Deployment", "lockstep-coordinator"), ("StatefulSet", "lockstep-worker"),
+                 ("PodDisruptionBudget", "lockstep-worker"),
+                 ("PersistentVolumeClaim", "lockstep-coordinator-state")]:
+        if want not in kinds:
+            problems.append(f"no {want[0]} {want[1]}")
+    for o, spec in pod_specs(objs):
+        what = f"{o['kind']} {o['metadata']['name']}"
+        psc = spec.get("securityContext", {})
+        if not psc.get("runAsNonRoot") or psc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+            problems.append(f"{what}: pod securityContext lacks runAsNonRoot / seccomp RuntimeDefault")
+        if spec.get("automountServiceAccountToken") is not False:
+            problems.append(f"{what}: mounts a service account token")
+        for c in spec["containers"]:
+            sc = c.get("securityContext", {})
+            if (sc.get("allowPrivilegeEscalation") is not False or not sc.get("readOnlyRootFilesystem")
+                    or sc.get("capabilities", {}).get("drop") != ["ALL"]):
+                problems.append(f"{what}/{c['name']}: securityContext is not restrictive")
+            res = c.get("resources", {})
+            if not res.get("requests") or not res.get("limits"):
+                problems.append(f"{what}/{c['name']}: no requests and limits")
+            for probe in ("readinessProbe", "livenessProbe"):
+                if "grpc" not in c.get(probe, {}):
+                    problems.append(f"{what}/{c['name']}: {probe} is not a gRPC health probe")
+            args = c.get("args", [])
+            health = [a for a in args if a.startswith("--health_address=")]
+            port = c.get("readinessProbe", {}).get("grpc", {}).get("port")
+            if not health or not health[0].endswith(f":{port}"):
+                problems.append(f"{what}/{c['name']}: probes port {port} but {health}")
+            if c["name"] == "lockstepd":
+                if "--task_index_from_hostname" not in args:
+                    problems.append(f"{what}: workers do not take their task from the ordinal")
+                data = [a for a in args if a.startswith("--data_port=")]
+                ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+                if not data or int(data[0].split("=")[1]) != ports.get("data"):
+                    problems.append(f"{what}: --data_port {data} is not the declared data port")
+                grace = [duration_s(a.split("=")[1]) for a in args if a.startswith("--preemption_grace=")]
+                if not grace or spec.get("terminationGracePeriodSeconds", 30) < grace[0] + 10:
+                    problems.append(f"{what}: terminationGracePeriodSeconds leaves no room after "
+                                    f"--preemption_grace {grace}")
+                mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}
+                claims = {t["metadata"]["name"] for t in o["spec"].get("volumeClaimTemplates", [])}
+                if "/var/lib/lockstepd" not in mounts or not claims:
+                    problems.append(f"{what}: no claimed volume for checkpoints and summaries")
+                if name == "overlays/gpu" and "nvidia.com/gpu" not in c["resources"].get("limits", {}):
+                    problems.append(f"{what}: the GPU overlay's workers have no nvidia.com/gpu limit")
+        if o["metadata"]["name"] == "lockstep-coordinator":
+            if not any(v.get("persistentVolumeClaim") for v in spec.get("volumes", [])):
+                problems.append("the coordinator's state is not on a PersistentVolumeClaim")
+        if not any(v.get("secret") for v in spec.get("volumes", [])):
+            problems.append(f"{what}: TLS material not from a Secret")
+    return problems
+
+
+def main():
+    if shutil.which("kubectl") is None or shutil.which("node") is None:
+        skip("kubectl or node is not installed (tools/bootstrap.sh installs them)")
+    modules = os.path.join(home(), ".cache", "lockstep-k8s-validate", "node_modules")
+    if not os.path.isdir(os.path.join(modules, "kubernetes-models")):
+        fail(f"the schema validators are not installed in {modules}: run tools/bootstrap.sh")
+    # A real copy: kustomize refuses files whose real path is outside the kustomization.
+    root = os.path.join(tmpdir(), "k8s")
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(os.path.abspath(sys.argv[1]), root)
+    names = ["base"] + [f"overlays/{o}" for o in sorted(os.listdir(os.path.join(root, "overlays")))]
+    problems, files = [], []
+    for name in names:
+        text = render(root, name)
+        path = os.path.join(tmpdir(), name.replace("/", "-") + ".yaml")
+        open(path, "w").write(text)
+        files.append(path)
+        objs = [o for o in yaml.safe_load_all(text) if o]
+        problems += [f"{name}: {p}" for p in check(name, objs)]
+        print(f"{name}: {len(objs)} objects rendered")
+    validate = os.path.join(root, "validate", "validate.js")
+    v = run(["node", validate, modules] + files)
+    print(v.stdout, end="")
+    if v.returncode != 0:
+        problems.append(f"schema validation failed:\n{v.stdout}{v.stderr}")
+    # The validator refuses what the API server would: a misspelt field, a wrong type.
+    broken = os.path.join(tmpdir(), "broken.yaml")
+    text = open(files[0]).read()
+    open(broken, "w").write(text.replace("readinessProbe:", "readinesProbe:", 1)
+                            .replace("replicas: 3", "replicas: three", 1))
+    b = run(["node", validate, modules, broken])
+    for want in ("readinesProbe: unknown field", "/spec/replicas: must be integer"):
+        if b.returncode == 0 or want not in b.stdout:
+            problems.append(f"the validator let a broken manifest through (no '{want}'):\n{b.stdout}")
+    if problems:
+        fail("\n  ".join(["the manifests:"] + problems))
+    print(f"ok: {len(names)} renders, every object valid")
+
+
+if __name__ == "__main__":
+    main()
