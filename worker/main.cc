@@ -5,7 +5,7 @@
 // (worker/job_runner.h). SIGTERM/SIGINT abort its jobs, deregister and exit 0. A bad
 // configuration exits 2 with the resolver's message. It reaches the coordinator over mutual
 // TLS (--tls_ca, --tls_cert, --tls_key: its certificate from the cluster CA names it), or in
-// plaintext with --insecure.
+// plaintext with --insecure. --gpus picks the GPUs it offers, one replica each (worker/gpu).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -32,12 +32,18 @@
 #include "common/tls_options.h"
 #include "spdlog/spdlog.h"
 #include "worker/agent.h"
+#include "worker/gpu/gpu_probe.h"
+#include "worker/gpu/gpu_selection.h"
 #include "worker/grpc_coordinator_client.h"
 #include "worker/job_runner.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: $LOCKSTEP_COORDINATOR).");
 ABSL_FLAG(std::string, tf_config, "", "File holding TF_CONFIG JSON (default: $TF_CONFIG).");
 ABSL_FLAG(int, cpu_devices, 1, "Number of logical CPU devices this worker offers.");
+ABSL_FLAG(std::string, gpus, "",
+          "GPUs this worker offers, one replica each: all, none, or CUDA device numbers such as "
+          "0,1 (counted after CUDA_VISIBLE_DEVICES). Default: every visible GPU in a "
+          "--config=cuda build, none otherwise.");
 ABSL_FLAG(std::string, address, "",
           "host:port this worker is reached at. Default: its address in TF_CONFIG, else a "
           "free port on --host, reserved for the data plane.");
@@ -86,6 +92,34 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// The GPUs --gpus selects among those the CUDA runtime shows. Without --gpus, a host with no
+// usable GPU (or a build without CUDA) offers none; with it, that is an error.
+absl::StatusOr<std::vector<lockstep::worker::GpuInfo>> WorkerGpus() {
+  using lockstep::worker::GpuInfo;
+  absl::StatusOr<lockstep::worker::GpuRequest> request =
+      lockstep::worker::ParseGpuFlag(absl::GetFlag(FLAGS_gpus));
+  if (!request.ok()) return request.status();
+  if (request->mode == lockstep::worker::GpuRequest::Mode::kNone) return std::vector<GpuInfo>();
+  absl::StatusOr<std::vector<GpuInfo>> visible = lockstep::worker::ProbeGpus();
+  if (!visible.ok()) {
+    if (request->explicit_flag) {
+      return absl::Status(visible.status().code(),
+                          absl::StrCat("--gpus: ", visible.status().message()));
+    }
+    if (visible.status().code() != absl::StatusCode::kUnimplemented) {
+      spdlog::warn("no GPU used: {}", std::string(visible.status().message()));
+    }
+    return std::vector<GpuInfo>();
+  }
+  const char* cuda_visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  absl::StatusOr<std::vector<GpuInfo>> gpus = lockstep::worker::SelectGpus(
+      *request, *visible, cuda_visible != nullptr, cuda_visible != nullptr ? cuda_visible : "");
+  if (gpus.ok() && !gpus->empty()) {
+    spdlog::info("lockstepd offers {}", lockstep::worker::DescribeGpus(*gpus));
+  }
+  return gpus;
 }
 
 std::string Env(const char* name) {
@@ -138,6 +172,15 @@ int Run(sigset_t signals) {
     d.set_kind(lockstep::v1::Device::CPU);
     d.set_index(i);
     d.set_name(absl::StrCat("CPU:", i));
+    options.devices.push_back(d);
+  }
+  // GPUs (worker/gpu): registered with the coordinator, one replica per GPU.
+  absl::StatusOr<std::vector<lockstep::worker::GpuInfo>> gpus = WorkerGpus();
+  if (!gpus.ok()) {
+    spdlog::error("{}", std::string(gpus.status().message()));
+    return kExitBadConfig;
+  }
+  for (const lockstep::v1::Device& d : lockstep::worker::GpuDevices(*gpus)) {
     options.devices.push_back(d);
   }
 
@@ -198,6 +241,7 @@ int Run(sigset_t signals) {
   lockstep::worker::JobExecutorOptions job_options;
   job_options.client = client->get();
   job_options.devices.num_cpu_devices = cpu_devices;
+  job_options.devices.num_gpus = static_cast<int>(gpus->size());
   const std::string transport = absl::GetFlag(FLAGS_transport);
   if (transport == "auto") {
     job_options.transport = lockstep::collectives::TransportKind::kAuto;
@@ -271,7 +315,7 @@ int main(int argc, char** argv) {
   const sigset_t signals = lockstep::BlockSignals({SIGTERM, SIGINT, SIGUSR1});
 
   absl::SetProgramUsageMessage(
-      "lockstepd --coordinator=HOST:PORT [--tf_config=FILE] [--cpu_devices=N] "
+      "lockstepd --coordinator=HOST:PORT [--tf_config=FILE] [--cpu_devices=N] [--gpus=0,1] "
       "[--cpu_affinity=LIST]");
   absl::ParseCommandLine(argc, argv);
   absl::Status logging = lockstep::InitLogging("lockstepd", absl::GetFlag(FLAGS_log_level));
