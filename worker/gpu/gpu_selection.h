@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "proto/lockstep/v1/cluster.pb.h"
+#include "lockstep/v1/cluster.pb.h"
 
 namespace lockstep::worker {
 
