@@ -10,6 +10,7 @@ needs no toolkit. Code that also builds without CUDA selects on :enabled instead
 
 load("@local_cuda//:defs.bzl", "MISSING", "NVCC")
 load("@rules_cc//cc:defs.bzl", "cc_library", "cc_test")
+load("//third_party/cuda:flags.bzl", "ONLY_WITH_CUDA")
 
 # (virtual architecture, real architecture): code for sm_90, and PTX of compute_90 for the rest.
 CUDA_ARCHS = [
@@ -25,11 +26,6 @@ NVCC_FLAGS = [
     "-Xcompiler=-Wno-sign-compare",
     "--expt-relaxed-constexpr",
 ]
-
-ONLY_WITH_CUDA = select({
-    "//third_party/cuda:enabled": [],
-    "//conditions:default": ["@platforms//:incompatible"],
-})
 
 def _cuda_objects_impl(ctx):
     if NVCC == None:
