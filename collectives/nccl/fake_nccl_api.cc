@@ -61,7 +61,7 @@ absl::StatusOr<NcclComm> FakeNcclApi::CommInitRank(int nranks, absl::string_view
   absl::MutexLock lock(&mu_);
   init_ids_.emplace_back(unique_id);
   in_progress_ = init_polls_;
-  return static_cast<NcclComm>(&comm_);
+  return static_cast<NcclComm>(&comms_[next_comm_++ % 8]);
 }
 
 absl::StatusOr<NcclProgress> FakeNcclApi::AsyncState(NcclComm comm) {
@@ -111,6 +111,24 @@ absl::Status FakeNcclApi::AllGather(const void* send, void* recv, size_t count, 
 absl::Status FakeNcclApi::ReduceScatter(const void* send, void* recv, size_t count, DType dtype,
                                         ReduceOp op, NcclComm comm, DeviceStream stream) {
   return Enqueue("reduce-scatter", dtype, send, recv, count * DTypeSize(dtype));
+}
+
+absl::Status FakeNcclApi::GroupStart() {
+  absl::MutexLock lock(&mu_);
+  calls_.push_back("group-start");
+  return absl::OkStatus();
+}
+
+absl::Status FakeNcclApi::GroupEnd() {
+  absl::MutexLock lock(&mu_);
+  calls_.push_back("group-end");
+  return absl::OkStatus();
+}
+
+absl::Status FakeNcclApi::SetDevice(int device) {
+  absl::MutexLock lock(&mu_);
+  calls_.push_back(absl::StrCat("device ", device));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<NcclProgress> FakeNcclApi::StreamState(DeviceStream stream) {

@@ -25,7 +25,8 @@ class FakeNcclApi final : public NcclApi {
 
   int aborts() const;
   int destroys() const;
-  // The unique ids CommInitRank was given, and the collectives enqueued ("all-reduce f16").
+  // The unique ids CommInitRank was given, and the collectives enqueued ("all-reduce f16"),
+  // with "group-start", "group-end" and "device N" (SetDevice) between them.
   std::vector<std::string> init_ids() const;
   std::vector<std::string> calls() const;
   // Blocks until a collective has been enqueued `n` times in all (tests signal after that).
@@ -44,6 +45,9 @@ class FakeNcclApi final : public NcclApi {
                          DeviceStream stream) override;
   absl::Status ReduceScatter(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                              NcclComm comm, DeviceStream stream) override;
+  absl::Status GroupStart() override;
+  absl::Status GroupEnd() override;
+  absl::Status SetDevice(int device) override;
   absl::StatusOr<NcclProgress> StreamState(DeviceStream stream) override;
   absl::StatusOr<void*> DeviceAlloc(size_t bytes) override;
   void DeviceFree(void* p) override;
@@ -62,7 +66,8 @@ class FakeNcclApi final : public NcclApi {
   int destroys_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> init_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
-  int comm_ = 0;  // its address is the fake communicator handle
+  int comms_[8] = {};  // their addresses are the fake communicator handles
+  int next_comm_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace lockstep::collectives::nccl

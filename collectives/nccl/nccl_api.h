@@ -59,6 +59,15 @@ class NcclApi {
   virtual absl::Status ReduceScatter(const void* send, void* recv, size_t count, DType dtype,
                                      ReduceOp op, NcclComm comm, DeviceStream stream) = 0;
 
+  // ncclGroupStart / ncclGroupEnd: the calls between them, on the communicators of several
+  // GPUs of this process, are issued as one (NCCL requires it when one thread drives several
+  // GPUs). With non-blocking communicators the work goes on after GroupEnd; AsyncState of each
+  // communicator says when it is done.
+  virtual absl::Status GroupStart() = 0;
+  virtual absl::Status GroupEnd() = 0;
+  // cudaSetDevice: the GPU the next CommInitRank and DeviceAlloc of this thread use.
+  virtual absl::Status SetDevice(int device) = 0;
+
   // cudaStreamQuery: kDone when everything enqueued on `stream` has finished.
   virtual absl::StatusOr<NcclProgress> StreamState(DeviceStream stream) = 0;
   // cudaMalloc / cudaFree of a small scratch buffer (the barrier's).

@@ -6,8 +6,7 @@
 
 namespace lockstep::collectives::nccl {
 
-absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
-    NcclCommunicatorOptions options) {
+absl::Status NcclCommunicator::CheckOptions(NcclCommunicatorOptions& options) {
   if (options.store == nullptr || options.api == nullptr || options.clock == nullptr) {
     return absl::InvalidArgumentError("NcclCommunicator: store, api and clock are required");
   }
@@ -16,8 +15,19 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
                                                    " is outside a group of ", options.size));
   }
   if (options.signal == nullptr) options.signal = std::make_shared<AbortSignal>();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
+    NcclCommunicatorOptions options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(std::move(options)));
-  if (absl::Status s = c->Init(); !s.ok()) return s;
+  const NcclCommunicatorOptions& o = c->options_;
+  absl::StatusOr<std::string> id =
+      ExchangeUniqueId(*o.store, *o.api, o.rank, o.key, o.init_deadline);
+  if (!id.ok()) return id.status();
+  if (absl::Status s = c->StartInit(*id); !s.ok()) return s;
+  if (absl::Status s = c->FinishInit(); !s.ok()) return s;
   return c;
 }
 
@@ -31,22 +41,30 @@ NcclCommunicator::~NcclCommunicator() {
   if (comm_ != nullptr) options_.api->CommDestroy(comm_).IgnoreError();
 }
 
-absl::Status NcclCommunicator::Init() {
-  const int rank = options_.rank;
-  absl::StatusOr<std::string> id =
-      ExchangeUniqueId(*options_.store, *options_.api, rank, options_.key, options_.init_deadline);
-  if (!id.ok()) return id.status();
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<NcclComm> comm = options_.api->CommInitRank(options_.size, *id, rank);
-  if (!comm.ok()) {
-    return Annotate(comm.status(),
-                    absl::StrCat("rank ", rank, " of ", options_.size, ": NCCL init"));
+absl::Status NcclCommunicator::StartInit(const std::string& id) {
+  const std::string who = absl::StrCat("rank ", options_.rank, " of ", options_.size);
+  if (options_.device >= 0) {
+    if (absl::Status s = options_.api->SetDevice(options_.device); !s.ok()) {
+      return Annotate(s, who);
+    }
   }
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<NcclComm> comm = options_.api->CommInitRank(options_.size, id, options_.rank);
+  if (!comm.ok()) return Annotate(comm.status(), absl::StrCat(who, ": NCCL init"));
   comm_ = *comm;
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::FinishInit() {
+  absl::MutexLock lock(&mu_);
   if (absl::Status s = Wait("init", options_.init_deadline, /*stream=*/false); !s.ok()) return s;
+  if (options_.device >= 0) {
+    if (absl::Status s = options_.api->SetDevice(options_.device); !s.ok()) return Fail(s);
+  }
   absl::StatusOr<void*> scratch = options_.api->DeviceAlloc(sizeof(int32_t));
   if (!scratch.ok()) {
-    return Fail(Annotate(scratch.status(), absl::StrCat("rank ", rank, ": barrier scratch")));
+    return Fail(
+        Annotate(scratch.status(), absl::StrCat("rank ", options_.rank, ": barrier scratch")));
   }
   barrier_scratch_ = *scratch;
   return absl::OkStatus();
@@ -96,14 +114,20 @@ absl::Status NcclCommunicator::CheckBuffers(const char* what, const void* a, con
   return absl::OkStatus();
 }
 
-template <typename F>
-absl::Status NcclCommunicator::Run(const char* what, absl::Time deadline, F&& enqueue) {
-  absl::MutexLock lock(&mu_);
+absl::Status NcclCommunicator::StartLocked(const char* what,
+                                           const std::function<absl::Status(NcclComm)>& enqueue) {
   if (!failed_.ok()) return failed_;
   if (absl::Status s = Signalled(what); !s.ok()) return Fail(s);
   if (absl::Status s = enqueue(comm_); !s.ok()) {
     return Fail(Annotate(s, absl::StrCat("rank ", options_.rank, ": NCCL ", what)));
   }
+  return absl::OkStatus();
+}
+
+template <typename F>
+absl::Status NcclCommunicator::Run(const char* what, absl::Time deadline, F&& enqueue) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = StartLocked(what, enqueue); !s.ok()) return s;
   return Wait(what, deadline, /*stream=*/true);
 }
 

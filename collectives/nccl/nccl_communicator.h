@@ -20,13 +20,18 @@
 // deadline plus a poll interval, and the survivors of a lost rank fail as soon as the
 // coordinator reports it.
 //
+// Several GPUs of one worker: NcclLocalGroup (nccl_local_group.h) creates one communicator per
+// GPU and drives them with group calls.
+//
 // Owns the NCCL communicator (destroyed, or aborted when failed, with this object); not the
-// NcclApi, the stream or the store. Thread model: one collective at a time (calls from
-// several threads are serialised); Abort() and the AbortSignal from any thread.
+// NcclApi, the stream or the store.
+// Thread model: one collective at a time (calls from several threads are serialised); Abort()
+// and the AbortSignal from any thread.
 #ifndef LOCKSTEP_COLLECTIVES_NCCL_NCCL_COMMUNICATOR_H_
 #define LOCKSTEP_COLLECTIVES_NCCL_NCCL_COMMUNICATOR_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -50,6 +55,7 @@ struct NcclCommunicatorOptions {
   std::string key = "nccl_id";          // where rank 0 publishes the unique id
   NcclApi* api = nullptr;               // not owned
   DeviceStream stream = nullptr;        // the communicator's dedicated stream; not owned
+  int device = -1;                      // its CUDA device (SetDevice before init); -1: current
   Clock* clock = nullptr;               // not owned
   std::shared_ptr<AbortSignal> signal;  // the attempt's; a private one when null
   absl::Time init_deadline;             // the id exchange and init (communication.timeout_ms)
@@ -83,12 +89,21 @@ class NcclCommunicator {
   void Abort();
 
  private:
+  friend class NcclLocalGroup;
+
   explicit NcclCommunicator(NcclCommunicatorOptions options);
-  // The non-blocking init, until it is done (Create).
-  absl::Status Init();
+  // INVALID_ARGUMENT for options Create refuses; fills in a private AbortSignal.
+  static absl::Status CheckOptions(NcclCommunicatorOptions& options);
+  // The non-blocking init in two halves: StartInit calls ncclCommInitRankConfig with the
+  // exchanged `id` (inside a group for NcclLocalGroup), FinishInit waits for it to be done.
+  absl::Status StartInit(const std::string& id);
+  absl::Status FinishInit();
   // Runs `enqueue` (one NCCL call on the stream) and waits for it (Wait), unless failed.
   template <typename F>
   absl::Status Run(const char* what, absl::Time deadline, F&& enqueue);
+  // What Run does before it waits: the failure and signal checks, then `enqueue`.
+  absl::Status StartLocked(const char* what, const std::function<absl::Status(NcclComm)>& enqueue)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Polls until the communicator is idle (and, with `stream`, the stream has finished), the
   // deadline passes, NCCL reports an error or the signal fires; aborts in the last three.
   absl::Status Wait(const char* what, absl::Time deadline, bool stream)

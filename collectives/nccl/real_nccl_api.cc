@@ -90,6 +90,8 @@ absl::StatusOr<std::unique_ptr<RealNcclApi>> RealNcclApi::Load() {
            Resolve(l, "ncclBroadcast", &f.broadcast),
            Resolve(l, "ncclAllGather", &f.all_gather),
            Resolve(l, "ncclReduceScatter", &f.reduce_scatter),
+           Resolve(l, "ncclGroupStart", &f.group_start),
+           Resolve(l, "ncclGroupEnd", &f.group_end),
            Resolve(l, "ncclGetErrorString", &f.get_error_string),
            Resolve(l, "ncclGetLastError", &f.get_last_error),
        }) {
@@ -176,6 +178,16 @@ absl::Status RealNcclApi::ReduceScatter(const void* send, void* recv, size_t cou
   return Check(
       f_.reduce_scatter(send, recv, count, NcclType(dtype), NcclOp(op), Comm(comm), Stream(stream)),
       "ncclReduceScatter", comm);
+}
+
+absl::Status RealNcclApi::GroupStart() {
+  return Check(f_.group_start(), "ncclGroupStart", nullptr);
+}
+
+absl::Status RealNcclApi::GroupEnd() { return Check(f_.group_end(), "ncclGroupEnd", nullptr); }
+
+absl::Status RealNcclApi::SetDevice(int device) {
+  return CudaStatus(cudaSetDevice(device), absl::StrCat("cudaSetDevice(", device, ")"));
 }
 
 absl::StatusOr<NcclProgress> RealNcclApi::StreamState(DeviceStream stream) {

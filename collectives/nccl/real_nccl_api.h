@@ -41,6 +41,9 @@ class RealNcclApi final : public NcclApi {
                          DeviceStream stream) override;
   absl::Status ReduceScatter(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                              NcclComm comm, DeviceStream stream) override;
+  absl::Status GroupStart() override;
+  absl::Status GroupEnd() override;
+  absl::Status SetDevice(int device) override;
   absl::StatusOr<NcclProgress> StreamState(DeviceStream stream) override;
   absl::StatusOr<void*> DeviceAlloc(size_t bytes) override;
   void DeviceFree(void* p) override;
@@ -57,6 +60,8 @@ class RealNcclApi final : public NcclApi {
     decltype(&ncclBroadcast) broadcast;
     decltype(&ncclAllGather) all_gather;
     decltype(&ncclReduceScatter) reduce_scatter;
+    decltype(&ncclGroupStart) group_start;
+    decltype(&ncclGroupEnd) group_end;
     decltype(&ncclGetErrorString) get_error_string;
     decltype(&ncclGetLastError) get_last_error;
   };
