@@ -1,6 +1,7 @@
 // Needs a GPU (requires-gpu) and libnccl.so.2 on LD_LIBRARY_PATH: the NCCL communicator with
-// the real NCCL, as one rank, and as two processes sharing GPU 0 (NCCL_HOSTID differs, so NCCL
-// treats them as two hosts and goes through its network transport).
+// the real NCCL, as one rank, as every GPU of this host in one NcclLocalGroup (skipped with
+// fewer than two), and as two processes sharing GPU 0 (NCCL_HOSTID differs, so NCCL treats them
+// as two hosts and goes through its network transport).
 #include <cuda_runtime_api.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include "collectives/file_store.h"
 #include "collectives/in_memory_store.h"
 #include "collectives/nccl/nccl_communicator.h"
+#include "collectives/nccl/nccl_local_group.h"
 #include "collectives/nccl/real_nccl_api.h"
 #include "common/cuda/cuda_status.h"
 #include "gtest/gtest.h"
@@ -88,6 +90,40 @@ int RunRank(int rank, int size, Store* store) {
 TEST(NcclGpuTest, OneRank) {
   InMemoryStore store;
   EXPECT_EQ(RunRank(0, 1, &store), 0);
+}
+
+TEST(NcclGpuTest, LocalGroupOnEveryGpu) {
+  int n = 0;
+  ASSERT_TRUE(CudaStatus(cudaGetDeviceCount(&n), "cudaGetDeviceCount").ok());
+  if (n < 2) GTEST_SKIP() << "needs two GPUs, this host shows " << n;
+  absl::StatusOr<std::unique_ptr<RealNcclApi>> api = RealNcclApi::Load();
+  ASSERT_TRUE(api.ok()) << api.status();
+  std::vector<LocalGpu> gpus;
+  std::vector<std::unique_ptr<DeviceFloats>> bufs;
+  std::vector<const void*> send;
+  std::vector<void*> recv;
+  for (int d = 0; d < n; ++d) {
+    ASSERT_TRUE(CudaStatus(cudaSetDevice(d), "cudaSetDevice").ok());
+    cudaStream_t stream;
+    ASSERT_TRUE(CudaStatus(cudaStreamCreate(&stream), "stream").ok());
+    gpus.push_back(LocalGpu{d, d, stream});
+    bufs.push_back(std::make_unique<DeviceFloats>(std::vector<float>(1000, d + 1.0f)));
+    send.push_back(bufs.back()->get());
+    recv.push_back(bufs.back()->get());
+  }
+  InMemoryStore store;
+  NcclCommunicatorOptions o;
+  o.size = n;
+  o.store = &store;
+  o.api = api->get();
+  o.clock = Clock::Real();
+  o.init_deadline = Later();
+  auto group = NcclLocalGroup::Create(o, gpus);
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_TRUE((*group)->AllReduce(send, recv, 1000, DType::kF32, ReduceOp::kSum, Later()).ok());
+  for (auto& b : bufs) {
+    for (float v : b->Read()) ASSERT_EQ(v, n * (n + 1) / 2.0f);
+  }
 }
 
 TEST(NcclGpuTest, TwoProcessesOnOneGpu) {
