@@ -7,7 +7,7 @@
 #
 #   tools/gpu_bundle.sh [OUT.tar.zst]      (default: dist/lockstep-gpu.tar.zst)
 #
-# On the GPU machine: tar -xf lockstep-gpu.tar.zst && lockstep-gpu/run.sh bin/nccl_gpu_test
+# On the GPU machine: tar -xf lockstep-gpu.tar.zst (GNU tar picks the decompressor) && lockstep-gpu/run.sh bin/nccl_gpu_test
 # (run.sh puts the bundle's lib/ first on LD_LIBRARY_PATH). Prints the bundle's size and fails
 # when it is 60 MiB or more.
 set -euo pipefail
@@ -57,7 +57,12 @@ RUN
 chmod +x "$root/run.sh"
 
 mkdir -p "$(dirname "$out")"
-tar -C "$stage" -cf - lockstep-gpu | zstd -q -19 -T0 -f -o "$out"
+if command -v zstd >/dev/null; then
+  tar -C "$stage" -cf - lockstep-gpu | zstd -q -19 -T0 -f -o "$out"
+else
+  echo "gpu_bundle: no zstd, compressing with xz (the name stays $out)" >&2
+  tar -C "$stage" -cf - lockstep-gpu | xz -T0 -6 >"$out"
+fi
 size=$(stat -c %s "$out")
 echo "$out: $(awk -v s="$size" 'BEGIN {printf "%.1f MiB", s / 1048576}') ($(ls "$root/bin" | wc -l) binaries, $(ls "$root/lib" | wc -l) libraries)"
 if [ "$size" -ge "$limit" ]; then
