@@ -174,12 +174,15 @@ int Run(sigset_t signals) {
     d.set_name(absl::StrCat("CPU:", i));
     options.devices.push_back(d);
   }
-  // GPUs (worker/gpu): registered with the coordinator, one replica per GPU.
+  // GPUs (worker/gpu), one replica each. A worker with GPUs runs its replicas on them
+  // (distribute::ResolveDevices' default), so only they are registered: the coordinator counts
+  // one replica per registered device. "/cpu:N" names still reach the --cpu_devices.
   absl::StatusOr<std::vector<lockstep::worker::GpuInfo>> gpus = WorkerGpus();
   if (!gpus.ok()) {
     spdlog::error("{}", std::string(gpus.status().message()));
     return kExitBadConfig;
   }
+  if (!gpus->empty()) options.devices.clear();
   for (const lockstep::v1::Device& d : lockstep::worker::GpuDevices(*gpus)) {
     options.devices.push_back(d);
   }
