@@ -94,28 +94,15 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// The GPUs --gpus selects among those the CUDA runtime shows. Without --gpus, a host with no
-// usable GPU (or a build without CUDA) offers none; with it, that is an error.
+// The GPUs --gpus selects among those the CUDA runtime shows (worker/gpu).
 absl::StatusOr<std::vector<lockstep::worker::GpuInfo>> WorkerGpus() {
-  using lockstep::worker::GpuInfo;
-  absl::StatusOr<lockstep::worker::GpuRequest> request =
-      lockstep::worker::ParseGpuFlag(absl::GetFlag(FLAGS_gpus));
-  if (!request.ok()) return request.status();
-  if (request->mode == lockstep::worker::GpuRequest::Mode::kNone) return std::vector<GpuInfo>();
-  absl::StatusOr<std::vector<GpuInfo>> visible = lockstep::worker::ProbeGpus();
-  if (!visible.ok()) {
-    if (request->explicit_flag) {
-      return absl::Status(visible.status().code(),
-                          absl::StrCat("--gpus: ", visible.status().message()));
-    }
-    if (visible.status().code() != absl::StatusCode::kUnimplemented) {
-      spdlog::warn("no GPU used: {}", std::string(visible.status().message()));
-    }
-    return std::vector<GpuInfo>();
-  }
-  const char* cuda_visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  absl::StatusOr<std::vector<GpuInfo>> gpus = lockstep::worker::SelectGpus(
-      *request, *visible, cuda_visible != nullptr, cuda_visible != nullptr ? cuda_visible : "");
+  const std::string flag = absl::GetFlag(FLAGS_gpus);
+  std::string warning;
+  absl::StatusOr<std::vector<lockstep::worker::GpuInfo>> gpus = lockstep::worker::OfferedGpus(
+      flag,
+      flag == "none" ? std::vector<lockstep::worker::GpuInfo>() : lockstep::worker::ProbeGpus(),
+      std::getenv("CUDA_VISIBLE_DEVICES"), &warning);
+  if (!warning.empty()) spdlog::warn("{}", warning);
   if (gpus.ok() && !gpus->empty()) {
     spdlog::info("lockstepd offers {}", lockstep::worker::DescribeGpus(*gpus));
   }

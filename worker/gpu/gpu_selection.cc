@@ -82,6 +82,27 @@ absl::StatusOr<std::vector<GpuInfo>> SelectGpus(const GpuRequest& request,
   return out;
 }
 
+absl::StatusOr<std::vector<GpuInfo>> OfferedGpus(absl::string_view flag,
+                                                 const absl::StatusOr<std::vector<GpuInfo>>& probed,
+                                                 const char* cuda_visible_devices,
+                                                 std::string* warning) {
+  absl::StatusOr<GpuRequest> request = ParseGpuFlag(flag);
+  if (!request.ok()) return request.status();
+  if (request->mode == GpuRequest::Mode::kNone) return std::vector<GpuInfo>();
+  if (!probed.ok()) {
+    if (request->explicit_flag) {
+      return absl::Status(probed.status().code(),
+                          absl::StrCat("--gpus: ", probed.status().message()));
+    }
+    if (probed.status().code() != absl::StatusCode::kUnimplemented) {
+      *warning = absl::StrCat("no GPU used: ", probed.status().message());
+    }
+    return std::vector<GpuInfo>();
+  }
+  return SelectGpus(*request, *probed, cuda_visible_devices != nullptr,
+                    cuda_visible_devices != nullptr ? cuda_visible_devices : "");
+}
+
 std::vector<v1::Device> GpuDevices(const std::vector<GpuInfo>& gpus) {
   std::vector<v1::Device> out;
   for (size_t i = 0; i < gpus.size(); ++i) {

@@ -47,6 +47,16 @@ absl::StatusOr<std::vector<GpuInfo>> SelectGpus(const GpuRequest& request,
                                                 bool cuda_visible_set,
                                                 absl::string_view cuda_visible_devices);
 
+// What lockstepd offers: --gpus (`flag`) applied to what the probe found (`probed`,
+// ProbeGpus()) and CUDA_VISIBLE_DEVICES (`cuda_visible_devices`, null when unset). Without
+// --gpus, a failed probe means no GPU: silently in a build without CUDA (UNIMPLEMENTED), with
+// `*warning` set otherwise (no driver, say). With --gpus, a failed probe is the error, prefixed
+// with "--gpus: ". Errors of ParseGpuFlag and SelectGpus otherwise.
+absl::StatusOr<std::vector<GpuInfo>> OfferedGpus(absl::string_view flag,
+                                                 const absl::StatusOr<std::vector<GpuInfo>>& probed,
+                                                 const char* cuda_visible_devices,
+                                                 std::string* warning);
+
 // The registration of the selected GPUs: kind GPU, index 0..n-1 (the worker's /gpu:N),
 // name "GPU:N", memory, product, compute capability "9.0" and PCI bus id.
 std::vector<v1::Device> GpuDevices(const std::vector<GpuInfo>& gpus);

@@ -76,6 +76,46 @@ TEST(SelectGpusTest, MissingGpuListsTheVisibleOnes) {
   EXPECT_THAT(Message(none), HasSubstr("shows no GPU (CUDA_VISIBLE_DEVICES is not set"));
 }
 
+TEST(OfferedGpusTest, WithoutTheFlagAFailedProbeMeansNoGpu) {
+  std::string warning;
+  auto cpu_build =
+      OfferedGpus("", absl::UnimplementedError("built without CUDA"), nullptr, &warning);
+  ASSERT_TRUE(cpu_build.ok());
+  EXPECT_TRUE(cpu_build->empty());
+  EXPECT_EQ(warning, "");
+  auto no_driver = OfferedGpus("", absl::UnavailableError("no NVIDIA driver"), nullptr, &warning);
+  ASSERT_TRUE(no_driver.ok());
+  EXPECT_TRUE(no_driver->empty());
+  EXPECT_EQ(warning, "no GPU used: no NVIDIA driver");
+}
+
+TEST(OfferedGpusTest, WithTheFlagAFailedProbeIsTheError) {
+  std::string warning;
+  absl::Status s =
+      OfferedGpus("0,1", absl::UnimplementedError("built without CUDA"), nullptr, &warning)
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(Message(s), "--gpus: built without CUDA");
+  EXPECT_EQ(OfferedGpus("all", absl::UnavailableError("x"), nullptr, &warning).status().code(),
+            absl::StatusCode::kUnavailable);
+  // none never needs the probe.
+  auto none = OfferedGpus("none", absl::UnavailableError("x"), nullptr, &warning);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(OfferedGpusTest, SelectsAmongTheProbedGpus) {
+  std::string warning;
+  auto one = OfferedGpus("1", TwoH100s(), "3,7", &warning);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].ordinal, 1);
+  absl::Status missing = OfferedGpus("5", TwoH100s(), "3,7", &warning).status();
+  EXPECT_THAT(Message(missing), HasSubstr("CUDA_VISIBLE_DEVICES=\"3,7\""));
+  EXPECT_EQ(OfferedGpus("x", TwoH100s(), nullptr, &warning).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(GpuDevicesTest, RegistersOneDevicePerSelectedGpu) {
   std::vector<GpuInfo> gpus = {TwoH100s()[1]};
   std::vector<v1::Device> d = GpuDevices(gpus);
