@@ -3,8 +3,7 @@
 
 #include <thread>
 
-#include "collectives/in_memory_store.h"
-#include "collectives/nccl/fake_nccl_api.h"
+#include "collectives/nccl/fake_nccl_fixture.h"
 #include "collectives/peer_failure.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,30 +14,13 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class NcclCommunicatorTest : public ::testing::Test {
+class NcclCommunicatorTest : public FakeNcclFixture {
  protected:
-  NcclCommunicatorOptions Options() {
-    NcclCommunicatorOptions o;
-    o.rank = 0;
-    o.size = 4;
-    o.store = &store_;
-    o.api = &api_;
-    o.clock = Clock::Real();
-    o.signal = signal_;
-    o.init_deadline = absl::Now() + absl::Seconds(30);
-    o.poll_interval = absl::Microseconds(50);
-    return o;
-  }
   std::unique_ptr<NcclCommunicator> MustCreate() {
     auto c = NcclCommunicator::Create(Options());
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
   }
-  static absl::Time Later() { return absl::Now() + absl::Seconds(30); }
-
-  InMemoryStore store_;
-  FakeNcclApi api_;
-  std::shared_ptr<AbortSignal> signal_ = std::make_shared<AbortSignal>();
 };
 
 TEST_F(NcclCommunicatorTest, InitWaitsForNcclThenRunsEveryCollectiveAndDtype) {

@@ -3,8 +3,7 @@
 
 #include <thread>
 
-#include "collectives/in_memory_store.h"
-#include "collectives/nccl/fake_nccl_api.h"
+#include "collectives/nccl/fake_nccl_fixture.h"
 #include "collectives/peer_failure.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,24 +14,11 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class NcclLocalGroupTest : public ::testing::Test {
+class NcclLocalGroupTest : public FakeNcclFixture {
  protected:
   absl::StatusOr<std::unique_ptr<NcclLocalGroup>> Create(std::vector<LocalGpu> gpus) {
-    NcclCommunicatorOptions o;
-    o.size = 4;
-    o.store = &store_;
-    o.api = &api_;
-    o.clock = Clock::Real();
-    o.signal = signal_;
-    o.init_deadline = absl::Now() + absl::Seconds(30);
-    o.poll_interval = absl::Microseconds(50);
-    return NcclLocalGroup::Create(o, std::move(gpus));
+    return NcclLocalGroup::Create(Options(), std::move(gpus));
   }
-  static absl::Time Later() { return absl::Now() + absl::Seconds(30); }
-
-  InMemoryStore store_;
-  FakeNcclApi api_;
-  std::shared_ptr<AbortSignal> signal_ = std::make_shared<AbortSignal>();
 };
 
 TEST_F(NcclLocalGroupTest, InitsAndRunsEveryGpuInOneGroup) {
@@ -88,11 +74,7 @@ TEST_F(NcclLocalGroupTest, PeerLossFailsEveryLocalGpu) {
 
 TEST_F(NcclLocalGroupTest, InitPastItsDeadlineAbortsEveryGpu) {
   api_.set_init_polls(-1);
-  NcclCommunicatorOptions o;
-  o.size = 2;
-  o.store = &store_;
-  o.api = &api_;
-  o.clock = Clock::Real();
+  NcclCommunicatorOptions o = Options();
   o.init_deadline = absl::Now() + absl::Milliseconds(20);
   absl::Status s = NcclLocalGroup::Create(o, {{0, 0, nullptr}, {1, 1, nullptr}}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
