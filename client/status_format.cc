@@ -8,15 +8,36 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/incarnation.h"
 
 namespace lockstep {
 namespace client {
 namespace {
 
+// A GPU's model from the driver's product name: "NVIDIA H100 80GB HBM3" -> "H100",
+// "NVIDIA A100-SXM4-80GB" -> "A100", "NVIDIA GeForce RTX 4090" -> "GeForce-RTX-4090".
+std::string GpuModel(const v1::Device& d) {
+  absl::string_view product = d.product();
+  absl::ConsumePrefix(&product, "NVIDIA ");
+  std::vector<std::string> words;
+  for (absl::string_view w : absl::StrSplit(product, absl::ByAnyChar(" -"), absl::SkipEmpty())) {
+    if (absl::EndsWith(w, "GB") || absl::StartsWith(w, "SXM") || absl::StartsWith(w, "PCIe") ||
+        absl::StartsWith(w, "HBM")) {
+      break;
+    }
+    words.emplace_back(w);
+  }
+  return words.empty() ? "GPU" : absl::StrJoin(words, "-");
+}
+
+// "2xCPU", "1xH100", "2xCPU,8xH100".
 std::string Devices(const v1::TaskStatus& t) {
   std::map<std::string, int> kinds;
-  for (const v1::Device& d : t.devices()) ++kinds[v1::Device::Kind_Name(d.kind())];
+  for (const v1::Device& d : t.devices()) {
+    ++kinds[d.kind() == v1::Device::GPU ? GpuModel(d) : v1::Device::Kind_Name(d.kind())];
+  }
   std::vector<std::string> parts;
   for (const auto& [kind, n] : kinds) parts.push_back(absl::StrCat(n, "x", kind));
   return parts.empty() ? "-" : absl::StrJoin(parts, ",");

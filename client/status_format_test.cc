@@ -38,6 +38,18 @@ TEST(StatusFormatTest, TableHasOneRowPerTask) {
   EXPECT_THAT(table, HasSubstr("2 task(s): 1 ALIVE, 1 LOST"));
 }
 
+TEST(StatusFormatTest, GpusShowTheirModel) {
+  v1::GetClusterStatusResponse s = Sample();
+  const char* products[] = {"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3",
+                            "NVIDIA A100-SXM4-80GB", "NVIDIA GeForce RTX 4090", ""};
+  for (const char* product : products) {
+    v1::Device* d = s.mutable_tasks(0)->add_devices();
+    d->set_kind(v1::Device::GPU);
+    d->set_product(product);
+  }
+  EXPECT_THAT(FormatStatusTable(s), HasSubstr("1xA100,1xCPU,1xGPU,1xGeForce-RTX-4090,2xH100"));
+}
+
 TEST(StatusFormatTest, TableSaysWhenTheClusterRunsInsecure) {
   v1::GetClusterStatusResponse status;
   EXPECT_THAT(FormatStatusTable(status), ::testing::Not(::testing::HasSubstr("insecure")));

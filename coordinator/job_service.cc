@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "common/incarnation.h"
 #include "common/status.h"
+#include "coordinator/gpu_requirements.h"
 #include "coordinator/job_validation.h"
 #include "coordinator/partitioner.h"
 
@@ -195,8 +196,10 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   // The batch must split over the replicas of the workers the job would get now; when
   // none are ALIVE yet this is checked again at scheduling.
   std::vector<WorkerSlot> slots;
+  std::vector<v1::TaskStatus> alive;  // for CheckGpuRequirements
   for (const v1::TaskStatus& t : membership_->Snapshot()) {
     if (t.state() == v1::ALIVE && IsTrainingTask(t)) {
+      alive.push_back(t);
       slots.push_back(WorkerSlot{RefOf(t), t.address(), t.devices_size()});
     }
   }
@@ -207,6 +210,7 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   // With no workers known yet, one replica would hold the whole batch.
   LS_RETURN_IF_ERROR(CheckModelSize(spec, limits_, known ? CountReplicas(spec, slots) : 1));
   LS_RETURN_IF_ERROR(CheckElastic(spec, slots));
+  LS_RETURN_IF_ERROR(CheckGpuRequirements(spec, alive));
   // Last, after every pure check: the file system (it creates nothing).
   LS_RETURN_IF_ERROR(CheckJobDirectories(spec));
   absl::MutexLock l(&mu_);

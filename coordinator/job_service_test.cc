@@ -268,6 +268,10 @@ TEST_F(JobServiceTest, RefusesBadSpecsNamingTheField) {
   bad = SmallJob();
   bad.mutable_summaries()->set_dir("/dev/null/tb");
   EXPECT_THAT(jobs_->Submit(bad).status().message(), HasSubstr("summaries.dir"));
+  bad = SmallJob();  // the workers offer CPUs only
+  bad.mutable_communication()->set_implementation(v1::CommunicationSpec::NCCL);
+  EXPECT_THAT(jobs_->Submit(bad).status().message(),
+              HasSubstr("communication.implementation: NCCL needs GPU replicas"));
   EXPECT_TRUE(jobs_->List(0)->empty());  // nothing refused was stored
 }
 

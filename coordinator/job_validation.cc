@@ -260,13 +260,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                    absl::StrCat(spec.summaries().every_steps(), " must be >= 0"));
   }
   const v1::CommunicationSpec& comm = spec.communication();
-  if (comm.implementation() == v1::CommunicationSpec::NCCL) {
-    // Refused in every build until collectives/ has an NCCL backend
-    // (distribute::CheckImplementation on the worker says the same, but only at start).
-    return Invalid("communication.implementation",
-                   "NCCL is not available: this build has no NCCL backend (not even with "
-                   "--config=cuda yet); use AUTO or RING");
-  }
+  // NCCL needs GPU workers: checked at submit against the cluster (gpu_requirements.h).
   if (comm.bytes_per_pack() < 0) {
     return Invalid("communication.bytes_per_pack",
                    absl::StrCat(comm.bytes_per_pack(), " must be >= 0"));

@@ -8,9 +8,9 @@
 // TFRECORD files), TFRECORD data whose `tfrecord` spec is incomplete or does not fill
 // model.input_shape (named down to the feature, "data.train.tfrecord.features[0].shape[1]"),
 // `epochs` when the worker cannot know the size of an epoch (streamed files: a data.eval
-// source or data.eval_fraction 0), communication.implementation NCCL (no backend yet) and
+// source or data.eval_fraction 0) and
 // restart_policy.max_restarts > 0 without checkpoint.every_steps (a restart would redo
-// every step).
+// every step). NCCL without GPU workers is refused at submit too (gpu_requirements.h).
 //
 // Paths (data files, checkpoint.dir, summaries.dir) are judged here only as text: no ".."
 // component and no NUL byte. A relative path is resolved under the worker's roots and an

@@ -5,7 +5,7 @@
 // (worker/job_runner.h). SIGTERM/SIGINT abort its jobs, deregister and exit 0. A bad
 // configuration exits 2 with the resolver's message. It reaches the coordinator over mutual
 // TLS (--tls_ca, --tls_cert, --tls_key: its certificate from the cluster CA names it), or in
-// plaintext with --insecure.
+// plaintext with --insecure. --gpus picks the GPUs it offers, one replica each (worker/gpu).
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -37,6 +37,8 @@
 #include "spdlog/spdlog.h"
 #include "worker/agent.h"
 #include "worker/file_roots.h"
+#include "worker/gpu/gpu_probe.h"
+#include "worker/gpu/gpu_selection.h"
 #include "worker/grpc_coordinator_client.h"
 #include "worker/hostname_task.h"
 #include "worker/job_runner.h"
@@ -45,6 +47,10 @@
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: $LOCKSTEP_COORDINATOR).");
 ABSL_FLAG(std::string, tf_config, "", "File holding TF_CONFIG JSON (default: $TF_CONFIG).");
 ABSL_FLAG(int, cpu_devices, 1, "Number of logical CPU devices this worker offers.");
+ABSL_FLAG(std::string, gpus, "",
+          "GPUs this worker offers, one replica each: all, none, or CUDA device numbers such as "
+          "0,1 (counted after CUDA_VISIBLE_DEVICES). Default: every visible GPU in a "
+          "--config=cuda build, none otherwise.");
 ABSL_FLAG(std::string, address, "",
           "host:port this worker is reached at. Default: its address in TF_CONFIG, else a "
           "free port on --host, reserved for the data plane.");
@@ -112,6 +118,21 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// The GPUs --gpus selects among those the CUDA runtime shows (worker/gpu).
+absl::StatusOr<std::vector<lockstep::worker::GpuInfo>> WorkerGpus() {
+  const std::string flag = absl::GetFlag(FLAGS_gpus);
+  std::string warning;
+  absl::StatusOr<std::vector<lockstep::worker::GpuInfo>> gpus = lockstep::worker::OfferedGpus(
+      flag,
+      flag == "none" ? std::vector<lockstep::worker::GpuInfo>() : lockstep::worker::ProbeGpus(),
+      std::getenv("CUDA_VISIBLE_DEVICES"), &warning);
+  if (!warning.empty()) spdlog::warn("{}", warning);
+  if (gpus.ok() && !gpus->empty()) {
+    spdlog::info("lockstepd offers {}", lockstep::worker::DescribeGpus(*gpus));
+  }
+  return gpus;
 }
 
 std::string Env(const char* name) {
@@ -201,6 +222,18 @@ int Run(sigset_t signals) {
     d.set_name(absl::StrCat("CPU:", i));
     options.devices.push_back(d);
   }
+  // GPUs (worker/gpu), one replica each. A worker with GPUs runs its replicas on them
+  // (distribute::ResolveDevices' default), so only they are registered: the coordinator counts
+  // one replica per registered device. "/cpu:N" names still reach the --cpu_devices.
+  absl::StatusOr<std::vector<lockstep::worker::GpuInfo>> gpus = WorkerGpus();
+  if (!gpus.ok()) {
+    spdlog::error("{}", std::string(gpus.status().message()));
+    return kExitBadConfig;
+  }
+  if (!gpus->empty()) options.devices.clear();
+  for (const lockstep::v1::Device& d : lockstep::worker::GpuDevices(*gpus)) {
+    options.devices.push_back(d);
+  }
 
   // Address: --address, else TF_CONFIG's, else a port reserved now (kept open).
   std::unique_ptr<lockstep::ReservedPort> reserved;
@@ -259,6 +292,7 @@ int Run(sigset_t signals) {
   lockstep::worker::JobExecutorOptions job_options;
   job_options.client = client->get();
   job_options.devices.num_cpu_devices = cpu_devices;
+  job_options.devices.num_gpus = static_cast<int>(gpus->size());
   const std::string transport = absl::GetFlag(FLAGS_transport);
   if (transport == "auto") {
     job_options.transport = lockstep::collectives::TransportKind::kAuto;
@@ -354,7 +388,7 @@ int main(int argc, char** argv) {
   const sigset_t signals = lockstep::BlockSignals({SIGTERM, SIGINT, SIGUSR1});
 
   absl::SetProgramUsageMessage(
-      "lockstepd --coordinator=HOST:PORT [--tf_config=FILE] [--cpu_devices=N] "
+      "lockstepd --coordinator=HOST:PORT [--tf_config=FILE] [--cpu_devices=N] [--gpus=0,1] "
       "[--cpu_affinity=LIST]");
   absl::ParseCommandLine(argc, argv);
   absl::Status logging = lockstep::InitLogging("lockstepd", absl::GetFlag(FLAGS_log_level));
