@@ -80,6 +80,8 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       o.secret = partition.secret();
       o.transport = options.transport;
       o.listen_host = options.listen_host;
+      o.data_port = options.data_port;
+      o.data_port_origin = "lockstepd --data_port";
       o.connect_timeout = options.connect_timeout;
       LS_ASSIGN_OR_RETURN(auto s, distribute::MultiWorkerMirroredStrategy::Create(*cluster, o));
       return std::unique_ptr<distribute::Strategy>(std::move(s));

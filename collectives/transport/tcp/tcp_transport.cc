@@ -56,7 +56,15 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
   t->busy_polls_ = options.busy_polls >= 0 ? options.busy_polls : 64;
   t->send_window_ = options.send_window_bytes;
   if (n == 1) return t;
-  LS_ASSIGN_OR_RETURN(auto listening, ListenEphemeral(options.listen_host, n));
+  auto listened = Listen(options.listen_host, options.listen_port, n);
+  if (!listened.ok()) {
+    return Annotate(listened.status(),
+                    absl::StrCat("rank ", me.rank, ": the data port",
+                                 options.listen_port_origin.empty()
+                                     ? std::string()
+                                     : absl::StrCat(" (", options.listen_port_origin, ")")));
+  }
+  auto listening = std::move(*listened);
   UniqueFd listen_fd = std::move(listening.first);
   LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/tcp/", me.rank), listening.second));
 

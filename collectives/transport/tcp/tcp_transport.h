@@ -1,7 +1,8 @@
 // TcpTransport: a full mesh of authenticated TCP connections, two per pair of ranks, one for
 // each direction.
 //
-// Connect(): every rank listens on an ephemeral port of `listen_host` and publishes
+// Connect(): every rank listens on `listen_host` (an ephemeral port unless TcpOptions::
+// listen_port fixes one) and publishes
 // "<prefix>/tcp/<rank>" in the Store; it opens one connection to every other rank, on which it
 // only sends, and accepts one from every other rank, on which it only receives (the .cc says
 // why, and in which order, free of deadlock). Each connection passes the HMAC handshake
@@ -32,6 +33,12 @@ namespace collectives {
 
 struct TcpOptions {
   std::string listen_host = "127.0.0.1";
+  // The port this rank listens on while the group connects; 0: an ephemeral one. A fixed
+  // port (a firewall's declared data port) is bound with SO_REUSEADDR, so the next attempt
+  // of a job rebinds it at once; the listener closes once every peer connected.
+  int listen_port = 0;
+  // What chose listen_port, named when the port is taken (e.g. "lockstepd --data_port").
+  std::string listen_port_origin;
   // SO_SNDBUF/SO_RCVBUF (the kernel caps them at net.core.[rw]mem_max); 0 keeps Linux's
   // autotuning. 4 MiB measured 1.5-4x faster than autotuning from 8 B to 2 MiB here.
   int socket_buffer_bytes = 4 << 20;

@@ -2,6 +2,8 @@
 // failures cross real loopback sockets.
 #include "collectives/transport/tcp/tcp_transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "collectives/in_memory_store.h"
@@ -311,6 +314,92 @@ TEST(TcpTransportTest, AbortedPeerIsUnavailableNotASlowPeer) {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
     EXPECT_NE(s.message().find("peer rank"), absl::string_view::npos) << s;
   }
+}
+
+// Holds 127.0.0.1:<port> (an ephemeral one, bound with SO_REUSEADDR, never listening) for the
+// test, so that the port stays this test's and a fixed-port listener may bind it too.
+class ReservedPort {
+ public:
+  ReservedPort() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    const int one = 1;
+    setsockopt(fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    socklen_t len = sizeof(addr);
+    getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  int port() const { return port_; }
+
+ private:
+  UniqueFd fd_;
+  int port_ = 0;
+};
+
+// Connects a group of two whose ranks listen on `ports`; returns each rank's published address.
+std::vector<std::string> ConnectOnPorts(const std::vector<int>& ports) {
+  const int n = static_cast<int>(ports.size());
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  std::vector<std::unique_ptr<TcpTransport>> t(n);
+  RunRanks(n, [&](int r) {
+    TcpOptions options;
+    options.listen_port = ports[r];
+    auto connected = TcpTransport::Connect({"s", prefix, r, n}, prefix, &store, options, Soon());
+    ASSERT_TRUE(connected.ok()) << connected.status();
+    t[r] = std::move(connected).value();
+  });
+  RunRanks(n, [&](int r) {
+    if (t[r] == nullptr) return;
+    char out = static_cast<char>(r), in = -1;
+    ASSERT_TRUE(t[r]->SendRecv({1 - r, &out, 1}, {1 - r, &in, 1}, Soon()).ok());
+    EXPECT_EQ(in, 1 - r);
+  });
+  std::vector<std::string> addresses;
+  for (int r = 0; r < n; ++r) {
+    addresses.push_back(*store.Get(absl::StrCat(prefix, "/tcp/", r), Soon()));
+  }
+  return addresses;
+}
+
+TEST(TcpTransportTest, RanksListenOnTheirFixedPortsAndRebindThemAtOnce) {
+  ReservedPort a, b;
+  const std::vector<std::string> first = ConnectOnPorts({a.port(), b.port()});
+  EXPECT_EQ(first[0], absl::StrCat("127.0.0.1:", a.port()));
+  EXPECT_EQ(first[1], absl::StrCat("127.0.0.1:", b.port()));
+  // The first group's connections linger (TIME_WAIT); the next group binds the same ports.
+  const std::vector<std::string> second = ConnectOnPorts({a.port(), b.port()});
+  EXPECT_EQ(second, first);
+}
+
+TEST(TcpTransportTest, AFixedPortInUseFailsNamingThePortAndWhoChoseIt) {
+  auto taken = ListenEphemeral("127.0.0.1", 1);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  const std::string port = taken->second.substr(taken->second.rfind(':') + 1);
+  InMemoryStore store;
+  TcpOptions options;
+  ASSERT_TRUE(absl::SimpleAtoi(port, &options.listen_port));
+  options.listen_port_origin = "lockstepd --data_port";
+  auto connected = TcpTransport::Connect({"s", "p", 0, 2}, "p", &store, options, Soon());
+  ASSERT_FALSE(connected.ok());
+  EXPECT_EQ(connected.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(connected.status().message().find("lockstepd --data_port"), absl::string_view::npos)
+      << connected.status();
+  EXPECT_NE(connected.status().message().find(absl::StrCat("127.0.0.1:", port)),
+            absl::string_view::npos)
+      << connected.status();
+  EXPECT_NE(connected.status().message().find("in use"), absl::string_view::npos)
+      << connected.status();
+}
+
+TEST(TcpTransportTest, APortOutsideTheRangeIsRefused) {
+  InMemoryStore store;
+  TcpOptions options;
+  options.listen_port = 70000;
+  auto connected = TcpTransport::Connect({"s", "p", 0, 2}, "p", &store, options, Soon());
+  EXPECT_EQ(connected.status().code(), absl::StatusCode::kInvalidArgument) << connected.status();
 }
 
 }  // namespace
