@@ -106,6 +106,17 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
   nccl.mutable_communication()->set_implementation(v1::CommunicationSpec::NCCL);
   EXPECT_THAT(Refusal(nccl), StartsWith("communication.implementation: NCCL is not available"));
   EXPECT_THAT(Refusal(nccl), HasSubstr("no NCCL backend"));
+
+  v1::JobSpec encrypted_mirrored = CsvJob();
+  encrypted_mirrored.set_strategy(v1::MIRRORED);
+  encrypted_mirrored.mutable_communication()->set_encrypt(true);
+  EXPECT_THAT(Refusal(encrypted_mirrored),
+              StartsWith("communication.encrypt: encrypts the TCP traffic between workers, but "
+                         "MIRRORED runs on one worker"));
+  v1::JobSpec encrypted = CsvJob();
+  encrypted.set_strategy(v1::MULTI_WORKER_MIRRORED);
+  encrypted.mutable_communication()->set_encrypt(true);
+  EXPECT_TRUE(ValidateJobSpec(encrypted).ok()) << ValidateJobSpec(encrypted);
 }
 
 TEST(JobValidationTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {

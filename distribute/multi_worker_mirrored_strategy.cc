@@ -43,6 +43,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   base.listen_host = options.listen_host;
   base.tcp.listen_port = options.data_port;
   base.tcp.listen_port_origin = options.data_port_origin;
+  base.tcp.encrypt = options.communication.encrypt;
   base.connect_timeout = options.connect_timeout;
   if (options.communication.implementation == CommunicationOptions::Implementation::kRing) {
     base.algorithms.algorithm = collectives::AllReduceAlgorithm::kRing;

@@ -28,6 +28,7 @@ distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec
   }
   options.bytes_per_pack = c.bytes_per_pack() > 0 ? static_cast<size_t>(c.bytes_per_pack()) : 0;
   options.timeout = absl::Milliseconds(c.timeout_ms() > 0 ? c.timeout_ms() : 60000);
+  options.encrypt = c.encrypt();
   return options;
 }
 

@@ -22,8 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "collectives/store.h"
+#include "collectives/transport/piece_cursor.h"
+#include "collectives/transport/tcp/frame_cipher.h"
 #include "collectives/transport/tcp/socket_util.h"
 #include "collectives/transport/tcp/tcp_handshake.h"
 #include "collectives/transport/transport.h"
@@ -69,6 +72,9 @@ struct TcpOptions {
   // all their calls and credited a 384 KiB window with steadying them; the cause was the
   // bench's one-byte barriers.)
   size_t send_window_bytes = 2 << 20;
+  // Encrypt and authenticate every byte (AES-256-GCM, frame_cipher.h), with a key per
+  // connection; every rank of the group must agree (the handshake checks it).
+  bool encrypt = false;
   // How long one incoming connection may take to finish its handshake.
   absl::Duration handshake_timeout = absl::Seconds(5);
 };
@@ -111,6 +117,25 @@ class TcpTransport final : public Transport {
                            absl::Time deadline);
   // SendRecv without the padding of small messages (kMinMessageBytes).
   absl::Status Move(const SendSpec& send, const RecvSpec& recv, absl::Time deadline);
+  // Move with TcpOptions::encrypt: frames sealed and opened by FrameCipher.
+  absl::Status MoveSealed(const SendSpec& send, const RecvSpec& recv, absl::Time deadline);
+  // Opens the frame of `n` plaintext bytes in open_buffer_, the message's bytes from
+  // `offset`, into `in` or recv.sink. DATA_LOSS naming the peer when its tag fails.
+  absl::Status OpenFrame(const RecvSpec& recv, size_t offset, size_t n, PieceCursor& in);
+  // The end of one round of Move's loop: with `progress`, a look at the clock every 64 rounds;
+  // without, a yield for the first busy_polls_ rounds, then poll() on `sfd` (-1: done
+  // sending; for room when `want_room`) and `rfd` (-1: done receiving) until one is ready,
+  // Abort() or the deadline. OK to go on, else ABORTED, the send peer's failure, or
+  // deadline_passed().
+  struct Round {
+    int idle = 0;
+    unsigned busy_rounds = 0;
+  };
+  absl::Status EndRound(bool progress, int sfd, bool want_room, int send_peer, int rfd,
+                        absl::Time deadline, Round* round,
+                        absl::FunctionRef<absl::Status()> deadline_passed);
+  // Sizes the ciphers and frame buffers (Connect, with TcpOptions::encrypt).
+  void EnableEncryption();
   // UNAVAILABLE: the connection to `peer` failed (errno `err`) or closed (err == 0), naming
   // the rank the failure started at when `peer` told us (AbortOnPeerFailure).
   absl::Status PeerError(int peer, const char* what, int err) const;
@@ -137,6 +162,14 @@ class TcpTransport final : public Transport {
   std::vector<int> failed_rank_from_;
   int busy_polls_ = 0;
   size_t send_window_ = 0;  // TcpOptions::send_window_bytes
+  // TcpOptions::encrypt: seal_[r] encrypts what goes to r, open_[r] decrypts what r sent
+  // (empty vectors: plaintext); the frame being sent, the frame being received, and an
+  // opened frame for reductions.
+  std::vector<std::unique_ptr<FrameCipher>> seal_;
+  std::vector<std::unique_ptr<FrameCipher>> open_;
+  std::vector<unsigned char> seal_buffer_;
+  std::vector<unsigned char> open_buffer_;
+  std::vector<char> plain_;
 };
 
 }  // namespace collectives

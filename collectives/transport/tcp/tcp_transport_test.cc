@@ -4,7 +4,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "collectives/communicator.h"
 #include "collectives/in_memory_store.h"
 #include "collectives/test_util.h"
 #include "gtest/gtest.h"
@@ -51,7 +54,7 @@ TEST(TcpTransportTest, WrongSecretIsRefusedAndTheRightPeerStillJoins) {
   ASSERT_TRUE(address.ok());
   auto fd = ConnectWithRetry(*address, Soon());
   ASSERT_TRUE(fd.ok());
-  absl::Status bad = HandshakeAsConnector(fd->get(), {"wrong", prefix, 1, 2}, 0, Soon());
+  absl::Status bad = HandshakeAsConnector(fd->get(), {"wrong", prefix, 1, 2}, 0, Soon()).status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kUnauthenticated) << bad;
   // A stray client that speaks no protocol at all: its bytes are never taken as a peer.
   auto stray = ConnectWithRetry(*address, Soon());
@@ -112,7 +115,7 @@ TEST(TcpTransportTest, WrongGroupWithRightSecretIsRefused) {
   ASSERT_TRUE(address.ok());
   auto fd = ConnectWithRetry(*address, Soon());
   ASSERT_TRUE(fd.ok());
-  EXPECT_EQ(HandshakeAsConnector(fd->get(), {"s", "other-job", 1, 2}, 0, Soon()).code(),
+  EXPECT_EQ(HandshakeAsConnector(fd->get(), {"s", "other-job", 1, 2}, 0, Soon()).status().code(),
             absl::StatusCode::kUnauthenticated);
   acceptor.join();
 }
@@ -400,6 +403,128 @@ TEST(TcpTransportTest, APortOutsideTheRangeIsRefused) {
   options.listen_port = 70000;
   auto connected = TcpTransport::Connect({"s", "p", 0, 2}, "p", &store, options, Soon());
   EXPECT_EQ(connected.status().code(), absl::StatusCode::kInvalidArgument) << connected.status();
+}
+
+TEST(TcpTransportTest, EncryptedGroupsAllReduceAsPlaintextOnes) {
+  TcpOptions sealed;
+  sealed.encrypt = true;
+  // Sizes from one padded element to several frames, odd ones included.
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{40000}, size_t{300001}}) {
+    std::vector<std::unique_ptr<TcpTransport>> t = ConnectTcp(3, sealed);
+    std::vector<std::unique_ptr<Communicator>> comms;
+    for (auto& transport : t) {
+      auto c = Communicator::Create(std::move(transport), AlgorithmOptions{});
+      ASSERT_TRUE(c.ok()) << c.status();
+      comms.push_back(std::move(*c));
+    }
+    std::vector<std::vector<float>> x(3);
+    RunRanks(3, [&](int r) {
+      x[r].assign(count, static_cast<float>(r + 1));
+      ASSERT_TRUE(
+          comms[r]
+              ->AllReduce(x[r].data(), x[r].data(), count, DType::kF32, ReduceOp::kSum, Soon())
+              .ok());
+    });
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(x[r], std::vector<float>(count, 6.0f)) << count;
+  }
+}
+
+TEST(TcpTransportTest, RanksThatDisagreeOnEncryptionRefuseEachOther) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  std::vector<absl::Status> status(2);
+  RunRanks(2, [&](int r) {
+    TcpOptions options;
+    options.encrypt = r == 0;
+    status[r] = TcpTransport::Connect({"s", prefix, r, 2}, prefix, &store, options,
+                                      absl::Now() + absl::Seconds(2))
+                    .status();
+  });
+  EXPECT_FALSE(status[0].ok());
+  // Rank 1 connects to rank 0 and finds that rank 0's proof does not check out.
+  EXPECT_EQ(status[1].code(), absl::StatusCode::kUnauthenticated) << status[1];
+  EXPECT_NE(status[1].message().find("communication.encrypt"), absl::string_view::npos)
+      << status[1];
+}
+
+// Hands rank 0's address out as the address of a relay that passes every byte between the
+// connection and rank 0, except that it flips one bit of what the connector sends after its
+// handshake proof (kProofBytes): an attacker on the path between two hosts.
+class TamperingStore final : public Store {
+ public:
+  explicit TamperingStore(std::string prefix) : prefix_(std::move(prefix)) {}
+  ~TamperingStore() override {
+    if (relay_.joinable()) relay_.join();
+  }
+  absl::Status Set(absl::string_view key, absl::string_view value) override {
+    return inner_.Set(key, value);
+  }
+  absl::StatusOr<std::string> Get(absl::string_view key, absl::Time deadline) override {
+    absl::StatusOr<std::string> value = inner_.Get(key, deadline);
+    if (!value.ok() || key != absl::StrCat(prefix_, "/tcp/0")) return value;
+    auto listening = ListenEphemeral("127.0.0.1", 1);
+    if (!listening.ok()) return listening.status();
+    relay_ = std::thread([this, listen = std::move(listening->first), target = *value]() mutable {
+      Relay(listen.get(), target);
+    });
+    return listening->second;
+  }
+  void Abort() override { inner_.Abort(); }
+
+ private:
+  static void Relay(int listen_fd, const std::string& target) {
+    UniqueFd from(accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+    auto to = ConnectWithRetry(target, Soon());
+    if (from.get() < 0 || !to.ok()) return;
+    size_t forwarded = 0;  // connector -> acceptor
+    char buf[4096];
+    while (true) {
+      pollfd p[2] = {{from.get(), POLLIN, 0}, {to->get(), POLLIN, 0}};
+      if (poll(p, 2, 10000) <= 0) return;
+      for (int i = 0; i < 2; ++i) {
+        if (p[i].revents == 0) continue;
+        const ssize_t k = read(p[i].fd, buf, sizeof(buf));
+        if (k <= 0) return;
+        if (i == 0) {
+          const size_t flip = kProofBytes + 10;
+          if (forwarded <= flip && flip < forwarded + k) buf[flip - forwarded] ^= 0x01;
+          forwarded += k;
+        }
+        if (!WriteFull(p[1 - i].fd, buf, k, Soon()).ok()) return;
+      }
+    }
+  }
+
+  const std::string prefix_;
+  InMemoryStore inner_;
+  std::thread relay_;
+};
+
+TEST(TcpTransportTest, ATamperedFrameFailsTheReceiveNamingThePeer) {
+  const std::string prefix = UniquePrefix();
+  TamperingStore store(prefix);
+  TcpOptions sealed;
+  sealed.encrypt = true;
+  std::vector<std::unique_ptr<TcpTransport>> t(2);
+  RunRanks(2, [&](int r) {
+    auto connected = TcpTransport::Connect({"s", prefix, r, 2}, prefix, &store, sealed, Soon());
+    ASSERT_TRUE(connected.ok()) << connected.status();
+    t[r] = std::move(connected).value();
+  });
+  std::vector<char> out(1000, 'g'), in(1000);
+  absl::Status received;
+  RunRanks(2, [&](int r) {
+    if (r == 1) {
+      EXPECT_TRUE(t[1]->SendRecv({0, out.data(), out.size()}, {}, Soon()).ok());
+    } else {
+      received = t[0]->SendRecv({}, {1, in.data(), in.size()}, Soon());
+    }
+  });
+  EXPECT_EQ(received.code(), absl::StatusCode::kDataLoss) << received;
+  EXPECT_NE(received.message().find("from peer rank 1 failed authentication"),
+            absl::string_view::npos)
+      << received;
+  for (auto& transport : t) transport->Abort();
 }
 
 }  // namespace
