@@ -334,14 +334,7 @@ absl::Status TcpTransport::Move(const SendSpec& send, const RecvSpec& recv, absl
   size_t sent = 0, received = 0, staged = 0;
   const size_t align = std::max<size_t>(recv.align, 1);
   Round round;
-  auto deadline_passed = [&] {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "rank ", rank_, ": deadline passed ",
-        receiving && received < recv.len ? absl::StrCat("receiving from rank ", recv.peer)
-                                         : absl::StrCat("sending to rank ", send.peer),
-        " (", received, "/", recv.len, " bytes in, ", sent, "/", send.len,
-        " out); is that rank stopped or overloaded?"));
-  };
+  auto deadline_passed = [&] { return DeadlinePassed(send, recv, sent, received, ""); };
 
   // Bytes this call may send now: all that is left, or while it still receives, no more than
   // send_window_ ahead of what has arrived (TcpOptions::send_window_bytes). Free of deadlock:
@@ -413,6 +406,17 @@ absl::Status TcpTransport::Move(const SendSpec& send, const RecvSpec& recv, absl
   return absl::OkStatus();
 }
 
+absl::Status TcpTransport::DeadlinePassed(const SendSpec& send, const RecvSpec& recv, size_t sent,
+                                          size_t received, absl::string_view how) const {
+  const bool receiving = recv.peer != kNoPeer && received < recv.len;
+  return absl::DeadlineExceededError(
+      absl::StrCat("rank ", rank_, ": deadline passed ",
+                   receiving ? absl::StrCat("receiving from rank ", recv.peer)
+                             : absl::StrCat("sending to rank ", send.peer),
+                   " (", received, "/", recv.len, " bytes in, ", sent, "/", send.len, " out", how,
+                   "); is that rank stopped or overloaded?"));
+}
+
 absl::Status TcpTransport::EndRound(bool progress, int sfd, bool want_room, int send_peer, int rfd,
                                     absl::Time deadline, Round* round,
                                     absl::FunctionRef<absl::Status()> deadline_passed) {
@@ -461,12 +465,7 @@ absl::Status TcpTransport::MoveSealed(const SendSpec& send, const RecvSpec& recv
   size_t have = 0;                       // bytes of the incoming frame in open_buffer_
   Round round;
   auto deadline_passed = [&] {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "rank ", rank_, ": deadline passed ",
-        receiving && received < recv.len ? absl::StrCat("receiving from rank ", recv.peer)
-                                         : absl::StrCat("sending to rank ", send.peer),
-        " (", received, "/", recv.len, " bytes in, ", sealed, "/", send.len,
-        " out, encrypted); is that rank stopped or overloaded?"));
+    return DeadlinePassed(send, recv, sealed, received, ", encrypted");
   };
   auto send_pending = [&] { return sending && (sealed < send.len || frame_at < frame_bytes); };
   while (send_pending() || (receiving && received < recv.len)) {
