@@ -56,6 +56,7 @@ struct BenchFlags {
   int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
   int64_t tcp_send_window_bytes = -1;
+  bool encrypt = false;
   size_t bytes_per_pack = 4 << 20;
   int rounds = 1;
   // size: each size runs ours and every peer back to back (seconds apart, so that a slow
@@ -91,6 +92,8 @@ ratio to Gloo and Open MPI measured in the same run. Flags take "--name=value" o
   --bind=auto|true|false  pin rank r to CPU r mod cores (auto: for shm only)
   --tcp_buffer_bytes=B, --tcp_busy_polls=N, --tcp_congestion=NAME,
   --tcp_send_window_bytes=B   TcpOptions overrides
+  --encrypt[=true|false]  TCP: encrypt and authenticate the traffic (AES-256-GCM, as a job's
+                          communication.encrypt); the peers stay in plaintext
   --shm_spin=N, --shm_yield=N, --shm_ring_bytes=B, --shm_heap=true|false,
   --shm_direct_bytes=B, --shm_cma_bytes=B   ShmOptions overrides
 )";
@@ -105,6 +108,9 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
     if (eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
+    } else if (name == "encrypt" &&
+               (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0)) {
+      value = "true";  // a bare switch
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {
@@ -145,6 +151,9 @@ absl::StatusOr<BenchFlags> ParseFlags(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &f.bytes_per_pack) && f.bytes_per_pack > 0;
     } else if (name == "tcp_busy_polls") {
       ok = absl::SimpleAtoi(value, &f.tcp_busy_polls);
+    } else if (name == "encrypt") {
+      ok = value == "true" || value == "false";
+      f.encrypt = value == "true";
     } else if (name == "tcp_send_window_bytes") {
       ok = absl::SimpleAtoi(value, &f.tcp_send_window_bytes) && f.tcp_send_window_bytes >= 0;
     } else if (name == "bind") {
@@ -208,6 +217,7 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
   c.tcp_buffer_bytes = f.tcp_buffer_bytes;
   c.tcp_busy_polls = f.tcp_busy_polls;
   c.tcp_send_window_bytes = f.tcp_send_window_bytes;
+  c.encrypt = f.encrypt;
   c.bytes_per_pack = f.bytes_per_pack;
   c.shm_yield = f.shm_yield;
   c.shm_cma_bytes = f.shm_cma_bytes;

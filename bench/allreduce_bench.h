@@ -17,6 +17,7 @@
 //           [--shm_ring_bytes N] (per-pair ring; 0: the default)
 //           [--tcp_congestion LIST] (TcpOptions::congestion_control; "" the system's)
 //           [--tcp_buffer_bytes N] [--tcp_busy_polls N] [--tcp_send_window_bytes N]
+//           [--encrypt] (TCP: AES-256-GCM, as a job's communication.encrypt)
 //
 // argv[0] is skipped (the program or subcommand name). Ranks follow the peers' measuring
 // rules (allreduce_rank.h). --bind auto pins rank r to CPU r mod ncpu for shm, as Open MPI

@@ -206,6 +206,7 @@ absl::Status RunBenchRank(const RankConfig& c) {
   if (c.tcp_buffer_bytes >= 0) config.tcp.socket_buffer_bytes = c.tcp_buffer_bytes;
   config.tcp.busy_polls = c.tcp_busy_polls;
   if (c.tcp_send_window_bytes >= 0) config.tcp.send_window_bytes = c.tcp_send_window_bytes;
+  config.tcp.encrypt = c.encrypt;
   if (c.chunk_bytes > 0) config.algorithms.chunk_bytes = c.chunk_bytes;
   if (c.ring_threshold_bytes > 0) config.algorithms.ring_threshold_bytes = c.ring_threshold_bytes;
   if (c.doubling_threshold_bytes > 0) {

@@ -50,6 +50,7 @@ struct RankConfig {
   int tcp_buffer_bytes = -1;
   int tcp_busy_polls = -1;
   int64_t tcp_send_window_bytes = -1;  // >= 0: TcpOptions::send_window_bytes
+  bool encrypt = false;                // TcpOptions::encrypt
   size_t bytes_per_pack = 4 << 20;
 };
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "collectives/transport/shm/shm_transport.h"
+#include "collectives/transport/tcp/socket_util.h"
 #include "collectives/transport/tcp/tcp_transport.h"
 #include "common/sched.h"
 #include "common/status.h"
@@ -72,6 +73,11 @@ int PinnedCpu() {
 }
 
 }  // namespace
+
+absl::Status CheckListenPort(const std::string& host, int port) {
+  if (port == 0) return absl::OkStatus();
+  return Listen(host, port, /*backlog=*/1).status();
+}
 
 std::string HostIdentity() {
   std::string boot_id;

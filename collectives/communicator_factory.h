@@ -51,6 +51,11 @@ struct CommunicatorConfig {
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const CommunicatorConfig& config,
                                                                  Store* store);
 
+// OK when a TCP rank could listen on host:port now (port 0: always; the socket is closed
+// again): what a daemon checks at start for its fixed data port. FAILED_PRECONDITION when the
+// port is in use, INVALID_ARGUMENT outside 0..65535.
+absl::Status CheckListenPort(const std::string& host, int port);
+
 // This host's identity as used by kAuto (boot id and IPC namespace).
 std::string HostIdentity();
 

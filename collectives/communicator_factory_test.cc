@@ -1,8 +1,10 @@
 #include "collectives/communicator_factory.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "collectives/in_memory_store.h"
 #include "collectives/test_util.h"
+#include "collectives/transport/tcp/socket_util.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -50,6 +52,20 @@ TEST(CommunicatorFactoryTest, MissingPeerIsDeadlineExceededNamingTheKey) {
   auto comm = CreateCommunicator(config, &store);
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded) << comm.status();
   EXPECT_NE(comm.status().message().find("rank 0 of 2"), absl::string_view::npos) << comm.status();
+}
+
+TEST(CommunicatorFactoryTest, CheckListenPortTellsAFreePortFromATakenOne) {
+  EXPECT_TRUE(CheckListenPort("127.0.0.1", 0).ok());
+  auto taken = ListenEphemeral("127.0.0.1", 1);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(taken->second.substr(taken->second.rfind(':') + 1), &port));
+  const absl::Status in_use = CheckListenPort("127.0.0.1", port);
+  EXPECT_EQ(in_use.code(), absl::StatusCode::kFailedPrecondition) << in_use;
+  EXPECT_NE(in_use.message().find("in use"), absl::string_view::npos) << in_use;
+  taken->first = UniqueFd();  // closed: the port is free again
+  EXPECT_TRUE(CheckListenPort("127.0.0.1", port).ok());
+  EXPECT_EQ(CheckListenPort("127.0.0.1", 65536).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

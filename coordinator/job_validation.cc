@@ -268,6 +268,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (comm.timeout_ms() < 0) {
     return Invalid("communication.timeout_ms", absl::StrCat(comm.timeout_ms(), " must be >= 0"));
   }
+  if (comm.encrypt() && EffectiveStrategy(spec) != v1::MULTI_WORKER_MIRRORED) {
+    return Invalid("communication.encrypt",
+                   absl::StrCat("encrypts the TCP traffic between workers, but ",
+                                v1::StrategyKind_Name(spec.strategy()),
+                                " runs on one worker; use MULTI_WORKER_MIRRORED or leave it off"));
+  }
   if (spec.restart_policy().max_restarts() < 0) {
     return Invalid("restart_policy.max_restarts",
                    absl::StrCat(spec.restart_policy().max_restarts(), " must be >= 0"));

@@ -103,6 +103,16 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
   EXPECT_THAT(Refusal(eval_synthetic), StartsWith("data.eval.format: SYNTHETIC"));
 
   // NCCL depends on the workers' GPUs: coordinator/gpu_requirements_test.cc.
+  v1::JobSpec encrypted_mirrored = CsvJob();
+  encrypted_mirrored.set_strategy(v1::MIRRORED);
+  encrypted_mirrored.mutable_communication()->set_encrypt(true);
+  EXPECT_THAT(Refusal(encrypted_mirrored),
+              StartsWith("communication.encrypt: encrypts the TCP traffic between workers, but "
+                         "MIRRORED runs on one worker"));
+  v1::JobSpec encrypted = CsvJob();
+  encrypted.set_strategy(v1::MULTI_WORKER_MIRRORED);
+  encrypted.mutable_communication()->set_encrypt(true);
+  EXPECT_TRUE(ValidateJobSpec(encrypted).ok()) << ValidateJobSpec(encrypted);
 }
 
 TEST(JobValidationTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {

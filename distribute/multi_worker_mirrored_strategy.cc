@@ -41,6 +41,9 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   base.transport = options.transport;
   base.secret = options.secret;
   base.listen_host = options.listen_host;
+  base.tcp.listen_port = options.data_port;
+  base.tcp.listen_port_origin = options.data_port_origin;
+  base.tcp.encrypt = options.communication.encrypt;
   base.connect_timeout = options.connect_timeout;
   base.observer = options.observer;
   if (options.communication.implementation == CommunicationOptions::Implementation::kRing) {
@@ -91,6 +94,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
         c.world_size = in_sync;
         c.key_prefix = absl::StrCat(options.key_prefix, "/replicas");
         c.shm.busy_threads_per_rank = 2;
+        if (options.data_port != 0) c.tcp.listen_port = options.data_port + 1 + r;
         comms[r] = collectives::CreateCommunicator(c, options.store);
       });
     }

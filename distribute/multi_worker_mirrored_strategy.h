@@ -49,6 +49,10 @@ struct MultiWorkerMirroredStrategyOptions {
   std::string secret;  // the job's secret, for TCP
   collectives::TransportKind transport = collectives::TransportKind::kTcp;
   std::string listen_host = "127.0.0.1";
+  // TCP: the port the worker group listens on (0: an ephemeral one); flat, local replica r
+  // listens on data_port + 1 + r. `data_port_origin` names who chose it, in errors.
+  int data_port = 0;
+  std::string data_port_origin;
   absl::Duration connect_timeout = absl::Seconds(60);
   // Told what the groups' communicators move (metrics); optional, must outlive the strategy.
   collectives::CollectiveObserver* observer = nullptr;

@@ -1,8 +1,12 @@
 // MultiWorkerMirroredStrategy with 2 workers as threads of this process (TCP on loopback,
 // in-memory rendezvous): auto-sharding policies, the chief's initial variables, reductions
 // across workers, a lost peer, and tasks outside the training group.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -38,7 +42,8 @@ class TwoWorkers : public ::testing::Test {
  protected:
   // Builds the two workers' strategies concurrently (Create waits for every worker).
   void Build(int devices_per_worker, absl::Duration timeout = absl::Seconds(20),
-             size_t bytes_per_pack = 64) {
+             size_t bytes_per_pack = 64,
+             const std::function<void(MultiWorkerMirroredStrategyOptions&)>& tweak = {}) {
     std::vector<std::thread> threads;
     strategies_.resize(2);
     for (int w = 0; w < 2; ++w) {
@@ -50,6 +55,7 @@ class TwoWorkers : public ::testing::Test {
         options.store = &store_;
         options.secret = "secret";
         options.connect_timeout = absl::Seconds(20);
+        if (tweak) tweak(options);
         auto s = MultiWorkerMirroredStrategy::Create(Worker(w, 2), options);
         ASSERT_TRUE(s.ok()) << s.status();
         strategies_[w] = std::move(*s);
@@ -223,6 +229,41 @@ TEST_F(TwoWorkers, ReplicaIdsAndReductionsSpanBothWorkers) {
     ASSERT_TRUE(mean.ok()) << mean.status();
     EXPECT_FLOAT_EQ(mean->data<float>()[0], 3.0f);
   });
+}
+
+TEST_F(TwoWorkers, EncryptedWorkersReduceAsPlaintextOnes) {
+  Build(2, absl::Seconds(20), 64,
+        [](MultiWorkerMirroredStrategyOptions& o) { o.communication.encrypt = true; });
+  OnEachWorker([](int, Strategy& s) {
+    auto all = s.Run([](ReplicaContext& ctx, const std::vector<Tensor>&) -> absl::StatusOr<Tensor> {
+      return ctx.AllReduce(ReduceOp::kSum, Tensor::Scalar<float>(ctx.replica_id_in_sync_group()));
+    });
+    ASSERT_TRUE(all.ok()) << all.status();
+    for (const Tensor& t : all->components()) EXPECT_EQ(t.data<float>()[0], 6.0f);
+  });
+}
+
+TEST(MultiWorkerMirroredStrategyTest, ADataPortInUseFailsNamingWhoChoseIt) {
+  const int taken = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(taken, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len);
+  collectives::InMemoryStore store;
+  MultiWorkerMirroredStrategyOptions options;
+  options.store = &store;
+  options.secret = "secret";
+  options.data_port = ntohs(addr.sin_port);
+  options.data_port_origin = "lockstepd --data_port";
+  options.connect_timeout = absl::Seconds(5);
+  auto s = MultiWorkerMirroredStrategy::Create(Worker(0, 2), options);
+  close(taken);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("(lockstepd --data_port)"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("in use"));
 }
 
 TEST_F(TwoWorkers, FusedGradientReducerAcrossWorkers) {

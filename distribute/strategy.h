@@ -69,6 +69,8 @@ struct CommunicationOptions {
   // where the trainer places the gradients so that peers read them in place (0: none). Jobs
   // size it from the model (worker/job_executor.cc); too little room only costs the copy.
   size_t shm_heap_bytes = 0;
+  // TCP transport: encrypt and authenticate the traffic between workers (AES-256-GCM).
+  bool encrypt = false;
 };
 const char* ImplementationName(CommunicationOptions::Implementation implementation);
 

@@ -332,6 +332,7 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
   so.store = store_.get();
   so.transport = options_.transport;
   so.listen_host = options_.listen_host;
+  so.data_port = options_.data_port;
   so.connect_timeout = options_.rendezvous_timeout;
   so.observer = options_.metrics;
   absl::StatusOr<std::unique_ptr<distribute::Strategy>> strategy = MakeJobStrategy(partition_, so);

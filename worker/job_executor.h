@@ -76,6 +76,9 @@ struct JobExecutorOptions {
   distribute::LocalDevices devices;
   collectives::TransportKind transport = collectives::TransportKind::kTcp;
   std::string listen_host = "127.0.0.1";
+  // The data plane's TCP listen port (`lockstepd --data_port`); 0: an ephemeral one. A flat
+  // MultiWorkerMirrored job also uses the next port per local replica.
+  int data_port = 0;
   absl::Duration rendezvous_timeout = absl::Seconds(60);
   // This worker's state directory (`lockstepd --state_dir`): its copies of the checkpoints
   // of the jobs it runs, which a restart restores from (job_restore.h). Empty: no copies.

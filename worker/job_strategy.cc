@@ -28,6 +28,7 @@ distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec
   }
   options.bytes_per_pack = c.bytes_per_pack() > 0 ? static_cast<size_t>(c.bytes_per_pack()) : 0;
   options.timeout = absl::Milliseconds(c.timeout_ms() > 0 ? c.timeout_ms() : 60000);
+  options.encrypt = c.encrypt();
   return options;
 }
 
@@ -80,6 +81,8 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       o.secret = partition.secret();
       o.transport = options.transport;
       o.listen_host = options.listen_host;
+      o.data_port = options.data_port;
+      o.data_port_origin = "lockstepd --data_port";
       o.connect_timeout = options.connect_timeout;
       o.observer = options.observer;
       LS_ASSIGN_OR_RETURN(auto s, distribute::MultiWorkerMirroredStrategy::Create(*cluster, o));

@@ -30,6 +30,7 @@ struct JobStrategyOptions {
   collectives::Store* store = nullptr;  // multi-worker rendezvous; not owned
   collectives::TransportKind transport = collectives::TransportKind::kTcp;
   std::string listen_host = "127.0.0.1";
+  int data_port = 0;  // `lockstepd --data_port`: TCP's listen port, 0 an ephemeral one
   absl::Duration connect_timeout = absl::Seconds(60);
   // MultiWorkerMirrored over shared memory: the zero-copy heap each rank reserves for its
   // gradients (CommunicationOptions::shm_heap_bytes); ShmHeapBytes sizes it.

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "collectives/communicator_factory.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
 #include "common/monitoring.h"
@@ -61,6 +62,10 @@ ABSL_FLAG(std::string, host, "",
 ABSL_FLAG(std::string, transport, "auto",
           "Collectives between workers: auto (shared memory when every worker is on this "
           "host, else TCP), tcp or shm.");
+ABSL_FLAG(int, data_port, 0,
+          "TCP port of the data plane (collectives between hosts) on this worker's host, for "
+          "firewalls that declare it; a flat MultiWorkerMirrored job also uses the next port "
+          "per local device. 0: an ephemeral port per job.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
 ABSL_FLAG(absl::Duration, preemption_grace, absl::Seconds(15),
           "On SIGTERM while a job runs: how long the worker waits for its group to stop after "
@@ -305,6 +310,13 @@ int Run(sigset_t signals) {
     return kExitBadConfig;
   }
   job_options.listen_host = lockstep::ParseHostPort(options.address)->host;
+  job_options.data_port = absl::GetFlag(FLAGS_data_port);
+  if (absl::Status s =
+          lockstep::collectives::CheckListenPort(job_options.listen_host, job_options.data_port);
+      !s.ok()) {
+    spdlog::error("--data_port={}: {}", job_options.data_port, std::string(s.message()));
+    return kExitBadConfig;
+  }
   job_options.state_dir = absl::GetFlag(FLAGS_state_dir);
   if (job_options.state_dir.empty()) {
     job_options.state_dir = Env("STATE_DIRECTORY");

@@ -222,12 +222,6 @@ absl::Status RingAllReduceView(Transport& t, size_t chunk_bytes, const View& v, 
 }
 }  // namespace
 
-absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t count, DType dtype,
-                           ReduceOp op, absl::Time deadline) {
-  return RingAllReduceView(t, chunk_bytes, View(static_cast<char*>(buf), count * DTypeSize(dtype)),
-                           count, dtype, op, deadline);
-}
-
 absl::Status CheckPieces(absl::Span<const BufferPiece> pieces, DType dtype) {
   for (const BufferPiece& p : pieces) {
     if (p.bytes % DTypeSize(dtype) != 0 || (p.bytes > 0 && p.data == nullptr)) {
@@ -250,19 +244,6 @@ std::vector<int> RingOrderForCpus(const std::vector<int>& cpus) {
     if (cpus[order[i]] == cpus[order[i - 1]]) return order;
   }
   return {};
-}
-
-absl::Status RingAllReducePieces(Transport& t, size_t chunk_bytes,
-                                 absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
-                                 absl::Time deadline) {
-  LS_RETURN_IF_ERROR(CheckPieces(pieces, dtype));
-  const size_t esize = DTypeSize(dtype);
-  View v(pieces);
-  if (t.size() == 1 || v.bytes() == 0) {
-    FinishMeanView(dtype, op, v, t.size());
-    return absl::OkStatus();
-  }
-  return RingAllReduceView(t, chunk_bytes, v, v.bytes() / esize, dtype, op, deadline);
 }
 
 namespace {
@@ -399,19 +380,6 @@ absl::Status RecursiveDoublingView(Transport& t, const View& v, size_t count, DT
   return absl::OkStatus();
 }
 
-// Runs `algorithm` (one of the *View functions) over the vector `v`; a single rank or an
-// empty vector has nothing to exchange and only finishes a MEAN.
-template <typename ViewAlgorithm>
-absl::Status OverView(ViewAlgorithm algorithm, Transport& t, const View& v, DType dtype,
-                      ReduceOp op, absl::Time deadline) {
-  const size_t count = v.bytes() / DTypeSize(dtype);
-  if (t.size() == 1 || count == 0) {
-    FinishMeanView(dtype, op, v, t.size());
-    return absl::OkStatus();
-  }
-  return algorithm(t, v, count, dtype, op, deadline);
-}
-
 // The all-reduce dispatch, for a contiguous vector and a fused bucket alike: cuts `v` into
 // segments (AlgorithmOptions::segment_bytes, with kAuto) and runs the algorithm each
 // segment's size chooses (ChooseAllReduce), reducing where the bytes lie.
@@ -471,30 +439,6 @@ absl::Status AllReducePieces(Transport& t, const AlgorithmOptions& options,
                              absl::Time deadline) {
   LS_RETURN_IF_ERROR(CheckPieces(pieces, dtype));
   return AllReduceView(t, options, View(pieces), dtype, op, deadline);
-}
-
-absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
-                                        ReduceOp op, absl::Time deadline) {
-  return OverView(RecursiveDoublingView, t, View(static_cast<char*>(buf), count * DTypeSize(dtype)),
-                  dtype, op, deadline);
-}
-
-absl::Status RecursiveDoublingAllReducePieces(Transport& t, absl::Span<const BufferPiece> pieces,
-                                              DType dtype, ReduceOp op, absl::Time deadline) {
-  LS_RETURN_IF_ERROR(CheckPieces(pieces, dtype));
-  return OverView(RecursiveDoublingView, t, View(pieces), dtype, op, deadline);
-}
-
-absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
-                                      ReduceOp op, absl::Time deadline) {
-  return OverView(HalvingDoublingView, t, View(static_cast<char*>(buf), count * DTypeSize(dtype)),
-                  dtype, op, deadline);
-}
-
-absl::Status HalvingDoublingAllReducePieces(Transport& t, absl::Span<const BufferPiece> pieces,
-                                            DType dtype, ReduceOp op, absl::Time deadline) {
-  LS_RETURN_IF_ERROR(CheckPieces(pieces, dtype));
-  return OverView(HalvingDoublingView, t, View(pieces), dtype, op, deadline);
 }
 
 absl::Status Broadcast(Transport& t, const AlgorithmOptions& options, void* buf, size_t bytes,

@@ -4,8 +4,8 @@
 //
 // AllReduce and AllReducePieces are the one all-reduce dispatch, for contiguous vectors and
 // fused buckets alike: they cut segments and pick the algorithm by size as tuning.h says
-// (ChooseAllReduce, under options from ResolveAlgorithmOptions); the per-algorithm functions
-// below run one algorithm as asked.
+// (ChooseAllReduce, under options from ResolveAlgorithmOptions; AlgorithmOptions::algorithm
+// forces one).
 //
 // Reduction order is fixed by (rank, world size, count, algorithm), so results are bitwise
 // identical on every rank and every run.
@@ -38,37 +38,16 @@ std::vector<int> RingOrderForCpus(const std::vector<int>& cpus);
 absl::Status AllReduce(Transport& t, const AlgorithmOptions& options, void* buf, size_t count,
                        DType dtype, ReduceOp op, absl::Time deadline);
 // The same for the vector made of `pieces` end to end (a fused bucket), reduced where the
-// pieces lie: bitwise the same result as AllReduce of the concatenation, without packing it.
+// pieces lie (zero-copy fusion): the same blocks, segments and reduction order, so bitwise the
+// same result as AllReduce of the concatenation, without packing it. A message that spans
+// several pieces is sent as one scattered message (SendRecv's pieces), not one per piece;
+// recursive doubling still lands the partner's vector in one scratch buffer.
 // INVALID_ARGUMENT unless every piece is a whole number of `dtype` elements with a buffer.
 absl::Status AllReducePieces(Transport& t, const AlgorithmOptions& options,
                              absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
                              absl::Time deadline);
-absl::Status RingAllReduce(Transport& t, size_t chunk_bytes, void* buf, size_t count, DType dtype,
-                           ReduceOp op, absl::Time deadline);
-// Ring all-reduce of the vector made of `pieces` end to end, reduced where the pieces lie
-// (zero-copy fusion: a bucket of tensors is never packed). Same blocks, same reduction order
-// and so bitwise the same result as RingAllReduce of the concatenation. Messages are the
-// same `chunk_bytes` segments as for the concatenation: one that spans several pieces is
-// sent as one scattered message (SendRecv's pieces), not one message per piece.
 // INVALID_ARGUMENT unless every piece is a whole number of `dtype` elements with a buffer.
 absl::Status CheckPieces(absl::Span<const BufferPiece> pieces, DType dtype);
-absl::Status RingAllReducePieces(Transport& t, size_t chunk_bytes,
-                                 absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
-                                 absl::Time deadline);
-absl::Status RecursiveDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
-                                        ReduceOp op, absl::Time deadline);
-// Recursive doubling of the vector made of `pieces` end to end, reduced where the pieces lie:
-// bitwise the same result as RecursiveDoublingAllReduce of the concatenation, without packing
-// it (the partner's vector still lands in one scratch buffer).
-absl::Status RecursiveDoublingAllReducePieces(Transport& t, absl::Span<const BufferPiece> pieces,
-                                              DType dtype, ReduceOp op, absl::Time deadline);
-absl::Status HalvingDoublingAllReduce(Transport& t, void* buf, size_t count, DType dtype,
-                                      ReduceOp op, absl::Time deadline);
-// Halving-doubling of the vector made of `pieces` end to end, reduced where the pieces lie
-// (as RingAllReducePieces): bitwise the same result as HalvingDoublingAllReduce of the
-// concatenation, without packing it.
-absl::Status HalvingDoublingAllReducePieces(Transport& t, absl::Span<const BufferPiece> pieces,
-                                            DType dtype, ReduceOp op, absl::Time deadline);
 
 // `buf` on `root` is sent to every rank. Binomial tree for small messages, pipelined chain
 // for large.

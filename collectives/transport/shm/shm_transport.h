@@ -79,30 +79,25 @@ struct ShmOptions {
   // Waiting policy; -1 chooses by load (ChooseShmWaitPolicy):
   //  - every rank has a core: spin 256 pauses, then yield up to 2000 times (about a
   //    millisecond). Sleeping sooner costs more than the CPU it saves: once one rank sleeps,
-  //    every exchange pays a futex wake and the ranks stay out of step (n=2, 3 interleaved
-  //    runs with 64 yields: one ran 5-7x slower from 8 B to 512 KiB, e.g. 256 KiB 105 us
-  //    vs 16.5 us; none did with 2000).
+  //    every exchange pays a futex wake and the ranks stay out of step.
   //  - ranks outnumber the cores: yield at once and up to 1000 times, which hands the core
-  //    to a rank we may be waiting for (n=4 on 2 cores, 8 B: 21 us spinning, 5.3 us yielding).
+  //    to a rank we may be waiting for.
   //  - the ranks fit but their compute threads (busy_threads_per_rank) do not: sleep at
   //    once. A yield would hand the core to this rank's own compute thread for the rest of
   //    its slice (milliseconds), so an all-reduce overlapped with the backward pass would
   //    progress once per slice; asleep, the peer's wake-up preempts the compute thread when
   //    the communicator's thread has a short slice (AlgorithmOptions::progress_thread_slice).
-  //    Measured, bench/train_throughput with 2 workers on 2 cores: the 4 MiB all-reduce
-  //    started during the backward pass took 3.1-3.4 ms yielding, 0.5-1.2 ms asleep.
+  // Each choice is measured in bench/transport_tuning.md.
   int spin_iterations = -1;   // pause-spins before yielding
   int yield_iterations = -1;  // sched_yield()s before sleeping on the futex
   // Threads each rank keeps busy (the communicator's own, plus e.g. a trainer's compute
   // threads): "ranks share cores" above means ranks x this > online CPUs.
   int busy_threads_per_rank = 1;
   // Messages of at least this many bytes use single-copy CMA when the whole group can;
-  // 0 (the default) keeps every message in the rings. Measured on these 2-core VMs
-  // (bench/allreduce, float32 sum, rank 0's median): CMA loses at every size, because
-  // process_vm_readv pins the sender's pages on every call and that costs more than a second
-  // copy through the cache-resident rings: n=4, 2 MiB 0.86 ms with CMA (64 KiB threshold)
-  // vs 0.58 ms, 16 MiB 13.3 ms vs 9.4 ms with 3x the system time; n=2, 128 KiB 28 us vs 11 us.
-  // Kept for hosts where a copy is dearer than a syscall (large NUMA boxes); try it there.
+  // 0 (the default) keeps every message in the rings: on the 2-core VMs CMA lost at every
+  // size, because process_vm_readv pins the sender's pages on every call and that costs more
+  // than a second copy through the cache-resident rings (bench/transport_tuning.md). Kept
+  // for hosts where a copy is dearer than a syscall (large NUMA boxes); try it there.
   size_t cma_threshold_bytes = 0;
   // Bytes of this rank's segment kept as a zero-copy heap (see above; heap()); 0: none. The
   // group moves messages in place only when every rank has a heap and the same threshold.
@@ -110,15 +105,9 @@ struct ShmOptions {
   size_t heap_bytes = 0;
   // Heap messages of at least this many bytes travel in place; smaller ones go inline.
   // Pulling a peer's buffer that is still in its core's L2 (what small messages are) costs
-  // more than a copy through the ring. Measured with bench/allreduce (float32 sum, medians of
-  // rank 0, interleaved runs, these 2-core VMs): n=2, in place vs inline: 64 KiB all-reduce
-  // 11.4 vs 5.7 us, 256 KiB 44 vs 18-24 us, 1 MiB 92-96 vs 62-67 us, 2 MiB 134-142 vs
-  // 120-131 us, but 4 MiB 122-130 vs 243-259 us and 8 MiB 279-310 vs 691-1176 us (message
-  // sizes are half these). So the threshold lies between 512 KiB and 1 MiB messages; it is
-  // 768 KiB, below 1 MiB, because a fused bucket is rarely a power of two: n=4 cuts the
-  // 100 x 40 KiB bucket (4,096,000 bytes) into 1,024,000-byte messages, which a 1 MiB
-  // threshold sent inline. With 768 KiB, 3 interleaved pairs: fused 3.7x, 3.7x and 2.5x
-  // faster than 100 separate calls, against 1.6x, 1.8x and 2.1x.
+  // more than a copy through the ring. The measured crossing lies between 512 KiB and 1 MiB
+  // messages; 768 KiB, below 1 MiB, because a fused bucket is rarely a power of two (n=4
+  // cuts the 100 x 40 KiB bucket into 1,024,000-byte messages). bench/transport_tuning.md.
   size_t direct_threshold_bytes = 768 << 10;
   // When /dev/shm has no room for the heap: false (the default) logs a warning and goes on
   // without one (messages take a copy more); true fails Connect with RESOURCE_EXHAUSTED.

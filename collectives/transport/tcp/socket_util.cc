@@ -133,15 +133,23 @@ int PortOf(const sockaddr_storage& addr) {
 }
 }  // namespace
 
-absl::StatusOr<std::pair<UniqueFd, std::string>> ListenEphemeral(const std::string& host,
-                                                                 int backlog) {
-  LS_ASSIGN_OR_RETURN(std::vector<Resolved> addrs, Resolve(host, 0, /*passive=*/true));
+absl::StatusOr<std::pair<UniqueFd, std::string>> Listen(const std::string& host, int port,
+                                                        int backlog) {
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen port ", port, " is not in 0..65535 (0: an ephemeral port)"));
+  }
+  LS_ASSIGN_OR_RETURN(std::vector<Resolved> addrs, Resolve(host, port, /*passive=*/true));
   std::string errors;
+  bool in_use = false;
   for (const Resolved& addr : addrs) {
     UniqueFd fd(socket(addr.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int one = 1;
     if (fd.get() < 0 ||
+        (port != 0 && setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) ||
         bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr.addr), addr.len) != 0 ||
         listen(fd.get(), backlog) != 0) {
+      in_use = in_use || errno == EADDRINUSE;
       absl::StrAppend(&errors, errors.empty() ? "" : "; ",
                       addr.family == AF_INET6 ? "IPv6: " : "IPv4: ", std::strerror(errno));
       continue;
@@ -151,8 +159,14 @@ absl::StatusOr<std::pair<UniqueFd, std::string>> ListenEphemeral(const std::stri
     getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
     return std::make_pair(std::move(fd), HostPort{host, PortOf(bound)}.ToString());
   }
-  return absl::UnavailableError(absl::StrCat("listen on ", HostPort{host, 0}.ToString(), ": ",
-                                             errors, " (is the address on this host?)"));
+  const std::string where = HostPort{host, port}.ToString();
+  if (in_use && port != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("listen on ", where, ": port ", port,
+                                                      " is in use by another process (", errors,
+                                                      "); stop it or choose another port"));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("listen on ", where, ": ", errors, " (is the address on this host?)"));
 }
 
 namespace {

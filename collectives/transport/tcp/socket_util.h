@@ -40,11 +40,18 @@ int PollTimeoutMs(absl::Time deadline, int cap_ms);
 absl::Status WriteFull(int fd, const void* data, size_t len, absl::Time deadline);
 absl::Status ReadFull(int fd, void* data, size_t len, absl::Time deadline);
 
-// Listens on host:0 (an ephemeral port); returns the socket and "host:port" ("[host]:port"
-// for an IPv6 host). `host` is bare ("10.0.0.1", "fd00::2", a name) and may be IPv4 or IPv6:
-// the first of its addresses that binds is used. UNAVAILABLE when none binds.
-absl::StatusOr<std::pair<UniqueFd, std::string>> ListenEphemeral(const std::string& host,
-                                                                 int backlog);
+// Listens on host:port, port 0 for an ephemeral one; returns the socket and "host:port"
+// ("[host]:port" for an IPv6 host). `host` is bare ("10.0.0.1", "fd00::2", a name) and may be
+// IPv4 or IPv6: the first of its addresses that binds is used. A fixed port is bound with
+// SO_REUSEADDR, so a restarted process rebinds it at once (its old connections in TIME_WAIT
+// notwithstanding). FAILED_PRECONDITION when a fixed port is in use by another listener,
+// INVALID_ARGUMENT for a port outside 0..65535, UNAVAILABLE when no address binds otherwise.
+absl::StatusOr<std::pair<UniqueFd, std::string>> Listen(const std::string& host, int port,
+                                                        int backlog);
+inline absl::StatusOr<std::pair<UniqueFd, std::string>> ListenEphemeral(const std::string& host,
+                                                                        int backlog) {
+  return Listen(host, 0, backlog);
+}
 // Connects to "host:port" or "[ipv6]:port" (common/net's ParseHostPort), trying every address
 // the host resolves to, IPv4 or IPv6, and retrying refused connections until `deadline`.
 // The deadline bounds each attempt too: a peer that answers nothing (its packets dropped)

@@ -50,13 +50,17 @@ std::string Bytes(const Nonce& n) {
   return std::string(reinterpret_cast<const char*>(n.data()), n.size());
 }
 
+// The proofs cover the encryption mode: ranks that disagree on it refuse each other.
+const char* Mode(const HandshakeIdentity& me) { return me.encrypt ? "|aes-256-gcm" : ""; }
+
 Mac ConnectorMac(const HandshakeIdentity& me, const Nonce& a, const Nonce& c, int rank, int world) {
-  return Hmac(me.secret,
-              absl::StrCat("connect|", me.group, "|", Bytes(a), Bytes(c), "|", rank, "|", world));
+  return Hmac(me.secret, absl::StrCat("connect|", me.group, "|", Bytes(a), Bytes(c), "|", rank, "|",
+                                      world, Mode(me)));
 }
 
 Mac AcceptorMac(const HandshakeIdentity& me, const Nonce& c, const Nonce& a, int rank) {
-  return Hmac(me.secret, absl::StrCat("accept|", me.group, "|", Bytes(c), Bytes(a), "|", rank));
+  return Hmac(me.secret,
+              absl::StrCat("accept|", me.group, "|", Bytes(c), Bytes(a), "|", rank, Mode(me)));
 }
 
 bool Equal(const Mac& x, const Mac& y) { return CRYPTO_memcmp(x.data(), y.data(), x.size()) == 0; }
@@ -125,7 +129,8 @@ absl::StatusOr<ProvenPeer> CheckProof(absl::string_view bytes, const HandshakeId
   if (!Equal(proof.mac, ConnectorMac(me, nonce_a, proof.nonce_c, proof.rank, proof.world))) {
     return absl::UnauthenticatedError(
         absl::StrCat("a connection claiming rank ", proof.rank,
-                     " failed to prove the group secret (wrong secret or another group)"));
+                     " failed to prove the group secret (wrong secret, another group, or another "
+                     "communication.encrypt setting)"));
   }
   if (proof.world != me.world_size || proof.rank < 0 || proof.rank >= me.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("connection claims rank ", proof.rank, " of ",
@@ -146,13 +151,15 @@ absl::Status CheckAnswer(absl::string_view bytes, const HandshakeIdentity& me,
   absl::StatusOr<Mac> answer = FromBytes<Mac>(bytes, "answer");
   if (!answer.ok() || !Equal(*answer, AcceptorMac(me, nonce_c, nonce_a, expected_peer))) {
     return absl::UnauthenticatedError(absl::StrCat(
-        "rank ", expected_peer, " failed to prove the group secret; refusing the connection"));
+        "rank ", expected_peer,
+        " failed to prove the group secret (or has another communication.encrypt setting); "
+        "refusing the connection"));
   }
   return absl::OkStatus();
 }
 
-absl::Status HandshakeAsConnector(int fd, const HandshakeIdentity& me, int expected_peer,
-                                  absl::Time deadline) {
+absl::StatusOr<HandshakeNonces> HandshakeAsConnector(int fd, const HandshakeIdentity& me,
+                                                     int expected_peer, absl::Time deadline) {
   std::string hello(kHelloBytes, '\0');
   LS_RETURN_IF_ERROR(ReadFull(fd, hello.data(), hello.size(), deadline));
   LS_ASSIGN_OR_RETURN(const Nonce nonce_a, ParseHello(hello, expected_peer));
@@ -163,14 +170,16 @@ absl::Status HandshakeAsConnector(int fd, const HandshakeIdentity& me, int expec
   std::string answer(kAnswerBytes, '\0');
   absl::Status s = ReadFull(fd, answer.data(), answer.size(), deadline);
   if (!s.ok()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("rank ", expected_peer, " refused the handshake (", s.message(),
-                     "); check that every rank has the same group secret"));
+    return absl::UnauthenticatedError(absl::StrCat(
+        "rank ", expected_peer, " refused the handshake (", s.message(),
+        "); check that every rank has the same group secret and communication.encrypt setting"));
   }
-  return CheckAnswer(answer, me, nonce_c, nonce_a, expected_peer);
+  LS_RETURN_IF_ERROR(CheckAnswer(answer, me, nonce_c, nonce_a, expected_peer));
+  return HandshakeNonces{nonce_a, nonce_c};
 }
 
-absl::StatusOr<int> HandshakeAsAcceptor(int fd, const HandshakeIdentity& me, absl::Time deadline) {
+absl::StatusOr<AcceptedPeer> HandshakeAsAcceptor(int fd, const HandshakeIdentity& me,
+                                                 absl::Time deadline) {
   Nonce nonce_a;
   LS_RETURN_IF_ERROR(RandomNonce(&nonce_a));
   const std::string hello = EncodeHello(nonce_a);
@@ -180,7 +189,7 @@ absl::StatusOr<int> HandshakeAsAcceptor(int fd, const HandshakeIdentity& me, abs
   LS_ASSIGN_OR_RETURN(const ProvenPeer peer, CheckProof(proof, me, nonce_a));
   const std::string answer = EncodeAnswer(me, peer.nonce_c, nonce_a);
   LS_RETURN_IF_ERROR(WriteFull(fd, answer.data(), answer.size(), deadline));
-  return peer.rank;
+  return AcceptedPeer{peer.rank, HandshakeNonces{nonce_a, peer.nonce_c}};
 }
 
 }  // namespace collectives

@@ -35,6 +35,9 @@ struct HandshakeIdentity {
   std::string group;
   int rank = 0;
   int world_size = 1;
+  // The connection's bytes will be encrypted (frame_cipher.h). Both MACs cover it, so ranks
+  // that disagree refuse each other in the handshake instead of misreading the stream.
+  bool encrypt = false;
 };
 
 // The messages on the wire, in host byte order (both ends run on one kind of host).
@@ -42,6 +45,12 @@ using HandshakeNonce = std::array<unsigned char, 32>;
 constexpr size_t kHelloBytes = 48;   // magic u64, version u32, pad u32, nonce_a
 constexpr size_t kProofBytes = 80;   // magic u64, rank i32, world i32, nonce_c, mac
 constexpr size_t kAnswerBytes = 32;  // the acceptor's mac
+
+// Both fresh nonces of a handshake: what makes each connection's key its own (frame_cipher.h).
+struct HandshakeNonces {
+  HandshakeNonce acceptor{};   // nonce_a
+  HandshakeNonce connector{};  // nonce_c
+};
 
 // The acceptor's hello.
 std::string EncodeHello(const HandshakeNonce& nonce_a);
@@ -73,13 +82,20 @@ absl::Status CheckAnswer(absl::string_view bytes, const HandshakeIdentity& me,
                          const HandshakeNonce& nonce_c, const HandshakeNonce& nonce_a,
                          int expected_peer);
 
-// Connector side: proves itself to rank `expected_peer`, checks the acceptor's proof.
-// UNAUTHENTICATED on a bad proof or magic, UNAVAILABLE/DEADLINE_EXCEEDED on I/O.
-absl::Status HandshakeAsConnector(int fd, const HandshakeIdentity& me, int expected_peer,
-                                  absl::Time deadline);
+// Connector side: proves itself to rank `expected_peer`, checks the acceptor's proof; returns
+// the handshake's nonces. UNAUTHENTICATED on a bad proof or magic, UNAVAILABLE/DEADLINE_EXCEEDED
+// on I/O.
+absl::StatusOr<HandshakeNonces> HandshakeAsConnector(int fd, const HandshakeIdentity& me,
+                                                     int expected_peer, absl::Time deadline);
 
-// Acceptor side: returns the connector's proven rank (INVALID_ARGUMENT if out of range).
-absl::StatusOr<int> HandshakeAsAcceptor(int fd, const HandshakeIdentity& me, absl::Time deadline);
+// Acceptor side: the connector's proven rank (INVALID_ARGUMENT if out of range) and the
+// handshake's nonces.
+struct AcceptedPeer {
+  int rank = 0;
+  HandshakeNonces nonces;
+};
+absl::StatusOr<AcceptedPeer> HandshakeAsAcceptor(int fd, const HandshakeIdentity& me,
+                                                 absl::Time deadline);
 
 }  // namespace collectives
 }  // namespace lockstep

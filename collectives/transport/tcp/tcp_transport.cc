@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "collectives/transport/peer_failure.h"
 #include "collectives/transport/piece_cursor.h"
+#include "collectives/transport/tcp/frame_cipher.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 
@@ -46,6 +47,14 @@ TcpTransport::TcpTransport(int rank, int size, size_t staging_bytes)
 
 TcpTransport::~TcpTransport() = default;
 
+void TcpTransport::EnableEncryption() {
+  seal_.resize(size_);
+  open_.resize(size_);
+  seal_buffer_.resize(FrameCipher::kFrameBytes + FrameCipher::kTagBytes);
+  open_buffer_.resize(FrameCipher::kFrameBytes + FrameCipher::kTagBytes);
+  plain_.resize(FrameCipher::kFrameBytes);
+}
+
 absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const HandshakeIdentity& me,
                                                                     const std::string& key_prefix,
                                                                     Store* store,
@@ -53,10 +62,21 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
                                                                     absl::Time deadline) {
   const int n = me.world_size;
   std::unique_ptr<TcpTransport> t(new TcpTransport(me.rank, n, options.staging_bytes));
+  HandshakeIdentity id = me;
+  id.encrypt = options.encrypt;
+  if (options.encrypt) t->EnableEncryption();
   t->busy_polls_ = options.busy_polls >= 0 ? options.busy_polls : 64;
   t->send_window_ = options.send_window_bytes;
   if (n == 1) return t;
-  LS_ASSIGN_OR_RETURN(auto listening, ListenEphemeral(options.listen_host, n));
+  auto listened = Listen(options.listen_host, options.listen_port, n);
+  if (!listened.ok()) {
+    return Annotate(listened.status(),
+                    absl::StrCat("rank ", me.rank, ": the data port",
+                                 options.listen_port_origin.empty()
+                                     ? std::string()
+                                     : absl::StrCat(" (", options.listen_port_origin, ")")));
+  }
+  auto listening = std::move(*listened);
   UniqueFd listen_fd = std::move(listening.first);
   LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/tcp/", me.rank), listening.second));
 
@@ -79,10 +99,13 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
                         store->Get(absl::StrCat(key_prefix, "/tcp/", peer), deadline));
     LS_ASSIGN_OR_RETURN(UniqueFd fd, ConnectWithRetry(address, deadline));
     TuneSocket(fd.get(), options.socket_buffer_bytes, options.congestion_control);
-    absl::Status s = HandshakeAsConnector(fd.get(), me, peer, deadline);
-    if (!s.ok()) {
-      return Annotate(
-          s, absl::StrCat("rank ", me.rank, " connecting to rank ", peer, " at ", address));
+    absl::StatusOr<HandshakeNonces> nonces = HandshakeAsConnector(fd.get(), id, peer, deadline);
+    if (!nonces.ok()) {
+      return Annotate(nonces.status(), absl::StrCat("rank ", me.rank, " connecting to rank ", peer,
+                                                    " at ", address));
+    }
+    if (id.encrypt) {
+      LS_ASSIGN_OR_RETURN(t->seal_[peer], FrameCipher::Create(id, *nonces, me.rank, peer));
     }
     t->send_fd_[peer] = std::move(fd);
     return absl::OkStatus();
@@ -90,7 +113,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
   for (int peer = 0; peer < me.rank; ++peer) LS_RETURN_IF_ERROR(connect_to(peer));
   // Accept every other rank. Refused connections are logged and do not count.
   LS_RETURN_IF_ERROR(
-      t->AcceptPeers(listen_fd.get(), listening.second, me, key_prefix, options, deadline));
+      t->AcceptPeers(listen_fd.get(), listening.second, id, key_prefix, options, deadline));
   for (int peer = me.rank + 1; peer < n; ++peer) LS_RETURN_IF_ERROR(connect_to(peer));
   for (int r = 0; r < n; ++r) {
     if (r == me.rank) continue;
@@ -109,7 +132,7 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
   struct Handshake {
     int fd;  // closed here unless it joins recv_fd_; shut down to end the handshake early
     bool done = false;
-    absl::StatusOr<int> rank = absl::UnknownError("handshake running");
+    absl::StatusOr<AcceptedPeer> peer = absl::UnknownError("handshake running");
     std::thread thread;
   };
   absl::Mutex mu;
@@ -128,6 +151,7 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
     return why;
   };
   int missing = size_ - 1;
+  absl::Status failed;  // OpenSSL could not make a connection's cipher
   while (missing > 0) {
     // Take the finished handshakes: a proven rank joins, anything else is logged and closed.
     {
@@ -138,20 +162,30 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
           continue;
         }
         it->thread.join();
-        const absl::StatusOr<int>& peer = it->rank;
-        if (!peer.ok() || *peer < 0 || *peer >= size_ || *peer == rank_ ||
-            recv_fd_[*peer].get() >= 0) {
+        const absl::StatusOr<AcceptedPeer>& peer = it->peer;
+        if (!peer.ok() || peer->rank < 0 || peer->rank >= size_ || peer->rank == rank_ ||
+            recv_fd_[peer->rank].get() >= 0) {
           spdlog::warn("collectives: rank {} ({}) refused a connection: {}", rank_, key_prefix,
-                       peer.ok() ? absl::StrCat("unexpected or duplicate rank ", *peer)
+                       peer.ok() ? absl::StrCat("unexpected or duplicate rank ", peer->rank)
                                  : std::string(peer.status().message()));
           close(it->fd);
         } else {
-          recv_fd_[*peer] = UniqueFd(it->fd);
+          recv_fd_[peer->rank] = UniqueFd(it->fd);
+          if (me.encrypt) {
+            absl::StatusOr<std::unique_ptr<FrameCipher>> cipher =
+                FrameCipher::Create(me, peer->nonces, peer->rank, rank_);
+            if (cipher.ok()) {
+              open_[peer->rank] = std::move(*cipher);
+            } else {
+              failed = cipher.status();
+            }
+          }
           --missing;
         }
         it = running.erase(it);
       }
     }
+    if (!failed.ok()) return finish(failed);
     if (missing == 0) break;
     if (absl::Now() >= deadline) {
       return finish(
@@ -175,9 +209,9 @@ absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address
     h.fd = fd;
     const absl::Time until = std::min(deadline, absl::Now() + options.handshake_timeout);
     h.thread = std::thread([&mu, &h, &me, &finished, until] {
-      absl::StatusOr<int> rank = HandshakeAsAcceptor(h.fd, me, until);
+      absl::StatusOr<AcceptedPeer> peer = HandshakeAsAcceptor(h.fd, me, until);
       absl::MutexLock lock(&mu);
-      h.rank = std::move(rank);
+      h.peer = std::move(peer);
       h.done = true;
       const uint64_t one = 1;
       (void)!write(finished.get(), &one, sizeof(one));
@@ -290,6 +324,7 @@ absl::Status TcpTransport::SendRecv(const SendSpec& send, const RecvSpec& recv,
 
 absl::Status TcpTransport::Move(const SendSpec& send, const RecvSpec& recv, absl::Time deadline) {
   if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
+  if (!seal_.empty()) return MoveSealed(send, recv, deadline);
   const bool sending = send.peer != kNoPeer && send.len > 0;
   const bool receiving = recv.peer != kNoPeer && recv.len > 0;
   const int sfd = sending ? send_fd_[send.peer].get() : -1;
@@ -298,16 +333,8 @@ absl::Status TcpTransport::Move(const SendSpec& send, const RecvSpec& recv, absl
   iovec iov[kMaxIov];
   size_t sent = 0, received = 0, staged = 0;
   const size_t align = std::max<size_t>(recv.align, 1);
-  int idle = 0;
-  unsigned busy_rounds = 0;
-  auto deadline_passed = [&] {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "rank ", rank_, ": deadline passed ",
-        receiving && received < recv.len ? absl::StrCat("receiving from rank ", recv.peer)
-                                         : absl::StrCat("sending to rank ", send.peer),
-        " (", received, "/", recv.len, " bytes in, ", sent, "/", send.len,
-        " out); is that rank stopped or overloaded?"));
-  };
+  Round round;
+  auto deadline_passed = [&] { return DeadlinePassed(send, recv, sent, received, ""); };
 
   // Bytes this call may send now: all that is left, or while it still receives, no more than
   // send_window_ ahead of what has arrived (TcpOptions::send_window_bytes). Free of deadlock:
@@ -372,38 +399,142 @@ absl::Status TcpTransport::Move(const SendSpec& send, const RecvSpec& recv, absl
         return PeerError(recv.peer, "receiving from", errno);
       }
     }
-    if (progress) {
-      idle = 0;
-      // A peer that keeps bytes trickling in never lets poll() time out: look at the clock
-      // every 64 rounds that moved bytes too (a clock read is ~20 ns, a round two syscalls).
-      if (++busy_rounds % 64 == 0 && absl::Now() >= deadline) return deadline_passed();
-      continue;
-    }
-    if (++idle <= busy_polls_) {
-      // Yield rather than spin: if the peer shares this core, it runs now.
-      sched_yield();
-      continue;
-    }
-    pollfd fds[3];
-    int nfds = 0;
-    // POLLRDHUP: a peer we still send to has shut its connection down (it left the group),
-    // which a full send buffer would otherwise hide until the deadline. Never a normal end:
-    // a peer finishes only after it has received everything we send it. Held back by the
-    // window, this rank waits for bytes to arrive, not for room to send.
-    if (sending && sent < send.len) {
-      fds[nfds++] = {sfd, static_cast<short>((may_send() > 0 ? POLLOUT : 0) | POLLRDHUP), 0};
-    }
-    if (receiving && received < recv.len) fds[nfds++] = {rfd, POLLIN, 0};
-    fds[nfds++] = {abort_fd_.get(), POLLIN, 0};
-    const int rc = poll(fds, nfds, PollTimeoutMs(deadline, 1000));
-    if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
-    if (rc > 0 && sending && sent < send.len && (fds[0].revents & POLLRDHUP) != 0) {
-      return PeerError(send.peer, "sending to", 0);
-    }
-    // Whatever woke poll() (a timeout, or a peer's next few bytes), the deadline holds.
-    if (absl::Now() >= deadline) return deadline_passed();
+    LS_RETURN_IF_ERROR(EndRound(progress, sending && sent < send.len ? sfd : -1, may_send() > 0,
+                                send.peer, receiving && received < recv.len ? rfd : -1, deadline,
+                                &round, deadline_passed));
   }
   return absl::OkStatus();
+}
+
+absl::Status TcpTransport::DeadlinePassed(const SendSpec& send, const RecvSpec& recv, size_t sent,
+                                          size_t received, absl::string_view how) const {
+  const bool receiving = recv.peer != kNoPeer && received < recv.len;
+  return absl::DeadlineExceededError(
+      absl::StrCat("rank ", rank_, ": deadline passed ",
+                   receiving ? absl::StrCat("receiving from rank ", recv.peer)
+                             : absl::StrCat("sending to rank ", send.peer),
+                   " (", received, "/", recv.len, " bytes in, ", sent, "/", send.len, " out", how,
+                   "); is that rank stopped or overloaded?"));
+}
+
+absl::Status TcpTransport::EndRound(bool progress, int sfd, bool want_room, int send_peer, int rfd,
+                                    absl::Time deadline, Round* round,
+                                    absl::FunctionRef<absl::Status()> deadline_passed) {
+  if (progress) {
+    round->idle = 0;
+    // A peer that keeps bytes trickling in never lets poll() time out: look at the clock
+    // every 64 rounds that moved bytes too (a clock read is ~20 ns, a round two syscalls).
+    if (++round->busy_rounds % 64 == 0 && absl::Now() >= deadline) return deadline_passed();
+    return absl::OkStatus();
+  }
+  if (++round->idle <= busy_polls_) {
+    // Yield rather than spin: if the peer shares this core, it runs now.
+    sched_yield();
+    return absl::OkStatus();
+  }
+  pollfd fds[3];
+  int nfds = 0;
+  // POLLRDHUP: a peer we still send to has shut its connection down (it left the group),
+  // which a full send buffer would otherwise hide until the deadline. Never a normal end:
+  // a peer finishes only after it has received everything we send it. Held back by the
+  // window, this rank waits for bytes to arrive, not for room to send.
+  if (sfd >= 0) fds[nfds++] = {sfd, static_cast<short>((want_room ? POLLOUT : 0) | POLLRDHUP), 0};
+  if (rfd >= 0) fds[nfds++] = {rfd, POLLIN, 0};
+  fds[nfds++] = {abort_fd_.get(), POLLIN, 0};
+  const int rc = poll(fds, nfds, PollTimeoutMs(deadline, 1000));
+  if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
+  if (rc > 0 && sfd >= 0 && (fds[0].revents & POLLRDHUP) != 0) {
+    return PeerError(send_peer, "sending to", 0);
+  }
+  // Whatever woke poll() (a timeout, or a peer's next few bytes), the deadline holds.
+  if (absl::Now() >= deadline) return deadline_passed();
+  return absl::OkStatus();
+}
+
+absl::Status TcpTransport::MoveSealed(const SendSpec& send, const RecvSpec& recv,
+                                      absl::Time deadline) {
+  constexpr size_t kTag = FrameCipher::kTagBytes;
+  const bool sending = send.peer != kNoPeer && send.len > 0;
+  const bool receiving = recv.peer != kNoPeer && recv.len > 0;
+  const int sfd = sending ? send_fd_[send.peer].get() : -1;
+  const int rfd = receiving ? recv_fd_[recv.peer].get() : -1;
+  PieceCursor out(send), in(recv);
+  size_t sealed = 0;                     // plaintext bytes sealed into frames
+  size_t frame_bytes = 0, frame_at = 0;  // the frame in seal_buffer_ (with its tag), bytes sent
+  size_t received = 0;                   // plaintext bytes opened and delivered
+  size_t have = 0;                       // bytes of the incoming frame in open_buffer_
+  Round round;
+  auto deadline_passed = [&] {
+    return DeadlinePassed(send, recv, sealed, received, ", encrypted");
+  };
+  auto send_pending = [&] { return sending && (sealed < send.len || frame_at < frame_bytes); };
+  while (send_pending() || (receiving && received < recv.len)) {
+    bool progress = false;
+    if (sending && frame_at == frame_bytes && sealed < send.len) {
+      const size_t n = std::min(FrameCipher::kFrameBytes, send.len - sealed);
+      LS_RETURN_IF_ERROR(seal_[send.peer]->Seal(out, n, seal_buffer_.data()));
+      sealed += n;
+      frame_bytes = n + kTag;
+      frame_at = 0;
+    }
+    if (frame_at < frame_bytes) {
+      const ssize_t k = ::send(sfd, seal_buffer_.data() + frame_at, frame_bytes - frame_at,
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k > 0) {
+        frame_at += k;
+        progress = true;
+      } else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+        return PeerError(send.peer, "sending to", errno);
+      }
+    }
+    if (receiving && received < recv.len) {
+      const size_t n = std::min(FrameCipher::kFrameBytes, recv.len - received);
+      const size_t want = n + kTag - have;
+      const ssize_t k = ::recv(rfd, open_buffer_.data() + have, want, MSG_DONTWAIT);
+      if (k > 0) {
+        progress = true;
+        if (static_cast<size_t>(k) < want) TakeUrgentByte(recv.peer);
+        have += k;
+        if (have == n + kTag) {
+          LS_RETURN_IF_ERROR(OpenFrame(recv, received, n, in));
+          received += n;
+          have = 0;
+        }
+      } else if (k == 0) {
+        return PeerError(recv.peer, "receiving from", 0);
+      } else if (errno != EAGAIN && errno != EINTR) {
+        return PeerError(recv.peer, "receiving from", errno);
+      }
+    }
+    LS_RETURN_IF_ERROR(EndRound(progress, send_pending() ? sfd : -1, frame_at < frame_bytes,
+                                send.peer, receiving && received < recv.len ? rfd : -1, deadline,
+                                &round, deadline_passed));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TcpTransport::OpenFrame(const RecvSpec& recv, size_t offset, size_t n,
+                                     PieceCursor& in) {
+  const unsigned char* frame = open_buffer_.data();
+  bool ok;
+  if (recv.sink == nullptr) {
+    ok = open_[recv.peer]->Open(frame, n, in);
+  } else {
+    // Reductions read the frame once it checked out, whole elements (frames are a multiple of
+    // every element size, and a message is a whole number of elements).
+    PieceCursor plain(plain_.data(), n, {});
+    ok = open_[recv.peer]->Open(frame, n, plain);
+    if (ok) (*recv.sink)(offset, plain_.data(), n);
+  }
+  if (ok) return absl::OkStatus();
+  // A peer that left because of another rank's failure sends a pad byte into the stream
+  // (AbortOnPeerFailure); that is its news, not tampering.
+  if (FailedRankToldBy(recv.peer) >= 0) return PeerError(recv.peer, "receiving from", 0);
+  return absl::DataLossError(absl::StrCat(
+      "rank ", rank_, ": an encrypted frame from peer rank ", recv.peer,
+      " failed authentication (AES-256-GCM tag) at byte ", offset,
+      " of a message: its bytes were changed, dropped or replayed between the hosts; check the "
+      "network path to that rank's host (communication.encrypt)"));
 }
 
 }  // namespace collectives

@@ -1,7 +1,8 @@
 // TcpTransport: a full mesh of authenticated TCP connections, two per pair of ranks, one for
 // each direction.
 //
-// Connect(): every rank listens on an ephemeral port of `listen_host` and publishes
+// Connect(): every rank listens on `listen_host` (an ephemeral port unless TcpOptions::
+// listen_port fixes one) and publishes
 // "<prefix>/tcp/<rank>" in the Store; it opens one connection to every other rank, on which it
 // only sends, and accepts one from every other rank, on which it only receives (the .cc says
 // why, and in which order, free of deadlock). Each connection passes the HMAC handshake
@@ -21,8 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "collectives/store.h"
+#include "collectives/transport/piece_cursor.h"
+#include "collectives/transport/tcp/frame_cipher.h"
 #include "collectives/transport/tcp/socket_util.h"
 #include "collectives/transport/tcp/tcp_handshake.h"
 #include "collectives/transport/transport.h"
@@ -32,36 +36,36 @@ namespace collectives {
 
 struct TcpOptions {
   std::string listen_host = "127.0.0.1";
+  // The port this rank listens on while the group connects; 0: an ephemeral one. A fixed
+  // port (a firewall's declared data port) is bound with SO_REUSEADDR, so the next attempt
+  // of a job rebinds it at once; the listener closes once every peer connected.
+  int listen_port = 0;
+  // What chose listen_port, named when the port is taken (e.g. "lockstepd --data_port").
+  std::string listen_port_origin;
   // SO_SNDBUF/SO_RCVBUF (the kernel caps them at net.core.[rw]mem_max); 0 keeps Linux's
-  // autotuning. 4 MiB measured 1.5-4x faster than autotuning from 8 B to 2 MiB here.
+  // autotuning, which measured slower at every size (bench/transport_tuning.md).
   int socket_buffer_bytes = 4 << 20;
   size_t staging_bytes = 256 << 10;
   // Congestion control, the first of these the kernel lets us set (TuneSocket); empty: the
   // system's default. Not BBR (these machines' default): it paces every connection with a
   // timer when the interface has no fq qdisc (loopback never has one), and its bandwidth
-  // estimate swings from run to run. n=2 loopback, medians of 6 interleaved runs (two
-  // sessions of 3), 1 / 2 / 4 / 8 MiB all-reduce: bbr 318 / 1150 / 2390 / 3233 us, cubic
-  // 308 / 605 / 1190 / 2778 us, reno 242 / 615 / 1118 / 2958 us. Cubic (Linux's usual
-  // default, better than reno on long fat links between hosts), else reno, which every
-  // kernel lets unprivileged processes set.
+  // estimate swings from run to run. Cubic (Linux's usual default, better than reno on long
+  // fat links between hosts), else reno, which every kernel lets unprivileged processes set.
+  // Measured: bench/transport_tuning.md.
   std::string congestion_control = "cubic,reno";
   // Non-blocking attempts (each after a sched_yield) before sleeping in poll(); -1: 64.
   // Also when ranks outnumber cores: the yield hands the core to a rank that can make
-  // progress, and sleeping costs a wake-up per segment (n=4 on 2 cores, 4 rounds, medians:
-  // 1 MiB 1.32 -> 1.00 ms, 2 MiB 2.61 -> 1.65 ms with 64 instead of 0).
+  // progress, and sleeping costs a wake-up per segment (bench/transport_tuning.md).
   int busy_polls = -1;
   // In a SendRecv that sends and receives at once, send at most this many bytes ahead of what
   // has arrived; 0: no limit. It bounds the bytes in flight (and so the socket buffers' share
   // of the caches) without stopping the exchange at every segment; 2 MiB leaves a 4 MiB
-  // all-reduce of two ranks (2 MiB each way per ring step) unbounded. Measured n=2,
-  // bench/allreduce, 4-6 interleaved runs, rank 0's per-run medians, no limit vs 512 KiB vs
-  // 1 MiB vs 2 MiB: 2 MiB 368-418 vs 458-477 vs 404-416 vs 402-434 us; 4 MiB 902-1037 vs
-  // 986-1034 vs 1002-1155 vs 898-1153; 8 MiB 3125-3677 vs 2836-3066 vs 2720-3268 vs
-  // 2165-3234; 16 MiB 6850-7946 vs 5842-6478 vs 5752-6643 vs 4578-6835. (A first campaign,
-  // before small messages were padded (kMinMessageBytes), saw runs fast or 2-3x slower for
-  // all their calls and credited a 384 KiB window with steadying them; the cause was the
-  // bench's one-byte barriers.)
+  // all-reduce of two ranks (2 MiB each way per ring step) unbounded. Measured:
+  // bench/transport_tuning.md.
   size_t send_window_bytes = 2 << 20;
+  // Encrypt and authenticate every byte (AES-256-GCM, frame_cipher.h), with a key per
+  // connection; every rank of the group must agree (the handshake checks it).
+  bool encrypt = false;
   // How long one incoming connection may take to finish its handshake.
   absl::Duration handshake_timeout = absl::Seconds(5);
 };
@@ -70,11 +74,8 @@ class TcpTransport final : public Transport {
  public:
   // Messages shorter than this travel padded to it (the receiver drops the padding). A
   // message of a few bytes leaves a loopback connection slow for the bulk transfers after
-  // it: two processes exchanging 1 MiB each way, each exchange after one of N bytes, median
-  // of 200 exchanges (bench/tcp_loopback_probe --small=N), with the transport's cubic, 2
-  // rounds: N = 1: 241-406 us, 8: 180-185, 16: 134-137, 64: 132-135, none: 135-137 (under
-  // BBR, 4 rounds: N = 1: 372-989 us, 8: 369-568, 16: 128-188, 64: 128-174). Barriers (1 byte)
-  // and small all-reduces otherwise slow the next large all-reduce by about 2x.
+  // it: barriers (1 byte) and small all-reduces otherwise slow the next large all-reduce by
+  // about 2x (bench/transport_tuning.md).
   static constexpr size_t kMinMessageBytes = 64;
 
   static absl::StatusOr<std::unique_ptr<TcpTransport>> Connect(const HandshakeIdentity& me,
@@ -104,6 +105,29 @@ class TcpTransport final : public Transport {
                            absl::Time deadline);
   // SendRecv without the padding of small messages (kMinMessageBytes).
   absl::Status Move(const SendSpec& send, const RecvSpec& recv, absl::Time deadline);
+  // Move with TcpOptions::encrypt: frames sealed and opened by FrameCipher.
+  absl::Status MoveSealed(const SendSpec& send, const RecvSpec& recv, absl::Time deadline);
+  // Opens the frame of `n` plaintext bytes in open_buffer_, the message's bytes from
+  // `offset`, into `in` or recv.sink. DATA_LOSS naming the peer when its tag fails.
+  absl::Status OpenFrame(const RecvSpec& recv, size_t offset, size_t n, PieceCursor& in);
+  // The end of one round of Move's loop: with `progress`, a look at the clock every 64 rounds;
+  // without, a yield for the first busy_polls_ rounds, then poll() on `sfd` (-1: done
+  // sending; for room when `want_room`) and `rfd` (-1: done receiving) until one is ready,
+  // Abort() or the deadline. OK to go on, else ABORTED, the send peer's failure, or
+  // deadline_passed().
+  struct Round {
+    int idle = 0;
+    unsigned busy_rounds = 0;
+  };
+  absl::Status EndRound(bool progress, int sfd, bool want_room, int send_peer, int rfd,
+                        absl::Time deadline, Round* round,
+                        absl::FunctionRef<absl::Status()> deadline_passed);
+  // DEADLINE_EXCEEDED for a Move that had `sent` and `received` bytes of its messages done;
+  // `how` follows the byte counts (", encrypted").
+  absl::Status DeadlinePassed(const SendSpec& send, const RecvSpec& recv, size_t sent,
+                              size_t received, absl::string_view how) const;
+  // Sizes the ciphers and frame buffers (Connect, with TcpOptions::encrypt).
+  void EnableEncryption();
   // UNAVAILABLE: the connection to `peer` failed (errno `err`) or closed (err == 0), naming
   // the rank the failure started at when `peer` told us (AbortOnPeerFailure).
   absl::Status PeerError(int peer, const char* what, int err) const;
@@ -130,6 +154,14 @@ class TcpTransport final : public Transport {
   std::vector<int> failed_rank_from_;
   int busy_polls_ = 0;
   size_t send_window_ = 0;  // TcpOptions::send_window_bytes
+  // TcpOptions::encrypt: seal_[r] encrypts what goes to r, open_[r] decrypts what r sent
+  // (empty vectors: plaintext); the frame being sent, the frame being received, and an
+  // opened frame for reductions.
+  std::vector<std::unique_ptr<FrameCipher>> seal_;
+  std::vector<std::unique_ptr<FrameCipher>> open_;
+  std::vector<unsigned char> seal_buffer_;
+  std::vector<unsigned char> open_buffer_;
+  std::vector<char> plain_;
 };
 
 }  // namespace collectives

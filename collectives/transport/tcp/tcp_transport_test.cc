@@ -2,7 +2,11 @@
 // failures cross real loopback sockets.
 #include "collectives/transport/tcp/tcp_transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,8 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "collectives/communicator.h"
 #include "collectives/in_memory_store.h"
 #include "collectives/test_util.h"
 #include "gtest/gtest.h"
@@ -48,7 +54,7 @@ TEST(TcpTransportTest, WrongSecretIsRefusedAndTheRightPeerStillJoins) {
   ASSERT_TRUE(address.ok());
   auto fd = ConnectWithRetry(*address, Soon());
   ASSERT_TRUE(fd.ok());
-  absl::Status bad = HandshakeAsConnector(fd->get(), {"wrong", prefix, 1, 2}, 0, Soon());
+  absl::Status bad = HandshakeAsConnector(fd->get(), {"wrong", prefix, 1, 2}, 0, Soon()).status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kUnauthenticated) << bad;
   // A stray client that speaks no protocol at all: its bytes are never taken as a peer.
   auto stray = ConnectWithRetry(*address, Soon());
@@ -109,7 +115,7 @@ TEST(TcpTransportTest, WrongGroupWithRightSecretIsRefused) {
   ASSERT_TRUE(address.ok());
   auto fd = ConnectWithRetry(*address, Soon());
   ASSERT_TRUE(fd.ok());
-  EXPECT_EQ(HandshakeAsConnector(fd->get(), {"s", "other-job", 1, 2}, 0, Soon()).code(),
+  EXPECT_EQ(HandshakeAsConnector(fd->get(), {"s", "other-job", 1, 2}, 0, Soon()).status().code(),
             absl::StatusCode::kUnauthenticated);
   acceptor.join();
 }
@@ -311,6 +317,214 @@ TEST(TcpTransportTest, AbortedPeerIsUnavailableNotASlowPeer) {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
     EXPECT_NE(s.message().find("peer rank"), absl::string_view::npos) << s;
   }
+}
+
+// Holds 127.0.0.1:<port> (an ephemeral one, bound with SO_REUSEADDR, never listening) for the
+// test, so that the port stays this test's and a fixed-port listener may bind it too.
+class ReservedPort {
+ public:
+  ReservedPort() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    const int one = 1;
+    setsockopt(fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    socklen_t len = sizeof(addr);
+    getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  int port() const { return port_; }
+
+ private:
+  UniqueFd fd_;
+  int port_ = 0;
+};
+
+// Connects a group of two whose ranks listen on `ports`; returns each rank's published address.
+std::vector<std::string> ConnectOnPorts(const std::vector<int>& ports) {
+  const int n = static_cast<int>(ports.size());
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  std::vector<std::unique_ptr<TcpTransport>> t(n);
+  RunRanks(n, [&](int r) {
+    TcpOptions options;
+    options.listen_port = ports[r];
+    auto connected = TcpTransport::Connect({"s", prefix, r, n}, prefix, &store, options, Soon());
+    ASSERT_TRUE(connected.ok()) << connected.status();
+    t[r] = std::move(connected).value();
+  });
+  RunRanks(n, [&](int r) {
+    if (t[r] == nullptr) return;
+    char out = static_cast<char>(r), in = -1;
+    ASSERT_TRUE(t[r]->SendRecv({1 - r, &out, 1}, {1 - r, &in, 1}, Soon()).ok());
+    EXPECT_EQ(in, 1 - r);
+  });
+  std::vector<std::string> addresses;
+  for (int r = 0; r < n; ++r) {
+    addresses.push_back(*store.Get(absl::StrCat(prefix, "/tcp/", r), Soon()));
+  }
+  return addresses;
+}
+
+TEST(TcpTransportTest, RanksListenOnTheirFixedPortsAndRebindThemAtOnce) {
+  ReservedPort a, b;
+  const std::vector<std::string> first = ConnectOnPorts({a.port(), b.port()});
+  EXPECT_EQ(first[0], absl::StrCat("127.0.0.1:", a.port()));
+  EXPECT_EQ(first[1], absl::StrCat("127.0.0.1:", b.port()));
+  // The first group's connections linger (TIME_WAIT); the next group binds the same ports.
+  const std::vector<std::string> second = ConnectOnPorts({a.port(), b.port()});
+  EXPECT_EQ(second, first);
+}
+
+TEST(TcpTransportTest, AFixedPortInUseFailsNamingThePortAndWhoChoseIt) {
+  auto taken = ListenEphemeral("127.0.0.1", 1);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  const std::string port = taken->second.substr(taken->second.rfind(':') + 1);
+  InMemoryStore store;
+  TcpOptions options;
+  ASSERT_TRUE(absl::SimpleAtoi(port, &options.listen_port));
+  options.listen_port_origin = "lockstepd --data_port";
+  auto connected = TcpTransport::Connect({"s", "p", 0, 2}, "p", &store, options, Soon());
+  ASSERT_FALSE(connected.ok());
+  EXPECT_EQ(connected.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(connected.status().message().find("lockstepd --data_port"), absl::string_view::npos)
+      << connected.status();
+  EXPECT_NE(connected.status().message().find(absl::StrCat("127.0.0.1:", port)),
+            absl::string_view::npos)
+      << connected.status();
+  EXPECT_NE(connected.status().message().find("in use"), absl::string_view::npos)
+      << connected.status();
+}
+
+TEST(TcpTransportTest, APortOutsideTheRangeIsRefused) {
+  InMemoryStore store;
+  TcpOptions options;
+  options.listen_port = 70000;
+  auto connected = TcpTransport::Connect({"s", "p", 0, 2}, "p", &store, options, Soon());
+  EXPECT_EQ(connected.status().code(), absl::StatusCode::kInvalidArgument) << connected.status();
+}
+
+TEST(TcpTransportTest, EncryptedGroupsAllReduceAsPlaintextOnes) {
+  TcpOptions sealed;
+  sealed.encrypt = true;
+  // Sizes from one padded element to several frames, odd ones included.
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{40000}, size_t{300001}}) {
+    std::vector<std::unique_ptr<TcpTransport>> t = ConnectTcp(3, sealed);
+    std::vector<std::unique_ptr<Communicator>> comms;
+    for (auto& transport : t) {
+      auto c = Communicator::Create(std::move(transport), AlgorithmOptions{});
+      ASSERT_TRUE(c.ok()) << c.status();
+      comms.push_back(std::move(*c));
+    }
+    std::vector<std::vector<float>> x(3);
+    RunRanks(3, [&](int r) {
+      x[r].assign(count, static_cast<float>(r + 1));
+      ASSERT_TRUE(
+          comms[r]
+              ->AllReduce(x[r].data(), x[r].data(), count, DType::kF32, ReduceOp::kSum, Soon())
+              .ok());
+    });
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(x[r], std::vector<float>(count, 6.0f)) << count;
+  }
+}
+
+TEST(TcpTransportTest, RanksThatDisagreeOnEncryptionRefuseEachOther) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  std::vector<absl::Status> status(2);
+  RunRanks(2, [&](int r) {
+    TcpOptions options;
+    options.encrypt = r == 0;
+    status[r] = TcpTransport::Connect({"s", prefix, r, 2}, prefix, &store, options,
+                                      absl::Now() + absl::Seconds(2))
+                    .status();
+  });
+  EXPECT_FALSE(status[0].ok());
+  // Rank 1 connects to rank 0 and finds that rank 0's proof does not check out.
+  EXPECT_EQ(status[1].code(), absl::StatusCode::kUnauthenticated) << status[1];
+  EXPECT_NE(status[1].message().find("communication.encrypt"), absl::string_view::npos)
+      << status[1];
+}
+
+// Hands rank 0's address out as the address of a relay that passes every byte between the
+// connection and rank 0, except that it flips one bit of what the connector sends after its
+// handshake proof (kProofBytes): an attacker on the path between two hosts.
+class TamperingStore final : public Store {
+ public:
+  explicit TamperingStore(std::string prefix) : prefix_(std::move(prefix)) {}
+  ~TamperingStore() override {
+    if (relay_.joinable()) relay_.join();
+  }
+  absl::Status Set(absl::string_view key, absl::string_view value) override {
+    return inner_.Set(key, value);
+  }
+  absl::StatusOr<std::string> Get(absl::string_view key, absl::Time deadline) override {
+    absl::StatusOr<std::string> value = inner_.Get(key, deadline);
+    if (!value.ok() || key != absl::StrCat(prefix_, "/tcp/0")) return value;
+    auto listening = ListenEphemeral("127.0.0.1", 1);
+    if (!listening.ok()) return listening.status();
+    relay_ = std::thread([this, listen = std::move(listening->first), target = *value]() mutable {
+      Relay(listen.get(), target);
+    });
+    return listening->second;
+  }
+  void Abort() override { inner_.Abort(); }
+
+ private:
+  static void Relay(int listen_fd, const std::string& target) {
+    UniqueFd from(accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+    auto to = ConnectWithRetry(target, Soon());
+    if (from.get() < 0 || !to.ok()) return;
+    size_t forwarded = 0;  // connector -> acceptor
+    char buf[4096];
+    while (true) {
+      pollfd p[2] = {{from.get(), POLLIN, 0}, {to->get(), POLLIN, 0}};
+      if (poll(p, 2, 10000) <= 0) return;
+      for (int i = 0; i < 2; ++i) {
+        if (p[i].revents == 0) continue;
+        const ssize_t k = read(p[i].fd, buf, sizeof(buf));
+        if (k <= 0) return;
+        if (i == 0) {
+          const size_t flip = kProofBytes + 10;
+          if (forwarded <= flip && flip < forwarded + k) buf[flip - forwarded] ^= 0x01;
+          forwarded += k;
+        }
+        if (!WriteFull(p[1 - i].fd, buf, k, Soon()).ok()) return;
+      }
+    }
+  }
+
+  const std::string prefix_;
+  InMemoryStore inner_;
+  std::thread relay_;
+};
+
+TEST(TcpTransportTest, ATamperedFrameFailsTheReceiveNamingThePeer) {
+  const std::string prefix = UniquePrefix();
+  TamperingStore store(prefix);
+  TcpOptions sealed;
+  sealed.encrypt = true;
+  std::vector<std::unique_ptr<TcpTransport>> t(2);
+  RunRanks(2, [&](int r) {
+    auto connected = TcpTransport::Connect({"s", prefix, r, 2}, prefix, &store, sealed, Soon());
+    ASSERT_TRUE(connected.ok()) << connected.status();
+    t[r] = std::move(connected).value();
+  });
+  std::vector<char> out(1000, 'g'), in(1000);
+  absl::Status received;
+  RunRanks(2, [&](int r) {
+    if (r == 1) {
+      EXPECT_TRUE(t[1]->SendRecv({0, out.data(), out.size()}, {}, Soon()).ok());
+    } else {
+      received = t[0]->SendRecv({}, {1, in.data(), in.size()}, Soon());
+    }
+  });
+  EXPECT_EQ(received.code(), absl::StatusCode::kDataLoss) << received;
+  EXPECT_NE(received.message().find("from peer rank 1 failed authentication"),
+            absl::string_view::npos)
+      << received;
+  for (auto& transport : t) transport->Abort();
 }
 
 }  // namespace
