@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "engine/kernels/cpu/blas.h"
-#include "engine/kernels/cpu/cpu_kernel.h"
 #include "engine/philox.h"
 
 namespace lockstep::engine {
@@ -34,10 +33,6 @@ Executor::Executor(const Graph* graph, ExecutorOptions options)
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph,
                                                            ExecutorOptions options) {
-  if (options.device.type() != Device::Type::kCpu) {
-    return absl::UnimplementedError(
-        absl::StrCat("device ", options.device.name(), ": only CPU kernels are built"));
-  }
   std::unique_ptr<Executor> e(new Executor(graph, options));
   const int n = graph->num_nodes();
   e->variables_ = graph->Variables();
@@ -53,7 +48,11 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph,
       e->needs_grad_[i] = node.op() == v1::VARIABLE && node.trainable();
       continue;
     }
-    LS_ASSIGN_OR_RETURN(e->kernels_[i], CreateCpuKernel(node, ComputeDType(*graph, i)));
+    absl::StatusOr<std::unique_ptr<OpKernel>> kernel =
+        graph->ops().CreateKernel(options.device.type(), node, ComputeDType(*graph, i));
+    if (!kernel.ok())
+      return Annotate(kernel.status(), absl::StrCat("device ", options.device.name()));
+    e->kernels_[i] = *std::move(kernel);
     for (int in : node.inputs()) e->needs_grad_[i] = e->needs_grad_[i] || e->needs_grad_[in];
   }
   // A variable's gradient is final once its earliest consumer (on the way to the loss)

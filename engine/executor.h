@@ -73,8 +73,9 @@ struct StepResult {
 
 class Executor {
  public:
-  // INVALID_ARGUMENT when a node has no kernel on `options.device`'s type;
-  // UNIMPLEMENTED for CUDA devices (not built yet).
+  // Kernels come from the graph's OpRegistry. UNIMPLEMENTED when an op has no kernel for
+  // `options.device`'s type (no CUDA kernels are built yet); INVALID_ARGUMENT when a
+  // kernel refuses the node (e.g. its dtype).
   static absl::StatusOr<std::unique_ptr<Executor>> Create(const Graph* graph,
                                                           ExecutorOptions options = {});
 

@@ -4,19 +4,21 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
-#include "engine/shape_inference.h"
+#include "engine/ops/builtin_ops.h"
 
 namespace lockstep::engine {
 
-Graph::Graph(uint64_t seed) {
+Graph::Graph(uint64_t seed, std::shared_ptr<const OpRegistry> ops)
+    : ops_(ops != nullptr ? std::move(ops) : std::make_shared<const OpRegistry>(BuiltinOps())) {
   def_.set_seed(seed);
   def_.set_loss(-1);
   def_.set_output(-1);
   def_.set_accuracy(-1);
 }
 
-absl::StatusOr<Graph> Graph::FromProto(const v1::GraphDef& proto) {
-  Graph g(proto.seed());
+absl::StatusOr<Graph> Graph::FromProto(const v1::GraphDef& proto,
+                                       std::shared_ptr<const OpRegistry> ops) {
+  Graph g(proto.seed(), std::move(ops));
   absl::flat_hash_set<std::string> variable_names;
   for (int i = 0; i < proto.nodes_size(); ++i) {
     const v1::NodeDef& n = proto.nodes(i);
@@ -85,7 +87,7 @@ absl::StatusOr<int> Graph::AddNode(v1::NodeDef node) {
     return absl::InvalidArgumentError(
         absl::StrCat("variable \"", node.name(), "\" must have a fully known shape"));
   }
-  LS_ASSIGN_OR_RETURN(TypedShape out, InferOutput(node, inputs));
+  LS_ASSIGN_OR_RETURN(TypedShape out, ops_->InferOutput(node, inputs));
   if (node.name().empty()) {
     node.set_name(
         absl::StrCat(absl::AsciiStrToLower(v1::OpType_Name(node.op())), "_", num_nodes()));

@@ -1,7 +1,7 @@
 // OpKernel: the forward and gradient computation of one graph node on one device.
 //
-// The executor owns one kernel per node (made by a device's factory, e.g.
-// CreateCpuKernel; a CUDA factory will implement the same interface), calls Forward in
+// The executor owns one kernel per node (made by the factory its op registered for the
+// device, OpRegistry::CreateKernel; a CUDA kernel implements the same interface), calls Forward in
 // topological order and Backward in reverse. Kernels allocate their outputs through the
 // KernelContext's allocator (buffers are reused across steps: a kernel must overwrite
 // every element it returns) and never write to their inputs: gradients returned may alias

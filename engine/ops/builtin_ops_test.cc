@@ -1,5 +1,5 @@
-// Forward values of the CPU kernels on small hand-checked inputs (the gradients are
-// checked against finite differences in gradient_check_test.cc).
+// Forward values of the builtin ops' CPU kernels on small hand-checked inputs (the
+// gradients are checked against finite differences in gradient_check_test.cc).
 #include <cmath>
 #include <functional>
 
@@ -21,7 +21,7 @@ Tensor RunOne(const Tensor& x, const std::function<int(Graph*, int)>& build) {
   return out;
 }
 
-TEST(CpuKernel, SoftmaxArgmaxAndActivations) {
+TEST(BuiltinOps, SoftmaxArgmaxAndActivations) {
   Tensor x = Tensor::FromVector<float>({1, 3, 2, -1, -1, 0}, Shape{2, 3});
   Tensor s = RunOne(x, [](Graph* g, int in) { return *g->Op(v1::SOFTMAX, {in}); });
   EXPECT_NEAR(s.data<float>()[0] + s.data<float>()[1] + s.data<float>()[2], 1.0, 1e-6);
@@ -34,7 +34,7 @@ TEST(CpuKernel, SoftmaxArgmaxAndActivations) {
   EXPECT_EQ(m.ToVector<float>(), (std::vector<float>{0, 1, 1}));
 }
 
-TEST(CpuKernel, ConvAndPoolOnAKnownImage) {
+TEST(BuiltinOps, ConvAndPoolOnAKnownImage) {
   // A 1x3x3x1 image 1..9; an all-ones 2x2 filter sums each window.
   Tensor img = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9}, Shape{1, 3, 3, 1});
   Graph g;
@@ -57,7 +57,7 @@ TEST(CpuKernel, ConvAndPoolOnAKnownImage) {
   EXPECT_EQ(pool.ToVector<float>(), (std::vector<float>{5, 6, 8, 9}));
 }
 
-TEST(CpuKernel, AccuracyAndLosses) {
+TEST(BuiltinOps, AccuracyAndLosses) {
   Graph g;
   int logits = *g.Input("x", DType::kF32, Shape{3, 2});
   int labels = *g.Input("labels", DType::kI64, Shape{3});
