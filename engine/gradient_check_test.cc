@@ -107,7 +107,7 @@ TEST(GradientCheck, BiasAdd) {
 }
 
 TEST(GradientCheck, Activations) {
-  for (v1::OpType op : {v1::RELU, v1::SIGMOID, v1::TANH, v1::SOFTMAX}) {
+  for (v1::OpType op : {v1::RELU, v1::SIGMOID, v1::TANH, v1::SOFTMAX, v1::GELU}) {
     SCOPED_TRACE(v1::OpType_Name(op));
     CheckGradients(
         {{Shape{3, 5}}, [op](Graph* g, const std::vector<int>& v) { return g->Op(op, {v[0]}); }});
@@ -182,6 +182,43 @@ TEST(GradientCheck, DropoutInTraining) {
   c.options.replica_id = 1;
   c.options.step = 3;
   CheckGradients(c);
+}
+
+TEST(GradientCheck, Concat) {
+  CheckGradients({{Shape{2, 3}, Shape{2, 1}, Shape{2, 4}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->Concat({v[0], v[1], v[2]}, 1);
+                  }});
+  CheckGradients({{Shape{2, 3, 2}, Shape{2, 1, 2}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->Concat({v[0], v[1]}, -2);
+                  }});
+  CheckGradients({{Shape{2, 3}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->Concat({v[0], v[0]}, 0);  // one input twice
+                  }});
+}
+
+TEST(GradientCheck, GlobalAveragePooling) {  // the layer is a MEAN over the inner axes
+  CheckGradients({{Shape{2, 3, 3, 4}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->Mean(v[0], {1, 2}, false);
+                  }});
+}
+
+TEST(GradientCheck, LayerNorm) {
+  CheckGradients({{Shape{3, 5}, Shape{5}, Shape{5}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->LayerNorm(v[0], v[1], v[2], 1e-3f);
+                  }});
+  CheckGradients({{Shape{2, 2, 4}, Shape{4}, Shape{4}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->LayerNorm(v[0], v[1], v[2], 0.5f);
+                  }});
+}
+
+TEST(GradientCheck, ResidualBlock) {  // x + dense(gelu(layer_norm(x)))
+  CheckGradients({{Shape{3, 4}, Shape{4}, Shape{4}, Shape{4, 4}},
+                  [](Graph* g, const std::vector<int>& v) -> absl::StatusOr<int> {
+                    int h = *g->LayerNorm(v[0], v[1], v[2], 1e-3f);
+                    h = *g->Op(v1::GELU, {h});
+                    h = *g->Op(v1::MATMUL, {h, v[3]});
+                    return g->Op(v1::ADD, {v[0], h});
+                  }});
 }
 
 TEST(GradientCheck, DenseReluSoftmaxNetwork) {

@@ -137,8 +137,10 @@ absl::StatusOr<int> Graph::Op(v1::OpType op, std::vector<int> inputs, absl::stri
   return AddNode(std::move(n));
 }
 
-absl::StatusOr<int> Graph::Sum(int x, std::vector<int64_t> axes, bool keep_dims) {
+absl::StatusOr<int> Graph::Sum(int x, std::vector<int64_t> axes, bool keep_dims,
+                               absl::string_view name) {
   v1::NodeDef n;
+  n.set_name(std::string(name));
   n.set_op(v1::SUM);
   n.add_inputs(x);
   for (int64_t a : axes) n.add_axes(a);
@@ -146,12 +148,35 @@ absl::StatusOr<int> Graph::Sum(int x, std::vector<int64_t> axes, bool keep_dims)
   return AddNode(std::move(n));
 }
 
-absl::StatusOr<int> Graph::Mean(int x, std::vector<int64_t> axes, bool keep_dims) {
+absl::StatusOr<int> Graph::Mean(int x, std::vector<int64_t> axes, bool keep_dims,
+                                absl::string_view name) {
   v1::NodeDef n;
+  n.set_name(std::string(name));
   n.set_op(v1::MEAN);
   n.add_inputs(x);
   for (int64_t a : axes) n.add_axes(a);
   n.set_keep_dims(keep_dims);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::Concat(std::vector<int> inputs, int64_t axis, absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::CONCAT);
+  n.set_name(std::string(name));
+  for (int in : inputs) n.add_inputs(in);
+  n.set_axis(axis);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::LayerNorm(int x, int gamma, int beta, float epsilon,
+                                     absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::LAYER_NORM);
+  n.set_name(std::string(name));
+  n.add_inputs(x);
+  n.add_inputs(gamma);
+  n.add_inputs(beta);
+  n.set_epsilon(epsilon);
   return AddNode(std::move(n));
 }
 

@@ -69,8 +69,13 @@ class Graph {
                                const v1::Initializer& init, int64_t fan_in, int64_t fan_out,
                                bool trainable = true);
   absl::StatusOr<int> Op(v1::OpType op, std::vector<int> inputs, absl::string_view name = "");
-  absl::StatusOr<int> Sum(int x, std::vector<int64_t> axes, bool keep_dims);
-  absl::StatusOr<int> Mean(int x, std::vector<int64_t> axes, bool keep_dims);
+  absl::StatusOr<int> Sum(int x, std::vector<int64_t> axes, bool keep_dims,
+                          absl::string_view name = "");
+  absl::StatusOr<int> Mean(int x, std::vector<int64_t> axes, bool keep_dims,
+                           absl::string_view name = "");
+  absl::StatusOr<int> Concat(std::vector<int> inputs, int64_t axis, absl::string_view name = "");
+  absl::StatusOr<int> LayerNorm(int x, int gamma, int beta, float epsilon,
+                                absl::string_view name = "");
   absl::StatusOr<int> Reshape(int x, std::vector<int64_t> target_shape);
   absl::StatusOr<int> Conv2D(int x, int filter, std::vector<int> strides, v1::Padding padding,
                              absl::string_view name = "");

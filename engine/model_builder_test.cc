@@ -112,6 +112,98 @@ TEST(ModelBuilder, RefusesTensorsOfMoreThan2To32Elements) {
             "OK");
 }
 
+// Layers that name their inputs make a graph: a residual block, a concatenation and two
+// model inputs.
+TEST(ModelBuilder, BuildsAGraphFromNamedInputs) {
+  auto spec = ParseModelSpecJson(R"({
+    "inputs": [{"name": "a", "shape": [4]}, {"name": "b", "shape": [2]}],
+    "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "seed": 5,
+    "layers": [
+      {"name": "h", "dense": {"units": 4}, "inputs": ["a"]},
+      {"name": "norm", "layer_norm": {}},
+      {"gelu": {}},
+      {"name": "res", "add": {}, "inputs": ["a", "gelu_2", "h"]},
+      {"name": "cat", "concat": {}, "inputs": ["res", "b"]},
+      {"dense": {"units": 3}}
+    ]})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto g = BuildModel(*spec);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->shape(g->FindInput("b")), (Shape{-1, 2}));
+  EXPECT_EQ(g->shape(g->output()), (Shape{-1, 3}));
+  std::vector<std::string> names;
+  for (const VariableInfo& v : g->Variables()) names.push_back(v.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("h/kernel", "h/bias", "norm/gamma", "norm/beta",
+                                            "dense_5/kernel", "dense_5/bias"));
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  Feeds feeds = {{"a", Tensor::FromVector<float>({1, 2, 3, 4, 0, 1, 0, 1}, Shape{2, 4})},
+                 {"b", Tensor::FromVector<float>({1, 0, 0, 1}, Shape{2, 2})},
+                 {"labels", Tensor::FromVector<int64_t>({0, 2}, Shape{2})}};
+  std::vector<Tensor> grads;
+  auto r = exec->ComputeGradients(vars.tensors(), feeds, {}, &grads);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(grads.size(), 6u);
+  // The plain list still means a chain: an explicit chain builds the same graph.
+  auto chain = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [3], "loss": "MSE", "layers": [{"dense": {"units": 2}}, {"tanh": {}}]})"));
+  auto named = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [3], "loss": "MSE", "layers": [{"dense": {"units": 2},
+          "inputs": ["features"]}, {"tanh": {}, "inputs": ["dense_0"]}]})"));
+  ASSERT_TRUE(chain.ok() && named.ok());
+  EXPECT_EQ(chain->proto().SerializeAsString(), named->proto().SerializeAsString());
+}
+
+TEST(ModelBuilder, NewLayersBuild) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [6, 6, 2], "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "layers": [
+          {"conv2d": {"filters": 3, "kernelSize": [3], "padding": "SAME"}},
+          {"gelu": {}}, {"global_average_pooling": {}}, {"layer_norm": {"epsilon": 0.01}},
+          {"dense": {"units": 2}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->shape(g->output()), (Shape{-1, 2}));
+}
+
+TEST(ModelBuilder, RefusesBadGraphsNamingTheField) {
+  const std::string head = R"({"inputShape": [4], "loss": "MSE", "layers": [)";
+  EXPECT_THAT(BuildError(head + R"({"relu": {}}, {"add": {}, "inputs": ["relu_0", "x"]}]})"),
+              HasSubstr("layers[1].inputs[1]: no layer or model input named 'x' before it"));
+  // A later layer cannot be an input: so there are no cycles.
+  EXPECT_THAT(BuildError(head + R"({"name": "a", "relu": {}, "inputs": ["b"]},
+                                   {"name": "b", "relu": {}, "inputs": ["a"]}]})"),
+              HasSubstr("layers[0].inputs[0]: no layer or model input named 'b' before it"));
+  EXPECT_THAT(BuildError(head + R"({"name": "a", "relu": {}, "inputs": ["a"]}]})"),
+              HasSubstr("layers[0].inputs[0]: no layer or model input named 'a'"));
+  EXPECT_THAT(BuildError(head + R"({"add": {}}]})"),
+              HasSubstr("layers[0].inputs: add joins two or more inputs"));
+  EXPECT_THAT(
+      BuildError(head + R"({"relu": {}}, {"tanh": {}, "inputs": ["relu_0", "features"]}]})"),
+      HasSubstr("layers[1].inputs: tanh takes one input, got 2"));
+  EXPECT_THAT(BuildError(head + R"({"dense": {"units": 3}},
+                                   {"add": {}, "inputs": ["features", "dense_0"]}]})"),
+              HasSubstr("layers[1].add: ADD node"));
+  EXPECT_THAT(BuildError(head + R"({"concat": {"axis": 3}, "inputs": ["features", "features"]}]})"),
+              HasSubstr("layers[0].concat.axis: 3 is out of range"));
+  EXPECT_THAT(BuildError(head + R"({"global_average_pooling": {}}]})"),
+              HasSubstr("layers[0].global_average_pooling: input [?,4]"));
+  EXPECT_THAT(BuildError(head + R"({"layer_norm": {"epsilon": -1}}]})"),
+              HasSubstr("layers[0].layer_norm.epsilon"));
+  EXPECT_THAT(BuildError(head + R"({"name": "features", "relu": {}}]})"),
+              HasSubstr("layers[0].name: \"features\" is used twice"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [4], "inputs": [{"name": "a", "shape": [4]}],
+                             "loss": "MSE", "layers": [{"relu": {}}]})"),
+              HasSubstr("input_shape: give input_shape or inputs, not both"));
+  EXPECT_THAT(BuildError(R"({"inputs": [{"name": "a", "shape": [4]}, {"name": "a", "shape": [2]}],
+                             "loss": "MSE", "layers": [{"relu": {}}]})"),
+              HasSubstr("inputs[1].name: \"a\" is used twice"));
+  EXPECT_THAT(BuildError(R"({"inputs": [{"name": "labels", "shape": [4]}],
+                             "loss": "MSE", "layers": [{"relu": {}}]})"),
+              HasSubstr("inputs[0].name"));
+  EXPECT_THAT(BuildError(R"({"inputs": [{"name": "a", "shape": [0]}],
+                             "loss": "MSE", "layers": [{"relu": {}}]})"),
+              HasSubstr("inputs[0].shape[0]: 0 must be > 0"));
+}
+
 TEST(ModelBuilder, ParsesOptimizerSpecs) {
   auto spec = ParseOptimizerSpecJson(
       R"({"momentum": {"momentum": 0.9, "nesterov": true},

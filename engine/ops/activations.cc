@@ -1,4 +1,5 @@
-// RELU, SIGMOID, TANH: element-wise activations, output shaped like the input.
+// RELU, SIGMOID, TANH, GELU (exact: x * Phi(x), Phi the standard normal CDF): element-wise
+// activations, output shaped like the input.
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
 
@@ -28,6 +29,9 @@ class ActivationKernel final : public CpuOpKernel<T> {
       case v1::SIGMOID:
         for (int64_t i = 0; i < n; ++i) y[i] = T(1) / (T(1) + std::exp(-x[i]));
         break;
+      case v1::GELU:
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * Phi(x[i]);
+        break;
       default:  // TANH
         for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
         break;
@@ -50,6 +54,13 @@ class ActivationKernel final : public CpuOpKernel<T> {
       case v1::SIGMOID:
         for (int64_t i = 0; i < n; ++i) gx[i] = dy[i] * y[i] * (T(1) - y[i]);
         break;
+      case v1::GELU: {  // d/dx x * Phi(x) = Phi(x) + x * phi(x)
+        const T inv_sqrt_2pi = T(0.3989422804014327);
+        for (int64_t i = 0; i < n; ++i) {
+          gx[i] = dy[i] * (Phi(x[i]) + x[i] * inv_sqrt_2pi * std::exp(T(-0.5) * x[i] * x[i]));
+        }
+        break;
+      }
       default:  // TANH
         for (int64_t i = 0; i < n; ++i) gx[i] = dy[i] * (T(1) - y[i] * y[i]);
         break;
@@ -57,12 +68,15 @@ class ActivationKernel final : public CpuOpKernel<T> {
     (*d_in)[0] = g;
     return absl::OkStatus();
   }
+
+ private:
+  static T Phi(T x) { return T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476))); }
 };
 
 }  // namespace
 
 void RegisterActivations(OpRegistry* r) {
-  for (v1::OpType op : {v1::RELU, v1::SIGMOID, v1::TANH}) {
+  for (v1::OpType op : {v1::RELU, v1::SIGMOID, v1::TANH, v1::GELU}) {
     MustRegister(r, CpuOp<ActivationKernel>(op, 1, SameAsInput));
   }
 }

@@ -28,6 +28,8 @@ OpRegistry BuiltinOps() {
   RegisterWindowOps(&r);
   RegisterDropout(&r);
   RegisterArgMax(&r);
+  RegisterConcat(&r);
+  RegisterLayerNorm(&r);
   return r;
 }
 

@@ -17,7 +17,7 @@ void RegisterSourceOps(OpRegistry* r);    // INPUT, VARIABLE (source.cc)
 void RegisterMatMul(OpRegistry* r);       // matmul.cc
 void RegisterElementwise(OpRegistry* r);  // ADD, SUB, MUL (elementwise.cc)
 void RegisterBiasAdd(OpRegistry* r);      // bias_add.cc
-void RegisterActivations(OpRegistry* r);  // RELU, SIGMOID, TANH (activations.cc)
+void RegisterActivations(OpRegistry* r);  // RELU, SIGMOID, TANH, GELU (activations.cc)
 void RegisterSoftmax(OpRegistry* r);      // softmax.cc
 void RegisterLosses(OpRegistry* r);       // SPARSE_SOFTMAX_CROSS_ENTROPY, ACCURACY, MSE (losses.cc)
 void RegisterReductions(OpRegistry* r);   // SUM, MEAN (reduce.cc)
@@ -25,6 +25,8 @@ void RegisterReshapes(OpRegistry* r);     // RESHAPE, FLATTEN (reshape.cc)
 void RegisterWindowOps(OpRegistry* r);    // CONV2D, MAX_POOL2D (conv_pool.cc)
 void RegisterDropout(OpRegistry* r);      // dropout.cc
 void RegisterArgMax(OpRegistry* r);       // argmax.cc
+void RegisterConcat(OpRegistry* r);       // concat.cc
+void RegisterLayerNorm(OpRegistry* r);    // layer_norm.cc
 
 // Registers `def`, aborting with the reason when that fails.
 void MustRegister(OpRegistry* r, OpDef def);
