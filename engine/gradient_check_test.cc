@@ -211,6 +211,29 @@ TEST(GradientCheck, LayerNorm) {
                   }});
 }
 
+TEST(GradientCheck, Embedding) {  // ids fed as floats, one repeated: its rows' dy add up
+  CheckGradients({{Shape{5, 3}},
+                  [](Graph* g, const std::vector<int>& v) {
+                    return g->Op(v1::EMBEDDING, {g->FindInput("ids"), v[0]});
+                  },
+                  {{"ids", Tensor::FromVector<double>({4, 0, 2, 4}, Shape{2, 2})}}});
+  CheckGradients({{Shape{3, 2}},
+                  [](Graph* g, const std::vector<int>& v) {
+                    return g->Op(v1::EMBEDDING, {g->FindInput("ids"), v[0]});
+                  },
+                  {{"ids", Tensor::FromVector<int64_t>({1, 1, 2}, Shape{3})}}});
+}
+
+TEST(GradientCheck, SelfAttention) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal);
+    CheckGradients({{Shape{2, 3, 4}, Shape{4, 12}, Shape{4, 4}},
+                    [causal](Graph* g, const std::vector<int>& v) {
+                      return g->SelfAttention(v[0], v[1], v[2], 2, causal);
+                    }});
+  }
+}
+
 TEST(GradientCheck, ResidualBlock) {  // x + dense(gelu(layer_norm(x)))
   CheckGradients({{Shape{3, 4}, Shape{4}, Shape{4}, Shape{4, 4}},
                   [](Graph* g, const std::vector<int>& v) -> absl::StatusOr<int> {

@@ -180,6 +180,19 @@ absl::StatusOr<int> Graph::LayerNorm(int x, int gamma, int beta, float epsilon,
   return AddNode(std::move(n));
 }
 
+absl::StatusOr<int> Graph::SelfAttention(int x, int w_qkv, int w_o, int num_heads, bool causal,
+                                         absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::SELF_ATTENTION);
+  n.set_name(std::string(name));
+  n.add_inputs(x);
+  n.add_inputs(w_qkv);
+  n.add_inputs(w_o);
+  n.set_num_heads(num_heads);
+  n.set_causal(causal);
+  return AddNode(std::move(n));
+}
+
 absl::StatusOr<int> Graph::Reshape(int x, std::vector<int64_t> target_shape) {
   v1::NodeDef n;
   n.set_op(v1::RESHAPE);

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -59,10 +60,29 @@ absl::StatusOr<std::vector<int>> Pair(const google::protobuf::RepeatedField<int3
   return std::vector<int>{v[0], v[v.size() - 1]};
 }
 
-constexpr const char* kLayerKinds[] = {
-    "dense",     "conv2d",  "maxpool2d", "flatten", "reshape", "relu", "sigmoid",
-    "tanh",      "softmax", "dropout",   "add",     "concat",  "gelu", "global_average_pooling",
-    "layer_norm"};
+constexpr const char* kLayerKinds[] = {"dense",         "conv2d",
+                                       "maxpool2d",     "flatten",
+                                       "reshape",       "relu",
+                                       "sigmoid",       "tanh",
+                                       "softmax",       "dropout",
+                                       "add",           "concat",
+                                       "gelu",          "global_average_pooling",
+                                       "layer_norm",    "embedding",
+                                       "self_attention"};
+
+// "layerNorm" -> "layer_norm": the proto JSON mapping accepts both spellings of a field.
+std::string SnakeCase(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (absl::ascii_isupper(static_cast<unsigned char>(c))) {
+      out += '_';
+      out += absl::ascii_tolower(static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 const char* KindName(v1::Layer::KindCase k) {
   switch (k) {
@@ -96,6 +116,10 @@ const char* KindName(v1::Layer::KindCase k) {
       return "global_average_pooling";
     case v1::Layer::kLayerNorm:
       return "layer_norm";
+    case v1::Layer::kEmbedding:
+      return "embedding";
+    case v1::Layer::kSelfAttention:
+      return "self_attention";
     default:
       return "";
   }
@@ -270,6 +294,47 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, const std:
       if (!y.ok()) return Annotate(y.status(), where);
       return y;
     }
+    case v1::Layer::kEmbedding: {
+      const auto& e = layer.embedding();
+      if (e.input_dim() <= 0) {
+        return Bad(where + ".input_dim", absl::StrCat(e.input_dim(), " must be > 0"));
+      }
+      if (e.output_dim() <= 0) {
+        return Bad(where + ".output_dim", absl::StrCat(e.output_dim(), " must be > 0"));
+      }
+      LS_RETURN_IF_ERROR(
+          CheckElements({e.input_dim(), e.output_dim()}, where + ".input_dim", "the table"));
+      std::vector<int64_t> out = in.dims();
+      out.push_back(e.output_dim());
+      LS_RETURN_IF_ERROR(CheckElements(out, where + ".output_dim", "the output"));
+      LS_ASSIGN_OR_RETURN(
+          int table,
+          g->Variable(name + "/embeddings", dtype, Shape{e.input_dim(), e.output_dim()},
+                      OrDefault(e.embeddings_initializer(), v1::Initializer::GLOROT_UNIFORM),
+                      e.input_dim(), e.output_dim()));
+      absl::StatusOr<int> y = g->Op(v1::EMBEDDING, {x, table}, name);
+      if (!y.ok()) return Annotate(y.status(), where);
+      return y;
+    }
+    case v1::Layer::kSelfAttention: {
+      const auto& a = layer.self_attention();
+      if (in.rank() != 3) {
+        return Bad(where, absl::StrCat("input ", in.ToString(), " is not [batch, time, features]"));
+      }
+      const int64_t d = in.dim(2);
+      if (a.num_heads() <= 0 || d % a.num_heads() != 0) {
+        return Bad(where + ".num_heads",
+                   absl::StrCat(a.num_heads(), " does not divide the feature size ", d));
+      }
+      LS_RETURN_IF_ERROR(CheckElements({d, 3 * d}, where, "the weights"));
+      v1::Initializer glorot = OrDefault({}, v1::Initializer::GLOROT_UNIFORM);
+      LS_ASSIGN_OR_RETURN(int w_qkv,
+                          g->Variable(name + "/qkv", dtype, Shape{d, 3 * d}, glorot, d, 3 * d));
+      LS_ASSIGN_OR_RETURN(int w_o, g->Variable(name + "/output", dtype, Shape{d, d}, glorot, d, d));
+      absl::StatusOr<int> y = g->SelfAttention(x, w_qkv, w_o, a.num_heads(), a.causal(), name);
+      if (!y.ok()) return Annotate(y.status(), where);
+      return y;
+    }
     default:
       return Bad(absl::StrCat("layers[", i, "]"),
                  absl::StrCat("no layer kind set (one of ", absl::StrJoin(kLayerKinds, ", "), ")"));
@@ -420,13 +485,13 @@ absl::StatusOr<v1::ModelSpec> ParseModelSpecJson(absl::string_view json) {
       const nlohmann::json& layer = doc["layers"][i];
       if (!layer.is_object()) return Bad(absl::StrCat("layers[", i, "]"), "is not an object");
       for (const auto& item : layer.items()) {
-        const std::string& key = item.key();
+        const std::string key = SnakeCase(item.key());
         if (key == "name" || key == "inputs") continue;
         bool known = std::find_if(std::begin(kKinds), std::end(kKinds),
                                   [&](const char* k) { return key == k; }) != std::end(kKinds);
         if (!known) {
           return Bad(absl::StrCat("layers[", i, "]"),
-                     absl::StrCat("unknown layer kind \"", key, "\" (expected one of ",
+                     absl::StrCat("unknown layer kind \"", item.key(), "\" (expected one of ",
                                   absl::StrJoin(kKinds, ", "), ")"));
         }
       }

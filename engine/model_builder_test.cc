@@ -164,6 +164,52 @@ TEST(ModelBuilder, NewLayersBuild) {
   EXPECT_EQ(g->shape(g->output()), (Shape{-1, 2}));
 }
 
+// A small causal Transformer block over token ids: embedding, layer norm, self-attention
+// with a residual connection, pooling and a classifier. One training step runs; an id
+// outside the vocabulary is refused naming the layer.
+TEST(ModelBuilder, BuildsAndRunsATransformerBlock) {
+  auto spec = ParseModelSpecJson(R"({
+    "inputShape": [5], "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "seed": 9,
+    "layers": [
+      {"name": "tok", "embedding": {"inputDim": 10, "outputDim": 8}},
+      {"name": "ln", "layerNorm": {}},
+      {"name": "att", "self_attention": {"numHeads": 2, "causal": true}},
+      {"name": "res", "add": {}, "inputs": ["tok", "att"]},
+      {"global_average_pooling": {}},
+      {"dense": {"units": 3}}
+    ]})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto g = BuildModel(*spec);
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<std::string> names;
+  for (const VariableInfo& v : g->Variables()) names.push_back(v.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("tok/embeddings", "ln/gamma", "ln/beta", "att/qkv",
+                                            "att/output", "dense_5/kernel", "dense_5/bias"));
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  Feeds feeds = {
+      {"features", Tensor::FromVector<float>({1, 2, 3, 4, 5, 9, 9, 0, 0, 1}, Shape{2, 5})},
+      {"labels", Tensor::FromVector<int64_t>({0, 2}, Shape{2})}};
+  std::vector<Tensor> grads;
+  auto r = exec->ComputeGradients(vars.tensors(), feeds, {}, &grads);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(grads.size(), 7u);
+  feeds[0].second.data<float>()[3] = 10;
+  r = exec->ComputeGradients(vars.tensors(), feeds, {}, &grads);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("tok: id 10 at position 3 is not an integer in [0, 10)"));
+  EXPECT_THAT(
+      BuildError(R"({"inputShape": [5, 6], "loss": "MSE",
+                             "layers": [{"self_attention": {"numHeads": 4}}]})"),
+      HasSubstr("layers[0].self_attention.num_heads: 4 does not divide the feature size 6"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [6], "loss": "MSE",
+                             "layers": [{"self_attention": {"numHeads": 1}}]})"),
+              HasSubstr("layers[0].self_attention: input [?,6] is not [batch, time, features]"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [6], "loss": "MSE",
+                             "layers": [{"embedding": {"inputDim": 0, "outputDim": 2}}]})"),
+              HasSubstr("layers[0].embedding.input_dim: 0 must be > 0"));
+}
+
 TEST(ModelBuilder, RefusesBadGraphsNamingTheField) {
   const std::string head = R"({"inputShape": [4], "loss": "MSE", "layers": [)";
   EXPECT_THAT(BuildError(head + R"({"relu": {}}, {"add": {}, "inputs": ["relu_0", "x"]}]})"),

@@ -30,6 +30,8 @@ OpRegistry BuiltinOps() {
   RegisterArgMax(&r);
   RegisterConcat(&r);
   RegisterLayerNorm(&r);
+  RegisterEmbedding(&r);
+  RegisterSelfAttention(&r);
   return r;
 }
 
