@@ -211,6 +211,21 @@ TEST(GradientCheck, LayerNorm) {
                   }});
 }
 
+TEST(GradientCheck, BatchNorm) {  // batch statistics when training, moving ones otherwise
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training);
+    GradCase c{{Shape{4, 2, 3}, Shape{3}, Shape{3}},
+               [](Graph* g, const std::vector<int>& v) {
+                 return g->BatchNorm({v[0], v[1], v[2], g->FindInput("mm"), g->FindInput("mv")},
+                                     0.9f, 1e-3f);
+               },
+               {{"mm", Tensor::FromVector<double>({0.1, -0.2, 0.3}, Shape{3})},
+                {"mv", Tensor::FromVector<double>({0.5, 1.0, 2.0}, Shape{3})}}};
+    c.options.training = training;
+    CheckGradients(c);
+  }
+}
+
 TEST(GradientCheck, Embedding) {  // ids fed as floats, one repeated: its rows' dy add up
   CheckGradients({{Shape{5, 3}},
                   [](Graph* g, const std::vector<int>& v) {

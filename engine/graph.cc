@@ -180,6 +180,17 @@ absl::StatusOr<int> Graph::LayerNorm(int x, int gamma, int beta, float epsilon,
   return AddNode(std::move(n));
 }
 
+absl::StatusOr<int> Graph::BatchNorm(std::vector<int> inputs, float momentum, float epsilon,
+                                     absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::BATCH_NORM);
+  n.set_name(std::string(name));
+  for (int in : inputs) n.add_inputs(in);
+  n.set_momentum(momentum);
+  n.set_epsilon(epsilon);
+  return AddNode(std::move(n));
+}
+
 absl::StatusOr<int> Graph::SelfAttention(int x, int w_qkv, int w_o, int num_heads, bool causal,
                                          absl::string_view name) {
   v1::NodeDef n;

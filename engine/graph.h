@@ -76,6 +76,9 @@ class Graph {
   absl::StatusOr<int> Concat(std::vector<int> inputs, int64_t axis, absl::string_view name = "");
   absl::StatusOr<int> LayerNorm(int x, int gamma, int beta, float epsilon,
                                 absl::string_view name = "");
+  // Inputs x, gamma, beta, moving_mean, moving_variance.
+  absl::StatusOr<int> BatchNorm(std::vector<int> inputs, float momentum, float epsilon,
+                                absl::string_view name = "");
   absl::StatusOr<int> SelfAttention(int x, int w_qkv, int w_o, int num_heads, bool causal,
                                     absl::string_view name = "");
   absl::StatusOr<int> Reshape(int x, std::vector<int64_t> target_shape);

@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -60,15 +61,27 @@ absl::StatusOr<std::vector<int>> Pair(const google::protobuf::RepeatedField<int3
   return std::vector<int>{v[0], v[v.size() - 1]};
 }
 
-constexpr const char* kLayerKinds[] = {"dense",         "conv2d",
-                                       "maxpool2d",     "flatten",
-                                       "reshape",       "relu",
-                                       "sigmoid",       "tanh",
-                                       "softmax",       "dropout",
-                                       "add",           "concat",
-                                       "gelu",          "global_average_pooling",
-                                       "layer_norm",    "embedding",
-                                       "self_attention"};
+// The layer kinds, as JSON keys (Layer's oneof).
+constexpr const char* kLayerKinds[] = {
+    "dense",
+    "conv2d",
+    "maxpool2d",
+    "flatten",
+    "reshape",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "softmax",
+    "dropout",
+    "add",
+    "concat",
+    "gelu",
+    "global_average_pooling",
+    "layer_norm",
+    "embedding",
+    "self_attention",
+    "batch_norm",
+};
 
 // "layerNorm" -> "layer_norm": the proto JSON mapping accepts both spellings of a field.
 std::string SnakeCase(const std::string& key) {
@@ -120,6 +133,8 @@ const char* KindName(v1::Layer::KindCase k) {
       return "embedding";
     case v1::Layer::kSelfAttention:
       return "self_attention";
+    case v1::Layer::kBatchNorm:
+      return "batch_norm";
     default:
       return "";
   }
@@ -291,6 +306,35 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, const std:
       LS_ASSIGN_OR_RETURN(int beta, g->Variable(name + "/beta", dtype, Shape{c},
                                                 OrDefault({}, v1::Initializer::ZEROS), c, c));
       absl::StatusOr<int> y = g->LayerNorm(x, gamma, beta, eps, name);
+      if (!y.ok()) return Annotate(y.status(), where);
+      return y;
+    }
+    case v1::Layer::kBatchNorm: {
+      const auto& b = layer.batch_norm();
+      const float eps = b.epsilon() == 0 ? 1e-3f : b.epsilon();
+      const float momentum = b.momentum() == 0 ? 0.99f : b.momentum();
+      if (!(eps > 0)) return Bad(where + ".epsilon", absl::StrCat(eps, " must be > 0"));
+      if (!(momentum > 0 && momentum < 1)) {
+        return Bad(where + ".momentum", absl::StrCat(momentum, " is not in (0, 1)"));
+      }
+      if (in.rank() < 2) {
+        return Bad(where, absl::StrCat("input ", in.ToString(), " has no channel axis"));
+      }
+      const int64_t c = in[-1];
+      v1::Initializer ones;
+      ones.set_kind(v1::Initializer::CONSTANT);
+      ones.set_value(1);
+      const v1::Initializer zeros = OrDefault({}, v1::Initializer::ZEROS);
+      std::vector<int> xs = {x};
+      for (const auto& [suffix, init, trainable] :
+           {std::tuple{"/gamma", ones, true}, std::tuple{"/beta", zeros, true},
+            std::tuple{"/moving_mean", zeros, false},
+            std::tuple{"/moving_variance", ones, false}}) {
+        LS_ASSIGN_OR_RETURN(int v,
+                            g->Variable(name + suffix, dtype, Shape{c}, init, c, c, trainable));
+        xs.push_back(v);
+      }
+      absl::StatusOr<int> y = g->BatchNorm(xs, momentum, eps, name);
       if (!y.ok()) return Annotate(y.status(), where);
       return y;
     }

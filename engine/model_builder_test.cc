@@ -1,6 +1,9 @@
 #include "engine/model_builder.h"
 
+#include <cmath>
+
 #include "engine/executor.h"
+#include "engine/optimizer.h"
 #include "engine/variable_set.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -208,6 +211,60 @@ TEST(ModelBuilder, BuildsAndRunsATransformerBlock) {
   EXPECT_THAT(BuildError(R"({"inputShape": [6], "loss": "MSE",
                              "layers": [{"embedding": {"inputDim": 0, "outputDim": 2}}]})"),
               HasSubstr("layers[0].embedding.input_dim: 0 must be > 0"));
+}
+
+// Batch norm's moving statistics are non-trainable variables: a training step hands out
+// their update, scaled like the gradients; the optimizer adds it; they are saved with the
+// other variables; evaluation normalises with them.
+TEST(ModelBuilder, BatchNormMovesItsStatisticsAndEvaluatesWithThem) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [2], "loss": "MSE", "f64": true, "layers": [
+          {"name": "bn", "batchNorm": {"momentum": 0.75}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<std::string> names;
+  std::vector<bool> trainable;
+  for (const VariableInfo& v : g->Variables()) {
+    names.push_back(v.name);
+    trainable.push_back(v.trainable);
+  }
+  EXPECT_THAT(
+      names, ::testing::ElementsAre("bn/gamma", "bn/beta", "bn/moving_mean", "bn/moving_variance"));
+  EXPECT_EQ(trainable, (std::vector<bool>{true, true, false, false}));
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  v1::OptimizerSpec sgd;
+  sgd.mutable_sgd();
+  sgd.mutable_learning_rate()->mutable_constant()->set_value(0);
+  auto opt = *Optimizer::Create(sgd, g->Variables());
+  // Channel 0: 1, 3 (mean 2, variance 1); channel 1: 4, 4 (mean 4, variance 0).
+  Tensor x = Tensor::FromVector<double>({1, 4, 3, 4}, Shape{2, 2});
+  Feeds feeds = {{"features", x}, {"labels", Tensor::Zeros(DType::kF64, Shape{2, 2})}};
+  std::vector<Tensor> grads;
+  std::vector<int> ready;
+  StepOptions step;
+  step.loss_scale = 0.5;  // one of two replicas' halves
+  step.on_gradient_ready = [&](int v) { ready.push_back(v); };
+  ASSERT_TRUE(exec->ComputeGradients(vars.tensors(), feeds, step, &grads).ok());
+  EXPECT_EQ(ready.back(), 3);
+  EXPECT_EQ(ready.size(), 4u);
+  // (1 - momentum) * (batch - moving) * loss_scale
+  EXPECT_EQ(grads[2].ToVector<double>(), (std::vector<double>{0.25 * 2 * 0.5, 0.25 * 4 * 0.5}));
+  EXPECT_EQ(grads[3].ToVector<double>(), (std::vector<double>{0, 0.25 * -1 * 0.5}));
+  ASSERT_TRUE(opt->Apply(grads, &vars.tensors()).ok());
+  EXPECT_EQ(vars.tensors()[vars.Find("bn/moving_mean")].ToVector<double>(),
+            (std::vector<double>{0.25, 0.5}));
+  EXPECT_EQ(vars.tensors()[vars.Find("bn/moving_variance")].ToVector<double>(),
+            (std::vector<double>{1, 0.875}));
+  bool saved = false;
+  for (const v1::NamedTensor& t : vars.ToProtos()) saved |= t.name() == "bn/moving_variance";
+  EXPECT_TRUE(saved);
+  Tensor out;
+  ASSERT_TRUE(exec->Evaluate(vars.tensors(), {{"features", x}}, &out).ok());
+  EXPECT_NEAR(out.data<double>()[0], (1 - 0.25) / std::sqrt(1 + 1e-3), 1e-6);
+  EXPECT_NEAR(out.data<double>()[1], (4 - 0.5) / std::sqrt(0.875 + 1e-3), 1e-6);
+  EXPECT_THAT(BuildError(R"({"inputShape": [2], "loss": "MSE",
+                             "layers": [{"batch_norm": {"momentum": 1.5}}]})"),
+              HasSubstr("layers[0].batch_norm.momentum: 1.5 is not in (0, 1)"));
 }
 
 TEST(ModelBuilder, RefusesBadGraphsNamingTheField) {

@@ -40,6 +40,14 @@ struct KernelContext {
   void InputGradientDone(int input) const {
     if (input_gradient_done) input_gradient_done(input);
   }
+  // Forward, training: a kernel that keeps statistics in non-trainable variable inputs
+  // (BATCH_NORM's moving mean and variance) reports how much input `input` should change
+  // (a delta, shaped like it). The executor hands it out as that variable's "gradient"
+  // (ComputeGradients), scaled like the gradients, and the Optimizer adds it.
+  std::function<void(int input, Tensor delta)> update_state;
+  void UpdateState(int input, Tensor delta) const {
+    if (update_state) update_state(input, std::move(delta));
+  }
   bool training = false;
   // Dropout masks: Philox keyed by MixKey(dropout_key, node index), counter = element.
   uint64_t dropout_key = 0;

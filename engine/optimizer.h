@@ -10,6 +10,8 @@
 //   Momentum  v = mu * v - lr * g;  w += v                 (Nesterov: w += mu * v - lr * g)
 //   Adam      m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  t = iterations + 1
 //             w -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)
+// A non-trainable variable's "gradient", when given, is a state update (batch norm's moving
+// statistics, Executor::ComputeGradients): w += g, whatever the optimizer.
 //
 // Ownership: owns its slot tensors; variables and gradients are the caller's.
 // Thread model: one thread at a time. Every element is updated independently, in order,

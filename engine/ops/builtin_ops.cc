@@ -30,6 +30,7 @@ OpRegistry BuiltinOps() {
   RegisterArgMax(&r);
   RegisterConcat(&r);
   RegisterLayerNorm(&r);
+  RegisterBatchNorm(&r);
   RegisterEmbedding(&r);
   RegisterSelfAttention(&r);
   return r;

@@ -27,6 +27,7 @@ void RegisterDropout(OpRegistry* r);      // dropout.cc
 void RegisterArgMax(OpRegistry* r);       // argmax.cc
 void RegisterConcat(OpRegistry* r);       // concat.cc
 void RegisterLayerNorm(OpRegistry* r);    // layer_norm.cc
+void RegisterBatchNorm(OpRegistry* r);    // batch_norm.cc
 void RegisterEmbedding(OpRegistry* r);    // embedding.cc
 void RegisterSelfAttention(OpRegistry* r);  // self_attention.cc
 
