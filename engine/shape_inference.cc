@@ -34,6 +34,15 @@ absl::Status CheckSameFloatDTypes(const v1::NodeDef& node, const std::vector<Typ
   return absl::OkStatus();
 }
 
+absl::Status CheckSameFloatShapes(const v1::NodeDef& node, const std::vector<TypedShape>& in) {
+  if (absl::Status s = CheckSameFloatDTypes(node, in); !s.ok()) return s;
+  if (!ShapesCompatible(in[0].shape, in[1].shape)) {
+    return ShapeError(node, absl::StrCat("shapes ", in[0].shape.ToString(), " and ",
+                                         in[1].shape.ToString(), " differ"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::pair<int, int>> WindowPair(const v1::NodeDef& node,
                                                const google::protobuf::RepeatedField<int32_t>& v,
                                                absl::string_view field, int fallback) {

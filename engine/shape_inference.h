@@ -32,6 +32,9 @@ bool IsInt(DType d);
 // OK when every input is f32, or every input is f64.
 absl::Status CheckSameFloatDTypes(const v1::NodeDef& node, const std::vector<TypedShape>& in);
 
+// OK when both inputs are f32 (or f64) of compatible shapes.
+absl::Status CheckSameFloatShapes(const v1::NodeDef& node, const std::vector<TypedShape>& in);
+
 // A [h, w] attribute given as [k] or [h, w] of positive numbers; `fallback` when empty.
 absl::StatusOr<std::pair<int, int>> WindowPair(const v1::NodeDef& node,
                                                const google::protobuf::RepeatedField<int32_t>& v,

@@ -17,9 +17,8 @@ class ArgMaxKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     const T* x = in[0].data<T>();
     const int64_t n = in[0].num_elements(), c = in[0].shape()[-1];
     int64_t* idx = out->data<int64_t>();

@@ -36,9 +36,8 @@ class BatchNormKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;
     Tensor stats = ctx.allocate(DTypeOf<T>(), Shape{3, c});  // mean, variance, rstd
     Statistics(ctx.training, in, stats.data<T>());

@@ -39,9 +39,8 @@ class ConcatKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     ForEachBlock(in, [&](int k, int64_t src, int64_t dst, int64_t len) {
       std::memcpy(out->data<T>() + dst, in[k].data<T>() + src, len * sizeof(T));
     });

@@ -47,9 +47,8 @@ class Conv2DKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     const Shape& f = in[1].shape();
     cpu::Window w = cpu::MakeWindow(in[0].shape(), f.dim(0), f.dim(1), this->node_);
     Tensor cols = ctx.allocate(DTypeOf<T>(), Shape{w.rows(), w.cols()});
@@ -88,9 +87,8 @@ class MaxPool2DKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     cpu::MaxPool(in[0].data<T>(), PoolWindow(in[0].shape()), out->data<T>());
     return absl::OkStatus();
   }

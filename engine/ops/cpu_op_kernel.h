@@ -1,7 +1,7 @@
 // CpuOpKernel<T>: the base of the CPU kernels defined beside each op in engine/ops/, in
-// f32 or f64 (T). It keeps the node and the op's shape function, allocates outputs and
-// input gradients, and answers "no gradient" for ops that have none. CpuKernels<K>()
-// makes the KernelFactory an op registers for Device::Type::kCpu. Element loops are
+// f32 or f64 (T). It keeps the node and the op's shape function, allocates outputs (then
+// calls Compute) and input gradients, and answers "no gradient" for ops that have none.
+// CpuKernels<K>() makes the KernelFactory an op registers for Device::Type::kCpu. Element loops are
 // sequential; products go through cpu::Gemm (CBLAS). Thread model: as OpKernel.
 #ifndef LOCKSTEP_ENGINE_OPS_CPU_OP_KERNEL_H_
 #define LOCKSTEP_ENGINE_OPS_CPU_OP_KERNEL_H_
@@ -22,6 +22,14 @@ template <typename T>
 class CpuOpKernel : public OpKernel {
  public:
   CpuOpKernel(const v1::NodeDef& node, ShapeFn shape) : node_(node), shape_(std::move(shape)) {}
+
+  // Allocates the output (AllocateOutput) and computes it (Compute). Kernels whose output
+  // is a view of an input (reshape, dropout when not training) override Forward instead.
+  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    LS_RETURN_IF_ERROR(AllocateOutput(ctx, in, out));
+    return Compute(ctx, in, out);
+  }
 
   absl::Status Backward(const KernelContext&, absl::Span<const Tensor>, const Tensor&,
                         const Tensor&, const std::vector<bool>&, std::vector<Tensor>*) override {
@@ -47,6 +55,11 @@ class CpuOpKernel : public OpKernel {
   // The gradient of input `i`, shaped like it.
   static Tensor GradientLike(const KernelContext& ctx, absl::Span<const Tensor> in, int i) {
     return ctx.AllocateInputGradient(i, DTypeOf<T>(), in[i].shape());
+  }
+
+  // Fills *out, allocated with the shape function's shape (every element).
+  virtual absl::Status Compute(const KernelContext&, absl::Span<const Tensor>, Tensor*) {
+    return absl::InternalError(absl::StrCat(node_.name(), ": kernel computes nothing"));
   }
 
   const v1::NodeDef node_;

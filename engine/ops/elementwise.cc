@@ -6,11 +6,7 @@ namespace lockstep::engine {
 namespace {
 
 absl::StatusOr<TypedShape> SameShapes(const v1::NodeDef& node, const std::vector<TypedShape>& in) {
-  LS_RETURN_IF_ERROR(CheckSameFloatDTypes(node, in));
-  if (!ShapesCompatible(in[0].shape, in[1].shape)) {
-    return ShapeError(node, absl::StrCat("shapes ", in[0].shape.ToString(), " and ",
-                                         in[1].shape.ToString(), " differ"));
-  }
+  LS_RETURN_IF_ERROR(CheckSameFloatShapes(node, in));
   return in[0];
 }
 
@@ -19,9 +15,8 @@ class ElementwiseKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     const T *x = in[0].data<T>(), *b = in[1].data<T>();
     T* y = out->data<T>();
     const int64_t n = in[0].num_elements();

@@ -28,9 +28,8 @@ class EmbeddingKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     const int64_t dim = in[1].shape().dim(1);
     const T* table = in[1].data<T>();
     T* y = out->data<T>();

@@ -29,9 +29,8 @@ class LayerNormKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     const T *x = in[0].data<T>(), *gamma = in[1].data<T>(), *beta = in[2].data<T>();
     T* y = out->data<T>();
     const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;

@@ -20,11 +20,7 @@ absl::StatusOr<TypedShape> LogitsLabelsShape(const v1::NodeDef& node,
 }
 
 absl::StatusOr<TypedShape> MseShape(const v1::NodeDef& node, const std::vector<TypedShape>& in) {
-  LS_RETURN_IF_ERROR(CheckSameFloatDTypes(node, in));
-  if (!ShapesCompatible(in[0].shape, in[1].shape)) {
-    return ShapeError(node, absl::StrCat("shapes ", in[0].shape.ToString(), " and ",
-                                         in[1].shape.ToString(), " differ"));
-  }
+  LS_RETURN_IF_ERROR(CheckSameFloatShapes(node, in));
   return TypedShape{Shape{}, in[0].dtype};
 }
 
@@ -45,9 +41,8 @@ class SparseSoftmaxCrossEntropyKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     const int64_t b = in[0].shape().dim(0), c = in[0].shape().dim(1);
     LS_RETURN_IF_ERROR(CheckLabels(this->node_, in[1], c));
     const T* x = in[0].data<T>();
@@ -87,9 +82,8 @@ class AccuracyKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     const int64_t b = in[0].shape().dim(0), c = in[0].shape().dim(1);
     const T* x = in[0].data<T>();
     int64_t correct = 0;
@@ -107,9 +101,8 @@ class MeanSquaredErrorKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     const T *x = in[0].data<T>(), *t = in[1].data<T>();
     const int64_t n = in[0].num_elements();
     double total = 0;

@@ -20,9 +20,8 @@ class MatMulKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     const Shape &a = in[0].shape(), &b = in[1].shape();
     cpu::Gemm<T>(false, false, a.dim(0), b.dim(1), a.dim(1), T(1), in[0].data<T>(), in[1].data<T>(),
                  T(0), out->data<T>());

@@ -39,9 +39,8 @@ class SelfAttentionKernel final : public CpuOpKernel<T> {
  public:
   using CpuOpKernel<T>::CpuOpKernel;
 
-  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    LS_RETURN_IF_ERROR(this->AllocateOutput(ctx, in, out));
     Dims s = GetDims(in[0].shape());
     qkv_ = probs_ = heads_ = Tensor();  // the last step's go back to the pool first
     qkv_ = ctx.allocate(DTypeOf<T>(), Shape{s.b * s.t, 3 * s.d});
