@@ -156,23 +156,34 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, const std:
     case v1::Layer::kDense: {
       const auto& d = layer.dense();
       if (d.units() <= 0) return Bad(where + ".units", absl::StrCat(d.units(), " must be > 0"));
-      if (in.rank() != 2) {
-        return Bad(where, absl::StrCat("input ", in.ToString(),
-                                       " is not [batch, features]; add a flatten layer before it"));
+      if (in.rank() < 2) {
+        return Bad(where, absl::StrCat("input ", in.ToString(), " is not [batch, ..., features]"));
       }
-      const int64_t fan_in = in.dim(1);
+      // Over the last axis (Keras): [b, ..., f] is multiplied as [b * ..., f] rows.
+      const int64_t fan_in = in[-1];
       LS_RETURN_IF_ERROR(CheckElements({fan_in, d.units()}, where + ".units", "the kernel"));
+      std::vector<int64_t> out_dims = in.dims();
+      out_dims.back() = d.units();
+      LS_RETURN_IF_ERROR(CheckElements(out_dims, where + ".units", "the output"));
       LS_ASSIGN_OR_RETURN(
           int w, g->Variable(name + "/kernel", dtype, Shape{fan_in, d.units()},
                              OrDefault(d.kernel_initializer(), v1::Initializer::GLOROT_UNIFORM),
                              fan_in, d.units()));
-      LS_ASSIGN_OR_RETURN(int y, g->Op(v1::MATMUL, {x, w}, name + "/matmul"));
-      if (d.no_bias()) return y;
-      LS_ASSIGN_OR_RETURN(
-          int b,
-          g->Variable(name + "/bias", dtype, Shape{d.units()},
-                      OrDefault(d.bias_initializer(), v1::Initializer::ZEROS), fan_in, d.units()));
-      return g->Op(v1::BIAS_ADD, {y, b}, name + "/bias_add");
+      int rows = x;
+      if (in.rank() > 2) {
+        LS_ASSIGN_OR_RETURN(rows, g->Reshape(x, {-1, fan_in}));
+      }
+      LS_ASSIGN_OR_RETURN(int y, g->Op(v1::MATMUL, {rows, w}, name + "/matmul"));
+      if (!d.no_bias()) {
+        LS_ASSIGN_OR_RETURN(
+            int b, g->Variable(name + "/bias", dtype, Shape{d.units()},
+                               OrDefault(d.bias_initializer(), v1::Initializer::ZEROS), fan_in,
+                               d.units()));
+        LS_ASSIGN_OR_RETURN(y, g->Op(v1::BIAS_ADD, {y, b}, name + "/bias_add"));
+      }
+      if (in.rank() == 2) return y;
+      out_dims[0] = -1;
+      return g->Reshape(y, out_dims);
     }
     case v1::Layer::kConv2D: {
       const auto& c = layer.conv2d();

@@ -70,8 +70,9 @@ TEST(ModelBuilder, RefusesBadSpecsNamingLayerAndField) {
               HasSubstr("layers[0]: unknown layer kind \"lstm\""));
   EXPECT_THAT(BuildError(head + R"({"flatten": {}}, {"dense": {"units": -5}}]})"),
               HasSubstr("layers[1].dense.units: -5 must be > 0"));
+  // Dense works on the last axis (Keras), so the output is not [batch, classes].
   EXPECT_THAT(BuildError(head + R"({"dense": {"units": 5}}]})"),
-              HasSubstr("layers[0].dense: input [?,8,8,1] is not [batch, features]"));
+              HasSubstr("layers[0]: output [?,8,8,5] is not [batch, classes]"));
   EXPECT_THAT(BuildError(head + R"({"conv2d": {"filters": 2, "kernelSize": [9]}}]})"),
               HasSubstr("layers[0].conv2d"));
   EXPECT_THAT(BuildError(head + R"({"conv2d": {"filters": 2}}]})"),
@@ -168,7 +169,8 @@ TEST(ModelBuilder, NewLayersBuild) {
 }
 
 // A small causal Transformer block over token ids: embedding, layer norm, self-attention
-// with a residual connection, pooling and a classifier. One training step runs; an id
+// and a feed-forward block (dense over the last axis), each with a residual connection,
+// pooling and a classifier. One training step runs; an id
 // outside the vocabulary is refused naming the layer.
 TEST(ModelBuilder, BuildsAndRunsATransformerBlock) {
   auto spec = ParseModelSpecJson(R"({
@@ -178,6 +180,10 @@ TEST(ModelBuilder, BuildsAndRunsATransformerBlock) {
       {"name": "ln", "layerNorm": {}},
       {"name": "att", "self_attention": {"numHeads": 2, "causal": true}},
       {"name": "res", "add": {}, "inputs": ["tok", "att"]},
+      {"name": "ff", "dense": {"units": 16}},
+      {"gelu": {}},
+      {"name": "ff2", "dense": {"units": 8}},
+      {"name": "res2", "add": {}, "inputs": ["res", "ff2"]},
       {"global_average_pooling": {}},
       {"dense": {"units": 3}}
     ]})");
@@ -187,7 +193,9 @@ TEST(ModelBuilder, BuildsAndRunsATransformerBlock) {
   std::vector<std::string> names;
   for (const VariableInfo& v : g->Variables()) names.push_back(v.name);
   EXPECT_THAT(names, ::testing::ElementsAre("tok/embeddings", "ln/gamma", "ln/beta", "att/qkv",
-                                            "att/output", "dense_5/kernel", "dense_5/bias"));
+                                            "att/output", "ff/kernel", "ff/bias", "ff2/kernel",
+                                            "ff2/bias", "dense_9/kernel", "dense_9/bias"));
+  EXPECT_EQ(g->Variables()[5].shape, (Shape{8, 16}));  // dense over the last axis
   auto vars = *VariableSet::Initialize(*g);
   auto exec = *Executor::Create(&*g);
   Feeds feeds = {
@@ -196,7 +204,7 @@ TEST(ModelBuilder, BuildsAndRunsATransformerBlock) {
   std::vector<Tensor> grads;
   auto r = exec->ComputeGradients(vars.tensors(), feeds, {}, &grads);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(grads.size(), 7u);
+  EXPECT_EQ(grads.size(), 11u);
   feeds[0].second.data<float>()[3] = 10;
   r = exec->ComputeGradients(vars.tensors(), feeds, {}, &grads);
   EXPECT_THAT(r.status().message(),
