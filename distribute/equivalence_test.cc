@@ -229,8 +229,9 @@ TEST_F(EquivalenceTest, PartialLastBatchWithEmptyReplicas) {
 
 // Two workers as threads of this process, each with two logical CPU devices, joined over
 // TCP on loopback through an in-memory rendezvous store.
+// `reference` null: the workers are only compared with each other.
 void RunTwoWorkers(bool hierarchical, CommunicationOptions comm, const std::string& prefix,
-                   std::vector<Tensor>* reference) {
+                   std::vector<Tensor>* reference, engine::Graph (*model)() = Mlp) {
   collectives::InMemoryStore store;
   std::vector<std::vector<Tensor>> weights(2);
   std::vector<std::thread> workers;
@@ -252,11 +253,11 @@ void RunTwoWorkers(bool hierarchical, CommunicationOptions comm, const std::stri
       EXPECT_EQ((*strategy)->num_replicas_in_sync(), 4);
       EXPECT_EQ((*strategy)->worker_index(), w);
       ASSERT_TRUE((*strategy)->cluster_resolver().has_value());
-      weights[w] = Train(strategy->get(), /*overlap=*/true);
+      weights[w] = Train(strategy->get(), /*overlap=*/true, nullptr, kGlobalBatch * kSteps, model);
     });
   }
   for (std::thread& t : workers) t.join();
-  ExpectClose(weights[0], *reference, prefix + " worker 0");
+  if (reference != nullptr) ExpectClose(weights[0], *reference, prefix + " worker 0");
   ASSERT_EQ(weights[1].size(), weights[0].size());
   for (size_t v = 0; v < weights[0].size(); ++v) {
     EXPECT_TRUE(weights[1][v].BitwiseEquals(weights[0][v])) << "workers diverged, variable " << v;
@@ -276,6 +277,15 @@ TEST_F(EquivalenceTest, MultiWorkerMirroredFlatRingWithFusionOverTcp) {
   comm.bytes_per_pack = 64;  // several packs for the cross-worker reductions
   comm.timeout = absl::Seconds(30);
   RunTwoWorkers(/*hierarchical=*/false, comm, "flat", reference_);
+}
+
+// Batch norm's moving statistics, all-reduced with the gradients across workers (hierarchical:
+// local sums first), keep every copy on both workers identical.
+TEST_F(EquivalenceTest, MultiWorkerMirroredBatchNormStaysMirrored) {
+  CommunicationOptions comm;
+  comm.bytes_per_pack = 100;
+  comm.timeout = absl::Seconds(30);
+  RunTwoWorkers(/*hierarchical=*/true, comm, "batch_norm", nullptr, BatchNormMlp);
 }
 
 }  // namespace
