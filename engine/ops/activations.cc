@@ -1,5 +1,7 @@
 // RELU, SIGMOID, TANH, GELU (exact: x * Phi(x), Phi the standard normal CDF): element-wise
 // activations, output shaped like the input.
+#include <type_traits>
+
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
 
@@ -69,7 +71,27 @@ class ActivationKernel final : public CpuOpKernel<T> {
   }
 
  private:
-  static T Phi(T x) { return T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476))); }
+  static T Phi(T x) { return T(0.5) * (T(1) + Erf(x * T(0.7071067811865476))); }
+  // f64: the C library's erf. f32: a rational approximation (max absolute error 5e-7, as
+  // Eigen's), with no call, so that GELU's loops vectorise.
+  static T Erf(T v) {
+    if constexpr (!std::is_same_v<T, float>) {
+      return std::erf(v);
+    } else {
+      const float x = std::max(-4.f, std::min(4.f, v)), x2 = x * x;
+      float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+      p = x2 * p + -2.10102402082508e-06f;
+      p = x2 * p + -5.69250639462346e-05f;
+      p = x2 * p + -7.34990630326855e-04f;
+      p = x2 * p + -2.95459980854025e-03f;
+      p = x2 * p + -1.60960333262415e-02f;
+      float q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
+      q = x2 * q + -1.68282697438203e-03f;
+      q = x2 * q + -7.37332916720468e-03f;
+      q = x2 * q + -1.42647390514189e-02f;
+      return x * p / q;
+    }
+  }
 };
 
 }  // namespace
