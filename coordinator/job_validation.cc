@@ -213,6 +213,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     // The builder names the field inside the model ("layers[2].dense.units: ...").
     return absl::InvalidArgumentError(absl::StrCat("model.", g.status().message()));
   }
+  if (!spec.model().inputs().empty()) {  // the data pipeline feeds "features" and "labels"
+    return Invalid("model.inputs", "a job's data feeds one input; give model.input_shape");
+  }
   if (!spec.has_optimizer()) return Invalid("optimizer", "missing");
   LS_RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));
   if (!spec.has_data() || !spec.data().has_train()) return Invalid("data.train", "missing");

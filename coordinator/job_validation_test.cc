@@ -115,6 +115,19 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
   EXPECT_TRUE(ValidateJobSpec(encrypted).ok()) << ValidateJobSpec(encrypted);
 }
 
+TEST(JobValidationTest, RefusesBadModelGraphsNamingTheField) {
+  v1::JobSpec unknown = CsvJob();
+  unknown.mutable_model()->mutable_layers(0)->add_inputs("x");
+  EXPECT_THAT(Refusal(unknown),
+              StartsWith("model.layers[0].inputs[0]: no layer or model input named 'x'"));
+  v1::JobSpec named = CsvJob();
+  named.mutable_model()->clear_input_shape();
+  v1::ModelInput* in = named.mutable_model()->add_inputs();
+  in->set_name("features");
+  in->add_shape(8);
+  EXPECT_THAT(Refusal(named), StartsWith("model.inputs: a job's data feeds one input"));
+}
+
 TEST(JobValidationTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {
   v1::JobSpec negative = CsvJob();
   negative.mutable_restart_policy()->set_max_restarts(-1);

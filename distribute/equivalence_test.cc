@@ -44,6 +44,32 @@ engine::Graph Mlp() {
   return g;
 }
 
+// Mlp with batch normalisation after the first layer: its moving statistics are
+// non-trainable variables that every step updates.
+engine::Graph BatchNormMlp() {
+  engine::Graph g(/*seed=*/7);
+  v1::Initializer glorot, ones;
+  glorot.set_kind(v1::Initializer::GLOROT_UNIFORM);
+  ones.set_kind(v1::Initializer::CONSTANT);
+  ones.set_value(1);
+  int x = *g.Input("features", DType::kF32, Shape{-1, 6});
+  int labels = *g.Input("labels", DType::kI64, Shape{-1});
+  int w1 = *g.Variable("d0/kernel", DType::kF32, Shape{6, 8}, glorot, 6, 8);
+  int h = *g.Op(v1::MATMUL, {x, w1});
+  std::vector<int> bn = {h};
+  bn.push_back(*g.Variable("bn/gamma", DType::kF32, Shape{8}, ones, 8, 8));
+  bn.push_back(*g.Variable("bn/beta", DType::kF32, Shape{8}, v1::Initializer(), 8, 8));
+  bn.push_back(*g.Variable("bn/moving_mean", DType::kF32, Shape{8}, v1::Initializer(), 8, 8,
+                           /*trainable=*/false));
+  bn.push_back(*g.Variable("bn/moving_variance", DType::kF32, Shape{8}, ones, 8, 8,
+                           /*trainable=*/false));
+  h = *g.Op(v1::RELU, {*g.BatchNorm(bn, 0.9f, 1e-3f)});
+  int w2 = *g.Variable("d1/kernel", DType::kF32, Shape{8, 3}, glorot, 8, 3);
+  int logits = *g.Op(v1::MATMUL, {h, w2});
+  EXPECT_TRUE(g.SetLoss(*g.Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {logits, labels})).ok());
+  return g;
+}
+
 // kSteps global batches of a deterministic 3-class problem.
 DatasetSource Data(int64_t n = kGlobalBatch * kSteps) {
   std::vector<float> features(n * 6);
@@ -67,8 +93,9 @@ DatasetSource Data(int64_t n = kGlobalBatch * kSteps) {
 
 // Trains kSteps steps and returns the final weights of the first copy.
 std::vector<Tensor> Train(Strategy* strategy, bool overlap, double* last_loss = nullptr,
-                          int64_t rows = kGlobalBatch * kSteps, double clipnorm = 0) {
-  engine::Graph graph = Mlp();
+                          int64_t rows = kGlobalBatch * kSteps, engine::Graph (*model)() = Mlp,
+                          double clipnorm = 0) {
+  engine::Graph graph = model();
   TrainerOptions options;
   options.optimizer.mutable_sgd();
   options.optimizer.mutable_learning_rate()->mutable_constant()->set_value(0.1);
@@ -167,6 +194,23 @@ TEST_F(EquivalenceTest, CentralStorageOverFourDevices) {
   ExpectClose(Train(central->get(), true), *reference_, "CentralStorage");
 }
 
+// Batch norm's moving statistics are all-reduced like gradients (their updates are the
+// replicas' mean), so mirrored copies stay bitwise identical (Train checks) under every
+// path; the statistics moved.
+TEST_F(EquivalenceTest, BatchNormMovingStatisticsStayMirrored) {
+  for (bool overlap : {true, false}) {
+    MirroredStrategyOptions options;
+    options.available.num_cpu_devices = 4;
+    auto mirrored = MirroredStrategy::Create(options);
+    ASSERT_TRUE(mirrored.ok());
+    std::vector<Tensor> w =
+        Train(mirrored->get(), overlap, nullptr, kGlobalBatch * kSteps, BatchNormMlp);
+    ASSERT_EQ(w.size(), 6u);
+    EXPECT_NE(w[3].AsDouble(0), 0.0) << "moving_mean, overlap " << overlap;
+    EXPECT_NE(w[4].AsDouble(0), 1.0) << "moving_variance, overlap " << overlap;
+  }
+}
+
 // A last partial batch of 2 leaves three of four replicas with empty batches: they still
 // take part in every (fused) all-reduce, with zero gradients, in the graph's order.
 TEST_F(EquivalenceTest, PartialLastBatchWithEmptyReplicas) {
@@ -192,7 +236,8 @@ TEST_F(EquivalenceTest, PartialLastBatchWithEmptyReplicas) {
 TEST_F(EquivalenceTest, GlobalClipnormOverReducedGradientsMatches) {
   constexpr double kClip = 0.05;
   auto one = OneDeviceStrategy::Create();
-  const std::vector<Tensor> want = Train(one->get(), false, nullptr, kGlobalBatch * kSteps, kClip);
+  const std::vector<Tensor> want =
+      Train(one->get(), false, nullptr, kGlobalBatch * kSteps, Mlp, kClip);
   ASSERT_FALSE(want.empty());
   EXPECT_FALSE(want[0].BitwiseEquals((*reference_)[0]));
   for (bool overlap : {true, false}) {
@@ -200,7 +245,7 @@ TEST_F(EquivalenceTest, GlobalClipnormOverReducedGradientsMatches) {
     options.available.num_cpu_devices = 4;
     auto mirrored = MirroredStrategy::Create(options);
     ASSERT_TRUE(mirrored.ok());
-    ExpectClose(Train(mirrored->get(), overlap, nullptr, kGlobalBatch * kSteps, kClip), want,
+    ExpectClose(Train(mirrored->get(), overlap, nullptr, kGlobalBatch * kSteps, Mlp, kClip), want,
                 overlap ? "clipped, overlapped" : "clipped, cross-replica");
   }
 }
@@ -267,8 +312,9 @@ TEST_F(EquivalenceTest, AccumulatingTwoMicroBatchesMatchesOneDoubleBatch) {
 
 // Two workers as threads of this process, each with two logical CPU devices, joined over
 // TCP on loopback through an in-memory rendezvous store.
+// `reference` null: the workers are only compared with each other.
 void RunTwoWorkers(bool hierarchical, CommunicationOptions comm, const std::string& prefix,
-                   std::vector<Tensor>* reference) {
+                   std::vector<Tensor>* reference, engine::Graph (*model)() = Mlp) {
   collectives::InMemoryStore store;
   std::vector<std::vector<Tensor>> weights(2);
   std::vector<std::thread> workers;
@@ -290,11 +336,11 @@ void RunTwoWorkers(bool hierarchical, CommunicationOptions comm, const std::stri
       EXPECT_EQ((*strategy)->num_replicas_in_sync(), 4);
       EXPECT_EQ((*strategy)->worker_index(), w);
       ASSERT_TRUE((*strategy)->cluster_resolver().has_value());
-      weights[w] = Train(strategy->get(), /*overlap=*/true);
+      weights[w] = Train(strategy->get(), /*overlap=*/true, nullptr, kGlobalBatch * kSteps, model);
     });
   }
   for (std::thread& t : workers) t.join();
-  ExpectClose(weights[0], *reference, prefix + " worker 0");
+  if (reference != nullptr) ExpectClose(weights[0], *reference, prefix + " worker 0");
   ASSERT_EQ(weights[1].size(), weights[0].size());
   for (size_t v = 0; v < weights[0].size(); ++v) {
     EXPECT_TRUE(weights[1][v].BitwiseEquals(weights[0][v])) << "workers diverged, variable " << v;
@@ -314,6 +360,15 @@ TEST_F(EquivalenceTest, MultiWorkerMirroredFlatRingWithFusionOverTcp) {
   comm.bytes_per_pack = 64;  // several packs for the cross-worker reductions
   comm.timeout = absl::Seconds(30);
   RunTwoWorkers(/*hierarchical=*/false, comm, "flat", reference_);
+}
+
+// Batch norm's moving statistics, all-reduced with the gradients across workers (hierarchical:
+// local sums first), keep every copy on both workers identical.
+TEST_F(EquivalenceTest, MultiWorkerMirroredBatchNormStaysMirrored) {
+  CommunicationOptions comm;
+  comm.bytes_per_pack = 100;
+  comm.timeout = absl::Seconds(30);
+  RunTwoWorkers(/*hierarchical=*/true, comm, "batch_norm", nullptr, BatchNormMlp);
 }
 
 }  // namespace

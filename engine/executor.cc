@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "engine/kernels/cpu/blas.h"
-#include "engine/kernels/cpu/cpu_kernel.h"
 #include "engine/philox.h"
 
 namespace lockstep::engine {
@@ -34,10 +33,6 @@ Executor::Executor(const Graph* graph, ExecutorOptions options)
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph,
                                                            ExecutorOptions options) {
-  if (options.device.type() != Device::Type::kCpu) {
-    return absl::UnimplementedError(
-        absl::StrCat("device ", options.device.name(), ": only CPU kernels are built"));
-  }
   std::unique_ptr<Executor> e(new Executor(graph, options));
   const int n = graph->num_nodes();
   e->variables_ = graph->Variables();
@@ -53,7 +48,11 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph,
       e->needs_grad_[i] = node.op() == v1::VARIABLE && node.trainable();
       continue;
     }
-    LS_ASSIGN_OR_RETURN(e->kernels_[i], CreateCpuKernel(node, ComputeDType(*graph, i)));
+    absl::StatusOr<std::unique_ptr<OpKernel>> kernel =
+        graph->ops().CreateKernel(options.device.type(), node, ComputeDType(*graph, i));
+    if (!kernel.ok())
+      return Annotate(kernel.status(), absl::StrCat("device ", options.device.name()));
+    e->kernels_[i] = *std::move(kernel);
     for (int in : node.inputs()) e->needs_grad_[i] = e->needs_grad_[i] || e->needs_grad_[in];
   }
   // A variable's gradient is final once its earliest consumer (on the way to the loss)
@@ -135,6 +134,7 @@ absl::Status Executor::Forward(const std::vector<Tensor>& variables, const Feeds
                                const std::vector<bool>& wanted, const KernelContext& base_ctx) {
   const int n = graph_->num_nodes();
   values_.assign(n, Tensor());
+  state_updates_.assign(variables_.size(), Tensor());
   TrimPool();
   if (variables.size() != variables_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the graph has ", variables_.size(),
@@ -178,6 +178,12 @@ absl::Status Executor::Forward(const std::vector<Tensor>& variables, const Feeds
     std::vector<Tensor> inputs;
     for (int in : node.inputs()) inputs.push_back(values_[in]);
     ctx.node_index = i;
+    if (ctx.training) {
+      ctx.update_state = [this, &node](int input, Tensor delta) {
+        const int v = variable_index_[node.inputs(input)];
+        if (v >= 0 && !variables_[v].trainable) state_updates_[v] = std::move(delta);
+      };
+    }
     LS_RETURN_IF_ERROR(kernels_[i]->Forward(ctx, inputs, &values_[i]));
   }
   return absl::OkStatus();
@@ -278,6 +284,21 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
   // Trainable variables the loss does not depend on get zero gradients.
   for (int v = 0; v < static_cast<int>(variables_.size()); ++v) {
     if (variables_[v].trainable && gradient_final_after_[v] < 0) finish(v);
+  }
+  // Then the state updates, scaled like the gradients (see ComputeGradients).
+  for (int v = 0; v < static_cast<int>(variables_.size()); ++v) {
+    Tensor& delta = state_updates_[v];
+    if (!delta.valid()) continue;
+    for (int64_t e = 0; e < delta.num_elements(); ++e) {
+      if (delta.dtype() == DType::kF32) {
+        delta.data<float>()[e] *= static_cast<float>(options.loss_scale);
+      } else {
+        delta.data<double>()[e] *= options.loss_scale;
+      }
+    }
+    (*gradients)[v] = std::move(delta);
+    delta = Tensor();
+    if (options.on_gradient_ready) options.on_gradient_ready(v);
   }
   return absl::OkStatus();
 }

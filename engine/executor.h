@@ -73,15 +73,19 @@ struct StepResult {
 
 class Executor {
  public:
-  // INVALID_ARGUMENT when a node has no kernel on `options.device`'s type;
-  // UNIMPLEMENTED for CUDA devices (not built yet).
+  // Kernels come from the graph's OpRegistry. UNIMPLEMENTED when an op has no kernel for
+  // `options.device`'s type (no CUDA kernels are built yet); INVALID_ARGUMENT when a
+  // kernel refuses the node (e.g. its dtype).
   static absl::StatusOr<std::unique_ptr<Executor>> Create(const Graph* graph,
                                                           ExecutorOptions options = {});
 
   // Forward and backward pass. `variables` follow graph.Variables() order (a
   // VariableSet's tensors()); `gradients` is resized to match, with an invalid Tensor for
-  // non-trainable variables. Errors: INVALID_ARGUMENT for a missing feed, a variable or
-  // feed of the wrong shape or dtype, labels out of range; FAILED_PRECONDITION when the
+  // non-trainable variables, except those a kernel updates (batch norm's moving statistics):
+  // their entry is the update, a delta times loss_scale, handed out (on_gradient_ready)
+  // after the trainable ones, so that all-reducing it with SUM like a gradient averages the
+  // replicas' updates, and Optimizer::Apply adds it. Errors: INVALID_ARGUMENT for a missing feed, a
+  // variable or feed of the wrong shape or dtype, labels out of range; FAILED_PRECONDITION when the
   // graph has no loss.
   absl::StatusOr<StepResult> ComputeGradients(const std::vector<Tensor>& variables,
                                               const Feeds& feeds, const StepOptions& options,
@@ -119,6 +123,7 @@ class Executor {
                                                     // gradient is final (-1: not reached)
   std::vector<Tensor> values_;                      // per node, the current step's outputs
   std::vector<Tensor> grads_;                       // per node, d(loss)/d(output)
+  std::vector<Tensor> state_updates_;               // per variable, this step's delta
   // Reusable buffers, each with the last run that used it. A buffer is free when the pool
   // holds its only reference; free buffers unused for a whole run are released, so a
   // one-off shape (a last partial batch) does not pin memory.

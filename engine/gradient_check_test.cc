@@ -107,7 +107,7 @@ TEST(GradientCheck, BiasAdd) {
 }
 
 TEST(GradientCheck, Activations) {
-  for (v1::OpType op : {v1::RELU, v1::SIGMOID, v1::TANH, v1::SOFTMAX}) {
+  for (v1::OpType op : {v1::RELU, v1::SIGMOID, v1::TANH, v1::SOFTMAX, v1::GELU}) {
     SCOPED_TRACE(v1::OpType_Name(op));
     CheckGradients(
         {{Shape{3, 5}}, [op](Graph* g, const std::vector<int>& v) { return g->Op(op, {v[0]}); }});
@@ -182,6 +182,81 @@ TEST(GradientCheck, DropoutInTraining) {
   c.options.replica_id = 1;
   c.options.step = 3;
   CheckGradients(c);
+}
+
+TEST(GradientCheck, Concat) {
+  CheckGradients({{Shape{2, 3}, Shape{2, 1}, Shape{2, 4}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->Concat({v[0], v[1], v[2]}, 1);
+                  }});
+  CheckGradients({{Shape{2, 3, 2}, Shape{2, 1, 2}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->Concat({v[0], v[1]}, -2);
+                  }});
+  CheckGradients({{Shape{2, 3}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->Concat({v[0], v[0]}, 0);  // one input twice
+                  }});
+}
+
+TEST(GradientCheck, GlobalAveragePooling) {  // the layer is a MEAN over the inner axes
+  CheckGradients({{Shape{2, 3, 3, 4}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->Mean(v[0], {1, 2}, false);
+                  }});
+}
+
+TEST(GradientCheck, LayerNorm) {
+  CheckGradients({{Shape{3, 5}, Shape{5}, Shape{5}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->LayerNorm(v[0], v[1], v[2], 1e-3f);
+                  }});
+  CheckGradients({{Shape{2, 2, 4}, Shape{4}, Shape{4}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->LayerNorm(v[0], v[1], v[2], 0.5f);
+                  }});
+}
+
+TEST(GradientCheck, BatchNorm) {  // batch statistics when training, moving ones otherwise
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training);
+    GradCase c{{Shape{4, 2, 3}, Shape{3}, Shape{3}},
+               [](Graph* g, const std::vector<int>& v) {
+                 return g->BatchNorm({v[0], v[1], v[2], g->FindInput("mm"), g->FindInput("mv")},
+                                     0.9f, 1e-3f);
+               },
+               {{"mm", Tensor::FromVector<double>({0.1, -0.2, 0.3}, Shape{3})},
+                {"mv", Tensor::FromVector<double>({0.5, 1.0, 2.0}, Shape{3})}}};
+    c.options.training = training;
+    CheckGradients(c);
+  }
+}
+
+TEST(GradientCheck, Embedding) {  // ids fed as floats, one repeated: its rows' dy add up
+  CheckGradients({{Shape{5, 3}},
+                  [](Graph* g, const std::vector<int>& v) {
+                    return g->Op(v1::EMBEDDING, {g->FindInput("ids"), v[0]});
+                  },
+                  {{"ids", Tensor::FromVector<double>({4, 0, 2, 4}, Shape{2, 2})}}});
+  CheckGradients({{Shape{3, 2}},
+                  [](Graph* g, const std::vector<int>& v) {
+                    return g->Op(v1::EMBEDDING, {g->FindInput("ids"), v[0]});
+                  },
+                  {{"ids", Tensor::FromVector<int64_t>({1, 1, 2}, Shape{3})}}});
+}
+
+TEST(GradientCheck, SelfAttention) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal);
+    CheckGradients({{Shape{2, 3, 4}, Shape{4, 12}, Shape{4, 4}},
+                    [causal](Graph* g, const std::vector<int>& v) {
+                      return g->SelfAttention(v[0], v[1], v[2], 2, causal);
+                    }});
+  }
+}
+
+TEST(GradientCheck, ResidualBlock) {  // x + dense(gelu(layer_norm(x)))
+  CheckGradients({{Shape{3, 4}, Shape{4}, Shape{4}, Shape{4, 4}},
+                  [](Graph* g, const std::vector<int>& v) -> absl::StatusOr<int> {
+                    int h = *g->LayerNorm(v[0], v[1], v[2], 1e-3f);
+                    h = *g->Op(v1::GELU, {h});
+                    h = *g->Op(v1::MATMUL, {h, v[3]});
+                    return g->Op(v1::ADD, {v[0], h});
+                  }});
 }
 
 TEST(GradientCheck, DenseReluSoftmaxNetwork) {

@@ -4,19 +4,21 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
-#include "engine/shape_inference.h"
+#include "engine/ops/builtin_ops.h"
 
 namespace lockstep::engine {
 
-Graph::Graph(uint64_t seed) {
+Graph::Graph(uint64_t seed, std::shared_ptr<const OpRegistry> ops)
+    : ops_(ops != nullptr ? std::move(ops) : std::make_shared<const OpRegistry>(BuiltinOps())) {
   def_.set_seed(seed);
   def_.set_loss(-1);
   def_.set_output(-1);
   def_.set_accuracy(-1);
 }
 
-absl::StatusOr<Graph> Graph::FromProto(const v1::GraphDef& proto) {
-  Graph g(proto.seed());
+absl::StatusOr<Graph> Graph::FromProto(const v1::GraphDef& proto,
+                                       std::shared_ptr<const OpRegistry> ops) {
+  Graph g(proto.seed(), std::move(ops));
   absl::flat_hash_set<std::string> variable_names;
   for (int i = 0; i < proto.nodes_size(); ++i) {
     const v1::NodeDef& n = proto.nodes(i);
@@ -85,7 +87,7 @@ absl::StatusOr<int> Graph::AddNode(v1::NodeDef node) {
     return absl::InvalidArgumentError(
         absl::StrCat("variable \"", node.name(), "\" must have a fully known shape"));
   }
-  LS_ASSIGN_OR_RETURN(TypedShape out, InferOutput(node, inputs));
+  LS_ASSIGN_OR_RETURN(TypedShape out, ops_->InferOutput(node, inputs));
   if (node.name().empty()) {
     node.set_name(
         absl::StrCat(absl::AsciiStrToLower(v1::OpType_Name(node.op())), "_", num_nodes()));
@@ -135,8 +137,10 @@ absl::StatusOr<int> Graph::Op(v1::OpType op, std::vector<int> inputs, absl::stri
   return AddNode(std::move(n));
 }
 
-absl::StatusOr<int> Graph::Sum(int x, std::vector<int64_t> axes, bool keep_dims) {
+absl::StatusOr<int> Graph::Sum(int x, std::vector<int64_t> axes, bool keep_dims,
+                               absl::string_view name) {
   v1::NodeDef n;
+  n.set_name(std::string(name));
   n.set_op(v1::SUM);
   n.add_inputs(x);
   for (int64_t a : axes) n.add_axes(a);
@@ -144,12 +148,59 @@ absl::StatusOr<int> Graph::Sum(int x, std::vector<int64_t> axes, bool keep_dims)
   return AddNode(std::move(n));
 }
 
-absl::StatusOr<int> Graph::Mean(int x, std::vector<int64_t> axes, bool keep_dims) {
+absl::StatusOr<int> Graph::Mean(int x, std::vector<int64_t> axes, bool keep_dims,
+                                absl::string_view name) {
   v1::NodeDef n;
+  n.set_name(std::string(name));
   n.set_op(v1::MEAN);
   n.add_inputs(x);
   for (int64_t a : axes) n.add_axes(a);
   n.set_keep_dims(keep_dims);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::Concat(std::vector<int> inputs, int64_t axis, absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::CONCAT);
+  n.set_name(std::string(name));
+  for (int in : inputs) n.add_inputs(in);
+  n.set_axis(axis);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::LayerNorm(int x, int gamma, int beta, float epsilon,
+                                     absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::LAYER_NORM);
+  n.set_name(std::string(name));
+  n.add_inputs(x);
+  n.add_inputs(gamma);
+  n.add_inputs(beta);
+  n.set_epsilon(epsilon);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::BatchNorm(std::vector<int> inputs, float momentum, float epsilon,
+                                     absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::BATCH_NORM);
+  n.set_name(std::string(name));
+  for (int in : inputs) n.add_inputs(in);
+  n.set_momentum(momentum);
+  n.set_epsilon(epsilon);
+  return AddNode(std::move(n));
+}
+
+absl::StatusOr<int> Graph::SelfAttention(int x, int w_qkv, int w_o, int num_heads, bool causal,
+                                         absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::SELF_ATTENTION);
+  n.set_name(std::string(name));
+  n.add_inputs(x);
+  n.add_inputs(w_qkv);
+  n.add_inputs(w_o);
+  n.set_num_heads(num_heads);
+  n.set_causal(causal);
   return AddNode(std::move(n));
 }
 

@@ -2,7 +2,9 @@
 // lockstep.v1.GraphDef (proto/lockstep/v1/graph.proto), which is what the coordinator
 // ships to workers. Nodes are kept in topological order; a node is named by its index.
 // Every node added (by a builder method or by FromProto) is validated and its static
-// output shape inferred through InferOutput, so a Graph is always well formed.
+// output shape inferred through the graph's OpRegistry (each op's shape function), so a
+// Graph is always well formed. The registry is shared (copies of a Graph share it) and also
+// gives the Executor its kernels; by default it is BuiltinOps().
 //
 // Variables are VARIABLE nodes with stable names ("dense_0/kernel"); variable_nodes()
 // lists them in creation order, which is the order of Executor gradients and Optimizer
@@ -11,12 +13,14 @@
 #ifndef LOCKSTEP_ENGINE_GRAPH_H_
 #define LOCKSTEP_ENGINE_GRAPH_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/dtype.h"
+#include "engine/op_registry.h"
 #include "engine/shape.h"
 #include "lockstep/v1/graph.pb.h"
 
@@ -32,12 +36,15 @@ struct VariableInfo {
 
 class Graph {
  public:
-  explicit Graph(uint64_t seed = 0);
+  // `ops`: the ops this graph may use (null: BuiltinOps()).
+  explicit Graph(uint64_t seed = 0, std::shared_ptr<const OpRegistry> ops = nullptr);
 
   // Validates every node (inputs precede it, shapes agree, attributes sane) and the
   // loss/output/accuracy indices. INVALID_ARGUMENT naming the node otherwise.
-  static absl::StatusOr<Graph> FromProto(const v1::GraphDef& proto);
+  static absl::StatusOr<Graph> FromProto(const v1::GraphDef& proto,
+                                         std::shared_ptr<const OpRegistry> ops = nullptr);
   const v1::GraphDef& proto() const { return def_; }
+  const OpRegistry& ops() const { return *ops_; }
 
   int num_nodes() const { return def_.nodes_size(); }
   const v1::NodeDef& node(int i) const { return def_.nodes(i); }
@@ -62,8 +69,18 @@ class Graph {
                                const v1::Initializer& init, int64_t fan_in, int64_t fan_out,
                                bool trainable = true);
   absl::StatusOr<int> Op(v1::OpType op, std::vector<int> inputs, absl::string_view name = "");
-  absl::StatusOr<int> Sum(int x, std::vector<int64_t> axes, bool keep_dims);
-  absl::StatusOr<int> Mean(int x, std::vector<int64_t> axes, bool keep_dims);
+  absl::StatusOr<int> Sum(int x, std::vector<int64_t> axes, bool keep_dims,
+                          absl::string_view name = "");
+  absl::StatusOr<int> Mean(int x, std::vector<int64_t> axes, bool keep_dims,
+                           absl::string_view name = "");
+  absl::StatusOr<int> Concat(std::vector<int> inputs, int64_t axis, absl::string_view name = "");
+  absl::StatusOr<int> LayerNorm(int x, int gamma, int beta, float epsilon,
+                                absl::string_view name = "");
+  // Inputs x, gamma, beta, moving_mean, moving_variance.
+  absl::StatusOr<int> BatchNorm(std::vector<int> inputs, float momentum, float epsilon,
+                                absl::string_view name = "");
+  absl::StatusOr<int> SelfAttention(int x, int w_qkv, int w_o, int num_heads, bool causal,
+                                    absl::string_view name = "");
   absl::StatusOr<int> Reshape(int x, std::vector<int64_t> target_shape);
   absl::StatusOr<int> Conv2D(int x, int filter, std::vector<int> strides, v1::Padding padding,
                              absl::string_view name = "");
@@ -75,6 +92,7 @@ class Graph {
   absl::StatusOr<int> AddNode(v1::NodeDef node);
 
  private:
+  std::shared_ptr<const OpRegistry> ops_;
   v1::GraphDef def_;
   std::vector<int> dtypes_;  // engine DType per node, cached
 };

@@ -1,8 +1,10 @@
 // Turns a user's ModelSpec (proto/lockstep/v1/model.proto, usually written as JSON) into a
-// Graph: inputs "features" [batch, input_shape...] and "labels" ([batch] i64 for
-// SPARSE_CATEGORICAL_CROSSENTROPY, shaped like the output in f32/f64 for MSE), one
-// variable pair "<layer>/kernel", "<layer>/bias" per dense or conv2d layer, the loss, the
-// output (logits) and, for classification, an ACCURACY node.
+// Graph: inputs "features" [batch, input_shape...] (or the spec's named `inputs`) and
+// "labels" ([batch] i64 for SPARSE_CATEGORICAL_CROSSENTROPY, shaped like the output in
+// f32/f64 for MSE), the layers' variables ("<layer>/kernel", "<layer>/bias", "<layer>/gamma",
+// "<layer>/embeddings", ...), the loss, the output (the last layer: logits) and, for
+// classification, an ACCURACY node. Layers form a graph: each takes the previous layer's
+// output or the earlier layers and model inputs its `inputs` names.
 //
 // Every problem is refused with INVALID_ARGUMENT naming the layer index and field, e.g.
 // "layers[2].dense.units: -5 must be > 0". Stateless functions.

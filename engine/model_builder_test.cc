@@ -1,6 +1,9 @@
 #include "engine/model_builder.h"
 
+#include <cmath>
+
 #include "engine/executor.h"
+#include "engine/optimizer.h"
 #include "engine/variable_set.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -67,8 +70,9 @@ TEST(ModelBuilder, RefusesBadSpecsNamingLayerAndField) {
               HasSubstr("layers[0]: unknown layer kind \"lstm\""));
   EXPECT_THAT(BuildError(head + R"({"flatten": {}}, {"dense": {"units": -5}}]})"),
               HasSubstr("layers[1].dense.units: -5 must be > 0"));
+  // Dense works on the last axis (Keras), so the output is not [batch, classes].
   EXPECT_THAT(BuildError(head + R"({"dense": {"units": 5}}]})"),
-              HasSubstr("layers[0].dense: input [?,8,8,1] is not [batch, features]"));
+              HasSubstr("layers[0]: output [?,8,8,5] is not [batch, classes]"));
   EXPECT_THAT(BuildError(head + R"({"conv2d": {"filters": 2, "kernelSize": [9]}}]})"),
               HasSubstr("layers[0].conv2d"));
   EXPECT_THAT(BuildError(head + R"({"conv2d": {"filters": 2}}]})"),
@@ -110,6 +114,205 @@ TEST(ModelBuilder, RefusesTensorsOfMoreThan2To32Elements) {
   EXPECT_EQ(BuildError(R"({"inputShape": [65536, 65536], )" + loss +
                        R"("layers": [{"flatten": {}}, {"dense": {"units": 1}}]})"),
             "OK");
+}
+
+// Layers that name their inputs make a graph: a residual block, a concatenation and two
+// model inputs.
+TEST(ModelBuilder, BuildsAGraphFromNamedInputs) {
+  auto spec = ParseModelSpecJson(R"({
+    "inputs": [{"name": "a", "shape": [4]}, {"name": "b", "shape": [2]}],
+    "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "seed": 5,
+    "layers": [
+      {"name": "h", "dense": {"units": 4}, "inputs": ["a"]},
+      {"name": "norm", "layer_norm": {}},
+      {"gelu": {}},
+      {"name": "res", "add": {}, "inputs": ["a", "gelu_2", "h"]},
+      {"name": "cat", "concat": {}, "inputs": ["res", "b"]},
+      {"dense": {"units": 3}}
+    ]})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto g = BuildModel(*spec);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->shape(g->FindInput("b")), (Shape{-1, 2}));
+  EXPECT_EQ(g->shape(g->output()), (Shape{-1, 3}));
+  std::vector<std::string> names;
+  for (const VariableInfo& v : g->Variables()) names.push_back(v.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("h/kernel", "h/bias", "norm/gamma", "norm/beta",
+                                            "dense_5/kernel", "dense_5/bias"));
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  Feeds feeds = {{"a", Tensor::FromVector<float>({1, 2, 3, 4, 0, 1, 0, 1}, Shape{2, 4})},
+                 {"b", Tensor::FromVector<float>({1, 0, 0, 1}, Shape{2, 2})},
+                 {"labels", Tensor::FromVector<int64_t>({0, 2}, Shape{2})}};
+  std::vector<Tensor> grads;
+  auto r = exec->ComputeGradients(vars.tensors(), feeds, {}, &grads);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(grads.size(), 6u);
+  // The plain list still means a chain: an explicit chain builds the same graph.
+  auto chain = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [3], "loss": "MSE", "layers": [{"dense": {"units": 2}}, {"tanh": {}}]})"));
+  auto named = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [3], "loss": "MSE", "layers": [{"dense": {"units": 2},
+          "inputs": ["features"]}, {"tanh": {}, "inputs": ["dense_0"]}]})"));
+  ASSERT_TRUE(chain.ok() && named.ok());
+  EXPECT_EQ(chain->proto().SerializeAsString(), named->proto().SerializeAsString());
+}
+
+TEST(ModelBuilder, NewLayersBuild) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [6, 6, 2], "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "layers": [
+          {"conv2d": {"filters": 3, "kernelSize": [3], "padding": "SAME"}},
+          {"gelu": {}}, {"global_average_pooling": {}}, {"layer_norm": {"epsilon": 0.01}},
+          {"dense": {"units": 2}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->shape(g->output()), (Shape{-1, 2}));
+}
+
+// A small causal Transformer block over token ids: embedding, layer norm, self-attention
+// and a feed-forward block (dense over the last axis), each with a residual connection,
+// pooling and a classifier. One training step runs; an id
+// outside the vocabulary is refused naming the layer.
+TEST(ModelBuilder, BuildsAndRunsATransformerBlock) {
+  auto spec = ParseModelSpecJson(R"({
+    "inputShape": [5], "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "seed": 9,
+    "layers": [
+      {"name": "tok", "embedding": {"inputDim": 10, "outputDim": 8}},
+      {"name": "ln", "layerNorm": {}},
+      {"name": "att", "self_attention": {"numHeads": 2, "causal": true}},
+      {"name": "res", "add": {}, "inputs": ["tok", "att"]},
+      {"name": "ff", "dense": {"units": 16}},
+      {"gelu": {}},
+      {"name": "ff2", "dense": {"units": 8}},
+      {"name": "res2", "add": {}, "inputs": ["res", "ff2"]},
+      {"global_average_pooling": {}},
+      {"dense": {"units": 3}}
+    ]})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto g = BuildModel(*spec);
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<std::string> names;
+  for (const VariableInfo& v : g->Variables()) names.push_back(v.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("tok/embeddings", "ln/gamma", "ln/beta", "att/qkv",
+                                            "att/output", "ff/kernel", "ff/bias", "ff2/kernel",
+                                            "ff2/bias", "dense_9/kernel", "dense_9/bias"));
+  EXPECT_EQ(g->Variables()[5].shape, (Shape{8, 16}));  // dense over the last axis
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  Feeds feeds = {
+      {"features", Tensor::FromVector<float>({1, 2, 3, 4, 5, 9, 9, 0, 0, 1}, Shape{2, 5})},
+      {"labels", Tensor::FromVector<int64_t>({0, 2}, Shape{2})}};
+  std::vector<Tensor> grads;
+  auto r = exec->ComputeGradients(vars.tensors(), feeds, {}, &grads);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(grads.size(), 11u);
+  feeds[0].second.data<float>()[3] = 10;
+  r = exec->ComputeGradients(vars.tensors(), feeds, {}, &grads);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("tok: id 10 at position 3 is not an integer in [0, 10)"));
+  EXPECT_THAT(
+      BuildError(R"({"inputShape": [5, 6], "loss": "MSE",
+                             "layers": [{"self_attention": {"numHeads": 4}}]})"),
+      HasSubstr("layers[0].self_attention.num_heads: 4 does not divide the feature size 6"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [6], "loss": "MSE",
+                             "layers": [{"self_attention": {"numHeads": 1}}]})"),
+              HasSubstr("layers[0].self_attention: input [?,6] is not [batch, time, features]"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [6], "loss": "MSE",
+                             "layers": [{"embedding": {"inputDim": 0, "outputDim": 2}}]})"),
+              HasSubstr("layers[0].embedding.input_dim: 0 must be > 0"));
+}
+
+// Batch norm's moving statistics are non-trainable variables: a training step hands out
+// their update, scaled like the gradients; the optimizer adds it; they are saved with the
+// other variables; evaluation normalises with them.
+TEST(ModelBuilder, BatchNormMovesItsStatisticsAndEvaluatesWithThem) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [2], "loss": "MSE", "f64": true, "layers": [
+          {"name": "bn", "batchNorm": {"momentum": 0.75}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<std::string> names;
+  std::vector<bool> trainable;
+  for (const VariableInfo& v : g->Variables()) {
+    names.push_back(v.name);
+    trainable.push_back(v.trainable);
+  }
+  EXPECT_THAT(
+      names, ::testing::ElementsAre("bn/gamma", "bn/beta", "bn/moving_mean", "bn/moving_variance"));
+  EXPECT_EQ(trainable, (std::vector<bool>{true, true, false, false}));
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  v1::OptimizerSpec sgd;
+  sgd.mutable_sgd();
+  sgd.mutable_learning_rate()->mutable_constant()->set_value(0);
+  auto opt = *Optimizer::Create(sgd, g->Variables());
+  // Channel 0: 1, 3 (mean 2, variance 1); channel 1: 4, 4 (mean 4, variance 0).
+  Tensor x = Tensor::FromVector<double>({1, 4, 3, 4}, Shape{2, 2});
+  Feeds feeds = {{"features", x}, {"labels", Tensor::Zeros(DType::kF64, Shape{2, 2})}};
+  std::vector<Tensor> grads;
+  std::vector<int> ready;
+  StepOptions step;
+  step.loss_scale = 0.5;  // one of two replicas' halves
+  step.on_gradient_ready = [&](int v) { ready.push_back(v); };
+  ASSERT_TRUE(exec->ComputeGradients(vars.tensors(), feeds, step, &grads).ok());
+  EXPECT_EQ(ready.back(), 3);
+  EXPECT_EQ(ready.size(), 4u);
+  // (1 - momentum) * (batch - moving) * loss_scale
+  EXPECT_EQ(grads[2].ToVector<double>(), (std::vector<double>{0.25 * 2 * 0.5, 0.25 * 4 * 0.5}));
+  EXPECT_EQ(grads[3].ToVector<double>(), (std::vector<double>{0, 0.25 * -1 * 0.5}));
+  ASSERT_TRUE(opt->Apply(grads, &vars.tensors()).ok());
+  EXPECT_EQ(vars.tensors()[vars.Find("bn/moving_mean")].ToVector<double>(),
+            (std::vector<double>{0.25, 0.5}));
+  EXPECT_EQ(vars.tensors()[vars.Find("bn/moving_variance")].ToVector<double>(),
+            (std::vector<double>{1, 0.875}));
+  bool saved = false;
+  for (const v1::NamedTensor& t : vars.ToProtos()) saved |= t.name() == "bn/moving_variance";
+  EXPECT_TRUE(saved);
+  Tensor out;
+  ASSERT_TRUE(exec->Evaluate(vars.tensors(), {{"features", x}}, &out).ok());
+  EXPECT_NEAR(out.data<double>()[0], (1 - 0.25) / std::sqrt(1 + 1e-3), 1e-6);
+  EXPECT_NEAR(out.data<double>()[1], (4 - 0.5) / std::sqrt(0.875 + 1e-3), 1e-6);
+  EXPECT_THAT(BuildError(R"({"inputShape": [2], "loss": "MSE",
+                             "layers": [{"batch_norm": {"momentum": 1.5}}]})"),
+              HasSubstr("layers[0].batch_norm.momentum: 1.5 is not in (0, 1)"));
+}
+
+TEST(ModelBuilder, RefusesBadGraphsNamingTheField) {
+  const std::string head = R"({"inputShape": [4], "loss": "MSE", "layers": [)";
+  EXPECT_THAT(BuildError(head + R"({"relu": {}}, {"add": {}, "inputs": ["relu_0", "x"]}]})"),
+              HasSubstr("layers[1].inputs[1]: no layer or model input named 'x' before it"));
+  // A later layer cannot be an input: so there are no cycles.
+  EXPECT_THAT(BuildError(head + R"({"name": "a", "relu": {}, "inputs": ["b"]},
+                                   {"name": "b", "relu": {}, "inputs": ["a"]}]})"),
+              HasSubstr("layers[0].inputs[0]: no layer or model input named 'b' before it"));
+  EXPECT_THAT(BuildError(head + R"({"name": "a", "relu": {}, "inputs": ["a"]}]})"),
+              HasSubstr("layers[0].inputs[0]: no layer or model input named 'a'"));
+  EXPECT_THAT(BuildError(head + R"({"add": {}}]})"),
+              HasSubstr("layers[0].inputs: add joins two or more inputs"));
+  EXPECT_THAT(
+      BuildError(head + R"({"relu": {}}, {"tanh": {}, "inputs": ["relu_0", "features"]}]})"),
+      HasSubstr("layers[1].inputs: tanh takes one input, got 2"));
+  EXPECT_THAT(BuildError(head + R"({"dense": {"units": 3}},
+                                   {"add": {}, "inputs": ["features", "dense_0"]}]})"),
+              HasSubstr("layers[1].add: ADD node"));
+  EXPECT_THAT(BuildError(head + R"({"concat": {"axis": 3}, "inputs": ["features", "features"]}]})"),
+              HasSubstr("layers[0].concat.axis: 3 is out of range"));
+  EXPECT_THAT(BuildError(head + R"({"global_average_pooling": {}}]})"),
+              HasSubstr("layers[0].global_average_pooling: input [?,4]"));
+  EXPECT_THAT(BuildError(head + R"({"layer_norm": {"epsilon": -1}}]})"),
+              HasSubstr("layers[0].layer_norm.epsilon"));
+  EXPECT_THAT(BuildError(head + R"({"name": "features", "relu": {}}]})"),
+              HasSubstr("layers[0].name: \"features\" is used twice"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [4], "inputs": [{"name": "a", "shape": [4]}],
+                             "loss": "MSE", "layers": [{"relu": {}}]})"),
+              HasSubstr("input_shape: give input_shape or inputs, not both"));
+  EXPECT_THAT(BuildError(R"({"inputs": [{"name": "a", "shape": [4]}, {"name": "a", "shape": [2]}],
+                             "loss": "MSE", "layers": [{"relu": {}}]})"),
+              HasSubstr("inputs[1].name: \"a\" is used twice"));
+  EXPECT_THAT(BuildError(R"({"inputs": [{"name": "labels", "shape": [4]}],
+                             "loss": "MSE", "layers": [{"relu": {}}]})"),
+              HasSubstr("inputs[0].name"));
+  EXPECT_THAT(BuildError(R"({"inputs": [{"name": "a", "shape": [0]}],
+                             "loss": "MSE", "layers": [{"relu": {}}]})"),
+              HasSubstr("inputs[0].shape[0]: 0 must be > 0"));
 }
 
 TEST(ModelBuilder, ParsesOptimizerSpecs) {

@@ -1,7 +1,7 @@
 // OpKernel: the forward and gradient computation of one graph node on one device.
 //
-// The executor owns one kernel per node (made by a device's factory, e.g.
-// CreateCpuKernel; a CUDA factory will implement the same interface), calls Forward in
+// The executor owns one kernel per node (made by the factory its op registered for the
+// device, OpRegistry::CreateKernel; a CUDA kernel implements the same interface), calls Forward in
 // topological order and Backward in reverse. Kernels allocate their outputs through the
 // KernelContext's allocator (buffers are reused across steps: a kernel must overwrite
 // every element it returns) and never write to their inputs: gradients returned may alias
@@ -39,6 +39,14 @@ struct KernelContext {
   std::function<void(int input)> input_gradient_done;
   void InputGradientDone(int input) const {
     if (input_gradient_done) input_gradient_done(input);
+  }
+  // Forward, training: a kernel that keeps statistics in non-trainable variable inputs
+  // (BATCH_NORM's moving mean and variance) reports how much input `input` should change
+  // (a delta, shaped like it). The executor hands it out as that variable's "gradient"
+  // (ComputeGradients), scaled like the gradients, and the Optimizer adds it.
+  std::function<void(int input, Tensor delta)> update_state;
+  void UpdateState(int input, Tensor delta) const {
+    if (update_state) update_state(input, std::move(delta));
   }
   bool training = false;
   // Dropout masks: Philox keyed by MixKey(dropout_key, node index), counter = element.

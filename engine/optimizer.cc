@@ -96,6 +96,18 @@ Optimizer::Optimizer(v1::OptimizerSpec spec, LearningRateSchedule schedule,
 
 int64_t Optimizer::iterations() const { return slots_.back().data<int64_t>()[0]; }
 
+namespace {
+
+// w += delta: a non-trainable variable's state update (batch norm's moving statistics).
+template <typename T>
+void AddState(const Tensor& delta, Tensor* var) {
+  const T* d = delta.data<T>();
+  T* w = var->data<T>();
+  for (int64_t i = 0; i < var->num_elements(); ++i) w[i] += d[i];
+}
+
+}  // namespace
+
 template <typename T>
 void Optimizer::Update(int v, const Tensor& grad, Tensor* var, double lr, int64_t t,
                        double grad_scale) {
@@ -161,7 +173,7 @@ absl::Status Optimizer::Apply(const std::vector<Tensor>& gradients,
       return absl::InvalidArgumentError(absl::StrCat("optimizer: variable \"", info.name, "\" is ",
                                                      w.valid() ? w.DebugString() : "missing"));
     }
-    if (info.trainable && g.valid() && (g.dtype() != info.dtype || g.shape() != info.shape)) {
+    if (g.valid() && (g.dtype() != info.dtype || g.shape() != info.shape)) {
       return absl::InvalidArgumentError(absl::StrCat("optimizer: gradient of \"", info.name,
                                                      "\" is ", g.DebugString(), ", want ",
                                                      w.DebugString()));
@@ -177,7 +189,15 @@ absl::Status Optimizer::Apply(const std::vector<Tensor>& gradients,
     }
   }
   for (size_t v = 0; v < variables_.size(); ++v) {
-    if (!variables_[v].trainable || !gradients[v].valid()) continue;
+    if (!gradients[v].valid()) continue;
+    if (!variables_[v].trainable) {  // a state update (Executor::ComputeGradients): added
+      if (variables_[v].dtype == DType::kF32) {
+        AddState<float>(gradients[v], &(*variables)[v]);
+      } else {
+        AddState<double>(gradients[v], &(*variables)[v]);
+      }
+      continue;
+    }
     if (variables_[v].dtype == DType::kF32) {
       Update<float>(v, gradients[v], &(*variables)[v], lr, t + 1, grad_scale);
     } else {

@@ -15,6 +15,8 @@
 //                           variable order); when n > c every g is scaled by c / n
 //   weight_decay d > 0      w -= lr * d * w, decoupled from the gradient (AdamW with Adam),
 //                           for trainable variables named by none of weight_decay_exclude
+// A non-trainable variable's "gradient", when given, is a state update (batch norm's moving
+// statistics, Executor::ComputeGradients): w += g, whatever the optimizer.
 //
 // Ownership: owns its slot tensors; variables and gradients are the caller's.
 // Thread model: one thread at a time. Every element is updated independently, in order,

@@ -52,6 +52,14 @@ TEST(Digits, CnnReaches96Percent) {
   RecordProperty("test_accuracy", std::to_string(accuracy));
 }
 
+// A layer graph: batch norm, a residual connection (add) around a GELU block, layer norm.
+// Accuracy is measured with batch norm's moving statistics.
+TEST(Digits, ResidualGraphReaches96Percent) {
+  double accuracy = TrainAndTest("examples/digits_residual.json", 20);
+  EXPECT_GE(accuracy, 0.96);
+  RecordProperty("test_accuracy", std::to_string(accuracy));
+}
+
 TEST(Digits, TrainingIsBitwiseReproducible) {
   auto data = *LoadDigits();
   auto model = *engine::ParseModelSpecJson(ReadText("examples/digits_mlp.json"));

@@ -1,5 +1,5 @@
-// Forward values of the CPU kernels on small hand-checked inputs (the gradients are
-// checked against finite differences in gradient_check_test.cc).
+// Forward values of the builtin ops' CPU kernels on small hand-checked inputs (the
+// gradients are checked against finite differences in gradient_check_test.cc).
 #include <cmath>
 #include <functional>
 
@@ -21,7 +21,7 @@ Tensor RunOne(const Tensor& x, const std::function<int(Graph*, int)>& build) {
   return out;
 }
 
-TEST(CpuKernel, SoftmaxArgmaxAndActivations) {
+TEST(BuiltinOps, SoftmaxArgmaxAndActivations) {
   Tensor x = Tensor::FromVector<float>({1, 3, 2, -1, -1, 0}, Shape{2, 3});
   Tensor s = RunOne(x, [](Graph* g, int in) { return *g->Op(v1::SOFTMAX, {in}); });
   EXPECT_NEAR(s.data<float>()[0] + s.data<float>()[1] + s.data<float>()[2], 1.0, 1e-6);
@@ -34,7 +34,48 @@ TEST(CpuKernel, SoftmaxArgmaxAndActivations) {
   EXPECT_EQ(m.ToVector<float>(), (std::vector<float>{0, 1, 1}));
 }
 
-TEST(CpuKernel, ConvAndPoolOnAKnownImage) {
+TEST(BuiltinOps, ConcatGeluAndLayerNorm) {
+  Graph g;
+  int a = *g.Input("a", DType::kF32, Shape{2, 1});
+  int b = *g.Input("b", DType::kF32, Shape{2, 2});
+  g.set_output(*g.Concat({a, b}, 1));
+  auto exec = *Executor::Create(&g);
+  Tensor out;
+  ASSERT_TRUE(exec->Evaluate({},
+                             {{"a", Tensor::FromVector<float>({1, 2}, Shape{2, 1})},
+                              {"b", Tensor::FromVector<float>({3, 4, 5, 6}, Shape{2, 2})}},
+                             &out)
+                  .ok());
+  EXPECT_EQ(out.ToVector<float>(), (std::vector<float>{1, 3, 4, 2, 5, 6}));
+
+  Tensor x = Tensor::FromVector<float>({-1, 0, 1, 3}, Shape{1, 4});
+  Tensor gelu = RunOne(x, [](Graph* g, int in) { return *g->Op(v1::GELU, {in}); });
+  EXPECT_NEAR(gelu.data<float>()[0], -0.15865525, 1e-6);
+  EXPECT_EQ(gelu.data<float>()[1], 0.f);
+  EXPECT_NEAR(gelu.data<float>()[2], 0.84134475, 1e-6);
+  EXPECT_NEAR(gelu.data<float>()[3], 2.99595031, 1e-6);
+
+  Graph ln;
+  int in = *ln.Input("x", DType::kF32, Shape{1, 4});
+  int gamma = *ln.Input("gamma", DType::kF32, Shape{4});
+  int beta = *ln.Input("beta", DType::kF32, Shape{4});
+  ln.set_output(*ln.LayerNorm(in, gamma, beta, 1e-5f));
+  auto ln_exec = *Executor::Create(&ln);
+  ASSERT_TRUE(ln_exec
+                  ->Evaluate({},
+                             {{"x", x},
+                              {"gamma", Tensor::FromVector<float>({1, 1, 2, 1}, Shape{4})},
+                              {"beta", Tensor::FromVector<float>({0, 0, 0, 1}, Shape{4})}},
+                             &out)
+                  .ok());
+  // mean 0.75, variance 2.1875.
+  const double sd = std::sqrt(2.1875 + 1e-5);
+  EXPECT_NEAR(out.data<float>()[0], -1.75 / sd, 1e-5);
+  EXPECT_NEAR(out.data<float>()[2], 2 * 0.25 / sd, 1e-5);
+  EXPECT_NEAR(out.data<float>()[3], 2.25 / sd + 1, 1e-5);
+}
+
+TEST(BuiltinOps, ConvAndPoolOnAKnownImage) {
   // A 1x3x3x1 image 1..9; an all-ones 2x2 filter sums each window.
   Tensor img = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9}, Shape{1, 3, 3, 1});
   Graph g;
@@ -57,7 +98,7 @@ TEST(CpuKernel, ConvAndPoolOnAKnownImage) {
   EXPECT_EQ(pool.ToVector<float>(), (std::vector<float>{5, 6, 8, 9}));
 }
 
-TEST(CpuKernel, AccuracyAndLosses) {
+TEST(BuiltinOps, AccuracyAndLosses) {
   Graph g;
   int logits = *g.Input("x", DType::kF32, Shape{3, 2});
   int labels = *g.Input("labels", DType::kI64, Shape{3});

@@ -1,0 +1,151 @@
+// BATCH_NORM: (x [..., c], gamma, beta, moving_mean, moving_variance, all [c]) -> x
+// normalised per channel. Training: with the batch's mean and (biased) variance over every
+// axis but the last, reporting the moving statistics' updates
+// (1 - momentum) * (batch - moving) through KernelContext::UpdateState; otherwise with the
+// moving statistics. The moving statistics take no gradient.
+#include "engine/ops/builtin_ops.h"
+#include "engine/ops/cpu_op_kernel.h"
+
+namespace lockstep::engine {
+namespace {
+
+absl::StatusOr<TypedShape> BatchNormShape(const v1::NodeDef& node,
+                                          const std::vector<TypedShape>& in) {
+  LS_RETURN_IF_ERROR(CheckSameFloatDTypes(node, in));
+  const Shape& x = in[0].shape;
+  if (x.rank() < 2) return ShapeError(node, "needs [batch, ..., channels]");
+  static constexpr const char* kNames[] = {"", "gamma", "beta", "moving_mean", "moving_variance"};
+  for (int k = 1; k < 5; ++k) {
+    const Shape& p = in[k].shape;
+    if (p.rank() != 1 || !DimsCompatible(p.dim(0), x[-1])) {
+      return ShapeError(node, absl::StrCat(kNames[k], " ", p.ToString(),
+                                           " does not match the last axis of ", x.ToString()));
+    }
+  }
+  if (!(node.epsilon() > 0)) {
+    return ShapeError(node, absl::StrCat("epsilon ", node.epsilon(), " must be > 0"));
+  }
+  if (!(node.momentum() >= 0 && node.momentum() < 1)) {
+    return ShapeError(node, absl::StrCat("momentum ", node.momentum(), " is not in [0, 1)"));
+  }
+  return in[0];
+}
+
+template <typename T>
+class BatchNormKernel final : public CpuOpKernel<T> {
+ public:
+  using CpuOpKernel<T>::CpuOpKernel;
+
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;
+    Tensor stats = ctx.allocate(DTypeOf<T>(), Shape{3, c});  // mean, variance, rstd
+    Statistics(ctx.training, in, stats.data<T>());
+    const T *x = in[0].data<T>(), *gamma = in[1].data<T>(), *beta = in[2].data<T>();
+    const T *m = stats.data<T>(), *var = m + c, *s = var + c;
+    T* y = out->data<T>();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) {
+        y[r * c + j] = gamma[j] * ((x[r * c + j] - m[j]) * s[j]) + beta[j];
+      }
+    }
+    if (ctx.training && rows > 0) {
+      const T keep = T(this->node_.momentum());
+      for (int k = 3; k < 5; ++k) {
+        Tensor delta = ctx.allocate(DTypeOf<T>(), Shape{c});
+        const T* moving = in[k].data<T>();
+        for (int64_t j = 0; j < c; ++j) {
+          const T batch = k == 3 ? m[j] : var[j];
+          delta.data<T>()[j] = (T(1) - keep) * (batch - moving[j]);
+        }
+        ctx.UpdateState(k, std::move(delta));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Per channel j over the N rows, g = dy * gamma: dbeta = sum dy, dgamma = sum dy * xhat;
+  // training: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); otherwise dx = rstd * g.
+  absl::Status Backward(const KernelContext& ctx, absl::Span<const Tensor> in, const Tensor&,
+                        const Tensor& d_out, const std::vector<bool>& need,
+                        std::vector<Tensor>* d_in) override {
+    if (need[3] || need[4]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          this->node_.name(), ": the moving statistics take no gradient; make them non-trainable"));
+    }
+    const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;
+    Tensor stats = ctx.allocate(DTypeOf<T>(), Shape{3, c});  // mean, variance, rstd
+    Tensor sums = ctx.allocate(DTypeOf<T>(), Shape{2, c});   // sum dy, sum dy * xhat
+    Statistics(ctx.training, in, stats.data<T>());
+    const T *x = in[0].data<T>(), *gamma = in[1].data<T>(), *dy = d_out.data<T>();
+    const T *m = stats.data<T>(), *s = m + 2 * c;
+    T *sum_dy = sums.data<T>(), *sum_dyx = sum_dy + c;
+    std::fill(sum_dy, sum_dy + 2 * c, T(0));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) {
+        sum_dy[j] += dy[r * c + j];
+        sum_dyx[j] += dy[r * c + j] * (x[r * c + j] - m[j]) * s[j];
+      }
+    }
+    for (int k = 1; k < 3; ++k) {
+      if (!need[k]) continue;
+      (*d_in)[k] = this->GradientLike(ctx, in, k);
+      std::copy(k == 1 ? sum_dyx : sum_dy, (k == 1 ? sum_dyx : sum_dy) + c,
+                (*d_in)[k].template data<T>());
+      ctx.InputGradientDone(k);
+    }
+    if (!need[0]) return absl::OkStatus();
+    (*d_in)[0] = this->GradientLike(ctx, in, 0);
+    T* dx = (*d_in)[0].data<T>();
+    const T n = T(std::max<int64_t>(rows, 1));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) {
+        const T g = dy[r * c + j] * gamma[j];
+        if (!ctx.training) {
+          dx[r * c + j] = s[j] * g;
+          continue;
+        }
+        const T xhat = (x[r * c + j] - m[j]) * s[j];
+        dx[r * c + j] = s[j] * (g - gamma[j] * (sum_dy[j] + xhat * sum_dyx[j]) / n);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // Per channel, into stats [3, c]: the mean, the (biased) variance and
+  // 1 / sqrt(variance + epsilon); of the batch when training, else the moving ones.
+  void Statistics(bool training, absl::Span<const Tensor> in, T* stats) const {
+    const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;
+    T *mean = stats, *var = stats + c, *rstd = stats + 2 * c;
+    if (!training) {
+      std::copy(in[3].data<T>(), in[3].data<T>() + c, mean);
+      std::copy(in[4].data<T>(), in[4].data<T>() + c, var);
+    } else {
+      const T* x = in[0].data<T>();
+      std::fill(mean, mean + 2 * c, T(0));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < c; ++j) mean[j] += x[r * c + j];
+      }
+      const T n = T(std::max<int64_t>(rows, 1));
+      for (int64_t j = 0; j < c; ++j) mean[j] /= n;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < c; ++j) {
+          const T d = x[r * c + j] - mean[j];
+          var[j] += d * d;
+        }
+      }
+      for (int64_t j = 0; j < c; ++j) var[j] /= n;
+    }
+    const T eps = T(this->node_.epsilon());
+    for (int64_t j = 0; j < c; ++j) rstd[j] = T(1) / std::sqrt(var[j] + eps);
+  }
+};
+
+}  // namespace
+
+void RegisterBatchNorm(OpRegistry* r) {
+  MustRegister(r, CpuOp<BatchNormKernel>(v1::BATCH_NORM, 5, BatchNormShape));
+}
+
+}  // namespace lockstep::engine

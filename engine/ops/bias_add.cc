@@ -1,0 +1,60 @@
+// BIAS_ADD: x[..., n] + b[n].
+#include "engine/ops/builtin_ops.h"
+#include "engine/ops/cpu_op_kernel.h"
+
+namespace lockstep::engine {
+namespace {
+
+absl::StatusOr<TypedShape> BiasAddShape(const v1::NodeDef& node,
+                                        const std::vector<TypedShape>& in) {
+  LS_RETURN_IF_ERROR(CheckSameFloatDTypes(node, in));
+  const Shape &x = in[0].shape, &b = in[1].shape;
+  if (x.rank() < 1 || b.rank() != 1 || !DimsCompatible(x[-1], b.dim(0))) {
+    return ShapeError(node, absl::StrCat("bias ", b.ToString(), " does not match the last axis of ",
+                                         x.ToString()));
+  }
+  return in[0];
+}
+
+template <typename T>
+class BiasAddKernel final : public CpuOpKernel<T> {
+ public:
+  using CpuOpKernel<T>::CpuOpKernel;
+
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const T *x = in[0].data<T>(), *b = in[1].data<T>();
+    T* y = out->data<T>();
+    const int64_t n = in[0].num_elements(), c = in[1].num_elements();
+    for (int64_t r = 0; r < n / std::max<int64_t>(c, 1); ++r) {
+      for (int64_t j = 0; j < c; ++j) y[r * c + j] = x[r * c + j] + b[j];
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(const KernelContext& ctx, absl::Span<const Tensor> in, const Tensor&,
+                        const Tensor& d_out, const std::vector<bool>& need,
+                        std::vector<Tensor>* d_in) override {
+    if (need[0]) (*d_in)[0] = d_out;
+    if (need[1]) {
+      Tensor g = this->GradientLike(ctx, in, 1);
+      T* gb = g.data<T>();
+      const T* dy = d_out.data<T>();
+      const int64_t n = in[0].num_elements(), c = in[1].num_elements();
+      std::fill(gb, gb + c, T(0));
+      for (int64_t r = 0; r < n / std::max<int64_t>(c, 1); ++r) {
+        for (int64_t j = 0; j < c; ++j) gb[j] += dy[r * c + j];
+      }
+      (*d_in)[1] = g;
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+void RegisterBiasAdd(OpRegistry* r) {
+  MustRegister(r, CpuOp<BiasAddKernel>(v1::BIAS_ADD, 2, BiasAddShape));
+}
+
+}  // namespace lockstep::engine

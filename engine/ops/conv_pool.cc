@@ -1,0 +1,127 @@
+// CONV2D (NHWC input, HWIO filter, `strides`, `padding`; im2col then one GEMM) and
+// MAX_POOL2D (NHWC, `window`, `strides` defaulting to the window, `padding`): the
+// sliding-window ops, one shape function.
+#include "engine/kernels/cpu/blas.h"
+#include "engine/kernels/cpu/window_ops.h"
+#include "engine/ops/builtin_ops.h"
+#include "engine/ops/cpu_op_kernel.h"
+
+namespace lockstep::engine {
+namespace {
+
+absl::StatusOr<TypedShape> WindowShape(const v1::NodeDef& node, const std::vector<TypedShape>& in) {
+  LS_RETURN_IF_ERROR(CheckSameFloatDTypes(node, in));
+  const Shape& x = in[0].shape;
+  if (x.rank() != 4) return ShapeError(node, absl::StrCat("input ", x.ToString(), " is not NHWC"));
+  if (node.padding() != v1::VALID && node.padding() != v1::SAME) {
+    return ShapeError(node, "padding must be VALID or SAME");
+  }
+  int64_t kh, kw, channels;
+  std::pair<int, int> strides;
+  if (node.op() == v1::CONV2D) {
+    const Shape& f = in[1].shape;
+    if (f.rank() != 4 || !DimsCompatible(f.dim(2), x.dim(3))) {
+      return ShapeError(
+          node, absl::StrCat("filter ", f.ToString(),
+                             " is not [h, w, in_channels, out_channels] for input ", x.ToString()));
+    }
+    kh = f.dim(0), kw = f.dim(1), channels = f.dim(3);
+    LS_ASSIGN_OR_RETURN(strides, WindowPair(node, node.strides(), "strides", 1));
+  } else {
+    LS_ASSIGN_OR_RETURN(auto window, WindowPair(node, node.window(), "window", 2));
+    kh = window.first, kw = window.second, channels = x.dim(3);
+    LS_ASSIGN_OR_RETURN(strides, WindowPair(node, node.strides(), "strides", 0));
+    if (node.strides().empty()) strides = window;  // pooling strides default to the window
+  }
+  int64_t oh = WindowOutputSize(x.dim(1), kh, strides.first, node.padding());
+  int64_t ow = WindowOutputSize(x.dim(2), kw, strides.second, node.padding());
+  if (oh == 0 || ow == 0) {
+    return ShapeError(node, absl::StrCat("window ", kh, "x", kw, " does not fit input ",
+                                         x.ToString(), " with VALID padding"));
+  }
+  return TypedShape{Shape{x.dim(0), oh, ow, channels}, in[0].dtype};
+}
+
+template <typename T>
+class Conv2DKernel final : public CpuOpKernel<T> {
+ public:
+  using CpuOpKernel<T>::CpuOpKernel;
+
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const Shape& f = in[1].shape();
+    cpu::Window w = cpu::MakeWindow(in[0].shape(), f.dim(0), f.dim(1), this->node_);
+    Tensor cols = ctx.allocate(DTypeOf<T>(), Shape{w.rows(), w.cols()});
+    cpu::Im2Col(in[0].data<T>(), w, cols.data<T>());
+    cpu::Gemm<T>(false, false, w.rows(), f.dim(3), w.cols(), T(1), cols.data<T>(), in[1].data<T>(),
+                 T(0), out->data<T>());
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(const KernelContext& ctx, absl::Span<const Tensor> in, const Tensor&,
+                        const Tensor& d_out, const std::vector<bool>& need,
+                        std::vector<Tensor>* d_in) override {
+    const Shape& f = in[1].shape();
+    cpu::Window w = cpu::MakeWindow(in[0].shape(), f.dim(0), f.dim(1), this->node_);
+    const int64_t filters = f.dim(3);
+    const T* dy = d_out.data<T>();
+    Tensor cols = ctx.allocate(DTypeOf<T>(), Shape{w.rows(), w.cols()});
+    if (need[1]) {  // dW = cols^T * dY
+      cpu::Im2Col(in[0].data<T>(), w, cols.data<T>());
+      (*d_in)[1] = this->GradientLike(ctx, in, 1);
+      cpu::Gemm<T>(true, false, w.cols(), filters, w.rows(), T(1), cols.data<T>(), dy, T(0),
+                   (*d_in)[1].data<T>());
+    }
+    if (need[0]) {  // dCols = dY * W^T, then col2im
+      cpu::Gemm<T>(false, true, w.rows(), w.cols(), filters, T(1), dy, in[1].data<T>(), T(0),
+                   cols.data<T>());
+      (*d_in)[0] = this->GradientLike(ctx, in, 0);
+      cpu::Col2Im(cols.data<T>(), w, (*d_in)[0].data<T>());
+    }
+    return absl::OkStatus();
+  }
+};
+
+template <typename T>
+class MaxPool2DKernel final : public CpuOpKernel<T> {
+ public:
+  using CpuOpKernel<T>::CpuOpKernel;
+
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    cpu::MaxPool(in[0].data<T>(), PoolWindow(in[0].shape()), out->data<T>());
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(const KernelContext& ctx, absl::Span<const Tensor> in, const Tensor&,
+                        const Tensor& d_out, const std::vector<bool>& need,
+                        std::vector<Tensor>* d_in) override {
+    if (!need[0]) return absl::OkStatus();
+    Tensor g = this->GradientLike(ctx, in, 0);
+    cpu::MaxPoolGrad(in[0].data<T>(), PoolWindow(in[0].shape()), d_out.data<T>(), g.data<T>());
+    (*d_in)[0] = g;
+    return absl::OkStatus();
+  }
+
+ private:
+  cpu::Window PoolWindow(const Shape& x) const {
+    const v1::NodeDef& node = this->node_;
+    int kh = node.window().empty() ? 2 : node.window(0);
+    int kw = node.window().empty() ? 2 : node.window(node.window_size() - 1);
+    v1::NodeDef geometry = node;
+    if (geometry.strides().empty()) {  // pooling strides default to the window
+      geometry.add_strides(kh);
+      geometry.add_strides(kw);
+    }
+    return cpu::MakeWindow(x, kh, kw, geometry);
+  }
+};
+
+}  // namespace
+
+void RegisterWindowOps(OpRegistry* r) {
+  MustRegister(r, CpuOp<Conv2DKernel>(v1::CONV2D, 2, WindowShape));
+  MustRegister(r, CpuOp<MaxPool2DKernel>(v1::MAX_POOL2D, 1, WindowShape));
+}
+
+}  // namespace lockstep::engine

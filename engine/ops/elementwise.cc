@@ -1,0 +1,67 @@
+// ADD, SUB, MUL: element-wise over two inputs of the same shape.
+#include "engine/ops/builtin_ops.h"
+#include "engine/ops/cpu_op_kernel.h"
+
+namespace lockstep::engine {
+namespace {
+
+absl::StatusOr<TypedShape> SameShapes(const v1::NodeDef& node, const std::vector<TypedShape>& in) {
+  LS_RETURN_IF_ERROR(CheckSameFloatShapes(node, in));
+  return in[0];
+}
+
+template <typename T>
+class ElementwiseKernel final : public CpuOpKernel<T> {
+ public:
+  using CpuOpKernel<T>::CpuOpKernel;
+
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const T *x = in[0].data<T>(), *b = in[1].data<T>();
+    T* y = out->data<T>();
+    const int64_t n = in[0].num_elements();
+    const v1::OpType op = this->node_.op();
+    if (op == v1::ADD)
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] + b[i];
+    if (op == v1::SUB)
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] - b[i];
+    if (op == v1::MUL)
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * b[i];
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(const KernelContext& ctx, absl::Span<const Tensor> in, const Tensor&,
+                        const Tensor& d_out, const std::vector<bool>& need,
+                        std::vector<Tensor>* d_in) override {
+    const v1::OpType op = this->node_.op();
+    const T* dy = d_out.data<T>();
+    const int64_t n = in[0].num_elements();
+    for (int i = 0; i < 2; ++i) {
+      if (!need[i]) continue;
+      if (op == v1::ADD || (op == v1::SUB && i == 0)) {
+        (*d_in)[i] = d_out;
+        continue;
+      }
+      Tensor g = this->GradientLike(ctx, in, i);
+      T* gi = g.data<T>();
+      if (op == v1::SUB)
+        for (int64_t j = 0; j < n; ++j) gi[j] = -dy[j];
+      if (op == v1::MUL) {
+        const T* other = in[1 - i].data<T>();
+        for (int64_t j = 0; j < n; ++j) gi[j] = dy[j] * other[j];
+      }
+      (*d_in)[i] = g;
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+void RegisterElementwise(OpRegistry* r) {
+  for (v1::OpType op : {v1::ADD, v1::SUB, v1::MUL}) {
+    MustRegister(r, CpuOp<ElementwiseKernel>(op, 2, SameShapes));
+  }
+}
+
+}  // namespace lockstep::engine

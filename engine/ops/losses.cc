@@ -1,0 +1,140 @@
+// SPARSE_SOFTMAX_CROSS_ENTROPY (logits [b, c], integer labels [b] -> mean loss),
+// ACCURACY (same inputs -> fraction correct, f32, no gradient) and MEAN_SQUARED_ERROR
+// (predictions, targets of one shape -> mean loss).
+#include "engine/ops/builtin_ops.h"
+#include "engine/ops/cpu_op_kernel.h"
+
+namespace lockstep::engine {
+namespace {
+
+absl::StatusOr<TypedShape> LogitsLabelsShape(const v1::NodeDef& node,
+                                             const std::vector<TypedShape>& in) {
+  const Shape &logits = in[0].shape, &labels = in[1].shape;
+  if (!IsFloat(in[0].dtype)) return ShapeError(node, "logits must be f32 or f64");
+  if (!IsInt(in[1].dtype)) return ShapeError(node, "labels must be i32 or i64");
+  if (logits.rank() != 2 || labels.rank() != 1 || !DimsCompatible(logits.dim(0), labels.dim(0))) {
+    return ShapeError(node, absl::StrCat("needs logits [batch, classes] and labels [batch], got ",
+                                         logits.ToString(), " and ", labels.ToString()));
+  }
+  return TypedShape{Shape{}, node.op() == v1::ACCURACY ? DType::kF32 : in[0].dtype};
+}
+
+absl::StatusOr<TypedShape> MseShape(const v1::NodeDef& node, const std::vector<TypedShape>& in) {
+  LS_RETURN_IF_ERROR(CheckSameFloatShapes(node, in));
+  return TypedShape{Shape{}, in[0].dtype};
+}
+
+absl::Status CheckLabels(const v1::NodeDef& node, const Tensor& labels, int64_t classes) {
+  for (int64_t i = 0; i < labels.num_elements(); ++i) {
+    int64_t l = cpu::LabelAt(labels, i);
+    if (l < 0 || l >= classes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(node.name(), ": label ", l, " at batch row ", i, " is outside [0, ", classes,
+                       "); check the data's label column and the model's output units"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+class SparseSoftmaxCrossEntropyKernel final : public CpuOpKernel<T> {
+ public:
+  using CpuOpKernel<T>::CpuOpKernel;
+
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const int64_t b = in[0].shape().dim(0), c = in[0].shape().dim(1);
+    LS_RETURN_IF_ERROR(CheckLabels(this->node_, in[1], c));
+    const T* x = in[0].data<T>();
+    double total = 0;
+    for (int64_t r = 0; r < b; ++r) {
+      const T* row = x + r * c;
+      T m = *std::max_element(row, row + c);
+      double s = 0;
+      for (int64_t j = 0; j < c; ++j) s += std::exp(double(row[j] - m));
+      total += std::log(s) + m - row[cpu::LabelAt(in[1], r)];
+    }
+    out->data<T>()[0] = b == 0 ? T(0) : T(total / b);
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(const KernelContext& ctx, absl::Span<const Tensor> in, const Tensor&,
+                        const Tensor& d_out, const std::vector<bool>& need,
+                        std::vector<Tensor>* d_in) override {
+    if (!need[0]) return absl::OkStatus();
+    const int64_t b = in[0].shape().dim(0), c = in[0].shape().dim(1);
+    Tensor g = this->GradientLike(ctx, in, 0);
+    T* gx = g.data<T>();
+    const T* x = in[0].data<T>();
+    const T scale = b == 0 ? T(0) : d_out.data<T>()[0] / T(b);
+    for (int64_t r = 0; r < b; ++r) {
+      cpu::SoftmaxRow(x + r * c, c, gx + r * c);
+      gx[r * c + cpu::LabelAt(in[1], r)] -= T(1);
+      for (int64_t j = 0; j < c; ++j) gx[r * c + j] *= scale;
+    }
+    (*d_in)[0] = g;
+    return absl::OkStatus();
+  }
+};
+
+template <typename T>
+class AccuracyKernel final : public CpuOpKernel<T> {
+ public:
+  using CpuOpKernel<T>::CpuOpKernel;
+
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const int64_t b = in[0].shape().dim(0), c = in[0].shape().dim(1);
+    const T* x = in[0].data<T>();
+    int64_t correct = 0;
+    for (int64_t r = 0; r < b; ++r) {
+      int64_t best = std::max_element(x + r * c, x + (r + 1) * c) - (x + r * c);
+      correct += best == cpu::LabelAt(in[1], r);
+    }
+    out->data<float>()[0] = b == 0 ? 0.f : float(correct) / float(b);
+    return absl::OkStatus();
+  }
+};
+
+template <typename T>
+class MeanSquaredErrorKernel final : public CpuOpKernel<T> {
+ public:
+  using CpuOpKernel<T>::CpuOpKernel;
+
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const T *x = in[0].data<T>(), *t = in[1].data<T>();
+    const int64_t n = in[0].num_elements();
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) total += double(x[i] - t[i]) * (x[i] - t[i]);
+    out->data<T>()[0] = n == 0 ? T(0) : T(total / n);
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(const KernelContext& ctx, absl::Span<const Tensor> in, const Tensor&,
+                        const Tensor& d_out, const std::vector<bool>& need,
+                        std::vector<Tensor>* d_in) override {
+    const T *a = in[0].data<T>(), *b = in[1].data<T>();
+    const int64_t n = in[0].num_elements();
+    for (int i = 0; i < 2; ++i) {
+      if (!need[i]) continue;
+      Tensor g = this->GradientLike(ctx, in, i);
+      T* gi = g.data<T>();
+      const T s = (i == 0 ? T(2) : T(-2)) * d_out.data<T>()[0] / T(std::max<int64_t>(n, 1));
+      for (int64_t j = 0; j < n; ++j) gi[j] = s * (a[j] - b[j]);
+      (*d_in)[i] = g;
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+void RegisterLosses(OpRegistry* r) {
+  MustRegister(r, CpuOp<SparseSoftmaxCrossEntropyKernel>(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, 2,
+                                                         LogitsLabelsShape));
+  MustRegister(r, CpuOp<AccuracyKernel>(v1::ACCURACY, 2, LogitsLabelsShape));
+  MustRegister(r, CpuOp<MeanSquaredErrorKernel>(v1::MEAN_SQUARED_ERROR, 2, MseShape));
+}
+
+}  // namespace lockstep::engine

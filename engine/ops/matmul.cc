@@ -1,0 +1,58 @@
+// MATMUL: [m, k] x [k, n] through cpu::Gemm.
+#include "engine/kernels/cpu/blas.h"
+#include "engine/ops/builtin_ops.h"
+#include "engine/ops/cpu_op_kernel.h"
+
+namespace lockstep::engine {
+namespace {
+
+absl::StatusOr<TypedShape> MatMulShape(const v1::NodeDef& node, const std::vector<TypedShape>& in) {
+  LS_RETURN_IF_ERROR(CheckSameFloatDTypes(node, in));
+  const Shape &a = in[0].shape, &b = in[1].shape;
+  if (a.rank() != 2 || b.rank() != 2 || !DimsCompatible(a.dim(1), b.dim(0))) {
+    return ShapeError(node, absl::StrCat("cannot multiply ", a.ToString(), " by ", b.ToString()));
+  }
+  return TypedShape{Shape{a.dim(0), b.dim(1)}, in[0].dtype};
+}
+
+template <typename T>
+class MatMulKernel final : public CpuOpKernel<T> {
+ public:
+  using CpuOpKernel<T>::CpuOpKernel;
+
+  absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const Shape &a = in[0].shape(), &b = in[1].shape();
+    cpu::Gemm<T>(false, false, a.dim(0), b.dim(1), a.dim(1), T(1), in[0].data<T>(), in[1].data<T>(),
+                 T(0), out->data<T>());
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(const KernelContext& ctx, absl::Span<const Tensor> in, const Tensor&,
+                        const Tensor& d_out, const std::vector<bool>& need,
+                        std::vector<Tensor>* d_in) override {
+    const Shape &a = in[0].shape(), &b = in[1].shape();
+    const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(1);
+    const T* dy = d_out.data<T>();
+    // dB first: B is usually the weights, and their gradient can then be all-reduced
+    // while dA is computed (KernelContext::InputGradientDone).
+    if (need[1]) {  // dB = A^T * dC
+      (*d_in)[1] = this->GradientLike(ctx, in, 1);
+      cpu::Gemm<T>(true, false, k, n, m, T(1), in[0].data<T>(), dy, T(0), (*d_in)[1].data<T>());
+      ctx.InputGradientDone(1);
+    }
+    if (need[0]) {  // dA = dC * B^T
+      (*d_in)[0] = this->GradientLike(ctx, in, 0);
+      cpu::Gemm<T>(false, true, m, k, n, T(1), dy, in[1].data<T>(), T(0), (*d_in)[0].data<T>());
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+void RegisterMatMul(OpRegistry* r) {
+  MustRegister(r, CpuOp<MatMulKernel>(v1::MATMUL, 2, MatMulShape));
+}
+
+}  // namespace lockstep::engine
