@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
         collectives::CreateCommunicator(c, options.store);
     if (!comm.ok()) return Annotate(comm.status(), absl::StrCat(who, ": joining the worker group"));
     config.cross_worker = std::move(*comm);
+    config.cross_worker->SetObserver(options.collective_observer);
   }
 
   if (options.hierarchical || config.num_workers == 1) {

@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "collectives/collective_observer.h"
 #include "collectives/store.h"
 #include "collectives/types.h"
 #include "common/tf_config.h"
@@ -49,6 +50,9 @@ struct MultiWorkerMirroredStrategyOptions {
   collectives::TransportKind transport = collectives::TransportKind::kTcp;
   std::string listen_host = "127.0.0.1";
   absl::Duration connect_timeout = absl::Seconds(60);
+  // Told of every collective of the cross-worker group (a flight recorder); borrowed, must
+  // outlive the strategy; may be null.
+  collectives::CollectiveObserver* collective_observer = nullptr;
 };
 
 class MultiWorkerMirroredStrategy final : public Strategy {

@@ -39,6 +39,7 @@ void FlightRecorder::OnLeave(const collectives::CollectiveCall& call, const absl
 void FlightRecorder::SetPhase(v1::TrainPhase phase, int64_t step) {
   const absl::Time now = clock_->Now();
   absl::MutexLock l(&mu_);
+  if (step < 0) step = step_;
   if (phase == phase_ && step == step_) return;
   phase_ = phase;
   step_ = step;

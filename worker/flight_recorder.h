@@ -41,7 +41,8 @@ class FlightRecorder final : public collectives::CollectiveObserver {
   void OnEnter(const collectives::CollectiveCall& call) override;
   void OnLeave(const collectives::CollectiveCall& call, const absl::Status& status) override;
 
-  // The rank entered `phase` of `step` now (the same phase again keeps its start).
+  // The rank entered `phase` of `step` now (the same phase again keeps its start); a
+  // negative `step` keeps the current one.
   void SetPhase(v1::TrainPhase phase, int64_t step);
   // A step ended: its compute phase and whole time, for the window's means.
   void EndStep(absl::Duration compute, absl::Duration total);

@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       o.transport = options.transport;
       o.listen_host = options.listen_host;
       o.connect_timeout = options.connect_timeout;
+      o.collective_observer = options.collective_observer;
       LS_ASSIGN_OR_RETURN(auto s, distribute::MultiWorkerMirroredStrategy::Create(*cluster, o));
       return std::unique_ptr<distribute::Strategy>(std::move(s));
     }

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "collectives/collective_observer.h"
 #include "collectives/store.h"
 #include "collectives/types.h"
 #include "distribute/strategy.h"
@@ -33,6 +34,8 @@ struct JobStrategyOptions {
   // MultiWorkerMirrored over shared memory: the zero-copy heap each rank reserves for its
   // gradients (CommunicationOptions::shm_heap_bytes); ShmHeapBytes sizes it.
   size_t shm_heap_bytes = 0;
+  // MultiWorkerMirrored: told of the cross-worker group's collectives (borrowed; may be null).
+  collectives::CollectiveObserver* collective_observer = nullptr;
 };
 
 // Heap room for one replica's gradients: each trainable variable's bytes rounded up to the

@@ -34,6 +34,7 @@
 #include "worker/agent.h"
 #include "worker/grpc_coordinator_client.h"
 #include "worker/job_runner.h"
+#include "worker/test_hooks.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: $LOCKSTEP_COORDINATOR).");
 ABSL_FLAG(std::string, tf_config, "", "File holding TF_CONFIG JSON (default: $TF_CONFIG).");
@@ -210,6 +211,16 @@ int Run(sigset_t signals) {
     return kExitBadConfig;
   }
   job_options.listen_host = lockstep::ParseHostPort(options.address)->host;
+  // Faults for the hang-verdict tests only (worker/test_hooks.h).
+  if (const std::string hooks = Env("LOCKSTEP_TEST_HOOKS"); !hooks.empty()) {
+    absl::StatusOr<lockstep::worker::TestHooks> parsed = lockstep::worker::ParseTestHooks(hooks);
+    if (!parsed.ok()) {
+      spdlog::error("{}", std::string(parsed.status().message()));
+      return kExitBadConfig;
+    }
+    spdlog::warn("LOCKSTEP_TEST_HOOKS={}: this worker injects faults into its jobs", hooks);
+    job_options.test_hooks = *parsed;
+  }
   job_options.state_dir = absl::GetFlag(FLAGS_state_dir);
   if (job_options.state_dir.empty()) {
     job_options.state_dir = Env("STATE_DIRECTORY");
