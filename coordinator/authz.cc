@@ -34,6 +34,8 @@ constexpr Rule kRules[] = {
     {"ListJobs", kViewers},
     {"GetJob", kViewers},
     {"WatchJob", kViewers},
+    {"DumpJob", kViewers},
+    {"GetJobLogs", kViewers},
     {"SubmitJob", kOperators},
     {"CancelJob", kOperators},
     {"DrainWorker", kOperators},

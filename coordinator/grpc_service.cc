@@ -7,6 +7,7 @@
 
 #include "common/grpc_status.h"
 #include "common/incarnation.h"
+#include "coordinator/grpc_diagnostics.h"
 #include "coordinator/grpc_stream_writer.h"
 #include "coordinator/job_store/job_store.h"
 #include "spdlog/spdlog.h"
@@ -37,7 +38,8 @@ CoordinatorService::CoordinatorService(Membership* membership, KvStore* kv, Barr
       incarnation_(incarnation),
       start_(clock->Now()),
       insecure_(insecure),
-      tokens_(std::move(tokens)) {}
+      tokens_(std::move(tokens)),
+      diagnostics_(jobs, clock, {.heartbeat_interval = membership->options().heartbeat_interval}) {}
 
 CoordinatorService::~CoordinatorService() { Shutdown(); }
 
@@ -45,6 +47,7 @@ void CoordinatorService::Shutdown() {
   kv_->Shutdown();
   barriers_->Shutdown();
   jobs_->Shutdown();
+  diagnostics_.Shutdown();
 }
 
 absl::Time CoordinatorService::DeadlineFor(int64_t timeout_ms) const {
@@ -145,6 +148,10 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
     jobs_->OnReports(FromProto(request->task()),
                      std::vector<v1::JobReport>(request->jobs().begin(), request->jobs().end()));
   }
+  if (s.ok() && request->diagnostics_size() > 0) {
+    diagnostics_.OnHeartbeat(FromProto(request->task()),
+                             {request->diagnostics().begin(), request->diagnostics().end()});
+  }
   response->set_coordinator_incarnation(incarnation_);
   return ToGrpcStatus(s);
 }
@@ -212,6 +219,7 @@ grpc::Status CoordinatorService::GetClusterStatus(grpc::ServerContext* ctx,
   response->set_coordinator_start_unix_micros(absl::ToUnixMicros(start_));
   ToProto(membership_->Cluster(), response->mutable_cluster());
   response->set_insecure(insecure_);
+  diagnostics_.Annotate(response);
   return grpc::Status::OK;
 }
 
@@ -234,7 +242,10 @@ grpc::Status CoordinatorService::GetJob(grpc::ServerContext* ctx, const v1::GetJ
                                         v1::GetJobResponse* response) {
   if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<v1::GetJobResponse> job = jobs_->Get(request->job_id());
-  if (job.ok()) *response = std::move(*job);
+  if (job.ok()) {
+    *response = std::move(*job);
+    diagnostics_.Annotate(response);
+  }
   return ToGrpcStatus(job.status());
 }
 
@@ -300,6 +311,20 @@ grpc::Status CoordinatorService::WatchAssignments(grpc::ServerContext* ctx,
         return jobs_->NextAssignment(task, request->incarnation(), deadline);
       },
       [](const v1::Assignment&) { return false; });
+}
+
+grpc::Status CoordinatorService::DumpJob(grpc::ServerContext* ctx,
+                                         const v1::DumpJobRequest* request,
+                                         v1::DumpJobResponse* response) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  return ServeDumpJob(diagnostics_, *request, response);
+}
+
+grpc::Status CoordinatorService::GetJobLogs(grpc::ServerContext* ctx,
+                                            const v1::GetJobLogsRequest* request,
+                                            grpc::ServerWriter<v1::JobLogLines>* writer) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  return ServeJobLogs(diagnostics_, ctx, *request, writer);
 }
 
 }  // namespace coordinator

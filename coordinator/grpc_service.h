@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "coordinator/authz.h"
 #include "coordinator/barriers.h"
+#include "coordinator/diagnostics_service.h"
 #include "coordinator/job_service.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/membership.h"
@@ -84,6 +85,11 @@ class CoordinatorService final : public v1::Coordinator::Service {
   grpc::Status WatchAssignments(grpc::ServerContext* ctx,
                                 const v1::WatchAssignmentsRequest* request,
                                 grpc::ServerWriter<v1::Assignment>* writer) override;
+  // Diagnostics (viewers): grpc_diagnostics.h over diagnostics_.
+  grpc::Status DumpJob(grpc::ServerContext* ctx, const v1::DumpJobRequest* request,
+                       v1::DumpJobResponse* response) override;
+  grpc::Status GetJobLogs(grpc::ServerContext* ctx, const v1::GetJobLogsRequest* request,
+                          grpc::ServerWriter<v1::JobLogLines>* writer) override;
 
  private:
   absl::Time DeadlineFor(int64_t timeout_ms) const;
@@ -110,6 +116,8 @@ class CoordinatorService final : public v1::Coordinator::Service {
   const bool insecure_;
   mutable absl::Mutex tokens_mu_;
   TokenTable tokens_ ABSL_GUARDED_BY(tokens_mu_);
+  // Flight records and log lines from heartbeats; the hang verdict.
+  DiagnosticsService diagnostics_;
 };
 
 }  // namespace coordinator
