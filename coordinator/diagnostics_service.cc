@@ -11,8 +11,12 @@ namespace coordinator {
 
 DiagnosticsService::DiagnosticsService(JobService* jobs, Clock* clock, DiagnosticsOptions options)
     : jobs_(jobs), clock_(clock), options_([&] {
+        // Tied to the heartbeats unless set: a verdict within two heartbeat intervals.
         if (options.verdict.stale_after == VerdictOptions().stale_after) {
           options.verdict.stale_after = options.heartbeat_interval * 1.5;
+        }
+        if (options.verdict.min_wait == VerdictOptions().min_wait) {
+          options.verdict.min_wait = options.heartbeat_interval / 2;
         }
         return options;
       }()) {}

@@ -43,7 +43,7 @@ struct DiagnosticsOptions {
   size_t log_lines_per_task = 10000;
   size_t log_lines_per_message = 1000;
   size_t max_jobs = 256;
-  // stale_after is 1.5 heartbeat intervals unless set here.
+  // Unless set here, min_wait is half a heartbeat interval and stale_after 1.5 intervals.
   VerdictOptions verdict;
 };
 

@@ -106,15 +106,16 @@ TEST_F(DiagnosticsServiceTest, TheVerdictNamesTheRankThatNeverEntered) {
   diagnostics_->OnHeartbeat(rank0, {Beat(0, 7, 7, 0.2)});
   diagnostics_->OnHeartbeat(rank1, {Beat(1, 6, 0, 0.2)});
   EXPECT_EQ(diagnostics_->Diagnose(job).hang_verdict(), "");
-  // 1 s later (the records' age counts) with rank 1 still heartbeating.
+  // 1 s later, both still there: rank 0 has waited 1.2 s in #7 (more than half a heartbeat).
   clock_.Advance(absl::Seconds(1));
+  diagnostics_->OnHeartbeat(rank0, {Beat(0, 7, 7, 1.2)});
   diagnostics_->OnHeartbeat(rank1, {Beat(1, 6, 0, 1.2)});
   const v1::JobDiagnosis d = diagnostics_->Diagnose(job);
   EXPECT_EQ(d.hang_verdict(),
             absl::StrCat("all-reduce #7 (1 KiB): ", rank0.ToString(), " waiting 1.2 s; ",
                          rank1.ToString(), " never entered it: in input at step 3 for 1.2 s"));
   ASSERT_EQ(d.ranks_size(), 2);
-  EXPECT_EQ(d.ranks(0).heartbeat_age_ms(), 1000);
+  EXPECT_EQ(d.ranks(0).heartbeat_age_ms(), 0);
   EXPECT_EQ(d.ranks(1).record().worker_rank(), 1);
 
   v1::GetJobResponse response = *jobs_->Get(id_);

@@ -48,7 +48,12 @@ std::string Hang(const std::vector<RankView>& ranks, const VerdictOptions& o) {
   for (const RankView& v : ranks) {
     if (!v.record.has_value() || v.record_age > o.stale_after) continue;
     const v1::CollectiveRecord* c = Open(*v.record);
-    if (c == nullptr || Elapsed(v, c->entered_unix_micros()) <= threshold) continue;
+    // What the rank itself saw: a record taken mid-collective a while ago says nothing of a
+    // wait since (the rank may have gone on), so its age does not count here.
+    if (c == nullptr || v.record->recorded_unix_micros() - c->entered_unix_micros() <=
+                            absl::ToInt64Microseconds(threshold)) {
+      continue;
+    }
     if (stuck == nullptr || c->seq() < stuck->seq()) stuck = c;
   }
   if (stuck == nullptr) return "";

@@ -2,15 +2,16 @@
 // record (proto/lockstep/v1/diagnostics.proto) and how long ago it arrived: a pure function,
 // so that every case is a unit test (DESIGN.md, "When a job hangs").
 //
-// Hang. Every rank runs the same numbered collectives. When some rank has waited in a
-// collective longer than the threshold (max(min_wait, step_multiple x the slowest rank's
-// mean step)), the verdict names the lowest such collective #K and says where each rank is:
-// waiting in #K with the others, never entered it (and in which phase of which step it is),
-// or past it. A waiting rank's wait is the wait its record showed plus the record's age
-// (clocks are never compared across hosts). A rank whose record is older than `stale_after`
-// (no heartbeat: stopped, hung whole, or cut off) is named with the age of its last record
-// and where that record left it, since its own view cannot be trusted to be current.
-// Example:
+// Hang. Every rank runs the same numbered collectives. When some rank's own record shows it
+// waited in a collective longer than the threshold (max(min_wait, step_multiple x the
+// slowest rank's mean step)), the verdict names the lowest such collective #K and says
+// where each rank is: waiting in #K with the others, never entered it (and in which phase of
+// which step it is), or past it. The waits and times shown are those the records showed
+// plus the records' ages (clocks are never compared across hosts). With min_wait half a
+// heartbeat interval, a rank that waits since T says so in a heartbeat by T + 1.5 intervals. A rank
+// whose record is older than `stale_after` (no heartbeat: stopped, hung whole, or cut off) is named
+// with the age of its last record and where that record left it, since its own view cannot be
+// trusted to be current. Example:
 //   all-reduce #5123 (4 MiB): worker/0, worker/1 waiting 12.4 s; worker/2 never entered
 //   it: in input at step 5123 for 12.5 s
 //

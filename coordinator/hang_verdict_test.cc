@@ -60,8 +60,11 @@ TEST(HangVerdictTest, NoVerdictBelowTheThreshold) {
   std::vector<RankView> ranks = {Rank(0, 7, 7, v1::PHASE_ALL_REDUCE, 3, 0.5),
                                  Rank(1, 6, 0, v1::PHASE_COMPUTE, 3, 0, 0.5)};
   EXPECT_EQ(Diagnose(ranks, {}).hang, "");
-  // The record's age counts: the same wait seen 0.6 s ago is past 1 s now.
+  // Only what the rank saw counts: a record taken 0.5 s into a collective, 0.6 s ago, says
+  // nothing of the rank since (it may have gone on).
   ranks[0].record_age = absl::Milliseconds(600);
+  EXPECT_EQ(Diagnose(ranks, {}).hang, "");
+  ranks[0] = Rank(0, 7, 7, v1::PHASE_ALL_REDUCE, 3, 1.1);
   EXPECT_NE(Diagnose(ranks, {}).hang, "");
 }
 
