@@ -144,13 +144,14 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
   absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation(),
                                           request->leaving());
-  if (s.ok() && request->jobs_size() > 0) {
-    jobs_->OnReports(FromProto(request->task()),
-                     std::vector<v1::JobReport>(request->jobs().begin(), request->jobs().end()));
-  }
+  // Diagnostics first: a report that ends the job must find the worker's last log lines.
   if (s.ok() && request->diagnostics_size() > 0) {
     diagnostics_.OnHeartbeat(FromProto(request->task()),
                              {request->diagnostics().begin(), request->diagnostics().end()});
+  }
+  if (s.ok() && request->jobs_size() > 0) {
+    jobs_->OnReports(FromProto(request->task()),
+                     std::vector<v1::JobReport>(request->jobs().begin(), request->jobs().end()));
   }
   response->set_coordinator_incarnation(incarnation_);
   return ToGrpcStatus(s);

@@ -57,8 +57,18 @@ std::string Hang(const std::vector<RankView>& ranks, const VerdictOptions& o) {
     if (stuck == nullptr || c->seq() < stuck->seq()) stuck = c;
   }
   if (stuck == nullptr) return "";
+  // How long the live ranks in #K have waited: the longest is shown; a record taken before
+  // the last of them entered (older than the shortest wait) cannot tell whether its rank
+  // entered since.
+  absl::Duration longest, shortest = absl::InfiniteDuration();
+  for (const RankView& v : ranks) {
+    if (!v.record.has_value() || v.record_age > o.stale_after) continue;
+    const v1::CollectiveRecord* c = Open(*v.record);
+    if (c == nullptr || c->seq() != stuck->seq()) continue;
+    longest = std::max(longest, Elapsed(v, c->entered_unix_micros()));
+    shortest = std::min(shortest, Elapsed(v, c->entered_unix_micros()));
+  }
   std::vector<std::string> waiting;
-  absl::Duration longest;
   std::vector<std::string> others;
   for (const RankView& v : ranks) {
     if (!v.record.has_value()) {
@@ -72,6 +82,9 @@ std::string Hang(const std::vector<RankView>& ranks, const VerdictOptions& o) {
       state = absl::StrCat("waiting in it ", Seconds(Elapsed(v, c->entered_unix_micros())));
     } else if (v.record->last_seq_entered() < stuck->seq()) {
       state = absl::StrCat("never entered it: ", Where(v));
+    } else if (c != nullptr) {
+      state = absl::StrCat("past it, waiting in ", c->kind(), " #", c->seq(), " ",
+                           Seconds(Elapsed(v, c->entered_unix_micros())));
     } else {
       state = absl::StrCat("left it: ", Where(v));
     }
@@ -80,7 +93,9 @@ std::string Hang(const std::vector<RankView>& ranks, const VerdictOptions& o) {
                                     " (stopped, hung or cut off?); last seen ", state));
     } else if (in_it) {
       waiting.push_back(v.task);
-      longest = std::max(longest, Elapsed(v, c->entered_unix_micros()));
+    } else if (v.record_age > shortest) {
+      others.push_back(absl::StrCat(v.task, " not heard from since it began (last seen ",
+                                    Seconds(v.record_age), " ago ", Where(v), ")"));
     } else {
       others.push_back(absl::StrCat(v.task, " ", state));
     }

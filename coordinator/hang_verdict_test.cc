@@ -95,6 +95,16 @@ TEST(HangVerdictTest, AStoppedRankIsNamedWithTheAgeOfItsLastRecord) {
             "step 4 for 2.3 s");
 }
 
+TEST(HangVerdictTest, ARecordOlderThanTheWaitSaysNothingOfEntering) {
+  // worker/1's record was taken before worker/0 entered #9: it may have entered since.
+  std::vector<RankView> ranks = {
+      Rank(0, 9, 9, v1::PHASE_ALL_REDUCE, 4, 0.8),
+      Rank(1, 8, 0, v1::PHASE_COMPUTE, 4, 0, 0.1, absl::Milliseconds(900))};
+  EXPECT_EQ(Diagnose(ranks, {.min_wait = absl::Milliseconds(500)}).hang,
+            "all-reduce #9 (4 MiB): worker/0 waiting 0.8 s; worker/1 not heard from since it "
+            "began (last seen 0.9 s ago in compute at step 4 for 1.0 s)");
+}
+
 TEST(HangVerdictTest, AStaleWaiterAloneGivesNoVerdict) {
   // Only the silent rank seems to wait: its view is old, the others are fine.
   std::vector<RankView> ranks = {Rank(0, 9, 0, v1::PHASE_COMPUTE, 4, 0, 0.1),
@@ -116,9 +126,10 @@ TEST(HangVerdictTest, RanksPastTheCollectiveAndWithoutRecordsAreSaid) {
 TEST(HangVerdictTest, TheLowestStuckCollectiveIsTheOneNamed) {
   std::vector<RankView> ranks = {Rank(0, 9, 9, v1::PHASE_ALL_REDUCE, 4, 3),
                                  Rank(1, 8, 8, v1::PHASE_ALL_REDUCE, 4, 4)};
+  // A rank can finish a collective its peers still wait in, and wait in the next one.
   EXPECT_EQ(Diagnose(ranks, {}).hang,
-            "all-reduce #8 (4 MiB): worker/1 waiting 4.0 s; worker/0 left it: in all-reduce at "
-            "step 4 for 0.0 s");
+            "all-reduce #8 (4 MiB): worker/1 waiting 4.0 s; worker/0 past it, waiting in "
+            "all-reduce #9 3.0 s");
 }
 
 TEST(HangVerdictTest, AStragglerIsARankWellAboveTheOthersMedian) {
