@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/membership.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -38,18 +39,16 @@ class DiagnosticsServiceTest : public ::testing::Test {
       ASSERT_TRUE(reg.ok()) << reg.status();
       tasks_.push_back(reg->task);
     }
+    // A small valid job for both workers (it never trains here).
     v1::JobSpec spec;
-    spec.set_name("small");
-    spec.mutable_model()->add_input_shape(8);
-    spec.mutable_model()->add_layers()->mutable_dense()->set_units(4);
-    spec.mutable_model()->set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
-    spec.mutable_optimizer()->mutable_sgd();
-    spec.mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0.1);
-    spec.mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
-    spec.mutable_data()->mutable_train()->set_synthetic_examples(256);
-    spec.set_global_batch_size(64);
-    spec.set_steps(10);
-    spec.set_num_workers(2);
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                    R"({"name": "diag", "numWorkers": 2, "globalBatchSize": 64, "steps": 10,
+                        "model": {"inputShape": [8], "layers": [{"dense": {"units": 4}}],
+                                  "loss": "SPARSE_CATEGORICAL_CROSSENTROPY"},
+                        "optimizer": {"sgd": {}, "learningRate": {"constant": {"value": 0.1}}},
+                        "data": {"train": {"format": "SYNTHETIC", "syntheticExamples": 256}}})",
+                    &spec)
+                    .ok());
     auto id = jobs_->Submit(spec);
     ASSERT_TRUE(id.ok()) << id.status();
     id_ = *id;

@@ -25,6 +25,7 @@ namespace lockstep {
 namespace {
 
 using testing::DigitsJob;
+using testing::EndlessJob;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::ReadFile;
@@ -35,16 +36,6 @@ using testing::TmpDir;
 
 constexpr absl::Duration kInterval = absl::Seconds(1);  // the default heartbeat interval
 constexpr absl::Duration kTimeout = absl::Seconds(6);
-
-// The digits job for as long as the test wants it (it cancels it).
-v1::JobSpec EndlessJob(const std::string& dir) {
-  v1::JobSpec spec = DigitsJob(dir);
-  spec.set_epochs(0);
-  spec.set_steps(10000000);
-  spec.clear_checkpoint();
-  spec.clear_summaries();
-  return spec;
-}
 
 class DiagnosticsTest : public ::testing::Test {
  protected:

@@ -44,6 +44,7 @@ constexpr absl::Duration kInterval = absl::Milliseconds(150);
 constexpr absl::Duration kTimeout = absl::Seconds(3);
 
 using testing::DigitsJob;
+using testing::EndlessJob;
 using testing::ExpectBitwiseEqual;
 using testing::ReadFile;
 using testing::Result;
@@ -89,16 +90,6 @@ v1::JobSpec TfRecordDigitsJob(const std::string& dir) {
   spec->mutable_checkpoint()->set_dir(dir + "/ckpt");
   spec->mutable_summaries()->set_dir(dir + "/tb");
   return *spec;
-}
-
-// A job that trains until cancelled or failed.
-v1::JobSpec EndlessJob(const std::string& dir) {
-  v1::JobSpec spec = DigitsJob(dir);
-  spec.set_epochs(0);
-  spec.set_steps(10000000);
-  spec.clear_checkpoint();
-  spec.clear_summaries();
-  return spec;
 }
 
 // Checks every record's CRCs; returns the number of scalar values found.

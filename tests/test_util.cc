@@ -73,6 +73,15 @@ v1::JobSpec DigitsJob(const std::string& dir) {
   return *spec;
 }
 
+v1::JobSpec EndlessJob(const std::string& dir) {
+  v1::JobSpec spec = DigitsJob(dir);
+  spec.set_epochs(0);
+  spec.set_steps(10000000);
+  spec.clear_checkpoint();
+  spec.clear_summaries();
+  return spec;
+}
+
 void ExpectBitwiseEqual(const v1::Checkpoint& a, const v1::Checkpoint& b) {
   ASSERT_EQ(a.global_step(), b.global_step());
   ASSERT_EQ(a.variables_size(), b.variables_size());

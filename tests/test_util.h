@@ -47,6 +47,9 @@ absl::StatusOr<client::LocalCredentials> SecureCoordinator(
 // The bundled digits job (examples/jobs/digits_mlp.json) with absolute data paths and its
 // checkpoints and summaries under `dir` (dir/ckpt, dir/tb).
 v1::JobSpec DigitsJob(const std::string& dir);
+// DigitsJob(dir) for ten million steps (until the test cancels it), with no checkpoints
+// or summaries.
+v1::JobSpec EndlessJob(const std::string& dir);
 
 // Variables and optimizer slots of two checkpoints, byte for byte (gtest failures naming
 // the variable or slot that differs).

@@ -117,12 +117,6 @@ int RunLogs(const CommandArgs& args, const CommandContext& ctx) {
   return kExitOk;
 }
 
-std::vector<OptionSpec> WithConnection(std::vector<OptionSpec> options) {
-  std::vector<OptionSpec> all = ConnectionOptions();
-  all.insert(all.end(), options.begin(), options.end());
-  return all;
-}
-
 }  // namespace
 
 Command DumpCommand() {
@@ -132,7 +126,7 @@ Command DumpCommand() {
   c.summary =
       "Prints every rank's flight recorder (last collectives, phase, step times) and the hang "
       "verdict as JSON.";
-  c.options = WithConnection({});
+  c.options = ConnectionOptions();
   c.run = RunDump;
   return c;
 }
@@ -142,9 +136,9 @@ Command LogsCommand() {
   c.name = "logs";
   c.usage = "logs JOB [--worker N] [--follow] [--coordinator=HOST:PORT]";
   c.summary = "Prints the workers' log lines of a job; --follow streams them until it ends.";
-  c.options =
-      WithConnection({{"worker", "Only worker/N's lines."},
-                      {"follow", "Stream new lines until the job ends.", /*takes_value=*/false}});
+  c.options = ConnectionOptions();
+  c.options.push_back({"worker", "Only worker/N's lines."});
+  c.options.push_back({"follow", "Stream new lines until the job ends.", /*takes_value=*/false});
   c.run = RunLogs;
   return c;
 }
