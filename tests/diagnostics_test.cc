@@ -30,9 +30,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::ReadFile;
 using testing::Result;
-using testing::Runfile;
-using testing::RunTool;
-using testing::TmpDir;
 
 constexpr absl::Duration kInterval = absl::Seconds(1);  // the default heartbeat interval
 constexpr absl::Duration kTimeout = absl::Seconds(6);
@@ -41,14 +38,7 @@ class DiagnosticsTest : public ::testing::Test {
  protected:
   // Three workers (lockstepd i is worker/i); `hooks` for worker/2 ("": none).
   void StartCluster(const std::string& hooks) {
-    client::LocalClusterOptions o;
-    o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");
-    o.lockstepd_bin = Runfile("worker/lockstepd");
-    o.workers = 3;
-    o.work_dir = TmpDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    o.heartbeat_interval = kInterval;
-    o.heartbeat_timeout = kTimeout;
-    o.static_tf_config = true;
+    client::LocalClusterOptions o = testing::TestClusterOptions(3, kInterval, kTimeout);
     if (!hooks.empty()) o.worker_env[2] = {{"LOCKSTEP_TEST_HOOKS", hooks}};
     auto cluster = client::LocalCluster::StartCoordinator(o);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -63,11 +53,7 @@ class DiagnosticsTest : public ::testing::Test {
   const std::string& dir() { return cluster_->options().work_dir; }
 
   Result Cli(std::vector<std::string> args, absl::Duration limit = absl::Seconds(30)) {
-    std::vector<std::string> argv = {Runfile("client/lockstep")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    argv.push_back("--coordinator=" + cluster_->coordinator_address());
-    for (const std::string& f : cluster_->cli_flags()) argv.push_back(f);
-    return RunTool(argv, dir() + "/cli.out", {}, limit);
+    return testing::RunCli(*cluster_, std::move(args), limit);
   }
 
   // Polls GetJob (what `describe` shows) until `done` holds for its diagnosis; the last

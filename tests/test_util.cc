@@ -64,6 +64,28 @@ absl::StatusOr<client::LocalCredentials> SecureCoordinator(
   return credentials;
 }
 
+client::LocalClusterOptions TestClusterOptions(int workers, absl::Duration heartbeat_interval,
+                                               absl::Duration heartbeat_timeout) {
+  client::LocalClusterOptions o;
+  o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");
+  o.lockstepd_bin = Runfile("worker/lockstepd");
+  o.workers = workers;
+  o.work_dir = TmpDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  o.heartbeat_interval = heartbeat_interval;
+  o.heartbeat_timeout = heartbeat_timeout;
+  o.static_tf_config = true;
+  return o;
+}
+
+Result RunCli(const client::LocalCluster& cluster, std::vector<std::string> args,
+              absl::Duration limit) {
+  std::vector<std::string> argv = {Runfile("client/lockstep")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--coordinator=" + cluster.coordinator_address());
+  for (const std::string& f : cluster.cli_flags()) argv.push_back(f);
+  return RunTool(argv, cluster.options().work_dir + "/cli.out", {}, limit);
+}
+
 v1::JobSpec DigitsJob(const std::string& dir) {
   auto spec = client::ReadJobSpecFile(Runfile("examples/jobs/digits_mlp.json"));
   EXPECT_TRUE(spec.ok()) << spec.status();

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/local_cluster.h"
 #include "client/local_credentials.h"
 #include "coordinator/grpc_server.h"
 #include "lockstep/v1/checkpoint.pb.h"
@@ -43,6 +44,14 @@ Result RunTool(std::vector<std::string> argv, const std::string& log,
 // returned credentials (Daemon("worker-0"), Operator(), Viewer()).
 absl::StatusOr<client::LocalCredentials> SecureCoordinator(
     const std::string& name, coordinator::CoordinatorServerOptions* options);
+
+// A LocalCluster of `workers` lockstepd from the runfiles, in TmpDir(<the test's name>),
+// each with a TF_CONFIG naming its task (lockstepd i is worker/i).
+client::LocalClusterOptions TestClusterOptions(int workers, absl::Duration heartbeat_interval,
+                                               absl::Duration heartbeat_timeout);
+// Runs the `lockstep` CLI with `args` against `cluster` (its address and credentials).
+Result RunCli(const client::LocalCluster& cluster, std::vector<std::string> args,
+              absl::Duration limit = absl::Seconds(30));
 
 // The bundled digits job (examples/jobs/digits_mlp.json) with absolute data paths and its
 // checkpoints and summaries under `dir` (dir/ckpt, dir/tb).
