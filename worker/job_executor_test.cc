@@ -25,6 +25,7 @@
 #include "worker/fake_coordinator_client.h"
 #include "worker/job_chief.h"
 #include "worker/job_restore.h"
+#include "worker/test_hooks.h"
 
 namespace lockstep::worker {
 namespace {
@@ -521,6 +522,63 @@ TEST(JobExecutor, AbortMidTrainingReturnsWithinTwoSeconds) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_EQ(report.phase(), v1::JobReport::ABORTED);
   EXPECT_NE(report.error().find("cancelled by the test"), std::string::npos) << report.error();
+}
+
+// The flight records of a two-worker group with worker 1 held in its input at step 5 by a
+// test hook: worker 0 waits in a collective worker 1 never entered; the job log says so;
+// Abort ends the stall.
+TEST(JobExecutor, FlightRecordsShowWhoNeverEnteredTheCollective) {
+  FakeCoordinatorClient client;
+  v1::JobSpec spec = DigitsSpec("stall", 1);
+  spec.set_epochs(0);
+  spec.set_steps(1000000);
+  std::vector<std::unique_ptr<JobExecutor>> executors;
+  for (int w = 0; w < 2; ++w) {
+    JobExecutorOptions options;
+    options.client = &client;
+    options.rendezvous_timeout = absl::Seconds(20);
+    if (w == 1) options.test_hooks = *ParseTestHooks("stall=input@5");
+    auto e = JobExecutor::Create(PartitionOf(spec, w, 2), options);
+    ASSERT_TRUE(e.ok()) << e.status();
+    executors.push_back(std::move(*e));
+  }
+  std::vector<v1::JobReport> reports(2);
+  std::vector<std::thread> runners;
+  for (int w = 0; w < 2; ++w) runners.emplace_back([&, w] { reports[w] = executors[w]->Run(); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  v1::JobDiagnostics waiting, stalled;
+  while (absl::Now() < deadline) {
+    waiting = executors[0]->diagnostics();
+    stalled = executors[1]->diagnostics();
+    const v1::FlightRecord& r = waiting.record();
+    if (stalled.record().phase() == v1::PHASE_INPUT && stalled.record().step() == 5 &&
+        r.last_seq_left() < r.last_seq_entered() && r.last_seq_entered() > 0) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const v1::FlightRecord& w0 = waiting.record();
+  const v1::FlightRecord& w1 = stalled.record();
+  ASSERT_EQ(w1.phase(), v1::PHASE_INPUT) << w1.DebugString();
+  EXPECT_EQ(w1.step(), 5);
+  ASSERT_GT(w0.collectives_size(), 0) << w0.DebugString();
+  const v1::CollectiveRecord& open = w0.collectives(w0.collectives_size() - 1);
+  EXPECT_EQ(open.left_unix_micros(), 0) << "worker 0 waits in #" << open.seq();
+  EXPECT_EQ(open.seq(), w1.last_seq_entered() + 1);
+  EXPECT_GT(open.bytes(), 0);
+  EXPECT_EQ(w0.worker_rank(), 0);
+  EXPECT_EQ(w1.worker_rank(), 1);
+  EXPECT_EQ(w0.job_id(), "stall");
+  bool hook_logged = false;
+  for (const v1::LogLine& line : stalled.log_lines()) {
+    hook_logged |= line.text().find("LOCKSTEP_TEST_HOOKS") != std::string::npos;
+  }
+  EXPECT_TRUE(hook_logged);
+  for (auto& e : executors) e->Abort("test over");
+  for (std::thread& t : runners) t.join();
+  EXPECT_EQ(reports[1].phase(), v1::JobReport::ABORTED) << reports[1].error();
+  EXPECT_TRUE(executors[1]->diagnostics().finished());
+  EXPECT_EQ(executors[1]->diagnostics().record().phase(), v1::PHASE_FINISHED);
 }
 
 TEST(JobExecutor, AbortDuringRendezvousReturnsWithinTwoSeconds) {
