@@ -97,9 +97,11 @@ v1::Partition PartitionOf(const v1::JobSpec& spec, int rank, int workers) {
   return p;
 }
 
-std::unique_ptr<JobExecutor> MakeExecutor(const v1::Partition& p, CoordinatorClient* client) {
+std::unique_ptr<JobExecutor> MakeExecutor(const v1::Partition& p, CoordinatorClient* client,
+                                          TestHooks hooks = {}) {
   JobExecutorOptions options;
   options.client = client;
+  options.test_hooks = hooks;
   options.rendezvous_timeout = absl::Seconds(20);
   auto e = JobExecutor::Create(p, options);
   EXPECT_TRUE(e.ok()) << e.status();
@@ -533,15 +535,11 @@ TEST(JobExecutor, FlightRecordsShowWhoNeverEnteredTheCollective) {
   spec.set_epochs(0);
   spec.set_steps(1000000);
   std::vector<std::unique_ptr<JobExecutor>> executors;
-  for (int w = 0; w < 2; ++w) {
-    JobExecutorOptions options;
-    options.client = &client;
-    options.rendezvous_timeout = absl::Seconds(20);
-    if (w == 1) options.test_hooks = *ParseTestHooks("stall=input@5");
-    auto e = JobExecutor::Create(PartitionOf(spec, w, 2), options);
-    ASSERT_TRUE(e.ok()) << e.status();
-    executors.push_back(std::move(*e));
-  }
+  executors.push_back(MakeExecutor(PartitionOf(spec, 0, 2), &client));
+  executors.push_back(
+      MakeExecutor(PartitionOf(spec, 1, 2), &client, *ParseTestHooks("stall=input@5")));
+  ASSERT_NE(executors[0], nullptr);
+  ASSERT_NE(executors[1], nullptr);
   std::vector<v1::JobReport> reports(2);
   std::vector<std::thread> runners;
   for (int w = 0; w < 2; ++w) runners.emplace_back([&, w] { reports[w] = executors[w]->Run(); });
