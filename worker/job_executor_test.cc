@@ -549,8 +549,10 @@ TEST(JobExecutor, FlightRecordsShowWhoNeverEnteredTheCollective) {
     waiting = executors[0]->diagnostics();
     stalled = executors[1]->diagnostics();
     const v1::FlightRecord& r = waiting.record();
+    // Settled: worker 0 in the collective after the last one worker 1 entered.
     if (stalled.record().phase() == v1::PHASE_INPUT && stalled.record().step() == 5 &&
-        r.last_seq_left() < r.last_seq_entered() && r.last_seq_entered() > 0) {
+        r.last_seq_left() < r.last_seq_entered() &&
+        r.last_seq_entered() == stalled.record().last_seq_entered() + 1) {
       break;
     }
     absl::SleepFor(absl::Milliseconds(5));
