@@ -16,6 +16,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -33,6 +35,23 @@ class CollectiveObserver {
   virtual ~CollectiveObserver() = default;
   virtual void OnEnter(const CollectiveCall& call) = 0;
   virtual void OnLeave(const CollectiveCall& call, const absl::Status& status) = 0;
+};
+
+// Several observers of one communicator (a flight recorder and a metrics exporter), told in
+// order. Borrows them; they must outlive it.
+class CollectiveObserverList final : public CollectiveObserver {
+ public:
+  explicit CollectiveObserverList(std::vector<CollectiveObserver*> observers)
+      : observers_(std::move(observers)) {}
+  void OnEnter(const CollectiveCall& call) override {
+    for (CollectiveObserver* o : observers_) o->OnEnter(call);
+  }
+  void OnLeave(const CollectiveCall& call, const absl::Status& status) override {
+    for (CollectiveObserver* o : observers_) o->OnLeave(call, status);
+  }
+
+ private:
+  const std::vector<CollectiveObserver*> observers_;
 };
 
 }  // namespace collectives

@@ -82,6 +82,19 @@ TEST(CollectiveObserverTest, EveryRankNumbersTheSameCollectivesAlike) {
   }
 }
 
+TEST(CollectiveObserverTest, AListTellsEveryObserver) {
+  auto group = MakeGroup(TransportKind::kInProc, 1);
+  ASSERT_TRUE(group.ok()) << group.status();
+  Recording a, b;
+  CollectiveObserverList both({&a, &b});
+  (*group)[0]->SetObserver(&both);
+  ASSERT_TRUE((*group)[0]->Barrier(Soon()).ok());
+  for (Recording* r : {&a, &b}) {
+    ASSERT_EQ(r->events().size(), 2u);
+    EXPECT_EQ(r->events()[1].kind, "barrier");
+  }
+}
+
 TEST(CollectiveObserverTest, AFailedCollectiveLeavesWithItsError) {
   auto group = MakeGroup(TransportKind::kInProc, 2);
   ASSERT_TRUE(group.ok()) << group.status();
