@@ -108,6 +108,76 @@ TEST(CollectiveObserverTest, AListTellsEveryObserver) {
   }
 }
 
+// What a metrics exporter hears: bytes by peer and the counted all-reduces.
+class Counting final : public CollectiveObserver {
+ public:
+  void AllReduceDone(size_t bytes, absl::Duration, int group_size) override {
+    absl::MutexLock l(&mu_);
+    all_reduce_bytes_ += bytes;
+    group_size_ = group_size;
+  }
+  void Sent(int, size_t bytes) override {
+    absl::MutexLock l(&mu_);
+    sent_ += bytes;
+  }
+  void Received(int, size_t bytes) override {
+    absl::MutexLock l(&mu_);
+    received_ += bytes;
+  }
+  size_t all_reduce_bytes() {
+    absl::MutexLock l(&mu_);
+    return all_reduce_bytes_;
+  }
+  int group_size() {
+    absl::MutexLock l(&mu_);
+    return group_size_;
+  }
+  size_t sent() {
+    absl::MutexLock l(&mu_);
+    return sent_;
+  }
+  size_t received() {
+    absl::MutexLock l(&mu_);
+    return received_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  size_t all_reduce_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int group_size_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t sent_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t received_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A flight recorder and the metrics on one communicator: each hears what it listens for.
+TEST(CollectiveObserverTest, AListTellsARecorderAndTheMetricsOfOneCommunicator) {
+  const int n = 2;
+  std::vector<Recording> recorders(n);
+  std::vector<Counting> metrics(n);
+  CollectiveObserverList rank0({&recorders[0], &metrics[0]});
+  CollectiveObserverList rank1({&recorders[1], &metrics[1]});
+  auto group = ObservedGroup({&rank0, &rank1});
+  ASSERT_EQ(group.size(), static_cast<size_t>(n));
+  RunRanks(n, [&](int r) {
+    std::vector<float> a(1000, 1.0f);
+    ASSERT_TRUE(
+        group[r]
+            ->AllReduceAsync(a.data(), a.data(), a.size(), DType::kF32, ReduceOp::kSum, Soon())
+            ->Wait()
+            .ok());
+  });
+  for (int r = 0; r < n; ++r) {
+    const std::vector<Recording::Event> events = recorders[r].events();
+    ASSERT_EQ(events.size(), 2u) << "rank " << r;
+    EXPECT_EQ(events[0].kind, "all-reduce");
+    EXPECT_EQ(events[0].bytes, 4000u);
+    EXPECT_EQ(metrics[r].all_reduce_bytes(), 4000u) << "rank " << r;
+    EXPECT_EQ(metrics[r].group_size(), n);
+    EXPECT_GT(metrics[r].sent(), 0u);
+    EXPECT_GT(metrics[r].received(), 0u);
+  }
+}
+
 TEST(CollectiveObserverTest, AFailedCollectiveLeavesWithItsError) {
   Recording observer;
   auto group = ObservedGroup({&observer, nullptr});
