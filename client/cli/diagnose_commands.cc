@@ -17,33 +17,21 @@ namespace {
 
 constexpr absl::Duration kRpcTimeout = absl::Seconds(30);
 
-// The single positional argument JOB, or "" after printing usage.
-std::string JobId(const CommandArgs& args, const CommandContext& ctx, const std::string& command) {
-  if (args.positional().size() == 1) return args.positional()[0];
-  *ctx.err << "lockstep " << command << ": expected one JOB id (see `lockstep jobs`)\n";
-  return "";
-}
-
-int Failed(const CommandContext& ctx, const std::string& command, const absl::Status& s) {
-  *ctx.err << "lockstep " << command << ": " << s.message() << "\n";
-  return kExitFailure;
-}
-
 int RunDump(const CommandArgs& args, const CommandContext& ctx) {
-  const std::string id = JobId(args, ctx, "dump");
+  const std::string id = OneJobId(args, ctx, "dump");
   if (id.empty()) return kExitUsage;
   std::unique_ptr<client::CoordinatorClient> coordinator = Connect(args, ctx, "dump", kRpcTimeout);
   if (coordinator == nullptr) return kExitUsage;
   absl::StatusOr<v1::DumpJobResponse> dump = coordinator->DumpJob(id);
-  if (!dump.ok()) return Failed(ctx, "dump", dump.status());
+  if (!dump.ok()) return FailRpc(ctx, "dump", dump.status());
   absl::StatusOr<std::string> json = client::ToJson(*dump);
-  if (!json.ok()) return Failed(ctx, "dump", json.status());
+  if (!json.ok()) return FailRpc(ctx, "dump", json.status());
   *ctx.out << *json << "\n";
   return kExitOk;
 }
 
 int RunLogs(const CommandArgs& args, const CommandContext& ctx) {
-  const std::string id = JobId(args, ctx, "logs");
+  const std::string id = OneJobId(args, ctx, "logs");
   if (id.empty()) return kExitUsage;
   v1::GetJobLogsRequest request;
   request.set_job_id(id);
@@ -71,7 +59,7 @@ int RunLogs(const CommandArgs& args, const CommandContext& ctx) {
     }
     ctx.out->flush();
   });
-  if (!s.ok()) return Failed(ctx, "logs", s);
+  if (!s.ok()) return FailRpc(ctx, "logs", s);
   return kExitOk;
 }
 
