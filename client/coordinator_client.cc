@@ -113,5 +113,26 @@ absl::StatusOr<v1::JobEvent> CoordinatorClient::WatchJob(
       "job ", id, " did not end in time", last_error.ok() ? "" : ": ", last_error.message()));
 }
 
+absl::StatusOr<v1::DumpJobResponse> CoordinatorClient::DumpJob(const std::string& id) {
+  v1::DumpJobRequest request;
+  request.set_job_id(id);
+  return Call(&v1::JobService::Stub::AsyncDumpJob, "DumpJob", request);
+}
+
+absl::Status CoordinatorClient::GetJobLogs(
+    const v1::GetJobLogsRequest& request,
+    const std::function<void(const v1::JobLogLines&)>& on_lines) {
+  grpc::ClientContext ctx;
+  // Following lasts as long as the job; the coordinator ends the stream then.
+  if (!request.follow()) ctx.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  std::unique_ptr<grpc::ClientReader<v1::JobLogLines>> reader = stub_->GetJobLogs(&ctx, request);
+  v1::JobLogLines message;
+  while (reader->Read(&message)) {
+    on_lines(message);
+    if (message.end()) break;
+  }
+  return FromGrpcStatus(reader->Finish(), Context("GetJobLogs"));
+}
+
 }  // namespace client
 }  // namespace lockstep

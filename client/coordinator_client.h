@@ -1,7 +1,7 @@
 // CoordinatorClient: the one client of the coordinator's client-facing service
-// (lockstep.v1.JobService: cluster status, jobs, draining), for every `lockstep` command,
-// LocalCluster, the tests and the benchmarks. gRPC stays inside. Every unary call takes one
-// path, Call(): a deadline `rpc_timeout` from now, the channel's credentials (built once in
+// (lockstep.v1.JobService: cluster status, jobs, draining, diagnostics), for every `lockstep`
+// command, LocalCluster, the tests and the benchmarks. gRPC stays inside. Every unary call takes
+// one path, Call(): a deadline `rpc_timeout` from now, the channel's credentials (built once in
 // Create from TlsOptions; the CLI resolves them in client/cli/connection.h), and errors as
 // absl::Status naming the RPC and the coordinator's address ("GetJob to coordinator
 // 10.0.0.1:7000: ..."), converted in common/grpc_status. lockstepd does not use it: workers
@@ -66,6 +66,13 @@ class CoordinatorClient {
                                         absl::Time deadline = absl::InfiniteFuture(),
                                         const std::function<bool()>& stop = nullptr,
                                         absl::Duration give_up_after = absl::Seconds(30));
+  // Every rank's latest flight record and the hang verdict. NOT_FOUND naming the job id.
+  absl::StatusOr<v1::DumpJobResponse> DumpJob(const std::string& id);
+  // Streams the job's log lines into `on_lines` until the message marked `end`; with
+  // request.follow() the new ones until the job ends (no deadline), else within
+  // `rpc_timeout`. NOT_FOUND naming the job id.
+  absl::Status GetJobLogs(const v1::GetJobLogsRequest& request,
+                          const std::function<void(const v1::JobLogLines&)>& on_lines);
 
   const std::string& address() const { return address_; }
 

@@ -162,6 +162,19 @@ std::string FormatJobDescription(const v1::GetJobResponse& r) {
     if (!e.error().empty()) absl::StrAppend(&out, "; ", e.error());
     absl::StrAppend(&out, "\n");
   }
+  absl::StrAppend(&out, FormatDiagnosis(r.diagnosis(), ""));
+  return out;
+}
+
+std::string FormatDiagnosis(const v1::JobDiagnosis& d, const std::string& prefix) {
+  std::string out;
+  if (!d.hang_verdict().empty()) {
+    absl::StrAppend(&out, prefix, "HANG:      ", d.hang_verdict(), " (lockstep dump ", d.job_id(),
+                    " shows every rank's flight record)\n");
+  }
+  for (const std::string& s : d.stragglers()) {
+    absl::StrAppend(&out, prefix, "STRAGGLER: ", s, "\n");
+  }
   return out;
 }
 

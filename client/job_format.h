@@ -31,6 +31,9 @@ std::string FormatJobsTable(const std::vector<v1::JobRecord>& jobs, absl::Time n
 
 // Everything about one job: state, reason, transitions, progress, per-worker reports, spec.
 std::string FormatJobDescription(const v1::GetJobResponse& job);
+// The hang verdict and stragglers of a running job ("" when it has none), each line after
+// `prefix`: "HANG:      all-reduce #12 (4 MiB): ...", "STRAGGLER: worker/2: ...".
+std::string FormatDiagnosis(const v1::JobDiagnosis& d, const std::string& prefix);
 
 // "job-000001 RUNNING step 120/900 loss 0.4312 acc 0.91 1234 ex/s" (plain watch lines).
 std::string FormatEventLine(const v1::JobEvent& event);

@@ -8,6 +8,7 @@ namespace client {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(JobFormatTest, BundledJobParses) {
   auto spec = ReadJobSpecFile("examples/jobs/digits_mlp.json");
@@ -89,6 +90,21 @@ TEST(JobFormatTest, JsonIndentedOrOnOneLine) {
   EXPECT_EQ(line->find('\n'), std::string::npos) << *line;
   EXPECT_THAT(*line, HasSubstr("\"state\":\"CANCELLED\""));
   EXPECT_THAT(*line, HasSubstr("\"progress\":{\"step\":\"12\"}"));
+}
+
+TEST(JobFormatTest, DescribeShowsTheHangVerdictAndStragglers) {
+  v1::GetJobResponse r;
+  r.mutable_job()->set_id("job-000003");
+  r.mutable_job()->set_state(v1::RUNNING);
+  EXPECT_THAT(FormatJobDescription(r), Not(HasSubstr("HANG")));
+  r.mutable_diagnosis()->set_job_id("job-000003");
+  r.mutable_diagnosis()->set_hang_verdict("all-reduce #7 (1 KiB): worker/0 waiting 2.0 s");
+  r.mutable_diagnosis()->add_stragglers("worker/2: compute 31.00 ms per step");
+  const std::string text = FormatJobDescription(r);
+  EXPECT_THAT(text, HasSubstr("HANG:      all-reduce #7 (1 KiB): worker/0 waiting 2.0 s (lockstep "
+                              "dump job-000003 shows every rank's flight record)\n"));
+  EXPECT_THAT(text, HasSubstr("STRAGGLER: worker/2: compute 31.00 ms per step\n"));
+  EXPECT_EQ(FormatDiagnosis(r.diagnosis(), "job-000003 ").rfind("job-000003 HANG:", 0), 0u);
 }
 
 }  // namespace

@@ -195,6 +195,9 @@ absl::Status LocalCluster::StartWorker(int i) {
   }
   for (std::string& f : LocalCredentials::Flags(tls)) sp.argv.push_back(std::move(f));
   sp.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
+  if (auto env = options_.worker_env.find(i); env != options_.worker_env.end()) {
+    sp.env = env->second;
+  }
   if (options_.static_tf_config || i == options_.workers) {
     std::string path = absl::StrCat(options_.work_dir, "/tf_config.", i, ".json");
     std::ofstream(path) << StaticTfConfig(i);

@@ -19,6 +19,7 @@
 #define LOCKSTEP_CLIENT_LOCAL_CLUSTER_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,8 @@ struct LocalClusterOptions {
   // The coordinator's port; 0: a free one. A coordinator started again for workers that are
   // still running takes the port they know.
   int coordinator_port = 0;
+  // Extra environment of worker i (tests: LOCKSTEP_TEST_HOOKS, worker/test_hooks.h).
+  std::map<int, std::vector<std::pair<std::string, std::string>>> worker_env;
 };
 
 class LocalCluster {

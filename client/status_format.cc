@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/job_format.h"
 #include "common/incarnation.h"
 
 namespace lockstep {
@@ -86,6 +87,9 @@ std::string FormatStatusTable(const v1::GetClusterStatusResponse& status) {
     absl::StrAppend(&out,
                     "WARNING: the cluster runs --insecure: plaintext gRPC, no authentication, "
                     "no authorization\n");
+  }
+  for (const v1::JobDiagnosis& d : status.diagnoses()) {
+    absl::StrAppend(&out, FormatDiagnosis(d, absl::StrCat(d.job_id(), " ")));
   }
   return out;
 }

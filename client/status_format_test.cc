@@ -9,6 +9,7 @@ namespace client {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::GetClusterStatusResponse Sample() {
   v1::GetClusterStatusResponse s;
@@ -68,6 +69,16 @@ TEST(StatusFormatTest, JsonIsTheProtoMapping) {
   // fixed64 is a decimal string in the proto3 JSON mapping.
   EXPECT_EQ(doc["coordinatorIncarnation"], std::to_string(0x1234567890abcdefULL));
   EXPECT_EQ(CountInState(Sample(), v1::ALIVE), 1);
+}
+
+TEST(StatusFormatTest, TableEndsWithTheJobsHangVerdicts) {
+  v1::GetClusterStatusResponse status = Sample();
+  EXPECT_THAT(FormatStatusTable(status), Not(HasSubstr("HANG")));
+  v1::JobDiagnosis* d = status.add_diagnoses();
+  d->set_job_id("job-000004");
+  d->set_hang_verdict("all-reduce #7 (1 KiB): worker/0 waiting 2.0 s");
+  EXPECT_THAT(FormatStatusTable(status),
+              HasSubstr("job-000004 HANG:      all-reduce #7 (1 KiB): worker/0 waiting 2.0 s"));
 }
 
 }  // namespace

@@ -122,9 +122,12 @@ absl::Status Communicator::Usable() {
 }
 
 template <typename F>
-absl::Status Communicator::Execute(F&& body) {
+absl::Status Communicator::Execute(const char* what, size_t bytes, F&& body) {
   LS_RETURN_IF_ERROR(Usable());
+  const CollectiveCall call{collectives_run_.fetch_add(1) + 1, what, bytes};
+  if (observer_ != nullptr) observer_->OnEnter(call);
   absl::Status s = body();
+  if (observer_ != nullptr) observer_->OnLeave(call, s);
   if (!s.ok()) {
     if (aborted_.load()) {
       s = absl::AbortedError(
@@ -177,7 +180,7 @@ void Communicator::WorkerLoop() {
     queued_.fetch_sub(1);
     mu_.Unlock();
     const absl::Time started = absl::Now();
-    absl::Status s = Execute([&] {
+    absl::Status s = Execute(op.what, op.bytes, [&] {
       // An op that could not start by its deadline fails at once rather than late (and a sync
       // caller that gave up waiting for it, RunQueued, is not held any longer).
       if (started >= op.deadline) {
@@ -207,20 +210,22 @@ Communicator::AllReduceTotals Communicator::async_all_reduce_totals() const {
 }
 
 Handle Communicator::Submit(Body body, absl::Time deadline, const char* what,
-                            size_t all_reduce_bytes) {
+                            size_t all_reduce_bytes, size_t bytes) {
   // A failed or aborted communicator answers at once, not after the collectives queued before
   // (one may run until its deadline).
   absl::Status usable = Usable();
   if (!usable.ok()) return Finished(std::move(usable));
   auto handle = std::make_shared<CollectiveHandle>();
   absl::MutexLock lock(&mu_);
-  queue_.push_back(Op{std::move(body), handle, deadline, what, all_reduce_bytes});
+  queue_.push_back(Op{std::move(body), handle, deadline, what, all_reduce_bytes,
+                      std::max(bytes, all_reduce_bytes)});
   queued_.fetch_add(1);
   return handle;
 }
 
-absl::Status Communicator::RunQueued(Body body, absl::Time deadline, const char* what) {
-  Handle handle = Submit(std::move(body), deadline, what);
+absl::Status Communicator::RunQueued(Body body, absl::Time deadline, const char* what,
+                                     size_t bytes) {
+  Handle handle = Submit(std::move(body), deadline, what, 0, bytes);
   if (handle->WaitUntil(deadline)) return handle->Wait();
   // The deadline passed while the op waited its turn. Its body points into the caller's
   // buffers, so this call must not return while the op may still run: take it out of the
@@ -249,13 +254,13 @@ absl::Status Communicator::RunQueued(Body body, absl::Time deadline, const char*
 }
 
 template <typename F>
-absl::Status Communicator::RunNow(F&& body, absl::Time deadline, const char* what) {
+absl::Status Communicator::RunNow(F&& body, absl::Time deadline, const char* what, size_t bytes) {
   bool idle = false;
   // Keep call order: queue behind the pending async collectives.
   if (queued_.load() > 0 || !busy_.compare_exchange_strong(idle, true)) {
-    return RunQueued(Body(std::forward<F>(body)), deadline, what);
+    return RunQueued(Body(std::forward<F>(body)), deadline, what, bytes);
   }
-  absl::Status s = Execute(body);
+  absl::Status s = Execute(what, bytes, body);
   busy_.store(false);
   // The worker waits for !busy_ only under mu_: let it re-check (Dekker with Submit, which
   // counts queued_ before it releases mu_).
@@ -274,7 +279,7 @@ absl::Status Communicator::AllReduce(const void* send, void* recv, size_t count,
         if (send != recv && count > 0) std::memcpy(recv, send, count * DTypeSize(dtype));
         return collectives::AllReduce(*transport_, options_, recv, count, dtype, op, deadline);
       },
-      deadline, "all-reduce");
+      deadline, "all-reduce", count * DTypeSize(dtype));
 }
 
 Handle Communicator::AllReduceAsync(const void* send, void* recv, size_t count, DType dtype,
@@ -321,7 +326,7 @@ absl::Status Communicator::AllReducePieces(absl::Span<const BufferPiece> pieces,
         if (s.ok()) CountAllReduce(bytes, started);
         return s;
       },
-      deadline, "all-reduce of pieces");
+      deadline, "all-reduce of pieces", bytes);
 }
 
 absl::Status Communicator::CheckBroadcast(const void* buf, size_t count, int root) const {
@@ -340,7 +345,7 @@ absl::Status Communicator::Broadcast(void* buf, size_t count, DType dtype, int r
         return collectives::Broadcast(*transport_, options_, buf, count * DTypeSize(dtype), root,
                                       deadline);
       },
-      deadline, "broadcast");
+      deadline, "broadcast", count * DTypeSize(dtype));
 }
 
 Handle Communicator::BroadcastAsync(void* buf, size_t count, DType dtype, int root,
@@ -352,7 +357,7 @@ Handle Communicator::BroadcastAsync(void* buf, size_t count, DType dtype, int ro
         return collectives::Broadcast(*transport_, options_, buf, count * DTypeSize(dtype), root,
                                       deadline);
       },
-      deadline, "broadcast");
+      deadline, "broadcast", 0, count * DTypeSize(dtype));
 }
 
 absl::Status Communicator::AllGather(const void* send, void* recv, size_t count, DType dtype,

@@ -79,8 +79,9 @@ using Handle = std::shared_ptr<CollectiveHandle>;
 
 class Communicator {
  public:
-  // `observer` (optional, borrowed, must outlive the communicator) is told every message's
-  // bytes by peer and every counted all-reduce (collective_observer.h).
+  // `observer` (optional, borrowed, must outlive the communicator) is told every collective's
+  // start and end, every message's bytes by peer and every counted all-reduce
+  // (collective_observer.h).
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(
       std::unique_ptr<Transport> transport, const AlgorithmOptions& options,
       CollectiveObserver* observer = nullptr);
@@ -149,24 +150,28 @@ class Communicator {
     absl::Time deadline;          // the collective's own; it does not start after it
     const char* what;             // "all-reduce", ...: for messages
     size_t all_reduce_bytes = 0;  // > 0: counted in async_all_reduce_totals()
+    size_t bytes = 0;             // payload per rank, for the observer
   };
   // Adds an all-reduce of `bytes` that ran from `started` until now to the totals.
   void CountAllReduce(size_t bytes, absl::Time started);
 
   Communicator(std::unique_ptr<Transport> transport, const AlgorithmOptions& options,
                CollectiveObserver* observer);
-  Handle Submit(Body body, absl::Time deadline, const char* what, size_t all_reduce_bytes = 0);
+  // `bytes`: the payload per rank, for the observer (all_reduce_bytes when larger).
+  Handle Submit(Body body, absl::Time deadline, const char* what, size_t all_reduce_bytes = 0,
+                size_t bytes = 0);
   // A handle already finished with `status` (an argument refused before queueing).
   static Handle Finished(absl::Status status);
   // Runs `body` on this thread when nothing is queued (no allocation, no hand-off), else
   // queues it behind the pending collectives and waits, until `deadline` (RunQueued).
   template <typename F>
-  absl::Status RunNow(F&& body, absl::Time deadline, const char* what);
-  absl::Status RunQueued(Body body, absl::Time deadline, const char* what);
+  absl::Status RunNow(F&& body, absl::Time deadline, const char* what, size_t bytes = 0);
+  absl::Status RunQueued(Body body, absl::Time deadline, const char* what, size_t bytes = 0);
   // ABORTED after Abort(), the first error once failed, else OK.
   absl::Status Usable();
+  // Runs a collective's body (reported to the observer as `what` of `bytes`).
   template <typename F>
-  absl::Status Execute(F&& body);
+  absl::Status Execute(const char* what, size_t bytes, F&& body);
   // The communicator is failed: keeps the first cause in failed_ and sets has_failed_.
   void MarkFailedLocked(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop();
@@ -181,6 +186,7 @@ class Communicator {
   std::atomic<bool> aborted_{false};
   std::atomic<int64_t> async_all_reduce_bytes_{0};
   std::atomic<int64_t> async_all_reduce_ns_{0};
+  std::atomic<int64_t> collectives_run_{0};  // the observer's sequence numbers
   // Scratch for out-of-place reduce-scatter; used only by the collective running now.
   std::vector<char> scratch_;
 

@@ -44,7 +44,8 @@ struct CommunicatorConfig {
   ShmOptions shm;
   // kInProc only: the hub shared by the group's threads.
   std::shared_ptr<InProcHub> inproc_hub;
-  // Told what the communicator moves (metrics); optional, must outlive the communicator.
+  // Told what the communicator runs and moves (collective_observer.h: a flight recorder,
+  // metrics, or a CollectiveObserverList of both); optional, must outlive the communicator.
   CollectiveObserver* observer = nullptr;
 };
 

@@ -46,6 +46,8 @@ constexpr Rule kJobServiceRules[] = {
     {"ListJobs", kViewers},
     {"GetJob", kViewers},
     {"WatchJob", kViewers},
+    {"DumpJob", kViewers},
+    {"GetJobLogs", kViewers},
     {"SubmitJob", kOperators},
     {"CancelJob", kOperators},
     {"DrainWorker", kOperators},

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/grpc_status.h"
+#include "coordinator/grpc_diagnostics.h"
 #include "coordinator/grpc_stream_writer.h"
 #include "coordinator/job_store/job_store.h"
 #include "coordinator/task_proto.h"
@@ -13,10 +14,12 @@
 namespace lockstep {
 namespace coordinator {
 
-GrpcJobService::GrpcJobService(Membership* membership, JobService* jobs, Clock* clock,
-                               uint64_t incarnation, const GrpcAuthorizer* authorizer)
+GrpcJobService::GrpcJobService(Membership* membership, JobService* jobs,
+                               DiagnosticsService* diagnostics, Clock* clock, uint64_t incarnation,
+                               const GrpcAuthorizer* authorizer)
     : membership_(membership),
       jobs_(jobs),
+      diagnostics_(diagnostics),
       incarnation_(incarnation),
       start_(clock->Now()),
       authorizer_(authorizer) {}
@@ -41,6 +44,7 @@ grpc::Status GrpcJobService::GetClusterStatus(grpc::ServerContext* ctx,
   response->set_coordinator_start_unix_micros(absl::ToUnixMicros(start_));
   ToProto(membership_->Cluster(), response->mutable_cluster());
   response->set_insecure(authorizer_->insecure());
+  diagnostics_->Annotate(response);
   return grpc::Status::OK;
 }
 
@@ -63,7 +67,10 @@ grpc::Status GrpcJobService::GetJob(grpc::ServerContext* ctx, const v1::GetJobRe
                                     v1::GetJobResponse* response) {
   if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
   absl::StatusOr<v1::GetJobResponse> job = jobs_->Get(request->job_id());
-  if (job.ok()) *response = std::move(*job);
+  if (job.ok()) {
+    *response = std::move(*job);
+    diagnostics_->Annotate(response);
+  }
   return ToGrpcStatus(job.status());
 }
 
@@ -114,6 +121,19 @@ grpc::Status GrpcJobService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJ
       ctx, writer,
       [&](absl::Time deadline) { return jobs_->NextEvent(request->job_id(), &seen, deadline); },
       [](const v1::JobEvent& e) { return JobStore::IsTerminal(e.job().state()); });
+}
+
+grpc::Status GrpcJobService::DumpJob(grpc::ServerContext* ctx, const v1::DumpJobRequest* request,
+                                     v1::DumpJobResponse* response) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  return ServeDumpJob(*diagnostics_, *request, response);
+}
+
+grpc::Status GrpcJobService::GetJobLogs(grpc::ServerContext* ctx,
+                                        const v1::GetJobLogsRequest* request,
+                                        grpc::ServerWriter<v1::JobLogLines>* writer) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  return ServeJobLogs(*diagnostics_, ctx, *request, writer);
 }
 
 }  // namespace coordinator

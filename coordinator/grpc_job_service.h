@@ -1,7 +1,9 @@
 // GrpcJobService: the gRPC adapter of lockstep.v1.JobService, the coordinator's
-// client-facing service (cluster status, jobs, draining). Each handler authorizes its
-// caller (GrpcAuthorizer, authz.cc's JobService table: viewers read, operators also
-// change; no worker identity), calls Membership / JobService, and converts the
+// client-facing service (cluster status, jobs, draining, diagnostics). Each handler
+// authorizes its caller (GrpcAuthorizer, authz.cc's JobService table: viewers read, operators
+// also change; no worker identity), calls Membership / JobService / DiagnosticsService
+// (describe and status carry its hang verdict; DumpJob and GetJobLogs are
+// grpc_diagnostics.h's bodies), and converts the
 // absl::Status (common/grpc_status.h).
 //
 // Served on gRPC's synchronous API, as GrpcWorkerService is (see there): the WatchJob
@@ -21,6 +23,7 @@
 
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "coordinator/diagnostics_service.h"
 #include "coordinator/grpc_authorizer.h"
 #include "coordinator/job_service.h"
 #include "coordinator/membership.h"
@@ -31,8 +34,8 @@ namespace coordinator {
 
 class GrpcJobService final : public v1::JobService::Service {
  public:
-  GrpcJobService(Membership* membership, JobService* jobs, Clock* clock, uint64_t incarnation,
-                 const GrpcAuthorizer* authorizer);
+  GrpcJobService(Membership* membership, JobService* jobs, DiagnosticsService* diagnostics,
+                 Clock* clock, uint64_t incarnation, const GrpcAuthorizer* authorizer);
 
   grpc::Status GetClusterStatus(grpc::ServerContext* ctx,
                                 const v1::GetClusterStatusRequest* request,
@@ -49,6 +52,11 @@ class GrpcJobService final : public v1::JobService::Service {
                            v1::DrainWorkerResponse* response) override;
   grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* request,
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
+  // Diagnostics (viewers): grpc_diagnostics.h over the DiagnosticsService.
+  grpc::Status DumpJob(grpc::ServerContext* ctx, const v1::DumpJobRequest* request,
+                       v1::DumpJobResponse* response) override;
+  grpc::Status GetJobLogs(grpc::ServerContext* ctx, const v1::GetJobLogsRequest* request,
+                          grpc::ServerWriter<v1::JobLogLines>* writer) override;
 
  private:
   // The authorizer's answer for `method` of the JobService.
@@ -56,6 +64,7 @@ class GrpcJobService final : public v1::JobService::Service {
 
   Membership* const membership_;
   JobService* const jobs_;
+  DiagnosticsService* const diagnostics_;  // the hang verdict, flight records, log lines
   const uint64_t incarnation_;
   const absl::Time start_;
   const GrpcAuthorizer* const authorizer_;

@@ -76,12 +76,16 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   s->jobs_ = std::make_unique<JobService>(s->store_.get(), &s->membership_, s->options_.clock,
                                           std::move(job_options));
   LS_RETURN_IF_ERROR(s->jobs_->Recover());
+  s->diagnostics_ = std::make_unique<DiagnosticsService>(
+      s->jobs_.get(), s->options_.clock,
+      DiagnosticsOptions{.heartbeat_interval = s->options_.membership.heartbeat_interval});
   s->authorizer_ = std::make_unique<GrpcAuthorizer>(s->options_.tls.insecure, s->options_.tokens);
-  s->worker_service_ =
-      std::make_unique<GrpcWorkerService>(&s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(),
-                                          s->options_.clock, s->incarnation_, s->authorizer_.get());
-  s->job_service_ = std::make_unique<GrpcJobService>(
-      &s->membership_, s->jobs_.get(), s->options_.clock, s->incarnation_, s->authorizer_.get());
+  s->worker_service_ = std::make_unique<GrpcWorkerService>(
+      &s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(), s->diagnostics_.get(),
+      s->options_.clock, s->incarnation_, s->authorizer_.get());
+  s->job_service_ =
+      std::make_unique<GrpcJobService>(&s->membership_, s->jobs_.get(), s->diagnostics_.get(),
+                                       s->options_.clock, s->incarnation_, s->authorizer_.get());
   grpc::ServerBuilder builder;
   // HostPort brackets an IPv6 host ("[::]:7000"), as gRPC wants.
   std::string address = HostPort{s->options_.host, s->options_.port}.ToString();
@@ -146,6 +150,7 @@ void CoordinatorServer::Shutdown() {
   kv_.Shutdown();
   barriers_.Shutdown();
   if (jobs_ != nullptr) jobs_->Shutdown();
+  if (diagnostics_ != nullptr) diagnostics_->Shutdown();
   if (server_ == nullptr) return;  // Create failed before the server started
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   server_->Wait();

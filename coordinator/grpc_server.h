@@ -31,6 +31,7 @@
 #include "common/tls_options.h"
 #include "coordinator/barriers.h"
 #include "coordinator/coordinator_metrics.h"
+#include "coordinator/diagnostics_service.h"
 #include "coordinator/job_service.h"
 #include "coordinator/job_store/job_store.h"
 #include "coordinator/kv_store.h"
@@ -110,6 +111,7 @@ class CoordinatorServer {
   std::string state_dir_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<JobService> jobs_;
+  std::unique_ptr<DiagnosticsService> diagnostics_;  // the flight records, logs and verdicts
   std::unique_ptr<GrpcAuthorizer> authorizer_;
   std::unique_ptr<GrpcWorkerService> worker_service_;
   std::unique_ptr<GrpcJobService> job_service_;

@@ -15,12 +15,14 @@ namespace lockstep {
 namespace coordinator {
 
 GrpcWorkerService::GrpcWorkerService(Membership* membership, KvStore* kv, Barriers* barriers,
-                                     JobService* jobs, Clock* clock, uint64_t incarnation,
+                                     JobService* jobs, DiagnosticsService* diagnostics,
+                                     Clock* clock, uint64_t incarnation,
                                      const GrpcAuthorizer* authorizer)
     : membership_(membership),
       kv_(kv),
       barriers_(barriers),
       jobs_(jobs),
+      diagnostics_(diagnostics),
       clock_(clock),
       incarnation_(incarnation),
       authorizer_(authorizer) {}
@@ -94,6 +96,11 @@ grpc::Status GrpcWorkerService::Heartbeat(grpc::ServerContext* ctx,
   if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
   absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation(),
                                           request->leaving());
+  // Diagnostics first: a report that ends the job must find the worker's last log lines.
+  if (s.ok() && request->diagnostics_size() > 0) {
+    diagnostics_->OnHeartbeat(FromProto(request->task()),
+                              {request->diagnostics().begin(), request->diagnostics().end()});
+  }
   if (s.ok() && request->jobs_size() > 0) {
     jobs_->OnReports(FromProto(request->task()),
                      std::vector<v1::JobReport>(request->jobs().begin(), request->jobs().end()));

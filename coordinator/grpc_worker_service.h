@@ -2,9 +2,10 @@
 // worker-facing service (membership, heartbeats, assignments, the key-value store and
 // barriers). Each handler authorizes its caller (GrpcAuthorizer, authz.cc's WorkerService
 // table: worker identities only), validates the request, calls Membership / KvStore /
-// Barriers / JobService, and converts the absl::Status (common/grpc_status.h). RPCs that
-// name a task are refused to any identity but the one that registered it; rendezvous keys
-// and barriers of a job attempt to any but its workers (JobService::CheckKeyAccess).
+// Barriers / JobService (a heartbeat's diagnostics go to the DiagnosticsService), and converts the
+// absl::Status (common/grpc_status.h). RPCs that name a task are refused to any identity but the
+// one that registered it; rendezvous keys and barriers of a job attempt to any but its workers
+// (JobService::CheckKeyAccess).
 //
 // It is served on gRPC's synchronous API: the server thread that polls the completion queue
 // runs the handler itself, so a short call (Heartbeat) costs no hand-off between threads
@@ -24,6 +25,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/barriers.h"
+#include "coordinator/diagnostics_service.h"
 #include "coordinator/grpc_authorizer.h"
 #include "coordinator/job_service.h"
 #include "coordinator/kv_store.h"
@@ -36,7 +38,8 @@ namespace coordinator {
 class GrpcWorkerService final : public v1::WorkerService::Service {
  public:
   GrpcWorkerService(Membership* membership, KvStore* kv, Barriers* barriers, JobService* jobs,
-                    Clock* clock, uint64_t incarnation, const GrpcAuthorizer* authorizer);
+                    DiagnosticsService* diagnostics, Clock* clock, uint64_t incarnation,
+                    const GrpcAuthorizer* authorizer);
 
   grpc::Status RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* request,
                               v1::RegisterWorkerResponse* response) override;
@@ -70,6 +73,7 @@ class GrpcWorkerService final : public v1::WorkerService::Service {
   KvStore* const kv_;
   Barriers* const barriers_;
   JobService* const jobs_;
+  DiagnosticsService* const diagnostics_;  // heartbeats' flight records and log lines
   Clock* const clock_;
   const uint64_t incarnation_;
   const GrpcAuthorizer* const authorizer_;

@@ -70,6 +70,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
     c.rank = config.worker_index;
     c.world_size = config.num_workers;
     c.key_prefix = absl::StrCat(options.key_prefix, "/workers");
+    if (options.cross_worker_observer != nullptr) c.observer = options.cross_worker_observer;
     if (c.transport == collectives::TransportKind::kInProc) {
       return absl::InvalidArgumentError(
           absl::StrCat(who, ": workers are separate processes; use the TCP or shm transport"));

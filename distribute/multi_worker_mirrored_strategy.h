@@ -54,8 +54,13 @@ struct MultiWorkerMirroredStrategyOptions {
   int data_port = 0;
   std::string data_port_origin;
   absl::Duration connect_timeout = absl::Seconds(60);
-  // Told what the groups' communicators move (metrics); optional, must outlive the strategy.
+  // Told what the groups' communicators run and move (metrics); optional, must outlive the
+  // strategy.
   collectives::CollectiveObserver* observer = nullptr;
+  // When set, the cross-worker group's communicator is told instead of `observer` (a flight
+  // recorder numbers the collectives of one group; a CollectiveObserverList of it and
+  // `observer` keeps the metrics); optional, must outlive the strategy.
+  collectives::CollectiveObserver* cross_worker_observer = nullptr;
 };
 
 class MultiWorkerMirroredStrategy final : public Strategy {

@@ -151,6 +151,7 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
         reducer->Add(&grads[i]);
       };
     }
+    EnterPhase(StepPhase::kCompute, r);
     PhaseClock::time_point phase = PhaseClock::now();
     absl::StatusOr<engine::StepResult> result;
     if (local_batch == 0) {
@@ -177,6 +178,7 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
       }
     }
   }
+  EnterPhase(StepPhase::kAllReduce, r);
   PhaseClock::time_point phase = PhaseClock::now();
   // Every started all-reduce must be waited for, even after an error (it writes into grads).
   if (reducer != nullptr) status.Update(reducer->Finish());
@@ -190,6 +192,7 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
     }
   }
   if (overlap) {
+    EnterPhase(StepPhase::kApply, r);
     phase = PhaseClock::now();
     LS_RETURN_IF_ERROR(optimizers_[r]->Apply(grads, &vars));
     times.apply = Since(phase);
@@ -243,12 +246,14 @@ absl::StatusOr<TrainStepResult> Trainer::Step(
   r.times.allreduce_wait /= replicas;
   r.times.apply /= replicas;
   if (!overlap) {
+    EnterPhase(StepPhase::kAllReduce);
     PhaseClock::time_point phase = PhaseClock::now();
     std::vector<DistributedValues> grads(out.begin() + 1, out.end());
     StrategyExtended& ext = strategy_->extended();
     LS_ASSIGN_OR_RETURN(std::vector<DistributedValues> reduced,
                         ext.BatchReduceTo(ReduceOp::kSum, grads, ext.variable_destination()));
     r.times.allreduce_wait += Since(phase);
+    EnterPhase(StepPhase::kApply);
     phase = PhaseClock::now();
     std::vector<DistributedVariable*> vars;
     for (DistributedVariable& v : variables_) vars.push_back(&v);
@@ -258,6 +263,7 @@ absl::StatusOr<TrainStepResult> Trainer::Step(
         }));
     r.times.apply += Since(phase);
   }
+  EnterPhase(StepPhase::kAllReduce);
   const PhaseClock::time_point loss_start = PhaseClock::now();
   LS_ASSIGN_OR_RETURN(Tensor loss, strategy_->Reduce(ReduceOp::kSum, out[0], kNoAxis));
   r.times.allreduce_wait += Since(loss_start);

@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,9 @@
 
 namespace lockstep::distribute {
 
+// Where a step is, for a flight recorder (worker/flight_recorder.h).
+enum class StepPhase { kCompute, kAllReduce, kApply };
+
 struct TrainerOptions {
   v1::OptimizerSpec optimizer;
   int64_t global_batch_size = 0;
@@ -58,6 +62,9 @@ struct TrainerOptions {
   bool overlap_all_reduce = true;
   std::string features_key = "features";
   std::string labels_key = "labels";
+  // Called as the step enters each phase (by the first local replica's thread, and by
+  // Step's caller for the reductions after the replicas). Must be cheap; may be empty.
+  std::function<void(StepPhase)> on_phase;
 };
 
 // Where one step's time went on this worker (each phase averaged over its local replicas). Shows
@@ -138,6 +145,10 @@ class Trainer {
   absl::StatusOr<std::vector<engine::Tensor>> ReplicaStep(ReplicaContext& ctx,
                                                           const std::vector<engine::Tensor>& args,
                                                           bool overlap, bool request_stop);
+  // options_.on_phase, when set and `replica` is the first local one.
+  void EnterPhase(StepPhase phase, int replica = 0) const {
+    if (replica == 0 && options_.on_phase) options_.on_phase(phase);
+  }
 
   Strategy* const strategy_;
   const engine::Graph* const graph_;

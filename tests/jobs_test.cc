@@ -44,6 +44,7 @@ constexpr absl::Duration kInterval = absl::Milliseconds(150);
 constexpr absl::Duration kTimeout = absl::Seconds(3);
 
 using testing::DigitsJob;
+using testing::EndlessJob;
 using testing::ExpectBitwiseEqual;
 using testing::ReadFile;
 using testing::Result;
@@ -89,16 +90,6 @@ v1::JobSpec TfRecordDigitsJob(const std::string& dir) {
   spec->mutable_checkpoint()->set_dir(dir + "/ckpt");
   spec->mutable_summaries()->set_dir(dir + "/tb");
   return *spec;
-}
-
-// A job that trains until cancelled or failed.
-v1::JobSpec EndlessJob(const std::string& dir) {
-  v1::JobSpec spec = DigitsJob(dir);
-  spec.set_epochs(0);
-  spec.set_steps(10000000);
-  spec.clear_checkpoint();
-  spec.clear_summaries();
-  return spec;
 }
 
 // Checks every record's CRCs; returns the number of scalar values found.
@@ -167,15 +158,9 @@ TEST(LocalTest, LocalTrainsDigitsAndLeavesCheckpointAndSummaries) {
 class JobsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    client::LocalClusterOptions o;
-    o.coordinator_bin = Runfile("coordinator/lockstep-coordinator");
-    o.lockstepd_bin = Runfile("worker/lockstepd");
-    o.workers = 2;
-    o.work_dir = TmpDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    o.heartbeat_interval = kInterval;
-    o.heartbeat_timeout = kTimeout;
-    o.static_tf_config = true;  // lockstepd i is worker/i (job rank i)
-    auto cluster = client::LocalCluster::StartCoordinator(o);
+    // lockstepd i is worker/i (job rank i)
+    auto cluster =
+        client::LocalCluster::StartCoordinator(testing::TestClusterOptions(2, kInterval, kTimeout));
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);
     ASSERT_TRUE(cluster_->StartWorkers().ok());
@@ -191,13 +176,7 @@ class JobsTest : public ::testing::Test {
   const std::string& dir() { return cluster_->options().work_dir; }
 
   // Runs the CLI against this cluster.
-  Result Cli(std::vector<std::string> args) {
-    std::vector<std::string> argv = {Runfile("client/lockstep")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    argv.push_back("--coordinator=" + cluster_->coordinator_address());
-    for (const std::string& f : cluster_->cli_flags()) argv.push_back(f);
-    return RunTool(argv, dir() + "/cli.out");
-  }
+  Result Cli(std::vector<std::string> args) { return testing::RunCli(*cluster_, std::move(args)); }
 
   // Waits until the job's chief reports a step >= `step`.
   // Waits until job `id` reached `step` and `workers` workers have reported on it (reports

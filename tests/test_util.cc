@@ -73,6 +73,25 @@ client::LocalClusterOptions LocalClusterFor(const std::string& name, int workers
   return o;
 }
 
+client::LocalClusterOptions TestClusterOptions(int workers, absl::Duration heartbeat_interval,
+                                               absl::Duration heartbeat_timeout) {
+  client::LocalClusterOptions o =
+      LocalClusterFor(::testing::UnitTest::GetInstance()->current_test_info()->name(), workers);
+  o.heartbeat_interval = heartbeat_interval;
+  o.heartbeat_timeout = heartbeat_timeout;
+  o.static_tf_config = true;
+  return o;
+}
+
+Result RunCli(const client::LocalCluster& cluster, std::vector<std::string> args,
+              absl::Duration limit) {
+  std::vector<std::string> argv = {Runfile("client/lockstep")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--coordinator=" + cluster.coordinator_address());
+  for (const std::string& f : cluster.cli_flags()) argv.push_back(f);
+  return RunTool(argv, cluster.options().work_dir + "/cli.out", {}, limit);
+}
+
 v1::JobSpec DigitsJob(const std::string& dir) {
   auto spec = client::ReadJobSpecFile(Runfile("examples/jobs/digits_mlp.json"));
   EXPECT_TRUE(spec.ok()) << spec.status();
@@ -80,6 +99,15 @@ v1::JobSpec DigitsJob(const std::string& dir) {
   spec->mutable_checkpoint()->set_dir(dir + "/ckpt");
   spec->mutable_summaries()->set_dir(dir + "/tb");
   return *spec;
+}
+
+v1::JobSpec EndlessJob(const std::string& dir) {
+  v1::JobSpec spec = DigitsJob(dir);
+  spec.set_epochs(0);
+  spec.set_steps(10000000);
+  spec.clear_checkpoint();
+  spec.clear_summaries();
+  return spec;
 }
 
 void ExpectBitwiseEqual(const v1::Checkpoint& a, const v1::Checkpoint& b) {

@@ -47,10 +47,20 @@ absl::StatusOr<client::LocalCredentials> SecureCoordinator(
 
 // A local cluster of `workers` lockstepd from this test's runfiles, its work dir TmpDir(name).
 client::LocalClusterOptions LocalClusterFor(const std::string& name, int workers);
+// LocalClusterFor(<the test's name>, workers) with these heartbeats, each lockstepd with a
+// TF_CONFIG naming its task (lockstepd i is worker/i).
+client::LocalClusterOptions TestClusterOptions(int workers, absl::Duration heartbeat_interval,
+                                               absl::Duration heartbeat_timeout);
+// Runs the `lockstep` CLI with `args` against `cluster` (its address and credentials).
+Result RunCli(const client::LocalCluster& cluster, std::vector<std::string> args,
+              absl::Duration limit = absl::Seconds(30));
 
 // The bundled digits job (examples/jobs/digits_mlp.json) with absolute data paths and its
 // checkpoints and summaries under `dir` (dir/ckpt, dir/tb).
 v1::JobSpec DigitsJob(const std::string& dir);
+// DigitsJob(dir) for ten million steps (until the test cancels it), with no checkpoints
+// or summaries.
+v1::JobSpec EndlessJob(const std::string& dir);
 
 // Variables and optimizer slots of two checkpoints, byte for byte (gtest failures naming
 // the variable or slot that differs).

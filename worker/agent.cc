@@ -128,6 +128,9 @@ void Agent::BeatOnce() {
   v1::HeartbeatRequest request;
   if (options_.jobs != nullptr) {
     for (v1::JobReport& r : options_.jobs->Reports()) *request.add_jobs() = std::move(r);
+    for (v1::JobDiagnostics& d : options_.jobs->Diagnostics()) {
+      *request.add_diagnostics() = std::move(d);
+    }
   }
   {
     absl::MutexLock l(&mu_);

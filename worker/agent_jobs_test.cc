@@ -33,6 +33,13 @@ class RecordingHandler final : public AssignmentHandler {
     r.set_step(17);
     return {r};
   }
+  std::vector<v1::JobDiagnostics> Diagnostics() override {
+    v1::JobDiagnostics d;
+    d.set_job_id("job-1");
+    d.mutable_record()->set_step(17);
+    d.add_log_lines()->set_text("step 17");
+    return {d};
+  }
   std::vector<v1::Assignment> handled() {
     absl::MutexLock l(&mu_);
     return handled_;
@@ -115,7 +122,10 @@ TEST_F(AgentJobsTest, HandsAssignmentsToTheHandlerAndReportsJobsInHeartbeats) {
   EXPECT_EQ(handler_.handled()[0].run().job_id(), "job-1");
   ASSERT_TRUE(Eventually([&] {
     for (const v1::HeartbeatRequest& h : client_.heartbeats()) {
-      if (h.jobs_size() == 1 && h.jobs(0).step() == 17 && h.jobs(0).job_id() == "job-1") {
+      // The flight record and log lines ride in the same heartbeat.
+      if (h.jobs_size() == 1 && h.jobs(0).step() == 17 && h.jobs(0).job_id() == "job-1" &&
+          h.diagnostics_size() == 1 && h.diagnostics(0).record().step() == 17 &&
+          h.diagnostics(0).log_lines(0).text() == "step 17") {
         return true;
       }
     }

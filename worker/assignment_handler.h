@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lockstep/v1/assignment.pb.h"
+#include "lockstep/v1/diagnostics.pb.h"
 
 namespace lockstep {
 namespace worker {
@@ -28,6 +29,9 @@ class AssignmentHandler {
   // The reports of the last Reports() call reached the coordinator (its heartbeat
   // succeeded).
   virtual void ReportsDelivered() {}
+  // The flight records and new log lines of the jobs (DESIGN.md, "When a job hangs"), for
+  // the same heartbeat as Reports(); ReportsDelivered() also covers them.
+  virtual std::vector<v1::JobDiagnostics> Diagnostics() { return {}; }
 };
 
 }  // namespace worker

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "distribute/trainer.h"
 #include "engine/executor.h"
@@ -114,7 +115,10 @@ JobExecutor::JobExecutor(v1::Partition partition, JobExecutorOptions options)
       owned_clock_(options_.clock == nullptr ? std::make_unique<RealClock>() : nullptr),
       clock_(options_.clock != nullptr ? options_.clock : owned_clock_.get()),
       store_(std::make_unique<CoordinatorStore>(options_.client, partition_.rendezvous_prefix(),
-                                                clock_)) {
+                                                clock_)),
+      recorder_(partition_.job_id(), partition_.attempt(), partition_.worker_rank(), clock_),
+      observers_({options_.metrics, &recorder_}),
+      log_(clock_) {
   report_.set_job_id(partition_.job_id());
   report_.set_attempt(partition_.attempt());
   report_.set_phase(v1::JobReport::STARTING);
@@ -133,8 +137,10 @@ void JobExecutor::SetState(State next, const std::string& error) {
       state_ == State::kPreempted) {
     return;
   }
-  spdlog::info("{}: {} -> {}{}{}", Who(), StateName(state_), StateName(next),
-               error.empty() ? "" : ": ", error);
+  Log(absl::StrCat(StateName(state_), " -> ", StateName(next), error.empty() ? "" : ": ", error));
+  if (next != State::kStarting && next != State::kTraining) {
+    recorder_.SetPhase(v1::PHASE_FINISHED, -1);
+  }
   state_ = next;
   switch (next) {
     case State::kStarting:
@@ -171,6 +177,36 @@ v1::JobReport JobExecutor::report() const {
   return report_;
 }
 
+void JobExecutor::Log(const std::string& line) {
+  spdlog::info("{}: {}", Who(), line);
+  log_.Add(line);
+}
+
+v1::JobDiagnostics JobExecutor::diagnostics() const {
+  v1::JobDiagnostics d;
+  d.set_job_id(partition_.job_id());
+  d.set_attempt(partition_.attempt());
+  *d.mutable_record() = recorder_.Snapshot();
+  for (v1::LogLine& line : log_.Pending()) *d.add_log_lines() = std::move(line);
+  d.set_finished(d.record().phase() == v1::PHASE_FINISHED);
+  return d;
+}
+
+absl::Status JobExecutor::StallUntilAborted(const std::string& where) {
+  Log(absl::StrCat("test hook (LOCKSTEP_TEST_HOOKS): stalling ", where, " until aborted"));
+  absl::MutexLock l(&mu_);
+  mu_.Await(absl::Condition(&abort_requested_));
+  return absl::AbortedError(abort_reason_);
+}
+
+absl::Status JobExecutor::EnterPhase(v1::TrainPhase phase, int64_t step) {
+  recorder_.SetPhase(phase, step);
+  if (options_.test_hooks.StallsAt(phase, step)) {
+    return StallUntilAborted(absl::StrCat("in ", v1::TrainPhase_Name(phase), " of step ", step));
+  }
+  return absl::OkStatus();
+}
+
 bool JobExecutor::aborted() const {
   absl::MutexLock l(&mu_);
   return abort_requested_;
@@ -182,6 +218,7 @@ void JobExecutor::Abort(const std::string& reason) {
   abort_requested_ = true;
   abort_reason_ = reason;
   spdlog::info("{}: aborting: {}", Who(), reason);
+  log_.Add(absl::StrCat("aborting: ", reason));
   store_->Abort();
   if (strategy_ != nullptr) strategy_->Abort();
   if (eval_sender_ != nullptr) eval_sender_->Abort();
@@ -335,6 +372,7 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
   so.data_port = options_.data_port;
   so.connect_timeout = options_.rendezvous_timeout;
   so.observer = options_.metrics;
+  so.cross_worker_observer = &observers_;
   absl::StatusOr<std::unique_ptr<distribute::Strategy>> strategy = MakeJobStrategy(partition_, so);
   if (!strategy.ok()) return Annotate(strategy.status(), "joining the job's group");
   session->strategy = std::move(*strategy);
@@ -343,6 +381,12 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
   to.optimizer = spec.optimizer();
   to.global_batch_size = spec.global_batch_size();
   to.overlap_all_reduce = options_.overlap_all_reduce;
+  to.on_phase = [this](distribute::StepPhase p) {
+    recorder_.SetPhase(p == distribute::StepPhase::kCompute     ? v1::PHASE_COMPUTE
+                       : p == distribute::StepPhase::kAllReduce ? v1::PHASE_ALL_REDUCE
+                                                                : v1::PHASE_APPLY,
+                       -1);
+  };
   {
     distribute::StrategyScope scope = session->strategy->Scope();
     absl::StatusOr<std::unique_ptr<distribute::Trainer>> t =
@@ -415,12 +459,16 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
       spec.summaries().every_steps() > 0 ? spec.summaries().every_steps() : 10;
   const int64_t batches_per_step = BatchesPerStep(spec);
   auto checkpoint = [&](int64_t step) -> absl::Status {
+    recorder_.SetPhase(v1::PHASE_CHECKPOINT, step);
     const absl::Time started = clock_->Now();
     LS_ASSIGN_OR_RETURN(std::string path,
                         s.chief->SaveCheckpoint(step, *s.trainer,
                                                 DataPositionAfter(step * batches_per_step, s.epoch,
                                                                   s.dataset->steps_returned())));
-    if (!path.empty()) UpdateReport([&](v1::JobReport& r) { r.set_checkpoint_path(path); });
+    if (!path.empty()) {
+      UpdateReport([&](v1::JobReport& r) { r.set_checkpoint_path(path); });
+      Log(absl::StrCat("step ", step, ": checkpoint ", path));
+    }
     if (options_.metrics != nullptr && !path.empty()) {
       options_.metrics->CheckpointWritten(clock_->Now() - started, FileBytes(path));
     }
@@ -428,6 +476,7 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
   };
   auto evaluate = [&](int64_t step) -> absl::Status {
     if (!input.eval.has_value()) return absl::OkStatus();
+    recorder_.SetPhase(v1::PHASE_EVALUATE, step);
     LS_ASSIGN_OR_RETURN(engine::StepResult r, Evaluate(*s.evaluator, *s.trainer,
                                                        input.eval->features, input.eval->labels));
     UpdateReport([&](v1::JobReport& rep) { rep.set_eval_accuracy(r.accuracy); });
@@ -442,8 +491,11 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
   const distribute::CrossDeviceOps& ops = s.strategy->extended().cross_device_ops();
   MetricsWindow window(spec.global_batch_size() * batches_per_step, clock_->Now(),
                        ops.GradientAllReduceStats().totals);
+  Log(absl::StrCat("training steps ", s.restored.step + 1, " to ", total_steps, " as worker rank ",
+                   partition_.worker_rank(), " of ", partition_.num_workers()));
   for (int64_t step = s.restored.step + 1; step <= total_steps; ++step) {
     if (aborted()) return absl::AbortedError("aborted");
+    LS_RETURN_IF_ERROR(EnterPhase(v1::PHASE_INPUT, step));
     std::vector<std::vector<distribute::DistributedValues>> micro;
     const absl::Time input_started = clock_->Now();
     for (int64_t m = 0; m < batches_per_step; ++m) {
@@ -454,9 +506,17 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
       micro.push_back(*std::move(next));
     }
     const absl::Duration input_wait = clock_->Now() - input_started;
+    const absl::Time compute_start = clock_->Now();
+    LS_RETURN_IF_ERROR(EnterPhase(v1::PHASE_COMPUTE, step));
+    if (options_.test_hooks.slow_compute > absl::ZeroDuration()) {
+      clock_->SleepUntil(compute_start + options_.test_hooks.slow_compute);
+    }
+    const absl::Duration hooked = clock_->Now() - compute_start;
     absl::StatusOr<distribute::TrainStepResult> r =
         s.trainer->Step(absl::MakeConstSpan(micro), preempt_requested_.load());
     if (!r.ok()) return Annotate(r.status(), absl::StrCat("step ", step));
+    recorder_.EndStep(hooked + r->times.compute, hooked + r->times.total);
+    recorder_.SetPhase(v1::PHASE_EVALUATE, step);
     if (options_.on_step) options_.on_step(step, *r);
     if (options_.metrics != nullptr) options_.metrics->StepDone(*r, input_wait);
     window.Add(*r);
@@ -475,6 +535,9 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
         }
       });
       LS_RETURN_IF_ERROR(s.chief->AddScalars(step, summary.Scalars()));
+      Log(absl::StrFormat("step %d/%d loss %.4f, %.0f examples/s, %.2f ms per step (compute %.2f)",
+                          step, total_steps, summary.loss, summary.examples_per_sec,
+                          summary.step_ms, summary.compute_ms));
     } else {
       UpdateReport([&](v1::JobReport& rep) { rep.set_step(step); });
     }

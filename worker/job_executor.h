@@ -35,6 +35,12 @@
 // restarts from that checkpoint without losing a step (and without counting a restart).
 // A preemption that comes after the last step is a plain DONE.
 //
+// Diagnostics: a FlightRecorder follows the cross-worker group's collectives and the
+// training phases (input, compute, all-reduce, apply, checkpoint, evaluate), and a JobLog
+// keeps the attempt's log lines (state changes, progress every summary window, errors);
+// diagnostics() is what the agent's heartbeats carry. TestHooks (test_hooks.h) stall or slow
+// the loop for the tests of the hang verdict.
+//
 // Ownership: borrows the client and clock (must outlive it); owns the store, strategy,
 // trainer and writers, all released when Run() returns. Thread model: Run() on one thread
 // (once); Abort() and report() from any thread.
@@ -50,6 +56,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "collectives/collective_observer.h"
 #include "collectives/types.h"
 #include "common/clock.h"
 #include "distribute/distributed_dataset.h"
@@ -62,9 +69,12 @@
 #include "worker/coordinator_store.h"
 #include "worker/eval_link.h"
 #include "worker/file_roots.h"
+#include "worker/flight_recorder.h"
 #include "worker/job_chief.h"
 #include "worker/job_input.h"
+#include "worker/job_log.h"
 #include "worker/job_restore.h"
+#include "worker/test_hooks.h"
 #include "worker/worker_metrics.h"
 
 namespace lockstep {
@@ -95,6 +105,8 @@ struct JobExecutorOptions {
   WorkerMetrics* metrics = nullptr;
   // Benchmarks: called on Run()'s thread after every completed step. Leave empty otherwise.
   std::function<void(int64_t step, const distribute::TrainStepResult& result)> on_step;
+  // Faults for tests (LOCKSTEP_TEST_HOOKS); empty otherwise.
+  TestHooks test_hooks;
 };
 
 class JobExecutor {
@@ -119,6 +131,10 @@ class JobExecutor {
   void Preempt(const std::string& reason);
 
   v1::JobReport report() const;
+  // The flight record and the log lines not yet delivered, for a heartbeat.
+  v1::JobDiagnostics diagnostics() const;
+  // A heartbeat carrying the log lines up to `seq` reached the coordinator.
+  void LogDelivered(int64_t seq) { log_.Delivered(seq); }
   State state() const;
   const v1::Partition& partition() const { return partition_; }
 
@@ -169,12 +185,22 @@ class JobExecutor {
   // Moves to `next` unless already finished; records the error for FAILED/ABORTED.
   void SetState(State next, const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string Who() const;
+  // Logs `line` (info) and keeps it in the job's log.
+  void Log(const std::string& line);
+  // The training loop's phase for the flight recorder, and the test hooks' stall there.
+  absl::Status EnterPhase(v1::TrainPhase phase, int64_t step);
+  // Waits until Abort() (a test hook's stall); returns ABORTED.
+  absl::Status StallUntilAborted(const std::string& where);
 
   const v1::Partition partition_;
   const JobExecutorOptions options_;
   const std::unique_ptr<Clock> owned_clock_;  // when options.clock is null
   Clock* const clock_;
   const std::unique_ptr<CoordinatorStore> store_;
+  FlightRecorder recorder_;
+  // The cross-worker group's observers: the recorder and options_.metrics.
+  collectives::CollectiveObserverList observers_;
+  JobLog log_;
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kCreated;

@@ -27,6 +27,7 @@
 #include "worker/fake_coordinator_client.h"
 #include "worker/job_chief.h"
 #include "worker/job_restore.h"
+#include "worker/test_hooks.h"
 
 namespace lockstep::worker {
 namespace {
@@ -100,9 +101,11 @@ v1::Partition PartitionOf(const v1::JobSpec& spec, int rank, int workers) {
   return p;
 }
 
-std::unique_ptr<JobExecutor> MakeExecutor(const v1::Partition& p, CoordinatorClient* client) {
+std::unique_ptr<JobExecutor> MakeExecutor(const v1::Partition& p, CoordinatorClient* client,
+                                          TestHooks hooks = {}) {
   JobExecutorOptions options;
   options.client = client;
+  options.test_hooks = hooks;
   options.rendezvous_timeout = absl::Seconds(20);
   auto e = JobExecutor::Create(p, options);
   EXPECT_TRUE(e.ok()) << e.status();
@@ -621,6 +624,61 @@ TEST(JobExecutor, AbortMidTrainingReturnsWithinTwoSeconds) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_EQ(report.phase(), v1::JobReport::ABORTED);
   EXPECT_NE(report.error().find("cancelled by the test"), std::string::npos) << report.error();
+}
+
+// The flight records of a two-worker group with worker 1 held in its input at step 5 by a
+// test hook: worker 0 waits in a collective worker 1 never entered; the job log says so;
+// Abort ends the stall.
+TEST(JobExecutor, FlightRecordsShowWhoNeverEnteredTheCollective) {
+  FakeCoordinatorClient client;
+  v1::JobSpec spec = DigitsSpec("stall", 1);
+  spec.set_epochs(0);
+  spec.set_steps(1000000);
+  std::vector<std::unique_ptr<JobExecutor>> executors;
+  executors.push_back(MakeExecutor(PartitionOf(spec, 0, 2), &client));
+  executors.push_back(
+      MakeExecutor(PartitionOf(spec, 1, 2), &client, *ParseTestHooks("stall=input@5")));
+  ASSERT_NE(executors[0], nullptr);
+  ASSERT_NE(executors[1], nullptr);
+  std::vector<v1::JobReport> reports(2);
+  std::vector<std::thread> runners;
+  for (int w = 0; w < 2; ++w) runners.emplace_back([&, w] { reports[w] = executors[w]->Run(); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  v1::JobDiagnostics waiting, stalled;
+  while (absl::Now() < deadline) {
+    waiting = executors[0]->diagnostics();
+    stalled = executors[1]->diagnostics();
+    const v1::FlightRecord& r = waiting.record();
+    // Settled: worker 0 in the collective after the last one worker 1 entered.
+    if (stalled.record().phase() == v1::PHASE_INPUT && stalled.record().step() == 5 &&
+        r.last_seq_left() < r.last_seq_entered() &&
+        r.last_seq_entered() == stalled.record().last_seq_entered() + 1) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const v1::FlightRecord& w0 = waiting.record();
+  const v1::FlightRecord& w1 = stalled.record();
+  ASSERT_EQ(w1.phase(), v1::PHASE_INPUT) << w1.DebugString();
+  EXPECT_EQ(w1.step(), 5);
+  ASSERT_GT(w0.collectives_size(), 0) << w0.DebugString();
+  const v1::CollectiveRecord& open = w0.collectives(w0.collectives_size() - 1);
+  EXPECT_EQ(open.left_unix_micros(), 0) << "worker 0 waits in #" << open.seq();
+  EXPECT_EQ(open.seq(), w1.last_seq_entered() + 1);
+  EXPECT_GT(open.bytes(), 0);
+  EXPECT_EQ(w0.worker_rank(), 0);
+  EXPECT_EQ(w1.worker_rank(), 1);
+  EXPECT_EQ(w0.job_id(), "stall");
+  bool hook_logged = false;
+  for (const v1::LogLine& line : stalled.log_lines()) {
+    hook_logged |= line.text().find("LOCKSTEP_TEST_HOOKS") != std::string::npos;
+  }
+  EXPECT_TRUE(hook_logged);
+  for (auto& e : executors) e->Abort("test over");
+  for (std::thread& t : runners) t.join();
+  EXPECT_EQ(reports[1].phase(), v1::JobReport::ABORTED) << reports[1].error();
+  EXPECT_TRUE(executors[1]->diagnostics().finished());
+  EXPECT_EQ(executors[1]->diagnostics().record().phase(), v1::PHASE_FINISHED);
 }
 
 TEST(JobExecutor, AbortDuringRendezvousReturnsWithinTwoSeconds) {

@@ -104,12 +104,25 @@ std::vector<v1::JobReport> JobRunner::Reports() {
   return reports;
 }
 
+std::vector<v1::JobDiagnostics> JobRunner::Diagnostics() {
+  std::vector<v1::JobDiagnostics> out;
+  absl::MutexLock l(&mu_);
+  for (auto& [key, job] : jobs_) {
+    if (job.executor == nullptr) continue;
+    out.push_back(job.executor->diagnostics());
+    const v1::JobDiagnostics& d = out.back();
+    if (d.log_lines_size() > 0) job.log_offered = d.log_lines(d.log_lines_size() - 1).seq();
+  }
+  return out;
+}
+
 void JobRunner::ReportsDelivered() {
   std::vector<Job> done;  // joined and freed outside the lock
   {
     absl::MutexLock l(&mu_);
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       Job& job = it->second;
+      if (job.executor != nullptr) job.executor->LogDelivered(job.log_offered);
       if (!job.offered || ++job.reported < final_report_repeats_) {
         job.offered = false;
         ++it;

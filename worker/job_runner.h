@@ -41,6 +41,7 @@ class JobRunner final : public AssignmentHandler {
   void DropAll(const std::string& reason) override;
   std::vector<v1::JobReport> Reports() override;
   void ReportsDelivered() override;
+  std::vector<v1::JobDiagnostics> Diagnostics() override;
 
   // Jobs whose executor has not returned yet.
   int running() const;
@@ -60,8 +61,9 @@ class JobRunner final : public AssignmentHandler {
     std::thread thread;
     bool finished = false;
     v1::JobReport final_report;
-    bool offered = false;  // the final report went out with the last Reports()
-    int reported = 0;      // heartbeats that delivered the final report
+    bool offered = false;     // the final report went out with the last Reports()
+    int reported = 0;         // heartbeats that delivered the final report
+    int64_t log_offered = 0;  // the last log line the last Diagnostics() carried
   };
 
   void Start(const v1::Partition& partition);

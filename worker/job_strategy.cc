@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       o.data_port_origin = "lockstepd --data_port";
       o.connect_timeout = options.connect_timeout;
       o.observer = options.observer;
+      o.cross_worker_observer = options.cross_worker_observer;
       LS_ASSIGN_OR_RETURN(auto s, distribute::MultiWorkerMirroredStrategy::Create(*cluster, o));
       return std::unique_ptr<distribute::Strategy>(std::move(s));
     }

@@ -35,8 +35,11 @@ struct JobStrategyOptions {
   // MultiWorkerMirrored over shared memory: the zero-copy heap each rank reserves for its
   // gradients (CommunicationOptions::shm_heap_bytes); ShmHeapBytes sizes it.
   size_t shm_heap_bytes = 0;
-  // MultiWorkerMirrored: told what the collectives move (metrics); optional.
+  // MultiWorkerMirrored: told what the collectives run and move (metrics); optional.
   collectives::CollectiveObserver* observer = nullptr;
+  // MultiWorkerMirrored: told of the cross-worker group's collectives instead of `observer`
+  // (a CollectiveObserverList of a flight recorder and the metrics); optional.
+  collectives::CollectiveObserver* cross_worker_observer = nullptr;
 };
 
 // Heap room for one replica's gradients: each trainable variable's bytes rounded up to the

@@ -43,6 +43,7 @@
 #include "worker/grpc_coordinator_client.h"
 #include "worker/hostname_task.h"
 #include "worker/job_runner.h"
+#include "worker/test_hooks.h"
 #include "worker/worker_metrics.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: $LOCKSTEP_COORDINATOR).");
@@ -316,6 +317,16 @@ int Run(sigset_t signals) {
       !s.ok()) {
     spdlog::error("--data_port={}: {}", job_options.data_port, std::string(s.message()));
     return kExitBadConfig;
+  }
+  // Faults for the hang-verdict tests only (worker/test_hooks.h).
+  if (const std::string hooks = Env("LOCKSTEP_TEST_HOOKS"); !hooks.empty()) {
+    absl::StatusOr<lockstep::worker::TestHooks> parsed = lockstep::worker::ParseTestHooks(hooks);
+    if (!parsed.ok()) {
+      spdlog::error("{}", std::string(parsed.status().message()));
+      return kExitBadConfig;
+    }
+    spdlog::warn("LOCKSTEP_TEST_HOOKS={}: this worker injects faults into its jobs", hooks);
+    job_options.test_hooks = *parsed;
   }
   job_options.state_dir = absl::GetFlag(FLAGS_state_dir);
   if (job_options.state_dir.empty()) {

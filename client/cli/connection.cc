@@ -153,5 +153,28 @@ void WarnIfInsecure(const Connection& connection, const CommandContext& ctx) {
            << ", no authentication (the coordinator must run --insecure too)\n";
 }
 
+int FailRpc(const CommandContext& ctx, const std::string& command, const absl::Status& s) {
+  *ctx.err << "lockstep " << command << ": " << s.message() << "\n";
+  if (s.code() == absl::StatusCode::kUnavailable) {
+    *ctx.err << "Is lockstep-coordinator running there? Pass --coordinator=HOST:PORT or set "
+                "LOCKSTEP_COORDINATOR; with TLS, --tls_ca must be the CA that signed its "
+                "certificate.\n";
+  } else if (s.code() == absl::StatusCode::kUnauthenticated ||
+             s.code() == absl::StatusCode::kPermissionDenied) {
+    *ctx.err << "Pass a token from the coordinator's --tokens_file (--token, $LOCKSTEP_TOKEN "
+                "or ~/.config/lockstep/config) with the role this command needs.\n";
+  }
+  return kExitFailure;
+}
+
+std::string OneJobId(const CommandArgs& args, const CommandContext& ctx,
+                     const std::string& command) {
+  if (args.positional().size() != 1) {
+    *ctx.err << "lockstep " << command << ": expected one JOB id (see `lockstep jobs`)\n";
+    return "";
+  }
+  return args.positional()[0];
+}
+
 }  // namespace cli
 }  // namespace lockstep

@@ -63,6 +63,14 @@ std::unique_ptr<client::CoordinatorClient> Connect(const CommandArgs& args,
 // Under --insecure, says on ctx.err that nothing is authenticated.
 void WarnIfInsecure(const Connection& connection, const CommandContext& ctx);
 
+// Prints "lockstep <command>: <why>" for a failed call, with a hint when the coordinator is
+// unreachable or refused the credentials; returns kExitFailure.
+int FailRpc(const CommandContext& ctx, const std::string& command, const absl::Status& s);
+
+// The single positional argument JOB; prints usage and returns "" when missing.
+std::string OneJobId(const CommandArgs& args, const CommandContext& ctx,
+                     const std::string& command);
+
 }  // namespace cli
 }  // namespace lockstep
 

@@ -21,21 +21,6 @@ std::vector<OptionSpec> WithConnection(std::vector<OptionSpec> options) {
   return all;
 }
 
-// The reason an RPC failed, with a hint when the coordinator is unreachable.
-int Fail(const CommandContext& ctx, const std::string& command, const absl::Status& s) {
-  *ctx.err << "lockstep " << command << ": " << s.message() << "\n";
-  if (s.code() == absl::StatusCode::kUnavailable) {
-    *ctx.err << "Is lockstep-coordinator running there? Pass --coordinator=HOST:PORT or set "
-                "LOCKSTEP_COORDINATOR; with TLS, --tls_ca must be the CA that signed its "
-                "certificate.\n";
-  } else if (s.code() == absl::StatusCode::kUnauthenticated ||
-             s.code() == absl::StatusCode::kPermissionDenied) {
-    *ctx.err << "Pass a token from the coordinator's --tokens_file (--token, $LOCKSTEP_TOKEN "
-                "or ~/.config/lockstep/config) with the role this command needs.\n";
-  }
-  return kExitFailure;
-}
-
 // Checks --output; false (after printing why) when it is neither table nor json.
 bool JsonOutput(const CommandArgs& args, const CommandContext& ctx, const std::string& command,
                 bool* ok) {
@@ -84,16 +69,6 @@ int WatchToEndAsJson(client::CoordinatorClient& jobs, const std::string& id,
   final.clear_spec();
   if (PrintJson(final, ctx, /*one_line=*/true) != kExitOk || print_failed) return kExitFailure;
   return final.state() == v1::SUCCEEDED ? kExitOk : kExitFailure;
-}
-
-// The single positional argument JOB; prints usage and returns "" when missing.
-std::string OneJobId(const CommandArgs& args, const CommandContext& ctx,
-                     const std::string& command) {
-  if (args.positional().size() != 1) {
-    *ctx.err << "lockstep " << command << ": expected one JOB id (see `lockstep jobs`)\n";
-    return "";
-  }
-  return args.positional()[0];
 }
 
 int RunSubmit(const CommandArgs& args, const CommandContext& ctx) {
@@ -155,7 +130,7 @@ int RunJobs(const CommandArgs& args, const CommandContext& ctx) {
   auto jobs = Connect(args, ctx, "jobs");
   if (jobs == nullptr) return kExitUsage;
   absl::StatusOr<std::vector<v1::JobRecord>> list = jobs->ListJobs(*limit);
-  if (!list.ok()) return Fail(ctx, "jobs", list.status());
+  if (!list.ok()) return FailRpc(ctx, "jobs", list.status());
   if (json) {
     v1::ListJobsResponse r;
     for (v1::JobRecord& j : *list) {
@@ -177,7 +152,7 @@ int RunDescribe(const CommandArgs& args, const CommandContext& ctx) {
   auto jobs = Connect(args, ctx, "describe");
   if (jobs == nullptr) return kExitUsage;
   absl::StatusOr<v1::GetJobResponse> job = jobs->GetJob(id);
-  if (!job.ok()) return Fail(ctx, "describe", job.status());
+  if (!job.ok()) return FailRpc(ctx, "describe", job.status());
   job->mutable_job()->clear_spec();  // shown decoded in `spec`
   if (json) return PrintJson(*job, ctx);
   *ctx.out << client::FormatJobDescription(*job);
@@ -193,7 +168,7 @@ int RunCancel(const CommandArgs& args, const CommandContext& ctx) {
   auto jobs = Connect(args, ctx, "cancel");
   if (jobs == nullptr) return kExitUsage;
   absl::StatusOr<v1::JobRecord> job = jobs->CancelJob(id, args.Get("reason"));
-  if (!job.ok()) return Fail(ctx, "cancel", job.status());
+  if (!job.ok()) return FailRpc(ctx, "cancel", job.status());
   if (json) {
     job->clear_spec();  // `describe` shows the spec
     return PrintJson(*job, ctx);
@@ -214,7 +189,7 @@ int RunDrain(const CommandArgs& args, const CommandContext& ctx) {
   if (jobs == nullptr) return kExitUsage;
   const bool undo = args.Has("undo");
   absl::StatusOr<v1::DrainWorkerResponse> drained = jobs->DrainWorker(args.positional()[0], undo);
-  if (!drained.ok()) return Fail(ctx, "drain", drained.status());
+  if (!drained.ok()) return FailRpc(ctx, "drain", drained.status());
   if (json) return PrintJson(*drained, ctx);
   const std::string task = args.positional()[0];
   if (undo) {

@@ -3,6 +3,7 @@
 #include "client/cli/bench_command.h"
 #include "client/cli/certs_command.h"
 #include "client/cli/command.h"
+#include "client/cli/diagnose_commands.h"
 #include "client/cli/job_commands.h"
 #include "client/cli/local_command.h"
 #include "client/cli/status_command.h"
@@ -13,9 +14,10 @@ int main(int argc, char** argv) {
   // Before anything else: the benchmark forks its ranks and parses its own flags.
   if (auto status = lockstep::cli::RunBenchIfAsked(argc, argv)) return *status;
   using namespace lockstep::cli;  // NOLINT: the list reads better without prefixes
-  const std::vector<Command> commands = {
+  std::vector<Command> commands = {
       StatusCommand(), SubmitCommand(), WatchCommand(), JobsCommand(),  DescribeCommand(),
       CancelCommand(), DrainCommand(),  LocalCommand(), BenchCommand(), CertsCommand(),
   };
+  AddDiagnoseCommands(&commands);
   return Dispatch(argc, argv, commands);
 }
