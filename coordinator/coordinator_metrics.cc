@@ -18,6 +18,9 @@ constexpr const char kJobs[] = "lockstep_coordinator_jobs";
 constexpr const char kJobsHelp[] = "Stored jobs by state.";
 constexpr const char kHeartbeatAge[] = "lockstep_coordinator_heartbeat_age_seconds";
 constexpr const char kHeartbeatAgeHelp[] = "Seconds since a task's last heartbeat.";
+constexpr const char kStraggler[] = "lockstep_coordinator_straggler_compute_ratio";
+constexpr const char kStragglerHelp[] =
+    "A straggler's compute time per step over the other ranks' median (only stragglers).";
 
 }  // namespace
 
@@ -27,16 +30,21 @@ CoordinatorMetrics::CoordinatorMetrics(MetricsRegistry* registry)
                                          "Tasks drained or leaving: no job is scheduled on them.")),
       job_restarts_(registry->AddGauge(
           "lockstep_coordinator_job_restarts",
-          "Restarts after failures of the stored jobs, summed (preemptions not counted).")) {
+          "Restarts after failures of the stored jobs, summed (preemptions not counted).")),
+      hung_jobs_(registry->AddGauge(
+          "lockstep_coordinator_hung_jobs",
+          "Running jobs with a hang verdict: a collective waited past the threshold.")) {
   refresh_id_ = registry->OnCollect([this] { Refresh(); });
 }
 
 CoordinatorMetrics::~CoordinatorMetrics() { registry_->RemoveOnCollect(refresh_id_); }
 
-void CoordinatorMetrics::Track(Membership* membership, JobService* jobs) {
+void CoordinatorMetrics::Track(Membership* membership, JobService* jobs,
+                               DiagnosticsService* diagnostics) {
   absl::MutexLock l(&mu_);
   membership_ = membership;
   jobs_ = jobs;
+  diagnostics_ = diagnostics;
 }
 
 void CoordinatorMetrics::Refresh() {
@@ -91,6 +99,35 @@ void CoordinatorMetrics::Refresh() {
         .Set(by_state[s]);
   }
   job_restarts_.Set(static_cast<double>(restarts));
+  if (diagnostics_ == nullptr) return;
+  int hung = 0;
+  std::set<std::pair<std::string, std::string>> stragglers;
+  for (const v1::JobRecord& j : *jobs) {
+    if (j.state() != v1::RUNNING) continue;
+    const v1::JobDiagnosis d = diagnostics_->Diagnose(j);
+    if (!d.hang_verdict().empty()) ++hung;
+    for (const v1::StragglerRank& s : d.straggler_ranks()) {
+      const auto key = std::make_pair(j.id(), s.task());
+      stragglers.insert(key);
+      auto it = stragglers_.find(key);
+      if (it == stragglers_.end()) {
+        it = stragglers_
+                 .emplace(key, registry_->AddGauge(kStraggler, kStragglerHelp,
+                                                   {{"job", j.id()}, {"task", s.task()}}))
+                 .first;
+      }
+      it->second.Set(s.median_ms() > 0 ? s.compute_ms() / s.median_ms() : 0);
+    }
+  }
+  hung_jobs_.Set(hung);
+  for (auto it = stragglers_.begin(); it != stragglers_.end();) {
+    if (stragglers.count(it->first) > 0) {
+      ++it;
+      continue;
+    }
+    registry_->Remove(it->second);
+    it = stragglers_.erase(it);
+  }
 }
 
 void CoordinatorMetrics::RpcDone(const std::string& method, bool unary, int code,

@@ -3,7 +3,10 @@
 //   tasks{state=ALIVE|LOST|DEREGISTERED}, draining_tasks, heartbeat_age_seconds{task}
 //   (seconds since each known task's last heartbeat), jobs{state=PENDING|RUNNING|...},
 //   job_restarts (restarts of the stored jobs, summed), all read from the membership and
-//   the job service at every scrape;
+//   the job service at every scrape; from the diagnostics (hang_verdict.h), also at every
+//   scrape: hung_jobs (running jobs with a hang verdict) and
+//   straggler_compute_ratio{job,task} (a straggler's compute time per step over the other
+//   ranks' median; a series only while the rank is a straggler);
 //   rpc_seconds{method} (latency histogram of unary RPCs, by full method name) and
 //   rpcs_total{method,code} (every RPC, streams included, by status code), recorded by the
 //   gRPC server's interceptor (rpc_metrics_interceptor.h).
@@ -22,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/metrics.h"
+#include "coordinator/diagnostics_service.h"
 #include "coordinator/job_service.h"
 #include "coordinator/membership.h"
 
@@ -35,9 +39,9 @@ class CoordinatorMetrics {
   CoordinatorMetrics(const CoordinatorMetrics&) = delete;
   CoordinatorMetrics& operator=(const CoordinatorMetrics&) = delete;
 
-  // Scrapes read tasks and jobs from these from now on; (nullptr, nullptr) before they go
-  // (CoordinatorServer::Shutdown).
-  void Track(Membership* membership, JobService* jobs);
+  // Scrapes read tasks and jobs (and, when given, the hang verdicts and stragglers) from
+  // these from now on; (nullptr, nullptr) before they go (CoordinatorServer::Shutdown).
+  void Track(Membership* membership, JobService* jobs, DiagnosticsService* diagnostics = nullptr);
   // One RPC ended with gRPC status `code` after `latency`; `unary`: not a stream (streams
   // are only counted: their latency is their lifetime).
   void RpcDone(const std::string& method, bool unary, int code, absl::Duration latency);
@@ -54,6 +58,10 @@ class CoordinatorMetrics {
   absl::Mutex mu_;
   Membership* membership_ ABSL_GUARDED_BY(mu_) = nullptr;
   JobService* jobs_ ABSL_GUARDED_BY(mu_) = nullptr;
+  DiagnosticsService* diagnostics_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const Gauge hung_jobs_;
+  // Straggler ratios by (job, task): a series per straggler seen; removed once it is not.
+  std::map<std::pair<std::string, std::string>, Gauge> stragglers_ ABSL_GUARDED_BY(mu_);
   // Heartbeat ages by task ("worker/0"): a series per task seen; one that is no longer
   // known is removed.
   std::map<std::string, Gauge> heartbeat_age_ ABSL_GUARDED_BY(mu_);

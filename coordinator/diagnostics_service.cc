@@ -104,6 +104,12 @@ v1::JobDiagnosis DiagnosticsService::Diagnose(const v1::JobRecord& job) const {
     Verdict verdict = coordinator::Diagnose(views, options_.verdict);
     out.set_hang_verdict(verdict.hang);
     for (std::string& s : verdict.stragglers) out.add_stragglers(std::move(s));
+    for (const Straggler& s : verdict.straggler_ranks) {
+      v1::StragglerRank* r = out.add_straggler_ranks();
+      r->set_task(s.task);
+      r->set_compute_ms(s.compute_ms);
+      r->set_median_ms(s.median_ms);
+    }
   }
   std::sort(views.begin(), views.end(),
             [](const RankView& a, const RankView& b) { return a.rank < b.rank; });

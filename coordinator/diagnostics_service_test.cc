@@ -4,6 +4,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics.h"
+#include "coordinator/coordinator_metrics.h"
 #include "coordinator/membership.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
@@ -137,6 +139,39 @@ TEST_F(DiagnosticsServiceTest, TheVerdictNamesTheRankThatNeverEntered) {
   diagnostics_->Annotate(&status);
   ASSERT_EQ(status.diagnoses_size(), 1);
   EXPECT_EQ(status.diagnoses(0).job_id(), id_);
+}
+
+// A rank whose compute stays 3x the other's over the window is a straggler: named in the
+// diagnosis, with its figures, and in the coordinator's metrics while it stays one.
+TEST_F(DiagnosticsServiceTest, AStragglerIsNamedAndMeasuredInTheMetrics) {
+  MetricsRegistry registry;
+  CoordinatorMetrics metrics(&registry);
+  metrics.Track(membership_.get(), jobs_.get(), diagnostics_.get());
+  auto beat = [&](int rank, double compute_ms) {
+    v1::JobDiagnostics d = Beat(rank, 5, 0, 0);
+    d.mutable_record()->set_window_steps(60);
+    d.mutable_record()->set_mean_compute_ms(compute_ms);
+    diagnostics_->OnHeartbeat(tasks_[rank], {d});
+  };
+  beat(0, 10.0);
+  beat(1, 30.0);
+  v1::JobDiagnosis d = diagnostics_->Diagnose(Record());
+  ASSERT_EQ(d.straggler_ranks_size(), 1) << d.DebugString();
+  EXPECT_EQ(d.straggler_ranks(0).task(), "worker/1");
+  EXPECT_DOUBLE_EQ(d.straggler_ranks(0).compute_ms(), 30.0);
+  EXPECT_DOUBLE_EQ(d.straggler_ranks(0).median_ms(), 10.0);
+  ASSERT_EQ(d.stragglers_size(), 1);
+  EXPECT_THAT(d.stragglers(0), HasSubstr("worker/1: compute 30.00 ms per step over 60 steps"));
+  EXPECT_THAT(registry.TextFormat(),
+              HasSubstr(absl::StrCat("lockstep_coordinator_straggler_compute_ratio{job=\"", id_,
+                                     "\",task=\"worker/1\"} 3")));
+  EXPECT_THAT(registry.TextFormat(), HasSubstr("lockstep_coordinator_hung_jobs 0"));
+  // It caught up: no straggler, and its series is gone.
+  beat(1, 10.5);
+  EXPECT_EQ(diagnostics_->Diagnose(Record()).straggler_ranks_size(), 0);
+  EXPECT_THAT(registry.TextFormat(),
+              ::testing::Not(HasSubstr("lockstep_coordinator_straggler_compute_ratio{")));
+  metrics.Track(nullptr, nullptr);
 }
 
 TEST_F(DiagnosticsServiceTest, ARankThatSentNothingIsNamed) {

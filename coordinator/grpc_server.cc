@@ -95,7 +95,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   builder.SetMaxReceiveMessageSize(s->options_.max_message_bytes);
   EnableHealthService();  // grpc.health.v1.Health on this port too
   if (s->options_.metrics != nullptr) {
-    s->options_.metrics->Track(&s->membership_, s->jobs_.get());
+    s->options_.metrics->Track(&s->membership_, s->jobs_.get(), s->diagnostics_.get());
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> timing;
     timing.push_back(RpcMetricsInterceptor(s->options_.metrics));
     builder.experimental().SetInterceptorCreators(std::move(timing));

@@ -94,8 +94,9 @@ grpc::Status GrpcWorkerService::Heartbeat(grpc::ServerContext* ctx,
                                           const v1::HeartbeatRequest* request,
                                           v1::HeartbeatResponse* response) {
   if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
+  bool drained = false;
   absl::Status s = membership_->Heartbeat(FromProto(request->task()), request->incarnation(),
-                                          request->leaving());
+                                          request->leaving(), &drained);
   // Diagnostics first: a report that ends the job must find the worker's last log lines.
   if (s.ok() && request->diagnostics_size() > 0) {
     diagnostics_->OnHeartbeat(FromProto(request->task()),
@@ -106,6 +107,7 @@ grpc::Status GrpcWorkerService::Heartbeat(grpc::ServerContext* ctx,
                      std::vector<v1::JobReport>(request->jobs().begin(), request->jobs().end()));
   }
   response->set_coordinator_incarnation(incarnation_);
+  response->set_drained(drained);
   return ToGrpcStatus(s);
 }
 

@@ -112,14 +112,14 @@ std::string Hang(const std::vector<RankView>& ranks, const VerdictOptions& o) {
   return out;
 }
 
-std::vector<std::string> Stragglers(const std::vector<RankView>& ranks, const VerdictOptions& o) {
+std::vector<Straggler> Stragglers(const std::vector<RankView>& ranks, const VerdictOptions& o) {
   std::vector<const RankView*> full;
   for (const RankView& v : ranks) {
     if (v.record.has_value() && v.record->window_steps() >= o.straggler_min_steps) {
       full.push_back(&v);
     }
   }
-  std::vector<std::string> out;
+  std::vector<Straggler> out;
   if (full.size() < 2) return out;
   for (const RankView* v : full) {
     std::vector<double> others;
@@ -131,9 +131,7 @@ std::vector<std::string> Stragglers(const std::vector<RankView>& ranks, const Ve
     const double median = n % 2 == 1 ? others[n / 2] : (others[n / 2 - 1] + others[n / 2]) / 2;
     const double mine = v->record->mean_compute_ms();
     if (mine > o.straggler_ratio * median && mine - median >= o.straggler_min_excess_ms) {
-      out.push_back(absl::StrFormat(
-          "%s: compute %.2f ms per step over %d steps, the others' median %.2f ms (%.1fx)", v->task,
-          mine, v->record->window_steps(), median, median > 0 ? mine / median : 0.0));
+      out.push_back(Straggler{v->task, mine, median});
     }
   }
   return out;
@@ -159,7 +157,19 @@ std::string PhaseName(v1::TrainPhase phase) {
 Verdict Diagnose(std::vector<RankView> ranks, const VerdictOptions& options) {
   std::sort(ranks.begin(), ranks.end(),
             [](const RankView& a, const RankView& b) { return a.rank < b.rank; });
-  return {Hang(ranks, options), Stragglers(ranks, options)};
+  Verdict verdict;
+  verdict.hang = Hang(ranks, options);
+  verdict.straggler_ranks = Stragglers(ranks, options);
+  for (const Straggler& s : verdict.straggler_ranks) {
+    int steps = 0;
+    for (const RankView& v : ranks) {
+      if (v.task == s.task && v.record.has_value()) steps = v.record->window_steps();
+    }
+    verdict.stragglers.push_back(absl::StrFormat(
+        "%s: compute %.2f ms per step over %d steps, the others' median %.2f ms (%.1fx)", s.task,
+        s.compute_ms, steps, s.median_ms, s.median_ms > 0 ? s.compute_ms / s.median_ms : 0.0));
+  }
+  return verdict;
 }
 
 }  // namespace coordinator

@@ -50,9 +50,17 @@ struct VerdictOptions {
   double straggler_min_excess_ms = 1.0;
 };
 
+// A rank whose mean compute time per step is straggler_ratio times the others' median.
+struct Straggler {
+  std::string task;  // "worker/2"
+  double compute_ms = 0;
+  double median_ms = 0;  // the other ranks'
+};
+
 struct Verdict {
-  std::string hang;  // empty: no collective waited longer than the threshold
-  std::vector<std::string> stragglers;
+  std::string hang;                     // empty: no collective waited longer than the threshold
+  std::vector<std::string> stragglers;  // one line per straggler_ranks entry
+  std::vector<Straggler> straggler_ranks;
 };
 
 // `ranks` in any order (the verdict lists them by rank).

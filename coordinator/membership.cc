@@ -150,8 +150,10 @@ absl::Status Membership::CheckHolder(const TaskRef& task, const std::string& ide
                    "\"; \"", identity, "\" may not ", action, " it"));
 }
 
-absl::Status Membership::Heartbeat(const TaskRef& task, uint64_t incarnation, bool leaving) {
+absl::Status Membership::Heartbeat(const TaskRef& task, uint64_t incarnation, bool leaving,
+                                   bool* drained) {
   absl::MutexLock l(&mu_);
+  if (drained != nullptr) *drained = drained_.count(task) > 0;
   const absl::Time now = clock_->Now();
   auto it = members_.find(task);
   if (it == members_.end()) {

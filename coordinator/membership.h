@@ -80,7 +80,9 @@ class Membership {
   // re-register).
   // `leaving`: the process is shutting down; the task counts as draining (TaskStatus.
   // draining) until a process registers it again.
-  absl::Status Heartbeat(const TaskRef& task, uint64_t incarnation, bool leaving = false);
+  // `drained`, when not null, receives whether an operator drained the task (SetDraining).
+  absl::Status Heartbeat(const TaskRef& task, uint64_t incarnation, bool leaving = false,
+                         bool* drained = nullptr);
 
   // OK when `identity` registered `task` (or the task is unknown, or either identity is
   // empty: --insecure). PERMISSION_DENIED naming the task, its holder and `action` otherwise.

@@ -143,6 +143,42 @@ TEST_F(PrometheusTest, WorkerIsNotServingUntilRegistered) {
   EXPECT_EQ(worker->Stop(absl::Seconds(10)), 0);
 }
 
+// `lockstep drain` on an idle worker: its health port says NOT_SERVING (a load balancer or
+// an operator's probe sees it leave) until the drain is undone.
+TEST_F(PrometheusTest, ADrainedWorkerIsNotServingUntilTheDrainIsUndone) {
+  std::pair<int, int> coordinator_ports;
+  auto coordinator =
+      StartDaemon("coordinator",
+                  {Runfile("coordinator/lockstep-coordinator"), "--insecure", "--host=127.0.0.1",
+                   "--port=0", "--port_file=" + dir_ + "/port", "--state_dir=" + dir_ + "/state",
+                   "--heartbeat_interval=150ms", "--heartbeat_timeout=3s"},
+                  &coordinator_ports);
+  ASSERT_NE(coordinator, nullptr);
+  absl::StatusOr<int> port = WaitForPortFile(dir_ + "/port", absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(port.ok()) << port.status();
+  std::pair<int, int> ports;
+  auto worker = StartWorker(0, Local(*port), &ports);
+  ASSERT_NE(worker, nullptr);
+  auto health_is = [&](HealthStatus want) {
+    return Eventually(
+        [&] { return CheckHealth(Local(ports.second)).value_or(HealthStatus::kUnknown) == want; },
+        absl::Now() + absl::Seconds(20));
+  };
+  ASSERT_TRUE(health_is(HealthStatus::kServing));
+  auto drain = [&](bool undo) {
+    std::vector<std::string> argv = {Runfile("client/lockstep"), "drain", "worker/0",
+                                     "--coordinator=" + Local(*port), "--insecure"};
+    if (undo) argv.push_back("--undo");
+    Result r = RunTool(argv, dir_ + "/cli.out");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  };
+  drain(false);
+  EXPECT_TRUE(health_is(HealthStatus::kNotServing)) << "still SERVING after lockstep drain";
+  drain(true);
+  EXPECT_TRUE(health_is(HealthStatus::kServing)) << "not SERVING after lockstep drain --undo";
+  EXPECT_EQ(worker->Stop(absl::Seconds(10)), 0);
+}
+
 TEST_F(PrometheusTest, PrometheusScrapesACluster) {
   if (access(kPrometheus, X_OK) != 0) {
     GTEST_SKIP() << kPrometheus << " is not installed (Debian package prometheus; "

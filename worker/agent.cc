@@ -148,6 +148,13 @@ void Agent::BeatOnce() {
   if (r.ok()) {
     if (coordinator_unreachable_) spdlog::info("{}: coordinator reachable again", Who());
     coordinator_unreachable_ = false;
+    if (r->drained() != drained_) {
+      drained_ = r->drained();
+      spdlog::info(
+          "{}: {}", Who(),
+          drained_ ? "drained by an operator: no job is scheduled here" : "the drain was undone");
+      if (options_.on_drained) options_.on_drained(drained_);
+    }
     return;
   }
   if (absl::IsAborted(r.status()) || absl::IsNotFound(r.status())) {

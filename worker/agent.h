@@ -69,6 +69,10 @@ struct AgentOptions {
   // Called on entering ALIVE (true) and on leaving it (false): lockstepd's health status.
   // Runs with the agent's lock held: it must not call the agent.
   std::function<void(bool alive)> on_alive;
+  // Called when an operator drains this task (true: `lockstep drain`) or undoes it (false),
+  // as heartbeats tell: lockstepd's health is NOT_SERVING while drained. Runs with the
+  // agent's lock held.
+  std::function<void(bool drained)> on_drained;
 };
 
 class Agent {
@@ -128,6 +132,7 @@ class Agent {
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   int failed_attempts_ ABSL_GUARDED_BY(mu_) = 0;
   bool coordinator_unreachable_ ABSL_GUARDED_BY(mu_) = false;
+  bool drained_ ABSL_GUARDED_BY(mu_) = false;  // as the last heartbeat answered
   // Registering again because the coordinator forgot this task (it restarted): its jobs go
   // on (the coordinator re-adopts them).
   bool keep_jobs_ ABSL_GUARDED_BY(mu_) = false;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -353,8 +354,22 @@ int Run(sigset_t signals) {
     return kExitBadConfig;
   }
   if (!absl::GetFlag(FLAGS_metrics_address).empty()) job_options.metrics = &metrics;
+  // SERVING while registered (ALIVE) and not drained by an operator.
+  struct Serving {
+    lockstep::HealthServer* health;
+    std::atomic<bool> alive{false}, drained{false};
+    void Update() { health->SetServing(alive.load() && !drained.load()); }
+  };
+  Serving serving{health->get()};
   if (*health != nullptr) {
-    options.on_alive = [h = health->get()](bool alive) { h->SetServing(alive); };
+    options.on_alive = [&serving](bool alive) {
+      serving.alive.store(alive);
+      serving.Update();
+    };
+    options.on_drained = [&serving](bool drained) {
+      serving.drained.store(drained);
+      serving.Update();
+    };
   }
   lockstep::worker::JobRunner jobs(job_options);
   options.jobs = &jobs;
