@@ -104,6 +104,10 @@ TEST(GradientCheck, BiasAdd) {
   CheckGradients({{Shape{2, 3, 4}, Shape{4}}, [](Graph* g, const std::vector<int>& v) {
                     return g->Op(v1::BIAS_ADD, {v[0], v[1]});
                   }});
+  // A bias over the last two axes (a position embedding [t, d] on [b, t, d]).
+  CheckGradients({{Shape{2, 3, 4}, Shape{3, 4}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->Op(v1::BIAS_ADD, {v[0], v[1]});
+                  }});
 }
 
 TEST(GradientCheck, Activations) {
@@ -120,6 +124,15 @@ TEST(GradientCheck, SparseSoftmaxCrossEntropy) {
                     return g->Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {v[0], g->FindInput("labels")});
                   },
                   {{"labels", Tensor::FromVector<int64_t>({0, 4, 2, 2}, Shape{4})}}});
+}
+
+// A sequence's logits [b, t, c] with a label per position [b, t] (a language model).
+TEST(GradientCheck, SparseSoftmaxCrossEntropyPerPosition) {
+  CheckGradients({{Shape{2, 3, 4}},
+                  [](Graph* g, const std::vector<int>& v) {
+                    return g->Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {v[0], g->FindInput("labels")});
+                  },
+                  {{"labels", Tensor::FromVector<int64_t>({0, 3, 2, 2, 1, 3}, Shape{2, 3})}}});
 }
 
 TEST(GradientCheck, MeanSquaredError) {

@@ -81,6 +81,7 @@ constexpr const char* kLayerKinds[] = {
     "embedding",
     "self_attention",
     "batch_norm",
+    "position_embedding",
 };
 
 // "layerNorm" -> "layer_norm": the proto JSON mapping accepts both spellings of a field.
@@ -135,6 +136,8 @@ const char* KindName(v1::Layer::KindCase k) {
       return "self_attention";
     case v1::Layer::kBatchNorm:
       return "batch_norm";
+    case v1::Layer::kPositionEmbedding:
+      return "position_embedding";
     default:
       return "";
   }
@@ -371,6 +374,19 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, const std:
       if (!y.ok()) return Annotate(y.status(), where);
       return y;
     }
+    case v1::Layer::kPositionEmbedding: {
+      if (in.rank() != 3 || in.dim(1) < 1 || in.dim(2) < 1) {
+        return Bad(where, absl::StrCat("input ", in.ToString(), " is not [batch, time, features]"));
+      }
+      LS_ASSIGN_OR_RETURN(int table,
+                          g->Variable(name + "/embeddings", dtype, Shape{in.dim(1), in.dim(2)},
+                                      OrDefault(layer.position_embedding().embeddings_initializer(),
+                                                v1::Initializer::GLOROT_UNIFORM),
+                                      in.dim(1), in.dim(2)));
+      absl::StatusOr<int> y = g->Op(v1::BIAS_ADD, {x, table}, name);
+      if (!y.ok()) return Annotate(y.status(), where);
+      return y;
+    }
     case v1::Layer::kSelfAttention: {
       const auto& a = layer.self_attention();
       if (in.rank() != 3) {
@@ -506,17 +522,21 @@ absl::StatusOr<Graph> BuildModel(const v1::ModelSpec& spec) {
   const Shape out = g.shape(x);
   const int last = spec.layers_size() - 1;
   if (spec.loss() == v1::SPARSE_CATEGORICAL_CROSSENTROPY) {
-    if (out.rank() != 2) {
+    if (out.rank() < 2) {
       return Bad(absl::StrCat("layers[", last, "]"),
                  absl::StrCat("output ", out.ToString(),
-                              " is not [batch, classes] as "
+                              " is not [batch, classes] (or [batch, ..., classes]) as "
                               "SPARSE_CATEGORICAL_CROSSENTROPY needs"));
     }
     if (spec.layers(last).has_softmax()) {
       return Bad(absl::StrCat("layers[", last, "].softmax"),
                  "SPARSE_CATEGORICAL_CROSSENTROPY takes logits; remove the final softmax");
     }
-    LS_ASSIGN_OR_RETURN(int labels, g.Input("labels", DType::kI64, Shape{-1}));
+    // One class id per row of logits: [batch] for [batch, classes], [batch, t] for a
+    // sequence's [batch, t, classes].
+    std::vector<int64_t> label_dims(out.dims().begin(), out.dims().end() - 1);
+    label_dims[0] = -1;
+    LS_ASSIGN_OR_RETURN(int labels, g.Input("labels", DType::kI64, Shape(label_dims)));
     LS_ASSIGN_OR_RETURN(int loss, g.Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {x, labels}, "loss"));
     LS_RETURN_IF_ERROR(g.SetLoss(loss));
     LS_ASSIGN_OR_RETURN(int accuracy, g.Op(v1::ACCURACY, {x, labels}, "accuracy"));

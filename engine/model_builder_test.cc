@@ -70,9 +70,6 @@ TEST(ModelBuilder, RefusesBadSpecsNamingLayerAndField) {
               HasSubstr("layers[0]: unknown layer kind \"lstm\""));
   EXPECT_THAT(BuildError(head + R"({"flatten": {}}, {"dense": {"units": -5}}]})"),
               HasSubstr("layers[1].dense.units: -5 must be > 0"));
-  // Dense works on the last axis (Keras), so the output is not [batch, classes].
-  EXPECT_THAT(BuildError(head + R"({"dense": {"units": 5}}]})"),
-              HasSubstr("layers[0]: output [?,8,8,5] is not [batch, classes]"));
   EXPECT_THAT(BuildError(head + R"({"conv2d": {"filters": 2, "kernelSize": [9]}}]})"),
               HasSubstr("layers[0].conv2d"));
   EXPECT_THAT(BuildError(head + R"({"conv2d": {"filters": 2}}]})"),
@@ -166,6 +163,58 @@ TEST(ModelBuilder, NewLayersBuild) {
           {"dense": {"units": 2}}]})"));
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->shape(g->output()), (Shape{-1, 2}));
+}
+
+// Dense works on the last axis (Keras): logits [batch, t, classes] take a label per
+// position, [batch, t] (a language model's next tokens); the loss is their mean.
+TEST(ModelBuilder, SequenceLogitsTakeALabelPerPosition) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [3], "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "seed": 2, "layers": [
+          {"embedding": {"inputDim": 4, "outputDim": 2}}, {"dense": {"units": 4}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->shape(g->FindInput("labels")), (Shape{-1, 3}));
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  Feeds feeds = {{"features", Tensor::FromVector<float>({0, 1, 2, 3, 3, 1}, Shape{2, 3})},
+                 {"labels", Tensor::FromVector<int64_t>({1, 2, 3, 3, 1, 0}, Shape{2, 3})}};
+  std::vector<Tensor> grads;
+  auto r = exec->ComputeGradients(vars.tensors(), feeds, {}, &grads);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->loss, 0);
+  feeds[1].second = Tensor::FromVector<int64_t>({1, 2, 3, 3, 1, 4}, Shape{2, 3});
+  EXPECT_THAT(exec->ComputeGradients(vars.tensors(), feeds, {}, &grads).status().message(),
+              HasSubstr("label 4 at row 5 is outside [0, 4)"));
+}
+
+// position_embedding adds a learned [time, features] table to every example.
+TEST(ModelBuilder, PositionEmbeddingAddsATablePerPosition) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [3], "loss": "MSE", "seed": 2, "layers": [
+          {"embedding": {"inputDim": 4, "outputDim": 2}},
+          {"name": "pos", "positionEmbedding": {}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->Variables()[1].name, "pos/embeddings");
+  EXPECT_EQ(g->Variables()[1].shape, (Shape{3, 2}));
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  Tensor out;
+  ASSERT_TRUE(
+      exec->Evaluate(vars.tensors(),
+                     {{"features", Tensor::FromVector<float>({0, 0, 0, 0, 0, 0}, Shape{2, 3})}},
+                     &out)
+          .ok());
+  const float* y = out.data<float>();
+  const float* table = vars.tensors()[0].data<float>();
+  const float* pos = vars.tensors()[1].data<float>();
+  for (int b = 0; b < 2; ++b) {
+    for (int t = 0; t < 3; ++t) {
+      for (int d = 0; d < 2; ++d) EXPECT_EQ(y[(b * 3 + t) * 2 + d], table[d] + pos[t * 2 + d]);
+    }
+  }
+  EXPECT_THAT(
+      BuildError(R"({"inputShape": [3], "loss": "MSE", "layers": [
+                             {"positionEmbedding": {}}]})"),
+      HasSubstr("layers[0].position_embedding: input [?,3] is not [batch, time, features]"));
 }
 
 // A small causal Transformer block over token ids: embedding, layer norm, self-attention
