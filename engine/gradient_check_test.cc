@@ -2,6 +2,7 @@
 #include <cmath>
 #include <functional>
 
+#include "absl/strings/str_cat.h"
 #include "engine/executor.h"
 #include "engine/philox.h"
 #include "gtest/gtest.h"
@@ -224,18 +225,22 @@ TEST(GradientCheck, LayerNorm) {
                   }});
 }
 
-TEST(GradientCheck, BatchNorm) {  // batch statistics when training, moving ones otherwise
-  for (bool training : {true, false}) {
-    SCOPED_TRACE(training);
-    GradCase c{{Shape{4, 2, 3}, Shape{3}, Shape{3}},
-               [](Graph* g, const std::vector<int>& v) {
-                 return g->BatchNorm({v[0], v[1], v[2], g->FindInput("mm"), g->FindInput("mv")},
-                                     0.9f, 1e-3f);
-               },
-               {{"mm", Tensor::FromVector<double>({0.1, -0.2, 0.3}, Shape{3})},
-                {"mv", Tensor::FromVector<double>({0.5, 1.0, 2.0}, Shape{3})}}};
-    c.options.training = training;
-    CheckGradients(c);
+// Batch statistics when training, moving ones otherwise; with virtual batches of 2
+// examples (groups 2, 2, 1), each group's own.
+TEST(GradientCheck, BatchNorm) {
+  for (int64_t virtual_batch : {0, 2}) {
+    for (bool training : {true, false}) {
+      SCOPED_TRACE(absl::StrCat("training ", training, ", virtual batch ", virtual_batch));
+      GradCase c{{Shape{5, 2, 3}, Shape{3}, Shape{3}},
+                 [virtual_batch](Graph* g, const std::vector<int>& v) {
+                   return g->BatchNorm({v[0], v[1], v[2], g->FindInput("mm"), g->FindInput("mv")},
+                                       0.9f, 1e-3f, "", virtual_batch);
+                 },
+                 {{"mm", Tensor::FromVector<double>({0.1, -0.2, 0.3}, Shape{3})},
+                  {"mv", Tensor::FromVector<double>({0.5, 1.0, 2.0}, Shape{3})}}};
+      c.options.training = training;
+      CheckGradients(c);
+    }
   }
 }
 

@@ -181,13 +181,14 @@ absl::StatusOr<int> Graph::LayerNorm(int x, int gamma, int beta, float epsilon,
 }
 
 absl::StatusOr<int> Graph::BatchNorm(std::vector<int> inputs, float momentum, float epsilon,
-                                     absl::string_view name) {
+                                     absl::string_view name, int64_t virtual_batch_size) {
   v1::NodeDef n;
   n.set_op(v1::BATCH_NORM);
   n.set_name(std::string(name));
   for (int in : inputs) n.add_inputs(in);
   n.set_momentum(momentum);
   n.set_epsilon(epsilon);
+  n.set_virtual_batch_size(virtual_batch_size);
   return AddNode(std::move(n));
 }
 

@@ -334,6 +334,10 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, const std:
       if (in.rank() < 2) {
         return Bad(where, absl::StrCat("input ", in.ToString(), " has no channel axis"));
       }
+      if (layer.batch_norm().virtual_batch_size() < 0) {
+        return Bad(where + ".virtual_batch_size",
+                   absl::StrCat(layer.batch_norm().virtual_batch_size(), " must be >= 0"));
+      }
       const int64_t c = in[-1];
       v1::Initializer ones;
       ones.set_kind(v1::Initializer::CONSTANT);
@@ -348,7 +352,8 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, const std:
                             g->Variable(name + suffix, dtype, Shape{c}, init, c, c, trainable));
         xs.push_back(v);
       }
-      absl::StatusOr<int> y = g->BatchNorm(xs, momentum, eps, name);
+      absl::StatusOr<int> y =
+          g->BatchNorm(xs, momentum, eps, name, layer.batch_norm().virtual_batch_size());
       if (!y.ok()) return Annotate(y.status(), where);
       return y;
     }

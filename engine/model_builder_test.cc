@@ -324,6 +324,48 @@ TEST(ModelBuilder, BatchNormMovesItsStatisticsAndEvaluatesWithThem) {
               HasSubstr("layers[0].batch_norm.momentum: 1.5 is not in (0, 1)"));
 }
 
+// Virtual batches (ghost batch norm): one step on 4 examples with virtual batches of 2 gives
+// the gradients and moving-statistics updates of two replicas' halves (loss_scale 0.5 each,
+// summed as the all-reduce does), so a job's weights do not depend on its number of workers.
+TEST(ModelBuilder, BatchNormVirtualBatchesEqualPerReplicaHalves) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [3], "loss": "MSE", "f64": true, "seed": 4, "layers": [
+          {"dense": {"units": 2}}, {"name": "bn", "batchNorm": {"virtualBatchSize": 2}},
+          {"tanh": {}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  const std::vector<double> x = {1, 2, 0, -1, 4, 2, 3, 3, -2, 0.5, 1, 7};
+  const std::vector<double> y = {0.5, -1, 0, 1, 2, 0.25, -0.5, 1};
+  auto step = [&](int64_t begin, int64_t rows, double scale, std::vector<Tensor>* grads) {
+    Feeds feeds = {
+        {"features", Tensor::FromVector<double>(
+                         std::vector<double>(x.begin() + 3 * begin, x.begin() + 3 * (begin + rows)),
+                         Shape{rows, 3})},
+        {"labels", Tensor::FromVector<double>(
+                       std::vector<double>(y.begin() + 2 * begin, y.begin() + 2 * (begin + rows)),
+                       Shape{rows, 2})}};
+    StepOptions o;
+    o.loss_scale = scale;
+    ASSERT_TRUE(exec->ComputeGradients(vars.tensors(), feeds, o, grads).ok());
+  };
+  std::vector<Tensor> whole, first, second;
+  step(0, 4, 1.0, &whole);
+  step(0, 2, 0.5, &first);
+  step(2, 2, 0.5, &second);
+  ASSERT_EQ(whole.size(), 6u);  // kernel, bias, gamma, beta, moving mean and variance
+  for (size_t v = 0; v < whole.size(); ++v) {
+    for (int64_t i = 0; i < whole[v].num_elements(); ++i) {
+      EXPECT_NEAR(whole[v].data<double>()[i],
+                  first[v].data<double>()[i] + second[v].data<double>()[i], 1e-12)
+          << g->Variables()[v].name << " element " << i;
+    }
+  }
+  EXPECT_THAT(BuildError(R"({"inputShape": [2], "loss": "MSE",
+                             "layers": [{"batch_norm": {"virtualBatchSize": -1}}]})"),
+              HasSubstr("layers[0].batch_norm.virtual_batch_size: -1 must be >= 0"));
+}
+
 TEST(ModelBuilder, RefusesBadGraphsNamingTheField) {
   const std::string head = R"({"inputShape": [4], "loss": "MSE", "layers": [)";
   EXPECT_THAT(BuildError(head + R"({"relu": {}}, {"add": {}, "inputs": ["relu_0", "x"]}]})"),

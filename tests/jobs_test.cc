@@ -200,6 +200,38 @@ class JobsTest : public ::testing::Test {
   }
   const std::string& dir() { return cluster_->options().work_dir; }
 
+  // Runs `spec` for `steps` steps on two workers (outputs under its checkpoint dir + "2") and
+  // on one ("1"), and expects the final checkpoints to hold the same weights within 1e-5
+  // relative (worker/chief/weights_match.h); prints each variable's relative errors.
+  void ExpectTwoWorkersMatchOne(v1::JobSpec spec, int steps) {
+    spec.set_epochs(0);
+    spec.set_steps(steps);
+    const std::string ckpt = spec.checkpoint().dir();
+    std::vector<std::string> dirs;
+    for (int workers : {2, 1}) {
+      spec.set_num_workers(workers);
+      dirs.push_back(absl::StrCat(ckpt, workers));
+      spec.mutable_checkpoint()->set_dir(dirs.back());
+      auto id = jobs_->SubmitJob(spec);
+      ASSERT_TRUE(id.ok()) << id.status();
+      auto last = jobs_->WatchJob(
+          *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(120));
+      ASSERT_TRUE(last.ok()) << last.status();
+      ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
+    }
+    auto a = chief::CheckpointManager::RestoreLatest(dirs[0]);
+    auto b = chief::CheckpointManager::RestoreLatest(dirs[1]);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(a->checkpoint.global_step(), steps);
+    EXPECT_EQ(b->checkpoint.global_step(), steps);
+    std::string summary;
+    const absl::Status match = chief::WeightsMatch(a->checkpoint, b->checkpoint,
+                                                   chief::kWeightsRelativeTolerance, &summary);
+    EXPECT_TRUE(match.ok()) << match;
+    std::cerr << spec.name() << ", 2 vs 1 workers after " << steps << " steps:\n" << summary;
+  }
+
   // Runs the CLI against this cluster.
   Result Cli(std::vector<std::string> args) {
     std::vector<std::string> argv = {Runfile("client/lockstep")};
@@ -331,33 +363,19 @@ TEST_F(JobsTest, TwoWorkersAndOneWorkerEndWithTheSameWeights) {
 // position) on two workers and on one, with the same global batch and seed, ends with the same
 // weights within 1e-5 relative.
 TEST_F(JobsTest, CharTransformerOnTwoWorkersAndOneEndsWithTheSameWeights) {
-  v1::JobSpec two = BundledTfRecordJob("examples/jobs/char_transformer.json", dir() + "/lm2");
-  two.set_epochs(0);
-  two.set_steps(40);
-  two.set_num_workers(2);
-  v1::JobSpec one = BundledTfRecordJob("examples/jobs/char_transformer.json", dir() + "/lm1");
-  one.set_epochs(0);
-  one.set_steps(40);
-  one.set_num_workers(1);
-  for (const v1::JobSpec& spec : {two, one}) {
-    auto id = jobs_->SubmitJob(spec);
-    ASSERT_TRUE(id.ok()) << id.status();
-    auto last = jobs_->WatchJob(
-        *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(120));
-    ASSERT_TRUE(last.ok()) << last.status();
-    ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
-  }
-  auto a = chief::CheckpointManager::RestoreLatest(dir() + "/lm2/ckpt");
-  auto b = chief::CheckpointManager::RestoreLatest(dir() + "/lm1/ckpt");
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(a->checkpoint.global_step(), 40);
-  EXPECT_EQ(b->checkpoint.global_step(), 40);
-  std::string summary;
-  const absl::Status match =
-      chief::WeightsMatch(a->checkpoint, b->checkpoint, chief::kWeightsRelativeTolerance, &summary);
-  EXPECT_TRUE(match.ok()) << match;
-  std::cerr << "char transformer, 2 vs 1 workers after 40 steps:\n" << summary;
+  ExpectTwoWorkersMatchOne(BundledTfRecordJob("examples/jobs/char_transformer.json", dir() + "/lm"),
+                           40);
+}
+
+// The residual CNN with batch normalization (examples/digits_residual.json) as the digits
+// job's model: the moving statistics are all-reduced like the gradients, so two workers end
+// with one worker's weights and statistics.
+TEST_F(JobsTest, ResidualCnnOnTwoWorkersAndOneEndsWithTheSameWeights) {
+  v1::JobSpec spec = DigitsJob(dir() + "/cnn");
+  const auto parsed = google::protobuf::util::JsonStringToMessage(
+      ReadFile(Runfile("examples/digits_residual.json")), spec.mutable_model());
+  ASSERT_TRUE(parsed.ok()) << parsed;
+  ExpectTwoWorkersMatchOne(spec, 60);
 }
 
 // The CLI on a job that succeeds: `submit --watch` follows it to the end and exits 0 with
