@@ -127,6 +127,15 @@ TEST(GradientCheck, SparseSoftmaxCrossEntropy) {
                   {{"labels", Tensor::FromVector<int64_t>({0, 4, 2, 2}, Shape{4})}}});
 }
 
+// Label smoothing: targets (1 - eps) * one_hot + eps / classes.
+TEST(GradientCheck, SparseSoftmaxCrossEntropyWithLabelSmoothing) {
+  CheckGradients({{Shape{4, 5}},
+                  [](Graph* g, const std::vector<int>& v) {
+                    return g->SparseSoftmaxCrossEntropy(v[0], g->FindInput("labels"), 0.2f);
+                  },
+                  {{"labels", Tensor::FromVector<int64_t>({0, 4, 2, 2}, Shape{4})}}});
+}
+
 // A sequence's logits [b, t, c] with a label per position [b, t] (a language model).
 TEST(GradientCheck, SparseSoftmaxCrossEntropyPerPosition) {
   CheckGradients({{Shape{2, 3, 4}},

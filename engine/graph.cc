@@ -180,6 +180,17 @@ absl::StatusOr<int> Graph::LayerNorm(int x, int gamma, int beta, float epsilon,
   return AddNode(std::move(n));
 }
 
+absl::StatusOr<int> Graph::SparseSoftmaxCrossEntropy(int logits, int labels, float label_smoothing,
+                                                     absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY);
+  n.set_name(std::string(name));
+  n.add_inputs(logits);
+  n.add_inputs(labels);
+  n.set_label_smoothing(label_smoothing);
+  return AddNode(std::move(n));
+}
+
 absl::StatusOr<int> Graph::BatchNorm(std::vector<int> inputs, float momentum, float epsilon,
                                      absl::string_view name, int64_t virtual_batch_size) {
   v1::NodeDef n;

@@ -526,6 +526,12 @@ absl::StatusOr<Graph> BuildModel(const v1::ModelSpec& spec) {
   }
   const Shape out = g.shape(x);
   const int last = spec.layers_size() - 1;
+  if (!(spec.label_smoothing() >= 0 && spec.label_smoothing() <= 1)) {
+    return Bad("label_smoothing", absl::StrCat(spec.label_smoothing(), " is not in [0, 1]"));
+  }
+  if (spec.label_smoothing() != 0 && spec.loss() != v1::SPARSE_CATEGORICAL_CROSSENTROPY) {
+    return Bad("label_smoothing", "only for loss SPARSE_CATEGORICAL_CROSSENTROPY");
+  }
   if (spec.loss() == v1::SPARSE_CATEGORICAL_CROSSENTROPY) {
     if (out.rank() < 2) {
       return Bad(absl::StrCat("layers[", last, "]"),
@@ -542,7 +548,8 @@ absl::StatusOr<Graph> BuildModel(const v1::ModelSpec& spec) {
     std::vector<int64_t> label_dims(out.dims().begin(), out.dims().end() - 1);
     label_dims[0] = -1;
     LS_ASSIGN_OR_RETURN(int labels, g.Input("labels", DType::kI64, Shape(label_dims)));
-    LS_ASSIGN_OR_RETURN(int loss, g.Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {x, labels}, "loss"));
+    LS_ASSIGN_OR_RETURN(int loss,
+                        g.SparseSoftmaxCrossEntropy(x, labels, spec.label_smoothing(), "loss"));
     LS_RETURN_IF_ERROR(g.SetLoss(loss));
     LS_ASSIGN_OR_RETURN(int accuracy, g.Op(v1::ACCURACY, {x, labels}, "accuracy"));
     g.set_accuracy(accuracy);

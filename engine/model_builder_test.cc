@@ -165,6 +165,33 @@ TEST(ModelBuilder, NewLayersBuild) {
   EXPECT_EQ(g->shape(g->output()), (Shape{-1, 2}));
 }
 
+// label_smoothing (Keras'): the loss is the cross-entropy against (1 - eps) * one_hot +
+// eps / classes; it is refused outside [0, 1] and with MSE.
+TEST(ModelBuilder, LabelSmoothingSmoothsTheTargets) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [2], "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "f64": true,
+          "labelSmoothing": 0.1, "seed": 3, "layers": [{"dense": {"units": 3}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  Feeds feeds = {{"features", Tensor::FromVector<double>({1, -2}, Shape{1, 2})},
+                 {"labels", Tensor::FromVector<int64_t>({2}, Shape{1})}};
+  Tensor logits;
+  auto r = exec->Evaluate(vars.tensors(), feeds, &logits);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double* z = logits.data<double>();
+  const double lse = std::log(std::exp(z[0]) + std::exp(z[1]) + std::exp(z[2]));
+  double want = 0;
+  for (int j = 0; j < 3; ++j) want -= ((j == 2 ? 0.9 : 0) + 0.1 / 3) * (z[j] - lse);
+  EXPECT_NEAR(r->loss, want, 1e-8);  // label_smoothing is a float: 0.1f
+  EXPECT_THAT(BuildError(R"({"inputShape": [2], "loss": "SPARSE_CATEGORICAL_CROSSENTROPY",
+                             "labelSmoothing": 1.5, "layers": [{"dense": {"units": 3}}]})"),
+              HasSubstr("label_smoothing: 1.5 is not in [0, 1]"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [2], "loss": "MSE", "labelSmoothing": 0.1,
+                             "layers": [{"dense": {"units": 3}}]})"),
+              HasSubstr("label_smoothing: only for loss SPARSE_CATEGORICAL_CROSSENTROPY"));
+}
+
 // Dense works on the last axis (Keras): logits [batch, t, classes] take a label per
 // position, [batch, t] (a language model's next tokens); the loss is their mean.
 TEST(ModelBuilder, SequenceLogitsTakeALabelPerPosition) {

@@ -1,6 +1,7 @@
 // SPARSE_SOFTMAX_CROSS_ENTROPY (logits [b, c], integer labels [b] -> mean loss; or logits
 // [b, t, ..., c] with labels [b, t, ...]: one class per position, e.g. a language model's next
-// token, the mean over all positions), ACCURACY (same inputs -> fraction correct, f32, no
+// token, the mean over all positions; node.label_smoothing eps makes the target
+// (1 - eps) * one_hot + eps / classes), ACCURACY (same inputs -> fraction correct, f32, no
 // gradient) and MEAN_SQUARED_ERROR
 // (predictions, targets of one shape -> mean loss).
 #include "engine/ops/builtin_ops.h"
@@ -20,6 +21,10 @@ absl::StatusOr<TypedShape> LogitsLabelsShape(const v1::NodeDef& node,
     return ShapeError(node, absl::StrCat("needs logits [batch, ..., classes] and labels "
                                          "[batch, ...] (one label per row), got ",
                                          logits.ToString(), " and ", labels.ToString()));
+  }
+  if (!(node.label_smoothing() >= 0 && node.label_smoothing() <= 1)) {
+    return ShapeError(
+        node, absl::StrCat("label_smoothing ", node.label_smoothing(), " is not in [0, 1]"));
   }
   return TypedShape{Shape{}, node.op() == v1::ACCURACY ? DType::kF32 : in[0].dtype};
 }
@@ -57,13 +62,19 @@ class SparseSoftmaxCrossEntropyKernel final : public CpuOpKernel<T> {
     const auto [b, c] = RowsAndClasses(in[0]);
     LS_RETURN_IF_ERROR(CheckLabels(this->node_, in[1], c));
     const T* x = in[0].data<T>();
+    const double eps = this->node_.label_smoothing();
     double total = 0;
     for (int64_t r = 0; r < b; ++r) {
       const T* row = x + r * c;
       T m = *std::max_element(row, row + c);
-      double s = 0;
-      for (int64_t j = 0; j < c; ++j) s += std::exp(double(row[j] - m));
-      total += std::log(s) + m - row[cpu::LabelAt(in[1], r)];
+      double s = 0, sum = 0;
+      for (int64_t j = 0; j < c; ++j) {
+        s += std::exp(double(row[j] - m));
+        sum += row[j];
+      }
+      // -sum_j target_j * log softmax_j, the targets summing to 1.
+      total += std::log(s) + m - (1 - eps) * row[cpu::LabelAt(in[1], r)];
+      if (eps != 0) total -= eps / c * sum;
     }
     out->data<T>()[0] = b == 0 ? T(0) : T(total / b);
     return absl::OkStatus();
@@ -78,9 +89,13 @@ class SparseSoftmaxCrossEntropyKernel final : public CpuOpKernel<T> {
     T* gx = g.data<T>();
     const T* x = in[0].data<T>();
     const T scale = b == 0 ? T(0) : d_out.data<T>()[0] / T(b);
+    const T eps = T(this->node_.label_smoothing()), spread = c == 0 ? T(0) : eps / T(c);
     for (int64_t r = 0; r < b; ++r) {
-      cpu::SoftmaxRow(x + r * c, c, gx + r * c);
-      gx[r * c + cpu::LabelAt(in[1], r)] -= T(1);
+      cpu::SoftmaxRow(x + r * c, c, gx + r * c);  // softmax - target
+      gx[r * c + cpu::LabelAt(in[1], r)] -= T(1) - eps;
+      if (eps != T(0)) {
+        for (int64_t j = 0; j < c; ++j) gx[r * c + j] -= spread;
+      }
       for (int64_t j = 0; j < c; ++j) gx[r * c + j] *= scale;
     }
     (*d_in)[0] = g;
