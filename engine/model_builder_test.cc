@@ -210,7 +210,7 @@ TEST(ModelBuilder, SequenceLogitsTakeALabelPerPosition) {
   EXPECT_GT(r->loss, 0);
   feeds[1].second = Tensor::FromVector<int64_t>({1, 2, 3, 3, 1, 4}, Shape{2, 3});
   EXPECT_THAT(exec->ComputeGradients(vars.tensors(), feeds, {}, &grads).status().message(),
-              HasSubstr("label 4 at row 5 is outside [0, 4)"));
+              HasSubstr("label 4 at flattened position 5 is outside [0, 4)"));
 }
 
 // position_embedding adds a learned [time, features] table to every example.

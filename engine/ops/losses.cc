@@ -44,9 +44,10 @@ absl::Status CheckLabels(const v1::NodeDef& node, const Tensor& labels, int64_t 
   for (int64_t i = 0; i < labels.num_elements(); ++i) {
     int64_t l = cpu::LabelAt(labels, i);
     if (l < 0 || l >= classes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(node.name(), ": label ", l, " at row ", i, " is outside [0, ", classes,
-                       "); check the data's label column and the model's output units"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          node.name(), ": label ", l, " at ",
+          labels.shape().rank() == 1 ? "batch row " : "flattened position ", i, " is outside [0, ",
+          classes, "); check the data's label column and the model's output units"));
     }
   }
   return absl::OkStatus();
