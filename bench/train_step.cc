@@ -21,6 +21,7 @@
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
 #include "bench/peers/peer_measurement.h"
+#include "bench/transformer_spec.h"
 #include "common/process.h"
 #include "engine/executor.h"
 #include "engine/kernels/cpu/blas.h"
@@ -86,57 +87,6 @@ double StepGemmSeconds(Scratch& s, int batch, const std::vector<int64_t>& widths
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
-// The Transformer of --model=transformer: its spec and the GEMM FLOPs of one training step.
-constexpr int64_t kSeq = 128, kWidth = 256, kVocab = 1000, kBlocks = 2, kClasses = 10;
-
-lockstep::v1::ModelSpec TransformerSpec() {
-  lockstep::v1::ModelSpec spec;
-  spec.add_input_shape(kSeq);
-  spec.set_seed(1);
-  spec.set_loss(lockstep::v1::SPARSE_CATEGORICAL_CROSSENTROPY);
-  auto add = [&](const std::string& name) {
-    lockstep::v1::Layer* l = spec.add_layers();
-    l->set_name(name);
-    return l;
-  };
-  auto* emb = add("tok")->mutable_embedding();
-  emb->set_input_dim(kVocab);
-  emb->set_output_dim(kWidth);
-  std::string x = "tok";
-  for (int b = 0; b < kBlocks; ++b) {
-    const std::string p = "b" + std::to_string(b) + "/";
-    add(p + "ln1")->mutable_layer_norm();
-    auto* att = add(p + "att")->mutable_self_attention();
-    att->set_num_heads(4);
-    att->set_causal(true);
-    lockstep::v1::Layer* res = add(p + "res1");
-    res->mutable_add();
-    res->add_inputs(x);
-    res->add_inputs(p + "att");
-    add(p + "ln2")->mutable_layer_norm();
-    add(p + "ff1")->mutable_dense()->set_units(4 * kWidth);
-    add(p + "gelu")->mutable_gelu();
-    add(p + "ff2")->mutable_dense()->set_units(kWidth);
-    lockstep::v1::Layer* res2 = add(p + "res2");
-    res2->mutable_add();
-    res2->add_inputs(p + "res1");
-    res2->add_inputs(p + "ff2");
-    x = p + "res2";
-  }
-  add("pool")->mutable_global_average_pooling();
-  add("logits")->mutable_dense()->set_units(kClasses);
-  return spec;
-}
-
-// Forward GEMMs times 3 (each has two gradient products: every input needs one, the
-// embedding table being below the first block).
-double TransformerFlops(int batch) {
-  const double rows = double(batch) * kSeq, d = kWidth;
-  const double block = 2 * rows * d * (3 * d + d + 4 * d + 4 * d)  // QKV, output, FF
-                       + 2 * 2 * rows * kSeq * d;                  // scores, weights x V
-  return 3 * (kBlocks * block + 2.0 * batch * d * kClasses);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,7 +113,7 @@ int main(int argc, char** argv) {
   opt_spec.mutable_sgd();
   opt_spec.mutable_learning_rate()->mutable_constant()->set_value(0.01);
 
-  if (transformer) spec = TransformerSpec();
+  if (transformer) spec = lockstep::bench::TransformerSpec({});
   auto graph = engine::BuildModel(spec);
   if (!graph.ok()) return std::fprintf(stderr, "%s\n", graph.status().ToString().c_str()), 1;
   auto vars = *engine::VariableSet::Initialize(*graph);
@@ -174,9 +124,11 @@ int main(int argc, char** argv) {
 
   Tensor features = RandomTensor(Shape{batch, widths[0]}, 3);
   if (transformer) {  // token ids
-    features = RandomTensor(Shape{batch, kSeq}, 3);
+    const lockstep::bench::TransformerShape shape;
+    features = RandomTensor(Shape{batch, shape.seq}, 3);
     for (int64_t i = 0; i < features.num_elements(); ++i) {
-      features.data<float>()[i] = float(int64_t(features.data<float>()[i] * kVocab) % kVocab);
+      features.data<float>()[i] =
+          float(int64_t(features.data<float>()[i] * shape.vocab) % shape.vocab);
     }
   }
   std::vector<int64_t> label_values(batch);
@@ -215,7 +167,7 @@ int main(int argc, char** argv) {
     const double layer = 2.0 * batch * widths[l - 1] * widths[l];
     flops += (l == 1 ? 2 : 3) * layer;
   }
-  if (transformer) flops = TransformerFlops(batch);
+  if (transformer) flops = lockstep::bench::TransformerStepFlops({}, batch);
   const double sgemm_s = Median(sgemm_times);
   const double gflops = 2.0 * 1024 * 1024 * 1024 / sgemm_s / 1e9;
   const double bound_s = flops / (gflops * 1e9);

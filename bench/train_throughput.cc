@@ -10,6 +10,8 @@
 //   bazel run //bench:train_throughput
 //   bazel run //bench:train_throughput -- --workers=1,2 --runs=3 --steps=200 --warmup=20
 //   bazel run //bench:train_throughput -- --runs=7 --compare_pinning
+// --model=transformer runs bench/transformer_spec.h's Transformer (on float inputs) instead,
+// global batch 16 unless --batch says otherwise.
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -32,6 +34,7 @@
 #include "absl/time/clock.h"
 #include "bench/core_latency.h"
 #include "bench/peers/peer_measurement.h"
+#include "bench/transformer_spec.h"
 #include "collectives/file_store.h"
 #include "common/process.h"
 #include "common/sched.h"
@@ -47,7 +50,10 @@ ABSL_FLAG(std::string, workers, "1,2", "worker counts to measure");
 ABSL_FLAG(int, runs, 3, "runs per worker count (the median is reported)");
 ABSL_FLAG(int, steps, 200, "measured steps per run");
 ABSL_FLAG(int, warmup, 20, "steps before measuring");
-ABSL_FLAG(int, batch, 256, "global batch");
+ABSL_FLAG(int, batch, 0, "global batch (0: 256 for mlp, 16 for transformer)");
+ABSL_FLAG(std::string, model, "mlp",
+          "mlp (784-1024-1024-10) or transformer (bench/transformer_spec.h: 2 causal blocks, "
+          "sequence 128, width 256, 4 heads, on [128, 256] float inputs)");
 ABSL_FLAG(std::string, transport, "shm", "shm or tcp");
 ABSL_FLAG(bool, overlap, true, "all-reduce during the backward pass (false: after it)");
 ABSL_FLAG(int64_t, bytes_per_pack, 0,
@@ -104,6 +110,20 @@ class FileStoreClient final : public worker::CoordinatorClient {
   collectives::FileStore store_;
 };
 
+bool IsTransformer() { return absl::GetFlag(FLAGS_model) == "transformer"; }
+
+int GlobalBatch() {
+  if (absl::GetFlag(FLAGS_batch) > 0) return absl::GetFlag(FLAGS_batch);
+  return IsTransformer() ? 16 : 256;
+}
+
+// The Transformer without its token embedding: synthetic features are floats.
+bench::TransformerShape TransformerShape() {
+  bench::TransformerShape shape;
+  shape.vocab = 0;
+  return shape;
+}
+
 v1::ModelSpec Mlp() {
   v1::ModelSpec m;
   m.add_input_shape(784);
@@ -115,6 +135,10 @@ v1::ModelSpec Mlp() {
   m.add_layers()->mutable_relu();
   m.add_layers()->mutable_dense()->set_units(10);
   return m;
+}
+
+v1::ModelSpec Model() {
+  return IsTransformer() ? bench::TransformerSpec(TransformerShape()) : Mlp();
 }
 
 v1::OptimizerSpec Sgd() {
@@ -141,10 +165,10 @@ int Child(int rank, int world, const std::string& store_dir) {
   p.set_job_id("bench");
   v1::JobSpec* spec = p.mutable_spec();
   spec->set_strategy(v1::MULTI_WORKER_MIRRORED);
-  *spec->mutable_model() = Mlp();
+  *spec->mutable_model() = Model();
   *spec->mutable_optimizer() = Sgd();
   spec->mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
-  spec->set_global_batch_size(absl::GetFlag(FLAGS_batch));
+  spec->set_global_batch_size(GlobalBatch());
   spec->set_steps(warmup + steps);
   spec->mutable_summaries()->set_every_steps(warmup + steps);
   spec->mutable_communication()->set_timeout_ms(60000);
@@ -188,7 +212,7 @@ int Child(int rank, int world, const std::string& store_dir) {
     return 1;
   }
   if (rank == 0) {
-    printf("EPS %.3f\n", steps * absl::GetFlag(FLAGS_batch) / absl::ToDoubleSeconds(end - start));
+    printf("EPS %.3f\n", steps * GlobalBatch() / absl::ToDoubleSeconds(end - start));
     auto ms = [&](absl::Duration d) { return absl::ToDoubleMilliseconds(d) / steps; };
     printf("PHASES %.4f %.4f %.4f %.4f\n", ms(measured.total), ms(measured.compute),
            ms(measured.allreduce_wait), ms(measured.apply));
@@ -227,7 +251,8 @@ double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
           "--child_store=" + dir,
           "--warmup=" + std::to_string(absl::GetFlag(FLAGS_warmup)),
           "--steps=" + std::to_string(absl::GetFlag(FLAGS_steps)),
-          "--batch=" + std::to_string(absl::GetFlag(FLAGS_batch)),
+          "--batch=" + std::to_string(GlobalBatch()),
+          "--model=" + absl::GetFlag(FLAGS_model),
           "--transport=" + absl::GetFlag(FLAGS_transport),
           absl::StrCat("--overlap=", absl::GetFlag(FLAGS_overlap)),
           absl::StrCat("--bytes_per_pack=", absl::GetFlag(FLAGS_bytes_per_pack)),
@@ -288,13 +313,16 @@ double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
 
 // Median seconds of a bare engine step (forward, backward, SGD) at the same size.
 double BareEngineStep() {
-  auto graph = engine::BuildModel(Mlp());
+  auto graph = engine::BuildModel(Model());
   auto vars = engine::VariableSet::Initialize(*graph);
   auto executor = engine::Executor::Create(&*graph);
   auto optimizer = engine::Optimizer::Create(Sgd(), graph->Variables());
   if (!graph.ok() || !vars.ok() || !executor.ok() || !optimizer.ok()) return -1;
-  const int batch = absl::GetFlag(FLAGS_batch);
-  engine::Tensor x = engine::Tensor::Zeros(engine::DType::kF32, engine::Shape{batch, 784});
+  const int batch = GlobalBatch();
+  std::vector<int64_t> dims = {batch};
+  const v1::ModelSpec model = Model();
+  for (int64_t d : model.input_shape()) dims.push_back(d);
+  engine::Tensor x = engine::Tensor::Zeros(engine::DType::kF32, engine::Shape(dims));
   std::vector<int64_t> labels(batch);
   for (int i = 0; i < batch; ++i) labels[i] = i % 10;
   engine::Tensor y = engine::Tensor::FromVector<int64_t>(labels, engine::Shape{batch});
@@ -324,10 +352,12 @@ int Main() {
   }
   const Variant variant{absl::GetFlag(FLAGS_shm_heap), absl::GetFlag(FLAGS_pin_workers)};
   printf(
-      "train_throughput: MLP 784-1024-1024-10, global batch %d, f32, SGD, synthetic data,\n"
+      "train_throughput: %s, global batch %d, f32, SGD, synthetic data,\n"
       "one compute thread per worker process%s, %s transport%s; %d measured steps after %d, "
       "median of %d runs\n",
-      absl::GetFlag(FLAGS_batch), variant.pin ? " (each on a CPU of its own)" : "",
+      IsTransformer() ? "Transformer 2x(seq 128, width 256, 4 heads, causal)"
+                      : "MLP 784-1024-1024-10",
+      GlobalBatch(), variant.pin ? " (each on a CPU of its own)" : "",
       absl::GetFlag(FLAGS_transport).c_str(),
       absl::GetFlag(FLAGS_transport) == "shm" && variant.shm_heap
           ? " (gradients in its zero-copy heap)"
@@ -421,7 +451,7 @@ int Main() {
         "round trip: %s)\n",
         world, Median(eps[world]) / one, rounds.c_str());
   }
-  const double job_step = absl::GetFlag(FLAGS_batch) / one;
+  const double job_step = GlobalBatch() / one;
   const double bare_step = Median(bare);
   printf("1-worker job step %.2f ms vs bare engine step %.2f ms: %.3fx (goal <= 1.1x)\n",
          job_step * 1e3, bare_step * 1e3, job_step / bare_step);

@@ -57,9 +57,12 @@ std::vector<std::string> BundledDataRoots() {
     const std::string dir = RealPath(absl::StrCat(base, "/examples/data"));
     if (dir.empty()) continue;
     AddOnce(&roots, dir);
-    // Runfiles are symlinks into the source tree: the directory the data really is in.
-    const std::string file = RealPath(absl::StrCat(dir, "/digits.csv.gz"));
-    if (!file.empty()) AddOnce(&roots, file.substr(0, file.rfind('/')));
+    // Runfiles are symlinks into the source tree (digits) or Bazel's output tree (the
+    // generated fortunes windows): the directories the data really is in.
+    for (const char* name : {"digits.csv.gz", "fortunes-train.tfrecord"}) {
+      const std::string file = RealPath(absl::StrCat(dir, "/", name));
+      if (!file.empty()) AddOnce(&roots, file.substr(0, file.rfind('/')));
+    }
   }
   return roots;
 }

@@ -47,8 +47,8 @@ int64_t ValuesOf(const v1::TfRecordFeature& feature) {
 }
 
 // The features and label of TFRECORD data (data/example_reader.h reads them): named, with
-// positive shapes and a dtype, the label one value, the features' values filling
-// model.input_shape.
+// positive shapes and a dtype, the label the values the model's labels take, the features' values
+// filling model.input_shape.
 absl::Status ValidateTfRecordSpec(const v1::DataSource& source, absl::string_view field,
                                   const v1::ModelSpec& model) {
   const std::string spec_field = absl::StrCat(field, ".tfrecord");
@@ -77,9 +77,19 @@ absl::Status ValidateTfRecordSpec(const v1::DataSource& source, absl::string_vie
   const std::string label = absl::StrCat(spec_field, ".label");
   if (!spec.has_label()) return Invalid(label, "missing: the feature that holds the label");
   LS_RETURN_IF_ERROR(ValidateTfRecordFeature(spec.label(), label));
-  if (ValuesOf(spec.label()) != 1) {
-    return Invalid(absl::StrCat(label, ".shape"),
-                   "a label is one value (a class id or a target); leave shape empty or [1]");
+  // The label holds the values per example the model's "labels" input takes: one class id or
+  // target, or one per position of a sequence model's output ([t] for logits [batch, t, c]).
+  if (absl::StatusOr<engine::Graph> g = engine::BuildModel(model); g.ok()) {
+    const engine::Shape labels = g->shape(g->FindInput("labels"));
+    int64_t wanted = 1;
+    for (int i = 1; i < labels.rank(); ++i) wanted *= labels.dim(i);
+    if (ValuesOf(spec.label()) != wanted) {
+      return Invalid(
+          absl::StrCat(label, ".shape"),
+          absl::StrCat("the label holds ", ValuesOf(spec.label()),
+                       " values per example, but the model takes labels ", labels.ToString(), " (",
+                       wanted, " per example; one value: leave shape empty or [1])"));
+    }
   }
   // The model's input (checked by the model builder before this) holds every value.
   int64_t inputs = 1;

@@ -196,7 +196,8 @@ TEST(JobValidationTest, TfRecordDataNeedsAFeatureSpecThatFillsTheModelInput) {
       {[](v1::TfRecordSpec* t) { t->mutable_label()->clear_name(); },
        "data.train.tfrecord.label.name: missing"},
       {[](v1::TfRecordSpec* t) { t->mutable_label()->add_shape(2); },
-       "data.train.tfrecord.label.shape: a label is one value"},
+       "data.train.tfrecord.label.shape: the label holds 2 values per example, but the model "
+       "takes labels [?] (1 per example"},
       {[](v1::TfRecordSpec* t) { t->mutable_label()->clear_dtype(); },
        "data.train.tfrecord.label.dtype: missing"},
   };

@@ -55,13 +55,7 @@ absl::Status ExampleReader::Validate(const ExampleOptions& o) {
   for (size_t i = 0; i < o.features.size(); ++i) {
     if (absl::Status s = check(o.features[i], absl::StrCat("features[", i, "]")); !s.ok()) return s;
   }
-  if (absl::Status s = check(o.label, "label"); !s.ok()) return s;
-  if (ValuesOf(o.label) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("TFRecord examples: label '", o.label.name,
-                                                   "': shape ", o.label.shape.ToString(),
-                                                   " is not one value"));
-  }
-  return absl::OkStatus();
+  return check(o.label, "label");
 }
 
 engine::Shape ExampleReader::FeatureShape(const ExampleOptions& o) {
@@ -139,8 +133,16 @@ absl::Status ExampleReader::Parse(const std::string& record, Element* out) {
   const v1::FloatList* floats = nullptr;
   const v1::Int64List* ints = nullptr;
   if (absl::Status s = values(options_.label, &floats, &ints); !s.ok()) return s;
-  out->labels = floats != nullptr ? engine::Tensor::Scalar<float>(floats->value(0))
-                                  : engine::Tensor::Scalar<int64_t>(ints->value(0));
+  if (ValuesOf(options_.label) == 1) {
+    out->labels = floats != nullptr ? engine::Tensor::Scalar<float>(floats->value(0))
+                                    : engine::Tensor::Scalar<int64_t>(ints->value(0));
+  } else if (floats != nullptr) {
+    out->labels = engine::Tensor::FromVector<float>(
+        std::vector<float>(floats->value().begin(), floats->value().end()), options_.label.shape);
+  } else {
+    out->labels = engine::Tensor::FromVector<int64_t>(
+        std::vector<int64_t>(ints->value().begin(), ints->value().end()), options_.label.shape);
+  }
   out->features = std::move(features);
   return absl::OkStatus();
 }

@@ -5,8 +5,9 @@
 //
 // Features become one f32 tensor: a single feature keeps its shape ([1] for a scalar);
 // several are concatenated, flattened, in order ([total values]). An INT64 input feature is
-// converted to f32. The label is one value: an INT64 feature gives an i64 class id, a FLOAT
-// feature an f32 target.
+// converted to f32. The label is one value (shape [] or [1]: an INT64 feature gives an i64
+// class id, a FLOAT feature an f32 target) or a tensor of its shape, e.g. [t] class ids, one
+// per position of a sequence (a language model's next tokens).
 //
 // Errors: a corrupt record (CRC, truncation) is DATA_LOSS naming the file and the record's
 // byte offset; a record that is not an Example, or that lacks a feature, holds another kind
@@ -36,7 +37,7 @@ struct ExampleFeature {
 
 struct ExampleOptions {
   std::vector<ExampleFeature> features;  // at least one
-  ExampleFeature label;                  // one value (shape [] or [1])
+  ExampleFeature label;                  // one value (shape [] or [1]) or a tensor
 };
 
 class ExampleReader final : public Iterator {
@@ -47,7 +48,7 @@ class ExampleReader final : public Iterator {
   absl::StatusOr<int64_t> Skip(int64_t n) override;
 
   // INVALID_ARGUMENT naming the feature for options that cannot describe an example: no
-  // features, an empty name, a dimension < 1, a label of more than one value.
+  // features, an empty name, a dimension < 1.
   static absl::Status Validate(const ExampleOptions& options);
   // The shape of one example's features tensor.
   static engine::Shape FeatureShape(const ExampleOptions& options);

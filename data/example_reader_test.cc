@@ -111,6 +111,23 @@ TEST(ExampleReaderTest, OneFeatureKeepsItsShapeAndAFloatLabelIsATarget) {
   EXPECT_EQ((*all)[2].labels.data<float>()[0], 7 * 0.25f);
 }
 
+// A label of several values is a tensor of its shape (a class id per position of a
+// sequence); batches stack it to [batch, ...]. A record with another count is refused.
+TEST(ExampleReaderTest, AVectorLabelIsATensorOfItsShape) {
+  ExampleOptions o;
+  o.features = {{"pixels", engine::Shape{4}, Kind::kFloat}};
+  o.label = {"ids", engine::Shape{2}, Kind::kInt64};
+  absl::StatusOr<Element> all = ReadAll(Dataset::TfRecord({File("good-0.tfrecord")}, o));
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->labels.dtype(), engine::DType::kI64);
+  ASSERT_EQ(all->labels.shape(), (engine::Shape{5, 2}));
+  EXPECT_EQ(all->labels.data<int64_t>()[6], 3);
+  EXPECT_EQ(all->labels.data<int64_t>()[7], -3);
+  o.label.shape = engine::Shape{3};
+  EXPECT_THAT(ReadExamples({File("good-0.tfrecord")}, o).status().message(),
+              HasSubstr("feature 'ids' has 2 values, expected 3"));
+}
+
 // The Dataset source: FILE sharding gives a shard whole files, and a data position is
 // resumed by skipping records.
 TEST(ExampleReaderTest, DatasetShardsByFileAndResumesAPosition) {
@@ -218,8 +235,8 @@ TEST(ExampleReaderTest, BadOptionsAndMissingFilesAreRefused) {
   o.features[0].shape = engine::Shape{4, 0};
   EXPECT_THAT(refused(o).message(), HasSubstr("features[0] 'pixels': shape [4,0]"));
   o = PixelsAndIds();
-  o.label.shape = engine::Shape{2};
-  EXPECT_THAT(refused(o).message(), HasSubstr("label 'label': shape [2] is not one value"));
+  o.label.shape = engine::Shape{0};
+  EXPECT_THAT(refused(o).message(), HasSubstr("label 'label': shape [0] has a dimension < 1"));
   EXPECT_TRUE(absl::IsInvalidArgument(Dataset::TfRecord({}, PixelsAndIds()).status()));
 
   absl::StatusOr<std::vector<Element>> missing =

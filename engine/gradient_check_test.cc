@@ -2,6 +2,7 @@
 #include <cmath>
 #include <functional>
 
+#include "absl/strings/str_cat.h"
 #include "engine/executor.h"
 #include "engine/philox.h"
 #include "gtest/gtest.h"
@@ -104,6 +105,10 @@ TEST(GradientCheck, BiasAdd) {
   CheckGradients({{Shape{2, 3, 4}, Shape{4}}, [](Graph* g, const std::vector<int>& v) {
                     return g->Op(v1::BIAS_ADD, {v[0], v[1]});
                   }});
+  // A bias over the last two axes (a position embedding [t, d] on [b, t, d]).
+  CheckGradients({{Shape{2, 3, 4}, Shape{3, 4}}, [](Graph* g, const std::vector<int>& v) {
+                    return g->Op(v1::BIAS_ADD, {v[0], v[1]});
+                  }});
 }
 
 TEST(GradientCheck, Activations) {
@@ -120,6 +125,24 @@ TEST(GradientCheck, SparseSoftmaxCrossEntropy) {
                     return g->Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {v[0], g->FindInput("labels")});
                   },
                   {{"labels", Tensor::FromVector<int64_t>({0, 4, 2, 2}, Shape{4})}}});
+}
+
+// Label smoothing: targets (1 - eps) * one_hot + eps / classes.
+TEST(GradientCheck, SparseSoftmaxCrossEntropyWithLabelSmoothing) {
+  CheckGradients({{Shape{4, 5}},
+                  [](Graph* g, const std::vector<int>& v) {
+                    return g->SparseSoftmaxCrossEntropy(v[0], g->FindInput("labels"), 0.2f);
+                  },
+                  {{"labels", Tensor::FromVector<int64_t>({0, 4, 2, 2}, Shape{4})}}});
+}
+
+// A sequence's logits [b, t, c] with a label per position [b, t] (a language model).
+TEST(GradientCheck, SparseSoftmaxCrossEntropyPerPosition) {
+  CheckGradients({{Shape{2, 3, 4}},
+                  [](Graph* g, const std::vector<int>& v) {
+                    return g->Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {v[0], g->FindInput("labels")});
+                  },
+                  {{"labels", Tensor::FromVector<int64_t>({0, 3, 2, 2, 1, 3}, Shape{2, 3})}}});
 }
 
 TEST(GradientCheck, MeanSquaredError) {
@@ -211,18 +234,22 @@ TEST(GradientCheck, LayerNorm) {
                   }});
 }
 
-TEST(GradientCheck, BatchNorm) {  // batch statistics when training, moving ones otherwise
-  for (bool training : {true, false}) {
-    SCOPED_TRACE(training);
-    GradCase c{{Shape{4, 2, 3}, Shape{3}, Shape{3}},
-               [](Graph* g, const std::vector<int>& v) {
-                 return g->BatchNorm({v[0], v[1], v[2], g->FindInput("mm"), g->FindInput("mv")},
-                                     0.9f, 1e-3f);
-               },
-               {{"mm", Tensor::FromVector<double>({0.1, -0.2, 0.3}, Shape{3})},
-                {"mv", Tensor::FromVector<double>({0.5, 1.0, 2.0}, Shape{3})}}};
-    c.options.training = training;
-    CheckGradients(c);
+// Batch statistics when training, moving ones otherwise; with virtual batches of 2
+// examples (groups 2, 2, 1), each group's own.
+TEST(GradientCheck, BatchNorm) {
+  for (int64_t virtual_batch : {0, 2}) {
+    for (bool training : {true, false}) {
+      SCOPED_TRACE(absl::StrCat("training ", training, ", virtual batch ", virtual_batch));
+      GradCase c{{Shape{5, 2, 3}, Shape{3}, Shape{3}},
+                 [virtual_batch](Graph* g, const std::vector<int>& v) {
+                   return g->BatchNorm({v[0], v[1], v[2], g->FindInput("mm"), g->FindInput("mv")},
+                                       0.9f, 1e-3f, "", virtual_batch);
+                 },
+                 {{"mm", Tensor::FromVector<double>({0.1, -0.2, 0.3}, Shape{3})},
+                  {"mv", Tensor::FromVector<double>({0.5, 1.0, 2.0}, Shape{3})}}};
+      c.options.training = training;
+      CheckGradients(c);
+    }
   }
 }
 

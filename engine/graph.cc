@@ -7,6 +7,18 @@
 #include "engine/ops/builtin_ops.h"
 
 namespace lockstep::engine {
+namespace {
+
+// A node of `op` on `inputs`, named `name`; the caller sets the op's attributes.
+v1::NodeDef NewNode(v1::OpType op, const std::vector<int>& inputs, absl::string_view name) {
+  v1::NodeDef n;
+  n.set_op(op);
+  n.set_name(std::string(name));
+  for (int in : inputs) n.add_inputs(in);
+  return n;
+}
+
+}  // namespace
 
 Graph::Graph(uint64_t seed, std::shared_ptr<const OpRegistry> ops)
     : ops_(ops != nullptr ? std::move(ops) : std::make_shared<const OpRegistry>(BuiltinOps())) {
@@ -130,11 +142,7 @@ absl::StatusOr<int> Graph::Variable(absl::string_view name, DType dtype, Shape s
 }
 
 absl::StatusOr<int> Graph::Op(v1::OpType op, std::vector<int> inputs, absl::string_view name) {
-  v1::NodeDef n;
-  n.set_op(op);
-  n.set_name(std::string(name));
-  for (int in : inputs) n.add_inputs(in);
-  return AddNode(std::move(n));
+  return AddNode(NewNode(op, inputs, name));
 }
 
 absl::StatusOr<int> Graph::Sum(int x, std::vector<int64_t> axes, bool keep_dims,
@@ -170,24 +178,24 @@ absl::StatusOr<int> Graph::Concat(std::vector<int> inputs, int64_t axis, absl::s
 
 absl::StatusOr<int> Graph::LayerNorm(int x, int gamma, int beta, float epsilon,
                                      absl::string_view name) {
-  v1::NodeDef n;
-  n.set_op(v1::LAYER_NORM);
-  n.set_name(std::string(name));
-  n.add_inputs(x);
-  n.add_inputs(gamma);
-  n.add_inputs(beta);
+  v1::NodeDef n = NewNode(v1::LAYER_NORM, {x, gamma, beta}, name);
   n.set_epsilon(epsilon);
   return AddNode(std::move(n));
 }
 
+absl::StatusOr<int> Graph::SparseSoftmaxCrossEntropy(int logits, int labels, float label_smoothing,
+                                                     absl::string_view name) {
+  v1::NodeDef n = NewNode(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {logits, labels}, name);
+  n.set_label_smoothing(label_smoothing);
+  return AddNode(std::move(n));
+}
+
 absl::StatusOr<int> Graph::BatchNorm(std::vector<int> inputs, float momentum, float epsilon,
-                                     absl::string_view name) {
-  v1::NodeDef n;
-  n.set_op(v1::BATCH_NORM);
-  n.set_name(std::string(name));
-  for (int in : inputs) n.add_inputs(in);
+                                     absl::string_view name, int64_t virtual_batch_size) {
+  v1::NodeDef n = NewNode(v1::BATCH_NORM, inputs, name);
   n.set_momentum(momentum);
   n.set_epsilon(epsilon);
+  n.set_virtual_batch_size(virtual_batch_size);
   return AddNode(std::move(n));
 }
 

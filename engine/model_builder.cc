@@ -81,6 +81,7 @@ constexpr const char* kLayerKinds[] = {
     "embedding",
     "self_attention",
     "batch_norm",
+    "position_embedding",
 };
 
 // "layerNorm" -> "layer_norm": the proto JSON mapping accepts both spellings of a field.
@@ -135,6 +136,8 @@ const char* KindName(v1::Layer::KindCase k) {
       return "self_attention";
     case v1::Layer::kBatchNorm:
       return "batch_norm";
+    case v1::Layer::kPositionEmbedding:
+      return "position_embedding";
     default:
       return "";
   }
@@ -331,6 +334,10 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, const std:
       if (in.rank() < 2) {
         return Bad(where, absl::StrCat("input ", in.ToString(), " has no channel axis"));
       }
+      if (layer.batch_norm().virtual_batch_size() < 0) {
+        return Bad(where + ".virtual_batch_size",
+                   absl::StrCat(layer.batch_norm().virtual_batch_size(), " must be >= 0"));
+      }
       const int64_t c = in[-1];
       v1::Initializer ones;
       ones.set_kind(v1::Initializer::CONSTANT);
@@ -345,7 +352,8 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, const std:
                             g->Variable(name + suffix, dtype, Shape{c}, init, c, c, trainable));
         xs.push_back(v);
       }
-      absl::StatusOr<int> y = g->BatchNorm(xs, momentum, eps, name);
+      absl::StatusOr<int> y =
+          g->BatchNorm(xs, momentum, eps, name, layer.batch_norm().virtual_batch_size());
       if (!y.ok()) return Annotate(y.status(), where);
       return y;
     }
@@ -368,6 +376,19 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, const std:
                       OrDefault(e.embeddings_initializer(), v1::Initializer::GLOROT_UNIFORM),
                       e.input_dim(), e.output_dim()));
       absl::StatusOr<int> y = g->Op(v1::EMBEDDING, {x, table}, name);
+      if (!y.ok()) return Annotate(y.status(), where);
+      return y;
+    }
+    case v1::Layer::kPositionEmbedding: {
+      if (in.rank() != 3 || in.dim(1) < 1 || in.dim(2) < 1) {
+        return Bad(where, absl::StrCat("input ", in.ToString(), " is not [batch, time, features]"));
+      }
+      LS_ASSIGN_OR_RETURN(int table,
+                          g->Variable(name + "/embeddings", dtype, Shape{in.dim(1), in.dim(2)},
+                                      OrDefault(layer.position_embedding().embeddings_initializer(),
+                                                v1::Initializer::GLOROT_UNIFORM),
+                                      in.dim(1), in.dim(2)));
+      absl::StatusOr<int> y = g->Op(v1::BIAS_ADD, {x, table}, name);
       if (!y.ok()) return Annotate(y.status(), where);
       return y;
     }
@@ -505,19 +526,30 @@ absl::StatusOr<Graph> BuildModel(const v1::ModelSpec& spec) {
   }
   const Shape out = g.shape(x);
   const int last = spec.layers_size() - 1;
+  if (!(spec.label_smoothing() >= 0 && spec.label_smoothing() <= 1)) {
+    return Bad("label_smoothing", absl::StrCat(spec.label_smoothing(), " is not in [0, 1]"));
+  }
+  if (spec.label_smoothing() != 0 && spec.loss() != v1::SPARSE_CATEGORICAL_CROSSENTROPY) {
+    return Bad("label_smoothing", "only for loss SPARSE_CATEGORICAL_CROSSENTROPY");
+  }
   if (spec.loss() == v1::SPARSE_CATEGORICAL_CROSSENTROPY) {
-    if (out.rank() != 2) {
+    if (out.rank() < 2) {
       return Bad(absl::StrCat("layers[", last, "]"),
                  absl::StrCat("output ", out.ToString(),
-                              " is not [batch, classes] as "
+                              " is not [batch, classes] (or [batch, ..., classes]) as "
                               "SPARSE_CATEGORICAL_CROSSENTROPY needs"));
     }
     if (spec.layers(last).has_softmax()) {
       return Bad(absl::StrCat("layers[", last, "].softmax"),
                  "SPARSE_CATEGORICAL_CROSSENTROPY takes logits; remove the final softmax");
     }
-    LS_ASSIGN_OR_RETURN(int labels, g.Input("labels", DType::kI64, Shape{-1}));
-    LS_ASSIGN_OR_RETURN(int loss, g.Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {x, labels}, "loss"));
+    // One class id per row of logits: [batch] for [batch, classes], [batch, t] for a
+    // sequence's [batch, t, classes].
+    std::vector<int64_t> label_dims(out.dims().begin(), out.dims().end() - 1);
+    label_dims[0] = -1;
+    LS_ASSIGN_OR_RETURN(int labels, g.Input("labels", DType::kI64, Shape(label_dims)));
+    LS_ASSIGN_OR_RETURN(int loss,
+                        g.SparseSoftmaxCrossEntropy(x, labels, spec.label_smoothing(), "loss"));
     LS_RETURN_IF_ERROR(g.SetLoss(loss));
     LS_ASSIGN_OR_RETURN(int accuracy, g.Op(v1::ACCURACY, {x, labels}, "accuracy"));
     g.set_accuracy(accuracy);

@@ -70,9 +70,6 @@ TEST(ModelBuilder, RefusesBadSpecsNamingLayerAndField) {
               HasSubstr("layers[0]: unknown layer kind \"lstm\""));
   EXPECT_THAT(BuildError(head + R"({"flatten": {}}, {"dense": {"units": -5}}]})"),
               HasSubstr("layers[1].dense.units: -5 must be > 0"));
-  // Dense works on the last axis (Keras), so the output is not [batch, classes].
-  EXPECT_THAT(BuildError(head + R"({"dense": {"units": 5}}]})"),
-              HasSubstr("layers[0]: output [?,8,8,5] is not [batch, classes]"));
   EXPECT_THAT(BuildError(head + R"({"conv2d": {"filters": 2, "kernelSize": [9]}}]})"),
               HasSubstr("layers[0].conv2d"));
   EXPECT_THAT(BuildError(head + R"({"conv2d": {"filters": 2}}]})"),
@@ -166,6 +163,85 @@ TEST(ModelBuilder, NewLayersBuild) {
           {"dense": {"units": 2}}]})"));
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->shape(g->output()), (Shape{-1, 2}));
+}
+
+// label_smoothing (Keras'): the loss is the cross-entropy against (1 - eps) * one_hot +
+// eps / classes; it is refused outside [0, 1] and with MSE.
+TEST(ModelBuilder, LabelSmoothingSmoothsTheTargets) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [2], "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "f64": true,
+          "labelSmoothing": 0.1, "seed": 3, "layers": [{"dense": {"units": 3}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  Feeds feeds = {{"features", Tensor::FromVector<double>({1, -2}, Shape{1, 2})},
+                 {"labels", Tensor::FromVector<int64_t>({2}, Shape{1})}};
+  Tensor logits;
+  auto r = exec->Evaluate(vars.tensors(), feeds, &logits);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double* z = logits.data<double>();
+  const double lse = std::log(std::exp(z[0]) + std::exp(z[1]) + std::exp(z[2]));
+  double want = 0;
+  for (int j = 0; j < 3; ++j) want -= ((j == 2 ? 0.9 : 0) + 0.1 / 3) * (z[j] - lse);
+  EXPECT_NEAR(r->loss, want, 1e-8);  // label_smoothing is a float: 0.1f
+  EXPECT_THAT(BuildError(R"({"inputShape": [2], "loss": "SPARSE_CATEGORICAL_CROSSENTROPY",
+                             "labelSmoothing": 1.5, "layers": [{"dense": {"units": 3}}]})"),
+              HasSubstr("label_smoothing: 1.5 is not in [0, 1]"));
+  EXPECT_THAT(BuildError(R"({"inputShape": [2], "loss": "MSE", "labelSmoothing": 0.1,
+                             "layers": [{"dense": {"units": 3}}]})"),
+              HasSubstr("label_smoothing: only for loss SPARSE_CATEGORICAL_CROSSENTROPY"));
+}
+
+// Dense works on the last axis (Keras): logits [batch, t, classes] take a label per
+// position, [batch, t] (a language model's next tokens); the loss is their mean.
+TEST(ModelBuilder, SequenceLogitsTakeALabelPerPosition) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [3], "loss": "SPARSE_CATEGORICAL_CROSSENTROPY", "seed": 2, "layers": [
+          {"embedding": {"inputDim": 4, "outputDim": 2}}, {"dense": {"units": 4}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->shape(g->FindInput("labels")), (Shape{-1, 3}));
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  Feeds feeds = {{"features", Tensor::FromVector<float>({0, 1, 2, 3, 3, 1}, Shape{2, 3})},
+                 {"labels", Tensor::FromVector<int64_t>({1, 2, 3, 3, 1, 0}, Shape{2, 3})}};
+  std::vector<Tensor> grads;
+  auto r = exec->ComputeGradients(vars.tensors(), feeds, {}, &grads);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->loss, 0);
+  feeds[1].second = Tensor::FromVector<int64_t>({1, 2, 3, 3, 1, 4}, Shape{2, 3});
+  EXPECT_THAT(exec->ComputeGradients(vars.tensors(), feeds, {}, &grads).status().message(),
+              HasSubstr("label 4 at flattened position 5 is outside [0, 4)"));
+}
+
+// position_embedding adds a learned [time, features] table to every example.
+TEST(ModelBuilder, PositionEmbeddingAddsATablePerPosition) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [3], "loss": "MSE", "seed": 2, "layers": [
+          {"embedding": {"inputDim": 4, "outputDim": 2}},
+          {"name": "pos", "positionEmbedding": {}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->Variables()[1].name, "pos/embeddings");
+  EXPECT_EQ(g->Variables()[1].shape, (Shape{3, 2}));
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  Tensor out;
+  ASSERT_TRUE(
+      exec->Evaluate(vars.tensors(),
+                     {{"features", Tensor::FromVector<float>({0, 0, 0, 0, 0, 0}, Shape{2, 3})}},
+                     &out)
+          .ok());
+  const float* y = out.data<float>();
+  const float* table = vars.tensors()[0].data<float>();
+  const float* pos = vars.tensors()[1].data<float>();
+  for (int b = 0; b < 2; ++b) {
+    for (int t = 0; t < 3; ++t) {
+      for (int d = 0; d < 2; ++d) EXPECT_EQ(y[(b * 3 + t) * 2 + d], table[d] + pos[t * 2 + d]);
+    }
+  }
+  EXPECT_THAT(
+      BuildError(R"({"inputShape": [3], "loss": "MSE", "layers": [
+                             {"positionEmbedding": {}}]})"),
+      HasSubstr("layers[0].position_embedding: input [?,3] is not [batch, time, features]"));
 }
 
 // A small causal Transformer block over token ids: embedding, layer norm, self-attention
@@ -273,6 +349,48 @@ TEST(ModelBuilder, BatchNormMovesItsStatisticsAndEvaluatesWithThem) {
   EXPECT_THAT(BuildError(R"({"inputShape": [2], "loss": "MSE",
                              "layers": [{"batch_norm": {"momentum": 1.5}}]})"),
               HasSubstr("layers[0].batch_norm.momentum: 1.5 is not in (0, 1)"));
+}
+
+// Virtual batches (ghost batch norm): one step on 4 examples with virtual batches of 2 gives
+// the gradients and moving-statistics updates of two replicas' halves (loss_scale 0.5 each,
+// summed as the all-reduce does), so a job's weights do not depend on its number of workers.
+TEST(ModelBuilder, BatchNormVirtualBatchesEqualPerReplicaHalves) {
+  auto g = BuildModel(*ParseModelSpecJson(
+      R"({"inputShape": [3], "loss": "MSE", "f64": true, "seed": 4, "layers": [
+          {"dense": {"units": 2}}, {"name": "bn", "batchNorm": {"virtualBatchSize": 2}},
+          {"tanh": {}}]})"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto vars = *VariableSet::Initialize(*g);
+  auto exec = *Executor::Create(&*g);
+  const std::vector<double> x = {1, 2, 0, -1, 4, 2, 3, 3, -2, 0.5, 1, 7};
+  const std::vector<double> y = {0.5, -1, 0, 1, 2, 0.25, -0.5, 1};
+  auto step = [&](int64_t begin, int64_t rows, double scale, std::vector<Tensor>* grads) {
+    Feeds feeds = {
+        {"features", Tensor::FromVector<double>(
+                         std::vector<double>(x.begin() + 3 * begin, x.begin() + 3 * (begin + rows)),
+                         Shape{rows, 3})},
+        {"labels", Tensor::FromVector<double>(
+                       std::vector<double>(y.begin() + 2 * begin, y.begin() + 2 * (begin + rows)),
+                       Shape{rows, 2})}};
+    StepOptions o;
+    o.loss_scale = scale;
+    ASSERT_TRUE(exec->ComputeGradients(vars.tensors(), feeds, o, grads).ok());
+  };
+  std::vector<Tensor> whole, first, second;
+  step(0, 4, 1.0, &whole);
+  step(0, 2, 0.5, &first);
+  step(2, 2, 0.5, &second);
+  ASSERT_EQ(whole.size(), 6u);  // kernel, bias, gamma, beta, moving mean and variance
+  for (size_t v = 0; v < whole.size(); ++v) {
+    for (int64_t i = 0; i < whole[v].num_elements(); ++i) {
+      EXPECT_NEAR(whole[v].data<double>()[i],
+                  first[v].data<double>()[i] + second[v].data<double>()[i], 1e-12)
+          << g->Variables()[v].name << " element " << i;
+    }
+  }
+  EXPECT_THAT(BuildError(R"({"inputShape": [2], "loss": "MSE",
+                             "layers": [{"batch_norm": {"virtualBatchSize": -1}}]})"),
+              HasSubstr("layers[0].batch_norm.virtual_batch_size: -1 must be >= 0"));
 }
 
 TEST(ModelBuilder, RefusesBadGraphsNamingTheField) {

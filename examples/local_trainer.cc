@@ -55,11 +55,19 @@ absl::Status LocalTrainer::Train(const data::Element& train, int epochs, int bat
   return absl::OkStatus();
 }
 
+absl::StatusOr<engine::StepResult> LocalTrainer::Evaluate(const data::Element& test) {
+  return executor_->Evaluate(variables_.tensors(),
+                             {{"features", test.features}, {"labels", test.labels}});
+}
+
 absl::StatusOr<double> LocalTrainer::Accuracy(const data::Element& test) {
-  LS_ASSIGN_OR_RETURN(engine::StepResult r,
-                      executor_->Evaluate(variables_.tensors(),
-                                          {{"features", test.features}, {"labels", test.labels}}));
+  LS_ASSIGN_OR_RETURN(engine::StepResult r, Evaluate(test));
   return r.accuracy;
+}
+
+absl::StatusOr<double> LocalTrainer::Loss(const data::Element& test) {
+  LS_ASSIGN_OR_RETURN(engine::StepResult r, Evaluate(test));
+  return r.loss;
 }
 
 }  // namespace lockstep::examples

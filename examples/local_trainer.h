@@ -38,11 +38,14 @@ class LocalTrainer {
                      const std::function<void(const EpochStats&)>& on_epoch);
   // Fraction of `test` classified correctly.
   absl::StatusOr<double> Accuracy(const data::Element& test);
+  // Mean loss on `test` (for sequence logits: per position), forward only.
+  absl::StatusOr<double> Loss(const data::Element& test);
 
   const engine::VariableSet& variables() const { return variables_; }
 
  private:
   LocalTrainer() = default;
+  absl::StatusOr<engine::StepResult> Evaluate(const data::Element& test);
 
   v1::ModelSpec spec_;
   std::unique_ptr<engine::Graph> graph_;

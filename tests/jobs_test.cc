@@ -78,18 +78,28 @@ std::vector<std::string> ProcessesOf(const std::string& marker, const std::strin
   return found;
 }
 
-// The bundled TFRecord digits job (examples/jobs/digits_tfrecord.json) with absolute data
-// paths and its outputs under `dir`.
-v1::JobSpec TfRecordDigitsJob(const std::string& dir) {
-  auto spec = client::ReadJobSpecFile(Runfile("examples/jobs/digits_tfrecord.json"));
+// A bundled job of TFRECORD data (examples/jobs/) with absolute data paths (train and eval)
+// and its outputs under `dir`.
+v1::JobSpec BundledTfRecordJob(const std::string& path, const std::string& dir) {
+  auto spec = client::ReadJobSpecFile(Runfile(path));
   EXPECT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->data().train().format(), v1::DataSource::TFRECORD);
   for (std::string& file : *spec->mutable_data()->mutable_train()->mutable_files()) {
     file = Runfile(file);
   }
+  if (spec->data().has_eval()) {
+    for (std::string& file : *spec->mutable_data()->mutable_eval()->mutable_files()) {
+      file = Runfile(file);
+    }
+  }
   spec->mutable_checkpoint()->set_dir(dir + "/ckpt");
   spec->mutable_summaries()->set_dir(dir + "/tb");
   return *spec;
+}
+
+// The bundled TFRecord digits job (examples/jobs/digits_tfrecord.json).
+v1::JobSpec TfRecordDigitsJob(const std::string& dir) {
+  return BundledTfRecordJob("examples/jobs/digits_tfrecord.json", dir);
 }
 
 // Checks every record's CRCs; returns the number of scalar values found.
@@ -174,6 +184,38 @@ class JobsTest : public ::testing::Test {
     jobs_ = std::move(*jobs);
   }
   const std::string& dir() { return cluster_->options().work_dir; }
+
+  // Runs `spec` for `steps` steps on two workers (outputs under its checkpoint dir + "2") and
+  // on one ("1"), and expects the final checkpoints to hold the same weights within 1e-5
+  // relative (worker/chief/weights_match.h); prints each variable's relative errors.
+  void ExpectTwoWorkersMatchOne(v1::JobSpec spec, int steps) {
+    spec.set_epochs(0);
+    spec.set_steps(steps);
+    const std::string ckpt = spec.checkpoint().dir();
+    std::vector<std::string> dirs;
+    for (int workers : {2, 1}) {
+      spec.set_num_workers(workers);
+      dirs.push_back(absl::StrCat(ckpt, workers));
+      spec.mutable_checkpoint()->set_dir(dirs.back());
+      auto id = jobs_->SubmitJob(spec);
+      ASSERT_TRUE(id.ok()) << id.status();
+      auto last = jobs_->WatchJob(
+          *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(120));
+      ASSERT_TRUE(last.ok()) << last.status();
+      ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
+    }
+    auto a = chief::CheckpointManager::RestoreLatest(dirs[0]);
+    auto b = chief::CheckpointManager::RestoreLatest(dirs[1]);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(a->checkpoint.global_step(), steps);
+    EXPECT_EQ(b->checkpoint.global_step(), steps);
+    std::string summary;
+    const absl::Status match = chief::WeightsMatch(a->checkpoint, b->checkpoint,
+                                                   chief::kWeightsRelativeTolerance, &summary);
+    EXPECT_TRUE(match.ok()) << match;
+    std::cerr << spec.name() << ", 2 vs 1 workers after " << steps << " steps:\n" << summary;
+  }
 
   // Runs the CLI against this cluster.
   Result Cli(std::vector<std::string> args) { return testing::RunCli(*cluster_, std::move(args)); }
@@ -293,6 +335,26 @@ TEST_F(JobsTest, TwoWorkersAndOneWorkerEndWithTheSameWeights) {
   EXPECT_EQ(b->checkpoint.global_step(), 60);
   const absl::Status match = chief::WeightsMatch(a->checkpoint, b->checkpoint);
   EXPECT_TRUE(match.ok()) << match;
+}
+
+// The bundled character-level Transformer language model (examples/jobs/char_transformer.json:
+// embedding, position embedding, two causal self-attention blocks with layer norm, a label per
+// position) on two workers and on one, with the same global batch and seed, ends with the same
+// weights within 1e-5 relative.
+TEST_F(JobsTest, CharTransformerOnTwoWorkersAndOneEndsWithTheSameWeights) {
+  ExpectTwoWorkersMatchOne(BundledTfRecordJob("examples/jobs/char_transformer.json", dir() + "/lm"),
+                           40);
+}
+
+// The residual CNN with batch normalization (examples/digits_residual.json) as the digits
+// job's model: the moving statistics are all-reduced like the gradients, so two workers end
+// with one worker's weights and statistics.
+TEST_F(JobsTest, ResidualCnnOnTwoWorkersAndOneEndsWithTheSameWeights) {
+  v1::JobSpec spec = DigitsJob(dir() + "/cnn");
+  const auto parsed = google::protobuf::util::JsonStringToMessage(
+      ReadFile(Runfile("examples/digits_residual.json")), spec.mutable_model());
+  ASSERT_TRUE(parsed.ok()) << parsed;
+  ExpectTwoWorkersMatchOne(spec, 60);
 }
 
 // The CLI on a job that succeeds: `submit --watch` follows it to the end and exits 0 with

@@ -2,7 +2,9 @@
 // normalised per channel. Training: with the batch's mean and (biased) variance over every
 // axis but the last, reporting the moving statistics' updates
 // (1 - momentum) * (batch - moving) through KernelContext::UpdateState; otherwise with the
-// moving statistics. The moving statistics take no gradient.
+// moving statistics. With node.virtual_batch_size V > 0, training normalizes each group of V
+// consecutive examples with its own statistics, and "batch" above is the groups' mean. The moving
+// statistics take no gradient.
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
 
@@ -31,6 +33,12 @@ absl::StatusOr<TypedShape> BatchNormShape(const v1::NodeDef& node,
   return in[0];
 }
 
+// Rows [begin, end) of [rows, c] that share statistics: a group of virtual_batch_size
+// examples when training with virtual batches, else every row.
+struct RowGroup {
+  int64_t begin, end;
+};
+
 template <typename T>
 class BatchNormKernel final : public CpuOpKernel<T> {
  public:
@@ -38,25 +46,32 @@ class BatchNormKernel final : public CpuOpKernel<T> {
 
   absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;
-    Tensor stats = ctx.allocate(DTypeOf<T>(), Shape{3, c});  // mean, variance, rstd
-    Statistics(ctx.training, in, stats.data<T>());
+    const int64_t c = in[0].shape()[-1];
+    const std::vector<RowGroup> groups = Groups(ctx.training, in[0]);
+    Tensor stats = ctx.allocate(DTypeOf<T>(), Shape{3, c});   // mean, variance, rstd
+    Tensor deltas = ctx.allocate(DTypeOf<T>(), Shape{2, c});  // sum of the groups' statistics
+    T* sum_stats = deltas.data<T>();
+    std::fill(sum_stats, sum_stats + 2 * c, T(0));
     const T *x = in[0].data<T>(), *gamma = in[1].data<T>(), *beta = in[2].data<T>();
     const T *m = stats.data<T>(), *var = m + c, *s = var + c;
     T* y = out->data<T>();
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < c; ++j) {
-        y[r * c + j] = gamma[j] * ((x[r * c + j] - m[j]) * s[j]) + beta[j];
+    for (const RowGroup& g : groups) {
+      Statistics(ctx.training, in, g, stats.data<T>());
+      for (int64_t r = g.begin; r < g.end; ++r) {
+        for (int64_t j = 0; j < c; ++j) {
+          y[r * c + j] = gamma[j] * ((x[r * c + j] - m[j]) * s[j]) + beta[j];
+        }
       }
+      for (int64_t j = 0; j < 2 * c; ++j) sum_stats[j] += m[j];
     }
-    if (ctx.training && rows > 0) {
-      const T keep = T(this->node_.momentum());
+    if (ctx.training && !groups.empty() && groups[0].end > 0) {
+      const T keep = T(this->node_.momentum()), n = T(groups.size());
       for (int k = 3; k < 5; ++k) {
         Tensor delta = ctx.allocate(DTypeOf<T>(), Shape{c});
         const T* moving = in[k].data<T>();
+        const T* batch = sum_stats + (k - 3) * c;
         for (int64_t j = 0; j < c; ++j) {
-          const T batch = k == 3 ? m[j] : var[j];
-          delta.data<T>()[j] = (T(1) - keep) * (batch - moving[j]);
+          delta.data<T>()[j] = (T(1) - keep) * (batch[j] / n - moving[j]);
         }
         ctx.UpdateState(k, std::move(delta));
       }
@@ -64,8 +79,9 @@ class BatchNormKernel final : public CpuOpKernel<T> {
     return absl::OkStatus();
   }
 
-  // Per channel j over the N rows, g = dy * gamma: dbeta = sum dy, dgamma = sum dy * xhat;
-  // training: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); otherwise dx = rstd * g.
+  // Per channel j over a group's N rows, g = dy * gamma: dbeta = sum dy, dgamma = sum dy *
+  // xhat (both summed over the groups); training: dx = rstd * (g - mean(g) - xhat * mean(g *
+  // xhat)) with the group's statistics; otherwise dx = rstd * g.
   absl::Status Backward(const KernelContext& ctx, absl::Span<const Tensor> in, const Tensor&,
                         const Tensor& d_out, const std::vector<bool>& need,
                         std::vector<Tensor>* d_in) override {
@@ -73,50 +89,74 @@ class BatchNormKernel final : public CpuOpKernel<T> {
       return absl::InvalidArgumentError(absl::StrCat(
           this->node_.name(), ": the moving statistics take no gradient; make them non-trainable"));
     }
-    const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;
+    const int64_t c = in[0].shape()[-1];
+    const std::vector<RowGroup> groups = Groups(ctx.training, in[0]);
     Tensor stats = ctx.allocate(DTypeOf<T>(), Shape{3, c});  // mean, variance, rstd
-    Tensor sums = ctx.allocate(DTypeOf<T>(), Shape{2, c});   // sum dy, sum dy * xhat
-    Statistics(ctx.training, in, stats.data<T>());
+    Tensor sums = ctx.allocate(DTypeOf<T>(), Shape{4, c});   // per group, then in all:
     const T *x = in[0].data<T>(), *gamma = in[1].data<T>(), *dy = d_out.data<T>();
     const T *m = stats.data<T>(), *s = m + 2 * c;
-    T *sum_dy = sums.data<T>(), *sum_dyx = sum_dy + c;
-    std::fill(sum_dy, sum_dy + 2 * c, T(0));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < c; ++j) {
-        sum_dy[j] += dy[r * c + j];
-        sum_dyx[j] += dy[r * c + j] * (x[r * c + j] - m[j]) * s[j];
+    T *sum_dy = sums.data<T>(), *sum_dyx = sum_dy + c;  // sum dy, sum dy * xhat
+    T *total_dy = sum_dy + 2 * c, *total_dyx = sum_dy + 3 * c;
+    std::fill(total_dy, total_dy + 2 * c, T(0));
+    T* dx = nullptr;
+    if (need[0]) {
+      (*d_in)[0] = this->GradientLike(ctx, in, 0);
+      dx = (*d_in)[0].data<T>();
+    }
+    for (const RowGroup& g : groups) {
+      Statistics(ctx.training, in, g, stats.data<T>());
+      std::fill(sum_dy, sum_dy + 2 * c, T(0));
+      for (int64_t r = g.begin; r < g.end; ++r) {
+        for (int64_t j = 0; j < c; ++j) {
+          sum_dy[j] += dy[r * c + j];
+          sum_dyx[j] += dy[r * c + j] * (x[r * c + j] - m[j]) * s[j];
+        }
+      }
+      for (int64_t j = 0; j < 2 * c; ++j) total_dy[j] += sum_dy[j];
+      if (dx == nullptr) continue;
+      const T n = T(std::max<int64_t>(g.end - g.begin, 1));
+      for (int64_t r = g.begin; r < g.end; ++r) {
+        for (int64_t j = 0; j < c; ++j) {
+          const T gr = dy[r * c + j] * gamma[j];
+          if (!ctx.training) {
+            dx[r * c + j] = s[j] * gr;
+            continue;
+          }
+          const T xhat = (x[r * c + j] - m[j]) * s[j];
+          dx[r * c + j] = s[j] * (gr - gamma[j] * (sum_dy[j] + xhat * sum_dyx[j]) / n);
+        }
       }
     }
     for (int k = 1; k < 3; ++k) {
       if (!need[k]) continue;
       (*d_in)[k] = this->GradientLike(ctx, in, k);
-      std::copy(k == 1 ? sum_dyx : sum_dy, (k == 1 ? sum_dyx : sum_dy) + c,
-                (*d_in)[k].template data<T>());
+      const T* src = k == 1 ? total_dyx : total_dy;
+      std::copy(src, src + c, (*d_in)[k].template data<T>());
       ctx.InputGradientDone(k);
-    }
-    if (!need[0]) return absl::OkStatus();
-    (*d_in)[0] = this->GradientLike(ctx, in, 0);
-    T* dx = (*d_in)[0].data<T>();
-    const T n = T(std::max<int64_t>(rows, 1));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < c; ++j) {
-        const T g = dy[r * c + j] * gamma[j];
-        if (!ctx.training) {
-          dx[r * c + j] = s[j] * g;
-          continue;
-        }
-        const T xhat = (x[r * c + j] - m[j]) * s[j];
-        dx[r * c + j] = s[j] * (g - gamma[j] * (sum_dy[j] + xhat * sum_dyx[j]) / n);
-      }
     }
     return absl::OkStatus();
   }
 
  private:
+  // The row groups of x [batch, ..., c] seen as [rows, c]: one per virtual batch of
+  // node.virtual_batch_size examples when training with them (the last may be smaller),
+  // else one of every row.
+  std::vector<RowGroup> Groups(bool training, const Tensor& x) const {
+    const int64_t c = x.shape()[-1], rows = c == 0 ? 0 : x.num_elements() / c;
+    const int64_t batch = x.shape().dim(0), v = this->node_.virtual_batch_size();
+    if (!training || v <= 0 || batch <= v) return {{0, rows}};
+    const int64_t per_example = rows / batch;
+    std::vector<RowGroup> groups;
+    for (int64_t b = 0; b < batch; b += v) {
+      groups.push_back({b * per_example, std::min(b + v, batch) * per_example});
+    }
+    return groups;
+  }
+
   // Per channel, into stats [3, c]: the mean, the (biased) variance and
-  // 1 / sqrt(variance + epsilon); of the batch when training, else the moving ones.
-  void Statistics(bool training, absl::Span<const Tensor> in, T* stats) const {
-    const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;
+  // 1 / sqrt(variance + epsilon); of the group's rows when training, else the moving ones.
+  void Statistics(bool training, absl::Span<const Tensor> in, RowGroup g, T* stats) const {
+    const int64_t c = in[0].shape()[-1];
     T *mean = stats, *var = stats + c, *rstd = stats + 2 * c;
     if (!training) {
       std::copy(in[3].data<T>(), in[3].data<T>() + c, mean);
@@ -124,12 +164,12 @@ class BatchNormKernel final : public CpuOpKernel<T> {
     } else {
       const T* x = in[0].data<T>();
       std::fill(mean, mean + 2 * c, T(0));
-      for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t r = g.begin; r < g.end; ++r) {
         for (int64_t j = 0; j < c; ++j) mean[j] += x[r * c + j];
       }
-      const T n = T(std::max<int64_t>(rows, 1));
+      const T n = T(std::max<int64_t>(g.end - g.begin, 1));
       for (int64_t j = 0; j < c; ++j) mean[j] /= n;
-      for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t r = g.begin; r < g.end; ++r) {
         for (int64_t j = 0; j < c; ++j) {
           const T d = x[r * c + j] - mean[j];
           var[j] += d * d;

@@ -1,4 +1,5 @@
-// BIAS_ADD: x[..., n] + b[n].
+// BIAS_ADD: x[..., n] + b[n], or more generally x + b broadcast over x's leading axes
+// (b's shape is x's last axes, e.g. a position embedding [t, d] on [batch, t, d]).
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
 
@@ -9,8 +10,10 @@ absl::StatusOr<TypedShape> BiasAddShape(const v1::NodeDef& node,
                                         const std::vector<TypedShape>& in) {
   LS_RETURN_IF_ERROR(CheckSameFloatDTypes(node, in));
   const Shape &x = in[0].shape, &b = in[1].shape;
-  if (x.rank() < 1 || b.rank() != 1 || !DimsCompatible(x[-1], b.dim(0))) {
-    return ShapeError(node, absl::StrCat("bias ", b.ToString(), " does not match the last axis of ",
+  bool ok = b.rank() >= 1 && b.rank() <= x.rank();
+  for (int i = 1; ok && i <= b.rank(); ++i) ok = DimsCompatible(x[-i], b[-i]);
+  if (!ok) {
+    return ShapeError(node, absl::StrCat("bias ", b.ToString(), " does not match the last axes of ",
                                          x.ToString()));
   }
   return in[0];

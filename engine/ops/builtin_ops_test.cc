@@ -34,6 +34,27 @@ TEST(BuiltinOps, SoftmaxArgmaxAndActivations) {
   EXPECT_EQ(m.ToVector<float>(), (std::vector<float>{0, 1, 1}));
 }
 
+// GELU's f32 gradient (its exp and erf are polynomial approximations) against the exact
+// Phi(x) + x phi(x) in f64, over [-12, 12].
+TEST(BuiltinOps, GeluGradientInF32MatchesTheExactOne) {
+  std::vector<float> xs;
+  for (int i = -1200; i <= 1200; ++i) xs.push_back(i / 100.f);
+  const int64_t n = xs.size();
+  Graph g;
+  int v = *g.Variable("v", DType::kF32, Shape{n}, v1::Initializer(), 1, 1);
+  ASSERT_TRUE(g.SetLoss(*g.Sum(*g.Op(v1::GELU, {v}), {}, false)).ok());
+  auto exec = *Executor::Create(&g);
+  std::vector<Tensor> grads;
+  ASSERT_TRUE(
+      exec->ComputeGradients({Tensor::FromVector<float>(xs, Shape{n})}, {}, {}, &grads).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = xs[i];
+    const double want =
+        0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    EXPECT_NEAR(grads[0].data<float>()[i], want, 2e-6) << "x = " << x;
+  }
+}
+
 TEST(BuiltinOps, ConcatGeluAndLayerNorm) {
   Graph g;
   int a = *g.Input("a", DType::kF32, Shape{2, 1});

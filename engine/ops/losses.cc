@@ -1,5 +1,8 @@
-// SPARSE_SOFTMAX_CROSS_ENTROPY (logits [b, c], integer labels [b] -> mean loss),
-// ACCURACY (same inputs -> fraction correct, f32, no gradient) and MEAN_SQUARED_ERROR
+// SPARSE_SOFTMAX_CROSS_ENTROPY (logits [b, c], integer labels [b] -> mean loss; or logits
+// [b, t, ..., c] with labels [b, t, ...]: one class per position, e.g. a language model's next
+// token, the mean over all positions; node.label_smoothing eps makes the target
+// (1 - eps) * one_hot + eps / classes), ACCURACY (same inputs -> fraction correct, f32, no
+// gradient) and MEAN_SQUARED_ERROR
 // (predictions, targets of one shape -> mean loss).
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
@@ -12,9 +15,16 @@ absl::StatusOr<TypedShape> LogitsLabelsShape(const v1::NodeDef& node,
   const Shape &logits = in[0].shape, &labels = in[1].shape;
   if (!IsFloat(in[0].dtype)) return ShapeError(node, "logits must be f32 or f64");
   if (!IsInt(in[1].dtype)) return ShapeError(node, "labels must be i32 or i64");
-  if (logits.rank() != 2 || labels.rank() != 1 || !DimsCompatible(logits.dim(0), labels.dim(0))) {
-    return ShapeError(node, absl::StrCat("needs logits [batch, classes] and labels [batch], got ",
+  bool ok = logits.rank() >= 2 && labels.rank() == logits.rank() - 1;
+  for (int i = 0; ok && i < labels.rank(); ++i) ok = DimsCompatible(logits.dim(i), labels.dim(i));
+  if (!ok) {
+    return ShapeError(node, absl::StrCat("needs logits [batch, ..., classes] and labels "
+                                         "[batch, ...] (one label per row), got ",
                                          logits.ToString(), " and ", labels.ToString()));
+  }
+  if (!(node.label_smoothing() >= 0 && node.label_smoothing() <= 1)) {
+    return ShapeError(
+        node, absl::StrCat("label_smoothing ", node.label_smoothing(), " is not in [0, 1]"));
   }
   return TypedShape{Shape{}, node.op() == v1::ACCURACY ? DType::kF32 : in[0].dtype};
 }
@@ -24,13 +34,20 @@ absl::StatusOr<TypedShape> MseShape(const v1::NodeDef& node, const std::vector<T
   return TypedShape{Shape{}, in[0].dtype};
 }
 
+// Rows of logits (positions with a label) and classes: [b, ..., c] is [rows, c].
+std::pair<int64_t, int64_t> RowsAndClasses(const Tensor& logits) {
+  const int64_t c = logits.shape().dim(logits.shape().rank() - 1);
+  return {c == 0 ? 0 : logits.num_elements() / c, c};
+}
+
 absl::Status CheckLabels(const v1::NodeDef& node, const Tensor& labels, int64_t classes) {
   for (int64_t i = 0; i < labels.num_elements(); ++i) {
     int64_t l = cpu::LabelAt(labels, i);
     if (l < 0 || l >= classes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(node.name(), ": label ", l, " at batch row ", i, " is outside [0, ", classes,
-                       "); check the data's label column and the model's output units"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          node.name(), ": label ", l, " at ",
+          labels.shape().rank() == 1 ? "batch row " : "flattened position ", i, " is outside [0, ",
+          classes, "); check the data's label column and the model's output units"));
     }
   }
   return absl::OkStatus();
@@ -43,16 +60,22 @@ class SparseSoftmaxCrossEntropyKernel final : public CpuOpKernel<T> {
 
   absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    const int64_t b = in[0].shape().dim(0), c = in[0].shape().dim(1);
+    const auto [b, c] = RowsAndClasses(in[0]);
     LS_RETURN_IF_ERROR(CheckLabels(this->node_, in[1], c));
     const T* x = in[0].data<T>();
+    const double eps = this->node_.label_smoothing();
     double total = 0;
     for (int64_t r = 0; r < b; ++r) {
       const T* row = x + r * c;
       T m = *std::max_element(row, row + c);
-      double s = 0;
-      for (int64_t j = 0; j < c; ++j) s += std::exp(double(row[j] - m));
-      total += std::log(s) + m - row[cpu::LabelAt(in[1], r)];
+      double s = 0, sum = 0;
+      for (int64_t j = 0; j < c; ++j) {
+        s += std::exp(double(row[j] - m));
+        sum += row[j];
+      }
+      // -sum_j target_j * log softmax_j, the targets summing to 1.
+      total += std::log(s) + m - (1 - eps) * row[cpu::LabelAt(in[1], r)];
+      if (eps != 0) total -= eps / c * sum;
     }
     out->data<T>()[0] = b == 0 ? T(0) : T(total / b);
     return absl::OkStatus();
@@ -62,14 +85,18 @@ class SparseSoftmaxCrossEntropyKernel final : public CpuOpKernel<T> {
                         const Tensor& d_out, const std::vector<bool>& need,
                         std::vector<Tensor>* d_in) override {
     if (!need[0]) return absl::OkStatus();
-    const int64_t b = in[0].shape().dim(0), c = in[0].shape().dim(1);
+    const auto [b, c] = RowsAndClasses(in[0]);
     Tensor g = this->GradientLike(ctx, in, 0);
     T* gx = g.data<T>();
     const T* x = in[0].data<T>();
     const T scale = b == 0 ? T(0) : d_out.data<T>()[0] / T(b);
+    const T eps = T(this->node_.label_smoothing()), spread = c == 0 ? T(0) : eps / T(c);
     for (int64_t r = 0; r < b; ++r) {
-      cpu::SoftmaxRow(x + r * c, c, gx + r * c);
-      gx[r * c + cpu::LabelAt(in[1], r)] -= T(1);
+      cpu::SoftmaxRow(x + r * c, c, gx + r * c);  // softmax - target
+      gx[r * c + cpu::LabelAt(in[1], r)] -= T(1) - eps;
+      if (eps != T(0)) {
+        for (int64_t j = 0; j < c; ++j) gx[r * c + j] -= spread;
+      }
       for (int64_t j = 0; j < c; ++j) gx[r * c + j] *= scale;
     }
     (*d_in)[0] = g;
@@ -84,7 +111,7 @@ class AccuracyKernel final : public CpuOpKernel<T> {
 
   absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    const int64_t b = in[0].shape().dim(0), c = in[0].shape().dim(1);
+    const auto [b, c] = RowsAndClasses(in[0]);
     const T* x = in[0].data<T>();
     int64_t correct = 0;
     for (int64_t r = 0; r < b; ++r) {

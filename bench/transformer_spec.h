@@ -1,0 +1,32 @@
+// TransformerSpec: the causal Transformer classifier the training benchmarks time
+// (bench/train_step --model=transformer, bench/train_throughput --model=transformer):
+// optionally a token embedding, then `blocks` pre-norm blocks of layer_norm, causal
+// self_attention, residual add, layer_norm, dense 4d, gelu, dense d, residual add; then
+// global average pooling and a dense classifier. Stateless; thread-safe.
+#ifndef LOCKSTEP_BENCH_TRANSFORMER_SPEC_H_
+#define LOCKSTEP_BENCH_TRANSFORMER_SPEC_H_
+
+#include <cstdint>
+
+#include "lockstep/v1/model.pb.h"
+
+namespace lockstep::bench {
+
+struct TransformerShape {
+  int64_t seq = 128;
+  int64_t width = 256;
+  int heads = 4;
+  int blocks = 2;
+  int64_t vocab = 1000;  // > 0: inputs are [seq] token ids; 0: [seq, width] floats
+  int64_t classes = 10;
+};
+
+v1::ModelSpec TransformerSpec(const TransformerShape& s);
+
+// GEMM FLOPs of one training step at `batch` (forward products times 3: each has two
+// gradient products; attention products counted in full, as the causal mask skips none).
+double TransformerStepFlops(const TransformerShape& s, int batch);
+
+}  // namespace lockstep::bench
+
+#endif  // LOCKSTEP_BENCH_TRANSFORMER_SPEC_H_
