@@ -48,11 +48,12 @@ constexpr absl::Duration kTimeout = absl::Seconds(3);
 constexpr absl::Duration kScenarioBound = absl::Seconds(120);
 constexpr int64_t kFaultStep = 500;
 
-// The digits job with restarts allowed: 200 epochs (5800 steps of 48, a few seconds), a checkpoint
-// every 100 steps, the two newest kept.
+// The digits job with restarts allowed: 400 epochs (11600 steps of 48, a few seconds: long
+// enough that the test sees it running past kFaultStep, as reports arrive every heartbeat), a
+// checkpoint every 100 steps, the two newest kept.
 v1::JobSpec RestartableJob(const std::string& dir) {
   v1::JobSpec spec = testing::DigitsJob(dir);
-  spec.set_epochs(200);
+  spec.set_epochs(400);
   spec.set_num_workers(2);
   spec.mutable_checkpoint()->set_every_steps(100);
   spec.mutable_checkpoint()->set_keep(2);
