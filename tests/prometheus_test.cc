@@ -112,6 +112,16 @@ class PrometheusTest : public ::testing::Test {
     return *std::move(p);
   }
 
+  // lockstep-coordinator (insecure, heartbeats every 150 ms), its port in dir_/port.
+  std::unique_ptr<client::Subprocess> StartCoordinator(std::pair<int, int>* ports) {
+    return StartDaemon(
+        "coordinator",
+        {Runfile("coordinator/lockstep-coordinator"), "--insecure", "--host=127.0.0.1", "--port=0",
+         "--port_file=" + dir_ + "/port", "--state_dir=" + dir_ + "/state",
+         "--heartbeat_interval=150ms", "--heartbeat_timeout=3s"},
+        ports);
+  }
+
   std::unique_ptr<client::Subprocess> StartWorker(int i, const std::string& coordinator,
                                                   std::pair<int, int>* ports) {
     std::vector<std::string> argv = {Runfile("worker/lockstepd"), "--coordinator=" + coordinator,
@@ -147,12 +157,7 @@ TEST_F(PrometheusTest, WorkerIsNotServingUntilRegistered) {
 // an operator's probe sees it leave) until the drain is undone.
 TEST_F(PrometheusTest, ADrainedWorkerIsNotServingUntilTheDrainIsUndone) {
   std::pair<int, int> coordinator_ports;
-  auto coordinator =
-      StartDaemon("coordinator",
-                  {Runfile("coordinator/lockstep-coordinator"), "--insecure", "--host=127.0.0.1",
-                   "--port=0", "--port_file=" + dir_ + "/port", "--state_dir=" + dir_ + "/state",
-                   "--heartbeat_interval=150ms", "--heartbeat_timeout=3s"},
-                  &coordinator_ports);
+  auto coordinator = StartCoordinator(&coordinator_ports);
   ASSERT_NE(coordinator, nullptr);
   absl::StatusOr<int> port = WaitForPortFile(dir_ + "/port", absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(port.ok()) << port.status();
@@ -185,12 +190,7 @@ TEST_F(PrometheusTest, PrometheusScrapesACluster) {
                  << "tools/bootstrap.sh installs it)";
   }
   std::pair<int, int> coordinator_ports;
-  auto coordinator =
-      StartDaemon("coordinator",
-                  {Runfile("coordinator/lockstep-coordinator"), "--insecure", "--host=127.0.0.1",
-                   "--port=0", "--port_file=" + dir_ + "/port", "--state_dir=" + dir_ + "/state",
-                   "--heartbeat_interval=150ms", "--heartbeat_timeout=3s"},
-                  &coordinator_ports);
+  auto coordinator = StartCoordinator(&coordinator_ports);
   ASSERT_NE(coordinator, nullptr);
   absl::StatusOr<int> port = WaitForPortFile(dir_ + "/port", absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(port.ok()) << port.status();
