@@ -6,9 +6,8 @@
 //
 // The calling thread spins on the completion queue for up to kSpinBeforeBlocking before it
 // blocks: a coordinator answers in well under that, and a thread that blocked costs a
-// wake-up on the answer (on a VM, where an idle vCPU halts, ~60 us of the ~160 us a
-// GetClusterStatus took on loopback). The spin is bounded, so a slow call costs at most that
-// much CPU more. `wait_for_ready`: while the channel is not connected (the coordinator
+// wake-up on the answer (what that costs, measured: bench/control_plane_tuning.md). The spin
+// is bounded, so a slow call costs at most that much CPU more. `wait_for_ready`: while the channel is not connected (the coordinator
 // restarting), wait for it up to the deadline instead of failing at once; a pending call is
 // what drives gRPC to reconnect.
 //

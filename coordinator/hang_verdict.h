@@ -17,8 +17,8 @@
 //
 // Stragglers. A rank whose mean compute time over a full window of steps is more than
 // `straggler_ratio` times the median of the other ranks' (and at least `straggler_min_excess`
-// above it) is named, e.g. "worker/2: compute 21.30 ms per step over 50 steps, the others'
-// median 0.40 ms (53.3x)".
+// above it) is named: "<task>: compute <mean> ms per step over <steps> steps, the others'
+// median <median> ms (<ratio>x)".
 //
 // Thread model: pure functions.
 #ifndef LOCKSTEP_COORDINATOR_HANG_VERDICT_H_
