@@ -49,7 +49,10 @@ class CollectiveObserver {
   // An all-reduce counted in Communicator::async_all_reduce_totals() succeeded: `bytes` per
   // rank, `time` running (queueing excluded), in a group of `group_size` ranks.
   virtual void AllReduceDone(size_t bytes, absl::Duration time, int group_size) {}
-  // A message of `bytes` was sent to / received from rank `peer` of the group.
+  // A message of `bytes` was sent to / received from rank `peer` of the group. Told only to
+  // an observer whose counts_bytes() is true: counting wraps the transport (ObservedTransport),
+  // a virtual call more per message, which an observer of collectives alone does not pay.
+  virtual bool counts_bytes() const { return false; }
   virtual void Sent(int peer, size_t bytes) {}
   virtual void Received(int peer, size_t bytes) {}
 };
@@ -62,6 +65,12 @@ class CollectiveObserverList final : public CollectiveObserver {
     for (CollectiveObserver* o : observers) {
       if (o != nullptr) observers_.push_back(o);
     }
+  }
+  bool counts_bytes() const override {
+    for (const CollectiveObserver* o : observers_) {
+      if (o->counts_bytes()) return true;
+    }
+    return false;
   }
   void OnEnter(const CollectiveCall& call) override {
     for (CollectiveObserver* o : observers_) o->OnEnter(call);

@@ -116,6 +116,7 @@ class Counting final : public CollectiveObserver {
     all_reduce_bytes_ += bytes;
     group_size_ = group_size;
   }
+  bool counts_bytes() const override { return true; }
   void Sent(int, size_t bytes) override {
     absl::MutexLock l(&mu_);
     sent_ += bytes;

@@ -85,7 +85,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
           " exactly once, got [", absl::StrJoin(options.ring_order, ","), "]"));
     }
   }
-  if (observer != nullptr) {
+  if (observer != nullptr && observer->counts_bytes()) {
     transport = std::make_unique<ObservedTransport>(std::move(transport), observer);
   }
   return std::unique_ptr<Communicator>(new Communicator(std::move(transport), options, observer));

@@ -21,6 +21,7 @@ class RecordingObserver : public CollectiveObserver {
     all_reduces.push_back({bytes, group_size});
     EXPECT_GE(time, absl::ZeroDuration());
   }
+  bool counts_bytes() const override { return true; }
   void Sent(int peer, size_t bytes) override {
     absl::MutexLock l(&mu_);
     sent[peer] += bytes;

@@ -45,6 +45,7 @@ class WorkerMetrics final : public collectives::CollectiveObserver {
 
   // collectives::CollectiveObserver
   void AllReduceDone(size_t bytes, absl::Duration time, int group_size) override;
+  bool counts_bytes() const override { return true; }
   void Sent(int peer, size_t bytes) override;
   void Received(int peer, size_t bytes) override;
 
