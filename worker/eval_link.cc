@@ -91,12 +91,14 @@ void EvalLink::Abort() { comm_->Abort(); }
 
 CheckpointSender::CheckpointSender(v1::Partition partition,
                                    std::unique_ptr<collectives::Store> store,
-                                   EvalLinkOptions options, absl::Duration timeout, int max_queued)
+                                   EvalLinkOptions options, absl::Duration timeout, int min_queued,
+                                   int64_t queue_budget_bytes)
     : partition_(std::move(partition)),
       store_(std::move(store)),
       options_(std::move(options)),
       timeout_(timeout),
-      max_queued_(std::max(1, max_queued)),
+      min_queued_(std::max(1, min_queued)),
+      queue_budget_bytes_(queue_budget_bytes),
       thread_([this] { Run(); }) {}
 
 CheckpointSender::~CheckpointSender() {
@@ -107,11 +109,17 @@ CheckpointSender::~CheckpointSender() {
 void CheckpointSender::Enqueue(std::string bytes) {
   absl::MutexLock l(&mu_);
   if (done_ || finishing_) return;
-  if (static_cast<int>(queue_.size()) >= max_queued_) {
-    spdlog::warn("job {}: the evaluator is {} checkpoints behind; the oldest unsent is skipped",
-                 partition_.job_id(), queue_.size());
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  while (static_cast<int>(queue_.size()) >= min_queued_ &&
+         queued_bytes_ + size > queue_budget_bytes_) {
+    spdlog::warn(
+        "job {}: the evaluator is {} checkpoints ({} bytes) behind; the oldest unsent is "
+        "skipped",
+        partition_.job_id(), queue_.size(), queued_bytes_);
+    queued_bytes_ -= static_cast<int64_t>(queue_.front().size());
     queue_.pop_front();
   }
+  queued_bytes_ += size;
   queue_.push_back(std::move(bytes));
 }
 
@@ -163,6 +171,7 @@ void CheckpointSender::Run() {
       if (!queue_.empty()) {
         next = std::move(queue_.front());
         queue_.pop_front();
+        queued_bytes_ -= static_cast<int64_t>(next->size());
       }
     }
     const absl::Time deadline = absl::Now() + timeout_;

@@ -8,8 +8,10 @@
 //
 // CheckpointSender is the chief's side: a thread of its own joins the group and sends the
 // queued checkpoints in order, so training never waits for the evaluator (a slow one only
-// lengthens the queue, bounded by `max_queued`: the oldest unsent is then dropped and
-// logged). Its failures are logged and never fail the job: the evaluator is a side-car.
+// lengthens the queue; past its bound the oldest unsent is dropped and logged). The bound is in bytes (`queue_budget_bytes`), with at least `min_queued`
+// checkpoints always kept: small models' checkpoints all reach an evaluator that joined
+// late or evaluates slowly, a large model's queue holds only what the budget allows. Its
+// failures are logged and never fail the job: the evaluator is a side-car.
 //
 // Ownership: EvalLink owns its communicator; CheckpointSender owns its store, link and
 // thread.
@@ -74,7 +76,8 @@ class CheckpointSender {
   // rendezvous store (Abort() aborts it, ending a wait for an evaluator that never came).
   // `timeout` bounds each send.
   CheckpointSender(v1::Partition partition, std::unique_ptr<collectives::Store> store,
-                   EvalLinkOptions options, absl::Duration timeout, int max_queued = 4);
+                   EvalLinkOptions options, absl::Duration timeout, int min_queued = 2,
+                   int64_t queue_budget_bytes = int64_t{256} << 20);
   // Aborts and joins.
   ~CheckpointSender();
 
@@ -93,9 +96,11 @@ class CheckpointSender {
   const std::unique_ptr<collectives::Store> store_;
   const EvalLinkOptions options_;
   const absl::Duration timeout_;
-  const int max_queued_;
+  const int min_queued_;
+  const int64_t queue_budget_bytes_;
   absl::Mutex mu_;
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // the thread has nothing more to do
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;

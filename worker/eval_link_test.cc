@@ -76,7 +76,7 @@ TEST(EvalLink, CheckpointsArriveInOrderThenTheEnd) {
   });
   {
     CheckpointSender sender(Part(true), std::make_unique<StoreHandle>(&shared), Options(),
-                            absl::Seconds(20), /*max_queued=*/8);
+                            absl::Seconds(20));
     for (const std::string& s : sent) sender.Enqueue(s);
     const absl::Status finished = sender.Finish(absl::Now() + absl::Seconds(20));
     EXPECT_TRUE(finished.ok()) << finished;
@@ -84,6 +84,49 @@ TEST(EvalLink, CheckpointsArriveInOrderThenTheEnd) {
   evaluator.join();
   EXPECT_TRUE(received.ok()) << received;
   EXPECT_EQ(got, sent);
+}
+
+// Everything the evaluator receives until the end marker.
+std::vector<std::string> ReceiveAll(collectives::Store* shared) {
+  StoreHandle store(shared);
+  auto link = EvalLink::Connect(Part(false), &store, Options());
+  EXPECT_TRUE(link.ok()) << link.status();
+  std::vector<std::string> got;
+  if (!link.ok()) return got;
+  while (true) {
+    auto bytes = (*link)->Receive(absl::Now() + absl::Seconds(20));
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    if (!bytes.ok() || !bytes->has_value()) return got;
+    got.push_back(**bytes);
+  }
+}
+
+// An evaluator that joins after the chief queued five checkpoints: within the byte budget
+// all five reach it; past the budget the oldest are dropped, the newest `min_queued` kept.
+TEST(EvalLink, ALateEvaluatorGetsEveryCheckpointTheBudgetHolds) {
+  const std::vector<std::string> sent = {"ckpt-040", "ckpt-080", "ckpt-120", "ckpt-160",
+                                         "ckpt-174"};
+  for (const int64_t budget : {int64_t{256} << 20, int64_t{20}}) {
+    SCOPED_TRACE(absl::StrCat("budget ", budget));
+    collectives::InMemoryStore shared;
+    std::vector<std::string> got;
+    {
+      // The sender's thread waits in Connect for the evaluator, so nothing is sent before it
+      // joins: every Enqueue below lands in the queue.
+      CheckpointSender sender(Part(true), std::make_unique<StoreHandle>(&shared), Options(),
+                              absl::Seconds(20), /*min_queued=*/2, budget);
+      for (const std::string& s : sent) sender.Enqueue(s);
+      std::thread evaluator([&] { got = ReceiveAll(&shared); });
+      const absl::Status finished = sender.Finish(absl::Now() + absl::Seconds(20));
+      EXPECT_TRUE(finished.ok()) << finished;
+      evaluator.join();
+    }
+    if (budget > 100) {
+      EXPECT_EQ(got, sent);
+    } else {
+      EXPECT_EQ(got, std::vector<std::string>(sent.end() - 2, sent.end()));
+    }
+  }
 }
 
 TEST(EvalLink, OnlyTheChiefAndTheEvaluatorJoin) {
