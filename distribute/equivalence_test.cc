@@ -45,8 +45,8 @@ engine::Graph Mlp() {
 }
 
 // Mlp with batch normalisation after the first layer: its moving statistics are
-// non-trainable variables that every step updates.
-engine::Graph BatchNormMlp() {
+// non-trainable variables that every step updates. Synchronized: over the global batch.
+engine::Graph BatchNormMlpWith(bool synchronized) {
   engine::Graph g(/*seed=*/7);
   v1::Initializer glorot, ones;
   glorot.set_kind(v1::Initializer::GLOROT_UNIFORM);
@@ -63,12 +63,15 @@ engine::Graph BatchNormMlp() {
                            /*trainable=*/false));
   bn.push_back(*g.Variable("bn/moving_variance", DType::kF32, Shape{8}, ones, 8, 8,
                            /*trainable=*/false));
-  h = *g.Op(v1::RELU, {*g.BatchNorm(bn, 0.9f, 1e-3f)});
+  h = *g.Op(v1::RELU, {*g.BatchNorm(bn, 0.9f, 1e-3f, "bn", 0, synchronized)});
   int w2 = *g.Variable("d1/kernel", DType::kF32, Shape{8, 3}, glorot, 8, 3);
   int logits = *g.Op(v1::MATMUL, {h, w2});
   EXPECT_TRUE(g.SetLoss(*g.Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {logits, labels})).ok());
   return g;
 }
+
+engine::Graph BatchNormMlp() { return BatchNormMlpWith(false); }
+engine::Graph SyncBatchNormMlp() { return BatchNormMlpWith(true); }
 
 // kSteps global batches of a deterministic 3-class problem.
 DatasetSource Data(int64_t n = kGlobalBatch * kSteps) {
@@ -132,6 +135,20 @@ std::vector<Tensor> Train(Strategy* strategy, bool overlap, double* last_loss = 
     weights.push_back(v.copies()[0].Clone());
   }
   return weights;
+}
+
+// The largest difference over all variables, relative to each variable's largest value.
+double MaxRelativeDifference(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  double worst = 0;
+  for (size_t v = 0; v < want.size() && v < got.size(); ++v) {
+    double max_abs = 0, max_diff = 0;
+    for (int64_t i = 0; i < want[v].num_elements(); ++i) {
+      max_abs = std::max(max_abs, std::abs(want[v].AsDouble(i)));
+      max_diff = std::max(max_diff, std::abs(got[v].AsDouble(i) - want[v].AsDouble(i)));
+    }
+    worst = std::max(worst, max_diff / std::max(max_abs, 1e-30));
+  }
+  return worst;
 }
 
 void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want,
@@ -208,6 +225,58 @@ TEST_F(EquivalenceTest, BatchNormMovingStatisticsStayMirrored) {
     ASSERT_EQ(w.size(), 6u);
     EXPECT_NE(w[3].AsDouble(0), 0.0) << "moving_mean, overlap " << overlap;
     EXPECT_NE(w[4].AsDouble(0), 1.0) << "moving_variance, overlap " << overlap;
+  }
+}
+
+// SyncBatchNorm: four replicas with synchronized statistics compute what one replica
+// computes on the whole batch (gamma, beta, the moving statistics and the other layers
+// within 1e-5), under both kinds of CrossDeviceOps and both gradient paths; per-replica
+// statistics (Keras' default) do not.
+TEST_F(EquivalenceTest, SyncBatchNormOverFourReplicasMatchesOneReplicaOnTheWholeBatch) {
+  auto one = OneDeviceStrategy::Create();
+  const std::vector<Tensor> want =
+      Train(one->get(), false, nullptr, kGlobalBatch * kSteps, SyncBatchNormMlp);
+  ASSERT_EQ(want.size(), 6u);
+  for (CrossDeviceOpsKind kind :
+       {CrossDeviceOpsKind::kReduceToOneDevice, CrossDeviceOpsKind::kCollective}) {
+    for (bool overlap : {true, false}) {
+      MirroredStrategyOptions options;
+      options.available.num_cpu_devices = 4;
+      options.cross_device_ops = kind;
+      options.communication.bytes_per_pack = 100;  // packs in flight around the sums
+      auto mirrored = MirroredStrategy::Create(options);
+      ASSERT_TRUE(mirrored.ok());
+      ExpectClose(Train(mirrored->get(), overlap, nullptr, kGlobalBatch * kSteps, SyncBatchNormMlp),
+                  want,
+                  std::string("SyncBatchNorm, ") + CrossDeviceOpsKindName(kind) +
+                      (overlap ? ", overlapped" : ", cross-replica"));
+    }
+  }
+  // Each replica's own statistics (batches of 4) train a different model.
+  MirroredStrategyOptions options;
+  options.available.num_cpu_devices = 4;
+  auto mirrored = MirroredStrategy::Create(options);
+  ASSERT_TRUE(mirrored.ok());
+  const std::vector<Tensor> local =
+      Train(mirrored->get(), true, nullptr, kGlobalBatch * kSteps, BatchNormMlp);
+  EXPECT_GT(MaxRelativeDifference(local, want), 1e-3);
+}
+
+// A last partial batch of 2 leaves two of four replicas with no examples: they run a phantom
+// batch that makes the same synchronized sums, contributing nothing.
+TEST_F(EquivalenceTest, SyncBatchNormWithEmptyReplicasMatchesOneReplica) {
+  const int64_t rows = kGlobalBatch * 3 + 2;
+  auto one = OneDeviceStrategy::Create();
+  const std::vector<Tensor> want = Train(one->get(), false, nullptr, rows, SyncBatchNormMlp);
+  for (CrossDeviceOpsKind kind :
+       {CrossDeviceOpsKind::kReduceToOneDevice, CrossDeviceOpsKind::kCollective}) {
+    MirroredStrategyOptions options;
+    options.available.num_cpu_devices = 4;
+    options.cross_device_ops = kind;
+    auto mirrored = MirroredStrategy::Create(options);
+    ASSERT_TRUE(mirrored.ok());
+    ExpectClose(Train(mirrored->get(), true, nullptr, rows, SyncBatchNormMlp), want,
+                std::string("SyncBatchNorm, partial batch, ") + CrossDeviceOpsKindName(kind));
   }
 }
 
@@ -369,6 +438,19 @@ TEST_F(EquivalenceTest, MultiWorkerMirroredBatchNormStaysMirrored) {
   comm.bytes_per_pack = 100;
   comm.timeout = absl::Seconds(30);
   RunTwoWorkers(/*hierarchical=*/true, comm, "batch_norm", nullptr, BatchNormMlp);
+}
+
+// SyncBatchNorm across two workers of two replicas each (hierarchical and flat): the same
+// weights as one replica on the whole batch.
+TEST_F(EquivalenceTest, MultiWorkerMirroredSyncBatchNormMatchesOneReplica) {
+  auto one = OneDeviceStrategy::Create();
+  std::vector<Tensor> want =
+      Train(one->get(), false, nullptr, kGlobalBatch * kSteps, SyncBatchNormMlp);
+  CommunicationOptions comm;
+  comm.bytes_per_pack = 100;
+  comm.timeout = absl::Seconds(30);
+  RunTwoWorkers(/*hierarchical=*/true, comm, "sync_bn_hierarchical", &want, SyncBatchNormMlp);
+  RunTwoWorkers(/*hierarchical=*/false, comm, "sync_bn_flat", &want, SyncBatchNormMlp);
 }
 
 }  // namespace

@@ -52,6 +52,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
     t->optimizers_.push_back(std::move(o));
   }
   LS_RETURN_IF_ERROR(t->ProbeGradientOrder());
+  for (int i = 0; i < graph->num_nodes(); ++i) {
+    const v1::NodeDef& node = graph->node(i);
+    if (node.op() == v1::BATCH_NORM && node.synchronized()) t->sums_across_replicas_ = true;
+  }
   return t;
 }
 
@@ -92,8 +96,7 @@ absl::Status Trainer::Restore(const v1::Checkpoint& checkpoint) {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::ProbeGradientOrder() {
-  // One backward pass on a one-example batch of zeros records the hook's order.
+absl::StatusOr<engine::Feeds> Trainer::ZeroBatch() const {
   engine::Feeds feeds;
   for (const std::string& key : {options_.features_key, options_.labels_key}) {
     const int node = graph_->FindInput(key);
@@ -105,6 +108,12 @@ absl::Status Trainer::ProbeGradientOrder() {
     for (int64_t& d : dims) d = d < 0 ? 1 : d;
     feeds.push_back({key, Tensor::Zeros(graph_->dtype(node), engine::Shape(dims))});
   }
+  return feeds;
+}
+
+absl::Status Trainer::ProbeGradientOrder() {
+  // One backward pass on a one-example batch of zeros records the hook's order.
+  LS_ASSIGN_OR_RETURN(engine::Feeds feeds, ZeroBatch());
   std::vector<Tensor> vars;
   for (const DistributedVariable& v : variables_) vars.push_back(v.Read(0).Clone());
   engine::StepOptions step;
@@ -140,6 +149,11 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
     step.replica_id = ctx.replica_id_in_sync_group();
     step.step = steps_ * k + m;
     step.loss_scale = static_cast<double>(local_batch) / (options_.global_batch_size * k);
+    if (sums_across_replicas_ && ctx.num_replicas_in_sync() > 1) {
+      step.cross_replica_sum = [&ctx](Tensor* values) {
+        return ctx.AllReduceAsync(ReduceOp::kSum, values)->Wait();
+      };
+    }
     grads.clear();
     if (overlap && last) {
       reducer = ctx.MakeGradientReducer(ReduceOp::kSum);
@@ -154,7 +168,19 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
     EnterPhase(StepPhase::kCompute, r);
     PhaseClock::time_point phase = PhaseClock::now();
     absl::StatusOr<engine::StepResult> result;
-    if (local_batch == 0) {
+    if (local_batch == 0 && step.cross_replica_sum) {
+      // A replica past the end of a partial batch, in a model whose kernels sum over the
+      // replicas: a phantom batch makes the same collective calls, contributing nothing,
+      // and its zero loss scale makes every gradient zero.
+      step.phantom_batch = true;
+      absl::StatusOr<engine::Feeds> phantom = ZeroBatch();
+      if (!phantom.ok()) {
+        result = phantom.status();
+      } else {
+        result = executors_[r]->ComputeGradients(vars, *phantom, step, &grads);
+        if (result.ok()) result = engine::StepResult{};
+      }
+    } else if (local_batch == 0) {
       // A replica past the end of a partial batch: it contributes zero gradients.
       for (const Tensor& v : vars) grads.push_back(Tensor::Zeros(v.dtype(), v.shape()));
       if (step.on_gradient_ready) {

@@ -23,6 +23,12 @@
 // the K micro-batches concatenated (within float rounding). Micro-batch m of step s keys
 // dropout as step s*K + m.
 //
+// Synchronized batch normalization: with several replicas in sync, the executor gets
+// StepOptions::cross_replica_sum (ReplicaContext all-reduces, issued in graph order between
+// the gradient reducer's packs, the same order on every replica), and a replica past the
+// end of a partial global batch runs a phantom one-example batch so that it makes the same
+// calls.
+//
 // Variables are created in the strategy's scope from VariableSet::Initialize(graph); with
 // several workers the chief's values are broadcast, so every replica starts identical.
 // Ownership: borrows the strategy and the graph (both must outlive it); owns executors,
@@ -142,6 +148,9 @@ class Trainer {
         options_(std::move(options)),
         accumulation_steps_(std::max(1, options_.optimizer.gradient_accumulation_steps())) {}
   absl::Status ProbeGradientOrder();
+  // A one-example batch of zeros for the features and labels (the probe's, and the stand-in
+  // batch of a replica with no examples in a model that sums over replicas).
+  absl::StatusOr<engine::Feeds> ZeroBatch() const;
   absl::StatusOr<std::vector<engine::Tensor>> ReplicaStep(ReplicaContext& ctx,
                                                           const std::vector<engine::Tensor>& args,
                                                           bool overlap, bool request_stop);
@@ -161,6 +170,10 @@ class Trainer {
   // probed once in Create): a replica with an empty batch adds its zero gradients to the
   // all-reduce in this same order, as every replica must.
   std::vector<int> gradient_order_;
+  // The graph has kernels that sum over the replicas inside the step (synchronized batch
+  // normalization): a replica with an empty batch then runs a phantom one, so that it makes
+  // the same collective calls as the others, instead of adding zeros in gradient_order_.
+  bool sums_across_replicas_ = false;
   // This step's phases, per local replica (each replica's thread writes its own).
   std::vector<StepTimes> replica_times_;
   int64_t steps_ = 0;

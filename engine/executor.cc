@@ -314,6 +314,8 @@ absl::StatusOr<StepResult> Executor::ComputeGradients(const std::vector<Tensor>&
       MixKey(MixKey(graph_->seed(), static_cast<uint64_t>(options.replica_id)),
              static_cast<uint64_t>(options.step));
   KernelContext ctx = MakeContext(options.training, dropout_key);
+  ctx.cross_replica_sum = options.cross_replica_sum;
+  ctx.phantom_batch = options.phantom_batch;
   LS_RETURN_IF_ERROR(
       Forward(variables, feeds, Ancestors({graph_->loss(), graph_->accuracy()}), ctx));
   LS_RETURN_IF_ERROR(Backward(ctx, options, gradients));

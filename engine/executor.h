@@ -63,6 +63,10 @@ struct StepOptions {
   // reverse graph order, while the rest of the backward pass is still to run. The tensor
   // is exclusively the caller's from then on (it may be all-reduced in place).
   std::function<void(int variable_index)> on_gradient_ready;
+  // Handed to the kernels (KernelContext): sums over the replicas of a sync group, for
+  // synchronized batch normalization; and the batch standing in for an empty one.
+  std::function<absl::Status(Tensor* values)> cross_replica_sum;
+  bool phantom_batch = false;
 };
 
 struct StepResult {

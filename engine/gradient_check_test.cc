@@ -253,6 +253,26 @@ TEST(GradientCheck, BatchNorm) {
   }
 }
 
+// Synchronized batch norm in a sync group of one (the sum over replicas is the identity):
+// its own forward and backward code, two sums forward and one backward per step.
+TEST(GradientCheck, SynchronizedBatchNorm) {
+  int sums = 0;
+  GradCase c{{Shape{5, 2, 3}, Shape{3}, Shape{3}},
+             [](Graph* g, const std::vector<int>& v) {
+               return g->BatchNorm({v[0], v[1], v[2], g->FindInput("mm"), g->FindInput("mv")}, 0.9f,
+                                   1e-3f, "", 0, /*synchronized=*/true);
+             },
+             {{"mm", Tensor::FromVector<double>({0.1, -0.2, 0.3}, Shape{3})},
+              {"mv", Tensor::FromVector<double>({0.5, 1.0, 2.0}, Shape{3})}}};
+  c.options.cross_replica_sum = [&sums](Tensor*) {
+    ++sums;
+    return absl::OkStatus();
+  };
+  CheckGradients(c);
+  // One step with gradients, then two forward-and-backward steps per element of the 36.
+  EXPECT_EQ(sums, 3 * (1 + 2 * 36));
+}
+
 TEST(GradientCheck, Embedding) {  // ids fed as floats, one repeated: its rows' dy add up
   CheckGradients({{Shape{5, 3}},
                   [](Graph* g, const std::vector<int>& v) {

@@ -191,11 +191,13 @@ absl::StatusOr<int> Graph::SparseSoftmaxCrossEntropy(int logits, int labels, flo
 }
 
 absl::StatusOr<int> Graph::BatchNorm(std::vector<int> inputs, float momentum, float epsilon,
-                                     absl::string_view name, int64_t virtual_batch_size) {
+                                     absl::string_view name, int64_t virtual_batch_size,
+                                     bool synchronized) {
   v1::NodeDef n = NewNode(v1::BATCH_NORM, inputs, name);
   n.set_momentum(momentum);
   n.set_epsilon(epsilon);
   n.set_virtual_batch_size(virtual_batch_size);
+  n.set_synchronized(synchronized);
   return AddNode(std::move(n));
 }
 

@@ -76,13 +76,15 @@ class Graph {
   absl::StatusOr<int> Concat(std::vector<int> inputs, int64_t axis, absl::string_view name = "");
   absl::StatusOr<int> LayerNorm(int x, int gamma, int beta, float epsilon,
                                 absl::string_view name = "");
-  // Inputs x, gamma, beta, moving_mean, moving_variance.
   // SPARSE_SOFTMAX_CROSS_ENTROPY with targets (1 - label_smoothing) * one_hot + ls / classes.
   absl::StatusOr<int> SparseSoftmaxCrossEntropy(int logits, int labels, float label_smoothing,
                                                 absl::string_view name = "");
-  // virtual_batch_size: batch rows per statistics group (0: the whole batch).
+  // Inputs x, gamma, beta, moving_mean, moving_variance. virtual_batch_size: batch rows per
+  // statistics group (0: the whole batch). synchronized: statistics over every replica's
+  // batch (KernelContext::cross_replica_sum); not with virtual batches.
   absl::StatusOr<int> BatchNorm(std::vector<int> inputs, float momentum, float epsilon,
-                                absl::string_view name = "", int64_t virtual_batch_size = 0);
+                                absl::string_view name = "", int64_t virtual_batch_size = 0,
+                                bool synchronized = false);
   absl::StatusOr<int> SelfAttention(int x, int w_qkv, int w_o, int num_heads, bool causal,
                                     absl::string_view name = "");
   absl::StatusOr<int> Reshape(int x, std::vector<int64_t> target_shape);

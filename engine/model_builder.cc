@@ -338,6 +338,14 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, const std:
         return Bad(where + ".virtual_batch_size",
                    absl::StrCat(layer.batch_norm().virtual_batch_size(), " must be >= 0"));
       }
+      if (b.synchronized() && b.virtual_batch_size() > 0) {
+        return Bad(where + ".synchronized",
+                   "statistics over the global batch exclude virtual_batch_size groups");
+      }
+      if (b.synchronized() && b.virtual_batch_size() > 0) {
+        return Bad(where + ".synchronized",
+                   "statistics over the global batch exclude virtual_batch_size groups");
+      }
       const int64_t c = in[-1];
       v1::Initializer ones;
       ones.set_kind(v1::Initializer::CONSTANT);
@@ -353,7 +361,7 @@ absl::StatusOr<int> AddLayer(Graph* g, const v1::Layer& layer, int i, const std:
         xs.push_back(v);
       }
       absl::StatusOr<int> y =
-          g->BatchNorm(xs, momentum, eps, name, layer.batch_norm().virtual_batch_size());
+          g->BatchNorm(xs, momentum, eps, name, b.virtual_batch_size(), b.synchronized());
       if (!y.ok()) return Annotate(y.status(), where);
       return y;
     }

@@ -391,6 +391,20 @@ TEST(ModelBuilder, BatchNormVirtualBatchesEqualPerReplicaHalves) {
   EXPECT_THAT(BuildError(R"({"inputShape": [2], "loss": "MSE",
                              "layers": [{"batch_norm": {"virtualBatchSize": -1}}]})"),
               HasSubstr("layers[0].batch_norm.virtual_batch_size: -1 must be >= 0"));
+  EXPECT_THAT(
+      BuildError(R"({"inputShape": [2], "loss": "MSE",
+                     "layers": [{"batch_norm": {"virtualBatchSize": 2, "synchronized": true}}]})"),
+      HasSubstr("layers[0].batch_norm.synchronized: statistics over the global batch exclude"));
+  // Alone, `synchronized` builds: a node that sums over the replicas when it trains in a
+  // sync group (one replica alone computes what the plain layer does).
+  auto sync = BuildModel(*ParseModelSpecJson(R"({"inputShape": [2], "loss": "MSE",
+      "layers": [{"batch_norm": {"synchronized": true}}]})"));
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  bool found = false;
+  for (int i = 0; i < sync->num_nodes(); ++i) {
+    if (sync->node(i).op() == v1::BATCH_NORM) found = sync->node(i).synchronized();
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST(ModelBuilder, RefusesBadGraphsNamingTheField) {

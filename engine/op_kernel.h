@@ -48,6 +48,16 @@ struct KernelContext {
   void UpdateState(int input, Tensor delta) const {
     if (update_state) update_state(input, std::move(delta));
   }
+  // Training in a sync group of several replicas (a distribution strategy's step): sums
+  // `values` element-wise over every replica of every worker, in place. A collective: every
+  // replica makes the same calls (dtypes, shapes) in graph order, so only graph-determined
+  // code may call it. Empty: this replica trains alone and its sums are its own. Errors are
+  // the collectives' (DEADLINE_EXCEEDED, UNAVAILABLE, ABORTED).
+  std::function<absl::Status(Tensor* values)> cross_replica_sum;
+  // The batch stands in for a replica that has no examples this step (past the end of a
+  // partial global batch) so that it still makes every cross_replica_sum call: a kernel
+  // that calls it contributes nothing to the sums and returns zero input gradients.
+  bool phantom_batch = false;
   bool training = false;
   // Dropout masks: Philox keyed by MixKey(dropout_key, node index), counter = element.
   uint64_t dropout_key = 0;

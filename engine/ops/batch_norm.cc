@@ -3,8 +3,13 @@
 // axis but the last, reporting the moving statistics' updates
 // (1 - momentum) * (batch - moving) through KernelContext::UpdateState; otherwise with the
 // moving statistics. With node.virtual_batch_size V > 0, training normalizes each group of V
-// consecutive examples with its own statistics, and "batch" above is the groups' mean. The moving
-// statistics take no gradient.
+// consecutive examples with its own statistics, and "batch" above is the groups' mean. With
+// node.synchronized and a sync group (KernelContext::cross_replica_sum), "batch" is the global
+// batch: the count and sums of x, then the squared deviations from the global mean, are summed
+// over the replicas (two passes, as one replica computes them, not E[x^2] - mean^2), and the
+// backward pass sums dy and dy * xhat likewise; gamma's and beta's gradients stay this
+// replica's share, which the gradient all-reduce adds up. The moving statistics take no
+// gradient.
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
 
@@ -30,6 +35,9 @@ absl::StatusOr<TypedShape> BatchNormShape(const v1::NodeDef& node,
   if (!(node.momentum() >= 0 && node.momentum() < 1)) {
     return ShapeError(node, absl::StrCat("momentum ", node.momentum(), " is not in [0, 1)"));
   }
+  if (node.synchronized() && node.virtual_batch_size() > 0) {
+    return ShapeError(node, "synchronized statistics exclude virtual_batch_size groups");
+  }
   return in[0];
 }
 
@@ -46,6 +54,7 @@ class BatchNormKernel final : public CpuOpKernel<T> {
 
   absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
+    if (Synchronized(ctx)) return ComputeSynchronized(ctx, in, out);
     const int64_t c = in[0].shape()[-1];
     const std::vector<RowGroup> groups = Groups(ctx.training, in[0]);
     Tensor stats = ctx.allocate(DTypeOf<T>(), Shape{3, c});   // mean, variance, rstd
@@ -89,6 +98,7 @@ class BatchNormKernel final : public CpuOpKernel<T> {
       return absl::InvalidArgumentError(absl::StrCat(
           this->node_.name(), ": the moving statistics take no gradient; make them non-trainable"));
     }
+    if (Synchronized(ctx)) return BackwardSynchronized(ctx, in, d_out, need, d_in);
     const int64_t c = in[0].shape()[-1];
     const std::vector<RowGroup> groups = Groups(ctx.training, in[0]);
     Tensor stats = ctx.allocate(DTypeOf<T>(), Shape{3, c});  // mean, variance, rstd
@@ -138,6 +148,121 @@ class BatchNormKernel final : public CpuOpKernel<T> {
   }
 
  private:
+  bool Synchronized(const KernelContext& ctx) const {
+    return ctx.training && this->node_.synchronized() && ctx.cross_replica_sum != nullptr;
+  }
+
+  // This replica's rows of x [batch, ..., c] seen as [rows, c]: none for a phantom batch.
+  static int64_t LocalRows(const KernelContext& ctx, const Tensor& x) {
+    const int64_t c = x.shape()[-1];
+    return ctx.phantom_batch || c == 0 ? 0 : x.num_elements() / c;
+  }
+
+  // Training over the global batch: the statistics (kept for Backward, which this replica's
+  // thread calls next) from sums over every replica.
+  absl::Status ComputeSynchronized(const KernelContext& ctx, absl::Span<const Tensor> in,
+                                   Tensor* out) {
+    const int64_t c = in[0].shape()[-1], rows = LocalRows(ctx, in[0]);
+    const T* x = in[0].data<T>();
+    Tensor sums = ctx.allocate(DTypeOf<T>(), Shape{c + 1});  // sum x per channel, then rows
+    T* sum = sums.data<T>();
+    std::fill(sum, sum + c + 1, T(0));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) sum[j] += x[r * c + j];
+    }
+    sum[c] = T(rows);
+    LS_RETURN_IF_ERROR(ctx.cross_replica_sum(&sums));
+    global_rows_ = sum[c];
+    if (!(global_rows_ > 0)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(this->node_.name(), ": no replica of the sync group has examples"));
+    }
+    sync_stats_.assign(3 * c, T(0));  // mean, variance, rstd
+    T *mean = sync_stats_.data(), *var = mean + c, *rstd = var + c;
+    for (int64_t j = 0; j < c; ++j) mean[j] = sum[j] / global_rows_;
+    Tensor squares = ctx.allocate(DTypeOf<T>(), Shape{c});
+    T* sq = squares.data<T>();
+    std::fill(sq, sq + c, T(0));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) {
+        const T d = x[r * c + j] - mean[j];
+        sq[j] += d * d;
+      }
+    }
+    LS_RETURN_IF_ERROR(ctx.cross_replica_sum(&squares));
+    const T eps = T(this->node_.epsilon());
+    for (int64_t j = 0; j < c; ++j) {
+      var[j] = sq[j] / global_rows_;
+      rstd[j] = T(1) / std::sqrt(var[j] + eps);
+    }
+    const T *gamma = in[1].data<T>(), *beta = in[2].data<T>();
+    T* y = out->data<T>();
+    const int64_t all_rows = c == 0 ? 0 : in[0].num_elements() / c;
+    for (int64_t r = 0; r < all_rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) {
+        y[r * c + j] = gamma[j] * ((x[r * c + j] - mean[j]) * rstd[j]) + beta[j];
+      }
+    }
+    // Every replica computes the same update; the gradient all-reduce averages it.
+    const T keep = T(this->node_.momentum());
+    for (int k = 3; k < 5; ++k) {
+      Tensor delta = ctx.allocate(DTypeOf<T>(), Shape{c});
+      const T* moving = in[k].data<T>();
+      const T* batch = mean + (k - 3) * c;
+      for (int64_t j = 0; j < c; ++j) {
+        delta.data<T>()[j] = (T(1) - keep) * (batch[j] - moving[j]);
+      }
+      ctx.UpdateState(k, std::move(delta));
+    }
+    return absl::OkStatus();
+  }
+
+  // dx = rstd * (g - gamma * (SUM dy + xhat * SUM dy * xhat) / N) with the sums and N over the
+  // global batch; dgamma and dbeta are this replica's sums (a phantom batch's are zero).
+  absl::Status BackwardSynchronized(const KernelContext& ctx, absl::Span<const Tensor> in,
+                                    const Tensor& d_out, const std::vector<bool>& need,
+                                    std::vector<Tensor>* d_in) {
+    const int64_t c = in[0].shape()[-1], rows = LocalRows(ctx, in[0]);
+    if (static_cast<int64_t>(sync_stats_.size()) != 3 * c) {
+      return absl::InternalError(
+          absl::StrCat(this->node_.name(), ": backward pass without a forward pass"));
+    }
+    const T *x = in[0].data<T>(), *gamma = in[1].data<T>(), *dy = d_out.data<T>();
+    const T *mean = sync_stats_.data(), *rstd = mean + 2 * c;
+    Tensor sums = ctx.allocate(DTypeOf<T>(), Shape{4, c});  // this replica's, then global
+    T *local_dy = sums.data<T>(), *local_dyx = local_dy + c;
+    std::fill(local_dy, local_dy + 2 * c, T(0));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) {
+        local_dy[j] += dy[r * c + j];
+        local_dyx[j] += dy[r * c + j] * (x[r * c + j] - mean[j]) * rstd[j];
+      }
+    }
+    Tensor global = ctx.allocate(DTypeOf<T>(), Shape{2, c});
+    std::copy(local_dy, local_dy + 2 * c, global.data<T>());
+    LS_RETURN_IF_ERROR(ctx.cross_replica_sum(&global));
+    const T *sum_dy = global.data<T>(), *sum_dyx = sum_dy + c;
+    for (int k = 1; k < 3; ++k) {
+      if (!need[k]) continue;
+      (*d_in)[k] = this->GradientLike(ctx, in, k);
+      const T* src = k == 1 ? local_dyx : local_dy;
+      std::copy(src, src + c, (*d_in)[k].template data<T>());
+      ctx.InputGradientDone(k);
+    }
+    if (!need[0]) return absl::OkStatus();
+    (*d_in)[0] = this->GradientLike(ctx, in, 0);
+    T* dx = (*d_in)[0].data<T>();
+    std::fill(dx, dx + in[0].num_elements(), T(0));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < c; ++j) {
+        const T xhat = (x[r * c + j] - mean[j]) * rstd[j];
+        dx[r * c + j] = rstd[j] * (dy[r * c + j] * gamma[j] -
+                                   gamma[j] * (sum_dy[j] + xhat * sum_dyx[j]) / global_rows_);
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // The row groups of x [batch, ..., c] seen as [rows, c]: one per virtual batch of
   // node.virtual_batch_size examples when training with them (the last may be smaller),
   // else one of every row.
@@ -180,6 +305,10 @@ class BatchNormKernel final : public CpuOpKernel<T> {
     const T eps = T(this->node_.epsilon());
     for (int64_t j = 0; j < c; ++j) rstd[j] = T(1) / std::sqrt(var[j] + eps);
   }
+
+  // Synchronized training: the global batch's statistics from the last Compute, and its rows.
+  std::vector<T> sync_stats_;
+  T global_rows_ = T(0);
 };
 
 }  // namespace
