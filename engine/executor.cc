@@ -23,7 +23,10 @@ template <typename T>
 void AddInto(const Tensor& a, const Tensor& b, Tensor* sum) {
   const T *x = a.data<T>(), *y = b.data<T>();
   T* z = sum->data<T>();
-  for (int64_t i = 0; i < a.num_elements(); ++i) z[i] = x[i] + y[i];
+  // Hoisted: for all the compiler knows z's stores change the shape, which would keep the
+  // loop scalar and call num_elements() per element.
+  const int64_t n = a.num_elements();
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
 }
 
 }  // namespace

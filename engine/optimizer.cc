@@ -103,7 +103,8 @@ template <typename T>
 void AddState(const Tensor& delta, Tensor* var) {
   const T* d = delta.data<T>();
   T* w = var->data<T>();
-  for (int64_t i = 0; i < var->num_elements(); ++i) w[i] += d[i];
+  const int64_t n = var->num_elements();
+  for (int64_t i = 0; i < n; ++i) w[i] += d[i];
 }
 
 }  // namespace

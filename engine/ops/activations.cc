@@ -1,7 +1,9 @@
 // RELU, SIGMOID, TANH, GELU (exact: x * Phi(x), Phi the standard normal CDF): element-wise
-// activations, output shaped like the input.
+// activations, output shaped like the input. GELU in f32 is cpu::GeluForward/GeluBackward
+// (AVX2 lanes with polynomial erf and exp).
 #include <type_traits>
 
+#include "engine/kernels/cpu/vector_math.h"
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
 
@@ -31,7 +33,11 @@ class ActivationKernel final : public CpuOpKernel<T> {
         for (int64_t i = 0; i < n; ++i) y[i] = T(1) / (T(1) + std::exp(-x[i]));
         break;
       case v1::GELU:
-        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * Phi(x[i]);
+        if constexpr (std::is_same_v<T, float>) {
+          cpu::GeluForward(x, y, n);
+        } else {
+          for (int64_t i = 0; i < n; ++i) y[i] = x[i] * Phi(x[i]);
+        }
         break;
       default:  // TANH
         for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
@@ -56,6 +62,10 @@ class ActivationKernel final : public CpuOpKernel<T> {
         for (int64_t i = 0; i < n; ++i) gx[i] = dy[i] * y[i] * (T(1) - y[i]);
         break;
       case v1::GELU: {  // d/dx x * Phi(x) = Phi(x) + x * phi(x)
+        if constexpr (std::is_same_v<T, float>) {
+          cpu::GeluBackward(x, dy, gx, n);
+          break;
+        }
         const T inv_sqrt_2pi = T(0.3989422804014327);
         for (int64_t i = 0; i < n; ++i) {
           gx[i] = dy[i] * (Phi(x[i]) + x[i] * inv_sqrt_2pi * std::exp(T(-0.5) * x[i] * x[i]));
@@ -71,27 +81,8 @@ class ActivationKernel final : public CpuOpKernel<T> {
   }
 
  private:
-  static T Phi(T x) { return T(0.5) * (T(1) + Erf(x * T(0.7071067811865476))); }
-  // f64: the C library's erf. f32: a rational approximation (max absolute error 5e-7, as
-  // Eigen's), with no call, so that GELU's loops vectorise.
-  static T Erf(T v) {
-    if constexpr (!std::is_same_v<T, float>) {
-      return std::erf(v);
-    } else {
-      const float x = std::max(-4.f, std::min(4.f, v)), x2 = x * x;
-      float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
-      p = x2 * p + -2.10102402082508e-06f;
-      p = x2 * p + -5.69250639462346e-05f;
-      p = x2 * p + -7.34990630326855e-04f;
-      p = x2 * p + -2.95459980854025e-03f;
-      p = x2 * p + -1.60960333262415e-02f;
-      float q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
-      q = x2 * q + -1.68282697438203e-03f;
-      q = x2 * q + -7.37332916720468e-03f;
-      q = x2 * q + -1.42647390514189e-02f;
-      return x * p / q;
-    }
-  }
+  // f64, with the C library's erf; f32 is engine/kernels/cpu/vector_math's.
+  static T Phi(T x) { return T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476))); }
 };
 
 }  // namespace
