@@ -40,9 +40,8 @@ void Gemm<double>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, d
 }
 
 // OpenBLAS (Debian's pthread build) starts a pool of one thread per core when the library
-// loads. With one BLAS thread per replica those threads only get in the way: on these
-// 2-core machines their presence cost a 1-worker training step 1.125x -> 1.063x of the bare
-// engine step, and the all-reduce benchmark ~1.8x at 256 KiB..1 MiB over shm. So one thread
+// loads. With one BLAS thread per replica those threads only get in the way (they slowed a
+// training step and the shared-memory all-reduce: bench/kernel_tuning.md). So one thread
 // means no pool; asking for more later starts it again.
 extern "C" void blas_thread_shutdown_(void);
 

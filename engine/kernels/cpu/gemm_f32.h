@@ -14,15 +14,9 @@
 // Why: OpenBLAS packs both operands of every call. For these two products that means a
 // copy of the whole weight matrix per call and a memset of the whole weight gradient,
 // costs that do not shrink with the batch, so a worker with half the batch pays them in
-// full. Measured on the 2-core EPYC machines (OpenBLAS 0.3.21, Cooperlake kernels) with the
-// MLP 784-1024-1024-10's shapes, bench/gemm_shapes, four runs, OpenBLAS time / ours:
-//   batch 128: dW 1.04-1.10x, dX 1.20-1.24x, together 1.11-1.15x (8.8 ms -> 7.7 ms);
-//   batch 256: dW 1.03-1.08x, dX 1.09-1.11x, together 1.06-1.09x (16.0 ms -> 14.8 ms).
-// The forward product keeps OpenBLAS: without packing the weight, its panels are reread
-// from L2 at a 4 KiB stride and lost (at batch 256: 1.4x slower than OpenBLAS). Packing it
-// as GemmTransA packs its B (PackPanels, then the same 6x16 tiles) was tried too: 0.90-0.97x
-// of OpenBLAS at batch 128 with blocks of 128, 256 or 512 rows of the weight (two runs of
-// 30 rounds each); OpenBLAS's AVX-512 kernel makes up for its slower transposing copy.
+// full. The forward product keeps OpenBLAS: without packing the weight, its panels are
+// reread from L2 at a 4 KiB stride and lost; packing it as GemmTransA packs its B was
+// slower than OpenBLAS too. The measurements behind both choices: bench/kernel_tuning.md.
 //
 // Results are deterministic: each element is summed over k in one fixed order (in order
 // within blocks of k, blocks in order). beta = 0 does not read C (NaN in C does not
