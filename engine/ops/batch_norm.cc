@@ -4,12 +4,12 @@
 // (1 - momentum) * (batch - moving) through KernelContext::UpdateState; otherwise with the
 // moving statistics. With node.virtual_batch_size V > 0, training normalizes each group of V
 // consecutive examples with its own statistics, and "batch" above is the groups' mean. With
-// node.synchronized and a sync group (KernelContext::cross_replica_sum), "batch" is the global
-// batch: the count and sums of x, then the squared deviations from the global mean, are summed
-// over the replicas (two passes, as one replica computes them, not E[x^2] - mean^2), and the
-// backward pass sums dy and dy * xhat likewise; gamma's and beta's gradients stay this
-// replica's share, which the gradient all-reduce adds up. The moving statistics take no
-// gradient.
+// node.synchronized, training, "batch" is the global batch (KernelContext::cross_replica_sum
+// sums over the replicas; alone, a replica's batch): the count and sums of x, then the
+// squared deviations from the global mean, are summed in f64 over the replicas (two passes,
+// not E[x^2] - mean^2), and the backward pass sums dy and dy * xhat likewise; gamma's and
+// beta's gradients stay this replica's share, which the gradient all-reduce adds up. The moving
+// statistics take no gradient.
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
 
@@ -148,8 +148,10 @@ class BatchNormKernel final : public CpuOpKernel<T> {
   }
 
  private:
+  // Synchronized statistics in training, over the sync group's replicas when there is one
+  // (cross_replica_sum), else over this replica's batch by the same code.
   bool Synchronized(const KernelContext& ctx) const {
-    return ctx.training && this->node_.synchronized() && ctx.cross_replica_sum != nullptr;
+    return ctx.training && this->node_.synchronized();
   }
 
   // This replica's rows of x [batch, ..., c] seen as [rows, c]: none for a phantom batch.
@@ -158,42 +160,48 @@ class BatchNormKernel final : public CpuOpKernel<T> {
     return ctx.phantom_batch || c == 0 ? 0 : x.num_elements() / c;
   }
 
+  static absl::Status SumOverReplicas(const KernelContext& ctx, Tensor* sums) {
+    return ctx.cross_replica_sum ? ctx.cross_replica_sum(sums) : absl::OkStatus();
+  }
+
   // Training over the global batch: the statistics (kept for Backward, which this replica's
-  // thread calls next) from sums over every replica.
+  // thread calls next) from sums over every replica. The sums accumulate in f64, so the
+  // global batch's statistics round to the same T values however the batch is split over
+  // replicas (a split only reorders f64 additions).
   absl::Status ComputeSynchronized(const KernelContext& ctx, absl::Span<const Tensor> in,
                                    Tensor* out) {
     const int64_t c = in[0].shape()[-1], rows = LocalRows(ctx, in[0]);
     const T* x = in[0].data<T>();
-    Tensor sums = ctx.allocate(DTypeOf<T>(), Shape{c + 1});  // sum x per channel, then rows
-    T* sum = sums.data<T>();
-    std::fill(sum, sum + c + 1, T(0));
+    Tensor sums = ctx.allocate(DType::kF64, Shape{c + 1});  // sum x per channel, then rows
+    double* sum = sums.data<double>();
+    std::fill(sum, sum + c + 1, 0.0);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t j = 0; j < c; ++j) sum[j] += x[r * c + j];
     }
-    sum[c] = T(rows);
-    LS_RETURN_IF_ERROR(ctx.cross_replica_sum(&sums));
+    sum[c] = static_cast<double>(rows);
+    LS_RETURN_IF_ERROR(SumOverReplicas(ctx, &sums));
     global_rows_ = sum[c];
     if (!(global_rows_ > 0)) {
       return absl::FailedPreconditionError(
           absl::StrCat(this->node_.name(), ": no replica of the sync group has examples"));
     }
-    sync_stats_.assign(3 * c, T(0));  // mean, variance, rstd
-    T *mean = sync_stats_.data(), *var = mean + c, *rstd = var + c;
-    for (int64_t j = 0; j < c; ++j) mean[j] = sum[j] / global_rows_;
-    Tensor squares = ctx.allocate(DTypeOf<T>(), Shape{c});
-    T* sq = squares.data<T>();
-    std::fill(sq, sq + c, T(0));
+    Tensor squares = ctx.allocate(DType::kF64, Shape{c});  // squared deviations
+    double* sq = squares.data<double>();
+    std::fill(sq, sq + c, 0.0);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t j = 0; j < c; ++j) {
-        const T d = x[r * c + j] - mean[j];
+        const double d = x[r * c + j] - sum[j] / global_rows_;
         sq[j] += d * d;
       }
     }
-    LS_RETURN_IF_ERROR(ctx.cross_replica_sum(&squares));
-    const T eps = T(this->node_.epsilon());
+    LS_RETURN_IF_ERROR(SumOverReplicas(ctx, &squares));
+    sync_stats_.assign(3 * c, T(0));  // mean, variance, rstd
+    T *mean = sync_stats_.data(), *var = mean + c, *rstd = var + c;
+    const double eps = this->node_.epsilon();
     for (int64_t j = 0; j < c; ++j) {
-      var[j] = sq[j] / global_rows_;
-      rstd[j] = T(1) / std::sqrt(var[j] + eps);
+      mean[j] = T(sum[j] / global_rows_);
+      var[j] = T(sq[j] / global_rows_);
+      rstd[j] = T(1 / std::sqrt(sq[j] / global_rows_ + eps));
     }
     const T *gamma = in[1].data<T>(), *beta = in[2].data<T>();
     T* y = out->data<T>();
@@ -217,8 +225,9 @@ class BatchNormKernel final : public CpuOpKernel<T> {
     return absl::OkStatus();
   }
 
-  // dx = rstd * (g - gamma * (SUM dy + xhat * SUM dy * xhat) / N) with the sums and N over the
-  // global batch; dgamma and dbeta are this replica's sums (a phantom batch's are zero).
+  // dx = rstd * (g - gamma * (SUM dy + xhat * SUM dy * xhat) / N) with the sums (f64) and N
+  // over the global batch; dgamma and dbeta are this replica's sums (a phantom batch's are
+  // zero), which the gradient all-reduce adds up.
   absl::Status BackwardSynchronized(const KernelContext& ctx, absl::Span<const Tensor> in,
                                     const Tensor& d_out, const std::vector<bool>& need,
                                     std::vector<Tensor>* d_in) {
@@ -229,35 +238,39 @@ class BatchNormKernel final : public CpuOpKernel<T> {
     }
     const T *x = in[0].data<T>(), *gamma = in[1].data<T>(), *dy = d_out.data<T>();
     const T *mean = sync_stats_.data(), *rstd = mean + 2 * c;
-    Tensor sums = ctx.allocate(DTypeOf<T>(), Shape{4, c});  // this replica's, then global
-    T *local_dy = sums.data<T>(), *local_dyx = local_dy + c;
-    std::fill(local_dy, local_dy + 2 * c, T(0));
+    Tensor sums = ctx.allocate(DType::kF64, Shape{2, c});  // sum dy, sum dy * xhat
+    double *sum_dy = sums.data<double>(), *sum_dyx = sum_dy + c;
+    std::fill(sum_dy, sum_dy + 2 * c, 0.0);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t j = 0; j < c; ++j) {
-        local_dy[j] += dy[r * c + j];
-        local_dyx[j] += dy[r * c + j] * (x[r * c + j] - mean[j]) * rstd[j];
+        sum_dy[j] += dy[r * c + j];
+        sum_dyx[j] += dy[r * c + j] * ((x[r * c + j] - mean[j]) * rstd[j]);
       }
     }
-    Tensor global = ctx.allocate(DTypeOf<T>(), Shape{2, c});
-    std::copy(local_dy, local_dy + 2 * c, global.data<T>());
-    LS_RETURN_IF_ERROR(ctx.cross_replica_sum(&global));
-    const T *sum_dy = global.data<T>(), *sum_dyx = sum_dy + c;
     for (int k = 1; k < 3; ++k) {
       if (!need[k]) continue;
       (*d_in)[k] = this->GradientLike(ctx, in, k);
-      const T* src = k == 1 ? local_dyx : local_dy;
-      std::copy(src, src + c, (*d_in)[k].template data<T>());
+      const double* src = k == 1 ? sum_dyx : sum_dy;
+      T* d = (*d_in)[k].template data<T>();
+      for (int64_t j = 0; j < c; ++j) d[j] = T(src[j]);
       ctx.InputGradientDone(k);
     }
+    LS_RETURN_IF_ERROR(SumOverReplicas(ctx, &sums));
     if (!need[0]) return absl::OkStatus();
     (*d_in)[0] = this->GradientLike(ctx, in, 0);
     T* dx = (*d_in)[0].data<T>();
     std::fill(dx, dx + in[0].num_elements(), T(0));
+    Tensor coefficients = ctx.allocate(DTypeOf<T>(), Shape{2, c});
+    T *mean_dy = coefficients.data<T>(), *mean_dyx = mean_dy + c;
+    for (int64_t j = 0; j < c; ++j) {
+      mean_dy[j] = T(sum_dy[j] / global_rows_);
+      mean_dyx[j] = T(sum_dyx[j] / global_rows_);
+    }
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t j = 0; j < c; ++j) {
         const T xhat = (x[r * c + j] - mean[j]) * rstd[j];
-        dx[r * c + j] = rstd[j] * (dy[r * c + j] * gamma[j] -
-                                   gamma[j] * (sum_dy[j] + xhat * sum_dyx[j]) / global_rows_);
+        dx[r * c + j] =
+            rstd[j] * (dy[r * c + j] * gamma[j] - gamma[j] * (mean_dy[j] + xhat * mean_dyx[j]));
       }
     }
     return absl::OkStatus();
@@ -308,7 +321,7 @@ class BatchNormKernel final : public CpuOpKernel<T> {
 
   // Synchronized training: the global batch's statistics from the last Compute, and its rows.
   std::vector<T> sync_stats_;
-  T global_rows_ = T(0);
+  double global_rows_ = 0;
 };
 
 }  // namespace
