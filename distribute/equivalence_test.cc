@@ -164,6 +164,18 @@ void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want
   }
 }
 
+// Mirrored over four logical CPU devices.
+std::unique_ptr<Strategy> MirroredOverFour(
+    CrossDeviceOpsKind kind = CrossDeviceOpsKind::kReduceToOneDevice, size_t bytes_per_pack = 0) {
+  MirroredStrategyOptions options;
+  options.available.num_cpu_devices = 4;
+  options.cross_device_ops = kind;
+  options.communication.bytes_per_pack = bytes_per_pack;
+  auto mirrored = MirroredStrategy::Create(options);
+  EXPECT_TRUE(mirrored.ok()) << mirrored.status();
+  return mirrored.ok() ? std::move(*mirrored) : nullptr;
+}
+
 class EquivalenceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -191,12 +203,9 @@ TEST_F(EquivalenceTest, MirroredOverFourDevices) {
   for (CrossDeviceOpsKind kind :
        {CrossDeviceOpsKind::kReduceToOneDevice, CrossDeviceOpsKind::kCollective}) {
     for (bool overlap : {true, false}) {
-      MirroredStrategyOptions options;
-      options.available.num_cpu_devices = 4;
-      options.cross_device_ops = kind;
-      auto mirrored = MirroredStrategy::Create(options);
-      ASSERT_TRUE(mirrored.ok());
-      ExpectClose(Train(mirrored->get(), overlap), *reference_,
+      std::unique_ptr<Strategy> mirrored = MirroredOverFour(kind);
+      ASSERT_NE(mirrored, nullptr);
+      ExpectClose(Train(mirrored.get(), overlap), *reference_,
                   std::string("Mirrored, ") + CrossDeviceOpsKindName(kind) +
                       (overlap ? ", overlapped" : ", cross-replica"));
     }
@@ -216,12 +225,10 @@ TEST_F(EquivalenceTest, CentralStorageOverFourDevices) {
 // path; the statistics moved.
 TEST_F(EquivalenceTest, BatchNormMovingStatisticsStayMirrored) {
   for (bool overlap : {true, false}) {
-    MirroredStrategyOptions options;
-    options.available.num_cpu_devices = 4;
-    auto mirrored = MirroredStrategy::Create(options);
-    ASSERT_TRUE(mirrored.ok());
+    std::unique_ptr<Strategy> mirrored = MirroredOverFour();
+    ASSERT_NE(mirrored, nullptr);
     std::vector<Tensor> w =
-        Train(mirrored->get(), overlap, nullptr, kGlobalBatch * kSteps, BatchNormMlp);
+        Train(mirrored.get(), overlap, nullptr, kGlobalBatch * kSteps, BatchNormMlp);
     ASSERT_EQ(w.size(), 6u);
     EXPECT_NE(w[3].AsDouble(0), 0.0) << "moving_mean, overlap " << overlap;
     EXPECT_NE(w[4].AsDouble(0), 1.0) << "moving_variance, overlap " << overlap;
@@ -240,25 +247,19 @@ TEST_F(EquivalenceTest, SyncBatchNormOverFourReplicasMatchesOneReplicaOnTheWhole
   for (CrossDeviceOpsKind kind :
        {CrossDeviceOpsKind::kReduceToOneDevice, CrossDeviceOpsKind::kCollective}) {
     for (bool overlap : {true, false}) {
-      MirroredStrategyOptions options;
-      options.available.num_cpu_devices = 4;
-      options.cross_device_ops = kind;
-      options.communication.bytes_per_pack = 100;  // packs in flight around the sums
-      auto mirrored = MirroredStrategy::Create(options);
-      ASSERT_TRUE(mirrored.ok());
-      ExpectClose(Train(mirrored->get(), overlap, nullptr, kGlobalBatch * kSteps, SyncBatchNormMlp),
+      std::unique_ptr<Strategy> mirrored = MirroredOverFour(kind, 100);
+      ASSERT_NE(mirrored, nullptr);
+      ExpectClose(Train(mirrored.get(), overlap, nullptr, kGlobalBatch * kSteps, SyncBatchNormMlp),
                   want,
                   std::string("SyncBatchNorm, ") + CrossDeviceOpsKindName(kind) +
                       (overlap ? ", overlapped" : ", cross-replica"));
     }
   }
   // Each replica's own statistics (batches of 4) train a different model.
-  MirroredStrategyOptions options;
-  options.available.num_cpu_devices = 4;
-  auto mirrored = MirroredStrategy::Create(options);
-  ASSERT_TRUE(mirrored.ok());
+  std::unique_ptr<Strategy> mirrored = MirroredOverFour();
+  ASSERT_NE(mirrored, nullptr);
   const std::vector<Tensor> local =
-      Train(mirrored->get(), true, nullptr, kGlobalBatch * kSteps, BatchNormMlp);
+      Train(mirrored.get(), true, nullptr, kGlobalBatch * kSteps, BatchNormMlp);
   EXPECT_GT(MaxRelativeDifference(local, want), 1e-3);
 }
 
@@ -270,12 +271,9 @@ TEST_F(EquivalenceTest, SyncBatchNormWithEmptyReplicasMatchesOneReplica) {
   const std::vector<Tensor> want = Train(one->get(), false, nullptr, rows, SyncBatchNormMlp);
   for (CrossDeviceOpsKind kind :
        {CrossDeviceOpsKind::kReduceToOneDevice, CrossDeviceOpsKind::kCollective}) {
-    MirroredStrategyOptions options;
-    options.available.num_cpu_devices = 4;
-    options.cross_device_ops = kind;
-    auto mirrored = MirroredStrategy::Create(options);
-    ASSERT_TRUE(mirrored.ok());
-    ExpectClose(Train(mirrored->get(), true, nullptr, rows, SyncBatchNormMlp), want,
+    std::unique_ptr<Strategy> mirrored = MirroredOverFour(kind);
+    ASSERT_NE(mirrored, nullptr);
+    ExpectClose(Train(mirrored.get(), true, nullptr, rows, SyncBatchNormMlp), want,
                 std::string("SyncBatchNorm, partial batch, ") + CrossDeviceOpsKindName(kind));
   }
 }
@@ -288,13 +286,9 @@ TEST_F(EquivalenceTest, PartialLastBatchWithEmptyReplicas) {
   std::vector<Tensor> want = Train(one->get(), false, nullptr, rows);
   for (CrossDeviceOpsKind kind :
        {CrossDeviceOpsKind::kReduceToOneDevice, CrossDeviceOpsKind::kCollective}) {
-    MirroredStrategyOptions options;
-    options.available.num_cpu_devices = 4;
-    options.cross_device_ops = kind;
-    options.communication.bytes_per_pack = 100;  // several packs per step
-    auto mirrored = MirroredStrategy::Create(options);
-    ASSERT_TRUE(mirrored.ok());
-    ExpectClose(Train(mirrored->get(), true, nullptr, rows), want,
+    std::unique_ptr<Strategy> mirrored = MirroredOverFour(kind, 100);
+    ASSERT_NE(mirrored, nullptr);
+    ExpectClose(Train(mirrored.get(), true, nullptr, rows), want,
                 std::string("partial batch, ") + CrossDeviceOpsKindName(kind));
   }
 }
@@ -310,11 +304,9 @@ TEST_F(EquivalenceTest, GlobalClipnormOverReducedGradientsMatches) {
   ASSERT_FALSE(want.empty());
   EXPECT_FALSE(want[0].BitwiseEquals((*reference_)[0]));
   for (bool overlap : {true, false}) {
-    MirroredStrategyOptions options;
-    options.available.num_cpu_devices = 4;
-    auto mirrored = MirroredStrategy::Create(options);
-    ASSERT_TRUE(mirrored.ok());
-    ExpectClose(Train(mirrored->get(), overlap, nullptr, kGlobalBatch * kSteps, Mlp, kClip), want,
+    std::unique_ptr<Strategy> mirrored = MirroredOverFour();
+    ASSERT_NE(mirrored, nullptr);
+    ExpectClose(Train(mirrored.get(), overlap, nullptr, kGlobalBatch * kSteps, Mlp, kClip), want,
                 overlap ? "clipped, overlapped" : "clipped, cross-replica");
   }
 }
