@@ -13,6 +13,8 @@
 // All accumulate in f32 with FMA. Also timed: rounding both operands f32 -> bf16
 // (collectives::FloatsToBFloat16, what a mixed-precision mode keeping f32 master weights pays
 // every step). The results are checked against sgemm of the rounded operands.
+// Last, the kernels of bf16 gradient compression (communication.compression) on 1 M floats:
+// rounding, widening, and the bf16 SUM reduction against the f32 one (collectives/reduce.h).
 //   bazel run //bench:gemm_bf16
 //   bazel run //bench:gemm_bf16 -- --rounds=31 --min_ms=2
 #include <cblas.h>
@@ -35,6 +37,7 @@
 
 ABSL_FLAG(int, rounds, 21, "interleaved rounds per shape (the median is reported)");
 ABSL_FLAG(double, min_ms, 1.0, "each timing repeats the call until this many ms have passed");
+ABSL_FLAG(bool, gemm, true, "time the products (false: only the gradient kernels)");
 
 namespace {
 
@@ -331,6 +334,31 @@ void RunShape(const Shape& s, int rounds, double min_ms, Workspace& ws) {
       m[0] / (best16 + m[4]), m[1] / best16);
 }
 
+// The passes bf16 gradient compression adds, and the reduction it changes, on 1 M elements.
+void RunGradientKernels(int rounds, double min_ms) {
+  using lockstep::collectives::DType;
+  using lockstep::collectives::Reduce;
+  using lockstep::collectives::ReduceOp;
+  const size_t n = size_t{1} << 20;
+  std::vector<float> a = Filled(n, 3), b = Filled(n, 4), w(n);
+  std::vector<uint16_t> a16(n), b16(n);
+  FloatsToBFloat16(a.data(), a16.data(), n);
+  FloatsToBFloat16(b.data(), b16.data(), n);
+  std::vector<double> t[4];
+  for (int r = 0; r < rounds; ++r) {
+    t[0].push_back(TimeUs([&] { FloatsToBFloat16(a.data(), b16.data(), n); }, min_ms));
+    t[1].push_back(TimeUs([&] { BFloat16ToFloats(a16.data(), w.data(), n); }, min_ms));
+    t[2].push_back(
+        TimeUs([&] { Reduce(DType::kF32, ReduceOp::kSum, w.data(), b.data(), n); }, min_ms));
+    t[3].push_back(
+        TimeUs([&] { Reduce(DType::kBF16, ReduceOp::kSum, a16.data(), b16.data(), n); }, min_ms));
+  }
+  std::printf(
+      "gradient kernels, 1 M elements, us (median of %d rounds): round f32->bf16 %.1f, widen "
+      "bf16->f32 %.1f, SUM f32 %.1f, SUM bf16 %.1f\n",
+      rounds, Median(t[0]), Median(t[1]), Median(t[2]), Median(t[3]));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -349,6 +377,9 @@ int main(int argc, char** argv) {
               "product", "m", "k", "n", "sgemm", "f32", "bf16 pk", "bf16 in", "round", "GF/s",
               "gain", "+round", "vs f32");
   Workspace ws;
-  for (const Shape& s : kShapes) RunShape(s, rounds, absl::GetFlag(FLAGS_min_ms), ws);
+  if (absl::GetFlag(FLAGS_gemm)) {
+    for (const Shape& s : kShapes) RunShape(s, rounds, absl::GetFlag(FLAGS_min_ms), ws);
+  }
+  RunGradientKernels(rounds, absl::GetFlag(FLAGS_min_ms));
   return 0;
 }

@@ -145,11 +145,11 @@ void StoreBFloat16(void* p, __m256 x) {
   _mm_storeu_si128(static_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
 }
 
-// SUM, the gradients' operator, 16 at a time in registers, with fewer instructions than the
-// conversions take (the generic loop below, through arrays, ran at 60% of the f32
-// reduction's element rate, compute-bound): the bf16 values are widened by interleaving them
-// with zeros (element order [0-3, 8-11] and [4-7, 12-15], which packus restores), and the sums'
-// NaNs become the canonical quiet NaN first, as SumOp's do, whose rounding needs no NaN case
+// SUM, the gradients' operator, 16 at a time in registers and in fewer instructions than the
+// generic loop below, which goes through arrays and is bound by its instruction count
+// (bench/mixed_precision.md): the bf16 values are widened by interleaving them with zeros
+// (element order [0-3, 8-11] and [4-7, 12-15], which packus restores), and the sums' NaNs
+// become the canonical quiet NaN first, as SumOp's do, whose rounding then needs no NaN case
 // (0x7fc00000 rounds to 0x7fc0).
 void SumBFloat16(uint16_t* a, const uint16_t* b, size_t count) {
   const __m256 canonical = _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN());
