@@ -2,7 +2,7 @@
 // (the digits MLP and the char Transformer of examples/jobs/, bench/train_step's MLP, and
 // small-batch shapes of that MLP, the memory-bound candidates), C[m x n] = A[m x k] B[k x n]
 // row-major, one thread, timed four ways, interleaved call by call:
-//   sgemm     OpenBLAS cblas_sgemm on f32 operands (what the engine runs, engine/kernels/cpu);
+//   sgemm     OpenBLAS cblas_sgemm on f32 operands (what cpu::Gemm runs for untransposed ones);
 //   f32       this file's blocked GEMM on f32 operands (6x16 AVX2/FMA micro-kernel), the peer
 //             that tells the bf16 variants' costs from this kernel's own quality;
 //   bf16 pk   the same GEMM on bf16 operands, widened to f32 (a 16-bit zero-extend and a
