@@ -551,13 +551,15 @@ int RunAllreduceBench(int argc, char** argv) {
       std::printf("# worst ratio to the best peer: %.2fx at %s bytes\n", worst,
                   SizeName(worst_at).c_str());
     }
-    std::vector<double> sep, sep_async, fus, ratio;
+    std::vector<double> sep, sep_async, fus, fus_bf16, ratio, bf16_ratio;
     for (const Sweep* s : ours) {
       if (s->fusion.is_null()) continue;
       sep.push_back(s->fusion["separate_us_p50"].get<double>());
       sep_async.push_back(s->fusion["separate_async_us_p50"].get<double>());
       fus.push_back(s->fusion["fused_us_p50"].get<double>());
       ratio.push_back(fus.back() > 0 ? sep.back() / fus.back() : 0);
+      fus_bf16.push_back(s->fusion.value("fused_bf16_us_p50", 0.0));
+      bf16_ratio.push_back(fus_bf16.back() > 0 ? fus.back() / fus_bf16.back() : 0);
     }
     if (!fus.empty()) {
       const Sweep* with_fusion = *std::find_if(ours.begin(), ours.end(),
@@ -572,6 +574,12 @@ int RunAllreduceBench(int argc, char** argv) {
                         [](std::string* out, double r) { absl::StrAppendFormat(out, "%.2fx", r); })
               .c_str(),
           j.value("correct", false) ? "ok" : "BAD");
+      std::printf(
+          "# fused with bf16 compression: %.1f us; fused f32 / bf16: %.2fx (per sweep: %s)\n",
+          Median(fus_bf16), Median(bf16_ratio),
+          absl::StrJoin(bf16_ratio, ", ", [](std::string* out, double r) {
+            absl::StrAppendFormat(out, "%.2fx", r);
+          }).c_str());
     }
   }
   return all_correct ? 0 : 1;

@@ -5,8 +5,9 @@
 //   barrier, and K back-to-back calls timed one by one on rank 0, K filling `target_s` at
 //   the warm-up's pace (rank 0 decides and broadcasts it), at least 5, at most max_iters.
 // Then the fusion measurement: 100 tensors of 40 KiB, 100 separate calls vs one
-// FusedAllReduce. Rank 0 writes one JSON object per line to `results_path`.
-// Thread model: runs on the calling thread of a freshly forked process.
+// FusedAllReduce, and that FusedAllReduce with bf16 compression (communication.compression). Rank 0
+// writes one JSON object per line to `results_path`. Thread model: runs on the calling thread of a
+// freshly forked process.
 #ifndef LOCKSTEP_BENCH_ALLREDUCE_RANK_H_
 #define LOCKSTEP_BENCH_ALLREDUCE_RANK_H_
 

@@ -10,6 +10,7 @@
 //   bazel run //bench:train_throughput
 //   bazel run //bench:train_throughput -- --workers=1,2 --runs=3 --steps=200 --warmup=20
 //   bazel run //bench:train_throughput -- --runs=7 --compare_pinning
+//   bazel run //bench:train_throughput -- --workers=2 --runs=7 --compare_compression
 // --model=transformer runs bench/transformer_spec.h's Transformer (on float inputs) instead,
 // global batch 16 unless --batch says otherwise.
 #include <fcntl.h>
@@ -63,6 +64,11 @@ ABSL_FLAG(bool, shm_heap, true,
 ABSL_FLAG(bool, compare_shm_heap, false,
           "also run every multi-worker count with --shm_heap=false in each round, and print "
           "the per-round ratio of the two");
+ABSL_FLAG(std::string, compression, "none",
+          "JobSpec communication.compression of the gradients: none or bf16");
+ABSL_FLAG(bool, compare_compression, false,
+          "also run every multi-worker count with the other --compression in each round, and "
+          "print the per-round ratio of the two");
 ABSL_FLAG(bool, pin_workers, false,
           "each worker process on a CPU of its own when there are enough, as `lockstep local "
           "--pin_workers` places them (common/sched.h: CpusPerWorker)");
@@ -174,6 +180,9 @@ int Child(int rank, int world, const std::string& store_dir) {
   spec->mutable_communication()->set_timeout_ms(60000);
   spec->mutable_communication()->set_disable_shm_heap(!absl::GetFlag(FLAGS_shm_heap));
   spec->mutable_communication()->set_bytes_per_pack(absl::GetFlag(FLAGS_bytes_per_pack));
+  spec->mutable_communication()->set_compression(absl::GetFlag(FLAGS_compression) == "bf16"
+                                                     ? v1::CommunicationSpec::BF16
+                                                     : v1::CommunicationSpec::NONE);
   spec->set_seed(5);
   std::string list;
   for (int w = 0; w < world; ++w) absl::StrAppend(&list, w ? "," : "", "\"127.0.0.1:", 1 + w, "\"");
@@ -220,10 +229,11 @@ int Child(int rank, int world, const std::string& store_dir) {
   return 0;
 }
 
-// How a run's workers are set up (--shm_heap, --pin_workers).
+// How a run's workers are set up (--shm_heap, --pin_workers, --compression).
 struct Variant {
   bool shm_heap = true;
   bool pin = false;
+  bool bf16 = false;
 };
 
 // Worker 0's milliseconds per measured step: the whole step, compute, all-reduce wait, apply
@@ -257,7 +267,8 @@ double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
           absl::StrCat("--overlap=", absl::GetFlag(FLAGS_overlap)),
           absl::StrCat("--bytes_per_pack=", absl::GetFlag(FLAGS_bytes_per_pack)),
           absl::StrCat("--shm_heap=", variant.shm_heap),
-          absl::StrCat("--pin_workers=", variant.pin)};
+          absl::StrCat("--pin_workers=", variant.pin),
+          absl::StrCat("--compression=", variant.bf16 ? "bf16" : "none")};
       std::vector<char*> argv = {const_cast<char*>("train_throughput")};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -350,11 +361,17 @@ int Main() {
     int n = 0;
     if (absl::SimpleAtoi(w, &n) && n > 0) counts.push_back(n);
   }
-  const Variant variant{absl::GetFlag(FLAGS_shm_heap), absl::GetFlag(FLAGS_pin_workers)};
+  const Variant variant{absl::GetFlag(FLAGS_shm_heap), absl::GetFlag(FLAGS_pin_workers),
+                        absl::GetFlag(FLAGS_compression) == "bf16"};
+  if (absl::GetFlag(FLAGS_compression) != "none" && absl::GetFlag(FLAGS_compression) != "bf16") {
+    fprintf(stderr, "--compression: none or bf16, not %s\n",
+            absl::GetFlag(FLAGS_compression).c_str());
+    return 2;
+  }
   printf(
       "train_throughput: %s, global batch %d, f32, SGD, synthetic data,\n"
-      "one compute thread per worker process%s, %s transport%s; %d measured steps after %d, "
-      "median of %d runs\n",
+      "one compute thread per worker process%s, %s transport%s, gradients compressed: %s; %d "
+      "measured steps after %d, median of %d runs\n",
       IsTransformer() ? "Transformer 2x(seq 128, width 256, 4 heads, causal)"
                       : "MLP 784-1024-1024-10",
       GlobalBatch(), variant.pin ? " (each on a CPU of its own)" : "",
@@ -362,7 +379,8 @@ int Main() {
       absl::GetFlag(FLAGS_transport) == "shm" && variant.shm_heap
           ? " (gradients in its zero-copy heap)"
           : "",
-      absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_runs));
+      variant.bf16 ? "bf16" : "none", absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_warmup),
+      absl::GetFlag(FLAGS_runs));
   // Rounds interleave the worker counts (1, 2, 1, 2, ...) and the bare engine step, so that
   // a slow spell of this shared machine hits every figure alike; each round's ratios are
   // printed besides the ratios of the medians.
@@ -372,13 +390,18 @@ int Main() {
   std::vector<std::pair<std::string, Variant>> others;
   if (absl::GetFlag(FLAGS_compare_shm_heap)) {
     others.push_back({variant.shm_heap ? "without the shm heap" : "with the shm heap",
-                      Variant{!variant.shm_heap, variant.pin}});
+                      Variant{!variant.shm_heap, variant.pin, variant.bf16}});
   }
   if (absl::GetFlag(FLAGS_compare_pinning)) {
-    others.push_back(
-        {variant.pin ? "unpinned" : "pinned", Variant{variant.shm_heap, !variant.pin}});
+    others.push_back({variant.pin ? "unpinned" : "pinned",
+                      Variant{variant.shm_heap, !variant.pin, variant.bf16}});
+  }
+  if (absl::GetFlag(FLAGS_compare_compression)) {
+    others.push_back({variant.bf16 ? "uncompressed" : "bf16-compressed",
+                      Variant{variant.shm_heap, variant.pin, !variant.bf16}});
   }
   std::vector<std::map<int, std::vector<double>>> eps_other(others.size());
+  std::vector<std::map<int, std::vector<Phases>>> phases_other(others.size());
   std::vector<double> bare;
   const bool has_one = std::find(counts.begin(), counts.end(), 1) != counts.end();
   // The host moves this VM's vCPUs between placements that differ 2-8x in how fast the two
@@ -392,9 +415,11 @@ int Main() {
       // measured faster often enough to fake a 5 % gain (see the revert of SetComputeIdle).
       auto run_others = [&]() -> bool {
         for (size_t o = 0; o < others.size() && world > 1; ++o) {
-          const double f = RunOnce(world, run, others[o].second);
+          Phases ph;
+          const double f = RunOnce(world, run, others[o].second, &ph);
           if (f < 0) return false;
           eps_other[o][world].push_back(f);
+          phases_other[o][world].push_back(ph);
         }
         return true;
       };
@@ -424,18 +449,24 @@ int Main() {
     printf("%d worker(s): %10.1f examples/s median (runs: %s)\n", world, Median(eps[world]),
            all.c_str());
   }
-  for (int world : counts) {
-    // Medians of each phase over the runs (so they need not add up exactly).
+  // Medians of each phase over the runs (so they need not add up exactly).
+  auto print_phases = [](int world, const std::string& what, const std::vector<Phases>& runs) {
     double m[4];
     for (int k = 0; k < 4; ++k) {
       std::vector<double> v;
-      for (const Phases& p : phases[world]) v.push_back(p[k]);
+      for (const Phases& p : runs) v.push_back(p[k]);
       m[k] = Median(v);
     }
     printf(
-        "%d worker(s), worker 0's step: %.2f ms = compute %.2f + all-reduce wait %.2f + apply "
+        "%d worker(s)%s, worker 0's step: %.2f ms = compute %.2f + all-reduce wait %.2f + apply "
         "%.2f + other %.2f (medians)\n",
-        world, m[0], m[1], m[2], m[3], m[0] - m[1] - m[2] - m[3]);
+        world, what.c_str(), m[0], m[1], m[2], m[3], m[0] - m[1] - m[2] - m[3]);
+  };
+  for (int world : counts) print_phases(world, "", phases[world]);
+  for (size_t o = 0; o < others.size(); ++o) {
+    for (const auto& [world, runs] : phases_other[o]) {
+      print_phases(world, " " + others[o].first, runs);
+    }
   }
   if (!has_one) return 0;
   const double one = Median(eps[1]);

@@ -2,17 +2,31 @@
 
 #include <algorithm>
 
+#include "collectives/reduce.h"
+
 namespace lockstep {
 namespace collectives {
 
-FusedAllReduce::FusedAllReduce(Communicator* comm, ReduceOp op, size_t bytes_per_pack)
-    : comm_(comm), op_(op), bytes_per_pack_(std::max<size_t>(bytes_per_pack, 1)) {}
+namespace {
+
+void Widen(float* data, size_t count) {
+  BFloat16ToFloats(reinterpret_cast<const uint16_t*>(data), data, count);
+}
+
+}  // namespace
+
+FusedAllReduce::FusedAllReduce(Communicator* comm, ReduceOp op, size_t bytes_per_pack,
+                               Compression compression)
+    : comm_(comm),
+      op_(op),
+      bytes_per_pack_(std::max<size_t>(bytes_per_pack, 1)),
+      compression_(compression) {}
 
 FusedAllReduce::~FusedAllReduce() {
   for (size_t i = 0; i < in_use_; ++i) {
     if (buckets_[i]->handle) buckets_[i]->handle->Wait().IgnoreError();
   }
-  for (auto& h : direct_) h->Wait().IgnoreError();
+  for (auto& d : direct_) d.handle->Wait().IgnoreError();
 }
 
 FusedAllReduce::Bucket& FusedAllReduce::OpenBucket(DType dtype) {
@@ -26,6 +40,7 @@ FusedAllReduce::Bucket& FusedAllReduce::OpenBucket(DType dtype) {
   b.dtype = dtype;
   b.used = 0;
   b.entries.clear();
+  b.narrowed.clear();
   b.deadline = absl::InfiniteFuture();
   b.handle.reset();
   return b;
@@ -39,17 +54,25 @@ void FusedAllReduce::Launch(Bucket& b) {
 void FusedAllReduce::Add(void* data, size_t count, DType dtype, absl::Time deadline) {
   const size_t bytes = count * DTypeSize(dtype);
   if (bytes == 0) return;
+  Narrowed narrowed{nullptr, 0};
+  DType wire = dtype;
+  if (compression_ == Compression::kBF16 && dtype == DType::kF32) {
+    narrowed = {static_cast<float*>(data), count};
+    FloatsToBFloat16(narrowed.data, static_cast<uint16_t*>(data), count);
+    wire = DType::kBF16;
+  }
   if (bytes >= bytes_per_pack_) {
-    direct_.push_back(comm_->AllReduceAsync(data, data, count, dtype, op_, deadline));
+    direct_.push_back({comm_->AllReduceAsync(data, data, count, wire, op_, deadline), narrowed});
     ++started_;
     return;
   }
-  Bucket* b = &OpenBucket(dtype);
+  Bucket* b = &OpenBucket(wire);
   if (b->used + bytes > bytes_per_pack_) {
     Launch(*b);
-    b = &OpenBucket(dtype);
+    b = &OpenBucket(wire);
   }
-  b->entries.push_back({data, bytes});
+  b->entries.push_back({data, count * DTypeSize(wire)});
+  if (narrowed.count > 0) b->narrowed.push_back(narrowed);
   b->used += bytes;
   b->deadline = std::min(b->deadline, deadline);
   if (b->used == bytes_per_pack_) Launch(*b);
@@ -72,16 +95,21 @@ absl::Status FusedAllReduce::Finish() {
     last_status = comm_->AllReducePieces(last->entries, last->dtype, op_, last->deadline);
     ++started_;
   }
+  // Compressed tensors are widened as their bucket completes, while later ones still run.
   absl::Status first;  // in bucket order: an earlier bucket's error is the cause
   for (size_t i = 0; i < in_use_; ++i) {
     Bucket& b = *buckets_[i];
     absl::Status s = &b == last ? last_status : b.handle->Wait();
     if (!s.ok() && first.ok()) first = s;
+    if (first.ok()) {
+      for (const Narrowed& n : b.narrowed) Widen(n.data, n.count);
+    }
     b.handle.reset();
   }
-  for (auto& h : direct_) {
-    absl::Status s = h->Wait();
+  for (Direct& d : direct_) {
+    absl::Status s = d.handle->Wait();
     if (!s.ok() && first.ok()) first = s;
+    if (first.ok() && d.narrowed.count > 0) Widen(d.narrowed.data, d.narrowed.count);
   }
   direct_.clear();
   in_use_ = 0;

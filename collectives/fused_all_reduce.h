@@ -9,6 +9,14 @@
 // made fusion no faster than separate calls on this machine). The result is bitwise the one
 // a packed bucket gives.
 //
+// Compression::kBF16 (types.h): each f32 tensor is rounded to bf16 in its own buffer when
+// added (FloatsToBFloat16 in place: the bf16 values fill the first half of its bytes), its
+// bucket all-reduces bf16 (reduce.h: each pairwise step in f32, rounded once), and Finish
+// widens the result back in place as each bucket completes. Half the bytes on the wire, no
+// buffer of its own, and a tensor in the transport's zero-copy heap stays there. Buckets are
+// still cut by the tensors' own bytes, so both settings group a step's tensors alike.
+// Compressed f32 tensors share buckets with bf16 ones. Other dtypes travel as they are.
+//
 // Use per step: Add() every gradient in the order every rank agrees on, then Finish(),
 // which starts the partial buckets (the last on the calling thread) and waits for all. The object
 // can be reused for the next step; bucket bookkeeping is kept (no allocation in steady state).
@@ -33,10 +41,12 @@ constexpr size_t kDefaultBytesPerPack = 4 << 20;
 
 class FusedAllReduce {
  public:
-  FusedAllReduce(Communicator* comm, ReduceOp op, size_t bytes_per_pack = kDefaultBytesPerPack);
+  FusedAllReduce(Communicator* comm, ReduceOp op, size_t bytes_per_pack = kDefaultBytesPerPack,
+                 Compression compression = Compression::kNone);
   ~FusedAllReduce();  // waits for started buckets
 
-  // Adds a tensor to this step, all-reduced in place. `deadline` bounds its bucket.
+  // Adds a tensor to this step, all-reduced in place. `deadline` bounds its bucket. With
+  // kBF16 compression an f32 tensor holds bf16 values until Finish returns.
   void Add(void* data, size_t count, DType dtype, absl::Time deadline);
   // Starts what is pending, the last bucket on this thread, and waits for every bucket;
   // returns the first error in bucket order (the tensors' contents are then unspecified).
@@ -46,12 +56,23 @@ class FusedAllReduce {
   int buckets_started() const { return started_; }
 
  private:
+  // An f32 tensor that travels as bf16, to widen back once its collective is done.
+  struct Narrowed {
+    float* data;
+    size_t count;
+  };
   struct Bucket {
-    DType dtype = DType::kF32;
-    size_t used = 0;
+    DType dtype = DType::kF32;         // on the wire
+    size_t used = 0;                   // the tensors' own bytes
     std::vector<BufferPiece> entries;  // the bucket's tensors, in order; capacity kept
+    std::vector<Narrowed> narrowed;    // its compressed tensors; capacity kept
     absl::Time deadline = absl::InfiniteFuture();
     Handle handle;
+  };
+  // A tensor of at least bytes_per_pack bytes, all-reduced alone.
+  struct Direct {
+    Handle handle;
+    Narrowed narrowed;  // count 0: not compressed
   };
 
   void Launch(Bucket& bucket);
@@ -60,9 +81,10 @@ class FusedAllReduce {
   Communicator* const comm_;
   const ReduceOp op_;
   const size_t bytes_per_pack_;
+  const Compression compression_;
   std::vector<std::unique_ptr<Bucket>> buckets_;  // this step's, in order; reused
   size_t in_use_ = 0;                             // buckets_[0, in_use_) belong to this step
-  std::vector<Handle> direct_;                    // large tensors reduced in place
+  std::vector<Direct> direct_;                    // large tensors reduced in place
   int started_ = 0;
 };
 

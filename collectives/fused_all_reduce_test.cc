@@ -1,5 +1,6 @@
 #include "collectives/fused_all_reduce.h"
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -306,6 +307,131 @@ TEST(FusedAllReduceTest, LastBucketOnTheCallerIsCountedAndFailsWithTheCommunicat
   fused.Add(f[0][0].data(), f[0][0].size(), DType::kF32, absl::Now() + absl::Seconds(20));
   EXPECT_EQ(fused.Finish().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(f[0][0][0], 3.0f);
+}
+
+// Compression::kBF16: every f32 tensor is rounded to bf16 and the bucket reduces bf16, so the
+// result is, bitwise, the bf16 all-reduce of the rounded tensors concatenated in Add order
+// (with the bf16 tensors that share their bucket) and widened; a tensor reduced alone
+// (>= bytes_per_pack) likewise. With two ranks that is the f32 sum of the two rounded values,
+// rounded once; with more, within bf16 rounding of the f32 sum. Other dtypes are exact.
+// Two steps: the second reuses the buckets.
+class CompressedFusionTest : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
+
+TEST_P(CompressedFusionTest, Bf16ResultIsTheBf16AllReduceOfTheRoundedTensors) {
+  const auto [kind, n] = GetParam();
+  AlgorithmOptions options;
+  options.chunk_bytes = 512;
+  auto group = MakeGroup(kind, n, options);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<std::vector<std::vector<float>>> in(n), out(n);
+  std::vector<std::vector<uint16_t>> bf16_in(n), bf16_out(n);
+  std::vector<std::vector<int32_t>> ints(n);
+  std::vector<std::vector<float>> large_in(n), large_out(n);
+  for (int r = 0; r < n; ++r) {
+    std::mt19937 gen(23 + r);
+    in[r] = RaggedTensors(gen);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (int i = 0; i < 50; ++i) bf16_in[r].push_back(FloatToBFloat16(u(gen)));
+    for (int i = 0; i < 70; ++i) ints[r].push_back(static_cast<int32_t>(gen() % 1000) + 100000);
+    for (int i = 0; i < 3000; ++i) large_in[r].push_back(u(gen) * 1e-3f);
+  }
+  const std::vector<std::vector<int32_t>> ints_in = ints;
+  // The reference: the tensors that travel as bf16, rounded and concatenated in Add order.
+  std::vector<std::vector<uint16_t>> wire(n), large_wire(n);
+  std::vector<std::vector<float>> f32_sum(n);  // the uncompressed result, for comparison
+  RunRanks(n, [&](int r) {
+    Communicator& comm = *(*group)[r];
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    // 12000 bytes: every ragged tensor and the bf16 one share a bucket; the large one is alone.
+    FusedAllReduce fused(&comm, ReduceOp::kSum, /*bytes_per_pack=*/12000, Compression::kBF16);
+    for (int step = 0; step < 2; ++step) {
+      out[r] = in[r];
+      bf16_out[r] = bf16_in[r];
+      large_out[r] = large_in[r];
+      ints[r] = ints_in[r];
+      fused.Add(large_out[r].data(), large_out[r].size(), DType::kF32, deadline);
+      for (size_t k = 0; k < out[r].size(); ++k) {
+        fused.Add(out[r][k].data(), out[r][k].size(), DType::kF32, deadline);
+        if (k == 2) fused.Add(bf16_out[r].data(), bf16_out[r].size(), DType::kBF16, deadline);
+        if (k == 4) fused.Add(ints[r].data(), ints[r].size(), DType::kI32, deadline);
+      }
+      ASSERT_TRUE(fused.Finish().ok());
+    }
+    for (size_t k = 0; k < in[r].size(); ++k) {
+      for (float v : in[r][k]) wire[r].push_back(FloatToBFloat16(v));
+      if (k == 2) wire[r].insert(wire[r].end(), bf16_in[r].begin(), bf16_in[r].end());
+    }
+    for (float v : large_in[r]) large_wire[r].push_back(FloatToBFloat16(v));
+    ASSERT_TRUE(comm.AllReduce(wire[r].data(), wire[r].data(), wire[r].size(), DType::kBF16,
+                               ReduceOp::kSum, deadline)
+                    .ok());
+    ASSERT_TRUE(comm.AllReduce(large_wire[r].data(), large_wire[r].data(), large_wire[r].size(),
+                               DType::kBF16, ReduceOp::kSum, deadline)
+                    .ok());
+    f32_sum[r] = Concat(in[r]);
+    ASSERT_TRUE(comm.AllReduce(f32_sum[r].data(), f32_sum[r].data(), f32_sum[r].size(), DType::kF32,
+                               ReduceOp::kSum, deadline)
+                    .ok());
+  });
+  for (int r = 0; r < n; ++r) {
+    // Bitwise the widened bf16 all-reduce, the bf16 tensor included.
+    std::vector<uint16_t> got;
+    for (size_t k = 0; k < out[r].size(); ++k) {
+      for (float v : out[r][k]) {
+        ASSERT_EQ(v, BFloat16ToFloat(FloatToBFloat16(v))) << "rank " << r << ": not widened bf16";
+        got.push_back(FloatToBFloat16(v));
+      }
+      if (k == 2) got.insert(got.end(), bf16_out[r].begin(), bf16_out[r].end());
+    }
+    EXPECT_EQ(got, wire[r]) << "rank " << r;
+    for (size_t i = 0; i < large_out[r].size(); ++i) {
+      ASSERT_EQ(large_out[r][i], BFloat16ToFloat(large_wire[r][i])) << "rank " << r << " at " << i;
+    }
+    for (size_t i = 0; i < ints[r].size(); ++i) {
+      int32_t sum = 0;
+      for (int q = 0; q < n; ++q) sum += ints_in[q][i];
+      ASSERT_EQ(ints[r][i], sum) << "rank " << r << " at " << i;
+    }
+  }
+  // Against f32: each input and each pairwise partial sum is rounded once (relative error
+  // 2^-9 each), so the error is below n * 2^-8 * sum |g|; and compression did change values.
+  const std::vector<float> got = Concat(out[0]);
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    float abs_sum = 0, rounded_sum = 0;
+    for (int q = 0; q < n; ++q) {
+      const float g = Concat(in[q])[i];
+      abs_sum += std::fabs(g);
+      rounded_sum += BFloat16ToFloat(FloatToBFloat16(g));
+    }
+    ASSERT_LE(std::fabs(got[i] - f32_sum[0][i]), n * std::ldexp(abs_sum, -8)) << "at " << i;
+    if (n == 2) {  // one pairwise step: the f32 sum of the rounded values, rounded once
+      ASSERT_EQ(got[i], BFloat16ToFloat(FloatToBFloat16(rounded_sum))) << "at " << i;
+    }
+    differ += got[i] != f32_sum[0][i];
+  }
+  EXPECT_GT(differ, got.size() / 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, CompressedFusionTest,
+                         ::testing::Combine(::testing::Values(TransportKind::kInProc,
+                                                              TransportKind::kTcp,
+                                                              TransportKind::kShm),
+                                            ::testing::Values(2, 3)));
+
+// A failed bucket leaves the compressed tensors as they are (unspecified) and fails Finish;
+// Compression::kNone leaves every dtype as it was before (the default).
+TEST(CompressedFusionTest, FailedCommunicatorFailsFinish) {
+  auto group = MakeGroup(TransportKind::kInProc, 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  Communicator& comm = *(*group)[0];
+  comm.Abort();
+  std::vector<float> big(2000, 1.0f), small(10, 1.0f);
+  FusedAllReduce fused(&comm, ReduceOp::kSum, /*bytes_per_pack=*/1000, Compression::kBF16);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  fused.Add(big.data(), big.size(), DType::kF32, deadline);
+  fused.Add(small.data(), small.size(), DType::kF32, deadline);
+  EXPECT_EQ(fused.Finish().code(), absl::StatusCode::kAborted);
 }
 
 }  // namespace

@@ -117,9 +117,78 @@ void ReduceHalf(uint16_t* a, const uint16_t* b, size_t count, F f) {
   for (; i < count; ++i) a[i] = FloatToHalf(f(HalfToFloat(a[i]), HalfToFloat(b[i])));
 }
 
+// 8 bf16 -> 8 f32: the bf16 bits are the top half of the f32's.
+__m256 WidenBFloat16(const void* p) {
+  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+// 8 f32 -> 8 bf16 in the low 16 bits of each 32-bit lane, as FloatToBFloat16: adds 0x7fff
+// plus the lowest kept bit (round to nearest even), except for NaNs, which keep their top
+// bits with the quiet bit set.
+__m256i NarrowToBFloat16Lanes(__m256 x) {
+  const __m256i bits = _mm256_castps_si256(x);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(bits, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+  const __m256i magnitude = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+  const __m256i nan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(bits, _mm256_set1_epi32(0x00400000));
+  return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, nan), 16);
+}
+
+// 8 f32 -> 8 bf16 stored at p.
+void StoreBFloat16(void* p, __m256 x) {
+  const __m256i lanes = NarrowToBFloat16Lanes(x);
+  // packus works per 128-bit lane: [a0..3 a0..3 | a4..7 a4..7]; take 64-bit blocks 0 and 2.
+  const __m256i packed =
+      _mm256_permute4x64_epi64(_mm256_packus_epi32(lanes, lanes), _MM_SHUFFLE(3, 1, 2, 0));
+  _mm_storeu_si128(static_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+}
+
+// SUM, the gradients' operator, 16 at a time in registers and in fewer instructions than the
+// generic loop below, which goes through arrays and is bound by its instruction count
+// (bench/mixed_precision.md): the bf16 values are widened by interleaving them with zeros
+// (element order [0-3, 8-11] and [4-7, 12-15], which packus restores), and the sums' NaNs
+// become the canonical quiet NaN first, as SumOp's do, whose rounding then needs no NaN case
+// (0x7fc00000 rounds to 0x7fc0).
+void SumBFloat16(uint16_t* a, const uint16_t* b, size_t count) {
+  const __m256 canonical = _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  const __m256i zero = _mm256_setzero_si256(), one = _mm256_set1_epi32(1),
+                half = _mm256_set1_epi32(0x7fff);
+  auto round = [&](__m256 s) {  // to nearest even, NaNs already canonical
+    s = _mm256_blendv_ps(s, canonical, _mm256_cmp_ps(s, s, _CMP_UNORD_Q));
+    const __m256i bits = _mm256_castps_si256(s);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
+    return _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(lsb, half)), 16);
+  };
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i));
+    const __m256 lo = _mm256_add_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, x)),
+                                    _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, y)));
+    const __m256 hi = _mm256_add_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, x)),
+                                    _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, y)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + i),
+                        _mm256_packus_epi32(round(lo), round(hi)));
+  }
+  for (; i < count; ++i) {
+    a[i] = FloatToBFloat16(SumOp<float>()(BFloat16ToFloat(a[i]), BFloat16ToFloat(b[i])));
+  }
+}
+
 template <typename F>
 void ReduceBFloat16(uint16_t* a, const uint16_t* b, size_t count, F f) {
-  for (size_t i = 0; i < count; ++i) {
+  if constexpr (std::is_same_v<F, SumOp<float>>) return SumBFloat16(a, b, count);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    alignas(32) float xs[8], ys[8];
+    _mm256_store_ps(xs, WidenBFloat16(a + i));
+    _mm256_store_ps(ys, WidenBFloat16(b + i));
+    for (int k = 0; k < 8; ++k) xs[k] = f(xs[k], ys[k]);
+    StoreBFloat16(a + i, _mm256_load_ps(xs));
+  }
+  for (; i < count; ++i) {
     a[i] = FloatToBFloat16(f(BFloat16ToFloat(a[i]), BFloat16ToFloat(b[i])));
   }
 }
@@ -169,6 +238,46 @@ uint16_t FloatToBFloat16(float f) {
   }
   uint32_t rounding = 0x7fff + ((bits >> 16) & 1);  // round to nearest even
   return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+void FloatsToBFloat16(const float* in, uint16_t* out, size_t count) {
+  // In place, element i's bf16 lands at byte 2i, below the f32 bytes [4i, 4i+4) still to be
+  // read: each block of 16 is loaded whole before its 32 bytes are stored.
+  const char* src = reinterpret_cast<const char*>(in);
+  char* dst = reinterpret_cast<char*>(out);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256 x0 = _mm256_loadu_ps(reinterpret_cast<const float*>(src + 4 * i));
+    const __m256 x1 = _mm256_loadu_ps(reinterpret_cast<const float*>(src + 4 * i + 32));
+    const __m256i packed = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(NarrowToBFloat16Lanes(x0), NarrowToBFloat16Lanes(x1)),
+        _MM_SHUFFLE(3, 1, 2, 0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i), packed);
+  }
+  for (; i < count; ++i) {
+    float f;
+    std::memcpy(&f, src + 4 * i, sizeof(f));
+    const uint16_t b = FloatToBFloat16(f);
+    std::memcpy(dst + 2 * i, &b, sizeof(b));
+  }
+}
+
+void BFloat16ToFloats(const uint16_t* in, float* out, size_t count) {
+  // In place, element i's f32 bytes [4i, 4i+4) cover bf16 elements 2i and 2i+1, which were
+  // read before: the last elements are widened first, each block loaded before it is stored.
+  const char* src = reinterpret_cast<const char*>(in);
+  char* dst = reinterpret_cast<char*>(out);
+  size_t i = count;
+  for (; i % 8 != 0; --i) {
+    uint16_t b;
+    std::memcpy(&b, src + 2 * (i - 1), sizeof(b));
+    const float f = BFloat16ToFloat(b);
+    std::memcpy(dst + 4 * (i - 1), &f, sizeof(f));
+  }
+  for (; i >= 8; i -= 8) {
+    const __m256 x = WidenBFloat16(src + 2 * (i - 8));
+    _mm256_storeu_ps(reinterpret_cast<float*>(dst + 4 * (i - 8)), x);
+  }
 }
 
 void Reduce(DType dtype, ReduceOp op, void* inout, const void* in, size_t count) {

@@ -27,6 +27,15 @@ void Reduce(DType dtype, ReduceOp op, void* inout, const void* in, size_t count)
 // For kMean: data[i] /= world_size. A no-op for other operators.
 void FinishMean(DType dtype, ReduceOp op, void* data, size_t count, int world_size);
 
+// f32 -> bf16, each rounded as FloatToBFloat16 (to nearest even; NaNs stay quiet NaNs),
+// 16 at a time with AVX2. In place when `out` aliases `in` (the bf16 values then fill the
+// first half of its bytes): how FusedAllReduce's bf16 compression narrows a gradient in its
+// own buffer, with no buffer of its own.
+void FloatsToBFloat16(const float* in, uint16_t* out, size_t count);
+// bf16 -> f32 (exact), 8 at a time. In place when `out` aliases `in` (the values are
+// widened from the last, so none is overwritten before it is read).
+void BFloat16ToFloats(const uint16_t* in, float* out, size_t count);
+
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);
 float BFloat16ToFloat(uint16_t b);

@@ -214,6 +214,53 @@ TEST(ReduceTest, BFloat16Product) {
   for (uint16_t h : c) EXPECT_EQ(BFloat16ToFloat(h), -3.0f);
 }
 
+// The vector conversions give bitwise FloatToBFloat16 / BFloat16ToFloat, out of place and in
+// place, for every length around their 16- and 8-wide blocks: ties both ways, NaNs (signalling
+// ones become quiet), infinities, subnormals, values that round up to infinity.
+std::vector<float> ConversionCases(size_t count) {
+  const uint32_t patterns[] = {0x00000000, 0x80000000, 0x3F808000, 0x3F818000, 0xBF818000,
+                               0x3DCCC000, 0x7F800000, 0xFF800000, 0x7F800001, 0xFFA00000,
+                               0x7FC00000, 0x00000001, 0x807FFFFF, 0x7F7FFFFF, 0x3F7FFFFF,
+                               0x12345678, 0xC0490FDB};
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t bits = patterns[i % std::size(patterns)] ^ static_cast<uint32_t>(i / 17);
+    std::memcpy(&v[i], &bits, sizeof(bits));
+  }
+  return v;
+}
+
+TEST(ReduceTest, VectorBFloat16ConversionsMatchTheScalarOnesInAndOutOfPlace) {
+  for (size_t count : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1000}) {
+    const std::vector<float> in = ConversionCases(count);
+    std::vector<uint16_t> expected(count);
+    for (size_t i = 0; i < count; ++i) expected[i] = FloatToBFloat16(in[i]);
+
+    std::vector<uint16_t> out(count);
+    FloatsToBFloat16(in.data(), out.data(), count);
+    EXPECT_EQ(out, expected) << count << " elements, out of place";
+
+    std::vector<float> buf = in;  // narrowed into its own first half, then widened back
+    FloatsToBFloat16(buf.data(), reinterpret_cast<uint16_t*>(buf.data()), count);
+    std::vector<uint16_t> narrowed(count);
+    if (count > 0) std::memcpy(narrowed.data(), buf.data(), 2 * count);
+    EXPECT_EQ(narrowed, expected) << count << " elements, in place";
+
+    BFloat16ToFloats(reinterpret_cast<const uint16_t*>(buf.data()), buf.data(), count);
+    std::vector<float> widened(count);
+    BFloat16ToFloats(expected.data(), widened.data(), count);
+    for (size_t i = 0; i < count; ++i) {
+      uint32_t a, b;
+      const float want = BFloat16ToFloat(expected[i]);
+      std::memcpy(&a, &buf[i], 4);
+      std::memcpy(&b, &want, 4);
+      ASSERT_EQ(a, b) << count << " elements, widened in place, element " << i;
+      std::memcpy(&a, &widened[i], 4);
+      ASSERT_EQ(a, b) << count << " elements, widened out of place, element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace collectives
 }  // namespace lockstep

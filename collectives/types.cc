@@ -52,6 +52,10 @@ const char* ReduceOpName(ReduceOp op) {
   return "?";
 }
 
+const char* CompressionName(Compression compression) {
+  return compression == Compression::kBF16 ? "bf16" : "none";
+}
+
 const char* TransportKindName(TransportKind kind) {
   switch (kind) {
     case TransportKind::kAuto:

@@ -25,10 +25,17 @@ enum class TransportKind : uint8_t { kAuto, kInProc, kTcp, kShm };
 // How AllReduce is computed. kAuto chooses by message size (see algorithms.h).
 enum class AllReduceAlgorithm : uint8_t { kAuto, kRing, kHalvingDoubling, kRecursiveDoubling };
 
+// How FusedAllReduce sends f32 tensors (the gradients of a step). kBF16: rounded to bf16
+// (to nearest even) for the all-reduce and widened back to f32 after it, half the bytes on
+// the wire (Horovod's Compression.fp16, PyTorch DDP's bf16_compress_hook). Other dtypes
+// travel as they are.
+enum class Compression : uint8_t { kNone, kBF16 };
+
 size_t DTypeSize(DType dtype);
 const char* DTypeName(DType dtype);
 const char* ReduceOpName(ReduceOp op);
 const char* TransportKindName(TransportKind kind);
+const char* CompressionName(Compression compression);
 
 }  // namespace collectives
 }  // namespace lockstep

@@ -287,6 +287,18 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                                 v1::StrategyKind_Name(spec.strategy()),
                                 " runs on one worker; use MULTI_WORKER_MIRRORED or leave it off"));
   }
+  if (!v1::CommunicationSpec::Compression_IsValid(comm.compression())) {
+    return Invalid("communication.compression",
+                   absl::StrCat(static_cast<int>(comm.compression()),
+                                " is not a compression; use NONE or BF16"));
+  }
+  if (comm.compression() == v1::CommunicationSpec::BF16 &&
+      EffectiveStrategy(spec) != v1::MULTI_WORKER_MIRRORED) {
+    return Invalid("communication.compression",
+                   absl::StrCat("BF16 halves the gradients that workers exchange, but ",
+                                v1::StrategyKind_Name(spec.strategy()),
+                                " runs on one worker; use MULTI_WORKER_MIRRORED or NONE"));
+  }
   if (spec.restart_policy().max_restarts() < 0) {
     return Invalid("restart_policy.max_restarts",
                    absl::StrCat(spec.restart_policy().max_restarts(), " must be >= 0"));

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -113,6 +114,29 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
   encrypted.set_strategy(v1::MULTI_WORKER_MIRRORED);
   encrypted.mutable_communication()->set_encrypt(true);
   EXPECT_TRUE(ValidateJobSpec(encrypted).ok()) << ValidateJobSpec(encrypted);
+
+  for (v1::StrategyKind one_worker : {v1::ONE_DEVICE, v1::MIRRORED, v1::CENTRAL_STORAGE}) {
+    v1::JobSpec compressed = CsvJob();
+    compressed.set_strategy(one_worker);
+    compressed.mutable_communication()->set_compression(v1::CommunicationSpec::BF16);
+    EXPECT_THAT(Refusal(compressed),
+                StartsWith(absl::StrCat("communication.compression: BF16 halves the gradients "
+                                        "that workers exchange, but ",
+                                        v1::StrategyKind_Name(one_worker), " runs on one worker")));
+    compressed.mutable_communication()->set_compression(v1::CommunicationSpec::NONE);
+    EXPECT_TRUE(ValidateJobSpec(compressed).ok()) << ValidateJobSpec(compressed);
+  }
+  v1::JobSpec unknown_compression = CsvJob();
+  unknown_compression.mutable_communication()->set_compression(
+      static_cast<v1::CommunicationSpec::Compression>(7));
+  EXPECT_THAT(Refusal(unknown_compression),
+              StartsWith("communication.compression: 7 is not a compression"));
+  for (v1::StrategyKind multi : {v1::MULTI_WORKER_MIRRORED, v1::STRATEGY_KIND_UNSPECIFIED}) {
+    v1::JobSpec compressed = CsvJob();
+    compressed.set_strategy(multi);
+    compressed.mutable_communication()->set_compression(v1::CommunicationSpec::BF16);
+    EXPECT_TRUE(ValidateJobSpec(compressed).ok()) << ValidateJobSpec(compressed);
+  }
 }
 
 TEST(JobValidationTest, RefusesBadModelGraphsNamingTheField) {

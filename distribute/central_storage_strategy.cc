@@ -11,6 +11,7 @@ absl::StatusOr<std::unique_ptr<CentralStorageStrategy>> CentralStorageStrategy::
   StrategyConfig config;
   config.name = "CentralStorageStrategy";
   LS_RETURN_IF_ERROR(CheckImplementation(options.communication.implementation, config.name));
+  LS_RETURN_IF_ERROR(CheckCompression(options.communication.compression, config.name));
   LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
   config.communication = options.communication;
   config.variable_kind = DistributedVariable::Kind::kCentral;

@@ -33,10 +33,12 @@ class CollectivePending final : public PendingAllReduce {
 
 class FusedReducer final : public GradientReducer {
  public:
-  FusedReducer(collectives::Communicator* comm, size_t bytes_per_pack, ReduceOp op, int num_in_sync,
+  FusedReducer(collectives::Communicator* comm, size_t bytes_per_pack,
+               collectives::Compression compression, ReduceOp op, int num_in_sync,
                absl::Time deadline)
       : fused_(comm, collectives::ReduceOp::kSum,
-               bytes_per_pack == 0 ? collectives::kDefaultBytesPerPack : bytes_per_pack),
+               bytes_per_pack == 0 ? collectives::kDefaultBytesPerPack : bytes_per_pack,
+               compression),
         op_(op),
         num_in_sync_(num_in_sync),
         deadline_(deadline) {}
@@ -66,11 +68,12 @@ class FusedReducer final : public GradientReducer {
 
 CollectiveOps::CollectiveOps(std::vector<std::unique_ptr<collectives::Communicator>> replica_comms,
                              int num_replicas_in_sync, collectives::Communicator* cross_worker,
-                             size_t bytes_per_pack)
+                             size_t bytes_per_pack, collectives::Compression compression)
     : comms_(std::move(replica_comms)),
       num_in_sync_(num_replicas_in_sync),
       cross_worker_(cross_worker),
-      bytes_per_pack_(bytes_per_pack) {}
+      bytes_per_pack_(bytes_per_pack),
+      compression_(compression) {}
 
 std::unique_ptr<PendingAllReduce> CollectiveOps::AllReduceAsync(int local_replica, ReduceOp op,
                                                                 engine::Tensor* value,
@@ -95,8 +98,8 @@ std::unique_ptr<GradientReducer> CollectiveOps::MakeGradientReducer(int local_re
   if (local_replica < 0 || local_replica >= static_cast<int>(comms_.size())) {
     return CrossDeviceOps::MakeGradientReducer(local_replica, op, deadline);  // reports it
   }
-  return std::make_unique<FusedReducer>(comms_[local_replica].get(), bytes_per_pack_, op,
-                                        num_in_sync_, deadline);
+  return std::make_unique<FusedReducer>(comms_[local_replica].get(), bytes_per_pack_, compression_,
+                                        op, num_in_sync_, deadline);
 }
 
 absl::Status CollectiveOps::CrossWorkerSum(const std::vector<engine::Tensor*>& values,

@@ -20,15 +20,18 @@ namespace lockstep::distribute {
 class CollectiveOps final : public CrossDeviceOps {
  public:
   // `replica_comms[i]` is local replica i's rank (its size is num_replicas_in_sync).
+  // `compression` applies to the gradient packs (MakeGradientReducer) only.
   CollectiveOps(std::vector<std::unique_ptr<collectives::Communicator>> replica_comms,
                 int num_replicas_in_sync, collectives::Communicator* cross_worker,
-                size_t bytes_per_pack);
+                size_t bytes_per_pack,
+                collectives::Compression compression = collectives::Compression::kNone);
 
   CrossDeviceOpsKind kind() const override { return CrossDeviceOpsKind::kCollective; }
   std::unique_ptr<PendingAllReduce> AllReduceAsync(int local_replica, ReduceOp op,
                                                    engine::Tensor* value,
                                                    absl::Time deadline) override;
-  // Fuses the step's gradients into packs of bytes_per_pack, each started when full.
+  // Fuses the step's gradients into packs of bytes_per_pack, each started when full, and
+  // compressed as the constructor says.
   std::unique_ptr<GradientReducer> MakeGradientReducer(int local_replica, ReduceOp op,
                                                        absl::Time deadline) override;
   absl::Status CrossWorkerSum(const std::vector<engine::Tensor*>& values,
@@ -48,6 +51,7 @@ class CollectiveOps final : public CrossDeviceOps {
   const int num_in_sync_;
   collectives::Communicator* const cross_worker_;
   const size_t bytes_per_pack_;
+  const collectives::Compression compression_;
 };
 
 }  // namespace lockstep::distribute

@@ -55,6 +55,15 @@ absl::StatusOr<std::vector<engine::Device>> ResolveDevices(const std::vector<std
   return out;
 }
 
+absl::Status CheckCompression(collectives::Compression compression,
+                              const std::string& strategy_name) {
+  if (compression == collectives::Compression::kNone) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      strategy_name, ": communication compression ", collectives::CompressionName(compression),
+      " halves the gradients that workers exchange, and this strategy runs on one worker; use "
+      "MultiWorkerMirroredStrategy or no compression"));
+}
+
 absl::Status CheckImplementation(CommunicationOptions::Implementation implementation,
                                  const std::string& strategy_name) {
   if (implementation != CommunicationOptions::Implementation::kNccl) return absl::OkStatus();

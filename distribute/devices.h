@@ -28,6 +28,11 @@ bool BuiltWithCuda();
 absl::Status CheckImplementation(CommunicationOptions::Implementation implementation,
                                  const std::string& strategy_name);
 
+// INVALID_ARGUMENT for a compression other than kNone: it halves what workers exchange, and
+// `strategy_name` runs on one worker (its replicas reduce in host memory or in process).
+absl::Status CheckCompression(collectives::Compression compression,
+                              const std::string& strategy_name);
+
 }  // namespace lockstep::distribute
 
 #endif  // LOCKSTEP_DISTRIBUTE_DEVICES_H_

@@ -4,6 +4,7 @@
 // devices on the TCP transport (hierarchical and flat all-reduce), through both the
 // overlapped (replica-context) and the cross-replica gradient paths.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <thread>
@@ -94,10 +95,11 @@ DatasetSource Data(int64_t n = kGlobalBatch * kSteps) {
                             Tensor::FromVector<int64_t>(labels, Shape{n})});
 }
 
-// Trains kSteps steps and returns the final weights of the first copy.
+// Trains kSteps steps and returns the final weights of the first copy; every step's loss
+// goes to *losses when it is not null.
 std::vector<Tensor> Train(Strategy* strategy, bool overlap, double* last_loss = nullptr,
                           int64_t rows = kGlobalBatch * kSteps, engine::Graph (*model)() = Mlp,
-                          double clipnorm = 0) {
+                          double clipnorm = 0, std::vector<double>* losses = nullptr) {
   engine::Graph graph = model();
   TrainerOptions options;
   options.optimizer.mutable_sgd();
@@ -119,6 +121,7 @@ std::vector<Tensor> Train(Strategy* strategy, bool overlap, double* last_loss = 
     EXPECT_TRUE(result.ok()) << result.status();
     if (!result.ok()) return {};
     if (last_loss != nullptr) *last_loss = result->loss;
+    if (losses != nullptr) losses->push_back(result->loss);
     // The step's phases were timed, and they fit in the step.
     const StepTimes& t = result->times;
     EXPECT_GT(t.compute, absl::ZeroDuration());
@@ -152,7 +155,7 @@ double MaxRelativeDifference(const std::vector<Tensor>& got, const std::vector<T
 }
 
 void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want,
-                 const std::string& what) {
+                 const std::string& what, double tolerance = 1e-5) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t v = 0; v < want.size(); ++v) {
     double max_abs = 0, max_diff = 0;
@@ -160,7 +163,7 @@ void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want
       max_abs = std::max(max_abs, std::abs(want[v].AsDouble(i)));
       max_diff = std::max(max_diff, std::abs(got[v].AsDouble(i) - want[v].AsDouble(i)));
     }
-    EXPECT_LE(max_diff, 1e-5 * max_abs) << what << ", variable " << v;
+    EXPECT_LE(max_diff, tolerance * max_abs) << what << ", variable " << v;
   }
 }
 
@@ -371,11 +374,15 @@ TEST_F(EquivalenceTest, AccumulatingTwoMicroBatchesMatchesOneDoubleBatch) {
   }
 }
 
-// Two workers as threads of this process, each with two logical CPU devices, joined over
-// TCP on loopback through an in-memory rendezvous store.
-// `reference` null: the workers are only compared with each other.
-void RunTwoWorkers(bool hierarchical, CommunicationOptions comm, const std::string& prefix,
-                   std::vector<Tensor>* reference, engine::Graph (*model)() = Mlp) {
+// Two workers as threads of this process, each with `devices` logical CPU devices, joined
+// over `transport` (TCP on loopback, or shared memory) through an in-memory rendezvous store.
+// `reference` null: the workers are only compared with each other. Returns worker 0's final
+// weights; its losses go to *losses when it is not null.
+std::vector<Tensor> RunTwoWorkers(
+    bool hierarchical, CommunicationOptions comm, const std::string& prefix,
+    std::vector<Tensor>* reference, engine::Graph (*model)() = Mlp,
+    collectives::TransportKind transport = collectives::TransportKind::kTcp, int devices = 2,
+    std::vector<double>* losses = nullptr) {
   collectives::InMemoryStore store;
   std::vector<std::vector<Tensor>> weights(2);
   std::vector<std::thread> workers;
@@ -385,8 +392,9 @@ void RunTwoWorkers(bool hierarchical, CommunicationOptions comm, const std::stri
                                       TaskRef{"worker", w});
       ASSERT_TRUE(cluster.ok()) << cluster.status();
       MultiWorkerMirroredStrategyOptions options;
-      options.available.num_cpu_devices = 2;
+      options.available.num_cpu_devices = devices;
       options.communication = comm;
+      options.transport = transport;
       options.hierarchical = hierarchical;
       options.store = &store;
       options.key_prefix = prefix;
@@ -394,18 +402,20 @@ void RunTwoWorkers(bool hierarchical, CommunicationOptions comm, const std::stri
       options.connect_timeout = absl::Seconds(20);
       auto strategy = MultiWorkerMirroredStrategy::Create(*cluster, options);
       ASSERT_TRUE(strategy.ok()) << strategy.status();
-      EXPECT_EQ((*strategy)->num_replicas_in_sync(), 4);
+      EXPECT_EQ((*strategy)->num_replicas_in_sync(), 2 * devices);
       EXPECT_EQ((*strategy)->worker_index(), w);
       ASSERT_TRUE((*strategy)->cluster_resolver().has_value());
-      weights[w] = Train(strategy->get(), /*overlap=*/true, nullptr, kGlobalBatch * kSteps, model);
+      weights[w] = Train(strategy->get(), /*overlap=*/true, nullptr, kGlobalBatch * kSteps, model,
+                         /*clipnorm=*/0, w == 0 ? losses : nullptr);
     });
   }
   for (std::thread& t : workers) t.join();
   if (reference != nullptr) ExpectClose(weights[0], *reference, prefix + " worker 0");
-  ASSERT_EQ(weights[1].size(), weights[0].size());
-  for (size_t v = 0; v < weights[0].size(); ++v) {
+  EXPECT_EQ(weights[1].size(), weights[0].size());
+  for (size_t v = 0; v < weights[0].size() && v < weights[1].size(); ++v) {
     EXPECT_TRUE(weights[1][v].BitwiseEquals(weights[0][v])) << "workers diverged, variable " << v;
   }
+  return weights[0];
 }
 
 TEST_F(EquivalenceTest, MultiWorkerMirroredHierarchicalOverTcp) {
@@ -443,6 +453,62 @@ TEST_F(EquivalenceTest, MultiWorkerMirroredSyncBatchNormMatchesOneReplica) {
   comm.timeout = absl::Seconds(30);
   RunTwoWorkers(/*hierarchical=*/true, comm, "sync_bn_hierarchical", &want, SyncBatchNormMlp);
   RunTwoWorkers(/*hierarchical=*/false, comm, "sync_bn_flat", &want, SyncBatchNormMlp);
+}
+
+// communication.compression BF16: the gradient packs travel as bf16. Every replica receives
+// the same rounded sums, so the copies on both workers stay bitwise identical; the weights
+// follow the same job uncompressed within bf16 rounding, but not bitwise (the rounding is
+// real: an uncompressed run of one configuration is bitwise reproducible), and the loss
+// falls. Two replicas (one per worker) over TCP and over shared memory with the gradients in
+// the zero-copy heap, 2 x 2 hierarchical (the local sums' packs) and 2 x 2 flat (every
+// replica's packs).
+void ExpectBf16TrainingTracksF32(bool hierarchical, collectives::TransportKind transport,
+                                 int devices, const std::string& prefix) {
+  CommunicationOptions comm;
+  comm.bytes_per_pack = 100;  // several packs per step
+  comm.timeout = absl::Seconds(30);
+  if (transport == collectives::TransportKind::kShm) comm.shm_heap_bytes = 1 << 20;
+  const std::vector<Tensor> uncompressed =
+      RunTwoWorkers(hierarchical, comm, prefix + "_f32", nullptr, Mlp, transport, devices);
+  comm.compression = collectives::Compression::kBF16;
+  std::vector<double> losses;
+  const std::vector<Tensor> weights =
+      RunTwoWorkers(hierarchical, comm, prefix, nullptr, Mlp, transport, devices, &losses);
+  ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps));
+  double first = 0, last = 0;  // means of the first and the last ten steps
+  for (int s = 0; s < 10; ++s) {
+    first += losses[s] / 10;
+    last += losses[kSteps - 1 - s] / 10;
+  }
+  EXPECT_LT(last, 0.8 * first) << prefix << ": the loss did not fall";
+  ExpectClose(weights, uncompressed, prefix + " against f32", /*tolerance=*/2e-2);
+  bool any_differs = false;
+  for (size_t v = 0; v < weights.size() && v < uncompressed.size(); ++v) {
+    any_differs = any_differs || !weights[v].BitwiseEquals(uncompressed[v]);
+  }
+  EXPECT_TRUE(any_differs) << prefix << ": bitwise the f32 weights; were the gradients compressed?";
+}
+
+TEST_F(EquivalenceTest, Bf16CompressedGradientsTwoReplicasOverTcp) {
+  ExpectBf16TrainingTracksF32(/*hierarchical=*/true, collectives::TransportKind::kTcp, 1,
+                              "bf16_tcp");
+}
+
+TEST_F(EquivalenceTest, Bf16CompressedGradientsTwoReplicasOverShmHeap) {
+  ExpectBf16TrainingTracksF32(/*hierarchical=*/true, collectives::TransportKind::kShm, 1,
+                              absl::StrCat("bf16_shm_", getpid()));
+}
+
+// Two local replicas per worker: their local sum (in local replica 0's gradient) is what is
+// compressed, and every local copy receives the widened result.
+TEST_F(EquivalenceTest, Bf16CompressedGradientsHierarchicalTwoByTwo) {
+  ExpectBf16TrainingTracksF32(/*hierarchical=*/true, collectives::TransportKind::kTcp, 2,
+                              "bf16_hierarchical");
+}
+
+TEST_F(EquivalenceTest, Bf16CompressedGradientsFlatTwoByTwo) {
+  ExpectBf16TrainingTracksF32(/*hierarchical=*/false, collectives::TransportKind::kTcp, 2,
+                              "bf16_flat");
 }
 
 }  // namespace

@@ -9,11 +9,13 @@ namespace lockstep::distribute {
 
 HierarchicalReducer::HierarchicalReducer(int num_local_replicas, int num_replicas_in_sync,
                                          collectives::Communicator* cross_worker,
-                                         size_t bytes_per_pack)
+                                         size_t bytes_per_pack,
+                                         collectives::Compression compression)
     : num_local_(num_local_replicas),
       num_in_sync_(num_replicas_in_sync),
       comm_(cross_worker),
       bytes_per_pack_(bytes_per_pack == 0 ? collectives::kDefaultBytesPerPack : bytes_per_pack),
+      compression_(compression),
       step_of_(num_local_replicas, 0) {}
 
 std::shared_ptr<HierarchicalReducer::Step> HierarchicalReducer::CurrentStep(int local_replica) {
@@ -22,7 +24,7 @@ std::shared_ptr<HierarchicalReducer::Step> HierarchicalReducer::CurrentStep(int 
     step = std::make_shared<Step>();
     step->next.assign(num_local_, 0);
     step->fused = std::make_unique<collectives::FusedAllReduce>(comm_, collectives::ReduceOp::kSum,
-                                                                bytes_per_pack_);
+                                                                bytes_per_pack_, compression_);
   }
   return step;
 }

@@ -32,8 +32,10 @@ namespace lockstep::distribute {
 
 class HierarchicalReducer {
  public:
+  // `compression`: how the local sums travel across workers (collectives::FusedAllReduce).
   HierarchicalReducer(int num_local_replicas, int num_replicas_in_sync,
-                      collectives::Communicator* cross_worker, size_t bytes_per_pack);
+                      collectives::Communicator* cross_worker, size_t bytes_per_pack,
+                      collectives::Compression compression = collectives::Compression::kNone);
 
   // `deadline` bounds the cross-worker pack the gradient joins. `value` is the replica's own
   // buffer (nothing else may alias it) until Finish: local replica 0's becomes the sum, and
@@ -63,6 +65,7 @@ class HierarchicalReducer {
   const int num_in_sync_;
   collectives::Communicator* const comm_;
   const size_t bytes_per_pack_;
+  const collectives::Compression compression_;
 
   absl::Mutex mu_;
   std::vector<int64_t> step_of_ ABSL_GUARDED_BY(mu_);  // per replica

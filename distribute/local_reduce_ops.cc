@@ -25,7 +25,8 @@ class LocalReduceOps::Pending final : public PendingAllReduce {
 };
 
 LocalReduceOps::LocalReduceOps(int num_local_replicas, int num_replicas_in_sync,
-                               collectives::Communicator* cross_worker, size_t bytes_per_pack)
+                               collectives::Communicator* cross_worker, size_t bytes_per_pack,
+                               collectives::Compression compression)
     : num_local_(num_local_replicas),
       num_in_sync_(num_replicas_in_sync),
       cross_worker_(cross_worker),
@@ -33,7 +34,7 @@ LocalReduceOps::LocalReduceOps(int num_local_replicas, int num_replicas_in_sync,
       hierarchical_(cross_worker == nullptr ? nullptr
                                             : std::make_unique<HierarchicalReducer>(
                                                   num_local_replicas, num_replicas_in_sync,
-                                                  cross_worker, bytes_per_pack)),
+                                                  cross_worker, bytes_per_pack, compression)),
       next_seq_(num_local_replicas, 0) {}
 
 namespace {

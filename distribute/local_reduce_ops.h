@@ -29,8 +29,10 @@ namespace lockstep::distribute {
 
 class LocalReduceOps final : public CrossDeviceOps {
  public:
+  // `compression` applies to the cross-worker gradient packs (HierarchicalReducer) only.
   LocalReduceOps(int num_local_replicas, int num_replicas_in_sync,
-                 collectives::Communicator* cross_worker, size_t bytes_per_pack);
+                 collectives::Communicator* cross_worker, size_t bytes_per_pack,
+                 collectives::Compression compression = collectives::Compression::kNone);
 
   CrossDeviceOpsKind kind() const override { return CrossDeviceOpsKind::kReduceToOneDevice; }
   std::unique_ptr<PendingAllReduce> AllReduceAsync(int local_replica, ReduceOp op,

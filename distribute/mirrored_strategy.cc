@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
   StrategyConfig config;
   config.name = "MirroredStrategy";
   LS_RETURN_IF_ERROR(CheckImplementation(options.communication.implementation, config.name));
+  LS_RETURN_IF_ERROR(CheckCompression(options.communication.compression, config.name));
   LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
   config.communication = options.communication;
   const int n = static_cast<int>(config.devices.size());

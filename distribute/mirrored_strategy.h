@@ -29,7 +29,7 @@ struct MirroredStrategyOptions {
 
 class MirroredStrategy final : public Strategy {
  public:
-  // Errors as ResolveDevices and CheckImplementation.
+  // Errors as ResolveDevices, CheckImplementation and CheckCompression.
   static absl::StatusOr<std::unique_ptr<MirroredStrategy>> Create(
       const MirroredStrategyOptions& options = {});
 

@@ -83,7 +83,8 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
 
   if (options.hierarchical || config.num_workers == 1) {
     config.cross_device_ops = std::make_unique<LocalReduceOps>(
-        n, in_sync, config.cross_worker.get(), options.communication.bytes_per_pack);
+        n, in_sync, config.cross_worker.get(), options.communication.bytes_per_pack,
+        options.communication.compression);
   } else {
     // Flat: every local replica joins the all-replica group; they must connect concurrently.
     std::vector<absl::StatusOr<std::unique_ptr<collectives::Communicator>>> comms(n);
@@ -110,7 +111,8 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
       owned.push_back(std::move(*comms[r]));
     }
     config.cross_device_ops = std::make_unique<CollectiveOps>(
-        std::move(owned), in_sync, config.cross_worker.get(), options.communication.bytes_per_pack);
+        std::move(owned), in_sync, config.cross_worker.get(), options.communication.bytes_per_pack,
+        options.communication.compression);
   }
   return std::unique_ptr<MultiWorkerMirroredStrategy>(
       new MultiWorkerMirroredStrategy(std::move(config)));

@@ -12,7 +12,8 @@
 //   false (flat): every replica is a rank of one group spanning all workers (CollectiveOps).
 // communication: implementation AUTO (the collectives choose by size) or RING; NCCL is
 // refused in a CPU-only build. bytes_per_pack fuses cross-worker all-reduces; timeout bounds
-// every collective.
+// every collective; compression kBF16 sends the gradient packs as bf16 (in both layouts: the
+// cross-worker packs when hierarchical, every replica's packs when flat).
 //
 // Collective groups are formed through the rendezvous Store under `key_prefix` (scope it by
 // job and attempt): "<prefix>/workers" (one rank per worker) and, when flat,

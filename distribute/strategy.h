@@ -71,6 +71,13 @@ struct CommunicationOptions {
   size_t shm_heap_bytes = 0;
   // TCP transport: encrypt and authenticate the traffic between workers (AES-256-GCM).
   bool encrypt = false;
+  // MultiWorkerMirrored: how the gradient packs (GradientReducer: the Trainer's overlapped
+  // path, which jobs run) travel. kBF16: each replica's f32 gradients are rounded to bf16 for
+  // the all-reduce and widened back before the optimizer applies them
+  // (collectives::FusedAllReduce); variables and optimizer state stay f32. Losses, metrics,
+  // ReplicaContext::AllReduce and CrossWorkerSum (so the Trainer's path without overlap)
+  // stay f32. The strategies of one worker refuse kBF16 (CheckCompression).
+  collectives::Compression compression = collectives::Compression::kNone;
 };
 const char* ImplementationName(CommunicationOptions::Implementation implementation);
 

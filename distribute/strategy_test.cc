@@ -330,6 +330,17 @@ TEST(DevicesTest, MisuseIsRefusedClearly) {
   EXPECT_EQ(nccl.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(nccl.status().message(), HasSubstr("NCCL"));
   EXPECT_FALSE(OneDeviceStrategy::Create("/cpu:3").ok());
+  // bf16 compression halves what workers exchange: the one-worker strategies refuse it.
+  options.communication.implementation = CommunicationOptions::Implementation::kAuto;
+  options.communication.compression = collectives::Compression::kBF16;
+  auto compressed = MirroredStrategy::Create(options);
+  EXPECT_EQ(compressed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(compressed.status().message(),
+              HasSubstr("MirroredStrategy: communication compression bf16"));
+  CentralStorageStrategyOptions central;
+  central.communication.compression = collectives::Compression::kBF16;
+  EXPECT_EQ(CentralStorageStrategy::Create(central).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MirroredStrategyTest, DefaultsToEveryLogicalCpuDevice) {

@@ -29,6 +29,9 @@ distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec
   options.bytes_per_pack = c.bytes_per_pack() > 0 ? static_cast<size_t>(c.bytes_per_pack()) : 0;
   options.timeout = absl::Milliseconds(c.timeout_ms() > 0 ? c.timeout_ms() : 60000);
   options.encrypt = c.encrypt();
+  options.compression = c.compression() == v1::CommunicationSpec::BF16
+                            ? collectives::Compression::kBF16
+                            : collectives::Compression::kNone;
   return options;
 }
 

@@ -47,7 +47,8 @@ struct JobStrategyOptions {
 // buffer of its shape), and 1 MiB.
 size_t ShmHeapBytes(const std::vector<size_t>& gradient_bytes);
 
-// The spec's communication options (defaults: AUTO, 4 MiB packs, 60 s timeout).
+// The spec's communication options (defaults: AUTO, 4 MiB packs, 60 s timeout, no
+// compression).
 distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec);
 
 absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
