@@ -9,13 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
-#include "engine/kernels/cpu/vector_math.h"
 #include "engine/op_registry.h"
 
 namespace lockstep::engine {
@@ -96,13 +94,9 @@ OpDef CpuOp(v1::OpType op, int num_inputs, ShapeFn shape) {
 
 namespace cpu {
 
-// y = softmax(x) over c elements (max-shifted); f32 on AVX2 lanes (vector_math.h).
+// y = softmax(x) over c elements (max-shifted).
 template <typename T>
 void SoftmaxRow(const T* x, int64_t c, T* y) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (c > 0) Softmax(x, c, y);
-    return;
-  }
   T m = *std::max_element(x, x + c);
   T s = 0;
   for (int64_t j = 0; j < c; ++j) s += (y[j] = std::exp(x[j] - m));

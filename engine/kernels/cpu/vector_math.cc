@@ -3,7 +3,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <limits>
 
 namespace lockstep::engine::cpu {
 namespace {
@@ -82,42 +81,6 @@ void GeluBackward(const float* x, const float* dy, float* dx, int64_t n) {
   std::copy(dy + i, dy + n, grad);
   _mm256_store_ps(out, GeluGradientLanes(_mm256_load_ps(in), _mm256_load_ps(grad)));
   std::copy(out, out + (n - i), dx + i);
-}
-
-void Softmax(const float* x, int64_t c, float* y) {
-  const float lowest = -std::numeric_limits<float>::infinity();
-  __m256 m8 = Set(lowest);
-  int64_t j = 0;
-  for (; j + 8 <= c; j += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(x + j));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, m8);
-  float m = lowest;
-  for (float v : lanes) m = std::max(m, v);
-  for (int64_t t = j; t < c; ++t) m = std::max(m, x[t]);
-  // exp(x - m); a padded lane's -inf gives exactly 0 (the exp is clamped at -88.38).
-  const __m256 shift = Set(m);
-  __m256 sum8 = _mm256_setzero_ps();
-  for (j = 0; j + 8 <= c; j += 8) {
-    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(x + j), shift));
-    _mm256_storeu_ps(y + j, e);
-    sum8 = _mm256_add_ps(sum8, e);
-  }
-  if (j < c) {
-    alignas(32) float in[8], out[8];
-    std::fill(in, in + 8, lowest);
-    std::copy(x + j, x + c, in);
-    const __m256 e = Exp(_mm256_sub_ps(_mm256_load_ps(in), shift));
-    _mm256_store_ps(out, e);
-    std::copy(out, out + (c - j), y + j);
-    sum8 = _mm256_add_ps(sum8, e);
-  }
-  _mm256_store_ps(lanes, sum8);
-  const float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-                    ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  const __m256 scale = Set(1.f / sum);
-  for (j = 0; j + 8 <= c; j += 8)
-    _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(y + j), scale));
-  for (; j < c; ++j) y[j] *= 1.f / sum;
 }
 
 }  // namespace lockstep::engine::cpu

@@ -6,9 +6,7 @@
 //
 // GELU is the exact form x * Phi(x) (Phi the standard normal CDF), with erf as a rational
 // approximation (max absolute error 5e-7, Eigen's coefficients) and exp as Cephes' expf
-// polynomial after range reduction (relative error about 2 ulp); NaN propagates. Softmax
-// sums its exponentials in eight lanes, then the lanes in a fixed order: its result depends
-// on c, not on where the row lies.
+// polynomial after range reduction (relative error about 2 ulp); NaN propagates.
 // Thread-safe: pure functions. Input and output may be the same array, not otherwise overlap.
 #ifndef LOCKSTEP_ENGINE_KERNELS_CPU_VECTOR_MATH_H_
 #define LOCKSTEP_ENGINE_KERNELS_CPU_VECTOR_MATH_H_
@@ -21,8 +19,6 @@ namespace lockstep::engine::cpu {
 void GeluForward(const float* x, float* y, int64_t n);
 // dx = dy * (Phi(x) + x * phi(x)), phi the standard normal density.
 void GeluBackward(const float* x, const float* dy, float* dx, int64_t n);
-// y = softmax(x) over c elements (shifted by their maximum), c >= 1.
-void Softmax(const float* x, int64_t c, float* y);
 
 }  // namespace lockstep::engine::cpu
 
