@@ -3,8 +3,8 @@
 // the median. Goal (issue 2): <= 300 ms for 8 workers, with TLS (the default) as with
 // --insecure.
 //
-//   bazel build -c opt //bench:cluster_formation //coordinator:lockstep-coordinator \
-//       //worker:lockstepd && bazel-bin/bench/cluster_formation --workers=8 --runs=5
+//   bazel build //bench:cluster_formation //coordinator:lockstep-coordinator //worker:lockstepd
+//   bazel-bin/bench/cluster_formation --workers=8 --runs=5
 #include <algorithm>
 #include <cstdio>
 #include <vector>

@@ -8,8 +8,8 @@
 // first sample to the last. With --retained_jobs (the coordinator's flag, passed on) the
 // coordinator keeps that many ended jobs; 0 keeps every one (memory and store then grow).
 //
-//   bazel build //bench:job_churn //coordinator:lockstep-coordinator && \
-//     bazel-bin/bench/job_churn --jobs=10000 --every=1000
+//   bazel build //bench:job_churn //coordinator:lockstep-coordinator
+//   bazel-bin/bench/job_churn --jobs=10000 --every=1000
 #include <sys/stat.h>
 
 #include <cstdio>
