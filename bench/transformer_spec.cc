@@ -56,4 +56,30 @@ double TransformerStepFlops(const TransformerShape& s, int batch) {
   return 3 * (s.blocks * block + 2.0 * batch * d * s.classes);
 }
 
+std::vector<GemmCall> TransformerStepGemms(const TransformerShape& s, int batch) {
+  const int64_t rows = int64_t{batch} * s.seq, d = s.width, t = s.seq, k = d / s.heads;
+  const int64_t pairs = int64_t{batch} * s.heads;
+  std::vector<GemmCall> calls;
+  // A dense product [m, in] x [in, out]: forward, weight gradient, input gradient.
+  auto dense = [&](int64_t m, int64_t in, int64_t out) {
+    calls.push_back({false, false, m, out, in});
+    calls.push_back({true, false, in, out, m});
+    calls.push_back({false, true, m, in, out});
+  };
+  for (int b = 0; b < s.blocks; ++b) {
+    dense(rows, d, 3 * d);                            // QKV
+    calls.push_back({false, true, t, t, k, pairs});   // scores = Q K^T
+    calls.push_back({false, false, t, k, t, pairs});  // P V
+    calls.push_back({true, false, t, k, t, pairs});   // dV = P^T dO
+    calls.push_back({false, true, t, t, k, pairs});   // dP = dO V^T
+    calls.push_back({false, false, t, k, t, pairs});  // dQ = dS K
+    calls.push_back({true, false, t, k, t, pairs});   // dK = dS^T Q
+    dense(rows, d, d);                                // attention output
+    dense(rows, d, 4 * d);                            // feed-forward
+    dense(rows, 4 * d, d);
+  }
+  dense(batch, d, s.classes);
+  return calls;
+}
+
 }  // namespace lockstep::bench
