@@ -6,9 +6,10 @@
 
 namespace lockstep::engine::cpu {
 
-// Below this many multiply-adds a product takes microseconds whichever code runs it; it
-// stays with OpenBLAS.
-constexpr int64_t kOwnKernelMinWork = int64_t{1} << 18;
+// Below this many multiply-adds a product stays with OpenBLAS: it takes microseconds
+// whichever code runs it, and the attention's per-head products (128 x 128 x 64) ran
+// faster there (bench/kernel_tuning.md).
+constexpr int64_t kOwnKernelMinWork = int64_t{1} << 21;
 
 template <>
 void Gemm<float>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
