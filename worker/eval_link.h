@@ -8,10 +8,11 @@
 //
 // CheckpointSender is the chief's side: a thread of its own joins the group and sends the
 // queued checkpoints in order, so training never waits for the evaluator (a slow one only
-// lengthens the queue; past its bound the oldest unsent is dropped and logged). The bound is in bytes (`queue_budget_bytes`), with at least `min_queued`
-// checkpoints always kept: small models' checkpoints all reach an evaluator that joined
-// late or evaluates slowly, a large model's queue holds only what the budget allows. Its
-// failures are logged and never fail the job: the evaluator is a side-car.
+// lengthens the queue; past its bound the oldest unsent is dropped and logged). The bound is
+// in bytes (`queue_budget_bytes`), with at least `min_queued` checkpoints always kept: small
+// models' checkpoints all reach an evaluator that joined late or evaluates slowly, a large
+// model's queue holds only what the budget allows. Its failures are logged and never fail
+// the job: the evaluator is a side-car.
 //
 // Ownership: EvalLink owns its communicator; CheckpointSender owns its store, link and
 // thread.
