@@ -361,13 +361,13 @@ int Main() {
     int n = 0;
     if (absl::SimpleAtoi(w, &n) && n > 0) counts.push_back(n);
   }
-  const Variant variant{absl::GetFlag(FLAGS_shm_heap), absl::GetFlag(FLAGS_pin_workers),
-                        absl::GetFlag(FLAGS_compression) == "bf16"};
   if (absl::GetFlag(FLAGS_compression) != "none" && absl::GetFlag(FLAGS_compression) != "bf16") {
     fprintf(stderr, "--compression: none or bf16, not %s\n",
             absl::GetFlag(FLAGS_compression).c_str());
     return 2;
   }
+  const Variant variant{absl::GetFlag(FLAGS_shm_heap), absl::GetFlag(FLAGS_pin_workers),
+                        absl::GetFlag(FLAGS_compression) == "bf16"};
   printf(
       "train_throughput: %s, global batch %d, f32, SGD, synthetic data,\n"
       "one compute thread per worker process%s, %s transport%s, gradients compressed: %s; %d "

@@ -52,10 +52,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
     t->optimizers_.push_back(std::move(o));
   }
   LS_RETURN_IF_ERROR(t->ProbeGradientOrder());
-  for (int i = 0; i < graph->num_nodes(); ++i) {
-    const v1::NodeDef& node = graph->node(i);
-    if (node.op() == v1::BATCH_NORM && node.synchronized()) t->sums_across_replicas_ = true;
-  }
   return t;
 }
 
@@ -149,7 +145,7 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
     step.replica_id = ctx.replica_id_in_sync_group();
     step.step = steps_ * k + m;
     step.loss_scale = static_cast<double>(local_batch) / (options_.global_batch_size * k);
-    if (sums_across_replicas_ && ctx.num_replicas_in_sync() > 1) {
+    if (sums_over_replicas_ && ctx.num_replicas_in_sync() > 1) {
       step.cross_replica_sum = [&ctx](Tensor* values) {
         return ctx.AllReduceAsync(ReduceOp::kSum, values)->Wait();
       };

@@ -146,7 +146,8 @@ class Trainer {
       : strategy_(strategy),
         graph_(graph),
         options_(std::move(options)),
-        accumulation_steps_(std::max(1, options_.optimizer.gradient_accumulation_steps())) {}
+        accumulation_steps_(std::max(1, options_.optimizer.gradient_accumulation_steps())),
+        sums_over_replicas_(graph->SumsOverReplicas()) {}
   absl::Status ProbeGradientOrder();
   // A one-example batch of zeros for the features and labels (the probe's, and the stand-in
   // batch of a replica with no examples in a model that sums over replicas).
@@ -163,17 +164,15 @@ class Trainer {
   const engine::Graph* const graph_;
   const TrainerOptions options_;
   const int accumulation_steps_;
+  const bool sums_over_replicas_;  // graph_->SumsOverReplicas(), read every step
   std::vector<DistributedVariable> variables_;
   std::vector<std::unique_ptr<engine::Executor>> executors_;    // per local replica
   std::vector<std::unique_ptr<engine::Optimizer>> optimizers_;  // per variable copy
   // The order in which the backward pass finalises gradients (a property of the graph,
   // probed once in Create): a replica with an empty batch adds its zero gradients to the
-  // all-reduce in this same order, as every replica must.
+  // all-reduce in this same order, as every replica must (unless the graph sums over the
+  // replicas: it then runs a phantom batch, which makes the same collective calls).
   std::vector<int> gradient_order_;
-  // The graph has kernels that sum over the replicas inside the step (synchronized batch
-  // normalization): a replica with an empty batch then runs a phantom one, so that it makes
-  // the same collective calls as the others, instead of adding zeros in gradient_order_.
-  bool sums_across_replicas_ = false;
   // This step's phases, per local replica (each replica's thread writes its own).
   std::vector<StepTimes> replica_times_;
   int64_t steps_ = 0;

@@ -1,5 +1,7 @@
 #include "engine/graph.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -72,6 +74,12 @@ std::vector<VariableInfo> Graph::Variables() const {
     vars.push_back(VariableInfo{n.name(), shape(i), dtype(i), n.trainable(), i});
   }
   return vars;
+}
+
+bool Graph::SumsOverReplicas() const {
+  return std::any_of(def_.nodes().begin(), def_.nodes().end(), [](const v1::NodeDef& n) {
+    return n.op() == v1::BATCH_NORM && n.synchronized();
+  });
 }
 
 int Graph::FindInput(absl::string_view name) const {

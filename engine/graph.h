@@ -51,6 +51,9 @@ class Graph {
   Shape shape(int i) const { return Shape::FromProto(def_.nodes(i).shape()); }
   DType dtype(int i) const { return static_cast<DType>(dtypes_[i]); }
   uint64_t seed() const { return def_.seed(); }
+  // Some node sums over the replicas of a sync group while it trains
+  // (KernelContext::cross_replica_sum: synchronized batch normalization).
+  bool SumsOverReplicas() const;
 
   int loss() const { return def_.loss(); }
   int output() const { return def_.output(); }

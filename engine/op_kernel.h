@@ -54,6 +54,9 @@ struct KernelContext {
   // code may call it. Empty: this replica trains alone and its sums are its own. Errors are
   // the collectives' (DEADLINE_EXCEEDED, UNAVAILABLE, ABORTED).
   std::function<absl::Status(Tensor* values)> cross_replica_sum;
+  absl::Status SumOverReplicas(Tensor* values) const {
+    return cross_replica_sum ? cross_replica_sum(values) : absl::OkStatus();
+  }
   // The batch stands in for a replica that has no examples this step (past the end of a
   // partial global batch) so that it still makes every cross_replica_sum call: a kernel
   // that calls it contributes nothing to the sums and returns zero input gradients.

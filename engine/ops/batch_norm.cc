@@ -61,29 +61,14 @@ class BatchNormKernel final : public CpuOpKernel<T> {
     Tensor deltas = ctx.allocate(DTypeOf<T>(), Shape{2, c});  // sum of the groups' statistics
     T* sum_stats = deltas.data<T>();
     std::fill(sum_stats, sum_stats + 2 * c, T(0));
-    const T *x = in[0].data<T>(), *gamma = in[1].data<T>(), *beta = in[2].data<T>();
-    const T *m = stats.data<T>(), *var = m + c, *s = var + c;
-    T* y = out->data<T>();
+    const T *m = stats.data<T>(), *s = m + 2 * c;
     for (const RowGroup& g : groups) {
       Statistics(ctx.training, in, g, stats.data<T>());
-      for (int64_t r = g.begin; r < g.end; ++r) {
-        for (int64_t j = 0; j < c; ++j) {
-          y[r * c + j] = gamma[j] * ((x[r * c + j] - m[j]) * s[j]) + beta[j];
-        }
-      }
+      Normalize(in, g, m, s, out);
       for (int64_t j = 0; j < 2 * c; ++j) sum_stats[j] += m[j];
     }
     if (ctx.training && !groups.empty() && groups[0].end > 0) {
-      const T keep = T(this->node_.momentum()), n = T(groups.size());
-      for (int k = 3; k < 5; ++k) {
-        Tensor delta = ctx.allocate(DTypeOf<T>(), Shape{c});
-        const T* moving = in[k].data<T>();
-        const T* batch = sum_stats + (k - 3) * c;
-        for (int64_t j = 0; j < c; ++j) {
-          delta.data<T>()[j] = (T(1) - keep) * (batch[j] / n - moving[j]);
-        }
-        ctx.UpdateState(k, std::move(delta));
-      }
+      ReportMovingUpdates(ctx, in, sum_stats, T(groups.size()));
     }
     return absl::OkStatus();
   }
@@ -160,8 +145,34 @@ class BatchNormKernel final : public CpuOpKernel<T> {
     return ctx.phantom_batch || c == 0 ? 0 : x.num_elements() / c;
   }
 
-  static absl::Status SumOverReplicas(const KernelContext& ctx, Tensor* sums) {
-    return ctx.cross_replica_sum ? ctx.cross_replica_sum(sums) : absl::OkStatus();
+  // y = gamma * (x - mean) * rstd + beta over rows [g.begin, g.end) of x seen as [rows, c].
+  void Normalize(absl::Span<const Tensor> in, RowGroup g, const T* mean, const T* rstd,
+                 Tensor* out) const {
+    const int64_t c = in[0].shape()[-1];
+    const T *x = in[0].data<T>(), *gamma = in[1].data<T>(), *beta = in[2].data<T>();
+    T* y = out->data<T>();
+    for (int64_t r = g.begin; r < g.end; ++r) {
+      for (int64_t j = 0; j < c; ++j) {
+        y[r * c + j] = gamma[j] * ((x[r * c + j] - mean[j]) * rstd[j]) + beta[j];
+      }
+    }
+  }
+
+  // The moving statistics' updates (1 - momentum) * (batch - moving), "batch" being
+  // batch_stats [2, c] (mean, then variance) divided by `divisor`.
+  void ReportMovingUpdates(const KernelContext& ctx, absl::Span<const Tensor> in,
+                           const T* batch_stats, T divisor) const {
+    const int64_t c = in[0].shape()[-1];
+    const T keep = T(this->node_.momentum());
+    for (int k = 3; k < 5; ++k) {
+      Tensor delta = ctx.allocate(DTypeOf<T>(), Shape{c});
+      const T* moving = in[k].data<T>();
+      const T* batch = batch_stats + (k - 3) * c;
+      for (int64_t j = 0; j < c; ++j) {
+        delta.data<T>()[j] = (T(1) - keep) * (batch[j] / divisor - moving[j]);
+      }
+      ctx.UpdateState(k, std::move(delta));
+    }
   }
 
   // Training over the global batch: the statistics (kept for Backward, which this replica's
@@ -179,7 +190,7 @@ class BatchNormKernel final : public CpuOpKernel<T> {
       for (int64_t j = 0; j < c; ++j) sum[j] += x[r * c + j];
     }
     sum[c] = static_cast<double>(rows);
-    LS_RETURN_IF_ERROR(SumOverReplicas(ctx, &sums));
+    LS_RETURN_IF_ERROR(ctx.SumOverReplicas(&sums));
     global_rows_ = sum[c];
     if (!(global_rows_ > 0)) {
       return absl::FailedPreconditionError(
@@ -194,7 +205,7 @@ class BatchNormKernel final : public CpuOpKernel<T> {
         sq[j] += d * d;
       }
     }
-    LS_RETURN_IF_ERROR(SumOverReplicas(ctx, &squares));
+    LS_RETURN_IF_ERROR(ctx.SumOverReplicas(&squares));
     sync_stats_.assign(3 * c, T(0));  // mean, variance, rstd
     T *mean = sync_stats_.data(), *var = mean + c, *rstd = var + c;
     const double eps = this->node_.epsilon();
@@ -203,25 +214,9 @@ class BatchNormKernel final : public CpuOpKernel<T> {
       var[j] = T(sq[j] / global_rows_);
       rstd[j] = T(1 / std::sqrt(sq[j] / global_rows_ + eps));
     }
-    const T *gamma = in[1].data<T>(), *beta = in[2].data<T>();
-    T* y = out->data<T>();
-    const int64_t all_rows = c == 0 ? 0 : in[0].num_elements() / c;
-    for (int64_t r = 0; r < all_rows; ++r) {
-      for (int64_t j = 0; j < c; ++j) {
-        y[r * c + j] = gamma[j] * ((x[r * c + j] - mean[j]) * rstd[j]) + beta[j];
-      }
-    }
+    Normalize(in, {0, c == 0 ? 0 : in[0].num_elements() / c}, mean, rstd, out);
     // Every replica computes the same update; the gradient all-reduce averages it.
-    const T keep = T(this->node_.momentum());
-    for (int k = 3; k < 5; ++k) {
-      Tensor delta = ctx.allocate(DTypeOf<T>(), Shape{c});
-      const T* moving = in[k].data<T>();
-      const T* batch = mean + (k - 3) * c;
-      for (int64_t j = 0; j < c; ++j) {
-        delta.data<T>()[j] = (T(1) - keep) * (batch[j] - moving[j]);
-      }
-      ctx.UpdateState(k, std::move(delta));
-    }
+    ReportMovingUpdates(ctx, in, mean, T(1));
     return absl::OkStatus();
   }
 
@@ -255,7 +250,7 @@ class BatchNormKernel final : public CpuOpKernel<T> {
       for (int64_t j = 0; j < c; ++j) d[j] = T(src[j]);
       ctx.InputGradientDone(k);
     }
-    LS_RETURN_IF_ERROR(SumOverReplicas(ctx, &sums));
+    LS_RETURN_IF_ERROR(ctx.SumOverReplicas(&sums));
     if (!need[0]) return absl::OkStatus();
     (*d_in)[0] = this->GradientLike(ctx, in, 0);
     T* dx = (*d_in)[0].data<T>();
