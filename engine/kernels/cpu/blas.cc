@@ -6,16 +6,26 @@
 
 namespace lockstep::engine::cpu {
 
-// Below this many multiply-adds a product stays with OpenBLAS: it takes microseconds
-// whichever code runs it, and the attention's per-head products (128 x 128 x 64) ran
-// faster there (bench/kernel_tuning.md).
-constexpr int64_t kOwnKernelMinWork = int64_t{1} << 21;
+// Which backward products our kernels (gemm_f32.h) take; the rest stay with OpenBLAS. The
+// measurements behind both bounds: bench/kernel_tuning.md.
+//  - min_work: below this many multiply-adds a product takes microseconds whichever code
+//    runs it, and the attention's per-head products (128 x 128 x 64) ran faster there.
+//  - max_batch: our kernels save the packing of the weight, a cost fixed per call; from
+//    this many batch rows on (k of dW = X^T dY, m of dX = dY W^T) OpenBLAS's packed
+//    kernels earn it back and ran faster (the Transformer's 1024 rows of a step).
+struct OwnKernelBounds {
+  int64_t min_work;
+  int64_t max_batch;
+};
+constexpr OwnKernelBounds kOwnKernel = {int64_t{1} << 21, 255};
 
 template <>
 void Gemm<float>(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, const float* b, float beta, float* c) {
   if (m == 0 || n == 0) return;
-  if (trans_a != trans_b && m * n * k >= kOwnKernelMinWork && openblas_get_num_threads() == 1) {
+  const int64_t batch_rows = trans_a ? k : m;
+  if (trans_a != trans_b && m * n * k >= kOwnKernel.min_work &&
+      batch_rows <= kOwnKernel.max_batch && openblas_get_num_threads() == 1) {
     // A dense layer's two backward products: kernels that do not pack the weight
     // (gemm_f32.h says why). They run on the calling thread only, so with more BLAS
     // threads OpenBLAS keeps these products too.
