@@ -47,6 +47,15 @@ v1::JobProgress ProgressOf(const v1::JobReport& r) {
   return p;
 }
 
+// How the store keeps an attempt's worker (or evaluator) for a restarted coordinator.
+v1::AttemptWorkerRecord RecordOf(const AttemptWorker& w) {
+  v1::AttemptWorkerRecord r;
+  r.set_task_type(w.task.type);
+  r.set_task_index(w.task.index);
+  r.set_incarnation(w.incarnation);
+  return r;
+}
+
 // The reason a job enters RESTARTING with: what failed, and which restart this is.
 std::string RestartReason(const std::string& failure, const v1::JobRecord& record,
                           int max_restarts) {
@@ -125,6 +134,13 @@ absl::Status JobService::Recover() {
       }
       active_.insert_or_assign(job.id(), JobAttempt(job.id(), job.attempt(), std::move(stored),
                                                     std::move(workers), now));
+      if (job.has_attempt_evaluator()) {
+        // Its evaluator too: busy, its reports and key-value access count, and it is lost
+        // only as the workers are, when it has not registered again within the grace.
+        const v1::AttemptWorkerRecord& e = job.attempt_evaluator();
+        evaluators_[job.id()] = Evaluator{
+            TaskRef{e.task_type(), e.task_index()}, e.incarnation(), job.attempt(), {}, false};
+      }
       adopted_until_[job.id()] = now + failure_grace_;
       ChangedLocked(job.id(), absl::StrCat("re-adopted attempt ", job.attempt(),
                                            " after a coordinator restart"));
@@ -601,13 +617,13 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   absl::StatusOr<v1::JobRecord> running = store_->UpdateState(id, v1::RUNNING, message);
   if (!running.ok()) return true;  // logged by the caller's next GetJob; nothing was pushed
   std::vector<v1::AttemptWorkerRecord> stored;
-  for (const AttemptWorker& w : workers) {
-    v1::AttemptWorkerRecord& r = stored.emplace_back();
-    r.set_task_type(w.task.type);
-    r.set_task_index(w.task.index);
-    r.set_incarnation(w.incarnation);
+  for (const AttemptWorker& w : workers) stored.push_back(RecordOf(w));
+  std::optional<v1::AttemptWorkerRecord> stored_evaluator;
+  if (evaluator != nullptr) {
+    stored_evaluator = RecordOf(AttemptWorker{RefOf(*evaluator), evaluator->incarnation()});
   }
-  (void)store_->SetAttemptWorkers(id, std::move(stored));  // for a restarted coordinator
+  // For a restarted coordinator.
+  (void)store_->SetAttemptWorkers(id, std::move(stored), std::move(stored_evaluator));
   if (running->progress().restored_step() > 0) {
     // What the previous attempt restored; this one's chief says what it restores.
     v1::JobProgress progress = running->progress();
@@ -827,6 +843,9 @@ bool JobService::OnEvaluatorReportLocked(const TaskRef& task, const v1::JobRepor
 void JobService::ReleaseEvaluatorsLocked(const std::map<TaskRef, const v1::TaskStatus*>& by_ref) {
   for (auto& [id, e] : evaluators_) {
     if (e.ended) continue;
+    if (auto a = adopted_until_.find(id); a != adopted_until_.end() && clock_->Now() < a->second) {
+      continue;  // re-adopted after a coordinator restart: still coming back
+    }
     auto t = by_ref.find(e.task);
     if (t == by_ref.end() || t->second->state() != v1::ALIVE ||
         t->second->incarnation() != e.incarnation) {

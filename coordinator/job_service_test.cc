@@ -246,6 +246,58 @@ TEST_F(JobServiceTest, AnEvaluatorSideCarIsScheduledShownAndNeverDecidesTheJob) 
   EXPECT_THAT(jobs_->Get(*third)->evaluator().error(), HasSubstr("evaluator/0 was lost"));
 }
 
+// A restarted coordinator re-adopts a running attempt's evaluator with its workers: the
+// evaluator stays busy (a second job that wants one waits although workers are free), its
+// reports show in Get and its key-value access holds; silent past the grace, it is reported
+// lost while the job goes on.
+TEST_F(JobServiceTest, ARestartedCoordinatorReadoptsTheEvaluatorWithTheWorkers) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker(), w2 = AddWorker(), w3 = AddWorker();
+  const TaskRef eval = AddWorker(1, "host-eval", TaskRef{"evaluator", 0});
+  v1::JobSpec spec = SmallJob();
+  spec.set_num_workers(2);
+  spec.mutable_data()->set_eval_fraction(0.2);
+  spec.mutable_evaluator()->set_enabled(true);
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_EQ(State(*id), v1::RUNNING);
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run() && Next(eval).has_run());
+
+  OpenStore();  // a new coordinator on the same state_dir
+  auto job = jobs_->Get(*id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->job().state(), v1::RUNNING);
+  EXPECT_EQ(job->evaluator_task().type(), "evaluator");
+  EXPECT_EQ(jobs_->RunningTasks()[eval].first, *id);
+  EXPECT_TRUE(jobs_->CheckKeyAccess("host-eval", absl::StrCat("jobs/", *id, "/1/eval/0")).ok());
+  auto second = jobs_->Submit(spec);
+  ASSERT_TRUE(second.ok()) << second.status();
+  jobs_->Tick();
+  EXPECT_EQ(State(*second), v1::PENDING);  // worker/2 and worker/3 are idle, the evaluator not
+
+  v1::JobReport r;
+  r.set_job_id(*id);
+  r.set_attempt(1);
+  r.set_phase(v1::JobReport::TRAINING);
+  r.set_step(5);
+  r.set_checkpoints_evaluated(1);
+  jobs_->OnReports(eval, {r});
+  EXPECT_EQ(jobs_->Get(*id)->evaluator().checkpoints_evaluated(), 1);
+
+  for (int s = 0; s < 4; ++s) {  // the evaluator silent: not ALIVE after 3 s, grace 5 s
+    clock_.Advance(absl::Seconds(1));
+    for (const TaskRef& w : {w0, w1, w2, w3}) Beat(w);
+    jobs_->Tick();
+    ASSERT_NE(jobs_->Get(*id)->evaluator().phase(), v1::JobReport::FAILED)
+        << "after " << s + 1 << " s";
+  }
+  clock_.Advance(absl::Seconds(1));  // 5 s: the grace is over
+  for (const TaskRef& w : {w0, w1, w2, w3}) Beat(w);
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RUNNING);
+  EXPECT_EQ(jobs_->Get(*id)->evaluator().phase(), v1::JobReport::FAILED);
+  EXPECT_THAT(jobs_->Get(*id)->evaluator().error(), HasSubstr("evaluator/0 was lost"));
+}
+
 TEST_F(JobServiceTest, RefusesBadSpecsNamingTheField) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
   (void)w0, (void)w1;

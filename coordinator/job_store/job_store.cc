@@ -378,7 +378,8 @@ absl::StatusOr<JobRecord> JobStore::UpdateState(absl::string_view id, JobState t
 }
 
 absl::StatusOr<JobRecord> JobStore::SetAttemptWorkers(
-    absl::string_view id, std::vector<v1::AttemptWorkerRecord> workers) {
+    absl::string_view id, std::vector<v1::AttemptWorkerRecord> workers,
+    std::optional<v1::AttemptWorkerRecord> evaluator) {
   absl::MutexLock lock(&mu_);
   LS_ASSIGN_OR_RETURN(JobRecord record, GetLocked(id));
   if (record.state() != v1::RUNNING) {
@@ -387,6 +388,8 @@ absl::StatusOr<JobRecord> JobStore::SetAttemptWorkers(
   }
   record.clear_attempt_workers();
   for (v1::AttemptWorkerRecord& w : workers) *record.add_attempt_workers() = std::move(w);
+  record.clear_attempt_evaluator();
+  if (evaluator.has_value()) *record.mutable_attempt_evaluator() = std::move(*evaluator);
   LS_RETURN_IF_ERROR(PutLocked(record));
   return record;
 }

@@ -35,6 +35,7 @@
 #define LOCKSTEP_COORDINATOR_JOB_STORE_JOB_STORE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,10 +86,12 @@ class JobStore {
                                                       bool counts_as_restart = true)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Records the workers of the RUNNING job's current attempt (rank order), so that a
-  // restarted coordinator can re-adopt it. FAILED_PRECONDITION unless RUNNING.
+  // Records the workers of the RUNNING job's current attempt (rank order) and its evaluator
+  // (none: not set), so that a restarted coordinator can re-adopt them.
+  // FAILED_PRECONDITION unless RUNNING.
   absl::StatusOr<lockstep::v1::JobRecord> SetAttemptWorkers(
-      absl::string_view id, std::vector<lockstep::v1::AttemptWorkerRecord> workers)
+      absl::string_view id, std::vector<lockstep::v1::AttemptWorkerRecord> workers,
+      std::optional<lockstep::v1::AttemptWorkerRecord> evaluator = std::nullopt)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Replaces the latest progress figures of a RUNNING job (unix_micros is set to now).
