@@ -43,6 +43,15 @@ v1::JobSpec RestartableJob(int workers, int max_restarts, int64_t batch = 64) {
   return spec;
 }
 
+// SmallJob() on two workers with an evaluator side-car (JobSpec.evaluator).
+v1::JobSpec EvaluatedJob() {
+  v1::JobSpec spec = SmallJob();
+  spec.set_num_workers(2);
+  spec.mutable_data()->set_eval_fraction(0.2);
+  spec.mutable_evaluator()->set_enabled(true);
+  return spec;
+}
+
 class JobServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -167,10 +176,7 @@ TEST_F(JobServiceTest, PartitionsRunsAndSucceeds) {
 // it is busy until then, and a lost evaluator costs the job nothing.
 TEST_F(JobServiceTest, AnEvaluatorSideCarIsScheduledShownAndNeverDecidesTheJob) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
-  v1::JobSpec spec = SmallJob();
-  spec.set_num_workers(2);
-  spec.mutable_data()->set_eval_fraction(0.2);
-  spec.mutable_evaluator()->set_enabled(true);
+  const v1::JobSpec spec = EvaluatedJob();
   auto id = jobs_->Submit(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(State(*id), v1::PENDING);  // no evaluator task yet
@@ -253,10 +259,7 @@ TEST_F(JobServiceTest, AnEvaluatorSideCarIsScheduledShownAndNeverDecidesTheJob) 
 TEST_F(JobServiceTest, ARestartedCoordinatorReadoptsTheEvaluatorWithTheWorkers) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker(), w2 = AddWorker(), w3 = AddWorker();
   const TaskRef eval = AddWorker(1, "host-eval", TaskRef{"evaluator", 0});
-  v1::JobSpec spec = SmallJob();
-  spec.set_num_workers(2);
-  spec.mutable_data()->set_eval_fraction(0.2);
-  spec.mutable_evaluator()->set_enabled(true);
+  const v1::JobSpec spec = EvaluatedJob();
   auto id = jobs_->Submit(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   ASSERT_EQ(State(*id), v1::RUNNING);
