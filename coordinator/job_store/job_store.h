@@ -86,8 +86,8 @@ class JobStore {
                                                       bool counts_as_restart = true)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Records the workers of the RUNNING job's current attempt (rank order) and its evaluator
-  // (none: not set), so that a restarted coordinator can re-adopt them.
+  // Records the workers of the RUNNING job's current attempt (rank order) and its evaluator,
+  // if it has one (JobSpec.evaluator), so that a restarted coordinator can re-adopt them.
   // FAILED_PRECONDITION unless RUNNING.
   absl::StatusOr<lockstep::v1::JobRecord> SetAttemptWorkers(
       absl::string_view id, std::vector<lockstep::v1::AttemptWorkerRecord> workers,

@@ -10,8 +10,8 @@ namespace lockstep::engine::cpu {
 // measurements behind both bounds: bench/kernel_tuning.md.
 //  - min_work: below this many multiply-adds a product takes microseconds whichever code
 //    runs it, and the attention's per-head products (128 x 128 x 64) ran faster there.
-//  - max_batch: our kernels save the packing of the weight, a cost fixed per call; from
-//    this many batch rows on (k of dW = X^T dY, m of dX = dY W^T) OpenBLAS's packed
+//  - max_batch: the most batch rows (k of dW = X^T dY, m of dX = dY W^T) ours take. They
+//    save the packing of the weight, a cost fixed per call; with more rows OpenBLAS's packed
 //    kernels earn it back and ran faster (the Transformer's 1024 rows of a step).
 struct OwnKernelBounds {
   int64_t min_work;
