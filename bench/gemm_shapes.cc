@@ -1,10 +1,12 @@
 // bench/gemm_shapes: the backward products of the MLP 784-1024-1024-10 (what a training
-// step of bench/train_step and bench/train_throughput runs), through cpu::Gemm (our kernels
-// in engine/kernels/cpu/gemm_f32 for dW = X^T dY and dX = dY W^T) and through
+// step of bench/train_step and bench/train_throughput runs), through our kernels in
+// engine/kernels/cpu/gemm_f32 for dW = X^T dY and dX = dY W^T (called directly, at any batch:
+// cpu::Gemm takes them only within kOwnKernel's bounds in blas.cc) and through
 // cblas_sgemm (OpenBLAS), one thread, interleaved call by call. Prints, per batch, the
 // median time of each family over --reps rounds and the ratio (OpenBLAS time / ours).
 // --model=transformer: every product of bench/train_step --model=transformer's step at each
-// batch, shape by shape, with its GFLOP/s both ways.
+// batch, shape by shape, with its GFLOP/s both ways (the untransposed ones through cpu::Gemm,
+// which is OpenBLAS for them: those lines read about 1.0x).
 //   bazel run //bench:gemm_shapes
 //   bazel run //bench:gemm_shapes -- --batches=128,256 --reps=40
 //   bazel run //bench:gemm_shapes -- --model=transformer --batches=2,4,8 --reps=20
@@ -22,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "bench/transformer_spec.h"
 #include "engine/kernels/cpu/blas.h"
+#include "engine/kernels/cpu/gemm_f32.h"
 
 ABSL_FLAG(std::string, batches, "128,256", "batch sizes (128: a worker's half of 256)");
 ABSL_FLAG(int, reps, 40, "rounds per batch (the median is reported)");
@@ -32,6 +35,8 @@ ABSL_FLAG(std::string, model, "mlp",
 namespace {
 
 using lockstep::engine::cpu::Gemm;
+using lockstep::engine::cpu::GemmTransA;
+using lockstep::engine::cpu::GemmTransB;
 
 constexpr int kWidths[] = {784, 1024, 1024, 10};
 constexpr int kLayers = 3;
@@ -49,9 +54,15 @@ std::vector<float> Filled(size_t n, float scale) {
 
 double Ms(absl::Time t0) { return absl::ToDoubleMilliseconds(absl::Now() - t0); }
 
-// C[m x n] = op(A) op(B) through cpu::Gemm or, with `blas`, straight through cblas_sgemm.
+// C[m x n] = op(A) op(B) through our kernels (gemm_f32.h: a product with exactly one operand
+// transposed, called directly, whatever cpu::Gemm's bounds would choose, so that both sides
+// of those bounds can be measured; the others through cpu::Gemm) or, with `blas`, straight
+// through cblas_sgemm.
 void Product(bool blas, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
              const float* b, float* c) {
+  if (!blas && trans_a != trans_b) {
+    return trans_a ? GemmTransA(m, n, k, 1, a, b, 0, c) : GemmTransB(m, n, k, 1, a, b, 0, c);
+  }
   if (!blas) return Gemm<float>(trans_a, trans_b, m, n, k, 1, a, b, 0, c);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1, a, trans_a ? m : k, b,
@@ -101,9 +112,10 @@ void RunBatch(int batch, int reps) {
   row("both", ours_total, blas_total);
 }
 
-// Every GEMM shape of the Transformer step (bench/transformer_spec.h) at `batch`, through
-// cpu::Gemm and through cblas_sgemm, interleaved; per shape the median time of one call,
-// its GFLOP/s and the ratio. The last line weighs each shape by its calls per step.
+// Every GEMM shape of the Transformer step (bench/transformer_spec.h) at `batch`, as Product
+// runs it (ours: our kernels wherever one operand is transposed) and through cblas_sgemm,
+// interleaved; per shape the median time of one call, its GFLOP/s and the ratio. The last
+// line weighs each shape by its calls per step.
 void RunTransformer(int batch, int reps) {
   const std::vector<lockstep::bench::GemmCall> calls =
       lockstep::bench::TransformerStepGemms({}, batch);

@@ -170,14 +170,7 @@ int main(int argc, char** argv) {
     gemm_only_times.push_back(StepGemmSeconds(scratch, gemm_calls));
   }
 
-  // GEMM FLOPs of a step: forward and weight gradient for every layer, input gradient
-  // for every layer but the first (the features need none).
-  double flops = 0;
-  for (size_t l = 1; l < widths.size(); ++l) {
-    const double layer = 2.0 * batch * widths[l - 1] * widths[l];
-    flops += (l == 1 ? 2 : 3) * layer;
-  }
-  if (transformer) flops = lockstep::bench::TransformerStepFlops({}, batch);
+  const double flops = lockstep::bench::GemmFlops(gemm_calls);  // the step's GEMM FLOPs
   const double sgemm_flops = 2.0 * 1024 * 1024 * 1024;
   std::vector<double> step_ratios, gemm_only_ratios;
   for (size_t i = 0; i < times.size(); ++i) {

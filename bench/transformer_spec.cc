@@ -49,13 +49,6 @@ v1::ModelSpec TransformerSpec(const TransformerShape& s) {
   return spec;
 }
 
-double TransformerStepFlops(const TransformerShape& s, int batch) {
-  const double rows = double(batch) * s.seq, d = s.width;
-  const double block = 2 * rows * d * (3 * d + d + 4 * d + 4 * d)  // QKV, output, FF
-                       + 2 * 2 * rows * s.seq * d;                 // scores, weights x V
-  return 3 * (s.blocks * block + 2.0 * batch * d * s.classes);
-}
-
 std::vector<GemmCall> TransformerStepGemms(const TransformerShape& s, int batch) {
   const int64_t rows = int64_t{batch} * s.seq, d = s.width, t = s.seq, k = d / s.heads;
   const int64_t pairs = int64_t{batch} * s.heads;
@@ -80,6 +73,12 @@ std::vector<GemmCall> TransformerStepGemms(const TransformerShape& s, int batch)
   }
   dense(batch, d, s.classes);
   return calls;
+}
+
+double GemmFlops(const std::vector<GemmCall>& calls) {
+  double flops = 0;
+  for (const GemmCall& c : calls) flops += 2.0 * c.m * c.n * c.k * c.times;
+  return flops;
 }
 
 }  // namespace lockstep::bench

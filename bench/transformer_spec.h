@@ -24,10 +24,6 @@ struct TransformerShape {
 
 v1::ModelSpec TransformerSpec(const TransformerShape& s);
 
-// GEMM FLOPs of one training step at `batch` (forward products times 3: each has two
-// gradient products; attention products counted in full, as the causal mask skips none).
-double TransformerStepFlops(const TransformerShape& s, int batch);
-
 // One cpu::Gemm call shape (row-major, as the kernels make it), `times` times per step.
 struct GemmCall {
   bool trans_a, trans_b;
@@ -37,8 +33,12 @@ struct GemmCall {
 // The GEMMs one training step of the Transformer calls, with the shapes and transposes its
 // kernels use (engine/ops/self_attention.cc, matmul.cc): per block the QKV, output and two
 // feed-forward products forward, their weight and input gradients backward, and per example
-// and head the attention's two products forward and four backward; then the classifier.
+// and head the attention's two products forward and four backward (in full: the causal mask
+// skips none); then the classifier.
 std::vector<GemmCall> TransformerStepGemms(const TransformerShape& s, int batch);
+
+// The FLOPs of `calls`: 2 m n k per product, `times` times each.
+double GemmFlops(const std::vector<GemmCall>& calls);
 
 }  // namespace lockstep::bench
 

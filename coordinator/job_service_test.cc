@@ -52,6 +52,17 @@ v1::JobSpec EvaluatedJob() {
   return spec;
 }
 
+// An evaluator's TRAINING report on attempt 1 of `id`: at `step`, `checkpoints` evaluated.
+v1::JobReport EvaluatorReport(const std::string& id, int64_t step, int checkpoints) {
+  v1::JobReport r;
+  r.set_job_id(id);
+  r.set_attempt(1);
+  r.set_phase(v1::JobReport::TRAINING);
+  r.set_step(step);
+  r.set_checkpoints_evaluated(checkpoints);
+  return r;
+}
+
 class JobServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -193,13 +204,8 @@ TEST_F(JobServiceTest, AnEvaluatorSideCarIsScheduledShownAndNeverDecidesTheJob) 
   EXPECT_EQ(pe.replica_ids_size(), 0);
   EXPECT_EQ(jobs_->RunningTasks()[eval].first, *id);
 
-  v1::JobReport r;
-  r.set_job_id(*id);
-  r.set_attempt(1);
-  r.set_phase(v1::JobReport::TRAINING);
-  r.set_step(5);
+  v1::JobReport r = EvaluatorReport(*id, 5, 1);
   r.set_eval_accuracy(0.75);
-  r.set_checkpoints_evaluated(1);
   jobs_->OnReports(eval, {r});
   auto job = jobs_->Get(*id);
   EXPECT_EQ(job->workers_size(), 0);  // the evaluator is not a worker of the attempt
@@ -277,12 +283,7 @@ TEST_F(JobServiceTest, ARestartedCoordinatorReadoptsTheEvaluatorWithTheWorkers) 
   jobs_->Tick();
   EXPECT_EQ(State(*second), v1::PENDING);  // worker/2 and worker/3 are idle, the evaluator not
 
-  v1::JobReport r;
-  r.set_job_id(*id);
-  r.set_attempt(1);
-  r.set_phase(v1::JobReport::TRAINING);
-  r.set_step(5);
-  r.set_checkpoints_evaluated(1);
+  const v1::JobReport r = EvaluatorReport(*id, 5, 1);
   jobs_->OnReports(eval, {r});
   EXPECT_EQ(jobs_->Get(*id)->evaluator().checkpoints_evaluated(), 1);
 
