@@ -56,15 +56,20 @@ fi
 
 # The manifests' schema validators (deploy/k8s/validate), at the versions its lock file pins,
 # into ~/.cache/lockstep-k8s-validate (outside the tree; reinstalled when the lock changes).
+# They come from the registry npm is configured with on this machine (`npm config get
+# registry`): the lock pins versions and integrity hashes but records no `resolved` URLs
+# (tools/no_mirror_hosts_test.sh keeps it so), so no registry's host is written here.
 if [ "${LOCKSTEP_DEPLOY_TOOLS:-1}" = 1 ]; then
   src="$(cd "$(dirname "$0")/.." && pwd)/deploy/k8s/validate"
   dst="$HOME/.cache/lockstep-k8s-validate"
   if [ ! -d "$dst/node_modules/kubernetes-models" ] ||
      ! cmp -s "$src/package-lock.json" "$dst/package-lock.json"; then
-    echo "bootstrap: npm ci in $dst" >&2
+    registry=$(npm config get registry 2>/dev/null || true)
+    echo "bootstrap: npm ci in $dst from ${registry:-npm's default registry}" >&2
     mkdir -p "$dst"
     cp "$src/package.json" "$src/package-lock.json" "$dst/"
     (cd "$dst" && npm ci --no-audit --no-fund --loglevel=error </dev/null >/dev/null) ||
-      echo "bootstrap: npm ci failed in $dst; //deploy:k8s_test will say so" >&2
+      echo "bootstrap: npm ci failed in $dst from ${registry:-npm's default registry} (set" \
+        "another with npm config set registry URL); //deploy:k8s_test will say so" >&2
   fi
 fi

@@ -7,8 +7,8 @@
 # Cached under ${XDG_CACHE_HOME:-~/.cache}/lockstep-tsan/abseil-<version>: a second run only
 # checks the stamp and refreshes the link third_party/tsan_abseil -> that install (< 1 s).
 # Installs what it needs to build (dpkg-dev, cmake, ninja-build) when they are missing.
-# The deb-src entries come from /etc/apt's own deb822 entries for Debian's repositories, in
-# a private apt state directory: the system's apt configuration is not changed.
+# The deb-src entries name the Debian mirror /etc/apt already uses (tools/apt_mirror.sh), in a
+# private apt state directory: the system's apt configuration is not changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workspace=$(pwd)
@@ -64,23 +64,20 @@ start=$(date +%s)
 rm -rf "$root"
 mkdir -p "$root/apt/lists/partial" "$root/apt/sources.list.d" "$root/apt/cache" "$root/src"
 
-# deb-src twins of every deb822 stanza that points at Debian's archive (Types: deb, or
-# already "deb deb-src"), plus one-line "deb http://deb.debian.org/..." entries.
-srcs="$root/apt/sources.list.d/debian-src.sources"
-: >"$srcs"
-for f in /etc/apt/sources.list.d/*.sources; do
-  [ -f "$f" ] || continue
-  awk 'BEGIN { RS = ""; ORS = "\n\n" }
-       /URIs:[^\n]*(deb|security)\.debian\.org/ {
-         gsub(/Types:[^\n]*/, "Types: deb-src"); print }' "$f" >>"$srcs"
-done
-if [ -f /etc/apt/sources.list ]; then
-  grep -E '^deb +(\[[^]]*\] +)?https?://[^ ]*debian\.org' /etc/apt/sources.list |
-    sed -E 's/^deb /deb-src /' >"$root/apt/sources.list.d/debian-src.list" || true
-fi
-if [ ! -s "$srcs" ] && [ ! -s "$root/apt/sources.list.d/debian-src.list" ]; then
-  echo "build_tsan_deps: no Debian repository in /etc/apt/sources.list{,.d}" >&2
+# deb-src entries for the Debian archive (and its security suite, when apt has one) this
+# machine's apt uses: tools/apt_mirror.sh, or LOCKSTEP_APT_MIRROR / LOCKSTEP_APT_SECURITY_MIRROR.
+codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+[ -n "$codename" ] || {
+  echo "build_tsan_deps: /etc/os-release names no VERSION_CODENAME (is this Debian?)" >&2
   exit 1
+}
+mirror=$(tools/apt_mirror.sh "$codename") || exit 1
+srcs="$root/apt/sources.list.d/debian-src.sources"
+printf 'Types: deb-src\nURIs: %s\nSuites: %s %s-updates\nComponents: main\n' \
+  "$mirror" "$codename" "$codename" >"$srcs"
+if security=$(tools/apt_mirror.sh --security "$codename" 2>/dev/null); then
+  printf '\nTypes: deb-src\nURIs: %s\nSuites: %s-security\nComponents: main\n' \
+    "$security" "$codename" >>"$srcs"
 fi
 apt_opts=(
   -o "Dir::Etc::SourceList=/dev/null"

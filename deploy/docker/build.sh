@@ -2,7 +2,9 @@
 # Builds deploy/docker/Dockerfile without a container daemon (buildah: vfs storage, chroot
 # isolation, as root), then runs `lockstep local --workers=2` inside the runtime image as
 # its unprivileged user. Needs buildah (and debootstrap where no registry is reachable: the
-# Debian 12 base images are then made here from Debian's packages).
+# Debian 12 base images are then made here from Debian's packages, fetched from the mirror
+# this machine's apt uses: tools/apt_mirror.sh, or LOCKSTEP_APT_MIRROR and
+# LOCKSTEP_APT_SECURITY_MIRROR).
 #   deploy/docker/build.sh                 # lockstep:latest, then the smoke run
 #   deploy/docker/build.sh --no-run        # build only
 # Bazel's disk cache (~/.cache/lockstep-bazel-disk, .bazelrc) is lent to the build stage, so
@@ -21,14 +23,26 @@ base=docker.io/library/debian:12
 if ! buildah inspect --type image "$base" >/dev/null 2>&1 &&
    ! buildah pull --quiet "$base" >/dev/null 2>&1; then
   echo "build.sh: no registry: making $base with debootstrap" >&2
+  # The Debian mirrors this machine's apt uses (or LOCKSTEP_APT_MIRROR and
+  # LOCKSTEP_APT_SECURITY_MIRROR): the image's apt then fetches where this machine does.
+  mirror=$(tools/apt_mirror.sh bookworm)
+  security=$(tools/apt_mirror.sh --security bookworm)
   rootfs=$(mktemp -d)
   trap 'rm -rf "$rootfs"' EXIT
-  debootstrap --variant=minbase bookworm "$rootfs" http://deb.debian.org/debian >/dev/null
+  debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >/dev/null
   rm -f "$rootfs/etc/apt/sources.list"
-  cat > "$rootfs/etc/apt/sources.list.d/debian.sources" <<'SOURCES'
+  # The archive and its security suite; the Dockerfile's CUDA stages add contrib and non-free
+  # to both Components lines.
+  cat > "$rootfs/etc/apt/sources.list.d/debian.sources" <<SOURCES
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $mirror
 Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: $security
+Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SOURCES
