@@ -1,11 +1,14 @@
 #include "collectives/nccl/fake_nccl_api.h"
 
 #include <cstdlib>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
 namespace lockstep::collectives::nccl {
+
+FakeNcclApi::FakeNcclApi(FakeNcclWorld* world)
+    : own_world_(world == nullptr ? std::make_unique<FakeNcclWorld>() : nullptr),
+      world_(world == nullptr ? own_world_.get() : world) {}
 
 void FakeNcclApi::set_init_polls(int polls) {
   absl::MutexLock lock(&mu_);
@@ -42,87 +45,147 @@ std::vector<std::string> FakeNcclApi::calls() const {
   return calls_;
 }
 
-void FakeNcclApi::WaitForCalls(size_t n) const {
+bool FakeNcclApi::WaitForCalls(size_t n, absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
   auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_.size() >= n; };
-  mu_.Await(absl::Condition(&enough));
+  return mu_.AwaitWithDeadline(absl::Condition(&enough), deadline);
 }
 
-absl::StatusOr<std::string> FakeNcclApi::GetUniqueId() {
-  absl::MutexLock lock(&mu_);
-  std::string id(kNcclUniqueIdBytes, '\0');
-  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>((i * 7 + ids_) & 0xff);
-  ++ids_;
-  return id;
-}
+absl::StatusOr<std::string> FakeNcclApi::GetUniqueId() { return world_->NewUniqueId(); }
 
 absl::StatusOr<NcclComm> FakeNcclApi::CommInitRank(int nranks, absl::string_view unique_id,
                                                    int rank) {
+  absl::StatusOr<NcclComm> comm = world_->Join(unique_id, nranks, rank);
   absl::MutexLock lock(&mu_);
   init_ids_.emplace_back(unique_id);
-  in_progress_ = init_polls_;
-  return static_cast<NcclComm>(&comms_[next_comm_++ % 8]);
+  if (comm.ok()) polls_left_[*comm] = init_polls_;
+  return comm;
 }
 
 absl::StatusOr<NcclProgress> FakeNcclApi::AsyncState(NcclComm comm) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!async_error_.ok()) return async_error_;
+  }
+  absl::StatusOr<NcclProgress> progress = world_->Progress(comm);
+  if (!progress.ok() || *progress == NcclProgress::kInProgress) return progress;
   absl::MutexLock lock(&mu_);
-  if (!async_error_.ok()) return async_error_;
-  if (in_progress_ == 0) return NcclProgress::kDone;
-  if (in_progress_ > 0) --in_progress_;
+  int& left = polls_left_[comm];
+  if (left == 0) return NcclProgress::kDone;
+  if (left > 0) --left;
   return NcclProgress::kInProgress;
 }
 
 absl::Status FakeNcclApi::CommAbort(NcclComm comm) {
-  absl::MutexLock lock(&mu_);
-  ++aborts_;
-  return absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    ++aborts_;
+    polls_left_.erase(comm);
+  }
+  return world_->Abort(comm);
 }
 
 absl::Status FakeNcclApi::CommDestroy(NcclComm comm) {
-  absl::MutexLock lock(&mu_);
-  ++destroys_;
-  return absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    ++destroys_;
+    polls_left_.erase(comm);
+  }
+  return world_->Destroy(comm);
 }
 
-absl::Status FakeNcclApi::Enqueue(const char* what, DType dtype, const void* send, void* recv,
-                                  size_t bytes) {
-  absl::MutexLock lock(&mu_);
-  calls_.push_back(absl::StrCat(what, " ", DTypeName(dtype)));
-  if (bytes > 0 && send != recv) std::memmove(recv, send, bytes);
-  in_progress_ = op_polls_;
-  return absl::OkStatus();
+absl::Status FakeNcclApi::Enqueue(NcclComm comm, const FakeNcclCall& call) {
+  absl::StatusOr<FakeNcclRank> who = world_->RankOf(comm);
+  absl::Status checked = who.ok() ? world_->Check(comm, call) : who.status();
+  {
+    absl::MutexLock lock(&mu_);
+    calls_.push_back(who.ok()
+                         ? absl::StrCat(call.Describe(), " rank ", who->rank, " of ", who->nranks)
+                         : absl::StrCat(call.Describe(), " on a freed communicator"));
+    if (!checked.ok()) return checked;
+    polls_left_[comm] = op_polls_;
+    OpenGroup& group = groups_[std::this_thread::get_id()];
+    if (group.depth > 0) {
+      group.held.emplace_back(comm, call);
+      return absl::OkStatus();
+    }
+  }
+  return world_->Submit(comm, call);
 }
 
 absl::Status FakeNcclApi::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                     ReduceOp op, NcclComm comm, DeviceStream stream) {
-  return Enqueue("all-reduce", dtype, send, recv, count * DTypeSize(dtype));
+  FakeNcclCall c;
+  c.kind = FakeNcclCall::Kind::kAllReduce;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  c.op = op;
+  return Enqueue(comm, c);
 }
 
 absl::Status FakeNcclApi::Broadcast(const void* send, void* recv, size_t count, DType dtype,
                                     int root, NcclComm comm, DeviceStream stream) {
-  return Enqueue("broadcast", dtype, send, recv, count * DTypeSize(dtype));
+  FakeNcclCall c;
+  c.kind = FakeNcclCall::Kind::kBroadcast;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  c.root = root;
+  return Enqueue(comm, c);
 }
 
 absl::Status FakeNcclApi::AllGather(const void* send, void* recv, size_t count, DType dtype,
                                     NcclComm comm, DeviceStream stream) {
-  return Enqueue("all-gather", dtype, send, recv, count * DTypeSize(dtype));
+  FakeNcclCall c;
+  c.kind = FakeNcclCall::Kind::kAllGather;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  return Enqueue(comm, c);
 }
 
 absl::Status FakeNcclApi::ReduceScatter(const void* send, void* recv, size_t count, DType dtype,
                                         ReduceOp op, NcclComm comm, DeviceStream stream) {
-  return Enqueue("reduce-scatter", dtype, send, recv, count * DTypeSize(dtype));
+  FakeNcclCall c;
+  c.kind = FakeNcclCall::Kind::kReduceScatter;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  c.op = op;
+  return Enqueue(comm, c);
 }
 
 absl::Status FakeNcclApi::GroupStart() {
   absl::MutexLock lock(&mu_);
   calls_.push_back("group-start");
+  ++groups_[std::this_thread::get_id()].depth;
   return absl::OkStatus();
 }
 
 absl::Status FakeNcclApi::GroupEnd() {
-  absl::MutexLock lock(&mu_);
-  calls_.push_back("group-end");
-  return absl::OkStatus();
+  std::vector<std::pair<NcclComm, FakeNcclCall>> held;
+  {
+    absl::MutexLock lock(&mu_);
+    calls_.push_back("group-end");
+    auto it = groups_.find(std::this_thread::get_id());
+    if (it == groups_.end() || it->second.depth == 0) {
+      return absl::InvalidArgumentError(
+          "fake ncclGroupEnd without ncclGroupStart on this thread (ncclInvalidUsage)");
+    }
+    if (--it->second.depth > 0) return absl::OkStatus();
+    held = std::move(it->second.held);
+    groups_.erase(it);
+  }
+  absl::Status status;
+  for (const auto& [comm, call] : held) {
+    if (absl::Status s = world_->Submit(comm, call); status.ok()) status = s;
+  }
+  return status;
 }
 
 absl::Status FakeNcclApi::SetDevice(int device) {
