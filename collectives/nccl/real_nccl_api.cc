@@ -5,44 +5,28 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/nccl/nccl_codes.h"
 #include "common/cuda/cuda_status.h"
 
 namespace lockstep::collectives::nccl {
 namespace {
 
-ncclDataType_t NcclType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return ncclFloat32;
-    case DType::kF64:
-      return ncclFloat64;
-    case DType::kF16:
-      return ncclFloat16;
-    case DType::kBF16:
-      return ncclBfloat16;
-    case DType::kI32:
-      return ncclInt32;
-    case DType::kI64:
-      return ncclInt64;
-  }
-  return ncclFloat32;
-}
+// nccl_codes.h's numbers are nccl.h's (nccl_codes_test checks which DType gets which).
+static_assert(static_cast<int>(NcclDataType::kInt32) == ncclInt32);
+static_assert(static_cast<int>(NcclDataType::kInt64) == ncclInt64);
+static_assert(static_cast<int>(NcclDataType::kFloat16) == ncclFloat16);
+static_assert(static_cast<int>(NcclDataType::kFloat32) == ncclFloat32);
+static_assert(static_cast<int>(NcclDataType::kFloat64) == ncclFloat64);
+static_assert(static_cast<int>(NcclDataType::kBfloat16) == ncclBfloat16);
+static_assert(static_cast<int>(NcclRedOp::kSum) == ncclSum);
+static_assert(static_cast<int>(NcclRedOp::kProd) == ncclProd);
+static_assert(static_cast<int>(NcclRedOp::kMax) == ncclMax);
+static_assert(static_cast<int>(NcclRedOp::kMin) == ncclMin);
+static_assert(static_cast<int>(NcclRedOp::kAvg) == ncclAvg);
 
-ncclRedOp_t NcclOp(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return ncclSum;
-    case ReduceOp::kProd:
-      return ncclProd;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kMax:
-      return ncclMax;
-    case ReduceOp::kMean:
-      return ncclAvg;
-  }
-  return ncclSum;
-}
+ncclDataType_t NcclType(DType dtype) { return static_cast<ncclDataType_t>(NcclDataTypeOf(dtype)); }
+
+ncclRedOp_t NcclOp(ReduceOp op) { return static_cast<ncclRedOp_t>(NcclRedOpOf(op)); }
 
 ncclComm_t Comm(NcclComm comm) { return static_cast<ncclComm_t>(comm); }
 cudaStream_t Stream(DeviceStream stream) { return static_cast<cudaStream_t>(stream); }
