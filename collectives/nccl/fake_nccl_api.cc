@@ -115,49 +115,23 @@ absl::Status FakeNcclApi::Enqueue(NcclComm comm, const FakeNcclCall& call) {
 
 absl::Status FakeNcclApi::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                     ReduceOp op, NcclComm comm, DeviceStream stream) {
-  FakeNcclCall c;
-  c.kind = FakeNcclCall::Kind::kAllReduce;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.dtype = dtype;
-  c.op = op;
-  return Enqueue(comm, c);
+  return Enqueue(comm, {FakeNcclCall::Kind::kAllReduce, send, recv, count, dtype, op});
 }
 
 absl::Status FakeNcclApi::Broadcast(const void* send, void* recv, size_t count, DType dtype,
                                     int root, NcclComm comm, DeviceStream stream) {
-  FakeNcclCall c;
-  c.kind = FakeNcclCall::Kind::kBroadcast;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.dtype = dtype;
-  c.root = root;
-  return Enqueue(comm, c);
+  return Enqueue(comm,
+                 {FakeNcclCall::Kind::kBroadcast, send, recv, count, dtype, ReduceOp::kSum, root});
 }
 
 absl::Status FakeNcclApi::AllGather(const void* send, void* recv, size_t count, DType dtype,
                                     NcclComm comm, DeviceStream stream) {
-  FakeNcclCall c;
-  c.kind = FakeNcclCall::Kind::kAllGather;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.dtype = dtype;
-  return Enqueue(comm, c);
+  return Enqueue(comm, {FakeNcclCall::Kind::kAllGather, send, recv, count, dtype});
 }
 
 absl::Status FakeNcclApi::ReduceScatter(const void* send, void* recv, size_t count, DType dtype,
                                         ReduceOp op, NcclComm comm, DeviceStream stream) {
-  FakeNcclCall c;
-  c.kind = FakeNcclCall::Kind::kReduceScatter;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.dtype = dtype;
-  c.op = op;
-  return Enqueue(comm, c);
+  return Enqueue(comm, {FakeNcclCall::Kind::kReduceScatter, send, recv, count, dtype, op});
 }
 
 absl::Status FakeNcclApi::GroupStart() {
