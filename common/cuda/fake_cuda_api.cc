@@ -197,17 +197,17 @@ void FakeCudaApi::Release(uintptr_t address, const Allocation& a) {
   arena.free_blocks[offset] = size;
 }
 
-void FakeCudaApi::Enqueue(Stream* s, std::function<void()> work) {
+void FakeCudaApi::Enqueue(Stream* s, std::function<absl::Status()> work) {
   s->pending.push_back(std::move(work));
   ++s->enqueued;
 }
 
 void FakeCudaApi::Drain(Stream* s, uint64_t upto) {
-  while (s->done < upto && !s->pending.empty()) {
-    std::function<void()> work = std::move(s->pending.front());
+  while (s->done < upto && !s->pending.empty() && !sticky_fault_.has_value()) {
+    std::function<absl::Status()> work = std::move(s->pending.front());
     s->pending.pop_front();
     ++s->done;
-    work();
+    if (absl::Status status = work(); !status.ok()) sticky_fault_ = status.ToString();
   }
 }
 
@@ -321,7 +321,10 @@ absl::Status FakeCudaApi::FreeAsync(void* device_ptr, CudaStream stream) {
   allocations_.erase(it);
   Stream* on = *s;
   if (!a.pooled) {  // Malloc's memory: released when the stream gets there
-    Enqueue(on, [this, address, a]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { Release(address, a); });
+    Enqueue(on, [this, address, a]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      Release(address, a);
+      return absl::OkStatus();
+    });
     return absl::OkStatus();
   }
   Pool& pool = pools_[a.device];
@@ -330,10 +333,11 @@ absl::Status FakeCudaApi::FreeAsync(void* device_ptr, CudaStream stream) {
   on->reusable[address] = a;
   Enqueue(on, [this, on, address]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto r = on->reusable.find(address);
-    if (r == on->reusable.end()) return;  // reused by a MallocAsync on this stream
+    if (r == on->reusable.end()) return absl::OkStatus();  // reused by a MallocAsync here
     pools_[r->second.device].cached -= r->second.bytes;
     Release(address, r->second);
     on->reusable.erase(r);
+    return absl::OkStatus();
   });
   return absl::OkStatus();
 }
@@ -386,7 +390,10 @@ absl::Status FakeCudaApi::MemcpyAsync(void* dst, const void* src, size_t bytes, 
     return absl::InvalidArgumentError(
         absl::StrCat("CudaApi::", call, ": source ", Ptr(src), " is device memory"));
   }
-  Enqueue(*s, [to, from, bytes] { std::memmove(to, from, bytes); });
+  Enqueue(*s, [to, from, bytes] {
+    std::memmove(to, from, bytes);
+    return absl::OkStatus();
+  });
   return absl::OkStatus();
 }
 
@@ -400,7 +407,10 @@ absl::Status FakeCudaApi::MemsetAsync(void* device_ptr, int value, size_t bytes,
   if (bytes == 0) return absl::OkStatus();
   absl::StatusOr<char*> to = DeviceRange(device_ptr, bytes, call, "destination");
   if (!to.ok()) return to.status();
-  Enqueue(*s, [to = *to, value, bytes] { std::memset(to, value & 0xff, bytes); });
+  Enqueue(*s, [to = *to, value, bytes] {
+    std::memset(to, value & 0xff, bytes);
+    return absl::OkStatus();
+  });
   return absl::OkStatus();
 }
 
@@ -431,7 +441,7 @@ absl::Status FakeCudaApi::StreamSynchronize(CudaStream stream) {
   absl::StatusOr<Stream*> s = FindStream(stream, "StreamSynchronize");
   if (!s.ok()) return s.status();
   Drain(*s, (*s)->enqueued);
-  return absl::OkStatus();
+  return Usable("StreamSynchronize");  // a kernel that faulted while it ran
 }
 
 absl::StatusOr<CudaEvent> FakeCudaApi::EventCreate() {
@@ -466,7 +476,10 @@ absl::Status FakeCudaApi::StreamWaitEvent(CudaStream stream, CudaEvent event) {
   Stream* from = (*e)->stream;
   const uint64_t at = (*e)->at;
   // Streams are kept after destroy, so `from` outlives this work.
-  Enqueue(*s, [this, from, at]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { Drain(from, at); });
+  Enqueue(*s, [this, from, at]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Drain(from, at);
+    return absl::OkStatus();
+  });
   return absl::OkStatus();
 }
 
@@ -476,7 +489,7 @@ absl::Status FakeCudaApi::EventSynchronize(CudaEvent event) {
   absl::StatusOr<Event*> e = FindEvent(event, "EventSynchronize");
   if (!e.ok()) return e.status();
   if ((*e)->stream != nullptr) Drain((*e)->stream, (*e)->at);
-  return absl::OkStatus();
+  return Usable("EventSynchronize");
 }
 
 absl::Status FakeCudaApi::EventDestroy(CudaEvent event) {
@@ -489,7 +502,7 @@ absl::Status FakeCudaApi::EventDestroy(CudaEvent event) {
 }
 
 absl::Status FakeCudaApi::Launch(CudaStream stream, absl::string_view what,
-                                 std::function<void()> work) {
+                                 std::function<absl::Status()> work) {
   absl::MutexLock lock(&mu_);
   const std::string call = absl::StrCat("Launch(", what, ")");
   if (absl::Status s = Usable(call); !s.ok()) return s;
@@ -497,6 +510,15 @@ absl::Status FakeCudaApi::Launch(CudaStream stream, absl::string_view what,
   if (!s.ok()) return s.status();
   Enqueue(*s, std::move(work));
   return absl::OkStatus();
+}
+
+absl::StatusOr<void*> FakeCudaApi::HostRange(const void* device_ptr, size_t bytes,
+                                             absl::string_view call, absl::string_view role) {
+  absl::MutexLock lock(&mu_);
+  if (bytes == 0) return nullptr;
+  absl::StatusOr<char*> view = DeviceRange(device_ptr, bytes, call, role);
+  if (!view.ok()) return view.status();
+  return static_cast<void*>(*view);
 }
 
 void FakeCudaApi::FailAllocation(int n) {

@@ -75,8 +75,15 @@ class FakeCudaApi final : public CudaApi {
   absl::Status EventDestroy(CudaEvent event) override;
 
   // A kernel launch: `work` runs when the stream runs it (see above). `what` names the kernel
-  // in errors. Fails like the other calls (sticky error, bad stream).
-  absl::Status Launch(CudaStream stream, absl::string_view what, std::function<void()> work);
+  // in errors. Fails like the other calls (sticky error, bad stream). An error `work` returns
+  // is a kernel fault: it becomes the sticky error, and the synchronisation that ran it (and
+  // every later call) fails with it, as on a GPU.
+  absl::Status Launch(CudaStream stream, absl::string_view what,
+                      std::function<absl::Status()> work);
+  // The view of [device_ptr, device_ptr + bytes), which must lie in one live allocation;
+  // INVALID_ARGUMENT naming `call` and `role` otherwise (for launches to check their buffers).
+  absl::StatusOr<void*> HostRange(const void* device_ptr, size_t bytes, absl::string_view call,
+                                  absl::string_view role);
   // Where host code may read and write the device memory at `device_ptr` (for emulated
   // kernels and tests only); null when it is no device memory of this fake. Takes no lock.
   void* HostView(const void* device_ptr) const;
@@ -110,7 +117,7 @@ class FakeCudaApi final : public CudaApi {
   struct Stream {
     int device = 0;
     bool destroyed = false;
-    std::deque<std::function<void()>> pending;
+    std::deque<std::function<absl::Status()>> pending;
     uint64_t enqueued = 0;  // work ever enqueued
     uint64_t done = 0;      // work ever run
     // Freed with FreeAsync on this stream, the free not run yet: MallocAsync here reuses it.
@@ -142,9 +149,9 @@ class FakeCudaApi final : public CudaApi {
   absl::StatusOr<void*> Allocate(int device, size_t bytes, bool pooled, absl::string_view call)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Release(uintptr_t address, const Allocation& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Enqueue(Stream* s, std::function<void()> work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Enqueue(Stream* s, std::function<absl::Status()> work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `s`'s work until `upto` pieces have run (a piece that waits on an event first runs
-  // the event's stream that far).
+  // the event's stream that far). Work that fails sets the sticky error; nothing runs after.
   void Drain(Stream* s, uint64_t upto) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DrainAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -89,6 +89,7 @@ TEST(FakeCudaApiTest, LaunchRunsWhenTheStreamRuns) {
                              float* v = fake->HostView(d);
                              for (int i = 0; i < 4; ++i) v[i] = 7.f;
                              ran = true;
+                             return absl::OkStatus();
                            })
                   .ok());
   EXPECT_FALSE(ran);
@@ -121,11 +122,30 @@ TEST(FakeCudaApiTest, StickyErrorFailsEveryLaterCall) {
   fake->InjectStickyError("an illegal memory access in kernel Axpy");
   for (absl::Status s : {fake->DeviceCount().status(), fake->Malloc(16).status(), fake->Free(d),
                          fake->StreamSynchronize(nullptr), fake->EventCreate().status(),
-                         fake->Launch(nullptr, "Scale", [] {})}) {
+                         fake->Launch(nullptr, "Scale", [] { return absl::OkStatus(); })}) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
     EXPECT_THAT(s.message(), HasSubstr("an illegal memory access in kernel Axpy"));
     EXPECT_THAT(s.message(), HasSubstr("CudaApi::"));
   }
+}
+
+TEST(FakeCudaApiTest, AKernelFaultIsStickyFromTheSynchronizationThatRanIt) {
+  std::unique_ptr<FakeCudaApi> fake = MakeFake();
+  ASSERT_TRUE(fake->Launch(nullptr, "Axpy",
+                           [] { return absl::InternalError("Axpy: element 9 written twice"); })
+                  .ok());
+  bool ran_after = false;
+  ASSERT_TRUE(fake->Launch(nullptr, "Scale",
+                           [&] {
+                             ran_after = true;
+                             return absl::OkStatus();
+                           })
+                  .ok());
+  absl::Status sync = fake->StreamSynchronize(nullptr);
+  EXPECT_EQ(sync.code(), absl::StatusCode::kInternal) << sync;
+  EXPECT_THAT(sync.message(), HasSubstr("element 9 written twice"));
+  EXPECT_FALSE(ran_after) << "work after a fault ran";
+  EXPECT_EQ(fake->Malloc(16).status().code(), absl::StatusCode::kInternal);
 }
 
 TEST(FakeCudaApiTest, CopiesOutsideAnAllocationAreRefused) {
