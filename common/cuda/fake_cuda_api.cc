@@ -80,10 +80,10 @@ FakeCudaApi::~FakeCudaApi() {
 
 absl::Status FakeCudaApi::Usable(absl::string_view call) const {
   if (!sticky_fault_.has_value()) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("CudaApi::", call,
-                                          ": the CUDA context is unusable after ", *sticky_fault_,
-                                          " (a sticky error: every call fails until the process "
-                                          "exits; FakeCudaApi::InjectStickyError)"));
+  return absl::InternalError(
+      absl::StrCat("CudaApi::", call, ": the CUDA context is unusable after ", *sticky_fault_,
+                   " (a sticky error, as after a kernel fault: every call fails until the "
+                   "process exits)"));
 }
 
 absl::Status FakeCudaApi::CheckDevice(int device, absl::string_view call) const {
