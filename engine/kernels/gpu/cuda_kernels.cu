@@ -1,0 +1,93 @@
+#include <cuda_runtime_api.h>
+
+#include "common/cuda/cuda_status.h"
+#include "common/status.h"
+#include "engine/kernels/gpu/cuda_kernels.h"
+#include "engine/kernels/gpu/cuda_launch.cu.h"
+#include "engine/kernels/gpu/kernel_bodies.h"
+
+namespace lockstep::engine::gpu {
+namespace {
+
+using D = DeviceAccess;
+
+cudaStream_t Native(CudaStream s) { return reinterpret_cast<cudaStream_t>(s); }
+
+template <class K>
+absl::Status Launch(const char* what, LaunchShape shape, CudaStream s, const K& kernel) {
+  RunKernel<<<shape.blocks, shape.threads, 0, Native(s)>>>(kernel);
+  return CudaStatus(cudaGetLastError(), what);
+}
+
+template <class K>
+absl::Status LaunchBlocks(const char* what, LaunchShape shape, CudaStream s, const K& kernel) {
+  RunBlockKernel<<<shape.blocks, shape.threads, 0, Native(s)>>>(kernel);
+  return CudaStatus(cudaGetLastError(), what);
+}
+
+}  // namespace
+
+absl::Status CudaKernels::Axpy(float a, const float* x, float* y, int64_t n, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("Axpy", n, {x, y}));
+  if (n == 0) return absl::OkStatus();
+  return Launch("Axpy launch", ElementwiseShape(n), s, AxpyKernel<D>{a, {x}, {y}, n});
+}
+
+absl::Status CudaKernels::Scale(const float* x, float scale, float* y, int64_t n, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("Scale", n, {x, y}));
+  if (n == 0) return absl::OkStatus();
+  return Launch("Scale launch", ElementwiseShape(n), s, ScaleKernel<D>{{x}, scale, {y}, n});
+}
+
+absl::Status CudaKernels::Add(const float* a, const float* b, float* y, int64_t n, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("Add", n, {a, b, y}));
+  if (n == 0) return absl::OkStatus();
+  return Launch("Add launch", ElementwiseShape(n), s, AddKernel<D>{{a}, {b}, {y}, n});
+}
+
+absl::Status CudaKernels::Relu(const float* x, float* y, int64_t n, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("Relu", n, {x, y}));
+  if (n == 0) return absl::OkStatus();
+  return Launch("Relu launch", ElementwiseShape(n), s, ReluKernel<D>{{x}, {y}, n});
+}
+
+absl::Status CudaKernels::ReluGrad(const float* x, const float* dy, float* dx, int64_t n,
+                                   CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("ReluGrad", n, {x, dy, dx}));
+  if (n == 0) return absl::OkStatus();
+  return Launch("ReluGrad launch", ElementwiseShape(n), s, ReluGradKernel<D>{{x}, {dy}, {dx}, n});
+}
+
+absl::Status CudaKernels::SoftmaxRows(const float* x, float* y, int64_t rows, int64_t cols,
+                                      CudaStream s) {
+  if (rows < 0 || cols < 0) return CheckLaunch("SoftmaxRows", -1, {});
+  LS_RETURN_IF_ERROR(CheckLaunch("SoftmaxRows", rows * cols, {x, y}));
+  if (rows * cols == 0) return absl::OkStatus();
+  return LaunchBlocks("SoftmaxRows launch", RowShape(rows), s,
+                      SoftmaxRowsKernel<D>{{x}, {y}, rows, cols});
+}
+
+absl::Status CudaKernels::RowSum(const float* x, float* y, int64_t rows, int64_t cols,
+                                 CudaStream s) {
+  if (rows < 0 || cols < 0) return CheckLaunch("RowSum", -1, {});
+  LS_RETURN_IF_ERROR(CheckLaunch("RowSum", rows, {y}));
+  LS_RETURN_IF_ERROR(CheckLaunch("RowSum", rows * cols, {x}));
+  if (rows == 0) return absl::OkStatus();
+  return LaunchBlocks("RowSum launch", RowShape(rows), s, RowSumKernel<D>{{x}, {y}, rows, cols});
+}
+
+absl::Status CudaKernels::Momentum(const MomentumParams& p, const float* g, float* v, float* w,
+                                   int64_t n, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("Momentum", n, {g, v, w}));
+  if (n == 0) return absl::OkStatus();
+  return Launch("Momentum launch", ElementwiseShape(n), s, MomentumKernel<D>{p, {g}, {v}, {w}, n});
+}
+
+absl::Status CudaKernels::Adam(const AdamParams& p, const float* g, float* m, float* v, float* w,
+                               int64_t n, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("Adam", n, {g, m, v, w}));
+  if (n == 0) return absl::OkStatus();
+  return Launch("Adam launch", ElementwiseShape(n), s, AdamKernel<D>{p, {g}, {m}, {v}, {w}, n});
+}
+
+}  // namespace lockstep::engine::gpu

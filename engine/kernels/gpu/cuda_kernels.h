@@ -1,0 +1,32 @@
+// CudaKernels: GpuKernels on a GPU: each launch runs its kernel body (kernel_bodies.h) through
+// the __global__ templates of cuda_launch.cu.h on the stream (a cudaStream_t behind CudaStream)
+// and returns the launch's error (common/cuda/cuda_status.h). Built only under --config=cuda,
+// with --fmad=false so that only the bodies' explicit fmaf are fused, as on the CPU.
+// Stateless; thread-safe.
+#ifndef LOCKSTEP_ENGINE_KERNELS_GPU_CUDA_KERNELS_H_
+#define LOCKSTEP_ENGINE_KERNELS_GPU_CUDA_KERNELS_H_
+
+#include "engine/kernels/gpu/gpu_kernels.h"
+
+namespace lockstep::engine::gpu {
+
+class CudaKernels final : public GpuKernels {
+ public:
+  absl::Status Axpy(float a, const float* x, float* y, int64_t n, CudaStream s) override;
+  absl::Status Scale(const float* x, float scale, float* y, int64_t n, CudaStream s) override;
+  absl::Status Add(const float* a, const float* b, float* y, int64_t n, CudaStream s) override;
+  absl::Status Relu(const float* x, float* y, int64_t n, CudaStream s) override;
+  absl::Status ReluGrad(const float* x, const float* dy, float* dx, int64_t n,
+                        CudaStream s) override;
+  absl::Status SoftmaxRows(const float* x, float* y, int64_t rows, int64_t cols,
+                           CudaStream s) override;
+  absl::Status RowSum(const float* x, float* y, int64_t rows, int64_t cols, CudaStream s) override;
+  absl::Status Momentum(const MomentumParams& p, const float* g, float* v, float* w, int64_t n,
+                        CudaStream s) override;
+  absl::Status Adam(const AdamParams& p, const float* g, float* m, float* v, float* w, int64_t n,
+                    CudaStream s) override;
+};
+
+}  // namespace lockstep::engine::gpu
+
+#endif  // LOCKSTEP_ENGINE_KERNELS_GPU_CUDA_KERNELS_H_

@@ -1,0 +1,54 @@
+// EmulatedKernels: GpuKernels on FakeCudaApi. Each launch checks its buffers against the
+// fake's allocations and enqueues the kernel body (kernel_bodies.h) on the stream; when the
+// stream runs it, the grid emulator (grid_emulator.h) runs every (block, thread) over the
+// fake's host view of the memory, in an order drawn from a per-launch seed, and a kernel that
+// does not write each output element exactly once faults (a sticky error the synchronisation
+// reports). Options shrink the grid so that tests cover the grid-stride loops.
+// Ownership: borrows the fake, which must outlive it. Thread model: thread-safe.
+#ifndef LOCKSTEP_ENGINE_KERNELS_GPU_EMULATED_KERNELS_H_
+#define LOCKSTEP_ENGINE_KERNELS_GPU_EMULATED_KERNELS_H_
+
+#include <atomic>
+
+#include "common/cuda/fake_cuda_api.h"
+#include "engine/kernels/gpu/gpu_kernels.h"
+#include "engine/kernels/gpu/portable.h"
+
+namespace lockstep::engine::gpu {
+
+class EmulatedKernels final : public GpuKernels {
+ public:
+  struct Options {
+    uint64_t seed = 1;
+    int max_blocks = kMaxBlocks;     // grids are at most this many blocks
+    int threads = kThreadsPerBlock;  // per block (a multiple of 32)
+  };
+  EmulatedKernels(FakeCudaApi* fake, Options options) : fake_(fake), options_(options) {}
+  explicit EmulatedKernels(FakeCudaApi* fake) : EmulatedKernels(fake, Options()) {}
+
+  absl::Status Axpy(float a, const float* x, float* y, int64_t n, CudaStream s) override;
+  absl::Status Scale(const float* x, float scale, float* y, int64_t n, CudaStream s) override;
+  absl::Status Add(const float* a, const float* b, float* y, int64_t n, CudaStream s) override;
+  absl::Status Relu(const float* x, float* y, int64_t n, CudaStream s) override;
+  absl::Status ReluGrad(const float* x, const float* dy, float* dx, int64_t n,
+                        CudaStream s) override;
+  absl::Status SoftmaxRows(const float* x, float* y, int64_t rows, int64_t cols,
+                           CudaStream s) override;
+  absl::Status RowSum(const float* x, float* y, int64_t rows, int64_t cols, CudaStream s) override;
+  absl::Status Momentum(const MomentumParams& p, const float* g, float* v, float* w, int64_t n,
+                        CudaStream s) override;
+  absl::Status Adam(const AdamParams& p, const float* g, float* m, float* v, float* w, int64_t n,
+                    CudaStream s) override;
+
+ private:
+  LaunchShape Elementwise(int64_t n) const;
+  LaunchShape Rows(int64_t rows) const;
+
+  FakeCudaApi* const fake_;
+  const Options options_;
+  std::atomic<uint64_t> launches_{0};  // each launch's seed: options_.seed + its number
+};
+
+}  // namespace lockstep::engine::gpu
+
+#endif  // LOCKSTEP_ENGINE_KERNELS_GPU_EMULATED_KERNELS_H_

@@ -1,0 +1,351 @@
+// One test body for GpuKernels, instantiated for the grid emulator on FakeCudaApi
+// (emulated_kernels_test.cc, CPU CI) and for CudaKernels on RealCudaApi (cuda_kernels_test.cc,
+// requires-gpu). Each kernel runs on device memory through the CudaApi and is compared with the
+// engine's own CPU computation of the same thing: the op's CPU kernel from BuiltinOps(), or
+// Optimizer::Apply. Bit for bit where the math is exact; softmax within kSoftmaxRelTolerance
+// (expf's error and the block's order of the row sum) and a row sum of inexact values within
+// kSumRelTolerance of the row's sum of magnitudes.
+//
+// A Backend type provides `static absl::StatusOr<GpuBackend> Make()`.
+#ifndef LOCKSTEP_ENGINE_KERNELS_GPU_GPU_KERNELS_TEST_BODY_H_
+#define LOCKSTEP_ENGINE_KERNELS_GPU_GPU_KERNELS_TEST_BODY_H_
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/cuda/cuda_api.h"
+#include "engine/kernels/gpu/gpu_kernels.h"
+#include "engine/kernels/gpu/optimizer_params.h"
+#include "engine/op_registry.h"
+#include "engine/ops/builtin_ops.h"
+#include "engine/optimizer.h"
+#include "engine/tensor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace lockstep::engine::gpu {
+
+struct GpuBackend {
+  std::unique_ptr<CudaApi> api;
+  std::unique_ptr<GpuKernels> kernels;  // may borrow *api
+};
+
+inline constexpr float kSoftmaxRelTolerance = 1e-5f;
+inline constexpr float kSumRelTolerance = 1e-5f;
+
+inline std::vector<float> RandomFloats(size_t n, uint64_t seed, float lo = -2.f, float hi = 2.f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Bitwise equality, naming the first element that differs.
+inline ::testing::AssertionResult SameBits(const std::vector<float>& got,
+                                           const std::vector<float>& want) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << got.size() << " elements, want " << want.size();
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << got[i] << " (bits differ), want " << want[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The engine's CPU kernel of `node.op()` in f32, forward (and the gradient of input 0).
+inline Tensor CpuForward(const v1::NodeDef& node, const std::vector<Tensor>& in) {
+  static const OpRegistry* registry = new OpRegistry(BuiltinOps());
+  absl::StatusOr<std::unique_ptr<OpKernel>> k =
+      registry->CreateKernel(Device::Type::kCpu, node, DType::kF32);
+  EXPECT_TRUE(k.ok()) << k.status();
+  KernelContext ctx;
+  ctx.allocate = [](DType d, const Shape& s) { return Tensor(d, s); };
+  Tensor out;
+  absl::Status s = (*k)->Forward(ctx, in, &out);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+inline Tensor CpuGradient(const v1::NodeDef& node, const std::vector<Tensor>& in,
+                          const Tensor& d_out) {
+  static const OpRegistry* registry = new OpRegistry(BuiltinOps());
+  std::unique_ptr<OpKernel> k = *registry->CreateKernel(Device::Type::kCpu, node, DType::kF32);
+  KernelContext ctx;
+  ctx.allocate = [](DType d, const Shape& s) { return Tensor(d, s); };
+  Tensor out;
+  EXPECT_TRUE(k->Forward(ctx, in, &out).ok());
+  std::vector<Tensor> d_in(in.size());
+  std::vector<bool> need(in.size(), false);
+  need[0] = true;
+  absl::Status s = k->Backward(ctx, in, out, d_out, need, &d_in);
+  EXPECT_TRUE(s.ok()) << s;
+  return d_in[0];
+}
+
+inline v1::NodeDef Node(v1::OpType op, std::vector<int64_t> axes = {}) {
+  v1::NodeDef node;
+  node.set_name("n");
+  node.set_op(op);
+  for (int64_t a : axes) node.add_axes(a);
+  return node;
+}
+
+template <class Backend>
+class GpuKernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<GpuBackend> b = Backend::Make();
+    ASSERT_TRUE(b.ok()) << b.status();
+    backend_ = *std::move(b);
+    absl::StatusOr<CudaStream> s = api().StreamCreate();
+    ASSERT_TRUE(s.ok()) << s.status();
+    stream_ = *s;
+  }
+  void TearDown() override {
+    if (backend_.api == nullptr) return;
+    EXPECT_TRUE(api().StreamSynchronize(stream_).ok());
+    for (void* p : allocations_) EXPECT_TRUE(api().Free(p).ok());
+    EXPECT_TRUE(api().StreamDestroy(stream_).ok());
+    backend_.kernels.reset();
+  }
+
+  CudaApi& api() { return *backend_.api; }
+  GpuKernels& kernels() { return *backend_.kernels; }
+
+  // Device memory holding `host` (enqueued on the stream).
+  float* ToDevice(const std::vector<float>& host) {
+    absl::StatusOr<void*> p = api().Malloc(std::max<size_t>(host.size(), 1) * sizeof(float));
+    EXPECT_TRUE(p.ok()) << p.status();
+    allocations_.push_back(*p);
+    // The stream reads `host` when it runs: keep a copy alive until then.
+    staged_.push_back(host);
+    EXPECT_TRUE(api()
+                    .MemcpyAsync(*p, staged_.back().data(), host.size() * sizeof(float),
+                                 CopyKind::kHostToDevice, stream_)
+                    .ok());
+    return static_cast<float*>(*p);
+  }
+  // Synchronises the stream, then returns n floats at `d`.
+  std::vector<float> ToHost(const float* d, size_t n) {
+    std::vector<float> out(n, std::nanf(""));
+    EXPECT_TRUE(
+        api().MemcpyAsync(out.data(), d, n * sizeof(float), CopyKind::kDeviceToHost, stream_).ok());
+    absl::Status s = api().StreamSynchronize(stream_);
+    EXPECT_TRUE(s.ok()) << s;
+    return out;
+  }
+
+  GpuBackend backend_;
+  CudaStream stream_ = nullptr;
+  std::vector<void*> allocations_;
+  std::deque<std::vector<float>> staged_;
+};
+
+TYPED_TEST_SUITE_P(GpuKernelsTest);
+
+// Axpy is SGD's update: Optimizer::Apply with SGD computes w -= lr * g.
+TYPED_TEST_P(GpuKernelsTest, AxpyIsSgdBitForBit) {
+  for (int64_t n : {1, 255, 4099}) {
+    const std::vector<float> w0 = RandomFloats(n, 1), g = RandomFloats(n, 2);
+    v1::OptimizerSpec spec;
+    spec.mutable_sgd();
+    spec.mutable_learning_rate()->mutable_constant()->set_value(0.0371);
+    auto opt = *Optimizer::Create(spec, {VariableInfo{"w", Shape{n}, DType::kF32, true, 0}});
+    std::vector<Tensor> w = {Tensor::FromVector(w0, Shape{n})};
+    ASSERT_TRUE(opt->Apply({Tensor::FromVector(g, Shape{n})}, &w).ok());
+
+    float* dw = this->ToDevice(w0);
+    ASSERT_TRUE(this->kernels()
+                    .Axpy(-static_cast<float>(0.0371), this->ToDevice(g), dw, n, this->stream_)
+                    .ok());
+    EXPECT_TRUE(SameBits(this->ToHost(dw, n), w[0].ToVector<float>())) << "n = " << n;
+  }
+}
+
+// Scale is MEAN's gradient: the mean over 4 rows hands each row dy * (1/4).
+TYPED_TEST_P(GpuKernelsTest, ScaleIsMeanGradientBitForBit) {
+  const int64_t n = 1001;
+  const std::vector<float> dy = RandomFloats(n, 3);
+  Tensor gx =
+      CpuGradient(Node(v1::MEAN, {0}), {Tensor::FromVector(RandomFloats(4 * n, 4), Shape{4, n})},
+                  Tensor::FromVector(dy, Shape{n}));
+  std::vector<float> want = gx.ToVector<float>();
+  want.resize(n);
+  float* y = this->ToDevice(std::vector<float>(n, 0.f));
+  ASSERT_TRUE(this->kernels().Scale(this->ToDevice(dy), 0.25f, y, n, this->stream_).ok());
+  EXPECT_TRUE(SameBits(this->ToHost(y, n), want));
+}
+
+TYPED_TEST_P(GpuKernelsTest, AddIsAddBitForBit) {
+  const int64_t n = 3000;
+  const std::vector<float> a = RandomFloats(n, 5), b = RandomFloats(n, 6);
+  Tensor want =
+      CpuForward(Node(v1::ADD), {Tensor::FromVector(a, Shape{n}), Tensor::FromVector(b, Shape{n})});
+  float* y = this->ToDevice(std::vector<float>(n, 0.f));
+  ASSERT_TRUE(this->kernels().Add(this->ToDevice(a), this->ToDevice(b), y, n, this->stream_).ok());
+  EXPECT_TRUE(SameBits(this->ToHost(y, n), want.ToVector<float>()));
+}
+
+TYPED_TEST_P(GpuKernelsTest, ReluForwardAndGradientBitForBit) {
+  const int64_t n = 2050;
+  std::vector<float> x = RandomFloats(n, 7);
+  x[0] = 0.f;
+  x[1] = -0.f;
+  x[2] = std::numeric_limits<float>::infinity();
+  const std::vector<float> dy = RandomFloats(n, 8);
+  const Tensor xt = Tensor::FromVector(x, Shape{n});
+  Tensor want_y = CpuForward(Node(v1::RELU), {xt});
+  Tensor want_dx = CpuGradient(Node(v1::RELU), {xt}, Tensor::FromVector(dy, Shape{n}));
+  float* dx = this->ToDevice(x);
+  float* y = this->ToDevice(std::vector<float>(n, 0.f));
+  float* gx = this->ToDevice(std::vector<float>(n, 0.f));
+  ASSERT_TRUE(this->kernels().Relu(dx, y, n, this->stream_).ok());
+  ASSERT_TRUE(this->kernels().ReluGrad(dx, this->ToDevice(dy), gx, n, this->stream_).ok());
+  EXPECT_TRUE(SameBits(this->ToHost(y, n), want_y.ToVector<float>()));
+  EXPECT_TRUE(SameBits(this->ToHost(gx, n), want_dx.ToVector<float>()));
+  // In place, as the executor may run it.
+  ASSERT_TRUE(this->kernels().Relu(dx, dx, n, this->stream_).ok());
+  EXPECT_TRUE(SameBits(this->ToHost(dx, n), want_y.ToVector<float>()));
+}
+
+TYPED_TEST_P(GpuKernelsTest, SoftmaxRowsMatchesSoftmaxWithinTolerance) {
+  struct Case {
+    int64_t rows, cols;
+  };
+  for (Case c : {Case{1, 1}, Case{5, 3}, Case{37, 1000}, Case{3, 4097}}) {
+    const int64_t n = c.rows * c.cols;
+    std::vector<float> x = RandomFloats(n, 9, -8.f, 8.f);
+    Tensor want = CpuForward(Node(v1::SOFTMAX), {Tensor::FromVector(x, Shape{c.rows, c.cols})});
+    float* y = this->ToDevice(std::vector<float>(n, 0.f));
+    ASSERT_TRUE(
+        this->kernels().SoftmaxRows(this->ToDevice(x), y, c.rows, c.cols, this->stream_).ok());
+    const std::vector<float> got = this->ToHost(y, n);
+    const float* w = want.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(got[i], w[i], kSoftmaxRelTolerance * w[i] + 1e-12f)
+          << "element " << i << " of " << c.rows << " x " << c.cols;
+    }
+  }
+}
+
+TYPED_TEST_P(GpuKernelsTest, RowSumMatchesSum) {
+  struct Case {
+    int64_t rows, cols;
+  };
+  for (Case c : {Case{1, 1}, Case{4, 0}, Case{7, 33}, Case{19, 5000}}) {
+    const int64_t n = c.rows * c.cols;
+    // Small integers: every partial sum is exact, so any order gives the CPU's bits.
+    std::vector<float> ints(n);
+    for (int64_t i = 0; i < n; ++i) ints[i] = static_cast<float>((i * 7919) % 201 - 100);
+    Tensor want = CpuForward(Node(v1::SUM, {1}), {Tensor::FromVector(ints, Shape{c.rows, c.cols})});
+    float* y = this->ToDevice(std::vector<float>(c.rows, -1.f));
+    ASSERT_TRUE(
+        this->kernels().RowSum(this->ToDevice(ints), y, c.rows, c.cols, this->stream_).ok());
+    EXPECT_TRUE(SameBits(this->ToHost(y, c.rows), want.ToVector<float>()))
+        << c.rows << " x " << c.cols;
+    // Inexact values: within rounding of the row's magnitude.
+    const std::vector<float> x = RandomFloats(n, 10);
+    Tensor want_x = CpuForward(Node(v1::SUM, {1}), {Tensor::FromVector(x, Shape{c.rows, c.cols})});
+    ASSERT_TRUE(this->kernels().RowSum(this->ToDevice(x), y, c.rows, c.cols, this->stream_).ok());
+    const std::vector<float> got = this->ToHost(y, c.rows);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      float magnitude = 0;
+      for (int64_t j = 0; j < c.cols; ++j) magnitude += std::fabs(x[r * c.cols + j]);
+      EXPECT_NEAR(got[r], want_x.data<float>()[r], kSumRelTolerance * magnitude) << "row " << r;
+    }
+  }
+}
+
+// Several steps of Optimizer::Apply against the fused kernel, with and without weight decay
+// and clipping (a clip norm below the gradients' norm, so every step clips).
+inline v1::OptimizerSpec OptimizerSpecFor(const std::string& kind, bool decay_and_clip) {
+  v1::OptimizerSpec spec;
+  if (kind == "momentum") spec.mutable_momentum()->set_momentum(0.9);
+  if (kind == "nesterov") {
+    spec.mutable_momentum()->set_momentum(0.8);
+    spec.mutable_momentum()->set_nesterov(true);
+  }
+  if (kind == "adam") spec.mutable_adam();
+  spec.mutable_learning_rate()->mutable_constant()->set_value(0.0123);
+  if (decay_and_clip) {
+    spec.set_weight_decay(0.013);
+    spec.set_global_clipnorm(0.5);
+  }
+  return spec;
+}
+
+TYPED_TEST_P(GpuKernelsTest, FusedOptimizersAreOptimizerApplyBitForBit) {
+  const int64_t n = 1027;
+  for (const std::string kind : {"momentum", "nesterov", "adam"}) {
+    for (bool decay_and_clip : {false, true}) {
+      SCOPED_TRACE(kind + (decay_and_clip ? " with decay and clipping" : ""));
+      const v1::OptimizerSpec spec = OptimizerSpecFor(kind, decay_and_clip);
+      auto opt = *Optimizer::Create(spec, {VariableInfo{"w", Shape{n}, DType::kF32, true, 0}});
+      const std::vector<float> w0 = RandomFloats(n, 11);
+      std::vector<Tensor> w = {Tensor::FromVector(w0, Shape{n})};
+      float* dw = this->ToDevice(w0);
+      float* slot0 = this->ToDevice(std::vector<float>(n, 0.f));
+      float* slot1 = this->ToDevice(std::vector<float>(n, 0.f));
+      for (int step = 0; step < 3; ++step) {
+        const std::vector<float> g = RandomFloats(n, 100 + step);
+        const int64_t t = opt->iterations() + 1;
+        ASSERT_TRUE(opt->Apply({Tensor::FromVector(g, Shape{n})}, &w).ok());
+        const double scale =
+            decay_and_clip ? spec.global_clipnorm() / opt->last_gradient_norm() : 1.0;
+        ASSERT_LT(scale, decay_and_clip ? 1.0 : 1.5);
+        const double lr = spec.learning_rate().constant().value();
+        float* dg = this->ToDevice(g);
+        if (kind == "adam") {
+          const auto& a = opt->slot_name(0);
+          ASSERT_EQ(a, "w/adam_m");
+          AdamParams p = MakeAdamParams(lr, 0.9, 0.999, 1e-7, t, spec.weight_decay(), scale);
+          ASSERT_TRUE(this->kernels().Adam(p, dg, slot0, slot1, dw, n, this->stream_).ok());
+        } else {
+          MomentumParams p =
+              MakeMomentumParams(lr, spec.momentum().momentum(), spec.momentum().nesterov(),
+                                 spec.weight_decay(), scale);
+          ASSERT_TRUE(this->kernels().Momentum(p, dg, slot0, dw, n, this->stream_).ok());
+        }
+        ASSERT_TRUE(SameBits(this->ToHost(dw, n), w[0].ToVector<float>())) << "step " << step;
+        ASSERT_TRUE(SameBits(this->ToHost(slot0, n), opt->slot(0).ToVector<float>()))
+            << "step " << step << ", " << opt->slot_name(0);
+        if (kind == "adam") {
+          ASSERT_TRUE(SameBits(this->ToHost(slot1, n), opt->slot(1).ToVector<float>()))
+              << "step " << step << ", " << opt->slot_name(1);
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST_P(GpuKernelsTest, BadLaunchesAreRefusedByName) {
+  float* d = this->ToDevice(std::vector<float>(4, 0.f));
+  absl::Status negative = this->kernels().Relu(d, d, -1, this->stream_);
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument) << negative;
+  EXPECT_THAT(negative.message(), ::testing::HasSubstr("Relu"));
+  absl::Status null = this->kernels().Axpy(1.f, nullptr, d, 4, this->stream_);
+  EXPECT_EQ(null.code(), absl::StatusCode::kInvalidArgument) << null;
+  EXPECT_THAT(null.message(), ::testing::HasSubstr("Axpy"));
+  // Nothing to do is no launch and no error.
+  EXPECT_TRUE(this->kernels().Scale(nullptr, 2.f, nullptr, 0, this->stream_).ok());
+  EXPECT_TRUE(this->api().StreamSynchronize(this->stream_).ok());
+}
+
+REGISTER_TYPED_TEST_SUITE_P(GpuKernelsTest, AxpyIsSgdBitForBit, ScaleIsMeanGradientBitForBit,
+                            AddIsAddBitForBit, ReluForwardAndGradientBitForBit,
+                            SoftmaxRowsMatchesSoftmaxWithinTolerance, RowSumMatchesSum,
+                            FusedOptimizersAreOptimizerApplyBitForBit, BadLaunchesAreRefusedByName);
+
+}  // namespace lockstep::engine::gpu
+
+#endif  // LOCKSTEP_ENGINE_KERNELS_GPU_GPU_KERNELS_TEST_BODY_H_

@@ -1,0 +1,191 @@
+// The GPU device's f32 kernel bodies, written once (portable.h): each a functor over an
+// Access policy A, run by a GPU (cuda_kernels.cu) and by the grid emulator
+// (emulated_kernels.cc). Each mirrors a CPU computation of the engine and matches it bit for
+// bit where the math is exact: the same operations in the same order, fmaf exactly where GCC
+// fuses the CPU loop (-O3 -march=x86-64-v3 contracts a * b + c; the fusions are listed at
+// each functor and pinned by the tests against the CPU code).
+//
+//   Axpy        y = fmaf(a, x, y)                         SGD's w -= lr * g (a = -lr)
+//   Scale       y = x * s                                 MEAN's gradient, averaging
+//   Add         y = a + b                                 ADD
+//   Relu        y = x > 0 ? x : 0                         RELU forward
+//   ReluGrad    dx = x > 0 ? dy : 0                       RELU gradient
+//   SoftmaxRows y = exp(x - max) / sum                    SOFTMAX over the last axis
+//   RowSum      y[r] = sum of row r                       SUM over the last axis
+//   Momentum    fused decay, clipping scale and (Nesterov) momentum      Optimizer::Apply
+//   Adam        fused decay, clipping scale and Adam                     Optimizer::Apply
+#ifndef LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_H_
+#define LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_H_
+
+#include <math.h>
+
+#include <cstdint>
+
+#include "engine/kernels/gpu/block_reduce.h"
+#include "engine/kernels/gpu/optimizer_params.h"
+#include "engine/kernels/gpu/portable.h"
+
+namespace lockstep::engine::gpu {
+
+template <class A>
+struct AxpyKernel {
+  float a;
+  typename A::template In<float> x;
+  typename A::template Out<float> y;
+  int64_t n;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t i = FirstIndex(t); i < n; i += Stride(t))
+      y.Store(i, fmaf(a, x.Load(i), y.Load(i)));
+  }
+};
+
+template <class A>
+struct ScaleKernel {
+  typename A::template In<float> x;
+  float s;
+  typename A::template Out<float> y;
+  int64_t n;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t i = FirstIndex(t); i < n; i += Stride(t)) y.Store(i, x.Load(i) * s);
+  }
+};
+
+template <class A>
+struct AddKernel {
+  typename A::template In<float> a;
+  typename A::template In<float> b;
+  typename A::template Out<float> y;
+  int64_t n;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t i = FirstIndex(t); i < n; i += Stride(t)) y.Store(i, a.Load(i) + b.Load(i));
+  }
+};
+
+template <class A>
+struct ReluKernel {
+  typename A::template In<float> x;
+  typename A::template Out<float> y;
+  int64_t n;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t i = FirstIndex(t); i < n; i += Stride(t)) {
+      const float v = x.Load(i);
+      y.Store(i, v > 0.f ? v : 0.f);
+    }
+  }
+};
+
+template <class A>
+struct ReluGradKernel {
+  typename A::template In<float> x;
+  typename A::template In<float> dy;
+  typename A::template Out<float> dx;
+  int64_t n;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t i = FirstIndex(t); i < n; i += Stride(t)) {
+      dx.Store(i, x.Load(i) > 0.f ? dy.Load(i) : 0.f);
+    }
+  }
+};
+
+// One block per row: the row's max and sum through the block API. exp is expf (the CPU's
+// std::exp on floats; CUDA's expf is within 2 ulp of it) and the sum's order is the block's,
+// so rows match the CPU within a tolerance (SoftmaxRowsTolerance in the tests).
+template <class A>
+struct SoftmaxRowsKernel {
+  typename A::template In<float> x;
+  typename A::template Out<float> y;
+  int64_t rows;
+  int64_t cols;
+  template <class Block>
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t, Block& block) const {
+    for (int64_t r = FirstRow(t); r < rows; r += RowStride(t)) {
+      const int64_t base = r * cols;
+      float m = -INFINITY;
+      for (int64_t j = t.thread; j < cols; j += t.block_dim) m = Max(m, x.Load(base + j));
+      m = BlockMax(t, block, m);
+      float s = 0.f;
+      for (int64_t j = t.thread; j < cols; j += t.block_dim) s += expf(x.Load(base + j) - m);
+      s = BlockSum(t, block, s);
+      for (int64_t j = t.thread; j < cols; j += t.block_dim) {
+        y.Store(base + j, expf(x.Load(base + j) - m) / s);
+      }
+    }
+  }
+};
+
+// One block per row; thread 0 writes the row's sum. Exact (equal to the CPU's sequential sum)
+// when every partial sum is exact, e.g. small integers; otherwise within rounding.
+template <class A>
+struct RowSumKernel {
+  typename A::template In<float> x;
+  typename A::template Out<float> y;
+  int64_t rows;
+  int64_t cols;
+  template <class Block>
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t, Block& block) const {
+    for (int64_t r = FirstRow(t); r < rows; r += RowStride(t)) {
+      float s = 0.f;
+      for (int64_t j = t.thread; j < cols; j += t.block_dim) s += x.Load(r * cols + j);
+      s = BlockSum(t, block, s);
+      if (t.thread == 0) y.Store(r, s);
+    }
+  }
+};
+
+// Optimizer::Update<float> for Momentum, fused, element by element in the CPU's order:
+//   decay    w = fmaf(-decay, w, w)                  (w -= decay * w, fused by GCC)
+//   clip     g = g * grad_scale
+//   velocity v = fmaf(mu, v, -(rate * g))             (mu * v - rate * g, fused by GCC)
+//   weight   w = w + v,  Nesterov: w = w + fmaf(mu, v, -(rate * g))
+template <class A>
+struct MomentumKernel {
+  MomentumParams p;
+  typename A::template In<float> g;
+  typename A::template Out<float> v;
+  typename A::template Out<float> w;
+  int64_t n;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t i = FirstIndex(t); i < n; i += Stride(t)) {
+      float wi = w.Load(i);
+      if (p.decay) wi = fmaf(-p.decay_rate, wi, wi);
+      float gi = g.Load(i);
+      if (p.scale_gradient) gi = gi * p.gradient_scale;
+      const float vi = fmaf(p.momentum, v.Load(i), -(p.rate * gi));
+      v.Store(i, vi);
+      w.Store(i, p.nesterov ? wi + fmaf(p.momentum, vi, -(p.rate * gi)) : wi + vi);
+    }
+  }
+};
+
+// Optimizer::Update<float> for Adam, fused:
+//   decay  w = fmaf(-decay, w, w)
+//   clip   g = g * grad_scale
+//   m = fmaf(b1, m, (1 - b1) * g);  s = fmaf(b2, s, ((1 - b2) * g) * g)     (fused by GCC)
+//   w = w - (step * m) / (sqrtf(s) + eps)                                     (IEEE sqrt, div)
+template <class A>
+struct AdamKernel {
+  AdamParams p;
+  typename A::template In<float> g;
+  typename A::template Out<float> m;
+  typename A::template Out<float> s;
+  typename A::template Out<float> w;
+  int64_t n;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    const float one_minus_b1 = 1.f - p.beta1, one_minus_b2 = 1.f - p.beta2;
+    for (int64_t i = FirstIndex(t); i < n; i += Stride(t)) {
+      float wi = w.Load(i);
+      if (p.decay) wi = fmaf(-p.decay_rate, wi, wi);
+      float gi = g.Load(i);
+      if (p.scale_gradient) gi = gi * p.gradient_scale;
+      const float mi = fmaf(p.beta1, m.Load(i), one_minus_b1 * gi);
+      const float si = fmaf(p.beta2, s.Load(i), (one_minus_b2 * gi) * gi);
+      m.Store(i, mi);
+      s.Store(i, si);
+      w.Store(i, wi - (p.step * mi) / (sqrtf(si) + p.epsilon));
+    }
+  }
+};
+
+}  // namespace lockstep::engine::gpu
+
+#endif  // LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_H_
