@@ -61,7 +61,7 @@ def run_rank(a):
 
     torch.cuda.set_device(0)
     dist.init_process_group("nccl", init_method="file://" + a.init_file, rank=a.rank,
-                            world_size=a.np)
+                            world_size=a.np, device_id=torch.device("cuda", 0))
     want = a.np * (a.np + 1) / 2.0
     if a.rank == 0:
         print("# torch_allreduce: %d ranks on GPU 0 (of %d), f32 sum, blocking calls, "
