@@ -181,13 +181,16 @@ write_report() {
     fi
     if [ "$failed" -gt 0 ]; then
       echo
-      echo "## The failing steps' last lines"
+      echo "## The failing steps: first error lines, then the last lines"
       awk -F'\t' '$2 == "FAIL" { print $1 }' "$records" | while read -r name; do
         local f=$logs/${name//[^A-Za-z0-9_.-]/_}.log
+        [ -s "$f" ] || continue
         echo
         echo "### $name"
         echo '```'
-        [ -f "$f" ] && tail -n 8 "$f" | cut -c 1-300
+        grep -m 4 -i -B 1 ': Failure$\|error\|failed\|refused' "$f" | cut -c 1-300
+        echo '...'
+        tail -n 6 "$f" | cut -c 1-300
         echo '```'
       done
     fi
@@ -366,7 +369,10 @@ if wanted tests; then
     fi
     run_step "$name" 150 "$end" "${binenv[@]}" "$root/$path" --gtest_output="xml:$xml"
     if [ -s "$xml" ]; then
-      record_step "$name" "$(gtest_counts "$xml")"
+      figure=$(gtest_counts "$xml")
+      # The first failed expectation, in a line: "file:line: Failure / Value of: ... / Actual: ...".
+      first=$(grep -m 1 -A 3 ': Failure$' "$STEP_LOG" | tr '\n' ' ' | tr -s ' ' | cut -c 1-220)
+      record_step "$name" "$figure${first:+; first: $first}"
     else
       record_step "$name" "no XML: $(last_line "$STEP_LOG")"
     fi

@@ -63,11 +63,13 @@ def run_rank(a):
     dist.init_process_group("nccl", init_method="file://" + a.init_file, rank=a.rank,
                             world_size=a.np, device_id=torch.device("cuda", 0))
     want = a.np * (a.np + 1) / 2.0
+    nccl = torch.cuda.nccl.version()
+    nccl = ".".join(str(v) for v in nccl) if isinstance(nccl, tuple) else str(nccl)
     if a.rank == 0:
         print("# torch_allreduce: %d ranks on GPU 0 (of %d), f32 sum, blocking calls, "
               "warmup %d, iters %d, torch %s, NCCL %s"
               % (a.np, torch.cuda.device_count(), a.warmup, a.iters, torch.__version__,
-                 ".".join(str(v) for v in torch.cuda.nccl.version())))
+                 nccl))
         print("# %12s %12s %6s %12s %12s %12s %7s"
               % ("size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong"))
         sys.stdout.flush()

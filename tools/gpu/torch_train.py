@@ -74,8 +74,8 @@ def gemm_ms(torch, batch, dtype, iters):
 
 def run_config(torch, a, config):
     nn = torch.nn
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    # f32 products in full precision (no TF32); the API that every torch 2.x keeps.
+    torch.set_float32_matmul_precision("highest")
     torch.manual_seed(1)
     layers = []
     for fan_in, fan_out in zip(LAYERS[:-1], LAYERS[1:]):
@@ -85,11 +85,9 @@ def run_config(torch, a, config):
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(a.batch, LAYERS[0], device="cuda")
     y = torch.randint(0, LAYERS[-1], (a.batch,), device="cuda")
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=(config == "bf16"))
-
     def step():
         opt.zero_grad(set_to_none=True)
-        with autocast:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=(config == "bf16")):
             loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
@@ -125,6 +123,7 @@ def run_config(torch, a, config):
         "max_memory_allocated_bytes": peak,
         "loss_first": round(first, 5),
         "loss_last": round(last, 5),
+        "f32_matmul_precision": torch.get_float32_matmul_precision(),
         "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
     }
