@@ -6,7 +6,8 @@
 # BUNDLE is tools/gpu_bundle.sh's tarball (.tar.xz or .tar.gz) or the folder it unpacks to.
 # Steps, each under its own `timeout`, a failing step never stopping the rest:
 #   unpack, env (nvidia-smi: GPU, driver), libs (libnccl/libcublas/libcudnn from python3's
-#   nvidia wheels, put on the bundle binaries' LD_LIBRARY_PATH);
+#   nvidia wheels, put on the bundle binaries' LD_LIBRARY_PATH), binaries (each of bin/ starts:
+#   its libraries load);
 #   every requires-gpu test in the bundle's tests.txt, --gtest_output=xml (150 s each);
 #   all-reduce: bin/nccl_allreduce (ours) and tools/gpu/torch_allreduce.py (torch), 2 ranks on
 #     GPU 0 with distinct NCCL_HOSTID, 8 B to 256 MiB, then their busbw ratio at >= 1 MiB;
@@ -19,7 +20,8 @@
 # log and the gtest XML). The report is written even when steps fail or the run is interrupted.
 # The whole run keeps to GPU_CHECK_BUDGET_S (default 330 s): steps get what is left of their
 # phase's share, and are skipped, saying so, once it is spent.
-# GPU_CHECK_STEPS (default env,tests,allreduce,train,local,sanitizer) picks the phases.
+# GPU_CHECK_STEPS (default binaries,tests,allreduce,train,local,sanitizer) picks the phases;
+# unpack, env and libs always run. Rerun a part: GPU_CHECK_STEPS=allreduce tools/gpu_check.sh ...
 # Exit status: 0 when every step passed, 1 when one failed, 2 for bad arguments.
 set -u
 
@@ -51,7 +53,7 @@ if ! [[ "$budget" =~ ^[0-9]+$ ]]; then
   echo "gpu_check: GPU_CHECK_BUDGET_S=$budget: want whole seconds" >&2
   exit 2
 fi
-phases=",${GPU_CHECK_STEPS:-env,tests,allreduce,train,local,sanitizer},"
+phases=",${GPU_CHECK_STEPS:-binaries,tests,allreduce,train,local,sanitizer},"
 start=$SECONDS
 setup_end=$((budget + 150))  # unpack, env and libs run whatever the budget
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
@@ -267,23 +269,21 @@ gpu_tools=$root/tools/gpu
 
 # --- env and libraries ----------------------------------------------------------------------
 
-nvlibs=""
-if wanted env; then
-  run_step env 30 "$setup_end" nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
-  if [ "$STEP_RC" -eq 0 ]; then
-    gpu=$(head -n 1 "$STEP_LOG")
-    nvidia-smi >>"$STEP_LOG" 2>&1
-    record_step env "$gpu ($(grep -c . "$STEP_LOG" | awk '{print $1}') lines of nvidia-smi in the log)"
-  elif ! command -v nvidia-smi >/dev/null; then
-    record_step env "no nvidia-smi on this machine: no NVIDIA driver here"
-  else
-    record_step env "nvidia-smi failed: $(last_line "$STEP_LOG")"
-  fi
+run_step env 30 "$setup_end" nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
+if [ "$STEP_RC" -eq 0 ]; then
+  gpu=$(head -n 1 "$STEP_LOG")
+  timeout 30 nvidia-smi >>"$STEP_LOG" 2>&1
+  record_step env "$gpu (nvidia-smi's output in the log)"
+elif ! command -v nvidia-smi >/dev/null; then
+  record_step env "no nvidia-smi on this machine: no NVIDIA driver here"
+else
+  record_step env "nvidia-smi failed: $(last_line "$STEP_LOG")"
+fi
 
-  # The directories of the nvidia wheels' libraries (nvidia/<pkg>/lib), and of the named
-  # libraries wherever else they are under nvidia/ or in a package's lib/ (torch/lib).
-  cat >"$work/find_libs.py" <<'PY'
-import glob, os, site, sys
+# The directories of the nvidia wheels' libraries (nvidia/<pkg>/lib), and of the named
+# libraries wherever else they are under nvidia/ or in a package's lib/ (torch/lib).
+cat >"$work/find_libs.py" <<'PY'
+import glob, os, site
 roots = [p for p in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(p)]
 dirs = []
 for r in roots:
@@ -304,15 +304,14 @@ for name in want:
     where = [d for d in dirs if os.path.exists(os.path.join(d, name))]
     print("%s: %s" % (name, where[0] if where else "MISSING"))
 PY
-  run_step libs 60 "$setup_end" python3 "$work/find_libs.py"
-  nvlibs=$(sed -n 's/^LIBDIRS=//p' "$STEP_LOG")
-  missing=$(grep -c ': MISSING$' "$STEP_LOG")
-  if [ "$STEP_RC" -eq 0 ] && grep -q '^libnccl.so.2: /' "$STEP_LOG"; then
-    record_step libs "$(grep -c . <<<"${nvlibs//:/$'\n'}") library folders; $([ "$missing" -gt 0 ] && echo "missing: $(grep ': MISSING$' "$STEP_LOG" | cut -d: -f1 | tr '\n' ' ')" || echo "NCCL, cuBLAS, cuDNN found")"
-  else
-    [ "$STEP_RC" -eq 0 ] && STEP_RC=1
-    record_step libs "libnccl.so.2 not found in python3's site-packages: $(last_line "$STEP_LOG")"
-  fi
+run_step libs 60 "$setup_end" python3 "$work/find_libs.py"
+nvlibs=$(sed -n 's/^LIBDIRS=//p' "$STEP_LOG")
+missing=$(grep -c ': MISSING$' "$STEP_LOG")
+if [ "$STEP_RC" -eq 0 ] && grep -q '^libnccl.so.2: /' "$STEP_LOG"; then
+  record_step libs "$(grep -c . <<<"${nvlibs//:/$'\n'}") library folders; $([ "$missing" -gt 0 ] && echo "missing: $(grep ': MISSING$' "$STEP_LOG" | cut -d: -f1 | tr '\n' ' ')" || echo "NCCL, cuBLAS, cuDNN found")"
+else
+  [ "$STEP_RC" -eq 0 ] && STEP_RC=1
+  record_step libs "libnccl.so.2 not found in python3's site-packages: $(last_line "$STEP_LOG")"
 fi
 # The bundle's binaries: its own lib/ first, then the GPU libraries. Python and the system's
 # tools keep their own environment (the bundle's libstdc++ is older than theirs may need).
@@ -334,7 +333,7 @@ check_binaries() {
   done
   return "$bad"
 }
-if wanted env; then
+if wanted binaries; then
   t0=$SECONDS
   check_binaries "$root" >"$logs/binaries.log" 2>&1
   STEP_RC=$? STEP_SECS=$((SECONDS - t0)) STEP_LIMIT=20
