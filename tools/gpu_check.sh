@@ -71,8 +71,9 @@ wanted() { [[ "$phases" == *",$1,"* ]]; }
 
 # record STEP STATUS EXIT SECONDS FIGURE: one row of the report.
 record() {
-  local figure=${5//$'\t'/ }
-  figure=${figure//$'\n'/ }
+  local figure
+  # One line of printable text: the report's table and its JSON strings need nothing more.
+  figure=$(printf '%s' "$5" | tr '\t\n' '  ' | tr -d '\000-\037')
   printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$figure" >>"$records"
   log "$1: $2 (exit $3, $4 s): $figure"
 }
@@ -357,6 +358,7 @@ gtest_counts() {
 
 if wanted tests; then
   end=$(phase_end 45)
+  t0=$SECONDS
   while read -r label path; do
     [ -n "$label" ] || continue
     name="test ${label#//}"
@@ -376,6 +378,17 @@ if wanted tests; then
       record_step "$name" "no XML: $(last_line "$STEP_LOG")"
     fi
   done <"$root/tests.txt"
+  # All the tests in one row: binaries that passed, and the cases.
+  awk -F'\t' -v t="$((SECONDS - t0))" '$1 ~ /^test / {
+      n++; if ($2 == "ok") ok++; if ($2 == "FAIL") bad++
+      if (match($5, /^[0-9]+ passed, [0-9?]+ failed, [0-9]+ skipped/)) {
+        split(substr($5, 1, RLENGTH), c, " "); p += c[1]; f += c[3]; s += c[5]
+      }
+    }
+    END {
+      printf "tests (all)\t%s\t%d\t%d\t%d of %d binaries passed; cases: %d passed, %d failed, %d skipped\n",
+             (bad > 0 ? "FAIL" : ok == n ? "ok" : "SKIP"), bad, t, ok, n, p, f, s
+    }' "$records" >>"$records"
 fi
 
 # --- all-reduce: ours vs torch --------------------------------------------------------------

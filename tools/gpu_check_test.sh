@@ -138,6 +138,7 @@ expect_grep '| env | ok | 0 | .* | NVIDIA H100 80GB HBM3, 580.65.06' "$md" "env 
 expect_grep '| binaries | ok | 0 | .* | all 1 of bin/ start |' "$md" "binaries row"
 expect_grep '| test engine/kernels/cuda:fake_kernel_test | ok | 0 | .* | 2 passed, 0 failed, 1 skipped |' "$md" "passing test row"
 expect_grep '| test collectives/nccl:fake_nccl_test | FAIL | 1 | .* | 1 passed, 1 failed, 1 skipped |' "$md" "failing test row"
+expect_grep '| tests (all) | FAIL | 2 | .* | 1 of 3 binaries passed; cases: 3 passed, 1 failed, 2 skipped |' "$md" "all the tests' row"
 expect_grep '| test collectives/nccl:gone_test | FAIL | 127 | .* | not in the bundle' "$md" "missing test row"
 expect_grep '| allreduce_ours | ok | 0 | .* | 8 B: 40.00 us; 1 MiB: busbw 5.000 GB/s |' "$md" "our all-reduce row"
 expect_grep '| allreduce_vs_torch | FAIL | 1 | .* | ours/torch busbw at >= 1 MiB: min 0.500x' "$md" "comparison row"
