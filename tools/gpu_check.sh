@@ -264,9 +264,10 @@ if [ "$STEP_RC" -ne 0 ] || [ -z "$root" ]; then
   exit 1
 fi
 record_step unpack "$(find "$root" -type f | wc -l) files, $(wc -l <"$root/tests.txt") tests in tests.txt"
-# The bundle's torch scripts are the ones its binaries were built with; the tree's otherwise.
-gpu_tools=$root/tools/gpu
-[ -d "$gpu_tools" ] || gpu_tools=$repo/tools/gpu
+# The torch scripts that came with this script (a bundle built earlier may hold older ones);
+# the bundle's copy where the tree has none. GPU_CHECK_TOOLS names another folder of them.
+gpu_tools=${GPU_CHECK_TOOLS:-$repo/tools/gpu}
+[ -f "$gpu_tools/torch_train.py" ] || gpu_tools=$root/tools/gpu
 
 # --- env and libraries ----------------------------------------------------------------------
 

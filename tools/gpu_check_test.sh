@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tools/gpu_check.sh without a GPU, so that it cannot rot between the rare GPU runs: the scripts
 # parse, bad arguments are refused, and on a fake bundle (shell scripts standing in for the
-# test binaries, the all-reduce bench, the torch scripts, nvidia-smi and compute-sanitizer) the
-# run reaches its report with the right rows, figures, JSON and logs. No Bazel, no GPU.
+# test binaries, the all-reduce bench, nvidia-smi and compute-sanitizer; fake torch scripts
+# through GPU_CHECK_TOOLS) the run reaches its report with the right rows, figures, JSON and
+# logs. No Bazel, no GPU.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 check=$here/gpu_check.sh
@@ -46,7 +47,7 @@ expect_grep "no bundle at" "$tmp/usage.out" "gpu_check.sh with a missing bundle"
 
 # The fake bundle.
 b=$tmp/stage/lockstep-gpu
-mkdir -p "$b/bin" "$b/lib" "$b/tools/gpu" "$b/tests/engine/kernels/cuda" "$b/tests/collectives/nccl" \
+mkdir -p "$b/bin" "$b/lib" "$tmp/fake_tools" "$b/tests/engine/kernels/cuda" "$b/tests/collectives/nccl" \
   "$tmp/path"
 echo "fake" >"$b/VERSION"
 printf '#!/usr/bin/env bash\nexec "$@"\n' >"$b/run.sh"
@@ -97,8 +98,8 @@ table() {  # BUSBW_AT_1MIB
 chmod +x "$b/bin/nccl_allreduce"
 {
   echo "print('''$(table 10.000)''')"
-} >"$b/tools/gpu/torch_allreduce.py"
-cat >"$b/tools/gpu/torch_train.py" <<'EOF'
+} >"$tmp/fake_tools/torch_allreduce.py"
+cat >"$tmp/fake_tools/torch_train.py" <<'EOF'
 print('{"config": "f32", "examples_per_s": 60000.5, "step_ms": 68.2, "gemm_ms": 60.1, "max_memory_allocated_bytes": 2147483648}')
 print('{"config": "bf16", "error": "RuntimeError: out of memory"}')
 raise SystemExit(1)
@@ -123,7 +124,7 @@ chmod +x "$tmp/path/"*
 tar -C "$tmp/stage" -czf "$tmp/fake.tar.gz" lockstep-gpu
 out=$tmp/out
 start=$SECONDS
-PATH=$tmp/path:$PATH OUT=$out GPU_CHECK_BUDGET_S=60 "$check" "$tmp/fake.tar.gz" >"$tmp/run.out" 2>&1
+PATH=$tmp/path:$PATH OUT=$out GPU_CHECK_BUDGET_S=60 GPU_CHECK_TOOLS=$tmp/fake_tools "$check" "$tmp/fake.tar.gz" >"$tmp/run.out" 2>&1
 rc=$?
 echo "fake run: exit $rc in $((SECONDS - start)) s"
 [ "$rc" -eq 1 ] || fail "the fake run exited $rc, want 1 (one test fails)"
