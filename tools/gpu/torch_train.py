@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""PyTorch's eager training loop of the MLP that bench/train_throughput --device=gpu measures.
+
+MLP 4096-8192-8192-10 (ReLU), softmax cross-entropy, SGD with momentum 0.9, global batch 4096
+on GPU 0, synthetic data, in two configurations: f32 with TF32 off, and bf16 autocast (f32
+weights, bf16 products, as our BF16_MIXED). For each, --warmup steps, then --steps timed ones
+(torch.cuda.synchronize before and after), and prints one JSON line: examples/s, step ms,
+torch.cuda.max_memory_allocated over the loop, and the cuBLAS time of that step's products
+alone (torch.mm of the same shapes and precision, CUDA events): the bound a step can approach.
+The products of one step: forward x.W1, h1.W2, h2.W3; weight gradients dW3, dW2, dW1; input
+gradients dh2 and dh1 (the batch needs none): 8 GEMMs.
+
+  python3 tools/gpu/torch_train.py [--configs=f32,bf16] [--steps=30] [--warmup=5]
+
+Exit status 0 when every configuration ran; 1 when one failed (its line says why); 3 when
+torch or a CUDA GPU is missing.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+LAYERS = [4096, 8192, 8192, 10]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--configs", default="f32,bf16", help="f32 (TF32 off) and/or bf16 (autocast)")
+    p.add_argument("--batch", type=int, default=4096, help="global batch")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps")
+    p.add_argument("--steps", type=int, default=30, help="timed steps")
+    p.add_argument("--gemm_iters", type=int, default=20, help="timed runs of each product")
+    p.add_argument("--lr", type=float, default=0.01)
+    a = p.parse_args(argv)
+    a.configs = [c for c in a.configs.split(",") if c]
+    bad = [c for c in a.configs if c not in ("f32", "bf16")]
+    if bad or not a.configs or a.batch < 1 or a.warmup < 0 or a.steps < 1 or a.gemm_iters < 1:
+        p.error("want --configs from f32,bf16 (got %s), --batch >= 1, --warmup >= 0, --steps >= 1"
+                % ",".join(a.configs))
+    return a
+
+
+def gemm_shapes(batch):
+    """(m, k, n) of each product of one training step, as torch.mm(m x k, k x n)."""
+    shapes = []
+    for fan_in, fan_out in zip(LAYERS[:-1], LAYERS[1:]):
+        shapes.append((batch, fan_in, fan_out))  # forward
+        shapes.append((fan_out, batch, fan_in))  # weight gradient: dY^T . X
+    for fan_in, fan_out in list(zip(LAYERS[:-1], LAYERS[1:]))[1:]:
+        shapes.append((batch, fan_out, fan_in))  # input gradient: dY . W
+    return shapes
+
+
+def gemm_ms(torch, batch, dtype, iters):
+    """Milliseconds of one step's products, each timed alone with CUDA events."""
+    total = 0.0
+    for m, k, n in gemm_shapes(batch):
+        x = torch.randn(m, k, device="cuda", dtype=dtype)
+        w = torch.randn(k, n, device="cuda", dtype=dtype)
+        for _ in range(3):
+            torch.mm(x, w)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            torch.mm(x, w)
+        end.record()
+        end.synchronize()
+        total += start.elapsed_time(end) / iters
+        del x, w
+    return total
+
+
+def run_config(torch, a, config):
+    nn = torch.nn
+    # f32 products in full precision (no TF32); the API that every torch 2.x keeps.
+    torch.set_float32_matmul_precision("highest")
+    torch.manual_seed(1)
+    layers = []
+    for fan_in, fan_out in zip(LAYERS[:-1], LAYERS[1:]):
+        layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
+    model = nn.Sequential(*layers[:-1]).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    x = torch.randn(a.batch, LAYERS[0], device="cuda")
+    y = torch.randint(0, LAYERS[-1], (a.batch,), device="cuda")
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=(config == "bf16")):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    first = step().item()
+    for _ in range(a.warmup):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(a.steps):
+        loss = step()
+    torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / a.steps
+    peak = torch.cuda.max_memory_allocated()
+    last = loss.item()
+    del model, opt, x, y, loss
+    torch.cuda.empty_cache()
+    products = gemm_ms(torch, a.batch, torch.float32 if config == "f32" else torch.bfloat16,
+                       a.gemm_iters)
+    step_ms = seconds * 1e3
+    return {
+        "config": config,
+        "model": "mlp " + "-".join(str(n) for n in LAYERS),
+        "batch": a.batch,
+        "steps": a.steps,
+        "examples_per_s": round(a.batch / seconds, 1),
+        "step_ms": round(step_ms, 3),
+        "gemm_ms": round(products, 3),
+        "step_over_gemm": round(step_ms / products, 3),
+        "max_memory_allocated_bytes": peak,
+        "loss_first": round(first, 5),
+        "loss_last": round(last, 5),
+        "f32_matmul_precision": torch.get_float32_matmul_precision(),
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+    }
+
+
+def main(argv):
+    a = parse_args(argv)
+    try:
+        import torch
+    except ImportError as e:
+        print("torch_train: torch is not installed for %s (%s)" % (sys.executable, e),
+              file=sys.stderr)
+        return 3
+    if not torch.cuda.is_available():
+        print("torch_train: torch %s sees no CUDA GPU (check the driver and "
+              "CUDA_VISIBLE_DEVICES)" % torch.__version__, file=sys.stderr)
+        return 3
+    rc = 0
+    for config in a.configs:
+        try:
+            line = run_config(torch, a, config)
+        except Exception as e:  # one failed configuration does not stop the next
+            line = {"config": config, "error": "%s: %s" % (type(e).__name__, e)}
+            rc = 1
+            torch.cuda.empty_cache()
+        print(json.dumps(line))
+        sys.stdout.flush()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
