@@ -45,11 +45,12 @@ struct Principal {
   std::string ToString() const;  // "worker worker-0", "viewer alice"
 };
 
-// The principal a verified certificate from the cluster CA stands for: `subject` is the
-// subject as gRPC reports it ("CN=worker-0,OU=daemon,O=lockstep"); OU=daemon is a worker,
-// OU=viewer / OU=operator a client of that role; nullopt for any other (no OU, an unknown
-// one, or no CN).
-std::optional<Principal> PrincipalFromCertificate(absl::string_view subject);
+// The principal a verified certificate from the cluster CA stands for, from its subject's
+// fields as common/certs.h ReadCertificateSubject read them (one CN, at most one OU):
+// OU=daemon is a worker, OU=viewer / OU=operator a client of that role; nullopt for any
+// other (no OU, an unknown one, or no CN).
+std::optional<Principal> PrincipalFromCertificate(absl::string_view common_name,
+                                                  absl::string_view unit);
 
 // The coordinator's gRPC services, each with its own table.
 enum class Service { kWorker, kJob };
