@@ -49,6 +49,7 @@ constexpr Rule kJobServiceRules[] = {
     {"SubmitJob", kOperators},
     {"CancelJob", kOperators},
     {"DrainWorker", kOperators},
+    {"ReleaseTask", kOperators},
 };
 // clang-format on
 

@@ -12,7 +12,7 @@
 //     viewer       a bearer token, or a client certificate with OU=viewer: status and the
 //                  read-only job RPCs.
 //     operator     a client with OU=operator or an operator token: a viewer's RPCs plus
-//                  SubmitJob, CancelJob and DrainWorker.
+//                  SubmitJob, CancelJob, DrainWorker and ReleaseTask.
 // Workers never act as clients and clients never reach worker RPCs. A method missing from
 // its service's table is refused to everyone.
 //

@@ -63,7 +63,7 @@ TEST(AuthzTest, ViewersReadOperatorsChange) {
     EXPECT_TRUE(Authorize(Service::kJob, m, kViewer).ok()) << m;
     EXPECT_TRUE(Authorize(Service::kJob, m, kOperator).ok()) << m;
   }
-  for (const char* m : {"SubmitJob", "CancelJob", "DrainWorker"}) {
+  for (const char* m : {"SubmitJob", "CancelJob", "DrainWorker", "ReleaseTask"}) {
     EXPECT_TRUE(Authorize(Service::kJob, m, kOperator).ok()) << m;
     absl::Status s = Authorize(Service::kJob, m, kViewer);
     EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << m;

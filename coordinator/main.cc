@@ -53,7 +53,8 @@ ABSL_FLAG(std::string, tls_cert, "",
 ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls_cert.");
 ABSL_FLAG(std::string, tokens_file, "",
           "Clients' bearer tokens, one per line: `<token> <role> <name>`, role viewer "
-          "(status, jobs, describe, watch) or operator (also submit, cancel). SIGHUP reloads it.");
+          "(status, jobs, describe, watch) or operator (also submit, cancel, drain, release). "
+          "SIGHUP reloads it.");
 ABSL_FLAG(std::string, metrics_address, "",
           "HOST:PORT to serve Prometheus metrics on: plain HTTP, /metrics only "
           "(lockstep_coordinator_*; port 0: any free port, logged). Empty: no metrics.");

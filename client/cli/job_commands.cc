@@ -206,6 +206,26 @@ int RunDrain(const CommandArgs& args, const CommandContext& ctx) {
   return kExitOk;
 }
 
+int RunRelease(const CommandArgs& args, const CommandContext& ctx) {
+  bool output_ok;
+  const bool json = JsonOutput(args, ctx, "release", &output_ok);
+  if (!output_ok) return kExitUsage;
+  if (args.positional().size() != 1) {
+    *ctx.err << "lockstep release: expected one TASK such as worker/1 (see `lockstep status`)\n";
+    return kExitUsage;
+  }
+  auto jobs = Connect(args, ctx, "release");
+  if (jobs == nullptr) return kExitUsage;
+  absl::StatusOr<v1::ReleaseTaskResponse> released = jobs->ReleaseTask(args.positional()[0]);
+  if (!released.ok()) return FailRpc(ctx, "release", released.status());
+  if (json) return PrintJson(*released, ctx);
+  const std::string task = args.positional()[0];
+  *ctx.out << task << " released"
+           << (released->identity().empty() ? "" : " from identity " + released->identity())
+           << ": any worker identity may register it now\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 bool IsTerminal(const CommandContext& ctx) {
@@ -324,6 +344,18 @@ Command DrainCommand() {
   c.options = WithConnection(
       {kOutputOption, {"undo", "Make the worker schedulable again.", /*takes_value=*/false}});
   c.run = RunDrain;
+  return c;
+}
+
+Command ReleaseCommand() {
+  Command c;
+  c.name = "release";
+  c.usage = "release TASK [--coordinator=HOST:PORT] [--output=table|json]";
+  c.summary =
+      "Releases a task (e.g. worker/1) from the worker certificate that registered it, so "
+      "another may register it (a replaced machine); the task must not be ALIVE.";
+  c.options = WithConnection({kOutputOption});
+  c.run = RunRelease;
   return c;
 }
 
