@@ -17,11 +17,11 @@
 //   deregistrations and assignment streams for the task from any other identity;
 // - task indexes are bounded (`max_task_index`), and so is the number of tasks one identity
 //   holds (`max_tasks_per_identity`): RESOURCE_EXHAUSTED naming the flag, nothing changed;
-// - two live tasks of one identity never share an address (ALREADY_EXISTS). An address
-//   another identity's task uses does not refuse the registration (the coordinator cannot
-//   tell which identity really serves it, and a refusal would let any certificate keep the
-//   owner of a task out by registering its address first); Registration names the tasks
-//   that share it, for the adapter to log;
+// - two live tasks of one identity (under --insecure: any two) never share an address
+//   (ALREADY_EXISTS). An address another identity's task uses does not refuse the
+//   registration (the coordinator cannot tell which identity really serves it, and a
+//   refusal would let any certificate keep the owner of a task out by registering its
+//   address first); Registration names the tasks that share it, for the adapter to log;
 // - with no task given (dynamic registration) the identity's own LOST worker task is taken
 //   back (a restarted process), else the lowest worker index that is free (never held, or
 //   DEREGISTERED) is assigned; a LOST task keeps its index for its return.

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "client/cli/connection.h"
@@ -177,15 +179,25 @@ int RunCancel(const CommandArgs& args, const CommandContext& ctx) {
   return kExitOk;
 }
 
-int RunDrain(const CommandArgs& args, const CommandContext& ctx) {
+// The client of a `command` on one TASK (drain, release), after checking --output (`*json`)
+// and that one TASK is given; nullptr (after printing why) on a usage error.
+std::unique_ptr<client::CoordinatorClient> ConnectForTask(const CommandArgs& args,
+                                                          const CommandContext& ctx,
+                                                          const std::string& command, bool* json) {
   bool output_ok;
-  const bool json = JsonOutput(args, ctx, "drain", &output_ok);
-  if (!output_ok) return kExitUsage;
+  *json = JsonOutput(args, ctx, command, &output_ok);
+  if (!output_ok) return nullptr;
   if (args.positional().size() != 1) {
-    *ctx.err << "lockstep drain: expected one TASK such as worker/1 (see `lockstep status`)\n";
-    return kExitUsage;
+    *ctx.err << "lockstep " << command
+             << ": expected one TASK such as worker/1 (see `lockstep status`)\n";
+    return nullptr;
   }
-  auto jobs = Connect(args, ctx, "drain");
+  return Connect(args, ctx, command);
+}
+
+int RunDrain(const CommandArgs& args, const CommandContext& ctx) {
+  bool json;
+  auto jobs = ConnectForTask(args, ctx, "drain", &json);
   if (jobs == nullptr) return kExitUsage;
   const bool undo = args.Has("undo");
   absl::StatusOr<v1::DrainWorkerResponse> drained = jobs->DrainWorker(args.positional()[0], undo);
@@ -207,14 +219,8 @@ int RunDrain(const CommandArgs& args, const CommandContext& ctx) {
 }
 
 int RunRelease(const CommandArgs& args, const CommandContext& ctx) {
-  bool output_ok;
-  const bool json = JsonOutput(args, ctx, "release", &output_ok);
-  if (!output_ok) return kExitUsage;
-  if (args.positional().size() != 1) {
-    *ctx.err << "lockstep release: expected one TASK such as worker/1 (see `lockstep status`)\n";
-    return kExitUsage;
-  }
-  auto jobs = Connect(args, ctx, "release");
+  bool json;
+  auto jobs = ConnectForTask(args, ctx, "release", &json);
   if (jobs == nullptr) return kExitUsage;
   absl::StatusOr<v1::ReleaseTaskResponse> released = jobs->ReleaseTask(args.positional()[0]);
   if (!released.ok()) return FailRpc(ctx, "release", released.status());
