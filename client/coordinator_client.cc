@@ -12,6 +12,22 @@
 
 namespace lockstep {
 namespace client {
+namespace {
+
+// "worker/1" into `out`. INVALID_ARGUMENT naming a malformed task.
+absl::Status ParseTask(const std::string& task, v1::TaskId* out) {
+  std::vector<std::string> parts = absl::StrSplit(task, '/');
+  int index = -1;
+  if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &index) || index < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task: expected TYPE/INDEX such as worker/1, got \"", task, "\""));
+  }
+  out->set_type(parts[0]);
+  out->set_index(index);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
     const std::string& address, const TlsOptions& tls, absl::Duration rpc_timeout) {
@@ -59,17 +75,16 @@ absl::StatusOr<v1::JobRecord> CoordinatorClient::CancelJob(const std::string& id
 
 absl::StatusOr<v1::DrainWorkerResponse> CoordinatorClient::DrainWorker(const std::string& task,
                                                                        bool undo) {
-  std::vector<std::string> parts = absl::StrSplit(task, '/');
-  int index = -1;
-  if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &index) || index < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("task: expected TYPE/INDEX such as worker/1, got \"", task, "\""));
-  }
   v1::DrainWorkerRequest request;
-  request.mutable_task()->set_type(parts[0]);
-  request.mutable_task()->set_index(index);
+  LS_RETURN_IF_ERROR(ParseTask(task, request.mutable_task()));
   request.set_undo(undo);
   return Call(&v1::JobService::Stub::AsyncDrainWorker, "DrainWorker", request);
+}
+
+absl::StatusOr<v1::ReleaseTaskResponse> CoordinatorClient::ReleaseTask(const std::string& task) {
+  v1::ReleaseTaskRequest request;
+  LS_RETURN_IF_ERROR(ParseTask(task, request.mutable_task()));
+  return Call(&v1::JobService::Stub::AsyncReleaseTask, "ReleaseTask", request);
 }
 
 absl::StatusOr<v1::JobEvent> CoordinatorClient::WatchJob(

@@ -56,6 +56,9 @@ class CoordinatorClient {
   absl::StatusOr<v1::JobRecord> CancelJob(const std::string& id, const std::string& reason = "");
   // `task` is "worker/1" (type/index). INVALID_ARGUMENT naming a malformed task.
   absl::StatusOr<v1::DrainWorkerResponse> DrainWorker(const std::string& task, bool undo);
+  // Releases `task` ("worker/1") from the worker identity bound to it. INVALID_ARGUMENT
+  // naming a malformed task; the coordinator's NOT_FOUND / FAILED_PRECONDITION (ALIVE).
+  absl::StatusOr<v1::ReleaseTaskResponse> ReleaseTask(const std::string& task);
   // Streams the job's events into `on_event` until the job ends; returns the last event
   // (its job state is terminal). A broken stream is reopened (the first event of a new
   // stream is the current state: a restarting coordinator is waited for) until `deadline`,

@@ -1,6 +1,7 @@
 #include "common/certs.h"
 
 #include <fcntl.h>
+#include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -14,12 +15,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -36,6 +39,9 @@ struct X509StoreFree {
 };
 struct X509StoreCtxFree {
   void operator()(X509_STORE_CTX* p) const { X509_STORE_CTX_free(p); }
+};
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
 };
 struct FileClose {
   void operator()(FILE* f) const { fclose(f); }
@@ -237,9 +243,18 @@ absl::StatusOr<std::unique_ptr<CertificateAuthority>> CertificateAuthority::Open
 }
 
 absl::Status CertificateAuthority::Issue(const CertRequest& request) const {
-  if (request.name.empty() || absl::StrContains(request.name, "/") || request.name == "ca") {
-    return absl::InvalidArgumentError(absl::StrCat("certificate name \"", request.name,
-                                                   "\": expected a host or pod name (not \"ca\")"));
+  if (!IsValidCertificateName(request.name) || request.name == "ca") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "certificate name \"", absl::CHexEscape(request.name),
+        "\": expected a host or pod name (RFC 1123: lowercase letters, digits, '-' and '.', "
+        "labels of 1 to 63 characters; not \"ca\")"));
+  }
+  for (const std::string& san : request.sans) {
+    if (!san.empty() && !IsValidCertificateName(san) && !IsIpAddress(san)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--san \"", absl::CHexEscape(san),
+                       "\": expected a host name (RFC 1123, lowercase) or an IP address"));
+    }
   }
   if (request.client && request.role != "viewer" && request.role != "operator") {
     return absl::InvalidArgumentError(absl::StrCat("client certificate role \"", request.role,
@@ -301,6 +316,65 @@ absl::Status CheckCertificate(const std::string& ca_path, const std::string& cer
                                                    "; issue it again with `lockstep certs issue`"));
   }
   return absl::OkStatus();
+}
+
+bool IsValidCertificateName(absl::string_view name) {
+  if (name.empty() || name.size() > 253) return false;
+  for (absl::string_view label : absl::StrSplit(name, '.')) {
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return false;
+    }
+    for (char c : label) {
+      if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && c != '-') return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// The one entry of `nid` in `name` as UTF-8: "" when there is none, nullopt when there are
+// several or it does not convert.
+std::optional<std::string> OnlyEntry(X509_NAME* name, int nid) {
+  const int first = X509_NAME_get_index_by_NID(name, nid, -1);
+  if (first < 0) return "";
+  if (X509_NAME_get_index_by_NID(name, nid, first) >= 0) return std::nullopt;
+  X509_NAME_ENTRY* entry = X509_NAME_get_entry(name, first);
+  unsigned char* utf8 = nullptr;
+  const int length = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(entry));
+  if (length < 0) {
+    ERR_clear_error();
+    return std::nullopt;
+  }
+  std::string out(reinterpret_cast<const char*>(utf8), length);
+  OPENSSL_free(utf8);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<CertificateSubject> ReadCertificateSubject(absl::string_view pem) {
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  if (bio == nullptr) return SslFailure("BIO_new_mem_buf");
+  Cert cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (cert == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("not a PEM certificate (", SslError(), ")"));
+  }
+  X509_NAME* name = X509_get_subject_name(cert.get());
+  std::optional<std::string> cn = OnlyEntry(name, NID_commonName);
+  std::optional<std::string> ou = OnlyEntry(name, NID_organizationalUnitName);
+  if (!cn.has_value() || !ou.has_value()) {
+    return absl::InvalidArgumentError(
+        "certificate subject: more than one CN or OU (or one that is not text); a holder "
+        "has one name and one role");
+  }
+  if (!IsValidCertificateName(*cn)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("certificate subject: CN \"", absl::CHexEscape(*cn),
+                     "\" is not a host or pod name (RFC 1123, lowercase); issue the "
+                     "certificate with `lockstep certs issue`"));
+  }
+  return CertificateSubject{*std::move(cn), *std::move(ou)};
 }
 
 std::string NewBearerToken() {

@@ -7,6 +7,8 @@
 // key usage serverAuth and clientAuth) and carries OU=daemon; a client certificate is good
 // for clientAuth only and carries OU=<its role> (viewer or operator). Both name the holder
 // in the subject's CN and in a DNS (or IP) subject alternative name, plus any extra SANs.
+// A holder's name is what a host or pod name can be (IsValidCertificateName); the
+// coordinator reads it back with ReadCertificateSubject (X.509 fields, never text).
 //
 // Ownership: holds the CA's key and certificate in memory. Thread model: Issue is
 // thread-compatible (one caller at a time).
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace lockstep {
@@ -45,8 +48,9 @@ class CertificateAuthority {
   static absl::StatusOr<std::unique_ptr<CertificateAuthority>> Open(const std::string& dir);
   ~CertificateAuthority();
 
-  // Writes dir/<name>.key and dir/<name>.crt signed by this CA. INVALID_ARGUMENT for an
-  // empty name, a name with '/', or an unknown role.
+  // Writes dir/<name>.key and dir/<name>.crt signed by this CA. INVALID_ARGUMENT for a
+  // name that is not a valid certificate name (IsValidCertificateName) or is "ca", a SAN
+  // that is neither such a name nor an IP address, or an unknown role.
   absl::Status Issue(const CertRequest& request) const;
 
   const std::string& dir() const { return dir_; }
@@ -67,6 +71,24 @@ class CertificateAuthority {
   const std::string dir_;
   std::unique_ptr<Material> material_;
 };
+
+// Whether `name` may name a certificate's holder: what a host or pod name can be (RFC 1123):
+// dot-separated labels of 1 to 63 lowercase letters, digits and '-', none starting or
+// ending with '-', 253 characters at most. Nothing else (no ',', '=', '/', spaces, capitals
+// or control characters) ever reaches a subject.
+bool IsValidCertificateName(absl::string_view name);
+
+// The fields of a certificate's subject that say who holds it.
+struct CertificateSubject {
+  std::string common_name;  // CN: the holder's name
+  std::string unit;         // OU: "daemon", a client's role, or "" when absent
+};
+
+// Reads the subject of the PEM certificate `pem` (as gRPC's auth context gives the peer's,
+// GRPC_X509_PEM_CERT_PROPERTY_NAME) with OpenSSL's X509_NAME API. INVALID_ARGUMENT when it
+// is no PEM certificate, when its subject has no CN, more than one CN or more than one OU,
+// or when the CN is not a valid certificate name (IsValidCertificateName).
+absl::StatusOr<CertificateSubject> ReadCertificateSubject(absl::string_view pem);
 
 // Checks that `cert_path` holds a certificate that `ca_path`'s CA signed, that is valid now,
 // and that `key_path` holds its private key. The error names the file and what to check.

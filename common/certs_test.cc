@@ -1,5 +1,7 @@
 #include "common/certs.h"
 
+#include <openssl/bio.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -8,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -133,6 +137,107 @@ TEST(CertificateAuthorityTest, RefusesBadNamesAndMissingFiles) {
   EXPECT_EQ((*ca)->Issue({.name = "ca"}).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(CertificateAuthority::Open(Dir("nothing")).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// Only what a host or pod name can be reaches a subject: a name carrying subject syntax
+// ("host-b,CN=host-a") would otherwise be read back as another holder.
+TEST(CertificateAuthorityTest, NamesAreHostOrPodNames) {
+  const std::string dir = Dir("hostnames");
+  auto ca = CertificateAuthority::Init(dir);
+  ASSERT_TRUE(ca.ok());
+  for (const char* bad : {"host-b,CN=host-a", "x,OU=operator", "a=b", "Host1", "host_1", "host 1",
+                          "-host", "host-", "a..b", ".a", "a.", "a\nb", "caf\xc3\xa9"}) {
+    absl::Status s = (*ca)->Issue({.name = bad});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("expected a host or pod name (RFC 1123")) << bad;
+  }
+  EXPECT_EQ((*ca)->Issue({.name = std::string(64, 'a')}).code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::Status san = (*ca)->Issue({.name = "ok", .sans = {"x,DNS:evil"}});
+  EXPECT_EQ(san.code(), absl::StatusCode::kInvalidArgument) << san;
+  EXPECT_THAT(san.message(), HasSubstr("--san"));
+  for (const char* good :
+       {"host1", "lockstep-worker-0", "lockstep-coordinator.lockstep.svc", "10.0.0.1", "a"}) {
+    EXPECT_TRUE(IsValidCertificateName(good)) << good;
+  }
+  EXPECT_TRUE(IsValidCertificateName(std::string(63, 'a')));
+  EXPECT_FALSE(IsValidCertificateName(absl::StrCat(std::string(63, 'a'), ".", std::string(63, 'b'),
+                                                   ".", std::string(63, 'c'), ".",
+                                                   std::string(63, 'd'))));  // 255
+  EXPECT_TRUE((*ca)->Issue({.name = "lockstep-worker-0", .sans = {"localhost", "::1"}}).ok());
+}
+
+// A self-signed certificate whose subject has the entries `fields` (field, value), as PEM.
+std::string CertificateWithSubject(const std::vector<std::pair<std::string, std::string>>& fields) {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509* cert = X509_new();
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+  X509_set_pubkey(cert, key);
+  X509_NAME* name = X509_get_subject_name(cert);
+  for (const auto& [field, value] : fields) {
+    X509_NAME_add_entry_by_txt(name, field.c_str(), MBSTRING_UTF8,
+                               reinterpret_cast<const unsigned char*>(value.data()),
+                               static_cast<int>(value.size()), -1, 0);
+  }
+  X509_set_issuer_name(cert, name);
+  X509_sign(cert, key, EVP_sha256());
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509(bio, cert);
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio, &data);
+  std::string pem(data, size);
+  BIO_free(bio);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return pem;
+}
+
+TEST(ReadCertificateSubjectTest, ReadsTheFieldsOfAnIssuedCertificate) {
+  const std::string dir = Dir("subject");
+  ASSERT_TRUE(IssueWithNewCa(dir, {.name = "worker-0"}).ok());
+  FILE* f = fopen(CertificateAuthority::CertPath(dir, "worker-0").c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string pem(4096, '\0');
+  pem.resize(fread(pem.data(), 1, pem.size(), f));
+  fclose(f);
+  absl::StatusOr<CertificateSubject> subject = ReadCertificateSubject(pem);
+  ASSERT_TRUE(subject.ok()) << subject.status();
+  EXPECT_EQ(subject->common_name, "worker-0");
+  EXPECT_EQ(subject->unit, "daemon");
+}
+
+TEST(ReadCertificateSubjectTest, RefusesAmbiguousOrMalformedSubjects) {
+  auto read = [](const std::vector<std::pair<std::string, std::string>>& fields) {
+    return ReadCertificateSubject(CertificateWithSubject(fields));
+  };
+  absl::StatusOr<CertificateSubject> ok = read({{"O", "lockstep"}, {"OU", "viewer"}, {"CN", "al"}});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->common_name, "al");
+  EXPECT_EQ(ok->unit, "viewer");
+
+  // Two CNs: naive splitting took the last one as the holder.
+  absl::StatusOr<CertificateSubject> two_cn =
+      read({{"OU", "daemon"}, {"CN", "host-b"}, {"CN", "host-a"}});
+  EXPECT_EQ(two_cn.status().code(), absl::StatusCode::kInvalidArgument) << two_cn.status();
+  EXPECT_THAT(two_cn.status().message(), HasSubstr("more than one CN or OU"));
+  absl::StatusOr<CertificateSubject> two_ou =
+      read({{"OU", "daemon"}, {"OU", "operator"}, {"CN", "host-b"}});
+  EXPECT_EQ(two_ou.status().code(), absl::StatusCode::kInvalidArgument) << two_ou.status();
+  // Subject syntax inside a CN is not a name.
+  absl::StatusOr<CertificateSubject> comma = read({{"OU", "daemon"}, {"CN", "host-b,CN=host-a"}});
+  EXPECT_EQ(comma.status().code(), absl::StatusCode::kInvalidArgument) << comma.status();
+  EXPECT_THAT(comma.status().message(), HasSubstr("is not a host or pod name"));
+  absl::StatusOr<CertificateSubject> nul =
+      read({{"OU", "daemon"}, {"CN", std::string("host-a\0x", 8)}});
+  EXPECT_EQ(nul.status().code(), absl::StatusCode::kInvalidArgument) << nul.status();
+  absl::StatusOr<CertificateSubject> none = read({{"OU", "daemon"}, {"O", "lockstep"}});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument) << none.status();
+  absl::StatusOr<CertificateSubject> garbage = ReadCertificateSubject("not a certificate");
+  EXPECT_EQ(garbage.status().code(), absl::StatusCode::kInvalidArgument) << garbage.status();
+  EXPECT_THAT(garbage.status().message(), HasSubstr("not a PEM certificate"));
 }
 
 TEST(NewBearerTokenTest, IsLongAndFresh) {

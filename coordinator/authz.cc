@@ -2,8 +2,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/types/span.h"
 
 namespace lockstep {
@@ -51,6 +49,7 @@ constexpr Rule kJobServiceRules[] = {
     {"SubmitJob", kOperators},
     {"CancelJob", kOperators},
     {"DrainWorker", kOperators},
+    {"ReleaseTask", kOperators},
 };
 // clang-format on
 
@@ -93,16 +92,13 @@ std::optional<Role> ClientRole(absl::string_view name) {
 
 std::string Principal::ToString() const { return absl::StrCat(RoleName(role), " ", name); }
 
-std::optional<Principal> PrincipalFromCertificate(absl::string_view subject) {
-  absl::string_view cn, ou;
-  for (absl::string_view part : absl::StrSplit(subject, ',')) {
-    part = absl::StripAsciiWhitespace(part);
-    if (absl::ConsumePrefix(&part, "CN=")) cn = part;
-    if (absl::ConsumePrefix(&part, "OU=")) ou = part;
+std::optional<Principal> PrincipalFromCertificate(absl::string_view common_name,
+                                                  absl::string_view unit) {
+  if (common_name.empty()) return std::nullopt;
+  if (unit == "daemon") return Principal{Role::kWorker, std::string(common_name)};
+  if (std::optional<Role> role = ClientRole(unit)) {
+    return Principal{*role, std::string(common_name)};
   }
-  if (cn.empty()) return std::nullopt;
-  if (ou == "daemon") return Principal{Role::kWorker, std::string(cn)};
-  if (std::optional<Role> role = ClientRole(ou)) return Principal{*role, std::string(cn)};
   return std::nullopt;
 }
 

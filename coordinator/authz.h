@@ -12,7 +12,7 @@
 //     viewer       a bearer token, or a client certificate with OU=viewer: status and the
 //                  read-only job RPCs.
 //     operator     a client with OU=operator or an operator token: a viewer's RPCs plus
-//                  SubmitJob, CancelJob and DrainWorker.
+//                  SubmitJob, CancelJob, DrainWorker and ReleaseTask.
 // Workers never act as clients and clients never reach worker RPCs. A method missing from
 // its service's table is refused to everyone.
 //
@@ -45,11 +45,12 @@ struct Principal {
   std::string ToString() const;  // "worker worker-0", "viewer alice"
 };
 
-// The principal a verified certificate from the cluster CA stands for: `subject` is the
-// subject as gRPC reports it ("CN=worker-0,OU=daemon,O=lockstep"); OU=daemon is a worker,
-// OU=viewer / OU=operator a client of that role; nullopt for any other (no OU, an unknown
-// one, or no CN).
-std::optional<Principal> PrincipalFromCertificate(absl::string_view subject);
+// The principal a verified certificate from the cluster CA stands for, from its subject's
+// fields as common/certs.h ReadCertificateSubject read them (one CN, at most one OU):
+// OU=daemon is a worker, OU=viewer / OU=operator a client of that role; nullopt for any
+// other (no OU, an unknown one, or no CN).
+std::optional<Principal> PrincipalFromCertificate(absl::string_view common_name,
+                                                  absl::string_view unit);
 
 // The coordinator's gRPC services, each with its own table.
 enum class Service { kWorker, kJob };

@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "common/certs.h"
 #include "common/grpc_status.h"
 #include "spdlog/spdlog.h"
 
@@ -22,10 +23,17 @@ std::optional<Principal> GrpcAuthorizer::Caller(grpc::ServerContext* ctx) const 
   // handshake (GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY).
   std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
   if (auth != nullptr && auth->IsPeerAuthenticated()) {
-    for (const grpc::string_ref& subject :
-         auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
-      std::optional<Principal> p =
-          PrincipalFromCertificate(absl::string_view(subject.data(), subject.size()));
+    // The subject's fields, read from the certificate itself (common/certs.h), never from
+    // a text rendering of the subject.
+    for (const grpc::string_ref& pem : auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME)) {
+      absl::StatusOr<CertificateSubject> subject =
+          ReadCertificateSubject(absl::string_view(pem.data(), pem.size()));
+      if (!subject.ok()) {
+        spdlog::warn("certificate of {} not accepted: {}", ctx->peer(),
+                     std::string(subject.status().message()));
+        continue;
+      }
+      std::optional<Principal> p = PrincipalFromCertificate(subject->common_name, subject->unit);
       if (p.has_value()) return p;
     }
   }

@@ -1,7 +1,8 @@
 // GrpcAuthorizer: who is calling a coordinator RPC, and may they. Shared by the two service
 // adapters (grpc_worker_service.h, grpc_job_service.h), so that both find the caller the
-// same way: a verified certificate from the cluster CA names a daemon (a worker) or a
-// client (coordinator/authz.h PrincipalFromCertificate), else the `authorization: Bearer`
+// same way: a verified certificate from the cluster CA, its subject read with OpenSSL
+// (common/certs.h ReadCertificateSubject), names a daemon (a worker) or a client
+// (coordinator/authz.h PrincipalFromCertificate), else the `authorization: Bearer`
 // token names a client from the TokenTable. The rules themselves are authz.cc's tables,
 // one per service. With `insecure` every call is allowed.
 //

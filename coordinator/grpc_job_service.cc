@@ -111,6 +111,21 @@ grpc::Status GrpcJobService::DrainWorker(grpc::ServerContext* ctx,
   return ToGrpcStatus(drained.status());
 }
 
+grpc::Status GrpcJobService::ReleaseTask(grpc::ServerContext* ctx,
+                                         const v1::ReleaseTaskRequest* request,
+                                         v1::ReleaseTaskResponse* response) {
+  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  const TaskRef task = FromProto(request->task());
+  absl::StatusOr<v1::TaskStatus> released = membership_->Release(task);
+  if (!released.ok()) return ToGrpcStatus(released.status());
+  const std::string identity = membership_->IdentityOf(task);
+  spdlog::info("{} released by an operator from identity {}: any identity may register it",
+               task.ToString(), identity.empty() ? "(none)" : identity);
+  *response->mutable_task() = std::move(*released);
+  response->set_identity(identity);
+  return grpc::Status::OK;
+}
+
 grpc::Status GrpcJobService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::JobEvent>* writer) {
   if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;

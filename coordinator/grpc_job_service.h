@@ -1,7 +1,7 @@
 // GrpcJobService: the gRPC adapter of lockstep.v1.JobService, the coordinator's
-// client-facing service (cluster status, jobs, draining, diagnostics). Each handler
-// authorizes its caller (GrpcAuthorizer, authz.cc's JobService table: viewers read, operators
-// also change; no worker identity), calls Membership / JobService / DiagnosticsService
+// client-facing service (cluster status, jobs, draining, releasing tasks, diagnostics). Each
+// handler authorizes its caller (GrpcAuthorizer, authz.cc's JobService table: viewers read,
+// operators also change; no worker identity), calls Membership / JobService / DiagnosticsService
 // (describe and status carry its hang verdict; DumpJob and GetJobLogs are
 // grpc_diagnostics.h's bodies), and converts the
 // absl::Status (common/grpc_status.h).
@@ -50,6 +50,8 @@ class GrpcJobService final : public v1::JobService::Service {
                          v1::CancelJobResponse* response) override;
   grpc::Status DrainWorker(grpc::ServerContext* ctx, const v1::DrainWorkerRequest* request,
                            v1::DrainWorkerResponse* response) override;
+  grpc::Status ReleaseTask(grpc::ServerContext* ctx, const v1::ReleaseTaskRequest* request,
+                           v1::ReleaseTaskResponse* response) override;
   grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* request,
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
   // Diagnostics (viewers): grpc_diagnostics.h over the DiagnosticsService.

@@ -70,6 +70,12 @@ grpc::Status GrpcWorkerService::RegisterWorker(grpc::ServerContext* ctx,
     spdlog::warn("RegisterWorker from {} refused: {}", ctx->peer(), reg.status().ToString());
     return ToGrpcStatus(reg.status());
   }
+  for (const TaskRef& other : reg->address_shared_with) {
+    spdlog::warn(
+        "{} (identity {}) registered address {}, which {} of another identity uses too; "
+        "one of them is misconfigured or impersonating the other",
+        reg->task.ToString(), identity, r.address, other.ToString());
+  }
   if (reg->replaced_incarnation != 0) {
     spdlog::info("{} registered, incarnation {} replaces {}", reg->task.ToString(),
                  ShortIncarnation(r.incarnation), ShortIncarnation(reg->replaced_incarnation));

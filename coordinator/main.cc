@@ -53,7 +53,8 @@ ABSL_FLAG(std::string, tls_cert, "",
 ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls_cert.");
 ABSL_FLAG(std::string, tokens_file, "",
           "Clients' bearer tokens, one per line: `<token> <role> <name>`, role viewer "
-          "(status, jobs, describe, watch) or operator (also submit, cancel). SIGHUP reloads it.");
+          "(status, jobs, describe, watch) or operator (also submit, cancel, drain, release). "
+          "SIGHUP reloads it.");
 ABSL_FLAG(std::string, metrics_address, "",
           "HOST:PORT to serve Prometheus metrics on: plain HTTP, /metrics only "
           "(lockstep_coordinator_*; port 0: any free port, logged). Empty: no metrics.");
@@ -85,6 +86,11 @@ ABSL_FLAG(int, max_waiting_calls, 4096,
           "(each kind).");
 ABSL_FLAG(int, max_job_watches, 256, "WatchJob streams open at once (all clients).");
 ABSL_FLAG(int, max_assignment_watches_per_task, 4, "WatchAssignments streams per worker task.");
+ABSL_FLAG(int, max_task_index, 4096,
+          "Task indexes are 0..N-1 (worker/N-1 at most, static or dynamic registration).");
+ABSL_FLAG(int, max_tasks_per_identity, 8,
+          "Tasks one worker certificate identity may hold (registered, LOST ones included, "
+          "until deregistered or released with `lockstep release`).");
 
 namespace {
 
@@ -105,6 +111,8 @@ void SetLimits(lockstep::coordinator::CoordinatorServerOptions* options) {
   options->barriers.max_barriers_per_job = absl::GetFlag(FLAGS_max_barriers_per_job);
   options->kv.max_waiters = absl::GetFlag(FLAGS_max_waiting_calls);
   options->barriers.max_waiters = absl::GetFlag(FLAGS_max_waiting_calls);
+  options->membership.max_task_index = absl::GetFlag(FLAGS_max_task_index);
+  options->membership.max_tasks_per_identity = absl::GetFlag(FLAGS_max_tasks_per_identity);
 }
 
 // mkdir -p; false (errno set) on failure.
@@ -131,6 +139,11 @@ int Run(sigset_t signals) {
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
   SetLimits(&options);
+  if (options.membership.max_task_index < 1 || options.membership.max_tasks_per_identity < 1) {
+    spdlog::error("--max_task_index ({}) and --max_tasks_per_identity ({}) must be at least 1",
+                  options.membership.max_task_index, options.membership.max_tasks_per_identity);
+    return 2;
+  }
   options.membership.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.membership.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   if (options.membership.heartbeat_interval <= absl::ZeroDuration() ||

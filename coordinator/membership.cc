@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/incarnation.h"
 #include "common/net.h"
 #include "common/status.h"
@@ -48,15 +49,54 @@ absl::StatusOr<TaskRef> Membership::AssignLocked(const RegisterRequest& request)
   for (const auto& [task, m] : members_) {
     if (m.incarnation == request.incarnation && m.identity == request.identity) return task;
   }
-  for (int i = 0; i < options_.max_workers; ++i) {
+  // A restarted process takes back its identity's LOST worker task, rather than leaving it
+  // bound and unused.
+  if (!request.identity.empty()) {
+    for (const auto& [task, m] : members_) {
+      if (task.type == "worker" && m.state == v1::LOST && m.identity == request.identity) {
+        return task;
+      }
+    }
+  }
+  for (int i = 0; i < options_.max_task_index; ++i) {
     auto it = members_.find(TaskRef{"worker", i});
     if (it == members_.end() || it->second.state == v1::DEREGISTERED) {
       return TaskRef{"worker", i};
     }
   }
-  return absl::ResourceExhaustedError(
-      absl::StrCat("no free worker index: all ", options_.max_workers,
-                   " are held; deregister stopped workers or raise the coordinator's limit"));
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "no free worker index: all ", options_.max_task_index,
+      " are held; deregister stopped workers, `lockstep release` lost ones, or raise the "
+      "coordinator's --max_task_index"));
+}
+
+absl::Status Membership::CheckBindingLocked(const TaskRef& task,
+                                            const std::string& identity) const {
+  if (identity.empty()) return absl::OkStatus();  // --insecure: nothing is bound
+  auto it = members_.find(task);
+  const bool bound =
+      it != members_.end() && it->second.state != v1::DEREGISTERED && !it->second.identity.empty();
+  if (bound && it->second.identity != identity) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "task ", task.ToString(), " is bound to identity \"", it->second.identity,
+        "\", which registered it; \"", identity,
+        "\" may not register it. A task is released when its holder deregisters cleanly or an "
+        "operator runs `lockstep release ",
+        task.ToString(), "`"));
+  }
+  if (bound) return absl::OkStatus();  // already this identity's: not one more
+  std::vector<std::string> held;
+  for (const auto& [t, m] : members_) {
+    if (m.state != v1::DEREGISTERED && m.identity == identity) held.push_back(t.ToString());
+  }
+  if (static_cast<int>(held.size()) >= options_.max_tasks_per_identity) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "identity \"", identity, "\" already holds ", held.size(), " task(s) (",
+        absl::StrJoin(held, ", "), "), the limit of the coordinator's --max_tasks_per_identity (",
+        options_.max_tasks_per_identity, "); ", task.ToString(),
+        " was refused. Deregister or `lockstep release` its stopped tasks, or raise the flag"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request) {
@@ -75,6 +115,12 @@ absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request
       return absl::InvalidArgumentError(
           absl::StrCat("task.index: ", request.task->index, " is negative"));
     }
+    if (request.task->index >= options_.max_task_index) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "task.index: ", request.task->index, " of ", request.task->ToString(),
+          " is past the coordinator's --max_task_index (", options_.max_task_index, ": indexes 0..",
+          options_.max_task_index - 1, "); use a smaller index or raise the flag"));
+    }
   }
 
   absl::MutexLock l(&mu_);
@@ -86,15 +132,19 @@ absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request
   } else {
     LS_ASSIGN_OR_RETURN(task, AssignLocked(request));
   }
+  LS_RETURN_IF_ERROR(CheckBindingLocked(task, request.identity));
+  Registration out;
   for (const auto& [other, m] : members_) {
-    if (other != task && m.state == v1::ALIVE && m.address == request.address) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "address ", request.address, " requested by ", task.ToString(), " is already used by ",
-          Describe(m, now), "; give every worker its own host:port"));
+    if (other == task || m.state != v1::ALIVE || m.address != request.address) continue;
+    if (m.identity != request.identity) {
+      out.address_shared_with.push_back(other);  // another identity cannot keep us out
+      continue;
     }
+    return absl::AlreadyExistsError(absl::StrCat(
+        "address ", request.address, " requested by ", task.ToString(), " is already used by ",
+        Describe(m, now), "; give every worker its own host:port"));
   }
 
-  Registration out;
   auto it = members_.find(task);
   if (it != members_.end() && it->second.incarnation == request.incarnation &&
       it->second.identity != request.identity) {
@@ -127,8 +177,6 @@ absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request
   m.identity = request.identity;
   m.state = v1::ALIVE;
   m.last_heartbeat = now;
-  if (out.replaced_incarnation != 0) {
-  }
 
   out.task = task;
   out.cluster = ClusterLocked();
@@ -200,6 +248,28 @@ absl::Status Membership::Deregister(const TaskRef& task, uint64_t incarnation) {
   }
   it->second.state = v1::DEREGISTERED;
   return absl::OkStatus();
+}
+
+absl::StatusOr<v1::TaskStatus> Membership::Release(const TaskRef& task) {
+  absl::MutexLock l(&mu_);
+  const absl::Time now = clock_->Now();
+  auto it = members_.find(task);
+  if (it == members_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("task ", task.ToString(), " is not registered with this coordinator"));
+  }
+  Member& m = it->second;
+  ExpireLocked(m, now);
+  if (m.state == v1::ALIVE) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "task ", task.ToString(),
+        " is ALIVE: releasing it would cut its process off; stop "
+        "that process (it deregisters, which releases the task) or wait until it is LOST "
+        "(heartbeat timeout ",
+        absl::FormatDuration(options_.heartbeat_timeout), ")"));
+  }
+  m.state = v1::DEREGISTERED;
+  return ToStatus(m, now);
 }
 
 std::string Membership::IdentityOf(const TaskRef& task) {

@@ -9,12 +9,22 @@
 //   later issues can abort its work;
 // - a new incarnation while the holder is ALIVE (heartbeat within the timeout) is refused
 //   with ALREADY_EXISTS naming the holder: two live processes never share a task;
-// - a task is held by an identity too (the CN of the worker's certificate; empty under
-//   --insecure): the same incarnation under another identity is refused (PERMISSION_DENIED),
-//   and CheckHolder() lets the gRPC adapter refuse heartbeats, deregistrations and
-//   assignment streams for the task from any other identity;
-// - with no task given (dynamic registration) the lowest worker index that is free
-//   (never held, or DEREGISTERED) is assigned; a LOST task keeps its index for its return.
+// - a task is bound to the identity that first registered it (the CN of the worker's
+//   certificate; empty under --insecure, where nothing is bound) until that identity
+//   deregisters it cleanly or an operator releases it (Release: `lockstep release`). Another
+//   identity registering it is refused (PERMISSION_DENIED naming the binding), even while
+//   the task is LOST; CheckHolder() lets the gRPC adapter refuse heartbeats,
+//   deregistrations and assignment streams for the task from any other identity;
+// - task indexes are bounded (`max_task_index`), and so is the number of tasks one identity
+//   holds (`max_tasks_per_identity`): RESOURCE_EXHAUSTED naming the flag, nothing changed;
+// - two live tasks of one identity (under --insecure: any two) never share an address
+//   (ALREADY_EXISTS). An address another identity's task uses does not refuse the
+//   registration (the coordinator cannot tell which identity really serves it, and a
+//   refusal would let any certificate keep the owner of a task out by registering its
+//   address first); Registration names the tasks that share it, for the adapter to log;
+// - with no task given (dynamic registration) the identity's own LOST worker task is taken
+//   back (a restarted process), else the lowest worker index that is free (never held, or
+//   DEREGISTERED) is assigned; a LOST task keeps its index for its return.
 // Failure detection: a task silent for longer than `heartbeat_timeout` is LOST. This is
 // checked on every call (so answers never depend on a background thread) and by Sweep(),
 // which the server calls periodically to log the transitions.
@@ -45,8 +55,11 @@ namespace coordinator {
 struct MembershipOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);
   absl::Duration heartbeat_timeout = absl::Seconds(3);
-  // Dynamic registration refuses (RESOURCE_EXHAUSTED) past this many worker indexes.
-  int max_workers = 4096;
+  // Task indexes are 0..max_task_index-1 (--max_task_index): a registration past it, static
+  // or dynamic, is refused (RESOURCE_EXHAUSTED).
+  int max_task_index = 4096;
+  // At most this many tasks are bound to one certificate identity (--max_tasks_per_identity).
+  int max_tasks_per_identity = 8;
 };
 
 struct RegisterRequest {
@@ -63,6 +76,8 @@ struct Registration {
   std::string tf_config;  // this task's TF_CONFIG; "" if the cluster has gaps
   // The incarnation this registration replaced (0 when none): its work must be aborted.
   uint64_t replaced_incarnation = 0;
+  // Live tasks of other identities that use the same address (see the header comment).
+  std::vector<TaskRef> address_shared_with;
 };
 
 class Membership {
@@ -70,8 +85,10 @@ class Membership {
   Membership(MembershipOptions options, Clock* clock);
 
   // Errors: INVALID_ARGUMENT (incarnation 0, unknown task type, negative index, address
-  // not host:port), ALREADY_EXISTS (task held by another live incarnation, or address
-  // used by another live task), RESOURCE_EXHAUSTED (no free worker index).
+  // not host:port), PERMISSION_DENIED (the task is bound to another identity),
+  // ALREADY_EXISTS (task held by another live incarnation, or address used by another live
+  // task of the same identity), RESOURCE_EXHAUSTED (index at or past max_task_index, no
+  // free worker index, or the identity holds max_tasks_per_identity tasks).
   absl::StatusOr<Registration> Register(const RegisterRequest& request);
 
   // Records liveness (a job's progress rides in the heartbeat's reports, which the
@@ -92,8 +109,16 @@ class Membership {
   // The certificate identity that registered `task` ("" when unknown or under --insecure).
   std::string IdentityOf(const TaskRef& task);
 
-  // Leaves cleanly. Errors: NOT_FOUND, ABORTED (incarnation mismatch).
+  // Leaves cleanly; the task is no longer bound to its identity. Errors: NOT_FOUND,
+  // ABORTED (incarnation mismatch).
   absl::Status Deregister(const TaskRef& task, uint64_t incarnation);
+
+  // An operator's release: unbinds `task` from the identity that registered it, so that any
+  // identity may register it (a machine replaced under another name). The task becomes
+  // DEREGISTERED; returns its status. Errors: NOT_FOUND naming the task; FAILED_PRECONDITION
+  // while it is ALIVE (its process would be cut off: stop it, which deregisters it, or
+  // wait until it is LOST).
+  absl::StatusOr<v1::TaskStatus> Release(const TaskRef& task);
 
   // Marks a known training task drained (no job is scheduled on it; TaskStatus.draining), or
   // schedulable again. The mark belongs to the task, so it outlives a restart of its
@@ -117,7 +142,7 @@ class Membership {
     std::string address;
     std::vector<v1::Device> devices;
     uint64_t incarnation = 0;
-    std::string identity;
+    std::string identity;  // the task is bound to it while the state is not DEREGISTERED
     v1::TaskState state = v1::ALIVE;
     absl::Time last_heartbeat;
     absl::Time registered;
@@ -128,6 +153,10 @@ class Membership {
   bool ExpireLocked(Member& m, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<v1::TaskStatus> SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<TaskRef> AssignLocked(const RegisterRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK when `identity` may hold `task` (PERMISSION_DENIED: bound to another identity) and
+  // one more task (RESOURCE_EXHAUSTED: max_tasks_per_identity).
+  absl::Status CheckBindingLocked(const TaskRef& task, const std::string& identity) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ClusterMap ClusterLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::TaskStatus ToStatus(const Member& m, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -8,6 +8,7 @@ namespace coordinator {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class MembershipTest : public ::testing::Test {
  protected:
@@ -214,6 +215,113 @@ TEST(MembershipIdentityTest, OnlyTheRegisteringIdentityHoldsItsTask) {
   auto dynamic = members.Register(RegisterRequest{std::nullopt, "h:2", {}, 7, "host-b"});
   ASSERT_TRUE(dynamic.ok()) << dynamic.status();
   EXPECT_EQ(dynamic->task.index, 1);
+}
+
+// Registrations under certificate identities (the gRPC adapter passes the CN).
+class MembershipBindingTest : public ::testing::Test {
+ protected:
+  explicit MembershipBindingTest(int max_tasks_per_identity = 8)
+      : members_(
+            MembershipOptions{absl::Seconds(1), absl::Seconds(3), 4096, max_tasks_per_identity},
+            &clock_) {}
+
+  absl::StatusOr<Registration> Register(std::optional<TaskRef> task, uint64_t inc,
+                                        const std::string& address, const std::string& identity) {
+    return members_.Register(RegisterRequest{task, address, {}, inc, identity});
+  }
+
+  FakeClock clock_;
+  Membership members_;
+};
+
+TEST_F(MembershipBindingTest, AnIndexPastTheLimitIsRefusedAndChangesNothing) {
+  auto huge = Register(TaskRef{"ps", 2147483647}, 1, "h:1", "attacker");
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
+  EXPECT_THAT(huge.status().message(), HasSubstr("--max_task_index"));
+  EXPECT_THAT(huge.status().message(), HasSubstr("2147483647"));
+  auto edge = Register(TaskRef{"worker", 4096}, 2, "h:2", "attacker");
+  EXPECT_EQ(edge.status().code(), absl::StatusCode::kResourceExhausted) << edge.status();
+  EXPECT_TRUE(members_.Snapshot().empty());
+  // The table is untouched: later registrations work.
+  auto ordinary = Register(TaskRef{"worker", 5}, 3, "h:3", "host5");
+  ASSERT_TRUE(ordinary.ok()) << ordinary.status();
+  EXPECT_EQ(members_.Cluster().at("worker").size(), 6u);
+  EXPECT_TRUE(Register(TaskRef{"worker", 4095}, 4, "h:4", "host6").ok());
+}
+
+TEST_F(MembershipBindingTest, ALostTaskStaysBoundToItsIdentity) {
+  ASSERT_TRUE(Register(kW1, 1, "h:1", "host1").ok());
+  clock_.Advance(absl::Seconds(4));  // LOST
+  auto taken = Register(kW1, 2, "h:9", "host0");
+  EXPECT_EQ(taken.status().code(), absl::StatusCode::kPermissionDenied) << taken.status();
+  EXPECT_THAT(taken.status().message(), HasSubstr("worker/1 is bound to identity \"host1\""));
+  EXPECT_THAT(taken.status().message(), HasSubstr("lockstep release worker/1"));
+  EXPECT_THAT(taken.status().message(), Not(HasSubstr("h:1")));  // nothing of the holder's
+  // Also while it is ALIVE, and also for the holder's own incarnation.
+  ASSERT_TRUE(Register(kW1, 3, "h:1", "host1").ok());  // host1 restarted: its task back
+  EXPECT_EQ(Register(kW1, 3, "h:9", "host0").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(members_.IdentityOf(kW1), "host1");
+  // A clean deregistration releases it.
+  ASSERT_TRUE(members_.Deregister(kW1, 3).ok());
+  auto after = Register(kW1, 4, "h:9", "host0");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(members_.IdentityOf(kW1), "host0");
+}
+
+TEST_F(MembershipBindingTest, AnOperatorReleasesALostTask) {
+  EXPECT_EQ(members_.Release(kW1).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(Register(kW1, 1, "h:1", "host1").ok());
+  absl::StatusOr<v1::TaskStatus> alive = members_.Release(kW1);
+  EXPECT_EQ(alive.status().code(), absl::StatusCode::kFailedPrecondition) << alive.status();
+  EXPECT_THAT(alive.status().message(), HasSubstr("worker/1 is ALIVE"));
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_EQ(Register(kW1, 2, "h:9", "host0").status().code(), absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<v1::TaskStatus> released = members_.Release(kW1);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(released->state(), v1::DEREGISTERED);
+  auto r = Register(kW1, 2, "h:9", "host0");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->replaced_incarnation, 1u);
+  // The old holder, back, is now the stranger.
+  EXPECT_EQ(Register(kW1, 1, "h:1", "host1").status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+class SmallIdentityLimitTest : public MembershipBindingTest {
+ protected:
+  SmallIdentityLimitTest() : MembershipBindingTest(/*max_tasks_per_identity=*/2) {}
+};
+
+TEST_F(SmallIdentityLimitTest, OneIdentityHoldsAtMostTheLimit) {
+  ASSERT_TRUE(Register(std::nullopt, 1, "h:1", "greedy").ok());
+  ASSERT_TRUE(Register(TaskRef{"ps", 0}, 2, "h:2", "greedy").ok());
+  auto third = Register(std::nullopt, 3, "h:3", "greedy");
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted) << third.status();
+  EXPECT_THAT(third.status().message(), HasSubstr("--max_tasks_per_identity (2)"));
+  EXPECT_THAT(third.status().message(), HasSubstr("\"greedy\" already holds 2"));
+  EXPECT_EQ(Register(TaskRef{"worker", 9}, 4, "h:4", "greedy").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(members_.Snapshot().size(), 2u);
+  // LOST tasks stay bound and count; a restarted process takes its own back.
+  clock_.Advance(absl::Seconds(4));
+  auto back = Register(std::nullopt, 5, "h:1", "greedy");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->task, kW0);
+  EXPECT_EQ(back->replaced_incarnation, 1u);
+  // Other identities are not affected; a deregistered task no longer counts.
+  EXPECT_TRUE(Register(std::nullopt, 6, "h:6", "modest").ok());
+  ASSERT_TRUE(members_.Deregister(TaskRef{"ps", 0}, 2).ok());
+  EXPECT_TRUE(Register(TaskRef{"worker", 9}, 7, "h:4", "greedy").ok());
+}
+
+TEST_F(MembershipBindingTest, AnotherIdentitySquattingAnAddressCannotKeepItsOwnerOut) {
+  ASSERT_TRUE(Register(TaskRef{"worker", 7}, 1, "victim:7000", "attacker").ok());
+  auto victim = Register(kW1, 2, "victim:7000", "victim");
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  EXPECT_THAT(victim->address_shared_with, ::testing::ElementsAre(TaskRef{"worker", 7}));
+  // One identity's own tasks still never share an address.
+  auto twice = Register(kW0, 3, "victim:7000", "victim");
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kAlreadyExists) << twice.status();
+  EXPECT_THAT(twice.status().message(), HasSubstr("already used by worker/1"));
 }
 
 }  // namespace

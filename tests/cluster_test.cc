@@ -143,14 +143,15 @@ TEST_F(ClusterTest, SigtermDeregistersAndExitsZero) {
 }
 
 TEST_F(ClusterTest, SecondProcessClaimingLiveTaskIsRefused) {
-  // A fourth lockstepd with worker 0's TF_CONFIG: ALREADY_EXISTS naming the holder; it
-  // keeps retrying, so stop it once the refusal is logged.
+  // A fourth lockstepd with worker 0's TF_CONFIG and certificate: ALREADY_EXISTS naming the
+  // holder; it keeps retrying, so stop it once the refusal is logged. (Under another
+  // certificate it would be PERMISSION_DENIED: the task is bound to worker-0's identity.)
   std::string log = absl::StrCat(getenv("TEST_TMPDIR"), "/dup.log");
   client::SubprocessOptions o;
   o.argv = {Runfile("worker/lockstepd"),
             absl::StrCat("--coordinator=", cluster_->coordinator_address()),
             absl::StrCat("--tf_config=", TmpDir("cluster"), "/tf_config.0.json")};
-  auto tls = cluster_->credentials()->Daemon("worker-0-again");
+  auto tls = cluster_->credentials()->Daemon("worker-0");
   ASSERT_TRUE(tls.ok()) << tls.status();
   for (const std::string& f : client::LocalCredentials::Flags(*tls)) o.argv.push_back(f);
   o.log_file = log;

@@ -2,7 +2,8 @@
 // from another CA and expired ones; tokens and certificates are authorized through
 // coordinator/authz.h's table per service (the worker-facing service admits worker
 // certificates only, the client-facing job service clients only); a worker identity holds
-// its task; rotated certificate files are taken without a restart; --insecure turns it all
+// its task, and stays bound to it until it deregisters or an operator releases it; rotated
+// certificate files are taken without a restart; --insecure turns it all
 // off and says so. The binaries refuse to start without TLS material unless --insecure.
 #include <signal.h>
 #include <unistd.h>
@@ -242,6 +243,100 @@ TEST_F(SecurityTest, AWorkerIdentityHoldsItsTask) {
   EXPECT_EQ(b->RegisterWorker(Registration(0, incarnation)).status().code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(a->Deregister(leave).ok());
+}
+
+// An attacker holding one worker's certificate (as a client built from proto/ would):
+// it cannot break registration for everyone, take over another identity's task once it
+// is LOST, keep an identity out by registering its address first, or hold more than its
+// share of tasks. Only an operator releases a task from its identity (`lockstep release`).
+TEST(IdentityBindingTest, OneWorkerCertificateCannotTakeOverTheCluster) {
+  coordinator::CoordinatorServerOptions o;
+  o.host = "127.0.0.1";
+  auto credentials = testing::SecureCoordinator("identity_binding", &o);
+  ASSERT_TRUE(credentials.ok()) << credentials.status();
+  o.membership.heartbeat_interval = absl::Milliseconds(200);
+  o.membership.heartbeat_timeout = absl::Seconds(1);
+  o.membership.max_tasks_per_identity = 3;
+  auto server = coordinator::CoordinatorServer::Create(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = (*server)->local_address();
+  auto worker = [&](const std::string& name) {
+    return std::move(worker::GrpcCoordinatorClient::Create(
+                         address, credentials->Daemon(name).value(), absl::Seconds(3))
+                         .value());
+  };
+  auto registration = [](const std::string& task, int index, const std::string& at) {
+    v1::RegisterWorkerRequest r;
+    r.mutable_task()->set_type(task);
+    r.mutable_task()->set_index(index);
+    r.set_address(at);
+    r.set_incarnation(NewIncarnation());
+    return r;
+  };
+  auto attacker = worker("attacker");
+  auto host1 = worker("host1");
+  auto host2 = worker("host2");
+
+  // A huge index: refused, naming the flag, and registration keeps working for everyone.
+  auto huge = attacker->RegisterWorker(registration("ps", 2147483647, "10.9.9.9:1"));
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
+  EXPECT_THAT(huge.status().message(), HasSubstr("--max_task_index"));
+  EXPECT_THAT(huge.status().message(), HasSubstr("2147483647"));
+  auto w1 = host1->RegisterWorker(registration("worker", 1, "10.0.0.1:7000"));
+  ASSERT_TRUE(w1.ok()) << w1.status();
+
+  // Squatting host2's address first does not keep host2 out.
+  ASSERT_TRUE(attacker->RegisterWorker(registration("worker", 7, "10.0.0.2:7000")).ok());
+  auto w2 = host2->RegisterWorker(registration("worker", 2, "10.0.0.2:7000"));
+  EXPECT_TRUE(w2.ok()) << w2.status();
+
+  // worker/1 goes silent: LOST, and still host1's.
+  auto client = client::CoordinatorClient::Create(address, credentials->Viewer()).value();
+  auto state_of = [&](int index) {
+    absl::StatusOr<v1::GetClusterStatusResponse> status = client->GetClusterStatus();
+    if (!status.ok()) return v1::TASK_STATE_UNSPECIFIED;
+    for (const v1::TaskStatus& t : status->tasks()) {
+      if (t.task().type() == "worker" && t.task().index() == index) return t.state();
+    }
+    return v1::TASK_STATE_UNSPECIFIED;
+  };
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (state_of(1) != v1::LOST && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));  // between polls of the status
+  }
+  ASSERT_EQ(state_of(1), v1::LOST);
+  auto stolen = attacker->RegisterWorker(registration("worker", 1, "10.9.9.9:1"));
+  EXPECT_EQ(stolen.status().code(), absl::StatusCode::kPermissionDenied) << stolen.status();
+  EXPECT_THAT(stolen.status().message(), HasSubstr("worker/1 is bound to identity \"host1\""));
+
+  // At most --max_tasks_per_identity tasks (3 here) per certificate, LOST ones included.
+  ASSERT_TRUE(attacker->RegisterWorker(registration("worker", 8, "10.9.9.9:8")).ok());
+  ASSERT_TRUE(attacker->RegisterWorker(registration("worker", 9, "10.9.9.9:9")).ok());
+  auto greedy = attacker->RegisterWorker(registration("worker", 10, "10.9.9.9:10"));
+  EXPECT_EQ(greedy.status().code(), absl::StatusCode::kResourceExhausted) << greedy.status();
+  EXPECT_THAT(greedy.status().message(), HasSubstr("--max_tasks_per_identity"));
+  EXPECT_EQ(state_of(10), v1::TASK_STATE_UNSPECIFIED);
+
+  // Releasing is an operator's: a viewer and a worker are refused; `lockstep release` frees it.
+  auto by_viewer = client->ReleaseTask("worker/1");
+  EXPECT_EQ(by_viewer.status().code(), absl::StatusCode::kPermissionDenied) << by_viewer.status();
+  EXPECT_THAT(by_viewer.status().message(), HasSubstr("ReleaseTask is for operator only"));
+  auto as_worker = client::CoordinatorClient::Create(address, credentials->Daemon("host2").value())
+                       .value()
+                       ->ReleaseTask("worker/1");
+  EXPECT_EQ(as_worker.status().code(), absl::StatusCode::kPermissionDenied) << as_worker.status();
+  const std::string dir = TmpDir("identity_binding_cli");
+  std::vector<std::string> argv = {Runfile("client/lockstep"), "release", "worker/1",
+                                   "--coordinator=" + address};
+  for (const std::string& f : client::LocalCredentials::Flags(credentials->Operator())) {
+    argv.push_back(f);
+  }
+  Result released = RunTool(argv, dir + "/release.out", {{"HOME", dir}});
+  EXPECT_EQ(released.exit_code, 0) << released.output;
+  EXPECT_THAT(released.output, HasSubstr("worker/1 released from identity host1"));
+  EXPECT_EQ(state_of(1), v1::DEREGISTERED);
+  auto taken = host2->RegisterWorker(registration("worker", 1, "10.0.0.3:7000"));
+  EXPECT_TRUE(taken.ok()) << taken.status();
 }
 
 TEST_F(SecurityTest, ClientCertificatesCarryTheirRole) {

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "client/cli/connection.h"
@@ -177,15 +179,25 @@ int RunCancel(const CommandArgs& args, const CommandContext& ctx) {
   return kExitOk;
 }
 
-int RunDrain(const CommandArgs& args, const CommandContext& ctx) {
+// The client of a `command` on one TASK (drain, release), after checking --output (`*json`)
+// and that one TASK is given; nullptr (after printing why) on a usage error.
+std::unique_ptr<client::CoordinatorClient> ConnectForTask(const CommandArgs& args,
+                                                          const CommandContext& ctx,
+                                                          const std::string& command, bool* json) {
   bool output_ok;
-  const bool json = JsonOutput(args, ctx, "drain", &output_ok);
-  if (!output_ok) return kExitUsage;
+  *json = JsonOutput(args, ctx, command, &output_ok);
+  if (!output_ok) return nullptr;
   if (args.positional().size() != 1) {
-    *ctx.err << "lockstep drain: expected one TASK such as worker/1 (see `lockstep status`)\n";
-    return kExitUsage;
+    *ctx.err << "lockstep " << command
+             << ": expected one TASK such as worker/1 (see `lockstep status`)\n";
+    return nullptr;
   }
-  auto jobs = Connect(args, ctx, "drain");
+  return Connect(args, ctx, command);
+}
+
+int RunDrain(const CommandArgs& args, const CommandContext& ctx) {
+  bool json;
+  auto jobs = ConnectForTask(args, ctx, "drain", &json);
   if (jobs == nullptr) return kExitUsage;
   const bool undo = args.Has("undo");
   absl::StatusOr<v1::DrainWorkerResponse> drained = jobs->DrainWorker(args.positional()[0], undo);
@@ -203,6 +215,20 @@ int RunDrain(const CommandArgs& args, const CommandContext& ctx) {
                 "(not counted as a restart); undo with `lockstep drain "
              << task << " --undo`\n";
   }
+  return kExitOk;
+}
+
+int RunRelease(const CommandArgs& args, const CommandContext& ctx) {
+  bool json;
+  auto jobs = ConnectForTask(args, ctx, "release", &json);
+  if (jobs == nullptr) return kExitUsage;
+  absl::StatusOr<v1::ReleaseTaskResponse> released = jobs->ReleaseTask(args.positional()[0]);
+  if (!released.ok()) return FailRpc(ctx, "release", released.status());
+  if (json) return PrintJson(*released, ctx);
+  const std::string task = args.positional()[0];
+  *ctx.out << task << " released"
+           << (released->identity().empty() ? "" : " from identity " + released->identity())
+           << ": any worker identity may register it now\n";
   return kExitOk;
 }
 
@@ -324,6 +350,18 @@ Command DrainCommand() {
   c.options = WithConnection(
       {kOutputOption, {"undo", "Make the worker schedulable again.", /*takes_value=*/false}});
   c.run = RunDrain;
+  return c;
+}
+
+Command ReleaseCommand() {
+  Command c;
+  c.name = "release";
+  c.usage = "release TASK [--coordinator=HOST:PORT] [--output=table|json]";
+  c.summary =
+      "Releases a task (e.g. worker/1) from the worker certificate that registered it, so "
+      "another may register it (a replaced machine); the task must not be ALIVE.";
+  c.options = WithConnection({kOutputOption});
+  c.run = RunRelease;
   return c;
 }
 

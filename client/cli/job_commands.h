@@ -1,4 +1,4 @@
-// The job subcommands: `submit`, `watch`, `jobs`, `describe`, `cancel`, `drain`
+// The job subcommands: `submit`, `watch`, `jobs`, `describe`, `cancel`, `drain`, `release`
 // (client/coordinator_client.h underneath, from cli::Connect). WatchToEnd is shared with
 // `lockstep local`.
 #ifndef LOCKSTEP_CLIENT_CLI_JOB_COMMANDS_H_
@@ -18,6 +18,7 @@ Command JobsCommand();
 Command DescribeCommand();
 Command CancelCommand();
 Command DrainCommand();
+Command ReleaseCommand();
 
 // Follows job `id` until it ends: a live progress bar when `live` (a terminal), plain
 // lines otherwise; then the final figures and the checkpoint and summary paths. Returns

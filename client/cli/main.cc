@@ -15,8 +15,9 @@ int main(int argc, char** argv) {
   if (auto status = lockstep::cli::RunBenchIfAsked(argc, argv)) return *status;
   using namespace lockstep::cli;  // NOLINT: the list reads better without prefixes
   std::vector<Command> commands = {
-      StatusCommand(), SubmitCommand(), WatchCommand(), JobsCommand(),  DescribeCommand(),
-      CancelCommand(), DrainCommand(),  LocalCommand(), BenchCommand(), CertsCommand(),
+      StatusCommand(),   SubmitCommand(), WatchCommand(), JobsCommand(),
+      DescribeCommand(), CancelCommand(), DrainCommand(), ReleaseCommand(),
+      LocalCommand(),    BenchCommand(),  CertsCommand(),
   };
   AddDiagnoseCommands(&commands);
   return Dispatch(argc, argv, commands);
