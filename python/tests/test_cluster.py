@@ -1,0 +1,145 @@
+"""The client against a real `lockstep local` cluster with TLS (conftest.py's `cluster`).
+
+The tests run in this file's order on one two-worker cluster: a short job to its end first,
+then a long one that is cancelled while it runs. Every wait has a deadline.
+"""
+
+import copy
+import json
+import os
+
+import grpc
+import pytest
+
+import lockstep
+
+JOB_TIMEOUT_S = 120
+
+
+def digits_job(cluster, name, steps):
+    """The bundled digits MLP (examples/jobs/digits_mlp.json's model) as a dict, `steps` long."""
+    return {
+        "name": name,
+        "numWorkers": 2,
+        "model": {
+            "inputShape": [64], "seed": 7, "loss": "SPARSE_CATEGORICAL_CROSSENTROPY",
+            "layers": [{"name": "hidden", "dense": {"units": 32}}, {"relu": {}},
+                       {"name": "logits", "dense": {"units": 10}}],
+        },
+        "optimizer": {"adam": {}, "learningRate": {"constant": {"value": 0.01}}},
+        "data": {"train": {"files": [cluster.digits_csv], "format": "CSV", "featureScale": 0.0625},
+                 "evalFraction": 0.2},
+        "globalBatchSize": 48,
+        "steps": steps,
+        "checkpoint": {"dir": os.path.join(cluster.work_dir, "checkpoints", name)},
+        "summaries": {"dir": os.path.join(cluster.work_dir, "summaries", name)},
+        "seed": 7,
+    }
+
+
+@pytest.fixture
+def client(cluster):
+    # Resolved as the CLI would be with `--config=<the file lockstep local wrote>`.
+    with lockstep.Client(env={"LOCKSTEP_CONFIG": cluster.config}) as c:
+        yield c
+
+
+def test_status_shows_both_workers(client):
+    status = client.status()
+    alive = [t for t in status.tasks if t.task.type == "worker" and t.state == 1]
+    assert len(alive) == 2, status
+    assert not status.insecure
+
+
+def test_submit_dict_watch_to_success_then_describe(client, cluster):
+    spec = digits_job(cluster, "py-short", steps=30)
+    job = client.submit(spec)
+    assert job.startswith("job-")
+    events = list(client.watch(job, timeout=JOB_TIMEOUT_S))
+    last = events[-1]
+    assert last.ended and last.state == "SUCCEEDED", (last.reason, events)
+    assert all(not e.ended for e in events[:-1])
+    assert last.step == 30 and last.total_steps == 30
+    assert last.loss > 0 and 0.0 <= last.eval_accuracy <= 1.0
+    steps = [e.step for e in events if e.state == "RUNNING"]
+    assert steps == sorted(steps)
+
+    described = client.describe(job)
+    assert lockstep.state_name(described.job.state) == "SUCCEEDED"
+    assert described.job.progress.step == 30
+    assert described.spec == lockstep.load_spec(spec)  # the spec exactly as submitted
+    assert job in [j.id for j in client.jobs()]
+    assert client.jobs(limit=1)[0].id == job  # newest first
+    lines = list(client.logs(job))
+    assert lines and {line.task for line in lines} <= {"worker/0", "worker/1"}
+    # A finished job cannot be cancelled.
+    with pytest.raises(lockstep.FailedPreconditionError) as e:
+        client.cancel(job)
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_cancel_a_long_job_from_a_json_file(client, cluster, tmp_path):
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(digits_job(cluster, "py-long", steps=1_000_000)))
+    job = client.submit(str(path))
+    events = client.watch(job, timeout=JOB_TIMEOUT_S)
+    for event in events:  # until it has trained a step: it really runs
+        assert not event.ended, (event.state, event.reason)
+        if event.state == "RUNNING" and event.step > 0:
+            break
+    events.close()
+    record = client.cancel(job, reason="python client test")
+    assert record.id == job
+    final = client.wait(job, timeout=30)
+    assert lockstep.state_name(final.state) == "CANCELLED"
+    assert "python client test" in final.reason
+    assert 0 < final.progress.step < 1_000_000
+
+
+def test_bad_spec_names_the_field(client, cluster):
+    spec = lockstep.load_spec(digits_job(cluster, "py-bad", steps=10))
+    spec.global_batch_size = 0
+    with pytest.raises(lockstep.InvalidArgumentError) as e:
+        client.submit(spec)  # a JobSpec message
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.field == "global_batch_size" and e.value.rpc == "SubmitJob"
+    assert "must be > 0" in e.value.details
+
+    bad = digits_job(cluster, "py-bad", steps=10)
+    bad["model"]["layers"][0]["dense"]["units"] = 0
+    with pytest.raises(lockstep.InvalidArgumentError) as e:
+        client.submit(bad)
+    assert e.value.field == "model.layers[0].dense.units", e.value
+
+    bad = copy.deepcopy(digits_job(cluster, "py-bad", steps=10))
+    bad["epochs"] = 3
+    with pytest.raises(lockstep.InvalidArgumentError) as e:
+        client.submit(bad)
+    assert e.value.fields == ("steps", "epochs"), e.value
+
+
+def test_viewer_token_is_refused_on_submit(cluster):
+    viewer = lockstep.Client(coordinator=cluster.address, ca=cluster.ca,
+                             token=cluster.viewer_token, env={})
+    with viewer:
+        assert viewer.jobs() is not None  # viewers read
+        with pytest.raises(lockstep.PermissionDeniedError) as e:
+            viewer.submit(digits_job(cluster, "py-viewer", steps=10))
+        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
+        assert "Pass a token" in str(e.value)
+
+
+def test_unknown_token_and_unknown_job(cluster, client):
+    with lockstep.Client(cluster.address, cluster.ca, "not-a-token", env={}) as stranger:
+        with pytest.raises(lockstep.UnauthenticatedError):
+            stranger.jobs()
+    with pytest.raises(lockstep.NotFoundError) as e:
+        client.describe("job-999999")
+    assert "job-999999" in str(e.value)
+    with pytest.raises(lockstep.NotFoundError):
+        list(client.watch("job-999999", timeout=10))
+
+
+def test_export_is_not_available_yet(client):
+    with pytest.raises(NotImplementedError, match="lockstep export"):
+        client.export("job-000001", format="npz", output="/tmp/unused.npz")
