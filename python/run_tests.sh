@@ -6,9 +6,9 @@ set -euo pipefail
 
 root="${TEST_SRCDIR:?run me with bazel test //python:client_test}/${TEST_WORKSPACE:-lockstep}"
 python="${LOCKSTEP_PYTHON:-/usr/bin/python3}"
-if ! "$python" -c "import grpc, google.protobuf, pytest" 2>/dev/null; then
-  echo "client_test: $python lacks grpcio, protobuf or pytest; run tools/bootstrap.sh" \
-       "(Debian's python3-grpcio python3-protobuf python3-pytest)" >&2
+if ! "$python" -c "import grpc, google.protobuf, numpy, pytest" 2>/dev/null; then
+  echo "client_test: $python lacks grpcio, protobuf, numpy or pytest; run tools/bootstrap.sh" \
+       "(Debian's python3-grpcio python3-protobuf python3-numpy python3-pytest)" >&2
   exit 1
 fi
 

@@ -16,6 +16,8 @@ from lockstep.errors import (CancelledError, ConfigError, DeadlineExceededError,
                              UnauthenticatedError, UnavailableError)
 
 try:
+    from lockstep.checkpoint import (Checkpoint, CheckpointError, load_weights,
+                                     read_checkpoint, to_numpy)
     from lockstep.client import (Client, JobRecord, JobSpec, LogLine, ProgressEvent, load_spec,
                                  state_name, to_dict)
 except ImportError as e:  # the stubs were not generated
@@ -25,9 +27,9 @@ except ImportError as e:  # the stubs were not generated
                       "in the Lockstep repository (python/README.md)") from e
 
 __all__ = [
-    "CancelledError", "Client", "ConfigError", "DeadlineExceededError",
+    "CancelledError", "Checkpoint", "CheckpointError", "Client", "ConfigError", "DeadlineExceededError",
     "FailedPreconditionError", "InvalidArgumentError", "JobRecord", "JobSpec", "LockstepError",
     "LogLine", "NotFoundError", "PermissionDeniedError", "ProgressEvent",
     "ResourceExhaustedError", "UnauthenticatedError", "UnavailableError", "load_spec",
-    "state_name", "to_dict",
+    "load_weights", "read_checkpoint", "state_name", "to_dict", "to_numpy",
 ]

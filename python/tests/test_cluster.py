@@ -9,6 +9,7 @@ import json
 import os
 
 import grpc
+import numpy as np
 import pytest
 
 import lockstep
@@ -51,7 +52,7 @@ def test_status_shows_both_workers(client):
     assert not status.insecure
 
 
-def test_submit_dict_watch_to_success_then_describe(client, cluster):
+def test_submit_dict_watch_to_success_then_describe(client, cluster, tmp_path):
     spec = digits_job(cluster, "py-short", steps=30)
     job = client.submit(spec)
     assert job.startswith("job-")
@@ -72,6 +73,26 @@ def test_submit_dict_watch_to_success_then_describe(client, cluster):
     assert client.jobs(limit=1)[0].id == job  # newest first
     lines = list(client.logs(job))
     assert lines and {line.task for line in lines} <= {"worker/0", "worker/1"}
+    # Its final checkpoint, read with NumPy: the model's variables at their shapes.
+    path = described.job.progress.checkpoint_path
+    assert path.startswith(os.path.join(cluster.work_dir, "checkpoints", "py-short")), path
+    assert lockstep.read_checkpoint(path).global_step == 30
+    weights = lockstep.load_weights(path)
+    assert {name: w.shape for name, w in weights.items()} == {
+        "hidden/kernel": (64, 32), "hidden/bias": (32,),
+        "logits/kernel": (32, 10), "logits/bias": (10,)}
+    assert all(np.isfinite(w).all() and w.dtype == np.float32 for w in weights.values())
+    assert np.abs(weights["logits/bias"]).sum() > 0  # trained: biases start at zero
+    slots = lockstep.load_weights(path, with_optimizer_state=True)
+    assert slots["hidden/kernel/adam_m"].shape == (64, 32)
+    assert set(weights) < set(slots)
+    damaged = tmp_path / "damaged.lsckpt"
+    data = bytearray(open(path, "rb").read())
+    data[-1] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(lockstep.CheckpointError, match="payload CRC mismatch"):
+        lockstep.load_weights(str(damaged))
+
     # A finished job cannot be cancelled.
     with pytest.raises(lockstep.FailedPreconditionError) as e:
         client.cancel(job)

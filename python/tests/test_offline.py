@@ -7,6 +7,7 @@ import grpc
 import pytest
 
 import lockstep
+import lockstep.checkpoint
 from lockstep import config
 from lockstep.errors import from_rpc_error, parse_fields
 
@@ -147,3 +148,27 @@ class TestErrors:
             client.jobs()
         assert e.value.code == grpc.StatusCode.UNAVAILABLE and e.value.rpc == "ListJobs"
         client.close()
+
+
+class TestCheckpoint:
+    def test_crc32c_check_value(self):
+        assert lockstep.checkpoint.crc32c(b"123456789") == 0xE3069283
+
+    def test_to_numpy_dtypes(self):
+        import numpy as np
+        from lockstep.v1 import tensor_pb2
+        a = np.arange(6, dtype="<f4").reshape(2, 3)
+        t = tensor_pb2.TensorProto(dtype=tensor_pb2.F32, content=a.tobytes())
+        t.shape.dims.extend([2, 3])
+        assert (lockstep.to_numpy(t) == a).all()
+        bf16 = (a.view(np.uint32) >> 16).astype("<u2")  # exact for these small integers
+        t = tensor_pb2.TensorProto(dtype=tensor_pb2.BF16, content=bf16.tobytes())
+        t.shape.dims.extend([2, 3])
+        assert (lockstep.to_numpy(t) == a).all()
+
+    def test_not_a_checkpoint(self, tmp_path):
+        with pytest.raises(lockstep.CheckpointError, match="wrong magic") as e:
+            lockstep.read_checkpoint(write(tmp_path / "x.lsckpt", "x" * 64))
+        assert e.value.code == grpc.StatusCode.DATA_LOSS
+        with pytest.raises(lockstep.CheckpointError, match="cannot read"):
+            lockstep.read_checkpoint(str(tmp_path / "missing.lsckpt"))
