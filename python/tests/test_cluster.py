@@ -7,6 +7,9 @@ then a long one that is cancelled while it runs. Every wait has a deadline.
 import copy
 import json
 import os
+import re
+import subprocess
+import sys
 
 import grpc
 import numpy as np
@@ -164,3 +167,17 @@ def test_unknown_token_and_unknown_job(cluster, client):
 def test_export_is_not_available_yet(client):
     with pytest.raises(NotImplementedError, match="lockstep export"):
         client.export("job-000001", format="npz", output="/tmp/unused.npz")
+
+
+def test_readme_example_trains_and_loads_the_weights(cluster):
+    """python/examples/train_digits.py (the README's worked example), as a user runs it."""
+    env = dict(os.environ, LOCKSTEP_CONFIG=cluster.config,
+               PYTHONPATH=os.pathsep.join(sys.path))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    run = subprocess.run([sys.executable, os.path.join(repo, "python/examples/train_digits.py")],
+                         cwd=repo, env=env, capture_output=True, text=True,
+                         timeout=JOB_TIMEOUT_S)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "SUCCEEDED: test accuracy 0.9" in run.stdout, run.stdout
+    assert re.search(r"^step +\d+/2000  loss \d", run.stdout, re.M), run.stdout
+    assert "hidden/kernel (64, 128) float32" in run.stdout, run.stdout
