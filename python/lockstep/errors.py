@@ -53,6 +53,13 @@ class LockstepError(Exception):
     """
 
     code_default = grpc.StatusCode.UNKNOWN  # a subclass's own code
+    # The subclass raised for each code: each one that sets code_default registers itself.
+    _by_code: Dict[grpc.StatusCode, Type["LockstepError"]] = {}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)  # type: ignore[arg-type]
+        if "code_default" in cls.__dict__:
+            LockstepError._by_code.setdefault(cls.code_default, cls)
 
     def __init__(self, details: str, code: Optional[grpc.StatusCode] = None, rpc: str = "",
                  address: str = "", hint: str = "") -> None:
@@ -118,18 +125,6 @@ class CancelledError(LockstepError):
     code_default = grpc.StatusCode.CANCELLED
 
 
-_BY_CODE: Dict[grpc.StatusCode, Type[LockstepError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
-    grpc.StatusCode.NOT_FOUND: NotFoundError,
-    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
-    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
-    grpc.StatusCode.UNAVAILABLE: UnavailableError,
-    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
-    grpc.StatusCode.CANCELLED: CancelledError,
-}
-
 # What to check, as the CLI says it (client/cli/connection.cc FailRpc).
 _UNREACHABLE_HINT = ("Is lockstep-coordinator running there? Pass coordinator=HOST:PORT or set "
                      "LOCKSTEP_COORDINATOR; with TLS, ca must be the CA that signed its "
@@ -140,7 +135,7 @@ _CREDENTIALS_HINT = ("Pass a token from the coordinator's --tokens_file (token=.
 
 def error_class(code: grpc.StatusCode) -> Type[LockstepError]:
     """The LockstepError subclass raised for `code` (LockstepError for the others)."""
-    return _BY_CODE.get(code, LockstepError)
+    return LockstepError._by_code.get(code, LockstepError)
 
 
 def from_rpc_error(e: grpc.RpcError, rpc: str, address: str) -> LockstepError:

@@ -140,6 +140,16 @@ class TestErrors:
         e = from_rpc_error(FakeRpcError(grpc.StatusCode.DATA_LOSS, "x"), "GetJob", "h:1")
         assert type(e) is lockstep.LockstepError and e.code == grpc.StatusCode.DATA_LOSS
 
+    def test_every_code_class_is_registered(self):
+        from lockstep.errors import error_class
+        for name in ("InvalidArgument", "NotFound", "FailedPrecondition", "PermissionDenied",
+                     "Unauthenticated", "ResourceExhausted", "Unavailable", "DeadlineExceeded",
+                     "Cancelled"):
+            cls = getattr(lockstep, name + "Error")
+            assert error_class(cls.code_default) is cls
+            assert cls("x").code == cls.code_default
+        assert error_class(grpc.StatusCode.INTERNAL) is lockstep.LockstepError
+
     def test_unreachable_coordinator_is_unavailable(self, tmp_path):
         # Nothing listens on a port the kernel just gave out and took back? That is a race;
         # port 1 on loopback is never served to an unprivileged test.
