@@ -17,7 +17,6 @@ deadline (`timeout`, default 10 s, as the CLI's); streams have one when asked.
 """
 
 import dataclasses
-import json
 import os
 import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
@@ -27,8 +26,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from lockstep import config as _config
-from lockstep.errors import (InvalidArgumentError, LockstepError, NotFoundError,
-                             UnavailableError, from_rpc_error)
+from lockstep.errors import InvalidArgumentError, NotFoundError, from_rpc_error
 from lockstep.v1 import coordinator_pb2 as pb
 from lockstep.v1 import coordinator_pb2_grpc as pb_grpc
 from lockstep.v1 import diagnostics_pb2

@@ -1,7 +1,6 @@
 """What the client decides without a coordinator: credentials, specs, errors."""
 
 import json
-import os
 
 import grpc
 import pytest
@@ -151,8 +150,7 @@ class TestErrors:
         assert error_class(grpc.StatusCode.INTERNAL) is lockstep.LockstepError
 
     def test_unreachable_coordinator_is_unavailable(self, tmp_path):
-        # Nothing listens on a port the kernel just gave out and took back? That is a race;
-        # port 1 on loopback is never served to an unprivileged test.
+        # Port 1 (tcpmux) is served by nothing here; a port "known to be free" would be a race.
         client = lockstep.Client("127.0.0.1:1", insecure=True, timeout=5, env={})
         with pytest.raises(lockstep.UnavailableError) as e:
             client.jobs()
