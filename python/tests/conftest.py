@@ -4,10 +4,12 @@ The binaries come from the environment (python/run_tests.sh sets them from the B
 runfiles) or, when pytest is run by hand from the repository root, from bazel-bin/. The
 cluster binds port 0; its address and credentials are what it reports: the "running; ...
 --config=PATH" line of its output names the client config it wrote (operator token), and
-tls/tokens in its work dir holds the viewer token. It is stopped (SIGINT, then SIGKILL of its
-process group) whatever the tests do.
+tls/tokens in its work dir holds the viewer token. It is stopped (SIGINT, then SIGKILL) whatever the
+tests do, and dies with pytest should pytest itself be killed (PR_SET_PDEATHSIG; lockstep
+local's own children die with it the same way).
 """
 
+import ctypes
 import dataclasses
 import os
 import queue
@@ -55,6 +57,12 @@ def _read_tokens(path: str) -> "dict[str, str]":
     return tokens
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when pytest exits, however it exits."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     lockstep = _binary("LOCKSTEP_BIN", "client/lockstep")
@@ -67,7 +75,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         [lockstep, "local", "--no_job", "--keep_running", "--workers=2",
          f"--work_dir={work_dir}", f"--coordinator_bin={coordinator}",
          f"--lockstepd_bin={lockstepd}", f"--timeout={START_TIMEOUT_S}s"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=_die_with_parent)
     lines: "queue.Queue[str]" = queue.Queue()
     output: List[str] = []
 
@@ -103,5 +112,5 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # its children die with it (PDEATHSIG)
+                proc.kill()  # its children die with it (PDEATHSIG)
                 proc.wait(timeout=10)

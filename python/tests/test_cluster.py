@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import lockstep
+from lockstep.v1 import cluster_pb2
 
 JOB_TIMEOUT_S = 120
 
@@ -50,7 +51,7 @@ def client(cluster):
 
 def test_status_shows_both_workers(client):
     status = client.status()
-    alive = [t for t in status.tasks if t.task.type == "worker" and t.state == 1]
+    alive = [t for t in status.tasks if t.task.type == "worker" and t.state == cluster_pb2.ALIVE]
     assert len(alive) == 2, status
     assert not status.insecure
 
@@ -75,7 +76,11 @@ def test_submit_dict_watch_to_success_then_describe(client, cluster, tmp_path):
     assert job in [j.id for j in client.jobs()]
     assert client.jobs(limit=1)[0].id == job  # newest first
     lines = list(client.logs(job))
-    assert lines and {line.task for line in lines} <= {"worker/0", "worker/1"}
+    assert lines and {line.task for line in lines} == {"worker/0", "worker/1"}
+    assert {line.task for line in client.logs(job, worker=1)} == {"worker/1"}
+    followed = list(client.logs(job, follow=True, timeout=30))  # ends: the job has ended
+    assert sorted((l.task, l.seq, l.text) for l in followed) == sorted(
+        (l.task, l.seq, l.text) for l in lines)
     # Its final checkpoint, read with NumPy: the model's variables at their shapes.
     path = described.job.progress.checkpoint_path
     assert path.startswith(os.path.join(cluster.work_dir, "checkpoints", "py-short")), path
