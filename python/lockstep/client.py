@@ -7,7 +7,7 @@ for a refused spec, the JobSpec field.
 
     import lockstep
     with lockstep.Client() as client:          # flags' defaults: $LOCKSTEP_*, the config file
-        job = client.submit("examples/jobs/digits_mlp.json")
+        job = client.submit("job.json")          # or a dict, or a JobSpec
         for event in client.watch(job):
             print(event.state, event.step, event.loss)
 
