@@ -24,6 +24,10 @@ PACKAGES=(
   # The multi-host test tier (tests/netns): `ip netns`, veth, bridge, `tc` (iproute2) and
   # packet filters for partitions and loss (nftables).
   iproute2 nftables
+  # The Python client (python/): its runtime, NumPy for the weights it reads from checkpoints,
+  # and its pytest suite (//python:client_test).
+  # Its stubs come from protoc and grpc_python_plugin (protobuf-compiler-grpc, above).
+  python3-grpcio python3-protobuf python3-pytest python3-numpy
   # Monitoring: metrics (prometheus-cpp) and the Prometheus server its end-to-end test scrapes.
   prometheus-cpp-dev prometheus
 )
