@@ -47,9 +47,15 @@ absl::Time Later() { return absl::Now() + absl::Seconds(60); }
 
 // One rank of `size` on GPU 0: all-reduces (rank+1) and checks the sum. 0 when it passes.
 int RunRank(int rank, int size, Store* store) {
-  if (!CudaStatus(cudaSetDevice(0), "cudaSetDevice").ok()) return 10;
+  if (absl::Status s = CudaStatus(cudaSetDevice(0), "cudaSetDevice"); !s.ok()) {
+    fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
+    return 10;
+  }
   cudaStream_t stream;
-  if (!CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream").ok()) {
+  if (absl::Status s =
+          CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+      !s.ok()) {
+    fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
     return 11;
   }
   absl::StatusOr<std::unique_ptr<RealNcclApi>> api = RealNcclApi::Load();
@@ -126,6 +132,18 @@ TEST(NcclGpuTest, LocalGroupOnEveryGpu) {
   }
 }
 
+// One rank of TwoProcessesOnOneGpu, in a process of its own: that test starts this binary
+// again with only this test selected and the rank and store in the environment. A forked
+// copy of the test process cannot use CUDA once the parent has (OneRank runs first), so each
+// rank is a fresh exec. Skipped when run on its own.
+TEST(NcclGpuTest, RankProcess) {
+  const char* rank = getenv("LOCKSTEP_NCCL_TEST_RANK");
+  const char* dir = getenv("LOCKSTEP_NCCL_TEST_STORE");
+  if (rank == nullptr || dir == nullptr) GTEST_SKIP() << "a rank of TwoProcessesOnOneGpu";
+  FileStore store(dir);
+  EXPECT_EQ(RunRank(atoi(rank), 2, &store), 0);
+}
+
 TEST(NcclGpuTest, TwoProcessesOnOneGpu) {
   char dir[] = "/tmp/lockstep_nccl_XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
@@ -136,8 +154,11 @@ TEST(NcclGpuTest, TwoProcessesOnOneGpu) {
     if (pid == 0) {
       // Two "hosts" as far as NCCL sees, so that it does not refuse two ranks on one GPU.
       setenv("NCCL_HOSTID", absl::StrCat("lockstep-test-host-", rank).c_str(), 1);
-      FileStore store(dir);
-      _exit(RunRank(rank, 2, &store));
+      setenv("LOCKSTEP_NCCL_TEST_RANK", absl::StrCat(rank).c_str(), 1);
+      setenv("LOCKSTEP_NCCL_TEST_STORE", dir, 1);
+      execl("/proc/self/exe", "nccl_gpu_test", "--gtest_filter=NcclGpuTest.RankProcess",
+            static_cast<char*>(nullptr));
+      _exit(127);
     }
     children.push_back(pid);
   }
