@@ -187,6 +187,7 @@ TEST_F(TwoWorkers, BroadcastFromChiefAfterARestore) {
     auto v = scope.CreateVariable("w", Tensor::FromVector<float>({0, 0}, Shape{2}));
     ASSERT_TRUE(v.ok()) << v.status();
     // Only the chief restored a checkpoint; the others have other values.
+    ASSERT_EQ(v->num_copies(), 2);
     for (int c = 0; c < v->num_copies(); ++c) {
       v->copy(c).data<float>()[0] = w == 0 ? 5 : -1;
     }
@@ -218,6 +219,7 @@ TEST_F(TwoWorkers, ReplicaIdsAndReductionsSpanBothWorkers) {
       return ctx.AllReduce(ReduceOp::kMean, Tensor::Scalar<float>(ctx.replica_id_in_sync_group()));
     });
     ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_EQ(all->components().size(), 2u);
     for (const Tensor& t : all->components()) EXPECT_EQ(t.data<float>()[0], 1.5f);
     // A partial global batch across workers: MEAN over axis 0 divides by the true count.
     DistributedValues partial =
@@ -239,6 +241,7 @@ TEST_F(TwoWorkers, EncryptedWorkersReduceAsPlaintextOnes) {
       return ctx.AllReduce(ReduceOp::kSum, Tensor::Scalar<float>(ctx.replica_id_in_sync_group()));
     });
     ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_EQ(all->components().size(), 2u);
     for (const Tensor& t : all->components()) EXPECT_EQ(t.data<float>()[0], 6.0f);
   });
 }
@@ -286,6 +289,8 @@ TEST_F(TwoWorkers, FusedGradientReducerAcrossWorkers) {
           },
           {});
       ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(out->size(), 3u);
+      for (const DistributedValues& grad : *out) ASSERT_EQ(grad.components().size(), 2u);
       for (const Tensor& t : (*out)[0].components()) {
         EXPECT_THAT(t.ToVector<float>(), ElementsAre(1.5, 1, 2));
       }
