@@ -478,7 +478,8 @@ TEST_F(NetnsFaultTest, CorruptedNewestCheckpointFallsBackToThePreviousOne) {
     f.seekp(size / 2);
     f.write(middle.data(), middle.size());
     f.close();
-    ASSERT_FALSE(chief::CheckpointManager::ReadFile(path).ok()) << path;
+    ASSERT_EQ(chief::CheckpointManager::ReadFile(path).status().code(), absl::StatusCode::kDataLoss)
+        << path;
   }
   WaitState(id, v1::RESTARTING, kTimeout + absl::Seconds(10));
   ASSERT_TRUE(cluster_->StartWorkers().ok());
