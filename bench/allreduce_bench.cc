@@ -388,7 +388,9 @@ int RunAllreduceBench(int argc, char** argv) {
     sweeps.push_back(std::move(sweep));
     probe = after;
   };
-  if (!probe.ok()) std::printf("# %s\n", CoreLatencyLine(probe).c_str());
+  if (!probe.ok() || MeasuredScheduling(*probe)) {
+    std::printf("# %s\n", CoreLatencyLine(probe).c_str());
+  }
   // Ours over `run_sizes` (with the fusion measurement when `fusion`), filed as one sweep.
   auto run_ours = [&](int round, const std::vector<uint64_t>& run_sizes, bool fusion) -> bool {
     const absl::StatusOr<CoreLatency> before = probe;

@@ -53,9 +53,14 @@ TEST(AllreduceBenchTest, ParsesSizesLikeNcclTests) {
   auto m = ParseSizes("1M:4m");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(*m, (std::vector<uint64_t>{1 << 20, 2 << 20, 4 << 20}));
-  EXPECT_FALSE(ParseSizes("7:64").ok());
-  EXPECT_FALSE(ParseSizes("64").ok());
-  EXPECT_FALSE(ParseSizes("64:8").ok());
+  auto refused = [](const char* sizes, const std::string& words) {
+    absl::Status s = ParseSizes(sizes).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << sizes << ": " << s;
+    EXPECT_NE(s.message().find(words), absl::string_view::npos) << s << " lacks: " << words;
+  };
+  refused("7:64", "--sizes: MIN must be a multiple of 4 and <= MAX");
+  refused("64", "--sizes is MIN:MAX");
+  refused("64:8", "--sizes: MIN must be a multiple of 4 and <= MAX");
 }
 
 TEST(AllreduceBenchTest, IterationRules) {

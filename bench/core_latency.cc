@@ -144,15 +144,24 @@ absl::StatusOr<CoreLatency> MeasureCoreLatency(const CoreLatencyOptions& options
   return result;
 }
 
+bool MeasuredScheduling(const CoreLatency& probe) {
+  return probe.round_trip_ns >= kProbeSchedulingNs;
+}
+
 std::string CoreLatencyLine(const absl::StatusOr<CoreLatency>& l) {
   if (!l.ok()) return absl::StrCat("core-to-core probe failed: ", l.status().message());
-  return absl::StrFormat("core-to-core round trip %.0f ns (CPUs %d and %d)", l->round_trip_ns,
-                         l->cpu_a, l->cpu_b);
+  return absl::StrFormat(
+      "core-to-core round trip %.0f ns (CPUs %d and %d)%s", l->round_trip_ns, l->cpu_a, l->cpu_b,
+      MeasuredScheduling(*l) ? absl::StrFormat("; at or above %.0f us: it measured the "
+                                               "scheduler (a busy machine), not the cache",
+                                               kProbeSchedulingNs / 1e3)
+                             : "");
 }
 
 Placement ClassifyPlacement(const absl::StatusOr<CoreLatency>& before,
                             const absl::StatusOr<CoreLatency>& after) {
   if (!before.ok() || !after.ok()) return Placement::kUnknown;
+  if (MeasuredScheduling(*before) || MeasuredScheduling(*after)) return Placement::kUnknown;
   const bool a = before->round_trip_ns >= kSplitPlacementNs;
   const bool b = after->round_trip_ns >= kSplitPlacementNs;
   if (a != b) return Placement::kMixed;
@@ -168,7 +177,7 @@ const char* PlacementName(Placement p) {
     case Placement::kMixed:
       return "placement changed during the run";
     case Placement::kUnknown:
-      return "placement unknown (no probe)";
+      return "placement unknown (no probe, or a probe that measured scheduling)";
   }
   return "";
 }

@@ -45,8 +45,15 @@ struct CoreLatency {
 // two CPUs; DEADLINE_EXCEEDED past `timeout`.
 absl::StatusOr<CoreLatency> MeasureCoreLatency(const CoreLatencyOptions& options = {});
 
+// A cache line crosses between cores in tens to hundreds of nanoseconds, even across sockets;
+// a round trip slower than this measured the scheduler (a probe thread preempted on a busy
+// machine), not the cache. The benchmarks flag such a probe and place no run by it; the tests
+// only check that the probe measures something.
+constexpr double kProbeSchedulingNs = 100e3;
+bool MeasuredScheduling(const CoreLatency& probe);
+
 // One line for a benchmark's output: "core-to-core round trip 212 ns (CPUs 0 and 1)", or
-// the probe's error.
+// the probe's error; a probe at or above kProbeSchedulingNs says so.
 std::string CoreLatencyLine(const absl::StatusOr<CoreLatency>& probe);
 
 // Where the host ran a measurement, from the probe before and after it.
@@ -54,7 +61,7 @@ enum class Placement {
   kSharedL3,  // both probes below kSplitPlacementNs
   kSplit,     // both at or above it: the CPUs are on different L3s
   kMixed,     // the placement changed during the measurement
-  kUnknown,   // a probe failed
+  kUnknown,   // a probe failed, or measured scheduling (kProbeSchedulingNs)
 };
 // Measured on these machines: 35-97 ns per round trip with the vCPUs on one L3, 370-470 ns
 // apart, nothing in between.

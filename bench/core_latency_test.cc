@@ -4,6 +4,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -24,11 +27,10 @@ TEST(CoreLatencyTest, MeasuresARoundTripBetweenTwoCpus) {
   absl::StatusOr<CoreLatency> l = MeasureCoreLatency(o);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_NE(l->cpu_a, l->cpu_b);
-  // A cache line crosses between cores in tens to hundreds of nanoseconds; a round trip
-  // is two crossings, so it cannot take zero time, and even across sockets it stays far
-  // below 100 us (a probe that measured scheduling instead of the cache would exceed it).
+  // A round trip is two crossings of a cache line: it cannot take zero time. How fast it is
+  // depends on how busy the machine is; the benchmarks judge that (kProbeSchedulingNs).
   EXPECT_GT(l->round_trip_ns, 1.0);
-  EXPECT_LT(l->round_trip_ns, 100e3);
+  EXPECT_TRUE(std::isfinite(l->round_trip_ns));
   EXPECT_NE(CoreLatencyLine(l).find("core-to-core round trip"), std::string::npos);
 }
 
@@ -68,6 +70,11 @@ TEST(CoreLatencyTest, ClassifiesPlacementFromTheProbesAroundARun) {
   EXPECT_EQ(ClassifyPlacement(at(199.9), at(kSplitPlacementNs)), Placement::kMixed);
   EXPECT_EQ(ClassifyPlacement(failed, at(80)), Placement::kUnknown);
   EXPECT_EQ(ClassifyPlacement(at(80), failed), Placement::kUnknown);
+  // A probe that measured the scheduler places nothing, and its line says so.
+  EXPECT_EQ(ClassifyPlacement(at(80), at(kProbeSchedulingNs)), Placement::kUnknown);
+  EXPECT_EQ(ClassifyPlacement(at(250e3), at(400)), Placement::kUnknown);
+  EXPECT_NE(CoreLatencyLine(at(250e3)).find("measured the scheduler"), std::string::npos);
+  EXPECT_EQ(CoreLatencyLine(at(99e3)).find("measured the scheduler"), std::string::npos);
   EXPECT_NE(std::string(PlacementName(Placement::kSplit)).find("different L3s"), std::string::npos);
 }
 

@@ -65,7 +65,10 @@ TEST_F(FileUtilTest, AReadOnlyParentIsRefused) {
   absl::Status s = CheckDirWritableWithoutCreating(ro + "/ckpt", "checkpoint.dir");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("cannot create it in '" + ro + "'"));
-  EXPECT_FALSE(CheckDirWritableWithoutCreating(ro, "checkpoint.dir").ok());
+  absl::Status itself = CheckDirWritableWithoutCreating(ro, "checkpoint.dir");
+  EXPECT_EQ(itself.code(), absl::StatusCode::kInvalidArgument) << itself;
+  EXPECT_THAT(itself.message(),
+              HasSubstr("checkpoint.dir: directory '" + ro + "' is not writable"));
 }
 
 TEST_F(FileUtilTest, ProcIsRefusedEvenForRoot) {

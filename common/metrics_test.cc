@@ -70,7 +70,8 @@ TEST(MetricsRegistryTest, ServesMetricsOverHttpOnAnyFreePort) {
   EXPECT_EQ(scrapes, 1);
   // Nothing but /metrics.
   absl::StatusOr<std::string> other = HttpGet("127.0.0.1", m.port(), "/");
-  EXPECT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition) << other.status();
+  EXPECT_THAT(std::string(other.status().message()), HasSubstr(" 404")) << other.status();
   EXPECT_EQ(m.Serve("127.0.0.1:0").code(), absl::StatusCode::kFailedPrecondition);
 }
 

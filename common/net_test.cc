@@ -17,8 +17,14 @@ TEST(NetTest, ParsesHostPort) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->host, "::1");
   EXPECT_EQ(b->ToString(), "[::1]:7000");
-  EXPECT_FALSE(ParseHostPort("::1:7000").ok());
-  EXPECT_FALSE(ParseHostPort("h:0").ok());
+  // A bare IPv6 address cannot carry a port; port 0 is no port to dial.
+  for (const char* bad : {"::1:7000", "h:0"}) {
+    absl::Status s = ParseHostPort(bad).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad << ": " << s;
+    EXPECT_NE(s.message().find(absl::StrCat("\"", bad, "\"")), absl::string_view::npos) << s;
+  }
+  EXPECT_NE(ParseHostPort("h:0").status().message().find("port must be a number in 1..65535"),
+            absl::string_view::npos);
 }
 
 TEST(NetTest, ParsesListenAddressesWithPortZero) {
@@ -58,7 +64,10 @@ TEST(NetTest, ReservedPortHoldsAPort) {
   EXPECT_GT((*p)->port(), 0);
   // A second listener on the same port fails while the first holds it.
   auto q = ReservedPort::Create("127.0.0.1", (*p)->port());
-  EXPECT_FALSE(q.ok());
+  EXPECT_EQ(q.status().code(), absl::StatusCode::kUnavailable) << q.status();
+  EXPECT_NE(q.status().message().find(absl::StrCat("cannot listen on 127.0.0.1:", (*p)->port())),
+            absl::string_view::npos)
+      << q.status();
 }
 
 }  // namespace

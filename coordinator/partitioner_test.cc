@@ -53,7 +53,9 @@ TEST(PartitionerTest, BatchMustSplitOverReplicas) {
   EXPECT_EQ(parts.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(parts.status().message(), HasSubstr("global_batch_size: 6"));
   EXPECT_THAT(parts.status().message(), HasSubstr("4 replicas"));
-  EXPECT_FALSE(MakePartitions("j", 1, spec, {}, "s").ok());
+  absl::Status nobody = MakePartitions("j", 1, spec, {}, "s").status();
+  EXPECT_EQ(nobody.code(), absl::StatusCode::kInvalidArgument) << nobody;
+  EXPECT_THAT(nobody.message(), HasSubstr("job j: no worker to run it on"));
 }
 
 TEST(PartitionerTest, SecretsAreFreshHex) {

@@ -178,7 +178,8 @@ TEST(Dataset, SyntheticIsDeterministic) {
   EXPECT_TRUE(x.labels.BitwiseEquals(y.labels));
   for (int64_t l : x.labels.ToVector<int64_t>()) EXPECT_TRUE(l >= 0 && l < 4);
   EXPECT_EQ(Labels(Dataset::Synthetic(10, engine::Shape{1}, 4, 9), 7).size(), 3u);
-  EXPECT_FALSE(Dataset::Synthetic(10, engine::Shape{-1}, 4, 9).status().ok());
+  EXPECT_EQ(Dataset::Synthetic(10, engine::Shape{-1}, 4, 9).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Element, SplitBatchForReplicas) {
@@ -196,13 +197,15 @@ TEST(Element, SplitBatchForReplicas) {
 TEST(Dataset, BadArgumentsSurfaceAtMakeIterator) {
   EXPECT_EQ(Range(4).Batch(0, false).MakeIterator().status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(Range(4).Shard(2, 2).status().ok());
-  EXPECT_FALSE(Range(4).Shuffle(0, 1).Batch(2, false).status().ok());
-  EXPECT_FALSE(Range(4).Normalize({1}, {0}).status().ok());
-  EXPECT_FALSE(Dataset::FromTensors(engine::Tensor::Zeros(engine::DType::kF32, engine::Shape{3, 2}),
-                                    engine::Tensor::Zeros(engine::DType::kI64, engine::Shape{4}))
-                   .status()
-                   .ok());
+  EXPECT_EQ(Range(4).Shard(2, 2).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Range(4).Shuffle(0, 1).Batch(2, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Range(4).Normalize({1}, {0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Dataset::FromTensors(engine::Tensor::Zeros(engine::DType::kF32, engine::Shape{3, 2}),
+                                 engine::Tensor::Zeros(engine::DType::kI64, engine::Shape{4}))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

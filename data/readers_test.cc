@@ -131,7 +131,7 @@ TEST(FixedRecordReader, ReadsRecords) {
             std::string::npos)
       << status;
   o.num_features = 4;
-  EXPECT_FALSE(FixedRecordReader::Validate(o).ok());
+  EXPECT_EQ(FixedRecordReader::Validate(o).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ TEST(Split, DeterministicDisjointSplit) {
   for (int64_t v : a.second.labels.ToVector<int64_t>()) seen.insert(v);
   EXPECT_EQ(seen.size(), 101u);
   EXPECT_FALSE(a.second.labels.BitwiseEquals(TrainTestSplit(*all, 0.2, 43)->second.labels));
-  EXPECT_FALSE(TrainTestSplit(*all, 1.5, 1).ok());
+  EXPECT_EQ(TrainTestSplit(*all, 1.5, 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

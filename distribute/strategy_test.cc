@@ -66,6 +66,7 @@ TEST_P(TwoReplicaTest, ReduceAxisNoneAndAxisZero) {
   EXPECT_EQ(axis0->shape(), Shape{});
   EXPECT_EQ(axis0->ToVector<float>()[0], 28);
   auto mean = strategy->Reduce(ReduceOp::kMean, v, kNoAxis);
+  ASSERT_TRUE(mean.ok()) << mean.status();
   EXPECT_THAT(mean->ToVector<float>(), ElementsAre(2, 3, 4, 5));
 }
 
@@ -123,9 +124,9 @@ TEST_P(TwoReplicaTest, AllReduceOfReplicaIds) {
       },
       {*ids});
   ASSERT_TRUE(result.ok()) << result.status();
-  for (const Tensor& t : strategy->ExperimentalLocalResults(*result)) {
-    EXPECT_EQ(t.data<int32_t>()[0], 1);
-  }
+  std::vector<Tensor> local = strategy->ExperimentalLocalResults(*result);
+  ASSERT_EQ(local.size(), 2u);
+  for (const Tensor& t : local) EXPECT_EQ(t.data<int32_t>()[0], 1);
   auto step_fn = [](ReplicaContext& ctx, const std::vector<Tensor>&) -> absl::StatusOr<Tensor> {
     return Tensor::Scalar<int32_t>(ctx.replica_id_in_sync_group());
   };
@@ -157,6 +158,7 @@ TEST_P(TwoReplicaTest, DistributedRangeDataset) {
         {(**step)[0]});
     ASSERT_TRUE(result.ok()) << result.status();
     std::vector<int64_t> row;
+    ASSERT_EQ(result->components().size(), 2u);
     for (const Tensor& t : result->components()) {
       ASSERT_EQ(t.shape(), Shape{1});
       row.push_back(t.data<int64_t>()[0]);
@@ -189,6 +191,7 @@ TEST_P(TwoReplicaTest, DistributeValuesFromFunction) {
       },
       {*n});
   ASSERT_TRUE(result.ok());
+  ASSERT_EQ(result->components().size(), 2u);
   for (const Tensor& t : result->components()) EXPECT_EQ(t.data<int32_t>()[0], 4);
 }
 
@@ -287,7 +290,11 @@ TEST_P(TwoReplicaTest, DistributeDatasetsFromFunction) {
         EXPECT_EQ(ctx.input_pipeline_id(), 0);
         EXPECT_EQ(ctx.num_replicas_in_sync(), 2);
         EXPECT_EQ(*ctx.GetPerReplicaBatchSize(8), 4);
-        EXPECT_FALSE(ctx.GetPerReplicaBatchSize(7).ok());
+        absl::StatusOr<int64_t> odd = ctx.GetPerReplicaBatchSize(7);
+        EXPECT_EQ(odd.status().code(), absl::StatusCode::kInvalidArgument) << odd.status();
+        EXPECT_THAT(odd.status().message(),
+                    HasSubstr("global batch size (7) is not divisible by the number of "
+                              "replicas in sync (2)"));
         ShardSpec spec;
         return TensorSliceSource({Range(10)}).make(spec, *ctx.GetPerReplicaBatchSize(4));
       });
@@ -303,8 +310,16 @@ TEST(OneDeviceStrategyTest, SingleReplica) {
   auto strategy = OneDeviceStrategy::Create();
   ASSERT_TRUE(strategy.ok());
   EXPECT_EQ((*strategy)->num_replicas_in_sync(), 1);
+  // One replica: reducing across replicas leaves the value as it is; along axis 0 it sums.
   auto sum = (*strategy)->Reduce(ReduceOp::kSum, F32({1, 2}), kNoAxis);
   ASSERT_TRUE(sum.ok()) << sum.status();
+  ASSERT_EQ(sum->shape(), Shape{2});
+  EXPECT_EQ(sum->data<float>()[0], 1.0f);
+  EXPECT_EQ(sum->data<float>()[1], 2.0f);
+  auto along0 = (*strategy)->Reduce(ReduceOp::kSum, F32({1, 2}), 0);
+  ASSERT_TRUE(along0.ok()) << along0.status();
+  EXPECT_EQ(along0->num_elements(), 1);
+  EXPECT_EQ(along0->data<float>()[0], 3.0f);
   auto result = (*strategy)->Run(
       [](ReplicaContext& ctx, const std::vector<Tensor>&) -> absl::StatusOr<Tensor> {
         return ctx.AllReduce(ReduceOp::kMean, Tensor::Scalar<float>(5));
@@ -329,7 +344,9 @@ TEST(DevicesTest, MisuseIsRefusedClearly) {
   auto nccl = MirroredStrategy::Create(options);
   EXPECT_EQ(nccl.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(nccl.status().message(), HasSubstr("NCCL"));
-  EXPECT_FALSE(OneDeviceStrategy::Create("/cpu:3").ok());
+  auto one_missing = OneDeviceStrategy::Create("/cpu:3");
+  EXPECT_EQ(one_missing.status().code(), absl::StatusCode::kNotFound) << one_missing.status();
+  EXPECT_THAT(one_missing.status().message(), HasSubstr("/cpu:3"));
   // bf16 compression halves what workers exchange: the one-worker strategies refuse it.
   options.communication.implementation = CommunicationOptions::Implementation::kAuto;
   options.communication.compression = collectives::Compression::kBF16;

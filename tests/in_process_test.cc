@@ -83,9 +83,15 @@ TEST_F(InProcessClusterTest, AgentsFormClusterWithDistinctTasks) {
   EXPECT_EQ(indexes, (std::set<int>{0, 1, 2, 3}));
   EXPECT_EQ(CountAlive(), kWorkers);
   // The TF_CONFIG each worker got back is valid and names its own task.
-  for (auto& a : agents_) {
-    auto tf = TfConfig::Parse(a->registration().tf_config());
-    if (tf.ok()) EXPECT_EQ(tf->task(), *a->task());
+  // (The cluster it lists is the one at its registration: those registered before it.)
+  ASSERT_EQ(agents_.size(), static_cast<size_t>(kWorkers));
+  for (int i = 0; i < kWorkers; ++i) {
+    const std::string json = agents_[i]->registration().tf_config();
+    auto tf = TfConfig::Parse(json);
+    ASSERT_TRUE(tf.ok()) << tf.status() << ": " << json;
+    EXPECT_EQ(tf->task(), *agents_[i]->task()) << json;
+    EXPECT_LT(tf->task_index(), tf->num_workers()) << json;
+    EXPECT_EQ(tf->address(), absl::StrCat("127.0.0.1:", 30000 + i)) << json;
   }
   // Heartbeats keep them alive past two timeouts.
   absl::Time until = absl::Now() + absl::Milliseconds(2200);
@@ -126,6 +132,7 @@ TEST_F(InProcessClusterTest, StoreRendezvousOverGrpc) {
     });
   }
   for (auto& t : ranks) t.join();
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kWorkers));
   for (int r = 0; r < kWorkers; ++r) {
     EXPECT_EQ(seen[r], (std::vector<std::string>{"addr0", "addr1", "addr2", "addr3"}));
   }
@@ -151,6 +158,7 @@ TEST_F(InProcessClusterTest, BarrierOverGrpcNamesMissingMember) {
     });
   }
   for (auto& t : ts) t.join();
+  ASSERT_EQ(results.size(), 3u);
   for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
 
   req.set_barrier_id("job-1/attempt-0/second");
@@ -176,7 +184,6 @@ TEST(InProcessErrorsTest, UnreachableCoordinatorIsUnavailable) {
   ASSERT_TRUE(jobs.ok());
   absl::Time start = absl::Now();
   auto status = (*jobs)->GetClusterStatus();
-  EXPECT_FALSE(status.ok());
   EXPECT_TRUE(absl::IsUnavailable(status.status()) || absl::IsDeadlineExceeded(status.status()))
       << status.status();
   EXPECT_THAT(std::string(status.status().message()), HasSubstr("GetClusterStatus to coordinator"));
@@ -187,7 +194,9 @@ TEST(InProcessErrorsTest, UnreachableCoordinatorIsUnavailable) {
       address, credentials->Daemon("worker-0").value(), absl::Seconds(2));
   ASSERT_TRUE(daemon.ok());
   auto registered = (*daemon)->RegisterWorker(v1::RegisterWorkerRequest());
-  EXPECT_FALSE(registered.ok());
+  EXPECT_TRUE(absl::IsUnavailable(registered.status()) ||
+              absl::IsDeadlineExceeded(registered.status()))
+      << registered.status();
   EXPECT_THAT(std::string(registered.status().message()),
               HasSubstr("RegisterWorker to coordinator " + address));
 }

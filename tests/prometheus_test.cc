@@ -17,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "client/local_cluster.h"
 #include "client/subprocess.h"
+#include "common/ci_skip.h"
 #include "common/health_check.h"
 #include "common/http_get.h"
 #include "common/net.h"
@@ -186,8 +187,9 @@ TEST_F(PrometheusTest, ADrainedWorkerIsNotServingUntilTheDrainIsUndone) {
 
 TEST_F(PrometheusTest, PrometheusScrapesACluster) {
   if (access(kPrometheus, X_OK) != 0) {
-    GTEST_SKIP() << kPrometheus << " is not installed (Debian package prometheus; "
-                 << "tools/bootstrap.sh installs it)";
+    LS_SKIP_OR_FAIL_UNLESS_CI("Prometheus")
+        << kPrometheus << " is not installed (Debian package prometheus; "
+        << "tools/bootstrap.sh installs it)";
   }
   std::pair<int, int> coordinator_ports;
   auto coordinator = StartCoordinator(&coordinator_ports);

@@ -57,6 +57,19 @@ TEST(AgentTest, RetriesUntilCoordinatorAnswersThenHeartbeatsAndDeregisters) {
   EXPECT_TRUE(result.ok()) << result;
   EXPECT_EQ(agent.state(), State::kStopped);
   EXPECT_EQ(client.calls("Deregister"), 1);
+  // It deregistered its own task, with its own incarnation.
+  std::vector<v1::DeregisterRequest> deregisters = client.deregisters();
+  ASSERT_EQ(deregisters.size(), 1u);
+  EXPECT_EQ(deregisters[0].task().type(), "worker");
+  EXPECT_EQ(deregisters[0].task().index(), 2);
+  EXPECT_EQ(deregisters[0].incarnation(), 42u);
+  // And every heartbeat named the same.
+  std::vector<v1::HeartbeatRequest> beats = client.heartbeats();
+  ASSERT_GE(beats.size(), 3u);
+  for (const v1::HeartbeatRequest& beat : beats) {
+    EXPECT_EQ(beat.task().index(), 2);
+    EXPECT_EQ(beat.incarnation(), 42u);
+  }
 }
 
 TEST(AgentTest, ReRegistersWhenToldLost) {
@@ -130,6 +143,12 @@ TEST(AgentTest, DynamicRegistrationKeepsAssignedTask) {
   agent.Stop();
   t.join();
   EXPECT_EQ(agent.task(), (TaskRef{"worker", 5}));
+  // Leaving, it deregisters the task the coordinator assigned, not the one it asked for.
+  std::vector<v1::DeregisterRequest> deregisters = client.deregisters();
+  ASSERT_EQ(deregisters.size(), 1u);
+  EXPECT_EQ(deregisters[0].task().type(), "worker");
+  EXPECT_EQ(deregisters[0].task().index(), 5);
+  EXPECT_EQ(deregisters[0].incarnation(), 42u);
   absl::MutexLock l(&mu);
   ASSERT_GE(had_task.size(), 2u);
   EXPECT_FALSE(had_task[0]);  // first time: ask for a task
@@ -162,6 +181,7 @@ TEST(AgentTest, StopWhileRegisteringDoesNotDeregister) {
   t.join();
   EXPECT_EQ(agent.state(), State::kStopped);
   EXPECT_EQ(client.calls("Deregister"), 0);
+  EXPECT_TRUE(client.deregisters().empty());
 }
 
 }  // namespace

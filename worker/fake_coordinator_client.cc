@@ -49,6 +49,10 @@ absl::StatusOr<v1::HeartbeatResponse> FakeCoordinatorClient::Heartbeat(
 
 absl::Status FakeCoordinatorClient::Deregister(const v1::DeregisterRequest& request) {
   Count("Deregister");
+  {
+    absl::MutexLock l(&mu_);
+    deregisters_.push_back(request);
+  }
   return on_deregister ? on_deregister(request) : absl::OkStatus();
 }
 
@@ -83,9 +87,13 @@ absl::StatusOr<std::string> FakeCoordinatorClient::GetKey(const std::string& key
   return absl::DeadlineExceededError(absl::StrCat("key \"", key, "\" was not set"));
 }
 
-absl::Status FakeCoordinatorClient::Barrier(const v1::BarrierRequest&) {
+absl::Status FakeCoordinatorClient::Barrier(const v1::BarrierRequest& request) {
   Count("Barrier");
-  return absl::OkStatus();
+  {
+    absl::MutexLock l(&mu_);
+    barriers_.push_back(request);
+  }
+  return on_barrier ? on_barrier(request) : absl::OkStatus();
 }
 
 class FakeCoordinatorClient::Stream final : public AssignmentStream {
@@ -141,6 +149,16 @@ void FakeCoordinatorClient::set_coordinator_incarnation(uint64_t incarnation) {
 std::vector<v1::HeartbeatRequest> FakeCoordinatorClient::heartbeats() const {
   absl::MutexLock l(&mu_);
   return heartbeats_;
+}
+
+std::vector<v1::DeregisterRequest> FakeCoordinatorClient::deregisters() const {
+  absl::MutexLock l(&mu_);
+  return deregisters_;
+}
+
+std::vector<v1::BarrierRequest> FakeCoordinatorClient::barriers() const {
+  absl::MutexLock l(&mu_);
+  return barriers_;
 }
 
 }  // namespace worker

@@ -1,9 +1,10 @@
 // FakeCoordinatorClient: a CoordinatorClient for tests, with no network. Each RPC counts
 // its calls and answers through a replaceable handler; the defaults accept everything
-// and keep keys in memory. GetKey on a missing key waits for it in real time (no clock),
-// or advances the FakeClock (if given) by
-// the requested timeout and answers DEADLINE_EXCEEDED, as a real wait would.
-// Thread model: thread-safe; handlers run without the fake's lock held.
+// and keep keys in memory. Heartbeat, Deregister and Barrier also keep every request (task,
+// incarnation, barrier id and members), so that tests check what they were asked. GetKey on a
+// missing key waits for it in real time (no clock), or advances the FakeClock (if given) by the
+// requested timeout and answers DEADLINE_EXCEEDED, as a real wait would. Thread model: thread-safe;
+// handlers run without the fake's lock held.
 #ifndef LOCKSTEP_WORKER_FAKE_COORDINATOR_CLIENT_H_
 #define LOCKSTEP_WORKER_FAKE_COORDINATOR_CLIENT_H_
 
@@ -31,6 +32,7 @@ class FakeCoordinatorClient final : public CoordinatorClient {
       on_register;
   std::function<absl::Status(const v1::HeartbeatRequest&)> on_heartbeat;
   std::function<absl::Status(const v1::DeregisterRequest&)> on_deregister;
+  std::function<absl::Status(const v1::BarrierRequest&)> on_barrier;
   // Called at the start of every GetKey (e.g. to abort a store mid-wait).
   std::function<void(const std::string& key)> on_get_key;
 
@@ -52,8 +54,10 @@ class FakeCoordinatorClient final : public CoordinatorClient {
   void BreakStreams(absl::Status status);
   // The coordinator incarnation Heartbeat answers with.
   void set_coordinator_incarnation(uint64_t incarnation);
-  // Every HeartbeatRequest received, in order.
+  // Every HeartbeatRequest, DeregisterRequest and BarrierRequest received, in order.
   std::vector<v1::HeartbeatRequest> heartbeats() const;
+  std::vector<v1::DeregisterRequest> deregisters() const;
+  std::vector<v1::BarrierRequest> barriers() const;
 
   int calls(const std::string& rpc) const;
   std::map<std::string, std::string> keys() const;
@@ -71,6 +75,8 @@ class FakeCoordinatorClient final : public CoordinatorClient {
   absl::Status break_status_ ABSL_GUARDED_BY(mu_);
   uint64_t coordinator_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<v1::HeartbeatRequest> heartbeats_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::DeregisterRequest> deregisters_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::BarrierRequest> barriers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace worker

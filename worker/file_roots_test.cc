@@ -16,9 +16,20 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 std::string Msg(const absl::Status& s) { return std::string(s.message()); }
+
+// A confinement refusal: INVALID_ARGUMENT naming the field and the path, saying it is outside
+// the roots of `kind` ("data", "output") and naming the flag that adds one.
+void ExpectOutside(const absl::Status& s, const std::string& field, const std::string& path,
+                   const std::string& kind) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(Msg(s), StartsWith(field + ": '" + path + "'"));
+  EXPECT_THAT(Msg(s), HasSubstr("is outside this worker's " + kind + " roots"));
+  EXPECT_THAT(Msg(s), HasSubstr(kind == "data" ? "--data_root" : "--output_root"));
+}
 
 // A fresh directory per test: <dir>/data (a root), <dir>/out (a root), <dir>/secret.
 class FileRootsTest : public ::testing::Test {
@@ -58,13 +69,25 @@ TEST_F(FileRootsTest, DataOutsideTheRootsIsRefusedNamingTheFieldAndTheFlag) {
   EXPECT_THAT(Msg(outside), StartsWith("data.train.files[1]: '" + dir_ + "/secret/key'"));
   EXPECT_THAT(Msg(outside), HasSubstr("outside this worker's data roots (" + dir_ + "/data)"));
   EXPECT_THAT(Msg(outside), HasSubstr("--data_root"));
-  EXPECT_FALSE(roots_->ResolveData("/etc/passwd", "f").ok());
-  EXPECT_FALSE(roots_->ResolveData("/nonexistent/file", "f").ok());
-  EXPECT_THAT(Msg(roots_->ResolveData("../secret/key", "data.eval.files[0]").status()),
+  // Files that exist and that this process can read: refused for where they are, not for
+  // being missing.
+  for (const std::string& readable : {std::string("/etc/passwd"), dir_ + "/secret/key"}) {
+    ASSERT_EQ(::access(readable.c_str(), R_OK), 0) << readable;
+    ExpectOutside(roots_->ResolveData(readable, "f").status(), "f", readable, "data");
+  }
+  // A missing file outside is refused in the same words as an existing one: the refusal
+  // does not tell whether it exists (a missing file inside a root resolves, see above).
+  absl::Status missing = roots_->ResolveData("/nonexistent/file", "f").status();
+  ExpectOutside(missing, "f", "/nonexistent/file", "data");
+  EXPECT_THAT(Msg(missing), Not(HasSubstr("No such file")));
+  absl::Status dotdot = roots_->ResolveData("../secret/key", "data.eval.files[0]").status();
+  EXPECT_EQ(dotdot.code(), absl::StatusCode::kInvalidArgument) << dotdot;
+  EXPECT_THAT(Msg(dotdot),
               StartsWith("data.eval.files[0]: '../secret/key' must be a file path with no '..'"));
   // Outputs are no data: a root for one is not a root for the other.
   Write(dir_ + "/out/written.csv");
-  EXPECT_FALSE(roots_->ResolveData(dir_ + "/out/written.csv", "f").ok());
+  ExpectOutside(roots_->ResolveData(dir_ + "/out/written.csv", "f").status(), "f",
+                dir_ + "/out/written.csv", "data");
 }
 
 TEST_F(FileRootsTest, SymlinksThatLeaveARootAreRefused) {
@@ -72,8 +95,11 @@ TEST_F(FileRootsTest, SymlinksThatLeaveARootAreRefused) {
   ASSERT_EQ(::symlink((dir_ + "/secret").c_str(), (dir_ + "/data/escape").c_str()), 0);
   ASSERT_EQ(::symlink((dir_ + "/secret").c_str(), (dir_ + "/out/escape").c_str()), 0);
   absl::Status file = roots_->ResolveData("link.csv", "data.train.files[0]").status();
+  ExpectOutside(file, "data.train.files[0]", "link.csv", "data");
   EXPECT_THAT(Msg(file), HasSubstr("(" + dir_ + "/secret/key) is outside"));
-  EXPECT_FALSE(roots_->ResolveData("escape/key", "f").ok());
+  absl::Status dir_link = roots_->ResolveData("escape/key", "f").status();
+  ExpectOutside(dir_link, "f", "escape/key", "data");
+  EXPECT_THAT(Msg(dir_link), HasSubstr("(" + dir_ + "/secret/key) is outside"));
   absl::Status out = roots_->ResolveOutput("escape/ckpt", "checkpoint.dir").status();
   EXPECT_EQ(out.code(), absl::StatusCode::kInvalidArgument) << out;
   EXPECT_THAT(Msg(out), StartsWith("checkpoint.dir: 'escape/ckpt' (" + dir_ + "/secret/ckpt)"));
@@ -88,9 +114,18 @@ TEST_F(FileRootsTest, OutputsResolveUnderTheRootAlsoBeforeTheyExist) {
             dir_ + "/out/runs/a/ckpt");
   EXPECT_EQ(roots_->ResolveOutput(dir_ + "/out/tb/", "summaries.dir").value(), dir_ + "/out/tb");
   EXPECT_EQ(roots_->ResolveOutput(dir_ + "/out", "summaries.dir").value(), dir_ + "/out");
-  EXPECT_FALSE(roots_->ResolveOutput(dir_ + "/outside", "summaries.dir").ok());
-  EXPECT_FALSE(roots_->ResolveOutput(dir_ + "/out/../secret", "summaries.dir").ok());
-  EXPECT_FALSE(roots_->ResolveOutput("/proc/self", "checkpoint.dir").ok());
+  // Existing directories outside the output root (the test's own directory, /proc/self) are
+  // refused for where they are.
+  ExpectOutside(roots_->ResolveOutput(dir_ + "/secret", "summaries.dir").status(), "summaries.dir",
+                dir_ + "/secret", "output");
+  ExpectOutside(roots_->ResolveOutput(dir_ + "/outside", "summaries.dir").status(), "summaries.dir",
+                dir_ + "/outside", "output");
+  absl::Status dotdot = roots_->ResolveOutput(dir_ + "/out/../secret", "summaries.dir").status();
+  EXPECT_EQ(dotdot.code(), absl::StatusCode::kInvalidArgument) << dotdot;
+  EXPECT_THAT(Msg(dotdot), HasSubstr("no '..' component"));
+  ASSERT_EQ(::access("/proc/self", F_OK), 0);
+  absl::Status proc = roots_->ResolveOutput("/proc/self", "checkpoint.dir").status();
+  ExpectOutside(proc, "checkpoint.dir", "/proc/self", "output");
 }
 
 TEST_F(FileRootsTest, ResolveSpecRewritesEveryPathOrNamesTheFirstRefusal) {
@@ -121,7 +156,10 @@ TEST(FileRootsCreateTest, RootsMustBeAbsoluteNamingTheFlag) {
               StartsWith("--data_root: 'data' must be an absolute directory"));
   EXPECT_THAT(Msg(FileRoots::Create({"/data"}, {}).status()),
               StartsWith("--output_root: at least one directory"));
-  EXPECT_FALSE(FileRoots::Create({"/a/../b"}, {"/out"}).ok());
+  absl::Status dotdot = FileRoots::Create({"/a/../b"}, {"/out"}).status();
+  EXPECT_EQ(dotdot.code(), absl::StatusCode::kInvalidArgument) << dotdot;
+  EXPECT_THAT(Msg(dotdot), StartsWith("--data_root: '/a/../b' must be an absolute directory with "
+                                      "no '..' component"));
   EXPECT_THAT(SplitRoots("/a,,/b,"), ElementsAre("/a", "/b"));
 }
 

@@ -3,11 +3,18 @@
 #include "worker/grpc_coordinator_client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/loopback_server.h"
 #include "gtest/gtest.h"
@@ -35,6 +42,24 @@ class AssignmentsOnlyService final : public v1::WorkerService::Service {
   }
   absl::Notification cancelled_;
 };
+
+// Whether thread `tid` of this process sleeps in the kernel (state S or D in
+// /proc/self/task/<tid>/stat), polled until `deadline`.
+bool WaitUntilSleeping(pid_t tid, absl::Time deadline) {
+  const std::string path = absl::StrCat("/proc/self/task/", tid, "/stat");
+  while (absl::Now() < deadline) {
+    std::ifstream in(path);
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // "<tid> (<comm>) <state> ...": the state follows the last ')'.
+    const size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() &&
+        (stat[paren + 2] == 'S' || stat[paren + 2] == 'D')) {
+      return true;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return false;
+}
 
 class GrpcAssignmentsTest : public ::testing::Test {
  protected:
@@ -64,14 +89,25 @@ TEST_F(GrpcAssignmentsTest, ReadsPushedAssignmentsAndCancelEndsTheStream) {
     ASSERT_TRUE(next->has_value());
     EXPECT_EQ((*next)->run().job_id(), job);
   }
-  // A blocked Next() ends promptly when another thread cancels.
-  std::thread canceller([&] {
-    absl::SleepFor(absl::Milliseconds(50));
-    (*stream)->Cancel();
+  // A blocked Next() ends promptly when another thread cancels. The reader announces that it
+  // calls Next(); the cancel comes once that thread sleeps (the server holds the stream open
+  // with nothing more to send) and Next() has not returned.
+  std::atomic<pid_t> reader_tid{0};
+  std::atomic<bool> returned{false};
+  absl::StatusOr<std::optional<v1::Assignment>> end;
+  std::thread reader([&] {
+    reader_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    end = (*stream)->Next();
+    returned = true;
   });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (reader_tid.load() == 0 && absl::Now() < deadline) std::this_thread::yield();
+  ASSERT_NE(reader_tid.load(), 0);
+  EXPECT_TRUE(WaitUntilSleeping(reader_tid.load(), deadline)) << "the reader never blocked";
+  EXPECT_FALSE(returned.load()) << "Next() returned before the cancel";
   const absl::Time start = absl::Now();
-  auto end = (*stream)->Next();
-  canceller.join();
+  (*stream)->Cancel();
+  reader.join();
   ASSERT_TRUE(end.ok()) << end.status();
   EXPECT_FALSE(end->has_value());
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));

@@ -116,7 +116,9 @@ TEST(JobRunner, DropAllAbortsEveryJob) {
   runner.Handle(RunAssignment("job-2", 0, 100000000));
   runner.DropAll("the coordinator restarted");
   ASSERT_TRUE(runner.WaitIdle(absl::Now() + absl::Seconds(2)));
-  for (const v1::JobReport& r : runner.Reports()) {
+  std::vector<v1::JobReport> reports = runner.Reports();
+  ASSERT_EQ(reports.size(), 2u);
+  for (const v1::JobReport& r : reports) {
     EXPECT_EQ(r.phase(), v1::JobReport::ABORTED) << r.job_id();
   }
 }

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/ci_skip.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -103,7 +104,10 @@ class MpiTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     std::string why;
-    if (!MpirunWorks(&why)) GTEST_SKIP() << "mpirun cannot start a process here (" << why << ")";
+    if (!MpirunWorks(&why)) {
+      LS_SKIP_OR_FAIL_UNLESS_CI("Open MPI (mpirun)")
+          << "mpirun cannot start a process here (" << why << ")";
+    }
   }
 };
 

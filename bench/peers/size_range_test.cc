@@ -1,7 +1,9 @@
 #include "bench/peers/size_range.h"
 
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,11 +20,12 @@ TEST(ParseByteSizeTest, BinarySuffixes) {
 }
 
 TEST(ParseByteSizeTest, RejectsGarbage) {
-  EXPECT_FALSE(ParseByteSize("").ok());
-  EXPECT_FALSE(ParseByteSize("K").ok());
-  EXPECT_FALSE(ParseByteSize("12X").ok());
-  EXPECT_FALSE(ParseByteSize("-4").ok());
-  EXPECT_FALSE(ParseByteSize("99999999999999999999G").ok());
+  for (const char* bad : {"", "K", "12X", "-4", "99999999999999999999G"}) {
+    absl::Status s = ParseByteSize(bad).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad << ": " << s;
+    EXPECT_NE(s.message().find(absl::StrCat("bad byte size '", bad, "'")), absl::string_view::npos)
+        << s;
+  }
 }
 
 TEST(ParseSizeRangeTest, DoublesFromMinToMax) {
@@ -34,11 +37,16 @@ TEST(ParseSizeRangeTest, DoublesFromMinToMax) {
 }
 
 TEST(ParseSizeRangeTest, RejectsBadRanges) {
-  EXPECT_FALSE(ParseSizeRange("0:64").ok());
-  EXPECT_FALSE(ParseSizeRange("6:64").ok());
-  EXPECT_FALSE(ParseSizeRange("64:8").ok());
-  EXPECT_FALSE(ParseSizeRange("8:").ok());
-  EXPECT_FALSE(ParseSizeRange("8:x").ok());
+  auto refused = [](const char* range, const std::string& words) {
+    absl::Status s = ParseSizeRange(range).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << range << ": " << s;
+    EXPECT_NE(s.message().find(words), absl::string_view::npos) << s << " lacks: " << words;
+  };
+  refused("0:64", "--sizes '0:64': sizes must be positive multiples of 4 bytes");
+  refused("6:64", "--sizes '6:64': sizes must be positive multiples of 4 bytes");
+  refused("64:8", "--sizes '64:8': MIN is larger than MAX");
+  refused("8:", "bad byte size ''");
+  refused("8:x", "bad byte size 'x'");
 }
 
 }  // namespace

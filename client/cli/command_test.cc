@@ -20,13 +20,19 @@ TEST(CommandArgsTest, ParsesBothForms) {
 }
 
 TEST(CommandArgsTest, RefusesUnknownAndMalformed) {
-  EXPECT_FALSE(CommandArgs::Parse({"--nope=1"}, kSpecs).ok());
-  EXPECT_FALSE(CommandArgs::Parse({"--workers"}, kSpecs).ok());
-  EXPECT_FALSE(CommandArgs::Parse({"--keep_running=yes"}, kSpecs).ok());
+  auto refused = [](const absl::Status& s, const std::string& words) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find(words), absl::string_view::npos) << s << " lacks: " << words;
+  };
+  refused(CommandArgs::Parse({"--nope=1"}, kSpecs).status(), "unknown option --nope");
+  refused(CommandArgs::Parse({"--workers"}, kSpecs).status(), "--workers needs a value");
+  refused(CommandArgs::Parse({"--keep_running=yes"}, kSpecs).status(),
+          "--keep_running takes no value");
   auto a = CommandArgs::Parse({"--workers=x"}, kSpecs);
   ASSERT_TRUE(a.ok());
-  EXPECT_FALSE(a->GetInt("workers", 1).ok());
-  EXPECT_FALSE(a->GetDuration("workers", absl::Seconds(1)).ok());
+  refused(a->GetInt("workers", 1).status(), "--workers: expected an integer, got \"x\"");
+  refused(a->GetDuration("workers", absl::Seconds(1)).status(),
+          "--workers: expected a duration such as 500ms or 3s, got \"x\"");
 }
 
 int Call(std::vector<std::string> args, const std::vector<Command>& commands) {

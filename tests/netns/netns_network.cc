@@ -53,6 +53,16 @@ void DeleteStaleNamespaces(NetnsNetwork* net) {
   for (const std::string& ns : stale) net->Run({IpTool(), "netns", "delete", ns}).IgnoreError();
 }
 
+// True when `ip`'s output says it was not allowed to (missing capability, a read-only or
+// unwritable /run/netns), rather than that something else went wrong.
+bool IsRefusal(absl::string_view output) {
+  for (absl::string_view refusal :
+       {"Operation not permitted", "Permission denied", "Read-only file system"}) {
+    if (absl::StrContains(output, refusal)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string IpTool() {
@@ -76,8 +86,11 @@ absl::StatusOr<std::unique_ptr<NetnsNetwork>> NetnsNetwork::Create(int hosts,
   // A first namespace tells whether we may make them at all (a container without
   // CAP_SYS_ADMIN, or with /run/netns read-only, may not).
   net->bridge_ns_ = net->prefix_ + "br";
+  // Only a refusal (no capability, /run/netns not writable) is FAILED_PRECONDITION, which a
+  // test may skip on; any other failure stays INTERNAL and fails the test.
   absl::Status made = net->Run({IpTool(), "netns", "add", net->bridge_ns_});
   if (!made.ok()) {
+    if (!IsRefusal(made.message())) return made;
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create a network namespace (needs CAP_SYS_ADMIN and CAP_NET_ADMIN): ",
                      made.message()));

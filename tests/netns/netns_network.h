@@ -12,7 +12,9 @@
 // dead earlier run left behind (names carry the creating process's pid).
 //
 // Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2; Create() answers
-// FAILED_PRECONDITION saying what is missing, so that tests can skip with the reason.
+// FAILED_PRECONDITION saying what is missing (only then: any other failure of `ip` is
+// INTERNAL), so that tests can skip with the reason locally and fail under CI
+// (LS_SKIP_OR_FAIL_UNLESS_CI, common/ci_skip.h).
 // Ownership: owns the namespaces. Thread model: one owner thread; EnterHost() moves only
 // the calling thread (and the threads it starts afterwards) into a host's namespace.
 #ifndef LOCKSTEP_TESTS_NETNS_NETNS_NETWORK_H_
@@ -32,7 +34,8 @@ class NetnsNetwork {
  public:
   // `hosts` namespaces (at most 200) joined by one bridge; `log_dir` receives the output
   // of every command run (netns_commands.log). FAILED_PRECONDITION when this process may
-  // not make namespaces (not root, no CAP_NET_ADMIN, no `ip`), INTERNAL when a step fails.
+  // not make namespaces (not root, no `ip`, `ip netns add` refused: no CAP_SYS_ADMIN or
+  // CAP_NET_ADMIN, /run/netns not writable), INTERNAL when a step fails otherwise.
   static absl::StatusOr<std::unique_ptr<NetnsNetwork>> Create(int hosts,
                                                               const std::string& log_dir);
   ~NetnsNetwork();

@@ -6,6 +6,7 @@
 
 #include "absl/time/clock.h"
 #include "collectives/transport/tcp/socket_util.h"
+#include "common/ci_skip.h"
 #include "common/net.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -47,7 +48,7 @@ bool Exists(const std::string& ns) {
 TEST(NetnsNetworkTest, HostsConnectOverBothFamiliesAndAPartitionSilencesOne) {
   auto net = NetnsNetwork::Create(2, TmpDir("network"));
   if (net.status().code() == absl::StatusCode::kFailedPrecondition) {
-    GTEST_SKIP() << "network namespaces unavailable: " << net.status().message();
+    LS_SKIP_OR_FAIL_UNLESS_CI("network namespaces (root)") << net.status().message();
   }
   ASSERT_TRUE(net.ok()) << net.status();
   const std::vector<std::string> names = {(*net)->ns(0), (*net)->ns(1)};

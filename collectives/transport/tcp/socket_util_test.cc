@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "common/ci_skip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -54,7 +55,9 @@ bool HaveIpv6Loopback() {
 // The data plane over IPv6: listening on ::1 publishes "[::1]:port", and a connection to that
 // address (the bracketed form TF_CONFIG uses) reaches the listener and carries bytes both ways.
 TEST(SocketUtilTest, ListensAndConnectsOverIpv6Loopback) {
-  if (!HaveIpv6Loopback()) GTEST_SKIP() << "this host has no IPv6 loopback (::1) to bind";
+  if (!HaveIpv6Loopback()) {
+    LS_SKIP_OR_FAIL_UNLESS_CI("IPv6 loopback") << "this host has no IPv6 loopback (::1) to bind";
+  }
   auto listening = ListenEphemeral("::1", 1);
   ASSERT_TRUE(listening.ok()) << listening.status();
   EXPECT_THAT(listening->second, ::testing::MatchesRegex("\\[::1\\]:[0-9]+"));
