@@ -164,6 +164,12 @@ int main(int argc, char** argv) {
       "gemm_shapes: %s, f32, 1 thread, OpenBLAS %s kernels; median of %d interleaved rounds\n",
       transformer ? "the Transformer step's products" : "MLP 784-1024-1024-10 backward products",
       lockstep::engine::cpu::BlasCoreName().c_str(), absl::GetFlag(FLAGS_reps));
+  const auto& row = lockstep::engine::cpu::OwnKernelBoundsHere();
+  std::printf(
+      "cpu::Gemm's row here (blas.cc): kernels '%s', vendor '%s', ours from %lld "
+      "multiply-adds up to %lld batch rows\n",
+      row.core, row.vendor, static_cast<long long>(row.min_work),
+      static_cast<long long>(row.max_batch));
   for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {
     int batch = 0;
     if (!absl::SimpleAtoi(b, &batch) || batch <= 0) {

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace lockstep::engine::cpu {
@@ -52,6 +53,34 @@ TEST(BlasTest, OneThreadMeansOneThreadAndTheKernelsHaveAName) {
   EXPECT_EQ(BlasThreads(), 1);
   EXPECT_FALSE(BlasCoreName().empty());
   EXPECT_NE(BlasCoreName(), "unknown");
+}
+
+// The backward-product bounds are a row per OpenBLAS kernel set and CPU vendor, the kernel set
+// named in any case; a combination nobody measured gets the default row.
+TEST(BlasTest, OwnKernelBoundsArePerKernelSetAndVendorWithADefault) {
+  const OwnKernelBounds& fallback = OwnKernelBoundsFor("NoSuchCore", "GenuineIntel");
+  EXPECT_STREQ(fallback.core, "");
+  EXPECT_EQ(fallback.min_work, int64_t{1} << 21);
+  EXPECT_EQ(fallback.max_batch, 255);
+  EXPECT_EQ(&OwnKernelBoundsFor("Haswell", "AuthenticAMD"), &fallback);
+
+  const OwnKernelBounds& amd = OwnKernelBoundsFor("Cooperlake", "AuthenticAMD");
+  EXPECT_STREQ(amd.core, "cooperlake");
+  EXPECT_STREQ(amd.vendor, "AuthenticAMD");
+  EXPECT_EQ(amd.max_batch, 255);
+  const OwnKernelBounds& intel = OwnKernelBoundsFor("COOPERLAKE", "GenuineIntel");
+  EXPECT_STREQ(intel.vendor, "GenuineIntel");
+  EXPECT_EQ(intel.max_batch, 0);
+  // A row for any vendor.
+  for (const char* vendor : {"GenuineIntel", "AuthenticAMD", ""}) {
+    const OwnKernelBounds& prescott = OwnKernelBoundsFor("Prescott", vendor);
+    EXPECT_STREQ(prescott.core, "prescott") << vendor;
+    EXPECT_GT(prescott.max_batch, int64_t{1} << 40) << vendor;
+  }
+  // This process's row is the one for the kernels OpenBLAS chose here.
+  const OwnKernelBounds& here = OwnKernelBoundsHere();
+  EXPECT_TRUE(here.core[0] == '\0' || absl::EqualsIgnoreCase(here.core, BlasCoreName()))
+      << here.core << " vs " << BlasCoreName();
 }
 
 }  // namespace
