@@ -4,6 +4,7 @@
 #include "client/cli/certs_command.h"
 #include "client/cli/command.h"
 #include "client/cli/diagnose_commands.h"
+#include "client/cli/export_command.h"
 #include "client/cli/job_commands.h"
 #include "client/cli/local_command.h"
 #include "client/cli/status_command.h"
@@ -15,8 +16,9 @@ int main(int argc, char** argv) {
   if (auto status = lockstep::cli::RunBenchIfAsked(argc, argv)) return *status;
   using namespace lockstep::cli;  // NOLINT: the list reads better without prefixes
   std::vector<Command> commands = {
-      StatusCommand(), SubmitCommand(), WatchCommand(), JobsCommand(),  DescribeCommand(),
-      CancelCommand(), DrainCommand(),  LocalCommand(), BenchCommand(), CertsCommand(),
+      StatusCommand(),   SubmitCommand(), WatchCommand(),  JobsCommand(),
+      DescribeCommand(), CancelCommand(), DrainCommand(),  LocalCommand(),
+      BenchCommand(),    CertsCommand(),  ExportCommand(),
   };
   AddDiagnoseCommands(&commands);
   return Dispatch(argc, argv, commands);
