@@ -21,6 +21,9 @@ PACKAGES=(
   libgloo-dev libopenmpi-dev openmpi-bin
   # Used by scripts and multi-process tests.
   procps python3
+  # tests/export_test.sh reads `lockstep export`'s npz with NumPy's np.load (and its
+  # safetensors with NumPy arrays), independently of Lockstep's own writers.
+  python3-numpy
   # The multi-host test tier (tests/netns): `ip netns`, veth, bridge, `tc` (iproute2) and
   # packet filters for partitions and loss (nftables).
   iproute2 nftables
