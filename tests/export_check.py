@@ -4,6 +4,7 @@
 checks it bit for bit against the checkpoint's tensors as train_for_export dumped them.
 
 Usage: export_check.py npz|safetensors EXPORT DUMP_DIR [--slots] [--step=N] [--spec]
+       export_check.py misfit EXPORT OUT   (see write_misfit)
   --slots   the export must hold the optimizer slots too (else: the variables only)
   --step=N  safetensors: __metadata__.step must be N
   --spec    safetensors: __metadata__.spec must be the job spec (JSON with a model)
@@ -34,6 +35,31 @@ def read_safetensors(path):
         dtype = np.dtype(NUMPY_DTYPES[entry["dtype"]])
         tensors[name] = np.frombuffer(buffer[begin:end], dtype=dtype).reshape(entry["shape"])
     return tensors, metadata
+
+
+def write_misfit(path, out):
+    """Writes `out`: the safetensors `path` less its first bias, with its first kernel's dims
+    reversed; prints the two refusals a job started from it must name."""
+    tensors, metadata = read_safetensors(path)
+    dropped = next(n for n in sorted(tensors) if n.endswith("/bias"))
+    kernel = next(n for n in sorted(tensors) if n.endswith("/kernel"))
+    del tensors[dropped]
+    shape = tensors[kernel].shape
+    tensors[kernel] = tensors[kernel].reshape(shape[::-1])
+    header, offset, blobs = {"__metadata__": metadata}, 0, []
+    for name, array in tensors.items():
+        blob = array.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(out, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    dims = lambda s: ",".join(str(d) for d in s)
+    print(f'variable "{kernel}" is F32[{dims(shape[::-1])}] there, F32[{dims(shape)}] in the model')
+    print(f'variable "{dropped}" is missing')
 
 
 def read_dump(dump_dir, with_slots):
@@ -97,6 +123,9 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "misfit":
+        write_misfit(sys.argv[2], sys.argv[3])
+        sys.exit(0)
     found = main(sys.argv)
     for p in found:
         print("FAIL:", p)

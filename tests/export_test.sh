@@ -2,7 +2,10 @@
 # A trained job's checkpoint exported with `lockstep export` (safetensors and npz, with and
 # without the optimizer slots, from a file and from a directory) reads back bitwise equal to
 # the checkpoint's tensors through readers that share no code with Lockstep
-# (tests/export_check.py: NumPy's np.load; a few lines of Python for safetensors).
+# (tests/export_check.py: NumPy's np.load; a few lines of Python for safetensors). A job
+# started from the safetensors export (initFrom) holds its variables bitwise and evaluates
+# identically to the exporting job; one started from an export that does not fit the model
+# fails naming each variable missing or mis-shaped.
 set -euo pipefail
 
 PY=/usr/bin/python3  # Debian's, with python3-numpy (tools/bootstrap.sh)
@@ -40,4 +43,30 @@ if "$CLI" export "$ckpt" --format=pickle --output="$OUT/x" 2>"$OUT/err"; then
   echo "FAIL: an unknown format was accepted"; exit 1
 fi
 grep -q -- '--format: unknown format "pickle"' "$OUT/err" || { cat "$OUT/err"; exit 1; }
+# initFrom: one step at a learning rate of 0, so the checkpoint holds what the job started from.
+tests/train_for_export --job=examples/jobs/digits_mlp.json \
+  --data=examples/data/digits.csv.gz --out="$OUT/init" --steps=1 \
+  --init_from="$OUT/model.safetensors"
+$PY tests/export_check.py safetensors "$OUT/model.safetensors" "$OUT/init/dump"
+exported=$(awk '$1 == "eval_accuracy" {print $2}' "$OUT/report.txt")
+started=$(awk '$1 == "eval_accuracy" {print $2}' "$OUT/init/report.txt")
+if [ -z "$exported" ] || [ "$exported" != "$started" ]; then
+  echo "FAIL: the exporting job evaluates to '$exported', the job started from its export to" \
+    "'$started'"
+  exit 1
+fi
+echo "OK: both jobs evaluate to accuracy $exported"
+
+$PY tests/export_check.py misfit "$OUT/model.safetensors" "$OUT/misfit.safetensors" \
+  >"$OUT/expected"
+if tests/train_for_export --job=examples/jobs/digits_mlp.json \
+  --data=examples/data/digits.csv.gz --out="$OUT/misfit" --steps=1 \
+  --init_from="$OUT/misfit.safetensors" 2>"$OUT/err"; then
+  echo "FAIL: a job started from an export that does not fit its model"; exit 1
+fi
+while read -r line; do
+  grep -qF "$line" "$OUT/err" || { echo "FAIL: the refusal does not say: $line"; cat "$OUT/err"; exit 1; }
+done <"$OUT/expected"
+grep -qF "init_from.path: $OUT/misfit.safetensors does not fit the model" "$OUT/err" ||
+  { cat "$OUT/err"; exit 1; }
 echo "PASS"

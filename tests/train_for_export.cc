@@ -9,6 +9,9 @@
 //                          <TAB> file", the file (in OUT/dump) holding its raw bytes
 //   OUT/report.txt        "step N", "eval_accuracy X" of the job's final report
 // Usage: train_for_export --job=JOB.json --data=digits.csv.gz --out=DIR --steps=N
+//                         [--init_from=EXPORT.safetensors]
+// With --init_from the job starts from that export (JobSpec.init_from) at a learning rate of
+// 0, so its checkpoint holds the variables it started from.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -69,6 +72,11 @@ int Main(int argc, char** argv) {
   spec->mutable_checkpoint()->set_dir(out + "/ckpt");
   spec->mutable_checkpoint()->set_every_steps(0);
   spec->clear_summaries();
+  if (!flags["init_from"].empty()) {
+    spec->mutable_init_from()->set_path(flags["init_from"]);
+    spec->mutable_init_from()->set_format(v1::InitFrom::SAFETENSORS);
+    spec->mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0);
+  }
   if (absl::Status s = coordinator::ValidateJobSpec(*spec); !s.ok()) {
     return Fail(std::string(s.message()));
   }
