@@ -13,7 +13,7 @@ using ::testing::HasSubstr;
 TEST(BuiltinFormats, OffersEveryFormatOnceAndEachWritesTheCheckpoint) {
   auto registry = BuiltinFormats();
   ASSERT_TRUE(registry.ok()) << registry.status();
-  EXPECT_THAT(registry->names(), ElementsAre("npz", "safetensors"));
+  EXPECT_THAT(registry->names(), ElementsAre("npz", "onnx", "safetensors"));
   EXPECT_EQ(registry->Find("onnx2"), nullptr);
 
   v1::Checkpoint c;

@@ -17,12 +17,16 @@
 #include "absl/status/statusor.h"
 #include "export/weights.h"
 #include "lockstep/v1/checkpoint.pb.h"
+#include "lockstep/v1/job_spec.pb.h"
 
 namespace lockstep::exporting {
 
 // What an export reads: a checkpoint read back whole, and how to export it.
 struct ExportRequest {
   const v1::Checkpoint* checkpoint = nullptr;  // not owned; never null
+  // The job's spec (the CLI's --spec): the model and its input transformations, which a
+  // format that holds the computation (ONNX) needs. Not owned; may be null.
+  const v1::JobSpec* spec = nullptr;
   WeightsOptions options;
 };
 

@@ -2,7 +2,9 @@
 # A trained job's checkpoint exported with `lockstep export` (safetensors and npz, with and
 # without the optimizer slots, from a file and from a directory) reads back bitwise equal to
 # the checkpoint's tensors through readers that share no code with Lockstep
-# (tests/export_check.py: NumPy's np.load; a few lines of Python for safetensors). A job
+# (tests/export_check.py: NumPy's np.load; a few lines of Python for safetensors); the ONNX
+# export passes onnx.checker and, run by a NumPy evaluator, matches Lockstep's forward pass
+# (tests/onnx_check.py). A job
 # started from the safetensors export (initFrom) holds its variables bitwise and evaluates
 # identically to the exporting job; one started from an export that does not fit the model
 # fails naming each variable missing or mis-shaped.
@@ -29,6 +31,16 @@ $PY tests/export_check.py npz "$OUT/model.npz" "$OUT/dump"
 $PY tests/export_check.py npz "$OUT/all.npz" "$OUT/dump" --slots
 $PY tests/export_check.py safetensors "$OUT/model.safetensors" "$OUT/dump" --step=12
 $PY tests/export_check.py safetensors "$OUT/all.safetensors" "$OUT/dump" --slots --step=12 --spec
+
+# ONNX: checked by onnx.checker and run by a NumPy evaluator on raw rows of the data, against
+# Lockstep's own forward pass on the same rows (tests/onnx_check.py).
+"$CLI" export "$ckpt" --format=onnx --output="$OUT/model.onnx" --spec="$OUT/spec.json"
+$PY tests/onnx_check.py rows examples/data/digits.csv.gz "$OUT/rows.f32" 64
+tests/train_for_export --job=examples/jobs/digits_mlp.json \
+  --data=examples/data/digits.csv.gz --out="$OUT/forward" --steps=12 --forward="$OUT/rows.f32"
+cmp "$OUT/forward/dump/variable0.bin" "$OUT/dump/variable0.bin" ||
+  { echo "FAIL: two runs of the same job differ"; exit 1; }
+$PY tests/onnx_check.py check "$OUT/model.onnx" "$OUT/rows.f32" "$OUT/forward/forward.f32" 12
 
 # Wrong inputs: the variables-only export is not taken for one with slots, a job id is
 # refused saying why, and an unknown format names the flag.

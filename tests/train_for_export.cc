@@ -8,21 +8,30 @@
 //                         "variable|slot <TAB> name <TAB> dtype <TAB> dims,comma,separated
 //                          <TAB> file", the file (in OUT/dump) holding its raw bytes
 //   OUT/report.txt        "step N", "eval_accuracy X" of the job's final report
+//   OUT/forward.f32       with --forward=ROWS.f32 (raw little-endian float rows of the
+//                         model's input, as the data files hold them): Lockstep's own
+//                         forward pass on them (the job's featureScale, then the model,
+//                         Executor::Evaluate) with the checkpoint's variables, raw floats
 // Usage: train_for_export --job=JOB.json --data=digits.csv.gz --out=DIR --steps=N
-//                         [--init_from=EXPORT.safetensors]
+//                         [--init_from=EXPORT.safetensors] [--forward=ROWS.f32]
 // With --init_from the job starts from that export (JobSpec.init_from) at a learning rate of
 // 0, so its checkpoint holds the variables it started from.
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/job_format.h"
 #include "coordinator/job_validation.h"
 #include "coordinator/partitioner.h"
+#include "engine/executor.h"
+#include "engine/model_builder.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/fake_coordinator_client.h"
 #include "worker/job_executor.h"
@@ -46,6 +55,53 @@ std::map<std::string, std::string> Flags(int argc, char** argv) {
     }
   }
   return flags;
+}
+
+// Lockstep's forward pass on the raw rows in `rows_path`, written to `out_path`.
+absl::Status Forward(const v1::JobSpec& spec, const v1::Checkpoint& checkpoint,
+                     const std::string& rows_path, const std::string& out_path) {
+  std::ifstream in(rows_path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string bytes = ss.str();
+  int64_t width = 1;
+  for (int64_t d : spec.model().input_shape()) width *= d;
+  const int64_t rows = static_cast<int64_t>(bytes.size() / 4) / width;
+  if (rows == 0 || static_cast<int64_t>(bytes.size()) != rows * width * 4) {
+    return absl::InvalidArgumentError(absl::StrCat(rows_path, ": not whole rows of ", width));
+  }
+  std::vector<float> x(rows * width);
+  std::memcpy(x.data(), bytes.data(), bytes.size());
+  const float scale = spec.data().train().feature_scale();
+  if (scale != 0 && scale != 1) {
+    for (float& v : x) v = (v - 0.0f) / (1.0f / scale);  // the pipeline's Normalize
+  }
+  std::vector<int64_t> dims = {rows};
+  dims.insert(dims.end(), spec.model().input_shape().begin(), spec.model().input_shape().end());
+  absl::StatusOr<engine::Graph> graph = engine::BuildModel(spec.model());
+  if (!graph.ok()) return graph.status();
+  absl::StatusOr<std::unique_ptr<engine::Executor>> executor = engine::Executor::Create(&*graph);
+  if (!executor.ok()) return executor.status();
+  std::vector<engine::Tensor> variables;
+  for (const engine::VariableInfo& info : graph->Variables()) {
+    const v1::NamedTensor* found = nullptr;
+    for (const v1::NamedTensor& v : checkpoint.variables()) {
+      if (v.name() == info.name) found = &v;
+    }
+    if (found == nullptr) return absl::NotFoundError("no variable " + info.name);
+    absl::StatusOr<engine::Tensor> t = engine::Tensor::FromProto(found->tensor());
+    if (!t.ok()) return t.status();
+    variables.push_back(*std::move(t));
+  }
+  engine::Tensor output;
+  absl::StatusOr<engine::StepResult> r = (*executor)->Evaluate(
+      variables, {{"features", engine::Tensor::FromVector<float>(x, engine::Shape(dims))}},
+      &output);
+  if (!r.ok()) return r.status();
+  std::ofstream(out_path, std::ios::binary)
+      .write(static_cast<const char*>(output.raw_data()),
+             static_cast<std::streamsize>(output.num_bytes()));
+  return absl::OkStatus();
 }
 
 void Dump(const std::string& dir, const std::string& kind, const v1::NamedTensor& t, int index,
@@ -109,6 +165,10 @@ int Main(int argc, char** argv) {
   }
   for (const v1::NamedTensor& s : restored->checkpoint.optimizer_slots()) {
     Dump(out + "/dump", "slot", s, i++, manifest);
+  }
+  if (!flags["forward"].empty()) {
+    absl::Status s = Forward(*spec, restored->checkpoint, flags["forward"], out + "/forward.f32");
+    if (!s.ok()) return Fail(std::string(s.message()));
   }
   std::ofstream(out + "/report.txt") << "step " << report.step() << "\neval_accuracy "
                                      << absl::StrCat(report.eval_accuracy()) << "\n";

@@ -22,8 +22,9 @@ PACKAGES=(
   # Used by scripts and multi-process tests.
   procps python3
   # tests/export_test.sh reads `lockstep export`'s npz with NumPy's np.load (and its
-  # safetensors with NumPy arrays), independently of Lockstep's own writers.
-  python3-numpy
+  # safetensors with NumPy arrays), independently of Lockstep's own writers, and checks its
+  # ONNX models with onnx.checker (python3-onnx).
+  python3-numpy python3-onnx
   # The multi-host test tier (tests/netns): `ip netns`, veth, bridge, `tc` (iproute2) and
   # packet filters for partitions and loss (nftables).
   iproute2 nftables

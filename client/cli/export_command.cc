@@ -83,12 +83,15 @@ int RunExport(const CommandArgs& args, const CommandContext& ctx) {
   }
   exporting::ExportRequest request;
   request.options.with_optimizer_state = args.Has("with_optimizer_state");
+  v1::JobSpec spec;
   if (args.Has("spec")) {
-    absl::StatusOr<v1::JobSpec> spec = client::ReadJobSpecFile(args.Get("spec"));
-    if (!spec.ok()) return Fail(ctx, spec.status());
-    absl::StatusOr<std::string> json = client::ToJson(*spec);
+    absl::StatusOr<v1::JobSpec> read = client::ReadJobSpecFile(args.Get("spec"));
+    if (!read.ok()) return Fail(ctx, read.status());
+    spec = *std::move(read);
+    absl::StatusOr<std::string> json = client::ToJson(spec);
     if (!json.ok()) return Fail(ctx, json.status());
     request.options.spec_json = *json;
+    request.spec = &spec;
   }
   auto restored = ReadCheckpoint(args.positional()[0]);
   if (!restored.ok()) return Fail(ctx, restored.status());
@@ -116,12 +119,12 @@ Command ExportCommand() {
   c.name = "export";
   c.usage = absl::StrCat("export CHECKPOINT --format=", absl::StrJoin(names, "|"),
                          " --output=PATH [--with_optimizer_state] [--spec=JOB.json]");
-  c.summary = "write a checkpoint's weights in a format other tools read";
+  c.summary = "write a checkpoint's model or weights in a format other tools read";
   c.options = {
       {"format", absl::StrCat("the export format: ", absl::StrJoin(names, ", "))},
       {"output", "the file to write"},
       {"with_optimizer_state", "add the optimizer slots (\"<variable>/<slot>\")", false},
-      {"spec", "the job's spec (JSON), kept in the export's metadata"},
+      {"spec", "the job's spec (JSON): the model for onnx, and the export's metadata"},
   };
   c.run = RunExport;
   return c;

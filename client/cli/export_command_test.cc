@@ -106,10 +106,13 @@ TEST(ExportCommand, BadRequestsAreRefusedNamingWhatIsWrong) {
   const std::string dir = TempDir("bad");
   std::ofstream(dir + "/" + chief::CheckpointManager::FileName(1), std::ios::binary)
       << chief::CheckpointManager::Encode(Sample(1));
-  Outcome unknown = Export({dir, "--format=onnx", "--output=" + dir + "/m"});
+  Outcome unknown = Export({dir, "--format=pickle", "--output=" + dir + "/m"});
   EXPECT_EQ(unknown.code, kExitUsage);
-  EXPECT_THAT(unknown.err,
-              HasSubstr("--format: unknown format \"onnx\"; expected one of npz, safetensors"));
+  EXPECT_THAT(
+      unknown.err,
+      HasSubstr("--format: unknown format \"pickle\"; expected one of npz, onnx, safetensors"));
+  EXPECT_THAT(Export({dir, "--format=onnx", "--output=" + dir + "/m"}).err,
+              HasSubstr("--spec: ONNX export needs the job's spec"));
   EXPECT_THAT(Export({dir, "--output=" + dir + "/m"}).err, HasSubstr("--format is needed"));
   EXPECT_THAT(Export({dir, "--format=npz"}).err, HasSubstr("--output is needed"));
 
