@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "export/test_tensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -12,18 +13,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-v1::NamedTensor Tensor(const std::string& name, v1::DType dtype, std::vector<int64_t> dims,
-                       size_t bytes) {
-  v1::NamedTensor t;
-  t.set_name(name);
-  t.mutable_tensor()->set_dtype(dtype);
-  for (int64_t d : dims) t.mutable_tensor()->mutable_shape()->add_dims(d);
-  std::string content(bytes, '\0');
-  for (size_t i = 0; i < bytes; ++i) content[i] = static_cast<char>(i * 13 + 1);
-  t.mutable_tensor()->set_content(content);
-  return t;
-}
 
 uint32_t U32(const std::string& s, size_t at) {
   uint32_t v = 0;
@@ -35,7 +24,7 @@ uint32_t U16(const std::string& s, size_t at) {
 }
 
 TEST(Npy, HeaderIsVersionOneAlignedTo64) {
-  auto npy = EncodeNpy(Tensor("dense/kernel", v1::F32, {2, 3}, 24));
+  auto npy = EncodeNpy(TestTensor("dense/kernel", v1::F32, {2, 3}, 24));
   ASSERT_TRUE(npy.ok()) << npy.status();
   EXPECT_EQ(npy->substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
   const uint32_t n = U16(*npy, 8);
@@ -43,18 +32,19 @@ TEST(Npy, HeaderIsVersionOneAlignedTo64) {
   const std::string header = npy->substr(10, n);
   EXPECT_THAT(header, StartsWith("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"));
   EXPECT_EQ(header.back(), '\n');
-  EXPECT_EQ(npy->substr(10 + n), Tensor("dense/kernel", v1::F32, {2, 3}, 24).tensor().content());
+  EXPECT_EQ(npy->substr(10 + n),
+            TestTensor("dense/kernel", v1::F32, {2, 3}, 24).tensor().content());
 
-  EXPECT_THAT(EncodeNpy(Tensor("b", v1::F64, {5}, 40))->substr(10),
+  EXPECT_THAT(EncodeNpy(TestTensor("b", v1::F64, {5}, 40))->substr(10),
               StartsWith("{'descr': '<f8', 'fortran_order': False, 'shape': (5,), }"));
-  EXPECT_THAT(EncodeNpy(Tensor("s", v1::I64, {}, 8))->substr(10),
+  EXPECT_THAT(EncodeNpy(TestTensor("s", v1::I64, {}, 8))->substr(10),
               StartsWith("{'descr': '<i8', 'fortran_order': False, 'shape': (), }"));
-  EXPECT_THAT(EncodeNpy(Tensor("h", v1::F16, {1, 1, 2}, 4))->substr(10),
+  EXPECT_THAT(EncodeNpy(TestTensor("h", v1::F16, {1, 1, 2}, 4))->substr(10),
               StartsWith("{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1, 2), }"));
 }
 
 TEST(Npy, Bfloat16IsRefusedNamingTheTensor) {
-  absl::Status s = EncodeNpy(Tensor("dense/kernel", v1::BF16, {2}, 4)).status();
+  absl::Status s = EncodeNpy(TestTensor("dense/kernel", v1::BF16, {2}, 4)).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("dense/kernel: npz cannot hold BF16"));
 }
@@ -63,8 +53,8 @@ TEST(Npy, Bfloat16IsRefusedNamingTheTensor) {
 // member's local header, CRC and bytes.
 TEST(Npz, ArchiveIsAStoredZipOfNpyMembers) {
   Weights w;
-  w.tensors.push_back(Tensor("dense/kernel", v1::F32, {2, 3}, 24));
-  w.tensors.push_back(Tensor("dense/bias", v1::I32, {3}, 12));
+  w.tensors.push_back(TestTensor("dense/kernel", v1::F32, {2, 3}, 24));
+  w.tensors.push_back(TestTensor("dense/bias", v1::I32, {3}, 12));
   auto zip = EncodeNpz(w);
   ASSERT_TRUE(zip.ok()) << zip.status();
   const size_t end = zip->size() - 22;
@@ -91,10 +81,10 @@ TEST(Npz, ArchiveIsAStoredZipOfNpyMembers) {
 
 TEST(Npz, RefusesWhatNumPyCannotHoldNamingIt) {
   Weights w;
-  w.tensors.push_back(Tensor("ok", v1::F32, {1}, 4));
-  w.tensors.push_back(Tensor("dense/bias", v1::BF16, {3}, 6));
+  w.tensors.push_back(TestTensor("ok", v1::F32, {1}, 4));
+  w.tensors.push_back(TestTensor("dense/bias", v1::BF16, {3}, 6));
   EXPECT_THAT(std::string(EncodeNpz(w).status().message()), HasSubstr("dense/bias: npz cannot"));
-  w.tensors[1] = Tensor("ok", v1::F32, {1}, 4);
+  w.tensors[1] = TestTensor("ok", v1::F32, {1}, 4);
   EXPECT_THAT(std::string(EncodeNpz(w).status().message()), HasSubstr("ok: the name appears"));
 }
 

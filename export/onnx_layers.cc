@@ -52,21 +52,21 @@ OnnxLayerFn Elementwise(const std::string& op) {
   };
 }
 
-absl::StatusOr<OnnxValue> Softmax(const OnnxLayerContext& c, OnnxGraph& g) {
-  onnx::NodeProto* node = g.AddNode("Softmax", {c.input.name}, c.name);
+// Adds the INT attribute "axis" = `value` to `node`.
+void SetAxis(int64_t value, onnx::NodeProto* node) {
   onnx::AttributeProto* axis = node->add_attribute();
   axis->set_name("axis");
   axis->set_type(onnx::AttributeProto::INT);
-  axis->set_i(-1);
+  axis->set_i(value);
+}
+
+absl::StatusOr<OnnxValue> Softmax(const OnnxLayerContext& c, OnnxGraph& g) {
+  SetAxis(-1, g.AddNode("Softmax", {c.input.name}, c.name));
   return OnnxValue{c.name, c.input.dims};
 }
 
 absl::StatusOr<OnnxValue> Flatten(const OnnxLayerContext& c, OnnxGraph& g) {
-  onnx::NodeProto* node = g.AddNode("Flatten", {c.input.name}, c.name);
-  onnx::AttributeProto* axis = node->add_attribute();
-  axis->set_name("axis");
-  axis->set_type(onnx::AttributeProto::INT);
-  axis->set_i(1);
+  SetAxis(1, g.AddNode("Flatten", {c.input.name}, c.name));
   const int64_t n = std::accumulate(c.input.dims.begin(), c.input.dims.end(), int64_t{1},
                                     std::multiplies<int64_t>());
   return OnnxValue{c.name, {n}};

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "export/test_tensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -11,25 +12,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-v1::NamedTensor Tensor(const std::string& name, v1::DType dtype, std::vector<int64_t> dims,
-                       size_t bytes) {
-  v1::NamedTensor t;
-  t.set_name(name);
-  t.mutable_tensor()->set_dtype(dtype);
-  for (int64_t d : dims) t.mutable_tensor()->mutable_shape()->add_dims(d);
-  std::string content(bytes, '\0');
-  for (size_t i = 0; i < bytes; ++i) content[i] = static_cast<char>(i * 7 + name.size());
-  t.mutable_tensor()->set_content(content);
-  return t;
-}
-
 Weights Sample() {
   Weights w;
-  w.tensors.push_back(Tensor("dense/kernel", v1::F32, {2, 3}, 24));
-  w.tensors.push_back(Tensor("dense/bias", v1::F32, {3}, 12));
-  w.tensors.push_back(Tensor("step", v1::I64, {}, 8));
-  w.tensors.push_back(Tensor("empty", v1::BF16, {0, 4}, 0));
-  w.tensors.push_back(Tensor("half", v1::F16, {1}, 2));
+  w.tensors.push_back(TestTensor("dense/kernel", v1::F32, {2, 3}, 24));
+  w.tensors.push_back(TestTensor("dense/bias", v1::F32, {3}, 12));
+  w.tensors.push_back(TestTensor("step", v1::I64, {}, 8));
+  w.tensors.push_back(TestTensor("empty", v1::BF16, {0, 4}, 0));
+  w.tensors.push_back(TestTensor("half", v1::F16, {1}, 2));
   w.metadata["job_id"] = "digits";
   w.metadata["step"] = "42";
   return w;
