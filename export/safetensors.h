@@ -1,4 +1,4 @@
-// safetensors (https://huggingface.co/docs/safetensors), written and read:
+// safetensors, as the format's own documentation describes it, written and read:
 //   bytes [0, 8)       N, the header's length, an unsigned 64-bit little-endian integer
 //   bytes [8, 8 + N)   a JSON object: for each tensor name {"dtype": "F32", "shape": [64, 128],
 //                      "data_offsets": [begin, end]} (offsets into the data buffer), and
