@@ -272,6 +272,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Invalid("summaries.every_steps",
                    absl::StrCat(spec.summaries().every_steps(), " must be >= 0"));
   }
+  if (spec.has_init_from()) {
+    LS_RETURN_IF_ERROR(CheckPathText(spec.init_from().path(), "init_from.path"));
+    if (spec.init_from().format() != v1::InitFrom::SAFETENSORS) {
+      return Invalid("init_from.format",
+                     "missing or unknown: SAFETENSORS (what `lockstep export "
+                     "--format=safetensors` writes) is the one format a job starts from");
+    }
+  }
   const v1::CommunicationSpec& comm = spec.communication();
   // NCCL needs GPU workers: checked at submit against the cluster (gpu_requirements.h).
   if (comm.bytes_per_pack() < 0) {

@@ -103,6 +103,16 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
   eval_synthetic.mutable_data()->mutable_eval()->set_synthetic_examples(10);
   EXPECT_THAT(Refusal(eval_synthetic), StartsWith("data.eval.format: SYNTHETIC"));
 
+  v1::JobSpec init_from = CsvJob();
+  init_from.mutable_init_from()->set_path("models/digits.safetensors");
+  EXPECT_THAT(Refusal(init_from), StartsWith("init_from.format: missing or unknown: SAFETENSORS"));
+  init_from.mutable_init_from()->set_format(v1::InitFrom::SAFETENSORS);
+  EXPECT_TRUE(ValidateJobSpec(init_from).ok());
+  init_from.mutable_init_from()->set_path("");
+  EXPECT_THAT(Refusal(init_from), StartsWith("init_from.path: empty path"));
+  init_from.mutable_init_from()->set_path("../digits.safetensors");
+  EXPECT_THAT(Refusal(init_from), StartsWith("init_from.path: '../digits.safetensors' has a '..'"));
+
   // NCCL depends on the workers' GPUs: coordinator/gpu_requirements_test.cc.
   v1::JobSpec encrypted_mirrored = CsvJob();
   encrypted_mirrored.set_strategy(v1::MIRRORED);

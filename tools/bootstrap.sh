@@ -21,13 +21,17 @@ PACKAGES=(
   libgloo-dev libopenmpi-dev openmpi-bin
   # Used by scripts and multi-process tests.
   procps python3
+  # tests/export_test.sh reads `lockstep export`'s npz with NumPy's np.load (and its
+  # safetensors with NumPy arrays), independently of Lockstep's own writers, and checks its
+  # ONNX models with onnx.checker (python3-onnx).
+  python3-numpy python3-onnx
   # The multi-host test tier (tests/netns): `ip netns`, veth, bridge, `tc` (iproute2) and
   # packet filters for partitions and loss (nftables).
   iproute2 nftables
-  # The Python client (python/): its runtime, NumPy for the weights it reads from checkpoints,
-  # and its pytest suite (//python:client_test).
-  # Its stubs come from protoc and grpc_python_plugin (protobuf-compiler-grpc, above).
-  python3-grpcio python3-protobuf python3-pytest python3-numpy
+  # The Python client (python/): its runtime and its pytest suite (//python:client_test); it
+  # reads weights into NumPy arrays (python3-numpy, above). Its stubs come from protoc and
+  # grpc_python_plugin (protobuf-compiler-grpc, above).
+  python3-grpcio python3-protobuf python3-pytest
   # Monitoring: metrics (prometheus-cpp) and the Prometheus server its end-to-end test scrapes.
   prometheus-cpp-dev prometheus
 )

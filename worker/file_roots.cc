@@ -162,6 +162,10 @@ absl::Status FileRoots::ResolveSpec(v1::JobSpec* spec) const {
                           ResolveData(source->files(i), absl::StrCat(name, ".files[", i, "]")));
     }
   }
+  if (spec->has_init_from()) {
+    LS_ASSIGN_OR_RETURN(*spec->mutable_init_from()->mutable_path(),
+                        ResolveData(spec->init_from().path(), "init_from.path"));
+  }
   if (!spec->checkpoint().dir().empty()) {
     LS_ASSIGN_OR_RETURN(*spec->mutable_checkpoint()->mutable_dir(),
                         ResolveOutput(spec->checkpoint().dir(), "checkpoint.dir"));

@@ -146,6 +146,13 @@ TEST_F(FileRootsTest, ResolveSpecRewritesEveryPathOrNamesTheFirstRefusal) {
   ASSERT_TRUE(roots_->ResolveSpec(&no_eval).ok());
   EXPECT_FALSE(no_eval.data().has_eval());
 
+  v1::JobSpec init_from = spec;
+  init_from.mutable_init_from()->set_path("train.csv");
+  ASSERT_TRUE(roots_->ResolveSpec(&init_from).ok());
+  EXPECT_EQ(init_from.init_from().path(), dir_ + "/data/train.csv");
+  init_from.mutable_init_from()->set_path("/etc/passwd");
+  EXPECT_THAT(Msg(roots_->ResolveSpec(&init_from)), StartsWith("init_from.path: '/etc/passwd'"));
+
   v1::JobSpec bad = spec;
   bad.mutable_summaries()->set_dir("/tmp");
   EXPECT_THAT(Msg(roots_->ResolveSpec(&bad)), StartsWith("summaries.dir: '/tmp'"));

@@ -15,6 +15,7 @@
 #include "engine/model_builder.h"
 #include "spdlog/spdlog.h"
 #include "worker/chief/event_writer.h"
+#include "worker/init_from.h"
 #include "worker/job_chief.h"
 #include "worker/job_evaluator.h"
 #include "worker/job_input.h"
@@ -399,6 +400,10 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
                      clock_->Now() + options_.rendezvous_timeout);
   if (!restored.ok()) return Annotate(restored.status(), "restoring the newest checkpoint");
   session->restored = *std::move(restored);
+  if (session->restored.step == 0 && spec.has_init_from()) {
+    absl::Status init = ApplyInitFrom(spec.init_from(), *session->trainer);
+    if (!init.ok()) return Annotate(init, "starting from exported weights");
+  }
   distribute::DistributeOptions dopts;
   dopts.auto_shard_policy = input.policy;
   dopts.start_step = session->restored.iterator_steps;

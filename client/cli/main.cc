@@ -4,6 +4,7 @@
 #include "client/cli/certs_command.h"
 #include "client/cli/command.h"
 #include "client/cli/diagnose_commands.h"
+#include "client/cli/export_command.h"
 #include "client/cli/job_commands.h"
 #include "client/cli/local_command.h"
 #include "client/cli/status_command.h"
@@ -17,7 +18,7 @@ int main(int argc, char** argv) {
   std::vector<Command> commands = {
       StatusCommand(),   SubmitCommand(), WatchCommand(), JobsCommand(),
       DescribeCommand(), CancelCommand(), DrainCommand(), ReleaseCommand(),
-      LocalCommand(),    BenchCommand(),  CertsCommand(),
+      LocalCommand(),    BenchCommand(),  CertsCommand(), ExportCommand(),
   };
   AddDiagnoseCommands(&commands);
   return Dispatch(argc, argv, commands);

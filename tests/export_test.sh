@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# A trained job's checkpoint exported with `lockstep export` (safetensors and npz, with and
+# without the optimizer slots, from a file and from a directory) reads back bitwise equal to
+# the checkpoint's tensors through readers that share no code with Lockstep
+# (tests/export_check.py: NumPy's np.load; a few lines of Python for safetensors); the ONNX
+# export passes onnx.checker and, run by a NumPy evaluator, matches Lockstep's forward pass
+# (tests/onnx_check.py). A job
+# started from the safetensors export (initFrom) holds its variables bitwise and evaluates
+# identically to the exporting job; one started from an export that does not fit the model
+# fails naming each variable missing or mis-shaped.
+set -euo pipefail
+
+PY=/usr/bin/python3  # Debian's, with python3-numpy (tools/bootstrap.sh)
+CLI=client/lockstep
+OUT="${TEST_TMPDIR:-$(mktemp -d)}/export"
+rm -rf "$OUT"
+
+tests/train_for_export --job=examples/jobs/digits_mlp.json \
+  --data=examples/data/digits.csv.gz --out="$OUT" --steps=12
+ckpt=$(ls "$OUT"/ckpt/*.lsckpt)
+step=$(awk '$1 == "step" {print $2}' "$OUT/report.txt")
+[ "$step" = 12 ] || { echo "FAIL: the job ran $step steps, want 12"; exit 1; }
+
+"$CLI" export "$ckpt" --format=npz --output="$OUT/model.npz"
+"$CLI" export "$OUT/ckpt" --format=npz --output="$OUT/all.npz" --with_optimizer_state
+"$CLI" export "$ckpt" --format=safetensors --output="$OUT/model.safetensors"
+"$CLI" export "$OUT/ckpt" --format=safetensors --output="$OUT/all.safetensors" \
+  --with_optimizer_state --spec="$OUT/spec.json"
+
+$PY tests/export_check.py npz "$OUT/model.npz" "$OUT/dump"
+$PY tests/export_check.py npz "$OUT/all.npz" "$OUT/dump" --slots
+$PY tests/export_check.py safetensors "$OUT/model.safetensors" "$OUT/dump" --step=12
+$PY tests/export_check.py safetensors "$OUT/all.safetensors" "$OUT/dump" --slots --step=12 --spec
+
+# ONNX: checked by onnx.checker and run by a NumPy evaluator on raw rows of the data, against
+# Lockstep's own forward pass on the same rows (tests/onnx_check.py).
+"$CLI" export "$ckpt" --format=onnx --output="$OUT/model.onnx" --spec="$OUT/spec.json"
+$PY tests/onnx_check.py rows examples/data/digits.csv.gz "$OUT/rows.f32" 64
+tests/train_for_export --job=examples/jobs/digits_mlp.json \
+  --data=examples/data/digits.csv.gz --out="$OUT/forward" --steps=12 --forward="$OUT/rows.f32"
+cmp "$OUT/forward/dump/variable0.bin" "$OUT/dump/variable0.bin" ||
+  { echo "FAIL: two runs of the same job differ"; exit 1; }
+$PY tests/onnx_check.py check "$OUT/model.onnx" "$OUT/rows.f32" "$OUT/forward/forward.f32" 12
+
+# Wrong inputs: the variables-only export is not taken for one with slots, a job id is
+# refused saying why, and an unknown format names the flag.
+if $PY tests/export_check.py npz "$OUT/model.npz" "$OUT/dump" --slots >/dev/null; then
+  echo "FAIL: a variables-only export passed as one with optimizer slots"; exit 1
+fi
+if "$CLI" export digits-export --format=npz --output="$OUT/job.npz" 2>"$OUT/err"; then
+  echo "FAIL: exporting by job id succeeded"; exit 1
+fi
+grep -q "does not offer yet" "$OUT/err" || { cat "$OUT/err"; exit 1; }
+if "$CLI" export "$ckpt" --format=pickle --output="$OUT/x" 2>"$OUT/err"; then
+  echo "FAIL: an unknown format was accepted"; exit 1
+fi
+grep -q -- '--format: unknown format "pickle"' "$OUT/err" || { cat "$OUT/err"; exit 1; }
+# initFrom: one step at a learning rate of 0, so the checkpoint holds what the job started from.
+tests/train_for_export --job=examples/jobs/digits_mlp.json \
+  --data=examples/data/digits.csv.gz --out="$OUT/init" --steps=1 \
+  --init_from="$OUT/model.safetensors"
+$PY tests/export_check.py safetensors "$OUT/model.safetensors" "$OUT/init/dump"
+exported=$(awk '$1 == "eval_accuracy" {print $2}' "$OUT/report.txt")
+started=$(awk '$1 == "eval_accuracy" {print $2}' "$OUT/init/report.txt")
+if [ -z "$exported" ] || [ "$exported" != "$started" ]; then
+  echo "FAIL: the exporting job evaluates to '$exported', the job started from its export to" \
+    "'$started'"
+  exit 1
+fi
+echo "OK: both jobs evaluate to accuracy $exported"
+
+$PY tests/export_check.py misfit "$OUT/model.safetensors" "$OUT/misfit.safetensors" \
+  >"$OUT/expected"
+if tests/train_for_export --job=examples/jobs/digits_mlp.json \
+  --data=examples/data/digits.csv.gz --out="$OUT/misfit" --steps=1 \
+  --init_from="$OUT/misfit.safetensors" 2>"$OUT/err"; then
+  echo "FAIL: a job started from an export that does not fit its model"; exit 1
+fi
+while read -r line; do
+  grep -qF "$line" "$OUT/err" || { echo "FAIL: the refusal does not say: $line"; cat "$OUT/err"; exit 1; }
+done <"$OUT/expected"
+grep -qF "init_from.path: $OUT/misfit.safetensors does not fit the model" "$OUT/err" ||
+  { cat "$OUT/err"; exit 1; }
+echo "PASS"
