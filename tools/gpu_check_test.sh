@@ -110,8 +110,11 @@ echo "NVIDIA H100 80GB HBM3, 580.65.06, 81559 MiB, 9.0"
 EOF
 cat >"$tmp/path/compute-sanitizer" <<'EOF'
 #!/usr/bin/env bash
+echo "$*" >>"$(dirname "$0")/sanitizer_args"
 while [ "$#" -gt 0 ] && [ "$1" != "${1#--}" ]; do
-  case "$1" in --target-processes|--tool|--error-exitcode|--print-limit) shift ;; esac
+  case "$1" in
+    --target-processes | --tool | --error-exitcode | --print-limit | --report-api-errors) shift ;;
+  esac
   shift
 done
 "$@" --gtest_output=xml:/dev/null >/dev/null
@@ -149,6 +152,10 @@ expect_grep '| train_ours | SKIP | - | 0 | ours: not built yet' "$md" "our train
 expect_grep '| local_digits_gpu | SKIP |' "$md" "lockstep local row"
 expect_grep '| memcheck engine/kernels/cuda:fake_kernel_test | ok | 0 | .* | ERROR SUMMARY: 0 errors |' "$md" "memcheck row"
 expect_grep '| racecheck engine/kernels/cuda:fake_kernel_test | ok |' "$md" "racecheck row"
+# memcheck counts memory errors only: the tests provoke CUDA API errors on purpose.
+expect_grep '^--tool memcheck --report-api-errors no ' "$tmp/path/sanitizer_args" \
+  "memcheck without the API errors the tests provoke"
+expect_grep '^--tool racecheck --error-exitcode' "$tmp/path/sanitizer_args" "racecheck's flags"
 if grep -q 'sanitizer.*fake_nccl_test' "$md"; then fail "the sanitizer ran a test outside //engine and //common/cuda"; fi
 python3 - "$out/report.json" <<'EOF' || fail "report.json"
 import json, sys
