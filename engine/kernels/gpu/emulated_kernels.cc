@@ -28,6 +28,17 @@ absl::StatusOr<void*> Bytes(FakeCudaApi* fake, const void* p, size_t bytes, cons
 // A launch of one thread's work (the totals): one warp, thread 0 writes.
 constexpr LaunchShape kSingle{1, kWarpSize};
 
+// Runs kernel body K over (logits, labels, rest...) with the labels' integer type.
+template <template <class, typename> class K, typename... Rest>
+absl::Status RunLabelled(GridEmulator& emu, LaunchShape shape, bool labels_i64,
+                         EmulatedAccess::In<float> x, const void* labels, int64_t rows,
+                         Rest... rest) {
+  if (labels_i64) {
+    return emu.Run(shape, K<A, int64_t>{x, emu.In<int64_t>(labels, rows, "labels"), rest...});
+  }
+  return emu.Run(shape, K<A, int32_t>{x, emu.In<int32_t>(labels, rows, "labels"), rest...});
+}
+
 }  // namespace
 
 LaunchShape EmulatedKernels::Elementwise(int64_t n) const {
@@ -248,14 +259,9 @@ absl::Status EmulatedKernels::SoftmaxCrossEntropy(const float* logits, const voi
     const uint64_t seed = options_.seed + launches_++;
     LS_RETURN_IF_ERROR(fake_->Launch(s, "XentRows", [=] {
       GridEmulator emu("XentRows", seed);
-      auto x = emu.In<float>(xv, n, "logits");
-      auto t = emu.Out<double>(tv, rows, "terms");
-      if (labels_i64) {
-        return emu.Run(shape, XentRowsKernel<A, int64_t>{x, emu.In<int64_t>(lv, rows, "labels"), t,
-                                                         rows, classes, eps});
-      }
-      return emu.Run(shape, XentRowsKernel<A, int32_t>{x, emu.In<int32_t>(lv, rows, "labels"), t,
-                                                       rows, classes, eps});
+      return RunLabelled<XentRowsKernel>(emu, shape, labels_i64, emu.In<float>(xv, n, "logits"), lv,
+                                         rows, emu.Out<double>(tv, rows, "terms"), rows, classes,
+                                         eps);
     }));
   }
   const uint64_t seed = options_.seed + launches_++;
@@ -284,15 +290,9 @@ absl::Status EmulatedKernels::SoftmaxCrossEntropyGrad(const float* logits, const
   const uint64_t seed = options_.seed + launches_++;
   return fake_->Launch(s, "XentGrad", [=] {
     GridEmulator emu("XentGrad", seed);
-    auto x = emu.In<float>(xv, n, "logits");
-    auto d = emu.In<float>(dv, 1, "d_loss");
-    auto g = emu.Out<float>(gv, n, "grad");
-    if (labels_i64) {
-      return emu.Run(shape, XentGradKernel<A, int64_t>{x, emu.In<int64_t>(lv, rows, "labels"), d, g,
-                                                       rows, classes, eps});
-    }
-    return emu.Run(shape, XentGradKernel<A, int32_t>{x, emu.In<int32_t>(lv, rows, "labels"), d, g,
-                                                     rows, classes, eps});
+    return RunLabelled<XentGradKernel>(emu, shape, labels_i64, emu.In<float>(xv, n, "logits"), lv,
+                                       rows, emu.In<float>(dv, 1, "d_loss"),
+                                       emu.Out<float>(gv, n, "grad"), rows, classes, eps);
   });
 }
 
@@ -317,14 +317,9 @@ absl::Status EmulatedKernels::Accuracy(const float* logits, const void* labels, 
     const uint64_t seed = options_.seed + launches_++;
     LS_RETURN_IF_ERROR(fake_->Launch(s, "ArgmaxHits", [=] {
       GridEmulator emu("ArgmaxHits", seed);
-      auto x = emu.In<float>(xv, n, "logits");
-      auto h = emu.Out<int32_t>(hv, rows, "hits");
-      if (labels_i64) {
-        return emu.Run(shape, ArgmaxHitsKernel<A, int64_t>{x, emu.In<int64_t>(lv, rows, "labels"),
-                                                           h, rows, classes});
-      }
-      return emu.Run(shape, ArgmaxHitsKernel<A, int32_t>{x, emu.In<int32_t>(lv, rows, "labels"), h,
-                                                         rows, classes});
+      return RunLabelled<ArgmaxHitsKernel>(emu, shape, labels_i64, emu.In<float>(xv, n, "logits"),
+                                           lv, rows, emu.Out<int32_t>(hv, rows, "hits"), rows,
+                                           classes);
     }));
   }
   const uint64_t seed = options_.seed + launches_++;
