@@ -1,6 +1,7 @@
 // A logical device a replica runs on: "/cpu:0", "/cpu:1", ... (several logical CPU
-// devices per worker, so every strategy runs without a GPU) and later "/gpu:N", whose
-// kernels come from kernels/cuda behind the same OpKernel interface. A value type.
+// devices per worker, so every strategy runs without a GPU) and "/gpu:N", whose kernels are
+// the ops' CUDA kernels (engine/ops/gpu_op_kernel.h over engine/kernels/gpu) behind the same
+// OpKernel interface, run with the device's handles (engine/gpu/gpu_device.h). A value type.
 #ifndef LOCKSTEP_ENGINE_DEVICE_H_
 #define LOCKSTEP_ENGINE_DEVICE_H_
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "engine/gpu/device_tensor.h"
 #include "engine/kernels/cpu/blas.h"
 #include "engine/philox.h"
 
@@ -36,6 +37,19 @@ Executor::Executor(const Graph* graph, ExecutorOptions options)
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph,
                                                            ExecutorOptions options) {
+  if (options.device.type() == Device::Type::kCuda) {
+    if (options.gpu == nullptr || options.gpu->context == nullptr ||
+        options.gpu->kernels == nullptr || options.gpu->blas == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("executor on ", options.device.name(),
+                       ": ExecutorOptions::gpu must name the device's context, kernels and BLAS"));
+    }
+    if (options.gpu->device() != options.device) {
+      return absl::InvalidArgumentError(absl::StrCat("executor on ", options.device.name(),
+                                                     ": ExecutorOptions::gpu is ",
+                                                     options.gpu->device().name()));
+    }
+  }
   std::unique_ptr<Executor> e(new Executor(graph, options));
   const int n = graph->num_nodes();
   e->variables_ = graph->Variables();
@@ -94,7 +108,7 @@ bool Executor::IsTrainableVariable(int node) const {
 }
 
 Tensor Executor::Allocate(DType dtype, const Shape& shape, bool gradient) {
-  gradient = gradient && options_.gradient_allocator != nullptr;
+  gradient = gradient && options_.gradient_allocator != nullptr && !OnGpu();
   const size_t bytes = shape.num_elements() * SizeOf(dtype);
   for (PooledBuffer& b : pool_) {
     if (b.tensor.use_count() == 1 && b.gradient == gradient && b.tensor.dtype() == dtype &&
@@ -107,13 +121,49 @@ Tensor Executor::Allocate(DType dtype, const Shape& shape, bool gradient) {
     }
   }
   Tensor fresh;
-  if (gradient) {
+  if (OnGpu()) {
+    absl::StatusOr<Tensor> t = gpu::AllocateTensor(*options_.gpu->context, dtype, shape);
+    if (!t.ok()) {
+      allocation_status_ = t.status();
+      return Tensor();
+    }
+    fresh = *std::move(t);
+  } else if (gradient) {
     std::shared_ptr<char> buffer = options_.gradient_allocator(bytes);
     if (buffer != nullptr) fresh = Tensor(dtype, shape, std::move(buffer), options_.device);
   }
   if (!fresh.valid()) fresh = Tensor(dtype, shape, options_.device);
   pool_.push_back(PooledBuffer{fresh, run_, gradient});
   return fresh;
+}
+
+absl::StatusOr<double> Executor::ReadScalar(const Tensor& t) {
+  if (!OnGpu()) return t.AsDouble(0);
+  LS_ASSIGN_OR_RETURN(Tensor host, gpu::CopyToHost(*options_.gpu->context, t));
+  return host.AsDouble(0);
+}
+
+absl::StatusOr<Tensor> Executor::Sum(const Tensor& a, const Tensor& b, bool gradient) {
+  Tensor sum = Allocate(a.dtype(), a.shape(), gradient);
+  if (!sum.valid()) return allocation_status_;
+  if (OnGpu()) {
+    LS_RETURN_IF_ERROR(options_.gpu->kernels->Add(a.device_data<float>(), b.device_data<float>(),
+                                                  sum.device_data<float>(), a.num_elements(),
+                                                  options_.gpu->stream()));
+  } else if (a.dtype() == DType::kF32) {
+    AddInto<float>(a, b, &sum);
+  } else {
+    AddInto<double>(a, b, &sum);
+  }
+  return sum;
+}
+
+absl::StatusOr<Tensor> Executor::OnDevice(const Tensor& t, absl::string_view what) {
+  // Every CPU device reads host memory; a GPU reads its own.
+  if (OnGpu() ? t.device() == options_.device : t.on_host()) return t;
+  if (OnGpu() && t.on_host()) return gpu::CopyToDevice(*options_.gpu->context, t);
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " is on ", t.device().name(), ", the executor runs on ", options_.device.name()));
 }
 
 void Executor::TrimPool() {
@@ -130,6 +180,7 @@ KernelContext Executor::MakeContext(bool training, uint64_t dropout_key) {
   ctx.allocate = [this](DType dtype, const Shape& shape) { return Allocate(dtype, shape); };
   ctx.training = training;
   ctx.dropout_key = dropout_key;
+  ctx.gpu = OnGpu() ? options_.gpu : nullptr;
   return ctx;
 }
 
@@ -138,6 +189,7 @@ absl::Status Executor::Forward(const std::vector<Tensor>& variables, const Feeds
   const int n = graph_->num_nodes();
   values_.assign(n, Tensor());
   state_updates_.assign(variables_.size(), Tensor());
+  allocation_status_ = absl::OkStatus();
   TrimPool();
   if (variables.size() != variables_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the graph has ", variables_.size(),
@@ -153,6 +205,11 @@ absl::Status Executor::Forward(const std::vector<Tensor>& variables, const Feeds
         return absl::InvalidArgumentError(absl::StrCat(
             "variable \"", node.name(), "\" is ", v.valid() ? v.DebugString() : "missing",
             ", the graph wants ", DTypeName(graph_->dtype(i)), graph_->shape(i).ToString()));
+      }
+      if (OnGpu() ? v.device() != options_.device : !v.on_host()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "variable \"", node.name(), "\" is on ", v.device().name(), ", the executor runs on ",
+            options_.device.name(), OnGpu() ? ": copy variables to it (gpu::CopyToDevice)" : ""));
       }
       values_[i] = v;
       continue;
@@ -175,7 +232,7 @@ absl::Status Executor::Forward(const std::vector<Tensor>& variables, const Feeds
             "input \"", node.name(), "\" fed ", t.valid() ? t.DebugString() : "an empty tensor",
             ", the graph wants ", DTypeName(graph_->dtype(i)), want.ToString()));
       }
-      values_[i] = t;
+      LS_ASSIGN_OR_RETURN(values_[i], OnDevice(t, absl::StrCat("input \"", node.name(), "\"")));
       continue;
     }
     std::vector<Tensor> inputs;
@@ -187,7 +244,8 @@ absl::Status Executor::Forward(const std::vector<Tensor>& variables, const Feeds
         if (v >= 0 && !variables_[v].trainable) state_updates_[v] = std::move(delta);
       };
     }
-    LS_RETURN_IF_ERROR(kernels_[i]->Forward(ctx, inputs, &values_[i]));
+    absl::Status s = kernels_[i]->Forward(ctx, inputs, &values_[i]);
+    if (!s.ok()) return allocation_status_.ok() ? s : allocation_status_;
   }
   return absl::OkStatus();
 }
@@ -199,7 +257,12 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
   grads_.assign(n, Tensor());
   gradients->assign(variables_.size(), Tensor());
   Tensor seed = Allocate(graph_->dtype(loss), Shape{});
-  if (seed.dtype() == DType::kF32) {
+  if (!seed.valid()) return allocation_status_;
+  if (OnGpu()) {  // seed_host_ lives until the step's synchronisation
+    seed_host_ = static_cast<float>(options.loss_scale);
+    LS_RETURN_IF_ERROR(
+        options_.gpu->context->CopyToDevice(seed.raw_device_data(), &seed_host_, sizeof(float)));
+  } else if (seed.dtype() == DType::kF32) {
     seed.data<float>()[0] = static_cast<float>(options.loss_scale);
   } else {
     seed.data<double>()[0] = options.loss_scale;
@@ -211,20 +274,39 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
     if (gradient_final_after_[v] >= 0) final_after[gradient_final_after_[v]].push_back(v);
   }
   std::vector<bool> finished(variables_.size(), false);
+  absl::Status device_status;  // the first device error of finish() / take()
   auto finish = [&](int v) {
     if (finished[v]) return;  // handed out early (take() below)
     finished[v] = true;
     Tensor& g = grads_[variables_[v].node];
+    if (!g.valid() && OnGpu()) {
+      absl::StatusOr<Tensor> z =
+          gpu::ZerosOnDevice(*options_.gpu->context, variables_[v].dtype, variables_[v].shape);
+      if (!z.ok()) {
+        device_status.Update(z.status());
+        return;
+      }
+      g = *std::move(z);
+    }
     if (!g.valid()) g = Tensor::Zeros(variables_[v].dtype, variables_[v].shape);
     // The caller may all-reduce it in place: never hand out a buffer something else
     // (another gradient, a forward value) aliases. The pool's own reference is harmless:
     // the pool reuses a buffer only once nobody else holds it.
     const bool pooled = std::any_of(pool_.begin(), pool_.end(), [&](const PooledBuffer& p) {
-      return p.tensor.raw_data() == g.raw_data();
+      return p.tensor.address() == g.address();
     });
     if (g.use_count() > (pooled ? 2 : 1)) {
       Tensor copy = Allocate(g.dtype(), g.shape(), /*gradient=*/true);
-      std::memcpy(copy.raw_data(), g.raw_data(), g.num_bytes());
+      if (!copy.valid()) {
+        device_status.Update(allocation_status_);
+        return;
+      }
+      if (OnGpu()) {
+        device_status.Update(options_.gpu->context->CopyOnDevice(
+            copy.raw_device_data(), g.raw_device_data(), g.num_bytes()));
+      } else {
+        std::memcpy(copy.raw_data(), g.raw_data(), g.num_bytes());
+      }
       g = copy;
     }
     (*gradients)[v] = std::move(g);
@@ -260,13 +342,12 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
         if (!acc.valid()) {
           acc = std::move(d_inputs[j]);
         } else {  // a second consumer: sum into a fresh buffer (inputs may alias)
-          Tensor sum = Allocate(acc.dtype(), acc.shape(), IsTrainableVariable(from));
-          if (acc.dtype() == DType::kF32) {
-            AddInto<float>(acc, d_inputs[j], &sum);
-          } else {
-            AddInto<double>(acc, d_inputs[j], &sum);
+          absl::StatusOr<Tensor> sum = Sum(acc, d_inputs[j], IsTrainableVariable(from));
+          if (!sum.ok()) {
+            device_status.Update(sum.status());
+            return;
           }
-          acc = sum;
+          acc = *std::move(sum);
         }
         const int v = variable_index_[from];
         if (v >= 0 && gradient_final_after_[v] == i &&
@@ -276,23 +357,30 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
       };
       ctx.node_index = i;
       ctx.input_gradient_done = take;
-      LS_RETURN_IF_ERROR(
-          kernels_[i]->Backward(ctx, inputs, values_[i], grads_[i], need, &d_inputs));
+      absl::Status s = kernels_[i]->Backward(ctx, inputs, values_[i], grads_[i], need, &d_inputs);
+      if (!s.ok()) return allocation_status_.ok() ? s : allocation_status_;
       ctx.input_gradient_done = nullptr;
       grads_[i] = Tensor();
       for (int j = 0; j < k; ++j) take(j);
     }
     for (int v : final_after[i]) finish(v);
+    LS_RETURN_IF_ERROR(device_status);
   }
   // Trainable variables the loss does not depend on get zero gradients.
   for (int v = 0; v < static_cast<int>(variables_.size()); ++v) {
     if (variables_[v].trainable && gradient_final_after_[v] < 0) finish(v);
   }
+  LS_RETURN_IF_ERROR(device_status);
   // Then the state updates, scaled like the gradients (see ComputeGradients).
   for (int v = 0; v < static_cast<int>(variables_.size()); ++v) {
     Tensor& delta = state_updates_[v];
     if (!delta.valid()) continue;
-    for (int64_t e = 0; e < delta.num_elements(); ++e) {
+    if (OnGpu()) {  // in place
+      LS_RETURN_IF_ERROR(options_.gpu->kernels->Scale(
+          delta.device_data<float>(), static_cast<float>(options.loss_scale),
+          delta.device_data<float>(), delta.num_elements(), options_.gpu->stream()));
+    }
+    for (int64_t e = 0; !OnGpu() && e < delta.num_elements(); ++e) {
       if (delta.dtype() == DType::kF32) {
         delta.data<float>()[e] *= static_cast<float>(options.loss_scale);
       } else {
@@ -323,12 +411,16 @@ absl::StatusOr<StepResult> Executor::ComputeGradients(const std::vector<Tensor>&
       Forward(variables, feeds, Ancestors({graph_->loss(), graph_->accuracy()}), ctx));
   LS_RETURN_IF_ERROR(Backward(ctx, options, gradients));
   StepResult result;
-  result.loss = values_[graph_->loss()].AsDouble(0);
-  if (graph_->accuracy() >= 0) result.accuracy = values_[graph_->accuracy()].AsDouble(0);
+  LS_ASSIGN_OR_RETURN(result.loss, ReadScalar(values_[graph_->loss()]));
+  if (graph_->accuracy() >= 0) {
+    LS_ASSIGN_OR_RETURN(result.accuracy, ReadScalar(values_[graph_->accuracy()]));
+  }
   if (!feeds.empty() && feeds[0].second.shape().rank() > 0) {
     result.batch_size = feeds[0].second.shape().dim(0);
   }
   values_.assign(values_.size(), Tensor());
+  // The feeds' host buffers are the caller's again once their copies have run.
+  if (OnGpu()) LS_RETURN_IF_ERROR(options_.gpu->context->Synchronize());
   return result;
 }
 
@@ -345,15 +437,26 @@ absl::StatusOr<StepResult> Executor::Evaluate(const std::vector<Tensor>& variabl
   KernelContext ctx = MakeContext(/*training=*/false, 0);
   LS_RETURN_IF_ERROR(Forward(variables, feeds, Ancestors(targets), ctx));
   StepResult result;
-  if (have_labels && graph_->loss() >= 0) result.loss = values_[graph_->loss()].AsDouble(0);
+  if (have_labels && graph_->loss() >= 0) {
+    LS_ASSIGN_OR_RETURN(result.loss, ReadScalar(values_[graph_->loss()]));
+  }
   if (have_labels && graph_->accuracy() >= 0) {
-    result.accuracy = values_[graph_->accuracy()].AsDouble(0);
+    LS_ASSIGN_OR_RETURN(result.accuracy, ReadScalar(values_[graph_->accuracy()]));
   }
   if (!feeds.empty() && feeds[0].second.shape().rank() > 0) {
     result.batch_size = feeds[0].second.shape().dim(0);
   }
-  if (output != nullptr && graph_->output() >= 0) *output = values_[graph_->output()].Clone();
+  if (output != nullptr && graph_->output() >= 0) {
+    const Tensor& out = values_[graph_->output()];
+    if (OnGpu()) {
+      LS_ASSIGN_OR_RETURN(*output, gpu::CopyToHost(*options_.gpu->context, out));
+    } else {
+      *output = out.Clone();
+    }
+  }
   values_.assign(values_.size(), Tensor());
+  // The feeds' host buffers are the caller's again once their copies have run.
+  if (OnGpu()) LS_RETURN_IF_ERROR(options_.gpu->context->Synchronize());
   return result;
 }
 

@@ -14,6 +14,15 @@
 // count; kernels are sequential; dropout masks come from Philox keyed by the graph seed,
 // replica id, step and node).
 //
+// Devices: on "/gpu:N" (ExecutorOptions::gpu names the device's handles, which the caller
+// owns) every kernel is the op's CUDA kernel, every buffer is device memory from the device's
+// allocator, and the executor's own arithmetic (summing a gradient's contributions, the loss
+// seed, scaling state updates) runs as GpuKernels on the device's stream. Variables must
+// already be on the device (gpu::CopyToDevice: they are the caller's, like their optimizer
+// state); host feeds are copied to the device, explicitly, as they enter; the loss and accuracy
+// come back to the host (one synchronisation per step), and Evaluate's output is a host copy.
+// Gradients handed out are device tensors, ordered on the device's stream.
+//
 // Executors only read variables: several (one per replica thread) may share one
 // VariableSet concurrently, as CentralStorage does, while no Optimizer::Apply runs.
 //
@@ -31,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/device.h"
+#include "engine/gpu/gpu_device.h"
 #include "engine/graph.h"
 #include "engine/op_kernel.h"
 #include "engine/tensor.h"
@@ -48,7 +58,11 @@ struct ExecutorOptions {
   // Where the gradients of trainable variables are placed, when set. MultiWorkerMirrored
   // passes its communicator's zero-copy heap (collectives' TransportHeap), so that gradients
   // are all-reduced where the backward pass wrote them, a copy less. Pooled like every buffer.
+  // On a CPU device only: a GPU's gradients are device memory.
   BufferAllocator gradient_allocator;
+  // Required on "/gpu:N" (and its context's device must be N): the device's context, kernels
+  // and BLAS, borrowed; they must outlive the executor. Ignored on a CPU device.
+  const gpu::GpuDevice* gpu = nullptr;
 };
 
 struct StepOptions {
@@ -78,8 +92,9 @@ struct StepResult {
 class Executor {
  public:
   // Kernels come from the graph's OpRegistry. UNIMPLEMENTED when an op has no kernel for
-  // `options.device`'s type (no CUDA kernels are built yet); INVALID_ARGUMENT when a
-  // kernel refuses the node (e.g. its dtype).
+  // `options.device`'s type (naming the op, the node and the device); INVALID_ARGUMENT when a
+  // kernel refuses the node (e.g. a CUDA kernel an f64 graph), or for "/gpu:N" without
+  // ExecutorOptions::gpu or with another GPU's.
   static absl::StatusOr<std::unique_ptr<Executor>> Create(const Graph* graph,
                                                           ExecutorOptions options = {});
 
@@ -89,8 +104,9 @@ class Executor {
   // their entry is the update, a delta times loss_scale, handed out (on_gradient_ready)
   // after the trainable ones, so that all-reducing it with SUM like a gradient averages the
   // replicas' updates, and Optimizer::Apply adds it. Errors: INVALID_ARGUMENT for a missing feed, a
-  // variable or feed of the wrong shape or dtype, labels out of range; FAILED_PRECONDITION when the
-  // graph has no loss.
+  // variable or feed of the wrong shape or dtype, or on another device, labels out of range;
+  // FAILED_PRECONDITION when the graph has no loss; on a GPU, the device's errors
+  // (RESOURCE_EXHAUSTED when its memory runs out, a sticky INTERNAL after a kernel fault).
   absl::StatusOr<StepResult> ComputeGradients(const std::vector<Tensor>& variables,
                                               const Feeds& feeds, const StepOptions& options,
                                               std::vector<Tensor>* gradients);
@@ -115,6 +131,13 @@ class Executor {
   Tensor Allocate(DType dtype, const Shape& shape, bool gradient = false);
   // Whether graph node `node` is a trainable variable.
   bool IsTrainableVariable(int node) const;
+  bool OnGpu() const { return options_.device.type() == Device::Type::kCuda; }
+  // A value computed on the device, read on the host (synchronises).
+  absl::StatusOr<double> ReadScalar(const Tensor& t);
+  // a + b into a fresh buffer, on the executor's device.
+  absl::StatusOr<Tensor> Sum(const Tensor& a, const Tensor& b, bool gradient);
+  // The tensor the kernels see for a feed or variable: host feeds move to the GPU here.
+  absl::StatusOr<Tensor> OnDevice(const Tensor& t, absl::string_view what);
   KernelContext MakeContext(bool training, uint64_t dropout_key);
 
   const Graph* graph_;
@@ -137,7 +160,10 @@ class Executor {
     bool gradient = false;  // from (or meant for) options_.gradient_allocator
   };
   std::vector<PooledBuffer> pool_;
-  int64_t run_ = 0;  // counts ComputeGradients and Evaluate calls
+  // Why the last device allocation failed (Allocate returns an invalid tensor then).
+  absl::Status allocation_status_;
+  float seed_host_ = 0;  // the loss seed's host side while its copy is in flight
+  int64_t run_ = 0;      // counts ComputeGradients and Evaluate calls
   void TrimPool();
 };
 

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "engine/gpu/gpu_device.h"
 #include "engine/tensor.h"
 #include "lockstep/v1/graph.pb.h"
 
@@ -65,6 +66,9 @@ struct KernelContext {
   // Dropout masks: Philox keyed by MixKey(dropout_key, node index), counter = element.
   uint64_t dropout_key = 0;
   int node_index = 0;
+  // The GPU a CUDA kernel runs on (its stream, kernels and BLAS): the executor's
+  // ExecutorOptions::gpu, borrowed. Null on a CPU device.
+  const gpu::GpuDevice* gpu = nullptr;
 };
 
 class OpKernel {

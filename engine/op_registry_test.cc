@@ -1,6 +1,7 @@
 #include "engine/op_registry.h"
 
 #include "engine/ops/builtin_ops.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace lockstep::engine {
@@ -53,8 +54,16 @@ TEST(OpRegistry, CreateKernelByDevice) {
   node.set_op(v1::RELU);
   node.set_name("r");
   EXPECT_TRUE(ops.CreateKernel(Device::Type::kCpu, node, DType::kF32).ok());
-  EXPECT_EQ(ops.CreateKernel(Device::Type::kCuda, node, DType::kF32).status().code(),
-            absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(ops.CreateKernel(Device::Type::kCuda, node, DType::kF32).ok());
+  // CUDA kernels compute in f32 only.
+  absl::Status f64 = ops.CreateKernel(Device::Type::kCuda, node, DType::kF64).status();
+  EXPECT_EQ(f64.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(f64.message(), ::testing::HasSubstr("CUDA kernels compute in f32, not f64"));
+  node.set_op(v1::SIGMOID);  // no CUDA kernel yet
+  absl::Status none = ops.CreateKernel(Device::Type::kCuda, node, DType::kF32).status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(none.message(), ::testing::HasSubstr("no CUDA kernel for SIGMOID node r"));
+  node.set_op(v1::RELU);
   EXPECT_EQ(ops.CreateKernel(Device::Type::kCpu, node, DType::kI64).status().code(),
             absl::StatusCode::kInvalidArgument);
   node.set_op(v1::INPUT);

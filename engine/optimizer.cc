@@ -1,11 +1,15 @@
 #include "engine/optimizer.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "engine/gpu/device_tensor.h"
+#include "engine/kernels/gpu/optimizer_params.h"
 
 namespace lockstep::engine {
 namespace {
@@ -19,7 +23,8 @@ absl::Status Bad(absl::string_view field, absl::string_view what) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const v1::OptimizerSpec& spec,
-                                                             std::vector<VariableInfo> variables) {
+                                                             std::vector<VariableInfo> variables,
+                                                             const gpu::GpuDevice* gpu) {
   v1::OptimizerSpec s = spec;
   switch (s.kind_case()) {
     case v1::OptimizerSpec::kSgd:
@@ -68,7 +73,23 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const v1::Optimizer
     return absl::Status(schedule.status().code(),
                         absl::StrCat("optimizer.", schedule.status().message()));
   }
-  return std::unique_ptr<Optimizer>(new Optimizer(s, *schedule, std::move(variables)));
+  std::unique_ptr<Optimizer> opt(new Optimizer(s, *schedule, std::move(variables)));
+  if (gpu != nullptr) {
+    for (const VariableInfo& v : opt->variables_) {
+      if (v.trainable && v.dtype != DType::kF32) {
+        return absl::InvalidArgumentError(absl::StrCat("optimizer on ", gpu->device().name(),
+                                                       ": variable \"", v.name, "\" is ",
+                                                       DTypeName(v.dtype), "; GPUs train f32"));
+      }
+    }
+    opt->gpu_ = gpu;
+    for (size_t k = 0; k + 1 < opt->slots_.size(); ++k) {  // all but iterations
+      const Tensor& host = opt->slots_[k];
+      LS_ASSIGN_OR_RETURN(opt->slots_[k],
+                          gpu::ZerosOnDevice(*gpu->context, host.dtype(), host.shape()));
+    }
+  }
+  return opt;
 }
 
 Optimizer::Optimizer(v1::OptimizerSpec spec, LearningRateSchedule schedule,
@@ -179,15 +200,39 @@ absl::Status Optimizer::Apply(const std::vector<Tensor>& gradients,
                                                      "\" is ", g.DebugString(), ", want ",
                                                      w.DebugString()));
     }
+    // On the host any CPU device will do (they share memory); on a GPU, that GPU.
+    auto placed = [&](const Tensor& t) {
+      return gpu_ != nullptr ? t.device() == gpu_->device() : t.on_host();
+    };
+    if (!placed(w) || (g.valid() && !placed(g))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer on ", gpu_ != nullptr ? gpu_->device().name() : "the host",
+                       ": variable \"", info.name, "\" is on ", w.device().name(),
+                       g.valid() ? ", its gradient on " : "", g.valid() ? g.device().name() : ""));
+    }
   }
   const int64_t t = iterations();
   const double lr = schedule_.At(t);
   double grad_scale = 1;
   if (spec_.global_clipnorm() > 0) {
-    last_gradient_norm_ = GlobalNorm(gradients, variables_);
+    if (gpu_ != nullptr) {  // on host copies (see the header)
+      std::vector<Tensor> host(gradients.size());
+      for (size_t v = 0; v < gradients.size(); ++v) {
+        if (!variables_[v].trainable || !gradients[v].valid()) continue;
+        LS_ASSIGN_OR_RETURN(host[v], gpu::CopyToHost(*gpu_->context, gradients[v]));
+      }
+      last_gradient_norm_ = GlobalNorm(host, variables_);
+    } else {
+      last_gradient_norm_ = GlobalNorm(gradients, variables_);
+    }
     if (last_gradient_norm_ > spec_.global_clipnorm()) {
       grad_scale = spec_.global_clipnorm() / last_gradient_norm_;
     }
+  }
+  if (gpu_ != nullptr) {
+    LS_RETURN_IF_ERROR(ApplyOnGpu(gradients, variables, lr, t + 1, grad_scale));
+    slots_.back().data<int64_t>()[0] = t + 1;
+    return absl::OkStatus();
   }
   for (size_t v = 0; v < variables_.size(); ++v) {
     if (!gradients[v].valid()) continue;
@@ -206,6 +251,48 @@ absl::Status Optimizer::Apply(const std::vector<Tensor>& gradients,
     }
   }
   slots_.back().data<int64_t>()[0] = t + 1;
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::ApplyOnGpu(const std::vector<Tensor>& gradients,
+                                   std::vector<Tensor>* variables, double lr, int64_t t,
+                                   double grad_scale) {
+  gpu::GpuKernels& k = *gpu_->kernels;
+  const CudaStream s = gpu_->stream();
+  for (size_t v = 0; v < variables_.size(); ++v) {
+    if (!gradients[v].valid()) continue;
+    const float* g = gradients[v].device_data<float>();
+    float* w = (*variables)[v].device_data<float>();
+    const int64_t n = (*variables)[v].num_elements();
+    if (!variables_[v].trainable) {  // a state update: w += delta
+      LS_RETURN_IF_ERROR(k.Add(w, g, w, n, s));
+      continue;
+    }
+    const double decay = decays_[v] ? spec_.weight_decay() : 0;
+    if (spec_.has_momentum()) {
+      const auto& m = spec_.momentum();
+      LS_RETURN_IF_ERROR(
+          k.Momentum(gpu::MakeMomentumParams(lr, m.momentum(), m.nesterov(), decay, grad_scale), g,
+                     slots_[first_slot_[v]].device_data<float>(), w, n, s));
+    } else if (spec_.has_adam()) {
+      const auto& a = spec_.adam();
+      LS_RETURN_IF_ERROR(
+          k.Adam(gpu::MakeAdamParams(lr, a.beta1(), a.beta2(), a.epsilon(), t, decay, grad_scale),
+                 g, slots_[first_slot_[v]].device_data<float>(),
+                 slots_[first_slot_[v] + 1].device_data<float>(), w, n, s));
+    } else {  // SGD: decay (fmaf(-decay, w, w)), clipping, then w = fmaf(-rate, g, w)
+      if (decay > 0) LS_RETURN_IF_ERROR(k.Axpy(-static_cast<float>(lr * decay), w, w, n, s));
+      Tensor clipped;
+      if (grad_scale != 1) {
+        LS_ASSIGN_OR_RETURN(
+            clipped, gpu::AllocateTensor(*gpu_->context, DType::kF32, (*variables)[v].shape()));
+        LS_RETURN_IF_ERROR(
+            k.Scale(g, static_cast<float>(grad_scale), clipped.device_data<float>(), n, s));
+        g = clipped.device_data<float>();
+      }
+      LS_RETURN_IF_ERROR(k.Axpy(-static_cast<float>(lr), g, w, n, s));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -229,8 +316,20 @@ double Optimizer::GlobalNorm(const std::vector<Tensor>& gradients,
 
 std::vector<v1::NamedTensor> Optimizer::SaveState() const {
   std::vector<v1::NamedTensor> state;
-  for (size_t k = 0; k < slots_.size(); ++k)
-    state.push_back(slots_[k].ToNamedProto(slot_names_[k]));
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    if (slots_[k].on_host()) {
+      state.push_back(slots_[k].ToNamedProto(slot_names_[k]));
+      continue;
+    }
+    absl::StatusOr<Tensor> host = gpu::CopyToHost(*gpu_->context, slots_[k]);
+    if (!host.ok()) {
+      std::fprintf(stderr, "lockstep optimizer: saving slot %s from %s: %s\n",
+                   slot_names_[k].c_str(), gpu_->device().name().c_str(),
+                   host.status().ToString().c_str());
+      std::abort();
+    }
+    state.push_back(host->ToNamedProto(slot_names_[k]));
+  }
   return state;
 }
 
@@ -252,8 +351,12 @@ absl::Status Optimizer::RestoreState(const std::vector<v1::NamedTensor>& state) 
                                                      "\": got ", t->DebugString(), ", want ",
                                                      slots_[k].DebugString()));
     }
+    if (!slots_[k].on_host()) {
+      LS_ASSIGN_OR_RETURN(*t, gpu::CopyToDevice(*gpu_->context, *t));
+    }
     restored.push_back(*std::move(t));
   }
+  if (gpu_ != nullptr) LS_RETURN_IF_ERROR(gpu_->context->Synchronize());
   slots_ = std::move(restored);
   return absl::OkStatus();
 }

@@ -18,7 +18,16 @@
 // A non-trainable variable's "gradient", when given, is a state update (batch norm's moving
 // statistics, Executor::ComputeGradients): w += g, whatever the optimizer.
 //
-// Ownership: owns its slot tensors; variables and gradients are the caller's.
+// On a GPU (Create's `gpu`): the slots live in the device's memory, variables and gradients
+// must be on that device, and each update is one fused kernel per variable (GpuKernels:
+// Axpy for SGD, Momentum, Adam, Add for state updates) enqueued on the device's stream, with
+// the CPU's arithmetic (kernel_bodies.h), so a GPU step gives the CPU's bits. The global
+// norm for clipping is computed on the host from copies of the gradients (a synchronisation
+// per step with global_clipnorm). "optimizer/iterations" stays on the host. SaveState copies
+// the slots to the host (and aborts, naming the device, if the device cannot: its context is
+// then unusable); RestoreState copies them back.
+//
+// Ownership: owns its slot tensors; variables and gradients are the caller's; borrows `gpu`.
 // Thread model: one thread at a time. Every element is updated independently, in order,
 // so the result is bitwise reproducible.
 #ifndef LOCKSTEP_ENGINE_OPTIMIZER_H_
@@ -29,6 +38,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/gpu/gpu_device.h"
 #include "engine/graph.h"
 #include "engine/learning_rate.h"
 #include "engine/tensor.h"
@@ -41,12 +51,15 @@ class Optimizer {
  public:
   // `variables` in the order gradients will come (Graph::Variables()). INVALID_ARGUMENT
   // naming the field for a bad spec (momentum outside [0, 1), no kind, bad schedule...).
+  // `gpu`: the device the variables live on (null: the host); it must outlive the optimizer.
+  // Errors from the device (allocating the slots) as AllocateTensor's.
   static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const v1::OptimizerSpec& spec,
-                                                           std::vector<VariableInfo> variables);
+                                                           std::vector<VariableInfo> variables,
+                                                           const gpu::GpuDevice* gpu = nullptr);
 
   // Applies one update to every trainable variable with a valid gradient, then
-  // increments iterations. INVALID_ARGUMENT (nothing changed) when counts, shapes or
-  // dtypes differ.
+  // increments iterations. INVALID_ARGUMENT (nothing changed) when counts, shapes,
+  // dtypes or devices differ (on a GPU: f32 only); the device's errors on a GPU.
   absl::Status Apply(const std::vector<Tensor>& gradients, std::vector<Tensor>* variables);
 
   int64_t iterations() const;
@@ -73,6 +86,10 @@ class Optimizer {
   void Update(int v, const Tensor& grad, Tensor* var, double lr, int64_t t, double grad_scale);
   static double GlobalNorm(const std::vector<Tensor>& gradients,
                            const std::vector<VariableInfo>& variables);
+  // Apply's updates on the GPU (the checks done).
+  absl::Status ApplyOnGpu(const std::vector<Tensor>& gradients, std::vector<Tensor>* variables,
+                          double lr, int64_t t, double grad_scale);
+  const gpu::GpuDevice* gpu_ = nullptr;
 
   v1::OptimizerSpec spec_;
   LearningRateSchedule schedule_;

@@ -1,5 +1,6 @@
 #include "engine/tensor.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,11 +18,39 @@ std::shared_ptr<char> AllocateAligned(size_t bytes) {
                                [](char* p) { std::free(p); });
 }
 
+[[noreturn]] void WrongMemory(const std::string& what) {
+  std::fprintf(stderr, "lockstep engine: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
 }  // namespace
 
 Tensor::Tensor(DType dtype, Shape shape, Device device)
     : dtype_(dtype), shape_(std::move(shape)), device_(device) {
+  if (!on_host()) {
+    WrongMemory(absl::StrCat("a host buffer was allocated for the ", device_.name(), " tensor ",
+                             DebugString(), "; device tensors come from gpu::AllocateTensor"));
+  }
   buffer_ = AllocateAligned(num_bytes());
+}
+
+char* Tensor::HostBuffer() const {
+  if (!on_host()) {
+    WrongMemory(absl::StrCat("host access to the ", device_.name(), " tensor ", DebugString(),
+                             ": its memory is on the device; copy it to the host first "
+                             "(gpu::CopyToHost)"));
+  }
+  return buffer_.get();
+}
+
+char* Tensor::DeviceBuffer() const {
+  if (on_host()) {
+    WrongMemory(absl::StrCat("device access to the ", device_.name(), " tensor ", DebugString(),
+                             ": its memory is on the host; copy it to the device first "
+                             "(gpu::CopyToDevice)"));
+  }
+  return buffer_.get();
 }
 
 Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<char> buffer, Device device)

@@ -3,7 +3,15 @@
 // Ownership: the buffer is reference-counted and shared by copies of a Tensor (copying a
 // Tensor is cheap and aliases the data, as in TensorFlow); Clone() makes a deep copy.
 // Thread model: a Tensor may be read from many threads; writers must own it exclusively.
-// CPU only for now: a CUDA tensor will hold device memory behind the same class.
+//
+// Devices: a tensor on "/cpu:N" holds host memory; a tensor on "/gpu:N" holds that device's
+// memory, made by engine/gpu/device_tensor.h (AllocateTensor, from the device's
+// DeviceContext allocator; the buffer's deleter gives it back). Nothing copies between them
+// implicitly: device_tensor.h's CopyToDevice / CopyToHost are the explicit copies (feeds,
+// variables, checkpoints, results). Host accessors (raw_data, data, AsDouble, ToVector, Clone,
+// SetZero, BitwiseEquals, ToProto, FromVector's) on a GPU tensor abort, naming the tensor and
+// its device (a host read of device memory would crash, or on the fake read PROT_NONE
+// memory); device_data / raw_device_data are the device pointer, for GPU kernels only.
 #ifndef LOCKSTEP_ENGINE_TENSOR_H_
 #define LOCKSTEP_ENGINE_TENSOR_H_
 
@@ -31,7 +39,8 @@ class Tensor {
  public:
   // An empty (null) tensor: valid() is false.
   Tensor() = default;
-  // Allocates an uninitialised buffer.
+  // Allocates an uninitialised host buffer; `device` must be a CPU device (aborts otherwise:
+  // GPU tensors come from gpu::AllocateTensor).
   Tensor(DType dtype, Shape shape, Device device = Device::Cpu());
   // A tensor over `buffer` (at least num_bytes(), 64-byte aligned), e.g. memory a transport
   // reads in place (ExecutorOptions::gradient_allocator); it lives while the tensor does.
@@ -53,8 +62,23 @@ class Tensor {
   int64_t num_elements() const { return shape_.num_elements(); }
   size_t num_bytes() const { return num_elements() * SizeOf(dtype_); }
 
-  void* raw_data() { return buffer_.get(); }
-  const void* raw_data() const { return buffer_.get(); }
+  // Host memory: aborts on a GPU tensor (see above).
+  void* raw_data() { return HostBuffer(); }
+  const void* raw_data() const { return HostBuffer(); }
+  // Device memory of a GPU tensor: aborts on a host tensor.
+  void* raw_device_data() { return DeviceBuffer(); }
+  const void* raw_device_data() const { return DeviceBuffer(); }
+  template <typename T>
+  T* device_data() {
+    return static_cast<T*>(raw_device_data());
+  }
+  template <typename T>
+  const T* device_data() const {
+    return static_cast<const T*>(raw_device_data());
+  }
+  bool on_host() const { return device_.type() == Device::Type::kCpu; }
+  // The buffer's address on whatever device (identity only: aliasing checks, never read).
+  const void* address() const { return buffer_.get(); }
   template <typename T>
   T* data() {
     return static_cast<T*>(raw_data());
@@ -88,6 +112,9 @@ class Tensor {
   std::string DebugString() const;  // "f32[2,3]"
 
  private:
+  char* HostBuffer() const;
+  char* DeviceBuffer() const;
+
   DType dtype_ = DType::kF32;
   Shape shape_;
   Device device_;

@@ -6,6 +6,7 @@
 #include "engine/kernels/cpu/vector_math.h"
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -85,10 +86,32 @@ class ActivationKernel final : public CpuOpKernel<T> {
   static T Phi(T x) { return T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476))); }
 };
 
+// RELU on a GPU: GpuKernels::Relu / ReluGrad (the gradient from the input, as on the CPU).
+class ReluGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext&, const gpu::GpuDevice& gpu, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    return gpu.kernels->Relu(F32(in[0]), F32(*out), in[0].num_elements(), gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor&, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    if (!need[0]) return absl::OkStatus();
+    LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+    return gpu.kernels->ReluGrad(F32(in[0]), F32(d_out), F32((*d_in)[0]), in[0].num_elements(),
+                                 gpu.stream());
+  }
+};
+
 }  // namespace
 
 void RegisterActivations(OpRegistry* r) {
-  for (v1::OpType op : {v1::RELU, v1::SIGMOID, v1::TANH, v1::GELU}) {
+  MustRegister(r, WithCuda<ReluGpuKernel>(CpuOp<ActivationKernel>(v1::RELU, 1, SameAsInput)));
+  for (v1::OpType op : {v1::SIGMOID, v1::TANH, v1::GELU}) {
     MustRegister(r, CpuOp<ActivationKernel>(op, 1, SameAsInput));
   }
 }

@@ -2,6 +2,7 @@
 // (b's shape is x's last axes, e.g. a position embedding [t, d] on [batch, t, d]).
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -54,10 +55,39 @@ class BiasAddKernel final : public CpuOpKernel<T> {
   }
 };
 
+// GpuKernels::BiasAdd forward; the bias gradient is GpuKernels::ColumnSum.
+class BiasAddGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext&, const gpu::GpuDevice& gpu, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const int64_t c = in[1].num_elements();
+    if (c == 0) return absl::OkStatus();
+    return gpu.kernels->BiasAdd(F32(in[0]), F32(in[1]), F32(*out), in[0].num_elements() / c, c,
+                                gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor&, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    if (need[0]) (*d_in)[0] = d_out;
+    if (need[1]) {
+      LS_ASSIGN_OR_RETURN((*d_in)[1], GradientLike(ctx, in, 1));
+      const int64_t c = in[1].num_elements();
+      if (c == 0) return absl::OkStatus();
+      LS_RETURN_IF_ERROR(gpu.kernels->ColumnSum(F32(d_out), F32((*d_in)[1]),
+                                                in[0].num_elements() / c, c, gpu.stream()));
+    }
+    return absl::OkStatus();
+  }
+};
+
 }  // namespace
 
 void RegisterBiasAdd(OpRegistry* r) {
-  MustRegister(r, CpuOp<BiasAddKernel>(v1::BIAS_ADD, 2, BiasAddShape));
+  MustRegister(r, WithCuda<BiasAddGpuKernel>(CpuOp<BiasAddKernel>(v1::BIAS_ADD, 2, BiasAddShape)));
 }
 
 }  // namespace lockstep::engine

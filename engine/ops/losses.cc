@@ -4,8 +4,10 @@
 // (1 - eps) * one_hot + eps / classes), ACCURACY (same inputs -> fraction correct, f32, no
 // gradient) and MEAN_SQUARED_ERROR
 // (predictions, targets of one shape -> mean loss).
+#include "engine/gpu/device_tensor.h"
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -155,12 +157,72 @@ class MeanSquaredErrorKernel final : public CpuOpKernel<T> {
   }
 };
 
+// SPARSE_SOFTMAX_CROSS_ENTROPY and ACCURACY on a GPU (GpuKernels). The forward pass checks
+// the labels on the host first, as the CPU kernel does (a label out of range would read
+// outside the logits on the device): it copies them back and waits for the stream, one small
+// synchronisation per step.
+class LogitsLabelsGpuKernel : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status CheckLabelsOnHost(const gpu::GpuDevice& gpu, const Tensor& labels,
+                                 int64_t classes) const {
+    LS_ASSIGN_OR_RETURN(Tensor host, gpu::CopyToHost(*gpu.context, labels));
+    return CheckLabels(node_, host, classes);
+  }
+  static bool I64(const Tensor& labels) { return labels.dtype() == DType::kI64; }
+};
+
+class SparseSoftmaxCrossEntropyGpuKernel final : public LogitsLabelsGpuKernel {
+ public:
+  using LogitsLabelsGpuKernel::LogitsLabelsGpuKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                       absl::Span<const Tensor> in, Tensor* out) override {
+    const auto [b, c] = RowsAndClasses(in[0]);
+    LS_RETURN_IF_ERROR(CheckLabelsOnHost(gpu, in[1], c));
+    LS_ASSIGN_OR_RETURN(Tensor terms, Allocate(ctx, DType::kF64, Shape{b}));
+    return gpu.kernels->SoftmaxCrossEntropy(F32(in[0]), in[1].raw_device_data(), I64(in[1]),
+                                            terms.device_data<double>(), F32(*out), b, c,
+                                            node_.label_smoothing(), gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor&, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    if (!need[0]) return absl::OkStatus();
+    const auto [b, c] = RowsAndClasses(in[0]);
+    LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+    return gpu.kernels->SoftmaxCrossEntropyGrad(
+        F32(in[0]), in[1].raw_device_data(), I64(in[1]), F32(d_out), F32((*d_in)[0]), b, c,
+        static_cast<float>(node_.label_smoothing()), gpu.stream());
+  }
+};
+
+class AccuracyGpuKernel final : public LogitsLabelsGpuKernel {
+ public:
+  using LogitsLabelsGpuKernel::LogitsLabelsGpuKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                       absl::Span<const Tensor> in, Tensor* out) override {
+    const auto [b, c] = RowsAndClasses(in[0]);
+    LS_ASSIGN_OR_RETURN(Tensor hits, Allocate(ctx, DType::kI32, Shape{b}));
+    return gpu.kernels->Accuracy(F32(in[0]), in[1].raw_device_data(), I64(in[1]),
+                                 hits.device_data<int32_t>(), F32(*out), b, c, gpu.stream());
+  }
+};
+
 }  // namespace
 
 void RegisterLosses(OpRegistry* r) {
-  MustRegister(r, CpuOp<SparseSoftmaxCrossEntropyKernel>(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, 2,
-                                                         LogitsLabelsShape));
-  MustRegister(r, CpuOp<AccuracyKernel>(v1::ACCURACY, 2, LogitsLabelsShape));
+  MustRegister(r,
+               WithCuda<SparseSoftmaxCrossEntropyGpuKernel>(CpuOp<SparseSoftmaxCrossEntropyKernel>(
+                   v1::SPARSE_SOFTMAX_CROSS_ENTROPY, 2, LogitsLabelsShape)));
+  MustRegister(
+      r, WithCuda<AccuracyGpuKernel>(CpuOp<AccuracyKernel>(v1::ACCURACY, 2, LogitsLabelsShape)));
   MustRegister(r, CpuOp<MeanSquaredErrorKernel>(v1::MEAN_SQUARED_ERROR, 2, MseShape));
 }
 

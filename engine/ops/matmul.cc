@@ -1,7 +1,8 @@
-// MATMUL: [m, k] x [k, n] through cpu::Gemm.
+// MATMUL: [m, k] x [k, n] through cpu::Gemm (CPU) or BlasApi (CUDA).
 #include "engine/kernels/cpu/blas.h"
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -49,10 +50,61 @@ class MatMulKernel final : public CpuOpKernel<T> {
   }
 };
 
+// The same three products as the CPU kernel, row-major through the device's BlasApi.
+class MatMulGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext&, const gpu::GpuDevice& gpu, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    gpu::GemmArgs g;
+    g.m = in[0].shape().dim(0);
+    g.k = in[0].shape().dim(1);
+    g.n = in[1].shape().dim(1);
+    g.a = F32(in[0]);
+    g.b = F32(in[1]);
+    g.c = F32(*out);
+    return gpu.blas->Gemm(g, gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor&, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    const int64_t m = in[0].shape().dim(0), k = in[0].shape().dim(1), n = in[1].shape().dim(1);
+    if (need[1]) {  // dB [k, n] = A^T dC, first (see the CPU kernel)
+      LS_ASSIGN_OR_RETURN((*d_in)[1], GradientLike(ctx, in, 1));
+      gpu::GemmArgs g;
+      g.trans_a = true;
+      g.m = k;
+      g.n = n;
+      g.k = m;
+      g.a = F32(in[0]);
+      g.b = F32(d_out);
+      g.c = F32((*d_in)[1]);
+      LS_RETURN_IF_ERROR(gpu.blas->Gemm(g, gpu.stream()));
+      ctx.InputGradientDone(1);
+    }
+    if (need[0]) {  // dA [m, k] = dC B^T
+      LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+      gpu::GemmArgs g;
+      g.trans_b = true;
+      g.m = m;
+      g.n = k;
+      g.k = n;
+      g.a = F32(d_out);
+      g.b = F32(in[1]);
+      g.c = F32((*d_in)[0]);
+      LS_RETURN_IF_ERROR(gpu.blas->Gemm(g, gpu.stream()));
+    }
+    return absl::OkStatus();
+  }
+};
+
 }  // namespace
 
 void RegisterMatMul(OpRegistry* r) {
-  MustRegister(r, CpuOp<MatMulKernel>(v1::MATMUL, 2, MatMulShape));
+  MustRegister(r, WithCuda<MatMulGpuKernel>(CpuOp<MatMulKernel>(v1::MATMUL, 2, MatMulShape)));
 }
 
 }  // namespace lockstep::engine

@@ -1,7 +1,8 @@
 // RESHAPE (to `target_shape`, one -1 allowed) and FLATTEN ([b, ...] -> [b, prod(...)]):
-// views of the input's buffer, no copy.
+// views of the input's buffer, no copy, on any device (the CUDA factory makes the same kernel).
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -77,8 +78,10 @@ class ReshapeKernel final : public CpuOpKernel<T> {
 }  // namespace
 
 void RegisterReshapes(OpRegistry* r) {
-  MustRegister(r, CpuOp<ReshapeKernel>(v1::RESHAPE, 1, ReshapeShape));
-  MustRegister(r, CpuOp<ReshapeKernel>(v1::FLATTEN, 1, FlattenShape));
+  MustRegister(r,
+               WithCuda<ReshapeKernel<float>>(CpuOp<ReshapeKernel>(v1::RESHAPE, 1, ReshapeShape)));
+  MustRegister(r,
+               WithCuda<ReshapeKernel<float>>(CpuOp<ReshapeKernel>(v1::FLATTEN, 1, FlattenShape)));
 }
 
 }  // namespace lockstep::engine

@@ -90,4 +90,91 @@ absl::Status CudaKernels::Adam(const AdamParams& p, const float* g, float* m, fl
   return Launch("Adam launch", ElementwiseShape(n), s, AdamKernel<D>{p, {g}, {m}, {v}, {w}, n});
 }
 
+absl::Status CudaKernels::BiasAdd(const float* x, const float* b, float* y, int64_t rows,
+                                  int64_t cols, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckRows("BiasAdd", rows, cols, {x, b, y}));
+  const int64_t n = rows * cols;
+  if (n == 0) return absl::OkStatus();
+  return Launch("BiasAdd launch", ElementwiseShape(n), s, BiasAddKernel<D>{{x}, {b}, {y}, n, cols});
+}
+
+absl::Status CudaKernels::ColumnSum(const float* x, float* y, int64_t rows, int64_t cols,
+                                    CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckRows("ColumnSum", rows, cols, {x}));
+  LS_RETURN_IF_ERROR(CheckLaunch("ColumnSum", cols, {y}));
+  if (cols == 0) return absl::OkStatus();
+  return Launch("ColumnSum launch", ElementwiseShape(cols), s,
+                ColumnSumKernel<D>{{x}, {y}, rows, cols});
+}
+
+absl::Status CudaKernels::SoftmaxCrossEntropy(const float* logits, const void* labels,
+                                              bool labels_i64, double* terms, float* loss,
+                                              int64_t rows, int64_t classes, double eps,
+                                              CudaStream s) {
+  const char* k = "SoftmaxCrossEntropy";
+  LS_RETURN_IF_ERROR(CheckRows(k, rows, classes, {logits}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, rows, {labels, terms}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, 1, {loss}));
+  if (rows > 0) {
+    absl::Status st =
+        labels_i64
+            ? Launch(
+                  "XentRows launch", ElementwiseShape(rows), s,
+                  XentRowsKernel<D, int64_t>{
+                      {logits}, {static_cast<const int64_t*>(labels)}, {terms}, rows, classes, eps})
+            : Launch("XentRows launch", ElementwiseShape(rows), s,
+                     XentRowsKernel<D, int32_t>{{logits},
+                                                {static_cast<const int32_t*>(labels)},
+                                                {terms},
+                                                rows,
+                                                classes,
+                                                eps});
+    LS_RETURN_IF_ERROR(st);
+  }
+  return Launch("XentTotal launch", LaunchShape{1, kWarpSize}, s,
+                XentTotalKernel<D>{{terms}, {loss}, rows});
+}
+
+absl::Status CudaKernels::SoftmaxCrossEntropyGrad(const float* logits, const void* labels,
+                                                  bool labels_i64, const float* d_loss, float* grad,
+                                                  int64_t rows, int64_t classes, float eps,
+                                                  CudaStream s) {
+  const char* k = "SoftmaxCrossEntropyGrad";
+  LS_RETURN_IF_ERROR(CheckRows(k, rows, classes, {logits, grad}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, rows, {labels, d_loss}));
+  if (rows * classes == 0) return absl::OkStatus();
+  if (labels_i64) {
+    return Launch(
+        "XentGrad launch", ElementwiseShape(rows), s,
+        XentGradKernel<D, int64_t>{
+            {logits}, {static_cast<const int64_t*>(labels)}, {d_loss}, {grad}, rows, classes, eps});
+  }
+  return Launch(
+      "XentGrad launch", ElementwiseShape(rows), s,
+      XentGradKernel<D, int32_t>{
+          {logits}, {static_cast<const int32_t*>(labels)}, {d_loss}, {grad}, rows, classes, eps});
+}
+
+absl::Status CudaKernels::Accuracy(const float* logits, const void* labels, bool labels_i64,
+                                   int32_t* hits, float* rate, int64_t rows, int64_t classes,
+                                   CudaStream s) {
+  const char* k = "Accuracy";
+  LS_RETURN_IF_ERROR(CheckRows(k, rows, classes, {logits}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, rows, {labels, hits}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, 1, {rate}));
+  if (rows > 0) {
+    absl::Status st =
+        labels_i64
+            ? Launch("ArgmaxHits launch", ElementwiseShape(rows), s,
+                     ArgmaxHitsKernel<D, int64_t>{
+                         {logits}, {static_cast<const int64_t*>(labels)}, {hits}, rows, classes})
+            : Launch("ArgmaxHits launch", ElementwiseShape(rows), s,
+                     ArgmaxHitsKernel<D, int32_t>{
+                         {logits}, {static_cast<const int32_t*>(labels)}, {hits}, rows, classes});
+    LS_RETURN_IF_ERROR(st);
+  }
+  return Launch("HitRate launch", LaunchShape{1, kWarpSize}, s,
+                HitRateKernel<D>{{hits}, {rate}, rows});
+}
+
 }  // namespace lockstep::engine::gpu

@@ -25,6 +25,19 @@ class CudaKernels final : public GpuKernels {
                         CudaStream s) override;
   absl::Status Adam(const AdamParams& p, const float* g, float* m, float* v, float* w, int64_t n,
                     CudaStream s) override;
+
+  absl::Status BiasAdd(const float* x, const float* b, float* y, int64_t rows, int64_t cols,
+                       CudaStream s) override;
+  absl::Status ColumnSum(const float* x, float* y, int64_t rows, int64_t cols,
+                         CudaStream s) override;
+  absl::Status SoftmaxCrossEntropy(const float* logits, const void* labels, bool labels_i64,
+                                   double* terms, float* loss, int64_t rows, int64_t classes,
+                                   double eps, CudaStream s) override;
+  absl::Status SoftmaxCrossEntropyGrad(const float* logits, const void* labels, bool labels_i64,
+                                       const float* d_loss, float* grad, int64_t rows,
+                                       int64_t classes, float eps, CudaStream s) override;
+  absl::Status Accuracy(const float* logits, const void* labels, bool labels_i64, int32_t* hits,
+                        float* rate, int64_t rows, int64_t classes, CudaStream s) override;
 };
 
 }  // namespace lockstep::engine::gpu

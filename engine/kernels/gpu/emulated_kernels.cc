@@ -19,6 +19,26 @@ absl::StatusOr<void*> View(FakeCudaApi* fake, const void* p, int64_t n, const ch
                          absl::StrCat("Launch(", kernel, ")"), name);
 }
 
+// The view of `bytes` bytes at `p`.
+absl::StatusOr<void*> Bytes(FakeCudaApi* fake, const void* p, size_t bytes, const char* kernel,
+                            const char* name) {
+  return fake->HostRange(p, bytes, absl::StrCat("Launch(", kernel, ")"), name);
+}
+
+// A launch of one thread's work (the totals): one warp, thread 0 writes.
+constexpr LaunchShape kSingle{1, kWarpSize};
+
+// Runs kernel body K over (logits, labels, rest...) with the labels' integer type.
+template <template <class, typename> class K, typename... Rest>
+absl::Status RunLabelled(GridEmulator& emu, LaunchShape shape, bool labels_i64,
+                         EmulatedAccess::In<float> x, const void* labels, int64_t rows,
+                         Rest... rest) {
+  if (labels_i64) {
+    return emu.Run(shape, K<A, int64_t>{x, emu.In<int64_t>(labels, rows, "labels"), rest...});
+  }
+  return emu.Run(shape, K<A, int32_t>{x, emu.In<int32_t>(labels, rows, "labels"), rest...});
+}
+
 }  // namespace
 
 LaunchShape EmulatedKernels::Elementwise(int64_t n) const {
@@ -177,6 +197,136 @@ absl::Status EmulatedKernels::Adam(const AdamParams& p, const float* g, float* m
     GridEmulator emu("Adam", seed);
     return emu.Run(shape, AdamKernel<A>{p, emu.In<float>(gv, n, "g"), emu.Out<float>(mv, n, "m"),
                                         emu.Out<float>(vv, n, "v"), emu.Out<float>(wv, n, "w"), n});
+  });
+}
+
+absl::Status EmulatedKernels::BiasAdd(const float* x, const float* b, float* y, int64_t rows,
+                                      int64_t cols, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckRows("BiasAdd", rows, cols, {x, b, y}));
+  const int64_t n = rows * cols;
+  if (n == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, View(fake_, x, n, "BiasAdd", "x"));
+  LS_ASSIGN_OR_RETURN(void* bv, View(fake_, b, cols, "BiasAdd", "b"));
+  LS_ASSIGN_OR_RETURN(void* yv, View(fake_, y, n, "BiasAdd", "y"));
+  const LaunchShape shape = Elementwise(n);
+  const uint64_t seed = options_.seed + launches_++;
+  return fake_->Launch(s, "BiasAdd", [=] {
+    GridEmulator emu("BiasAdd", seed);
+    return emu.Run(shape, BiasAddKernel<A>{emu.In<float>(xv, n, "x"), emu.In<float>(bv, cols, "b"),
+                                           emu.Out<float>(yv, n, "y"), n, cols});
+  });
+}
+
+absl::Status EmulatedKernels::ColumnSum(const float* x, float* y, int64_t rows, int64_t cols,
+                                        CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckRows("ColumnSum", rows, cols, {x}));
+  LS_RETURN_IF_ERROR(CheckLaunch("ColumnSum", cols, {y}));
+  if (cols == 0) return absl::OkStatus();
+  const int64_t n = rows * cols;
+  void* xv = nullptr;
+  if (n > 0) {
+    LS_ASSIGN_OR_RETURN(xv, View(fake_, x, n, "ColumnSum", "x"));
+  }
+  LS_ASSIGN_OR_RETURN(void* yv, View(fake_, y, cols, "ColumnSum", "y"));
+  const LaunchShape shape = Elementwise(cols);
+  const uint64_t seed = options_.seed + launches_++;
+  return fake_->Launch(s, "ColumnSum", [=] {
+    GridEmulator emu("ColumnSum", seed);
+    return emu.Run(shape, ColumnSumKernel<A>{emu.In<float>(xv, n, "x"),
+                                             emu.Out<float>(yv, cols, "y"), rows, cols});
+  });
+}
+
+absl::Status EmulatedKernels::SoftmaxCrossEntropy(const float* logits, const void* labels,
+                                                  bool labels_i64, double* terms, float* loss,
+                                                  int64_t rows, int64_t classes, double eps,
+                                                  CudaStream s) {
+  const char* k = "SoftmaxCrossEntropy";
+  LS_RETURN_IF_ERROR(CheckRows(k, rows, classes, {logits}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, rows, {labels, terms}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, 1, {loss}));
+  const int64_t n = rows * classes;
+  const size_t label_bytes = labels_i64 ? sizeof(int64_t) : sizeof(int32_t);
+  void *xv = nullptr, *lv = nullptr, *tv = nullptr;
+  if (rows > 0) {
+    LS_ASSIGN_OR_RETURN(xv, View(fake_, logits, n, k, "logits"));
+    LS_ASSIGN_OR_RETURN(lv, Bytes(fake_, labels, rows * label_bytes, k, "labels"));
+    LS_ASSIGN_OR_RETURN(tv, Bytes(fake_, terms, rows * sizeof(double), k, "terms"));
+  }
+  LS_ASSIGN_OR_RETURN(void* outv, View(fake_, loss, 1, k, "loss"));
+  if (rows > 0) {
+    const LaunchShape shape = Elementwise(rows);
+    const uint64_t seed = options_.seed + launches_++;
+    LS_RETURN_IF_ERROR(fake_->Launch(s, "XentRows", [=] {
+      GridEmulator emu("XentRows", seed);
+      return RunLabelled<XentRowsKernel>(emu, shape, labels_i64, emu.In<float>(xv, n, "logits"), lv,
+                                         rows, emu.Out<double>(tv, rows, "terms"), rows, classes,
+                                         eps);
+    }));
+  }
+  const uint64_t seed = options_.seed + launches_++;
+  return fake_->Launch(s, "XentTotal", [=] {
+    GridEmulator emu("XentTotal", seed);
+    return emu.Run(kSingle, XentTotalKernel<A>{emu.In<double>(tv, rows, "terms"),
+                                               emu.Out<float>(outv, 1, "loss"), rows});
+  });
+}
+
+absl::Status EmulatedKernels::SoftmaxCrossEntropyGrad(const float* logits, const void* labels,
+                                                      bool labels_i64, const float* d_loss,
+                                                      float* grad, int64_t rows, int64_t classes,
+                                                      float eps, CudaStream s) {
+  const char* k = "SoftmaxCrossEntropyGrad";
+  LS_RETURN_IF_ERROR(CheckRows(k, rows, classes, {logits, grad}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, rows, {labels, d_loss}));
+  const int64_t n = rows * classes;
+  if (n == 0) return absl::OkStatus();
+  const size_t label_bytes = labels_i64 ? sizeof(int64_t) : sizeof(int32_t);
+  LS_ASSIGN_OR_RETURN(void* xv, View(fake_, logits, n, k, "logits"));
+  LS_ASSIGN_OR_RETURN(void* lv, Bytes(fake_, labels, rows * label_bytes, k, "labels"));
+  LS_ASSIGN_OR_RETURN(void* dv, View(fake_, d_loss, 1, k, "d_loss"));
+  LS_ASSIGN_OR_RETURN(void* gv, View(fake_, grad, n, k, "grad"));
+  const LaunchShape shape = Elementwise(rows);
+  const uint64_t seed = options_.seed + launches_++;
+  return fake_->Launch(s, "XentGrad", [=] {
+    GridEmulator emu("XentGrad", seed);
+    return RunLabelled<XentGradKernel>(emu, shape, labels_i64, emu.In<float>(xv, n, "logits"), lv,
+                                       rows, emu.In<float>(dv, 1, "d_loss"),
+                                       emu.Out<float>(gv, n, "grad"), rows, classes, eps);
+  });
+}
+
+absl::Status EmulatedKernels::Accuracy(const float* logits, const void* labels, bool labels_i64,
+                                       int32_t* hits, float* rate, int64_t rows, int64_t classes,
+                                       CudaStream s) {
+  const char* k = "Accuracy";
+  LS_RETURN_IF_ERROR(CheckRows(k, rows, classes, {logits}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, rows, {labels, hits}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, 1, {rate}));
+  const int64_t n = rows * classes;
+  const size_t label_bytes = labels_i64 ? sizeof(int64_t) : sizeof(int32_t);
+  void *xv = nullptr, *lv = nullptr, *hv = nullptr;
+  if (rows > 0) {
+    LS_ASSIGN_OR_RETURN(xv, View(fake_, logits, n, k, "logits"));
+    LS_ASSIGN_OR_RETURN(lv, Bytes(fake_, labels, rows * label_bytes, k, "labels"));
+    LS_ASSIGN_OR_RETURN(hv, Bytes(fake_, hits, rows * sizeof(int32_t), k, "hits"));
+  }
+  LS_ASSIGN_OR_RETURN(void* rv, View(fake_, rate, 1, k, "rate"));
+  if (rows > 0) {
+    const LaunchShape shape = Elementwise(rows);
+    const uint64_t seed = options_.seed + launches_++;
+    LS_RETURN_IF_ERROR(fake_->Launch(s, "ArgmaxHits", [=] {
+      GridEmulator emu("ArgmaxHits", seed);
+      return RunLabelled<ArgmaxHitsKernel>(emu, shape, labels_i64, emu.In<float>(xv, n, "logits"),
+                                           lv, rows, emu.Out<int32_t>(hv, rows, "hits"), rows,
+                                           classes);
+    }));
+  }
+  const uint64_t seed = options_.seed + launches_++;
+  return fake_->Launch(s, "HitRate", [=] {
+    GridEmulator emu("HitRate", seed);
+    return emu.Run(kSingle, HitRateKernel<A>{emu.In<int32_t>(hv, rows, "hits"),
+                                             emu.Out<float>(rv, 1, "rate"), rows});
   });
 }
 

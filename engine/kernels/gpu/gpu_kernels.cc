@@ -21,4 +21,13 @@ absl::Status CheckLaunch(const char* kernel, int64_t n,
   return absl::OkStatus();
 }
 
+absl::Status CheckRows(const char* kernel, int64_t rows, int64_t cols,
+                       std::initializer_list<const void*> buffers) {
+  if (rows < 0 || cols < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel, ": negative shape [", rows, ", ", cols, "]"));
+  }
+  return CheckLaunch(kernel, rows * cols, buffers);
+}
+
 }  // namespace lockstep::engine::gpu

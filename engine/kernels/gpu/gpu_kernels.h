@@ -43,11 +43,37 @@ class GpuKernels {
                                 int64_t n, CudaStream s) = 0;
   virtual absl::Status Adam(const AdamParams& p, const float* g, float* m, float* v, float* w,
                             int64_t n, CudaStream s) = 0;
+
+  // x [rows, cols] + b [cols] broadcast over the rows.
+  virtual absl::Status BiasAdd(const float* x, const float* b, float* y, int64_t rows, int64_t cols,
+                               CudaStream s) = 0;
+  // y[j] = sum over the rows of x[r, j] (y has `cols` elements).
+  virtual absl::Status ColumnSum(const float* x, float* y, int64_t rows, int64_t cols,
+                                 CudaStream s) = 0;
+  // Sparse softmax cross-entropy over logits [rows, classes] and integer labels [rows] (i64
+  // when labels_i64, else i32; each in [0, classes): the caller checks, a GPU would fault),
+  // smoothed by `eps`: loss (one float) = the mean; `terms` is scratch of `rows` doubles.
+  virtual absl::Status SoftmaxCrossEntropy(const float* logits, const void* labels, bool labels_i64,
+                                           double* terms, float* loss, int64_t rows,
+                                           int64_t classes, double eps, CudaStream s) = 0;
+  // Its gradient with respect to the logits, times d_loss[0].
+  virtual absl::Status SoftmaxCrossEntropyGrad(const float* logits, const void* labels,
+                                               bool labels_i64, const float* d_loss, float* grad,
+                                               int64_t rows, int64_t classes, float eps,
+                                               CudaStream s) = 0;
+  // rate (one float) = the fraction of rows whose first largest logit is the label's; `hits`
+  // is scratch of `rows` int32.
+  virtual absl::Status Accuracy(const float* logits, const void* labels, bool labels_i64,
+                                int32_t* hits, float* rate, int64_t rows, int64_t classes,
+                                CudaStream s) = 0;
 };
 
 // The launch-time checks both implementations make: INVALID_ARGUMENT "<kernel>: ..." for
 // n < 0 or a null buffer when n > 0.
 absl::Status CheckLaunch(const char* kernel, int64_t n, std::initializer_list<const void*> buffers);
+// The same for a kernel over `rows` x `cols` (INVALID_ARGUMENT for a negative one).
+absl::Status CheckRows(const char* kernel, int64_t rows, int64_t cols,
+                       std::initializer_list<const void*> buffers);
 
 }  // namespace lockstep::engine::gpu
 

@@ -135,6 +135,21 @@ class GpuKernelsTest : public ::testing::Test {
                     .ok());
     return static_cast<float*>(*p);
   }
+  // Device memory holding `host` of any element type (enqueued; kept alive like ToDevice's).
+  template <typename T>
+  T* ToDeviceAs(const std::vector<T>& host) {
+    const size_t bytes = host.size() * sizeof(T);
+    absl::StatusOr<void*> p = api().Malloc(std::max<size_t>(bytes, 1));
+    EXPECT_TRUE(p.ok()) << p.status();
+    allocations_.push_back(*p);
+    staged_bytes_.emplace_back(reinterpret_cast<const char*>(host.data()),
+                               reinterpret_cast<const char*>(host.data()) + bytes);
+    EXPECT_TRUE(
+        api()
+            .MemcpyAsync(*p, staged_bytes_.back().data(), bytes, CopyKind::kHostToDevice, stream_)
+            .ok());
+    return static_cast<T*>(*p);
+  }
   // Synchronises the stream, then returns n floats at `d`.
   std::vector<float> ToHost(const float* d, size_t n) {
     std::vector<float> out(n, std::nanf(""));
@@ -149,6 +164,7 @@ class GpuKernelsTest : public ::testing::Test {
   CudaStream stream_ = nullptr;
   std::vector<void*> allocations_;
   std::deque<std::vector<float>> staged_;
+  std::deque<std::vector<char>> staged_bytes_;
 };
 
 TYPED_TEST_SUITE_P(GpuKernelsTest);
@@ -341,10 +357,105 @@ TYPED_TEST_P(GpuKernelsTest, BadLaunchesAreRefusedByName) {
   EXPECT_TRUE(this->api().StreamSynchronize(this->stream_).ok());
 }
 
+// BIAS_ADD forward, and its bias gradient (the column sums, in the CPU's row order).
+TYPED_TEST_P(GpuKernelsTest, BiasAddForwardAndGradientBitForBit) {
+  struct Case {
+    int64_t rows, cols;
+  };
+  int checked = 0;
+  for (Case c : {Case{1, 1}, Case{7, 3}, Case{300, 10}, Case{2, 1000}}) {
+    const int64_t n = c.rows * c.cols;
+    const std::vector<float> x = RandomFloats(n, 20), b = RandomFloats(c.cols, 21);
+    const std::vector<float> dy = RandomFloats(n, 22);
+    const std::vector<Tensor> in = {Tensor::FromVector(x, Shape{c.rows, c.cols}),
+                                    Tensor::FromVector(b, Shape{c.cols})};
+    const Tensor want_y = CpuForward(Node(v1::BIAS_ADD), in);
+    // The bias gradient is input 1: run the CPU kernel's backward for it.
+    static const OpRegistry* registry = new OpRegistry(BuiltinOps());
+    std::unique_ptr<OpKernel> k =
+        *registry->CreateKernel(Device::Type::kCpu, Node(v1::BIAS_ADD), DType::kF32);
+    KernelContext ctx;
+    ctx.allocate = [](DType d, const Shape& s) { return Tensor(d, s); };
+    std::vector<Tensor> d_in(2);
+    ASSERT_TRUE(k->Backward(ctx, in, want_y, Tensor::FromVector(dy, Shape{c.rows, c.cols}),
+                            {false, true}, &d_in)
+                    .ok());
+    float* y = this->ToDevice(std::vector<float>(n, 0.f));
+    float* db = this->ToDevice(std::vector<float>(c.cols, 0.f));
+    ASSERT_TRUE(this->kernels()
+                    .BiasAdd(this->ToDevice(x), this->ToDevice(b), y, c.rows, c.cols, this->stream_)
+                    .ok());
+    ASSERT_TRUE(
+        this->kernels().ColumnSum(this->ToDevice(dy), db, c.rows, c.cols, this->stream_).ok());
+    EXPECT_TRUE(SameBits(this->ToHost(y, n), want_y.ToVector<float>())) << c.rows << "x" << c.cols;
+    EXPECT_TRUE(SameBits(this->ToHost(db, c.cols), d_in[1].ToVector<float>()))
+        << c.rows << "x" << c.cols;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);
+}
+
+// The loss (i32 and i64 labels, with and without label smoothing) within 1e-6 relative (exp
+// and log in double, the rows summed in another grouping), its gradient within
+// kSoftmaxRelTolerance (expf), and ACCURACY exactly.
+TYPED_TEST_P(GpuKernelsTest, SoftmaxCrossEntropyAndAccuracyMatchTheCpuKernels) {
+  int checked = 0;
+  for (double eps : {0.0, 0.1}) {
+    for (bool i64 : {false, true}) {
+      const int64_t rows = 37, classes = 10;
+      const std::vector<float> x = RandomFloats(rows * classes, 30, -5.f, 5.f);
+      std::vector<int64_t> labels64(rows);
+      std::vector<int32_t> labels32(rows);
+      for (int64_t r = 0; r < rows; ++r) labels32[r] = labels64[r] = (r * 7) % classes;
+      const Tensor xt = Tensor::FromVector(x, Shape{rows, classes});
+      const Tensor lt = i64 ? Tensor::FromVector(labels64, Shape{rows})
+                            : Tensor::FromVector(labels32, Shape{rows});
+      v1::NodeDef node = Node(v1::SPARSE_SOFTMAX_CROSS_ENTROPY);
+      node.set_label_smoothing(eps);
+      const Tensor want_loss = CpuForward(node, {xt, lt});
+      const Tensor want_grad = CpuGradient(node, {xt, lt}, Tensor::Scalar<float>(0.5f));
+      const Tensor want_acc = CpuForward(Node(v1::ACCURACY), {xt, lt});
+
+      float* dx = this->ToDevice(x);
+      const void* dl = i64 ? static_cast<const void*>(this->ToDeviceAs(labels64))
+                           : static_cast<const void*>(this->ToDeviceAs(labels32));
+      double* terms = this->ToDeviceAs(std::vector<double>(rows, 0.0));
+      float* loss = this->ToDevice({0.f});
+      float* grad = this->ToDevice(std::vector<float>(rows * classes, 0.f));
+      int32_t* hits = this->ToDeviceAs(std::vector<int32_t>(rows, 0));
+      float* rate = this->ToDevice({0.f});
+      ASSERT_TRUE(
+          this->kernels()
+              .SoftmaxCrossEntropy(dx, dl, i64, terms, loss, rows, classes, eps, this->stream_)
+              .ok());
+      ASSERT_TRUE(this->kernels()
+                      .SoftmaxCrossEntropyGrad(dx, dl, i64, this->ToDevice({0.5f}), grad, rows,
+                                               classes, static_cast<float>(eps), this->stream_)
+                      .ok());
+      ASSERT_TRUE(
+          this->kernels().Accuracy(dx, dl, i64, hits, rate, rows, classes, this->stream_).ok());
+      const float l = this->ToHost(loss, 1)[0], w = want_loss.data<float>()[0];
+      EXPECT_NEAR(l, w, 1e-6 * std::fabs(w)) << "eps " << eps << " i64 " << i64;
+      const std::vector<float> g = this->ToHost(grad, rows * classes);
+      const float* wg = want_grad.data<float>();
+      for (int64_t i = 0; i < rows * classes; ++i) {
+        ASSERT_NEAR(g[i], wg[i], kSoftmaxRelTolerance * std::fabs(wg[i]) + 1e-9f)
+            << "element " << i << " eps " << eps;
+      }
+      EXPECT_EQ(this->ToHost(rate, 1)[0], want_acc.data<float>()[0]);
+      EXPECT_GT(want_acc.data<float>()[0], 0.f);  // some rows hit: the comparison can fail
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 4);
+}
+
 REGISTER_TYPED_TEST_SUITE_P(GpuKernelsTest, AxpyIsSgdBitForBit, ScaleIsMeanGradientBitForBit,
                             AddIsAddBitForBit, ReluForwardAndGradientBitForBit,
                             SoftmaxRowsMatchesSoftmaxWithinTolerance, RowSumMatchesSum,
-                            FusedOptimizersAreOptimizerApplyBitForBit, BadLaunchesAreRefusedByName);
+                            FusedOptimizersAreOptimizerApplyBitForBit, BadLaunchesAreRefusedByName,
+                            BiasAddForwardAndGradientBitForBit,
+                            SoftmaxCrossEntropyAndAccuracyMatchTheCpuKernels);
 
 }  // namespace lockstep::engine::gpu
 

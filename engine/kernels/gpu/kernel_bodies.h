@@ -14,6 +14,13 @@
 //   RowSum      y[r] = sum of row r                       SUM over the last axis
 //   Momentum    fused decay, clipping scale and (Nesterov) momentum      Optimizer::Apply
 //   Adam        fused decay, clipping scale and Adam                     Optimizer::Apply
+//   BiasAdd     y[r, j] = x[r, j] + b[j]                  BIAS_ADD forward
+//   ColumnSum   y[j] = sum over rows r in order of x[r, j] BIAS_ADD's bias gradient
+//   XentRows / XentTotal   per-row terms, then their sum  SPARSE_SOFTMAX_CROSS_ENTROPY forward
+//   XentGrad    (softmax - smoothed one-hot) * dy / rows   its gradient
+//   ArgmaxHits / HitRate   per-row hit, then the fraction ACCURACY
+// The loss and accuracy kernels run one thread per row (rows are few, classes fewer than a
+// block): each row in the CPU's order, so the emulator gives the CPU kernel's bits.
 #ifndef LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_H_
 #define LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_H_
 
@@ -183,6 +190,145 @@ struct AdamKernel {
       s.Store(i, si);
       w.Store(i, wi - (p.step * mi) / (sqrtf(si) + p.epsilon));
     }
+  }
+};
+
+template <class A>
+struct BiasAddKernel {
+  typename A::template In<float> x;
+  typename A::template In<float> b;
+  typename A::template Out<float> y;
+  int64_t n;     // x's elements
+  int64_t cols;  // b's elements (> 0)
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t i = FirstIndex(t); i < n; i += Stride(t)) y.Store(i, x.Load(i) + b.Load(i % cols));
+  }
+};
+
+// One thread per column, summing down the rows from 0 in row order, as the CPU does.
+template <class A>
+struct ColumnSumKernel {
+  typename A::template In<float> x;
+  typename A::template Out<float> y;
+  int64_t rows;
+  int64_t cols;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t j = FirstIndex(t); j < cols; j += Stride(t)) {
+      float s = 0.f;
+      for (int64_t r = 0; r < rows; ++r) s += x.Load(r * cols + j);
+      y.Store(j, s);
+    }
+  }
+};
+
+// Row r's share of the mean cross-entropy, in double as the CPU computes it:
+//   log(sum_j exp(x_j - m)) + m - (1 - eps) x_label - eps / c * sum_j x_j
+template <class A, typename L>
+struct XentRowsKernel {
+  typename A::template In<float> x;
+  typename A::template In<L> labels;
+  typename A::template Out<double> terms;
+  int64_t rows;
+  int64_t cols;
+  double eps;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t r = FirstIndex(t); r < rows; r += Stride(t)) {
+      const int64_t base = r * cols;
+      float m = x.Load(base);
+      for (int64_t j = 1; j < cols; ++j) m = Max(m, x.Load(base + j));
+      double s = 0, sum = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        const float v = x.Load(base + j);
+        s += exp(double(v - m));
+        sum += v;
+      }
+      double term = log(s) + m - (1 - eps) * x.Load(base + static_cast<int64_t>(labels.Load(r)));
+      if (eps != 0) term -= eps / cols * sum;
+      terms.Store(r, term);
+    }
+  }
+};
+
+// One thread: loss = (float)(sum of the rows' terms in row order / rows), 0 without rows.
+template <class A>
+struct XentTotalKernel {
+  typename A::template In<double> terms;
+  typename A::template Out<float> loss;
+  int64_t rows;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    if (FirstIndex(t) != 0) return;
+    double total = 0;
+    for (int64_t r = 0; r < rows; ++r) total += terms.Load(r);
+    loss.Store(0, rows == 0 ? 0.f : float(total / rows));
+  }
+};
+
+// d logits = (softmax(x) - ((1 - eps) one_hot + eps / c)) * dy / rows, row by row in the CPU's
+// order (cpu::SoftmaxRow, then the target subtracted, then the scale).
+template <class A, typename L>
+struct XentGradKernel {
+  typename A::template In<float> x;
+  typename A::template In<L> labels;
+  typename A::template In<float> dy;  // the loss's gradient, one element
+  typename A::template Out<float> gx;
+  int64_t rows;
+  int64_t cols;
+  float eps;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    const float scale = rows == 0 ? 0.f : dy.Load(0) / float(rows);
+    const float spread = cols == 0 ? 0.f : eps / float(cols);
+    for (int64_t r = FirstIndex(t); r < rows; r += Stride(t)) {
+      const int64_t base = r * cols;
+      const int64_t label = static_cast<int64_t>(labels.Load(r));
+      float m = x.Load(base);
+      for (int64_t j = 1; j < cols; ++j) m = Max(m, x.Load(base + j));
+      float s = 0.f;
+      for (int64_t j = 0; j < cols; ++j) s += expf(x.Load(base + j) - m);
+      for (int64_t j = 0; j < cols; ++j) {
+        float g = expf(x.Load(base + j) - m) / s;
+        if (j == label) g -= 1.f - eps;
+        if (eps != 0.f) g -= spread;
+        gx.Store(base + j, g * scale);
+      }
+    }
+  }
+};
+
+// hits[r] = 1 when row r's first largest logit is its label's.
+template <class A, typename L>
+struct ArgmaxHitsKernel {
+  typename A::template In<float> x;
+  typename A::template In<L> labels;
+  typename A::template Out<int32_t> hits;
+  int64_t rows;
+  int64_t cols;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t r = FirstIndex(t); r < rows; r += Stride(t)) {
+      int64_t best = 0;
+      float m = x.Load(r * cols);
+      for (int64_t j = 1; j < cols; ++j) {
+        const float v = x.Load(r * cols + j);
+        if (m < v) {
+          m = v;
+          best = j;
+        }
+      }
+      hits.Store(r, best == static_cast<int64_t>(labels.Load(r)) ? 1 : 0);
+    }
+  }
+};
+
+// One thread: rate = (float)hits / (float)rows, 0 without rows.
+template <class A>
+struct HitRateKernel {
+  typename A::template In<int32_t> hits;
+  typename A::template Out<float> rate;
+  int64_t rows;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    if (FirstIndex(t) != 0) return;
+    int64_t correct = 0;
+    for (int64_t r = 0; r < rows; ++r) correct += hits.Load(r);
+    rate.Store(0, rows == 0 ? 0.f : float(correct) / float(rows));
   }
 };
 

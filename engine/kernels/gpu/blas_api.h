@@ -1,0 +1,84 @@
+// BlasApi: the GPU device's matrix products (GEMM with an optional fused epilogue: a bias add,
+// then ReLU or GELU), behind an interface so that the code that calls it is tested without a
+// GPU. Our interface is row-major, as the engine's tensors are; cuBLAS is column-major. The
+// translation is made once, in ToColumnMajor below, and both sides run its result:
+// RealBlasApi (--config=cuda) hands it to cuBLASLt, FakeBlasApi executes it with cuBLAS's
+// column-major contract over the CPU GEMM on FakeCudaApi's memory. A transposition or a
+// leading dimension wrong in the translation therefore fails the same contract test
+// (blas_api_contract_test.h) on the CPU that it would fail on a GPU.
+//
+// Semantics (row-major): C[m, n] = epilogue(alpha * op(A) * op(B) + beta * C), op(A) [m, k]
+// (A stored [k, m] when trans_a), op(B) [k, n] (B stored [n, k] when trans_b), all f32 and
+// packed (leading dimension = stored row length). Epilogues: bias[n] is added to every row;
+// ReLU is max(x, 0); GELU is cuBLASLt's tanh approximation,
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), NOT the engine's exact GELU op (which
+// therefore never fuses into a product). Calls are enqueued on the stream and return at once.
+//
+// Errors at the call: INVALID_ARGUMENT "BlasApi::Gemm: ..." for a negative dimension, k = 0 with
+// an output (cuBLASLt has no such product), a null buffer with elements, a bias epilogue without a
+// bias (or a bias without one); the real side adds cuBLAS's errors (INTERNAL naming the cuBLAS call
+// and status; UNAVAILABLE when cuBLASLt cannot be loaded), the fake the buffers that lie outside
+// device memory. Thread model: implementations are thread-safe; a stream is used by one thread at a
+// time.
+#ifndef LOCKSTEP_ENGINE_KERNELS_GPU_BLAS_API_H_
+#define LOCKSTEP_ENGINE_KERNELS_GPU_BLAS_API_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/cuda/cuda_api.h"
+
+namespace lockstep::engine::gpu {
+
+enum class Epilogue { kNone, kBias, kRelu, kBiasRelu, kGelu, kBiasGelu };
+bool EpilogueHasBias(Epilogue e);
+const char* EpilogueName(Epilogue e);
+
+// One row-major product (see above). Device pointers.
+struct GemmArgs {
+  bool trans_a = false;
+  bool trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float beta = 0;
+  float* c = nullptr;
+  Epilogue epilogue = Epilogue::kNone;
+  const float* bias = nullptr;  // n elements, for the bias epilogues
+};
+
+// The same product as cuBLAS sees it, column-major: C_cm[rows, cols] (ldc) =
+// op_a(A_cm) [rows, depth] * op_b(B_cm) [depth, cols], bias[rows] added to each column.
+struct ColumnMajorGemm {
+  bool trans_a = false;  // CUBLAS_OP_T on the first operand
+  bool trans_b = false;
+  int64_t rows = 0, cols = 0, depth = 0;
+  float alpha = 1;
+  const float* a = nullptr;
+  int64_t lda = 1;
+  const float* b = nullptr;
+  int64_t ldb = 1;
+  float beta = 0;
+  float* c = nullptr;
+  int64_t ldc = 1;
+  Epilogue epilogue = Epilogue::kNone;
+  const float* bias = nullptr;  // rows elements
+};
+
+// The launch-time checks of both sides (errors as above).
+absl::Status CheckGemm(const GemmArgs& args);
+// A row-major C is a column-major C^T: C^T = op(B)^T op(A)^T, so cuBLAS's first operand is
+// our B and its second our A, with the transpositions kept and the dimensions swapped.
+ColumnMajorGemm ToColumnMajor(const GemmArgs& args);
+
+class BlasApi {
+ public:
+  virtual ~BlasApi() = default;
+  virtual absl::Status Gemm(const GemmArgs& args, CudaStream stream) = 0;
+};
+
+}  // namespace lockstep::engine::gpu
+
+#endif  // LOCKSTEP_ENGINE_KERNELS_GPU_BLAS_API_H_

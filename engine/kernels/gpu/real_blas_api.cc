@@ -1,0 +1,184 @@
+#include "engine/kernels/gpu/real_blas_api.h"
+
+#include <cublasLt.h>
+
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace lockstep::engine::gpu {
+
+// The cuBLASLt entry points, resolved from the library (decltype names their types only).
+struct RealBlasApi::Functions {
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtDestroy) destroy = nullptr;
+  decltype(&cublasLtGetStatusName) status_name = nullptr;
+  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) pref_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+};
+
+namespace {
+
+// The one place where cuBLAS statuses become absl::Status.
+absl::Status Check(decltype(&cublasLtGetStatusName) name, cublasStatus_t status,
+                   absl::string_view call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("cuBLASLt ", call, ": ",
+                                          name != nullptr ? name(status) : "", " (status ",
+                                          static_cast<int>(status), ")"));
+}
+
+cublasLtEpilogue_t Native(Epilogue e) {
+  switch (e) {
+    case Epilogue::kNone:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::kRelu:
+      return CUBLASLT_EPILOGUE_RELU;
+    case Epilogue::kBiasRelu:
+      return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case Epilogue::kGelu:
+      return CUBLASLT_EPILOGUE_GELU;
+    case Epilogue::kBiasGelu:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+template <typename F>
+absl::Status Resolve(const SharedLibrary& lib, const char* name, F* out) {
+  LS_ASSIGN_OR_RETURN(*out, lib.Function<std::remove_pointer_t<F>>(name));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RealBlasApi>> RealBlasApi::Create(CudaApi* api, Options options) {
+  absl::StatusOr<std::unique_ptr<SharedLibrary>> lib =
+      SharedLibrary::Open(kCublasLtLibrary, "GPU matrix products (cuBLASLt)");
+  if (!lib.ok()) return absl::UnavailableError(lib.status().message());
+  auto f = std::make_unique<Functions>();
+  const SharedLibrary& l = **lib;
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtCreate", &f->create));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtDestroy", &f->destroy));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtGetStatusName", &f->status_name));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtMatmulDescCreate", &f->desc_create));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtMatmulDescDestroy", &f->desc_destroy));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtMatmulDescSetAttribute", &f->desc_set));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtMatrixLayoutCreate", &f->layout_create));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtMatrixLayoutDestroy", &f->layout_destroy));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtMatmulPreferenceCreate", &f->pref_create));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtMatmulPreferenceDestroy", &f->pref_destroy));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtMatmulPreferenceSetAttribute", &f->pref_set));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtMatmulAlgoGetHeuristic", &f->heuristic));
+  LS_RETURN_IF_ERROR(Resolve(l, "cublasLtMatmul", &f->matmul));
+  cublasLtHandle_t handle = nullptr;
+  LS_RETURN_IF_ERROR(Check(f->status_name, f->create(&handle), "cublasLtCreate"));
+  absl::StatusOr<void*> workspace = api->Malloc(options.workspace_bytes);
+  if (!workspace.ok()) {
+    f->destroy(handle);
+    return workspace.status();
+  }
+  return std::unique_ptr<RealBlasApi>(
+      new RealBlasApi(api, options, *std::move(lib), std::move(f), handle, *workspace));
+}
+
+RealBlasApi::RealBlasApi(CudaApi* api, Options options, std::unique_ptr<SharedLibrary> library,
+                         std::unique_ptr<Functions> f, void* handle, void* workspace)
+    : api_(api),
+      options_(options),
+      library_(std::move(library)),
+      f_(std::move(f)),
+      handle_(handle),
+      workspace_(workspace) {}
+
+RealBlasApi::~RealBlasApi() {
+  (void)api_->Free(workspace_);
+  f_->destroy(static_cast<cublasLtHandle_t>(handle_));
+}
+
+absl::Status RealBlasApi::Gemm(const GemmArgs& args, CudaStream stream) {
+  LS_RETURN_IF_ERROR(CheckGemm(args));
+  if (args.m == 0 || args.n == 0) return absl::OkStatus();
+  const ColumnMajorGemm g = ToColumnMajor(args);
+  auto check = [&](cublasStatus_t s, absl::string_view call) {
+    return Check(f_->status_name, s, call);
+  };
+  const cublasComputeType_t compute =
+      options_.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  // Destroys whatever was made, on every path out.
+  struct Cleanup {
+    const Functions* f;
+    cublasLtMatmulDesc_t* desc;
+    cublasLtMatrixLayout_t* layouts[3];
+    cublasLtMatmulPreference_t* pref;
+    ~Cleanup() {
+      if (*desc) f->desc_destroy(*desc);
+      for (auto* l : layouts) {
+        if (*l) f->layout_destroy(*l);
+      }
+      if (*pref) f->pref_destroy(*pref);
+    }
+  } cleanup{f_.get(), &desc, {&a, &b, &c}, &pref};
+
+  LS_RETURN_IF_ERROR(check(f_->desc_create(&desc, compute, CUDA_R_32F), "MatmulDescCreate"));
+  const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LS_RETURN_IF_ERROR(
+      check(f_->desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "set TRANSA"));
+  LS_RETURN_IF_ERROR(
+      check(f_->desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "set TRANSB"));
+  const cublasLtEpilogue_t epilogue = Native(g.epilogue);
+  LS_RETURN_IF_ERROR(
+      check(f_->desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+            "set EPILOGUE"));
+  if (g.bias != nullptr) {
+    const void* bias = g.bias;
+    LS_RETURN_IF_ERROR(
+        check(f_->desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+              "set BIAS_POINTER"));
+  }
+  // Stored shapes, column-major.
+  LS_RETURN_IF_ERROR(check(f_->layout_create(&a, CUDA_R_32F, g.trans_a ? g.depth : g.rows,
+                                             g.trans_a ? g.rows : g.depth, g.lda),
+                           "MatrixLayoutCreate(A)"));
+  LS_RETURN_IF_ERROR(check(f_->layout_create(&b, CUDA_R_32F, g.trans_b ? g.cols : g.depth,
+                                             g.trans_b ? g.depth : g.cols, g.ldb),
+                           "MatrixLayoutCreate(B)"));
+  LS_RETURN_IF_ERROR(
+      check(f_->layout_create(&c, CUDA_R_32F, g.rows, g.cols, g.ldc), "MatrixLayoutCreate(C)"));
+  LS_RETURN_IF_ERROR(check(f_->pref_create(&pref), "MatmulPreferenceCreate"));
+  const uint64_t workspace_bytes = options_.workspace_bytes;
+  LS_RETURN_IF_ERROR(check(f_->pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                        &workspace_bytes, sizeof(workspace_bytes)),
+                           "set MAX_WORKSPACE_BYTES"));
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  const auto handle = static_cast<cublasLtHandle_t>(handle_);
+  LS_RETURN_IF_ERROR(check(f_->heuristic(handle, desc, a, b, c, c, pref, 1, &result, &found),
+                           "MatmulAlgoGetHeuristic"));
+  if (found == 0) {
+    return absl::InternalError(absl::StrCat("cuBLASLt MatmulAlgoGetHeuristic: no algorithm for ",
+                                            g.rows, "x", g.cols, "x", g.depth, " epilogue ",
+                                            EpilogueName(g.epilogue)));
+  }
+  return check(
+      f_->matmul(handle, desc, &g.alpha, g.a, a, g.b, b, &g.beta, g.c, c, g.c, c, &result.algo,
+                 workspace_, workspace_bytes, reinterpret_cast<cudaStream_t>(stream)),
+      "Matmul");
+}
+
+}  // namespace lockstep::engine::gpu
