@@ -451,5 +451,12 @@ absl::Status CheckBatchDivisible(const v1::JobSpec& spec, int64_t num_replicas) 
                               num_replicas));
 }
 
+absl::Status ValidateForReplicas(const v1::JobSpec& spec, const JobLimits& limits,
+                                 int64_t num_replicas) {
+  LS_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  LS_RETURN_IF_ERROR(CheckBatchDivisible(spec, num_replicas));
+  return CheckModelSize(spec, limits, num_replicas);
+}
+
 }  // namespace coordinator
 }  // namespace lockstep

@@ -62,6 +62,13 @@ absl::Status CheckJobDirectories(const v1::JobSpec& spec);
 // The global batch must split evenly over the replicas in sync.
 absl::Status CheckBatchDivisible(const v1::JobSpec& spec, int64_t num_replicas);
 
+// The checks JobService::Submit makes of the spec alone, for a job on `num_replicas`
+// replicas: ValidateJobSpec, CheckBatchDivisible, CheckModelSize. Tests and examples that
+// train a job file in one process check it with this first, so that a file that trains
+// there is not refused when submitted.
+absl::Status ValidateForReplicas(const v1::JobSpec& spec, const JobLimits& limits,
+                                 int64_t num_replicas);
+
 // MULTI_WORKER_MIRRORED for STRATEGY_KIND_UNSPECIFIED.
 v1::StrategyKind EffectiveStrategy(const v1::JobSpec& spec);
 

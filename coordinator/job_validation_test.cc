@@ -337,6 +337,24 @@ TEST(JobValidationTest, RefusesModelsAndBatchesOverTheLimitsNamingTheFlag) {
   EXPECT_TRUE(CheckModelSize(batch, JobLimits{.max_batch_bytes = int64_t{64} << 30}, 1024).ok());
 }
 
+// ValidateForReplicas, what tests and examples check a job file with, refuses what Submit
+// refuses of the spec alone: a bad field, a batch that does not split, a model over a limit.
+TEST(JobValidationTest, ValidateForReplicasRunsSubmitsChecksOfTheSpec) {
+  const v1::JobSpec fine = CsvJob();  // global batch 64
+  EXPECT_TRUE(ValidateForReplicas(fine, JobLimits{}, 4).ok()) << ValidateForReplicas(fine, {}, 4);
+  v1::JobSpec bad = fine;
+  bad.set_global_batch_size(0);
+  const absl::Status field = ValidateForReplicas(bad, JobLimits{}, 1);
+  EXPECT_EQ(field.code(), absl::StatusCode::kInvalidArgument) << field;
+  EXPECT_THAT(std::string(field.message()), ::testing::StartsWith("global_batch_size: ")) << field;
+  const absl::Status split = ValidateForReplicas(fine, JobLimits{}, 3);
+  EXPECT_EQ(split.code(), absl::StatusCode::kInvalidArgument) << split;
+  EXPECT_THAT(split.message(), HasSubstr("not divisible by the 3 replicas")) << split;
+  const absl::Status size = ValidateForReplicas(fine, JobLimits{.max_model_parameters = 35}, 1);
+  EXPECT_EQ(size.code(), absl::StatusCode::kResourceExhausted) << size;
+  EXPECT_THAT(size.message(), HasSubstr("--max_model_parameters")) << size;
+}
+
 }  // namespace
 }  // namespace coordinator
 }  // namespace lockstep

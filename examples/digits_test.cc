@@ -1,12 +1,18 @@
 // Proof that the engine trains: the 64-128-10 MLP and a small CNN reach >= 96% accuracy,
 // the residual CNN >= 98.5%, on the held-out fifth of the bundled digits, on one core, in seconds.
+// The job files of these models (examples/jobs/) hold the same model and optimizer and are
+// accepted as the coordinator accepts a submission, so what trains here is what users submit.
 #include <fstream>
 #include <sstream>
 
+#include "coordinator/job_validation.h"
 #include "engine/model_builder.h"
 #include "examples/digits_data.h"
 #include "examples/local_trainer.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "lockstep/v1/job_spec.pb.h"
 
 namespace lockstep::examples {
 namespace {
@@ -59,6 +65,30 @@ TEST(Digits, ResidualCnnReaches98Point5Percent) {
   double accuracy = TrainAndTest("examples/digits_residual.json", 20);
   EXPECT_GE(accuracy, 0.985);
   RecordProperty("test_accuracy", std::to_string(accuracy));
+}
+
+TEST(Digits, JobFilesHoldTheseModelsAndAreAcceptedAsSubmitted) {
+  using google::protobuf::util::MessageDifferencer;
+  const auto optimizer = engine::ParseOptimizerSpecJson(ReadText("examples/digits_optimizer.json"));
+  ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+  for (const auto& [job_file, model_file] : std::vector<std::pair<std::string, std::string>>{
+           {"examples/jobs/digits_mlp.json", "examples/digits_mlp.json"},
+           {"examples/jobs/digits_tfrecord.json", "examples/digits_mlp.json"},
+           {"examples/jobs/digits_residual.json", "examples/digits_residual.json"}}) {
+    v1::JobSpec job;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(ReadText(job_file), &job);
+    ASSERT_TRUE(parsed.ok()) << job_file << ": " << parsed;
+    const auto model = engine::ParseModelSpecJson(ReadText(model_file));
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_TRUE(MessageDifferencer::Equals(job.model(), *model))
+        << job_file << " vs " << model_file;
+    EXPECT_TRUE(MessageDifferencer::Equals(job.optimizer(), *optimizer)) << job_file;
+    for (const int replicas : {1, 2, 3}) {  // `lockstep local` starts 3 workers by default
+      const absl::Status accepted =
+          coordinator::ValidateForReplicas(job, coordinator::JobLimits{}, replicas);
+      EXPECT_TRUE(accepted.ok()) << job_file << " on " << replicas << " replicas: " << accepted;
+    }
+  }
 }
 
 TEST(Digits, TrainingIsBitwiseReproducible) {

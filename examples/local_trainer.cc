@@ -20,6 +20,19 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
 
 absl::Status LocalTrainer::Train(const data::Element& train, int epochs, int batch_size,
                                  const std::function<void(const EpochStats&)>& on_epoch) {
+  return Run(train, epochs, /*max_steps=*/-1, batch_size, on_epoch);
+}
+
+absl::Status LocalTrainer::TrainSteps(const data::Element& train, int64_t steps, int batch_size,
+                                      const std::function<void(const EpochStats&)>& on_epoch) {
+  const int64_t n = train.features.shape().dim(0);
+  const int64_t steps_per_epoch = (n + batch_size - 1) / batch_size;
+  return Run(train, (steps + steps_per_epoch - 1) / steps_per_epoch, steps, batch_size, on_epoch);
+}
+
+absl::Status LocalTrainer::Run(const data::Element& train, int64_t epochs, int64_t max_steps,
+                               int batch_size,
+                               const std::function<void(const EpochStats&)>& on_epoch) {
   const int64_t n = train.features.shape().dim(0);
   const int64_t steps_per_epoch = (n + batch_size - 1) / batch_size;
   data::Dataset ds = data::Dataset::FromTensors(train.features, train.labels)
@@ -31,7 +44,7 @@ absl::Status LocalTrainer::Train(const data::Element& train, int epochs, int bat
   std::vector<engine::Tensor> grads;
   EpochStats stats;
   data::Element batch;
-  for (int64_t step = 0;; ++step) {
+  for (int64_t step = 0; max_steps < 0 || step < max_steps; ++step) {
     LS_ASSIGN_OR_RETURN(bool more, it->Next(&batch));
     if (!more) break;
     engine::StepOptions options;

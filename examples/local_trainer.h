@@ -36,6 +36,10 @@ class LocalTrainer {
   // seed), calling on_epoch after each.
   absl::Status Train(const data::Element& train, int epochs, int batch_size,
                      const std::function<void(const EpochStats&)>& on_epoch);
+  // The same for `steps` batches (a job's `steps`), the last epoch possibly partial (no
+  // on_epoch for it).
+  absl::Status TrainSteps(const data::Element& train, int64_t steps, int batch_size,
+                          const std::function<void(const EpochStats&)>& on_epoch);
   // Fraction of `test` classified correctly.
   absl::StatusOr<double> Accuracy(const data::Element& test);
   // Mean loss on `test` (for sequence logits: per position), forward only.
@@ -46,6 +50,9 @@ class LocalTrainer {
  private:
   LocalTrainer() = default;
   absl::StatusOr<engine::StepResult> Evaluate(const data::Element& test);
+  // Train's loop: `epochs` passes, stopping after `max_steps` batches when that is >= 0.
+  absl::Status Run(const data::Element& train, int64_t epochs, int64_t max_steps, int batch_size,
+                   const std::function<void(const EpochStats&)>& on_epoch);
 
   v1::ModelSpec spec_;
   std::unique_ptr<engine::Graph> graph_;
