@@ -216,7 +216,7 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   for (const v1::TaskStatus& t : membership_->Snapshot()) {
     if (t.state() == v1::ALIVE && IsTrainingTask(t)) {
       alive.push_back(t);
-      slots.push_back(WorkerSlot{RefOf(t), t.address(), t.devices_size()});
+      slots.push_back(WorkerSlot{RefOf(t), t.address(), ReplicaDevices(t, spec.gpus())});
     }
   }
   const int needed = WorkersNeeded(spec);
@@ -576,7 +576,8 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   if (!chosen.has_value() && need.min_workers > 0 && need.workers > 0 &&
       clock_->Now() >= need.shrink_after) {
     // Elastic: no replacement came in time; go on with the workers there are.
-    chosen = ChooseElastic(need.workers, need.min_workers, spec.global_batch_size(), tasks, busy);
+    chosen = ChooseElastic(need.workers, need.min_workers, spec.global_batch_size(), tasks, busy,
+                           spec.gpus());
     if (chosen.has_value()) {
       shrunk = absl::StrCat("; ", chosen->size(), " of ", need.workers,
                             " workers: no replacement came within "
@@ -593,7 +594,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   std::vector<std::string> names;
   std::vector<AttemptWorker> workers;
   for (const v1::TaskStatus* t : *chosen) {
-    slots.push_back(WorkerSlot{RefOf(*t), t->address(), t->devices_size()});
+    slots.push_back(WorkerSlot{RefOf(*t), t->address(), ReplicaDevices(*t, spec.gpus())});
     names.push_back(RefOf(*t).ToString());
     workers.push_back(AttemptWorker{RefOf(*t), t->incarnation()});
   }
@@ -728,7 +729,7 @@ void JobService::GrowLocked(const std::vector<v1::TaskStatus>& tasks) {
     // global batch.
     int per_worker = 1;
     for (const v1::TaskStatus& t : tasks) {
-      if (RefOf(t) == job.workers()[0].task) per_worker = std::max(1, t.devices_size());
+      if (RefOf(t) == job.workers()[0].task) per_worker = ReplicaDevices(t, spec.gpus());
     }
     int target = 0;
     for (int c = most; c > job.size(); --c) {
