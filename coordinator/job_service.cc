@@ -447,22 +447,31 @@ void JobService::Tick() {
   const std::vector<v1::TaskStatus> tasks = membership_->Snapshot();
   const std::map<TaskRef, const v1::TaskStatus*> by_ref = ByRef(tasks);
   absl::MutexLock l(&mu_);
-  std::vector<std::pair<std::string, std::string>> to_fail;
+  struct Lost {
+    std::string id;
+    std::string reason;
+    int rank = 0;
+  };
+  std::vector<Lost> to_fail;
   std::vector<std::string> to_settle;
   for (const auto& [id, job] : active_) {
     if (auto a = adopted_until_.find(id); a != adopted_until_.end()) {
       if (clock_->Now() < a->second) continue;  // its workers are still coming back
       adopted_until_.erase(a);
     }
-    std::string lost = job.FindLostWorker(by_ref, membership_->options().heartbeat_timeout);
+    int rank = 0;
+    std::string lost = job.FindLostWorker(by_ref, membership_->options().heartbeat_timeout, &rank);
     if (!lost.empty()) {
       if (!job.failure().empty()) absl::StrAppend(&lost, "; before that, ", job.failure());
-      to_fail.emplace_back(id, std::move(lost));
+      to_fail.push_back(Lost{id, std::move(lost), rank});
     } else {
       to_settle.push_back(id);  // a failure whose grace ran out
     }
   }
-  for (const auto& [id, reason] : to_fail) FailLocked(id, reason);
+  for (const Lost& l : to_fail) {
+    active_.at(l.id).MarkLost(l.rank);  // the survivors' aborts name it
+    FailLocked(l.id, l.reason);
+  }
   for (const std::string& id : to_settle) SettleLocked(id);
   ReleaseEvaluatorsLocked(by_ref);
   ScheduleLocked();
@@ -782,6 +791,9 @@ void JobService::AbortLocked(const JobAttempt& job, const std::vector<AttemptWor
     a.mutable_abort()->set_job_id(job.job_id());
     a.mutable_abort()->set_attempt(job.attempt());
     a.mutable_abort()->set_reason(reason);
+    if (job.lost_rank().has_value()) {
+      a.mutable_abort()->mutable_lost()->set_worker_rank(*job.lost_rank());
+    }
     PushLocked(w.task, w.incarnation, std::move(a));
   }
 }
