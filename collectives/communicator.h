@@ -1,5 +1,6 @@
 // Communicator: the collectives of one group of ranks (AllReduce, Broadcast, AllGather,
-// ReduceScatter, Barrier) over a Transport. Build one with CreateCommunicator
+// ReduceScatter, Barrier) over a Transport; Lockstep's own CollectiveCommunicator
+// (collective_communicator.h). Build one with CreateCommunicator
 // (communicator_factory.h); tests may wrap any Transport with Communicator::Create.
 //
 // Calls take raw buffers (void* + element count + DType), in place when send == recv, and
@@ -50,6 +51,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "collectives/algorithms/algorithms.h"
+#include "collectives/collective_communicator.h"
 #include "collectives/collective_observer.h"
 #include "collectives/transport/transport.h"
 #include "collectives/types.h"
@@ -57,27 +59,7 @@
 namespace lockstep {
 namespace collectives {
 
-// The result of an async collective. Thread model: thread-safe.
-class CollectiveHandle {
- public:
-  // Blocks until the collective finished (bounded by its deadline, those of the collectives
-  // queued before it, and by Abort()).
-  absl::Status Wait();
-  bool Done();
-
- private:
-  friend class Communicator;
-  void Finish(absl::Status status);
-  // True once finished; false when `deadline` passes first.
-  bool WaitUntil(absl::Time deadline);
-
-  absl::Mutex mu_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-};
-using Handle = std::shared_ptr<CollectiveHandle>;
-
-class Communicator {
+class Communicator final : public CollectiveCommunicator {
  public:
   // `observer` (optional, borrowed, must outlive the communicator) is told every collective's
   // start and end, every message's bytes by peer and every counted all-reduce
@@ -89,16 +71,16 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  int rank() const { return transport_->rank(); }
-  int size() const { return transport_->size(); }
+  int rank() const override { return transport_->rank(); }
+  int size() const override { return transport_->size(); }
   // The transport's zero-copy heap, or nullptr (transport.h: TransportHeap). Collectives on
   // buffers allocated there move a copy less (shared memory: peers read them in place).
-  std::shared_ptr<TransportHeap> heap() const { return transport_->heap(); }
+  std::shared_ptr<TransportHeap> heap() const override { return transport_->heap(); }
 
   absl::Status AllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
-                         absl::Time deadline);
+                         absl::Time deadline) override;
   Handle AllReduceAsync(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
-                        absl::Time deadline);
+                        absl::Time deadline) override;
 
   // All-reduce, in place, of the vector made of `pieces` end to end (one dtype; each piece a
   // whole number of elements; the same piece sizes on every rank): what FusedAllReduce uses
@@ -106,41 +88,37 @@ class Communicator {
   // dispatch as AllReduce (collectives::AllReducePieces: the same segments and algorithms;
   // scattered messages). `pieces` and the buffers must stay valid until Wait() returns.
   Handle AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
-                              absl::Time deadline);
+                              absl::Time deadline) override;
   // The same, returning when done: on the calling thread when no async collective is queued
   // or running (no hand-off to the communicator's thread and back), else behind them. What
   // FusedAllReduce::Finish runs its last bucket with, since its caller waits anyway.
   absl::Status AllReducePieces(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
-                               absl::Time deadline);
+                               absl::Time deadline) override;
 
   // `buf` of `root` is copied to every rank's `buf`.
-  absl::Status Broadcast(void* buf, size_t count, DType dtype, int root, absl::Time deadline);
-  Handle BroadcastAsync(void* buf, size_t count, DType dtype, int root, absl::Time deadline);
+  absl::Status Broadcast(void* buf, size_t count, DType dtype, int root,
+                         absl::Time deadline) override;
+  Handle BroadcastAsync(void* buf, size_t count, DType dtype, int root,
+                        absl::Time deadline) override;
 
   // recv (size() * count elements) receives every rank's `send` (count elements), in rank
   // order. In place when send == recv + rank() * count elements.
   absl::Status AllGather(const void* send, void* recv, size_t count, DType dtype,
-                         absl::Time deadline);
+                         absl::Time deadline) override;
 
   // send holds size() * count elements; recv (count elements) receives the reduction of
   // every rank's block rank().
   absl::Status ReduceScatter(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
-                             absl::Time deadline);
+                             absl::Time deadline) override;
 
-  absl::Status Barrier(absl::Time deadline);
+  absl::Status Barrier(absl::Time deadline) override;
 
-  void Abort();
+  void Abort() override;
 
-  // What a trainer's gradient packs have moved so far: the async all-reduces
-  // (AllReduceAsync, AllReducePiecesAsync) and AllReducePieces; payload bytes per rank and
-  // the time they ran, queueing excluded, successful ones only. For bus bandwidth:
-  // busbw = bytes * 2(n-1)/n / time. The other sync calls are not counted: two clock reads
-  // would cost a small shared-memory all-reduce a fifth of its time.
-  struct AllReduceTotals {
-    int64_t bytes = 0;
-    absl::Duration time;
-  };
-  AllReduceTotals async_all_reduce_totals() const;
+  // Counts the async all-reduces (AllReduceAsync, AllReducePiecesAsync) and AllReducePieces,
+  // queueing excluded. The other sync calls are not counted: two clock reads would cost a
+  // small shared-memory all-reduce a fifth of its time.
+  AllReduceTotals async_all_reduce_totals() const override;
 
  private:
   using Body = std::function<absl::Status()>;
@@ -160,8 +138,7 @@ class Communicator {
   // `bytes`: the payload per rank, for the observer (all_reduce_bytes when larger).
   Handle Submit(Body body, absl::Time deadline, const char* what, size_t all_reduce_bytes = 0,
                 size_t bytes = 0);
-  // A handle already finished with `status` (an argument refused before queueing).
-  static Handle Finished(absl::Status status);
+  static Handle Finished(absl::Status status) { return CollectiveHandle::Finished(status); }
   // Runs `body` on this thread when nothing is queued (no allocation, no hand-off), else
   // queues it behind the pending collectives and waits, until `deadline` (RunQueued).
   template <typename F>

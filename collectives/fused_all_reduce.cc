@@ -15,7 +15,7 @@ void Widen(float* data, size_t count) {
 
 }  // namespace
 
-FusedAllReduce::FusedAllReduce(Communicator* comm, ReduceOp op, size_t bytes_per_pack,
+FusedAllReduce::FusedAllReduce(CollectiveCommunicator* comm, ReduceOp op, size_t bytes_per_pack,
                                Compression compression)
     : comm_(comm),
       op_(op),

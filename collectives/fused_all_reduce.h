@@ -4,10 +4,10 @@
 // earlier layers). Tensors of at least `bytes_per_pack` bytes are all-reduced alone.
 //
 // Zero-copy: a bucket is never packed. It is all-reduced as one vector scattered over its
-// tensors (Communicator::AllReducePiecesAsync), reduced where the tensors lie: one collective
-// per bucket, with none of the two bucket-sized copies a packing fusion pays (measured: they
-// made fusion no faster than separate calls on this machine). The result is bitwise the one
-// a packed bucket gives.
+// tensors (CollectiveCommunicator::AllReducePiecesAsync), reduced where the tensors lie: one
+// collective per bucket, with none of the two bucket-sized copies a packing fusion pays (measured:
+// they made fusion no faster than separate calls on this machine). The result is bitwise the one a
+// packed bucket gives.
 //
 // Compression::kBF16 (types.h): each f32 tensor is rounded to bf16 in its own buffer when
 // added (FloatsToBFloat16 in place: the bf16 values fill the first half of its bytes), its
@@ -20,7 +20,7 @@
 // Use per step: Add() every gradient in the order every rank agrees on, then Finish(),
 // which starts the partial buckets (the last on the calling thread) and waits for all. The object
 // can be reused for the next step; bucket bookkeeping is kept (no allocation in steady state).
-// Ownership: borrows the Communicator and the tensors: they must stay valid, and their
+// Ownership: borrows the communicator and the tensors: they must stay valid, and their
 // contents unchanged by the caller, from Add() until Finish() returns (a bucket reads and
 // writes them while it runs).
 // Thread model: one thread at a time.
@@ -32,7 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "collectives/communicator.h"
+#include "collectives/collective_communicator.h"
 
 namespace lockstep {
 namespace collectives {
@@ -41,7 +41,8 @@ constexpr size_t kDefaultBytesPerPack = 4 << 20;
 
 class FusedAllReduce {
  public:
-  FusedAllReduce(Communicator* comm, ReduceOp op, size_t bytes_per_pack = kDefaultBytesPerPack,
+  FusedAllReduce(CollectiveCommunicator* comm, ReduceOp op,
+                 size_t bytes_per_pack = kDefaultBytesPerPack,
                  Compression compression = Compression::kNone);
   ~FusedAllReduce();  // waits for started buckets
 
@@ -78,7 +79,7 @@ class FusedAllReduce {
   void Launch(Bucket& bucket);
   Bucket& OpenBucket(DType dtype);
 
-  Communicator* const comm_;
+  CollectiveCommunicator* const comm_;
   const ReduceOp op_;
   const size_t bytes_per_pack_;
   const Compression compression_;

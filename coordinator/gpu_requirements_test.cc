@@ -19,9 +19,10 @@ v1::TaskStatus Worker(v1::Device::Kind kind) {
   return t;
 }
 
-v1::JobSpec Job(v1::CommunicationSpec::Implementation implementation) {
+v1::JobSpec Job(v1::CommunicationSpec::Implementation implementation, bool gpus = false) {
   v1::JobSpec spec;
   spec.mutable_communication()->set_implementation(implementation);
+  spec.set_gpus(gpus);
   return spec;
 }
 
@@ -33,16 +34,34 @@ TEST(GpuRequirementsTest, NcclOnCpuReplicasIsRefusedNamingTheField) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("none of the 2 ALIVE training worker(s)"));
   EXPECT_EQ(CheckGpuRequirements(Job(v1::CommunicationSpec::NCCL), {}).code(),
             absl::StatusCode::kInvalidArgument);
+  // A GPU host in the cluster does not make a CPU job's replicas GPUs.
+  std::vector<v1::TaskStatus> mixed = {Worker(v1::Device::CPU), Worker(v1::Device::GPU)};
+  absl::Status cpu_job = CheckGpuRequirements(Job(v1::CommunicationSpec::NCCL), mixed);
+  EXPECT_EQ(cpu_job.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(cpu_job.message()), HasSubstr("set `gpus: true`"));
 }
 
-TEST(GpuRequirementsTest, NcclWithAGpuWorkerAndCpuImplementationsPass) {
+TEST(GpuRequirementsTest, GpuJobsNeedAGpuWorker) {
+  std::vector<v1::TaskStatus> cpus = {Worker(v1::Device::CPU)};
+  absl::Status s = CheckGpuRequirements(Job(v1::CommunicationSpec::AUTO, true), cpus);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), StartsWith("gpus: the job asks for GPU replicas"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("none of the 1 ALIVE training worker(s)"));
+}
+
+TEST(GpuRequirementsTest, NcclAndAutoOnGpusAndCpuImplementationsPass) {
   std::vector<v1::TaskStatus> mixed = {Worker(v1::Device::CPU), Worker(v1::Device::GPU)};
-  EXPECT_TRUE(CheckGpuRequirements(Job(v1::CommunicationSpec::NCCL), mixed).ok());
+  EXPECT_TRUE(CheckGpuRequirements(Job(v1::CommunicationSpec::NCCL, true), mixed).ok());
+  EXPECT_TRUE(CheckGpuRequirements(Job(v1::CommunicationSpec::AUTO, true), mixed).ok());
   std::vector<v1::TaskStatus> cpus = {Worker(v1::Device::CPU)};
   EXPECT_TRUE(CheckGpuRequirements(Job(v1::CommunicationSpec::AUTO), cpus).ok());
   EXPECT_TRUE(CheckGpuRequirements(Job(v1::CommunicationSpec::RING), cpus).ok());
   EXPECT_TRUE(
       CheckGpuRequirements(Job(v1::CommunicationSpec::IMPLEMENTATION_UNSPECIFIED), {}).ok());
+  // RING runs host collectives: refused for GPU replicas, naming the field.
+  absl::Status ring = CheckGpuRequirements(Job(v1::CommunicationSpec::RING, true), mixed);
+  EXPECT_EQ(ring.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ring.message()), StartsWith("communication.implementation: RING"));
 }
 
 }  // namespace

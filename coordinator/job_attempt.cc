@@ -139,7 +139,7 @@ JobAttempt::Outcome JobAttempt::Settle(absl::Time now) const {
 }
 
 std::string JobAttempt::FindLostWorker(const std::map<TaskRef, const v1::TaskStatus*>& tasks,
-                                       absl::Duration heartbeat_timeout) const {
+                                       absl::Duration heartbeat_timeout, int* lost_rank) const {
   for (size_t rank = 0; rank < workers_.size(); ++rank) {
     const AttemptWorker& w = workers_[rank];
     const v1::JobReport* report = ReportOf(static_cast<int>(rank));
@@ -157,7 +157,10 @@ std::string JobAttempt::FindLostWorker(const std::map<TaskRef, const v1::TaskSta
     } else if (t->second->state() == v1::DEREGISTERED) {
       why = "left the cluster (deregistered) while running the job";
     }
-    if (!why.empty()) return absl::StrCat(w.task.ToString(), " (rank ", rank, ") ", why);
+    if (!why.empty()) {
+      if (lost_rank != nullptr) *lost_rank = static_cast<int>(rank);
+      return absl::StrCat(w.task.ToString(), " (rank ", rank, ") ", why);
+    }
   }
   return "";
 }

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,9 +89,13 @@ class JobAttempt {
   // From the reports (RUNNING or FAILING only): see the drawing.
   Outcome Settle(absl::Time now) const;
   // A worker that has not ended the attempt but is no longer ALIVE under its incarnation in
-  // `tasks`: "worker/1 (rank 1) was lost: ..." (what to check included); "" when none.
+  // `tasks`: "worker/1 (rank 1) was lost: ..." (what to check included), its rank in
+  // `*lost_rank` when given; "" when none.
   std::string FindLostWorker(const std::map<TaskRef, const v1::TaskStatus*>& tasks,
-                             absl::Duration heartbeat_timeout) const;
+                             absl::Duration heartbeat_timeout, int* lost_rank = nullptr) const;
+  // The attempt ends because worker `rank` was lost: its aborts say so (AbortJob.lost).
+  void MarkLost(int rank) { lost_rank_ = rank; }
+  std::optional<int> lost_rank() const { return lost_rank_; }
   // The workers that have not reported the attempt's end, but `except`.
   std::vector<AttemptWorker> Unended(const TaskRef& except = TaskRef{}) const;
   // RUNNING or FAILING: one of its workers; ENDED: still leaving.
@@ -125,8 +130,9 @@ class JobAttempt {
   std::map<int, v1::JobReport> reports_;  // by rank
   std::string failure_;                   // FAILING: why
   absl::Time fail_at_ = absl::InfiniteFuture();
-  std::string preemption_;  // a PREEMPTED report: who and why
-  int resize_to_ = 0;       // ResizeTo
+  std::string preemption_;        // a PREEMPTED report: who and why
+  int resize_to_ = 0;             // ResizeTo
+  std::optional<int> lost_rank_;  // MarkLost
   // ENDED: the workers still leaving, each with the time it is let go unless it reports the
   // attempt again.
   std::map<TaskRef, absl::Time> leaving_;

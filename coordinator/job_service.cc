@@ -216,7 +216,7 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   for (const v1::TaskStatus& t : membership_->Snapshot()) {
     if (t.state() == v1::ALIVE && IsTrainingTask(t)) {
       alive.push_back(t);
-      slots.push_back(WorkerSlot{RefOf(t), t.address(), t.devices_size()});
+      slots.push_back(WorkerSlot{RefOf(t), t.address(), ReplicaDevices(t, spec.gpus())});
     }
   }
   const int needed = WorkersNeeded(spec);
@@ -447,22 +447,31 @@ void JobService::Tick() {
   const std::vector<v1::TaskStatus> tasks = membership_->Snapshot();
   const std::map<TaskRef, const v1::TaskStatus*> by_ref = ByRef(tasks);
   absl::MutexLock l(&mu_);
-  std::vector<std::pair<std::string, std::string>> to_fail;
+  struct Lost {
+    std::string id;
+    std::string reason;
+    int rank = 0;
+  };
+  std::vector<Lost> to_fail;
   std::vector<std::string> to_settle;
   for (const auto& [id, job] : active_) {
     if (auto a = adopted_until_.find(id); a != adopted_until_.end()) {
       if (clock_->Now() < a->second) continue;  // its workers are still coming back
       adopted_until_.erase(a);
     }
-    std::string lost = job.FindLostWorker(by_ref, membership_->options().heartbeat_timeout);
+    int rank = 0;
+    std::string lost = job.FindLostWorker(by_ref, membership_->options().heartbeat_timeout, &rank);
     if (!lost.empty()) {
       if (!job.failure().empty()) absl::StrAppend(&lost, "; before that, ", job.failure());
-      to_fail.emplace_back(id, std::move(lost));
+      to_fail.push_back(Lost{id, std::move(lost), rank});
     } else {
       to_settle.push_back(id);  // a failure whose grace ran out
     }
   }
-  for (const auto& [id, reason] : to_fail) FailLocked(id, reason);
+  for (const Lost& l : to_fail) {
+    active_.at(l.id).MarkLost(l.rank);  // the survivors' aborts name it
+    FailLocked(l.id, l.reason);
+  }
   for (const std::string& id : to_settle) SettleLocked(id);
   ReleaseEvaluatorsLocked(by_ref);
   ScheduleLocked();
@@ -576,7 +585,8 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   if (!chosen.has_value() && need.min_workers > 0 && need.workers > 0 &&
       clock_->Now() >= need.shrink_after) {
     // Elastic: no replacement came in time; go on with the workers there are.
-    chosen = ChooseElastic(need.workers, need.min_workers, spec.global_batch_size(), tasks, busy);
+    chosen = ChooseElastic(need.workers, need.min_workers, spec.global_batch_size(), tasks, busy,
+                           spec.gpus());
     if (chosen.has_value()) {
       shrunk = absl::StrCat("; ", chosen->size(), " of ", need.workers,
                             " workers: no replacement came within "
@@ -593,7 +603,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   std::vector<std::string> names;
   std::vector<AttemptWorker> workers;
   for (const v1::TaskStatus* t : *chosen) {
-    slots.push_back(WorkerSlot{RefOf(*t), t->address(), t->devices_size()});
+    slots.push_back(WorkerSlot{RefOf(*t), t->address(), ReplicaDevices(*t, spec.gpus())});
     names.push_back(RefOf(*t).ToString());
     workers.push_back(AttemptWorker{RefOf(*t), t->incarnation()});
   }
@@ -728,7 +738,7 @@ void JobService::GrowLocked(const std::vector<v1::TaskStatus>& tasks) {
     // global batch.
     int per_worker = 1;
     for (const v1::TaskStatus& t : tasks) {
-      if (RefOf(t) == job.workers()[0].task) per_worker = std::max(1, t.devices_size());
+      if (RefOf(t) == job.workers()[0].task) per_worker = ReplicaDevices(t, spec.gpus());
     }
     int target = 0;
     for (int c = most; c > job.size(); --c) {
@@ -781,6 +791,9 @@ void JobService::AbortLocked(const JobAttempt& job, const std::vector<AttemptWor
     a.mutable_abort()->set_job_id(job.job_id());
     a.mutable_abort()->set_attempt(job.attempt());
     a.mutable_abort()->set_reason(reason);
+    if (job.lost_rank().has_value()) {
+      a.mutable_abort()->mutable_lost()->set_worker_rank(*job.lost_rank());
+    }
     PushLocked(w.task, w.incarnation, std::move(a));
   }
 }

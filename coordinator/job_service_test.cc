@@ -485,6 +485,9 @@ TEST_F(JobServiceTest, TickFindsALostWorkerAbortsTheOthersAndFailsNamingIt) {
     EXPECT_EQ(a.abort().job_id(), *id);
     EXPECT_EQ(a.abort().attempt(), 1);
     EXPECT_THAT(a.abort().reason(), HasSubstr("worker/1 (rank 1) was lost"));
+    // The lost rank travels typed, for the survivors' NCCL communicators to name it.
+    ASSERT_TRUE(a.abort().has_lost());
+    EXPECT_EQ(a.abort().lost().worker_rank(), 1);
   }
   // Once the survivors have left, they run the next job.
   v1::JobSpec two = SmallJob();

@@ -1,5 +1,7 @@
 #include "coordinator/scheduler.h"
 
+#include <algorithm>
+
 #include "coordinator/job_validation.h"
 
 namespace lockstep {
@@ -42,13 +44,19 @@ std::optional<std::vector<const v1::TaskStatus*>> ChooseWorkers(
   return idle;
 }
 
+int ReplicaDevices(const v1::TaskStatus& task, bool gpus) {
+  int n = 0;  // a device of no stated kind counts as a CPU device
+  for (const v1::Device& d : task.devices()) n += (d.kind() == v1::Device::GPU) == gpus ? 1 : 0;
+  return std::max(1, n);
+}
+
 std::optional<std::vector<const v1::TaskStatus*>> ChooseElastic(
     int most, int least, int64_t global_batch, const std::vector<v1::TaskStatus>& tasks,
-    const std::function<bool(const TaskRef&)>& busy) {
+    const std::function<bool(const TaskRef&)>& busy, bool gpus) {
   std::vector<const v1::TaskStatus*> idle = SchedulableWorkers(tasks, busy).idle;
   for (int c = std::min<int>(most, idle.size()); c >= std::max(1, least); --c) {
     int64_t replicas = 0;
-    for (int i = 0; i < c; ++i) replicas += std::max(1, idle[i]->devices_size());
+    for (int i = 0; i < c; ++i) replicas += ReplicaDevices(*idle[i], gpus);
     if (global_batch % replicas == 0) {
       idle.resize(c);
       return idle;

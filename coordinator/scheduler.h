@@ -45,11 +45,15 @@ std::optional<std::vector<const v1::TaskStatus*>> ChooseWorkers(
     int needed, const std::vector<v1::TaskStatus>& tasks,
     const std::function<bool(const TaskRef&)>& busy);
 
+// The replicas a job runs on `task`: one per device of the job's kind (its GPUs when the job
+// asks for `gpus`, else its CPU devices; a GPU host registers both), at least 1.
+int ReplicaDevices(const v1::TaskStatus& task, bool gpus);
+
 // Elastic: the most idle ALIVE training workers, between `least` and `most`, whose replicas
-// (one per device) divide `global_batch`; nullopt when no such count is idle.
+// (ReplicaDevices) divide `global_batch`; nullopt when no such count is idle.
 std::optional<std::vector<const v1::TaskStatus*>> ChooseElastic(
     int most, int least, int64_t global_batch, const std::vector<v1::TaskStatus>& tasks,
-    const std::function<bool(const TaskRef&)>& busy);
+    const std::function<bool(const TaskRef&)>& busy, bool gpus = false);
 
 // What the next attempt of a queued job needs.
 struct WorkerNeed {

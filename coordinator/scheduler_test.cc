@@ -80,6 +80,29 @@ TEST(SchedulerTest, ChooseElasticTakesTheLargestUsableCount) {
   EXPECT_FALSE(ChooseElastic(4, 3, 32, tasks, busy).has_value());
 }
 
+// A GPU host registers its CPU devices and its GPUs: a job counts the devices of its kind.
+TEST(SchedulerTest, ReplicasAreTheDevicesOfTheJobsKind) {
+  v1::TaskStatus gpu_host = Task("worker", 0);
+  gpu_host.clear_devices();
+  for (int i = 0; i < 3; ++i) gpu_host.add_devices()->set_kind(v1::Device::CPU);
+  for (int i = 0; i < 2; ++i) gpu_host.add_devices()->set_kind(v1::Device::GPU);
+  ASSERT_EQ(gpu_host.devices_size(), 5);
+  EXPECT_EQ(ReplicaDevices(gpu_host, /*gpus=*/false), 3);
+  EXPECT_EQ(ReplicaDevices(gpu_host, /*gpus=*/true), 2);
+  v1::TaskStatus cpu_host = Task("worker", 1);
+  cpu_host.clear_devices();
+  cpu_host.add_devices()->set_kind(v1::Device::CPU);
+  EXPECT_EQ(ReplicaDevices(cpu_host, /*gpus=*/false), 1);
+  EXPECT_EQ(ReplicaDevices(cpu_host, /*gpus=*/true), 1);  // at least one
+  // 6 over the GPU host's 2 GPUs and 2 more: both; over its 3 CPUs and 3 more: both too.
+  std::vector<v1::TaskStatus> tasks = {gpu_host, gpu_host};
+  tasks[1].mutable_task()->set_index(1);
+  auto idle = [](const TaskRef&) { return false; };
+  EXPECT_EQ(ChooseElastic(2, 1, 4, tasks, idle, /*gpus=*/true)->size(), 2u);
+  EXPECT_EQ(ChooseElastic(2, 1, 6, tasks, idle, /*gpus=*/false)->size(), 2u);
+  EXPECT_EQ(ChooseElastic(2, 1, 3, tasks, idle, /*gpus=*/false)->size(), 1u);
+}
+
 }  // namespace
 }  // namespace coordinator
 }  // namespace lockstep

@@ -33,7 +33,7 @@ class CollectivePending final : public PendingAllReduce {
 
 class FusedReducer final : public GradientReducer {
  public:
-  FusedReducer(collectives::Communicator* comm, size_t bytes_per_pack,
+  FusedReducer(collectives::CollectiveCommunicator* comm, size_t bytes_per_pack,
                collectives::Compression compression, ReduceOp op, int num_in_sync,
                absl::Time deadline)
       : fused_(comm, collectives::ReduceOp::kSum,
@@ -66,9 +66,10 @@ class FusedReducer final : public GradientReducer {
 
 }  // namespace
 
-CollectiveOps::CollectiveOps(std::vector<std::unique_ptr<collectives::Communicator>> replica_comms,
-                             int num_replicas_in_sync, collectives::Communicator* cross_worker,
-                             size_t bytes_per_pack, collectives::Compression compression)
+CollectiveOps::CollectiveOps(
+    std::vector<std::unique_ptr<collectives::CollectiveCommunicator>> replica_comms,
+    int num_replicas_in_sync, collectives::CollectiveCommunicator* cross_worker,
+    size_t bytes_per_pack, collectives::Compression compression)
     : comms_(std::move(replica_comms)),
       num_in_sync_(num_replicas_in_sync),
       cross_worker_(cross_worker),

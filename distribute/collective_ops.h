@@ -21,8 +21,8 @@ class CollectiveOps final : public CrossDeviceOps {
  public:
   // `replica_comms[i]` is local replica i's rank (its size is num_replicas_in_sync).
   // `compression` applies to the gradient packs (MakeGradientReducer) only.
-  CollectiveOps(std::vector<std::unique_ptr<collectives::Communicator>> replica_comms,
-                int num_replicas_in_sync, collectives::Communicator* cross_worker,
+  CollectiveOps(std::vector<std::unique_ptr<collectives::CollectiveCommunicator>> replica_comms,
+                int num_replicas_in_sync, collectives::CollectiveCommunicator* cross_worker,
                 size_t bytes_per_pack,
                 collectives::Compression compression = collectives::Compression::kNone);
 
@@ -47,9 +47,9 @@ class CollectiveOps final : public CrossDeviceOps {
   }
 
  private:
-  const std::vector<std::unique_ptr<collectives::Communicator>> comms_;
+  const std::vector<std::unique_ptr<collectives::CollectiveCommunicator>> comms_;
   const int num_in_sync_;
-  collectives::Communicator* const cross_worker_;
+  collectives::CollectiveCommunicator* const cross_worker_;
   const size_t bytes_per_pack_;
   const collectives::Compression compression_;
 };

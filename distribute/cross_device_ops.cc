@@ -7,7 +7,7 @@
 
 namespace lockstep::distribute {
 
-CrossDeviceOps::AllReduceStats StatsOf(const collectives::Communicator* comm) {
+CrossDeviceOps::AllReduceStats StatsOf(const collectives::CollectiveCommunicator* comm) {
   if (comm == nullptr) return {};
   return {comm->size(), comm->async_all_reduce_totals()};
 }
@@ -18,7 +18,15 @@ engine::BufferAllocator HeapAllocator(std::shared_ptr<collectives::TransportHeap
 }
 
 const char* CrossDeviceOpsKindName(CrossDeviceOpsKind kind) {
-  return kind == CrossDeviceOpsKind::kCollective ? "collective" : "reduce_to_one_device";
+  switch (kind) {
+    case CrossDeviceOpsKind::kCollective:
+      return "collective";
+    case CrossDeviceOpsKind::kNcclAllReduce:
+      return "nccl_all_reduce";
+    case CrossDeviceOpsKind::kReduceToOneDevice:
+      break;
+  }
+  return "reduce_to_one_device";
 }
 
 namespace {
@@ -53,7 +61,7 @@ std::unique_ptr<GradientReducer> CrossDeviceOps::MakeGradientReducer(int local_r
   return std::make_unique<PerTensorReducer>(this, local_replica, op, deadline);
 }
 
-absl::Status FusedAllReduceSum(collectives::Communicator* comm,
+absl::Status FusedAllReduceSum(collectives::CollectiveCommunicator* comm,
                                const std::vector<engine::Tensor*>& values, size_t bytes_per_pack,
                                absl::Time deadline) {
   collectives::FusedAllReduce fused(

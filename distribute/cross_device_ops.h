@@ -6,8 +6,10 @@
 //                       through one cross-worker all-reduce (hierarchical: local first,
 //                       then across workers; one collective per worker, not per replica).
 //   kCollective         every replica is a rank of a Communicator group (ring or
-//                       halving-doubling from collectives/; NCCL later, for GPUs):
-//                       in-process between local devices, TCP between workers (flat).
+//                       halving-doubling from collectives/): in-process between local
+//                       devices, TCP between workers (flat).
+//   kNcclAllReduce      GPU replicas: every replica is a rank of an NCCL group
+//                       (NcclAllReduce, nccl_all_reduce.h), the default on GPUs.
 //
 // A strategy uses them in two places:
 //   - replica context (ReplicaContext::AllReduce, one call per local replica thread, in the
@@ -26,17 +28,18 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "collectives/communicator.h"
+#include "collectives/collective_communicator.h"
 #include "distribute/distributed_values.h"
 #include "engine/tensor.h"
 
 namespace lockstep::distribute {
 
-enum class CrossDeviceOpsKind { kReduceToOneDevice, kCollective };
+enum class CrossDeviceOpsKind { kReduceToOneDevice, kCollective, kNcclAllReduce };
 const char* CrossDeviceOpsKindName(CrossDeviceOpsKind kind);
 
 // The result of a replica-context all-reduce. The tensor handed in must stay valid and
@@ -82,6 +85,10 @@ class CrossDeviceOps {
                                       absl::Time deadline) = 0;
 
   virtual void Abort() = 0;
+  // The coordinator reports worker `rank` lost (`reason` says how): the pending and
+  // later calls fail. The default aborts (the CPU transports name the lost peer themselves);
+  // NcclAllReduce makes them fail with UNAVAILABLE naming `rank`.
+  virtual void PeerLost(int rank, const std::string& reason) { Abort(); }
 
   // Where local replica `local_replica`'s gradients should live so that they are
   // all-reduced in place (the communicator's zero-copy heap, see collectives' transport.h),
@@ -91,17 +98,17 @@ class CrossDeviceOps {
   // The group that carries this worker's gradients (the cross-worker communicator, or local
   // replica 0's rank of a flat group) and what its async all-reduces moved so far (the fused
   // gradient packs, and CrossWorkerSum's loss and metrics where they share the group;
-  // collectives::Communicator::async_all_reduce_totals): for the bus
+  // collectives::CollectiveCommunicator::async_all_reduce_totals): for the bus
   // bandwidth a worker reports. A group of 1 when there is none.
   struct AllReduceStats {
     int group_size = 1;
-    collectives::Communicator::AllReduceTotals totals;
+    collectives::CollectiveCommunicator::AllReduceTotals totals;
   };
   virtual AllReduceStats GradientAllReduceStats() const { return {}; }
 };
 
 // The stats of `comm` (may be null: a group of 1).
-CrossDeviceOps::AllReduceStats StatsOf(const collectives::Communicator* comm);
+CrossDeviceOps::AllReduceStats StatsOf(const collectives::CollectiveCommunicator* comm);
 
 // Buffers from `heap` (null when it is null or full), returned to it when released. The
 // heap lives while any buffer does.
@@ -110,7 +117,7 @@ engine::BufferAllocator HeapAllocator(std::shared_ptr<collectives::TransportHeap
 // All-reduces (SUM) `values` over `comm` through collectives::FusedAllReduce: tensors of
 // one dtype are packed into buckets of `bytes_per_pack` bytes (0: the collectives' default,
 // 4 MiB), one collective per bucket instead of one per tensor.
-absl::Status FusedAllReduceSum(collectives::Communicator* comm,
+absl::Status FusedAllReduceSum(collectives::CollectiveCommunicator* comm,
                                const std::vector<engine::Tensor*>& values, size_t bytes_per_pack,
                                absl::Time deadline);
 

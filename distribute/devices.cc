@@ -64,21 +64,29 @@ absl::Status CheckCompression(collectives::Compression compression,
       "MultiWorkerMirroredStrategy or no compression"));
 }
 
-absl::Status CheckImplementation(CommunicationOptions::Implementation implementation,
-                                 const std::string& strategy_name) {
-  if (implementation != CommunicationOptions::Implementation::kNccl) return absl::OkStatus();
-  if (!BuiltWithCuda()) {
-    return absl::UnimplementedError(absl::StrCat(
-        strategy_name,
-        ": communication implementation NCCL was requested, but this build has no "
-        "CUDA/NCCL support; use AUTO or RING, or build with --config=cuda on a machine with GPUs"));
+absl::StatusOr<CollectiveBackend> CheckBackend(CommunicationOptions::Implementation implementation,
+                                               const std::vector<engine::Device>& devices,
+                                               bool built_with_cuda,
+                                               const std::string& strategy_name) {
+  BackendQuery query;
+  query.implementation = implementation;
+  query.built_with_cuda = built_with_cuda;
+  bool cpu = false;
+  bool gpu = false;
+  for (const engine::Device& d : devices) {
+    (d.type() == engine::Device::Type::kCpu ? cpu : gpu) = true;
   }
-  // TODO(distribute): route kCollective groups of GPU replicas through collectives/nccl once
-  // that backend exists; until then NCCL is refused in every build.
-  return absl::UnimplementedError(
-      absl::StrCat(strategy_name,
-                   ": communication implementation NCCL is not available yet in distribute/; "
-                   "use AUTO or RING"));
+  if (cpu && gpu) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(strategy_name, ": devices mix /cpu:N and /gpu:N; one replica kind per job"));
+  }
+  query.replicas = gpu ? ReplicaKind::kGpu : ReplicaKind::kCpu;
+  absl::StatusOr<CollectiveBackend> backend = ResolveBackend(query);
+  if (!backend.ok()) {
+    return absl::Status(backend.status().code(),
+                        absl::StrCat(strategy_name, ": ", backend.status().message()));
+  }
+  return backend;
 }
 
 }  // namespace lockstep::distribute

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "distribute/communication_backend.h"
 #include "distribute/strategy.h"
 #include "engine/device.h"
 
@@ -22,11 +23,14 @@ absl::StatusOr<std::vector<engine::Device>> ResolveDevices(const std::vector<std
 // Whether this binary was built with CUDA (and so NCCL). False in the default build.
 bool BuiltWithCuda();
 
-// UNIMPLEMENTED for NCCL: in a CPU-only build the message says to use AUTO or RING or build
-// with --config=cuda; in a CUDA build too until collectives/ has its NCCL backend. OK for
-// AUTO and RING.
-absl::Status CheckImplementation(CommunicationOptions::Implementation implementation,
-                                 const std::string& strategy_name);
+// The collectives that carry replicas on `devices` (all of one kind, else INVALID_ARGUMENT)
+// for `implementation`, `built_with_cuda` saying whether NCCL is there (BuiltWithCuda(), or
+// a fake NCCL in tests): ResolveBackend (communication_backend.h), its error prefixed with
+// `strategy_name`.
+absl::StatusOr<CollectiveBackend> CheckBackend(CommunicationOptions::Implementation implementation,
+                                               const std::vector<engine::Device>& devices,
+                                               bool built_with_cuda,
+                                               const std::string& strategy_name);
 
 // INVALID_ARGUMENT for a compression other than kNone: it halves what workers exchange, and
 // `strategy_name` runs on one worker (its replicas reduce in host memory or in process).

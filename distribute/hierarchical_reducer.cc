@@ -8,7 +8,7 @@
 namespace lockstep::distribute {
 
 HierarchicalReducer::HierarchicalReducer(int num_local_replicas, int num_replicas_in_sync,
-                                         collectives::Communicator* cross_worker,
+                                         collectives::CollectiveCommunicator* cross_worker,
                                          size_t bytes_per_pack,
                                          collectives::Compression compression)
     : num_local_(num_local_replicas),

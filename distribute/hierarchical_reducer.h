@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "collectives/communicator.h"
+#include "collectives/collective_communicator.h"
 #include "collectives/fused_all_reduce.h"
 #include "distribute/distributed_values.h"
 #include "engine/tensor.h"
@@ -34,7 +34,7 @@ class HierarchicalReducer {
  public:
   // `compression`: how the local sums travel across workers (collectives::FusedAllReduce).
   HierarchicalReducer(int num_local_replicas, int num_replicas_in_sync,
-                      collectives::Communicator* cross_worker, size_t bytes_per_pack,
+                      collectives::CollectiveCommunicator* cross_worker, size_t bytes_per_pack,
                       collectives::Compression compression = collectives::Compression::kNone);
 
   // `deadline` bounds the cross-worker pack the gradient joins. `value` is the replica's own
@@ -63,7 +63,7 @@ class HierarchicalReducer {
 
   const int num_local_;
   const int num_in_sync_;
-  collectives::Communicator* const comm_;
+  collectives::CollectiveCommunicator* const comm_;
   const size_t bytes_per_pack_;
   const collectives::Compression compression_;
 

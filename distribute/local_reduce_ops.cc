@@ -25,8 +25,8 @@ class LocalReduceOps::Pending final : public PendingAllReduce {
 };
 
 LocalReduceOps::LocalReduceOps(int num_local_replicas, int num_replicas_in_sync,
-                               collectives::Communicator* cross_worker, size_t bytes_per_pack,
-                               collectives::Compression compression)
+                               collectives::CollectiveCommunicator* cross_worker,
+                               size_t bytes_per_pack, collectives::Compression compression)
     : num_local_(num_local_replicas),
       num_in_sync_(num_replicas_in_sync),
       cross_worker_(cross_worker),

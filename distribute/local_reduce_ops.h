@@ -31,7 +31,7 @@ class LocalReduceOps final : public CrossDeviceOps {
  public:
   // `compression` applies to the cross-worker gradient packs (HierarchicalReducer) only.
   LocalReduceOps(int num_local_replicas, int num_replicas_in_sync,
-                 collectives::Communicator* cross_worker, size_t bytes_per_pack,
+                 collectives::CollectiveCommunicator* cross_worker, size_t bytes_per_pack,
                  collectives::Compression compression = collectives::Compression::kNone);
 
   CrossDeviceOpsKind kind() const override { return CrossDeviceOpsKind::kReduceToOneDevice; }
@@ -69,7 +69,7 @@ class LocalReduceOps final : public CrossDeviceOps {
 
   const int num_local_;
   const int num_in_sync_;
-  collectives::Communicator* const cross_worker_;
+  collectives::CollectiveCommunicator* const cross_worker_;
   const size_t bytes_per_pack_;
   const std::unique_ptr<HierarchicalReducer> hierarchical_;  // null with one worker
 

@@ -8,6 +8,7 @@
 #include "distribute/collective_ops.h"
 #include "distribute/devices.h"
 #include "distribute/local_reduce_ops.h"
+#include "distribute/nccl_all_reduce.h"
 
 namespace lockstep::distribute {
 
@@ -26,10 +27,12 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
     const TfConfig& cluster, const MultiWorkerMirroredStrategyOptions& options) {
   StrategyConfig config;
   config.name = "MultiWorkerMirroredStrategy";
-  LS_RETURN_IF_ERROR(CheckImplementation(options.communication.implementation, config.name));
   LS_ASSIGN_OR_RETURN(config.worker_index, TrainingRank(cluster));
   config.num_workers = cluster.num_workers();
   LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
+  LS_ASSIGN_OR_RETURN(const CollectiveBackend backend,
+                      CheckBackend(options.communication.implementation, config.devices,
+                                   HasNccl(options.nccl), config.name));
   config.communication = options.communication;
   config.cluster_resolver = cluster;
   if (config.num_workers > 1 && options.store == nullptr) {
@@ -75,19 +78,35 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
       return absl::InvalidArgumentError(
           absl::StrCat(who, ": workers are separate processes; use the TCP or shm transport"));
     }
-    absl::StatusOr<std::unique_ptr<collectives::Communicator>> comm =
+    absl::StatusOr<std::unique_ptr<collectives::CollectiveCommunicator>> comm =
         collectives::CreateCommunicator(c, options.store);
     if (!comm.ok()) return Annotate(comm.status(), absl::StrCat(who, ": joining the worker group"));
     config.cross_worker = std::move(*comm);
   }
 
-  if (options.hierarchical || config.num_workers == 1) {
+  if (backend == CollectiveBackend::kNccl) {
+    // Every GPU replica of every worker is a rank of one NCCL group (NCCL arranges rings and
+    // trees across hosts itself, so `hierarchical` does not apply); the cross-worker group
+    // above still carries host values (losses, metrics, the initial broadcast).
+    NcclAllReduceOptions o;
+    o.env = options.nccl;
+    o.devices = config.devices;
+    o.first_rank = config.worker_index * n;
+    o.num_replicas_in_sync = in_sync;
+    o.store = options.store;
+    o.key = absl::StrCat(options.key_prefix, "/nccl");
+    o.cross_worker = config.cross_worker.get();
+    o.communication = options.communication;
+    absl::StatusOr<std::unique_ptr<NcclAllReduce>> ops = NcclAllReduce::Create(o);
+    if (!ops.ok()) return Annotate(ops.status(), absl::StrCat(who, ": joining the NCCL group"));
+    config.cross_device_ops = *std::move(ops);
+  } else if (options.hierarchical || config.num_workers == 1) {
     config.cross_device_ops = std::make_unique<LocalReduceOps>(
         n, in_sync, config.cross_worker.get(), options.communication.bytes_per_pack,
         options.communication.compression);
   } else {
     // Flat: every local replica joins the all-replica group; they must connect concurrently.
-    std::vector<absl::StatusOr<std::unique_ptr<collectives::Communicator>>> comms(n);
+    std::vector<absl::StatusOr<std::unique_ptr<collectives::CollectiveCommunicator>>> comms(n);
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
@@ -101,7 +120,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
       });
     }
     for (std::thread& t : threads) t.join();
-    std::vector<std::unique_ptr<collectives::Communicator>> owned;
+    std::vector<std::unique_ptr<collectives::CollectiveCommunicator>> owned;
     for (int r = 0; r < n; ++r) {
       if (!comms[r].ok()) {
         return Annotate(comms[r].status(),

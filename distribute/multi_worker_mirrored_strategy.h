@@ -10,8 +10,11 @@
 //   true (default): the local replicas' tensors are summed on the host, then one
 //     all-reduce per worker goes across workers (LocalReduceOps over the cross-worker group);
 //   false (flat): every replica is a rank of one group spanning all workers (CollectiveOps).
-// communication: implementation AUTO (the collectives choose by size) or RING; NCCL is
-// refused in a CPU-only build. bytes_per_pack fuses cross-worker all-reduces; timeout bounds
+// GPU replicas whose communication.implementation resolves to NCCL (AUTO or NCCL:
+// communication_backend.h) use NcclAllReduce instead: one NCCL group of every replica of every
+// worker ("<prefix>/nccl" in the store), whatever `hierarchical` says; the cross-worker group
+// still carries host values. CPU replicas: AUTO (the collectives choose by size) or RING;
+// NCCL is refused for them. bytes_per_pack fuses cross-worker all-reduces; timeout bounds
 // every collective; compression kBF16 sends the gradient packs as bf16 (in both layouts: the
 // cross-worker packs when hierarchical, every replica's packs when flat).
 //
@@ -34,6 +37,7 @@
 #include "collectives/store.h"
 #include "collectives/types.h"
 #include "common/tf_config.h"
+#include "distribute/nccl_all_reduce.h"
 #include "distribute/strategy.h"
 
 namespace lockstep::distribute {
@@ -43,6 +47,7 @@ struct MultiWorkerMirroredStrategyOptions {
   std::vector<std::string> devices;
   LocalDevices available;
   CommunicationOptions communication;
+  NcclEnvironment nccl;  // GPU replicas over NCCL
   bool hierarchical = true;
   // Rendezvous (not owned; must outlive Create) and the groups' transport.
   collectives::Store* store = nullptr;

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/in_memory_store.h"
+#include "distribute/devices.h"
 #include "distribute/multi_worker_mirrored_strategy.h"
 #include "distribute/test_sources.h"
 #include "spdlog/sinks/ostream_sink.h"
@@ -331,7 +332,8 @@ TEST(MultiWorkerMirroredStrategyTest, TrainingRankAndRefusedTasks) {
   EXPECT_THAT(s.status().message(), HasSubstr("evaluator/0"));
   options.communication.implementation = CommunicationOptions::Implementation::kNccl;
   EXPECT_EQ(MultiWorkerMirroredStrategy::Create(Worker(0, 1), options).status().code(),
-            absl::StatusCode::kUnimplemented);
+            BuiltWithCuda() ? absl::StatusCode::kInvalidArgument  // CPU replicas
+                            : absl::StatusCode::kUnimplemented);
   // Two workers but no rendezvous store.
   options.communication.implementation = CommunicationOptions::Implementation::kAuto;
   EXPECT_EQ(MultiWorkerMirroredStrategy::Create(Worker(0, 2), options).status().code(),

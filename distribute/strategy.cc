@@ -11,18 +11,6 @@ namespace lockstep::distribute {
 
 using engine::Tensor;
 
-const char* ImplementationName(CommunicationOptions::Implementation implementation) {
-  switch (implementation) {
-    case CommunicationOptions::Implementation::kAuto:
-      return "AUTO";
-    case CommunicationOptions::Implementation::kRing:
-      return "RING";
-    case CommunicationOptions::Implementation::kNccl:
-      return "NCCL";
-  }
-  return "?";
-}
-
 // ---- StrategyScope ----
 
 StrategyScope::StrategyScope(Strategy* strategy) : strategy_(strategy) {
@@ -151,7 +139,7 @@ absl::Status StrategyExtended::BroadcastBytes(std::string* bytes, int root) {
         "BroadcastBytes: root ", root, " is not a worker rank (", cfg.num_workers, " workers)"));
   }
   if (cfg.cross_worker == nullptr) return absl::OkStatus();
-  collectives::Communicator& comm = *cfg.cross_worker;
+  collectives::CollectiveCommunicator& comm = *cfg.cross_worker;
   int64_t length = static_cast<int64_t>(bytes->size());
   LS_RETURN_IF_ERROR(
       comm.Broadcast(&length, 1, collectives::DType::kI64, root, strategy_->Deadline()));
@@ -214,6 +202,10 @@ Strategy::Strategy(StrategyConfig config) : config_(std::move(config)) {
 Strategy::~Strategy() = default;
 
 void Strategy::Abort() { config_.cross_device_ops->Abort(); }
+
+void Strategy::PeerLost(int rank, const std::string& reason) {
+  config_.cross_device_ops->PeerLost(rank, reason);
+}
 
 absl::Status Strategy::BroadcastFromChief(Tensor* t) {
   if (config_.cross_worker == nullptr) return absl::OkStatus();

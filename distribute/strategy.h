@@ -40,8 +40,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "collectives/communicator.h"
+#include "collectives/collective_communicator.h"
 #include "common/tf_config.h"
+#include "distribute/communication_backend.h"
 #include "distribute/cross_device_ops.h"
 #include "distribute/distributed_dataset.h"
 #include "distribute/distributed_values.h"
@@ -57,7 +58,8 @@ class Strategy;
 
 // tf.distribute.experimental.CommunicationOptions.
 struct CommunicationOptions {
-  enum class Implementation { kAuto, kRing, kNccl };
+  // Resolved per replica kind by ResolveBackend (communication_backend.h).
+  using Implementation = distribute::Implementation;
   Implementation implementation = Implementation::kAuto;
   // Cross-worker fusion: tensors are packed into all-reduces of at most this many bytes
   // (0: the collectives' default pack size, 4 MiB).
@@ -79,7 +81,6 @@ struct CommunicationOptions {
   // stay f32. The strategies of one worker refuse kBF16 (CheckCompression).
   collectives::Compression compression = collectives::Compression::kNone;
 };
-const char* ImplementationName(CommunicationOptions::Implementation implementation);
 
 // The devices this worker may place replicas on (the worker's --cpu_devices=N logical CPU
 // devices; GPUs only in a CUDA build, none here).
@@ -167,7 +168,7 @@ struct StrategyConfig {
   CommunicationOptions communication;
   std::optional<TfConfig> cluster_resolver;
   // Cross-worker group (one rank per worker); null with one worker. Owned.
-  std::unique_ptr<collectives::Communicator> cross_worker;
+  std::unique_ptr<collectives::CollectiveCommunicator> cross_worker;
   // Built last: may point at `cross_worker`.
   std::unique_ptr<CrossDeviceOps> cross_device_ops;
 };
@@ -242,6 +243,9 @@ class Strategy {
 
   // Ends every pending and later reduction with ABORTED (a lost peer, a cancelled job).
   void Abort();
+  // The coordinator reports worker `rank` (Partition.worker_rank) lost: every pending and
+  // later reduction fails; over NCCL with UNAVAILABLE naming `rank` (CrossDeviceOps::PeerLost).
+  void PeerLost(int rank, const std::string& reason);
 
  protected:
   friend class StrategyScope;

@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<EvalLink>> EvalLink::Connect(const v1::Partition&
   config.key_prefix = "eval";
   config.listen_host = options.listen_host;
   config.connect_timeout = options.connect_timeout;
-  absl::StatusOr<std::unique_ptr<collectives::Communicator>> comm =
+  absl::StatusOr<std::unique_ptr<collectives::CollectiveCommunicator>> comm =
       collectives::CreateCommunicator(config, store);
   if (!comm.ok()) {
     return Annotate(comm.status(), partition.is_chief() ? "connecting to the job's evaluator"

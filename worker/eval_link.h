@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "collectives/communicator.h"
+#include "collectives/collective_communicator.h"
 #include "collectives/store.h"
 #include "collectives/types.h"
 #include "lockstep/v1/assignment.pb.h"
@@ -64,10 +64,11 @@ class EvalLink {
   void Abort();
 
  private:
-  explicit EvalLink(std::unique_ptr<collectives::Communicator> comm) : comm_(std::move(comm)) {}
+  explicit EvalLink(std::unique_ptr<collectives::CollectiveCommunicator> comm)
+      : comm_(std::move(comm)) {}
   absl::Status SendLength(int64_t length, absl::Time deadline);
 
-  std::unique_ptr<collectives::Communicator> comm_;
+  std::unique_ptr<collectives::CollectiveCommunicator> comm_;
 };
 
 class CheckpointSender {

@@ -213,7 +213,11 @@ bool JobExecutor::aborted() const {
   return abort_requested_;
 }
 
-void JobExecutor::Abort(const std::string& reason) {
+void JobExecutor::Abort(const std::string& reason) { AbortFor(reason, std::nullopt); }
+
+void JobExecutor::PeerLost(int rank, const std::string& reason) { AbortFor(reason, rank); }
+
+void JobExecutor::AbortFor(const std::string& reason, std::optional<int> lost_rank) {
   absl::MutexLock l(&mu_);
   if (abort_requested_) return;
   abort_requested_ = true;
@@ -221,7 +225,14 @@ void JobExecutor::Abort(const std::string& reason) {
   spdlog::info("{}: aborting: {}", Who(), reason);
   log_.Add(absl::StrCat("aborting: ", reason));
   store_->Abort();
-  if (strategy_ != nullptr) strategy_->Abort();
+  if (strategy_ != nullptr) {
+    // A peer loss reaches the collectives as such, so that they name the lost rank.
+    if (lost_rank.has_value()) {
+      strategy_->PeerLost(*lost_rank, reason);
+    } else {
+      strategy_->Abort();
+    }
+  }
   if (eval_sender_ != nullptr) eval_sender_->Abort();
   if (eval_link_ != nullptr) eval_link_->Abort();
   if (state_ == State::kCreated) SetState(State::kAborted, absl::StrCat("aborted: ", reason));
@@ -367,6 +378,7 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
   JobStrategyOptions so;
   so.shm_heap_bytes = spec.communication().disable_shm_heap() ? 0 : ShmHeapBytes(gradient_sizes);
   so.devices = options_.devices;
+  so.nccl = options_.nccl;
   so.store = store_.get();
   so.transport = options_.transport;
   so.listen_host = options_.listen_host;

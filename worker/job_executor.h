@@ -50,6 +50,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -60,6 +61,7 @@
 #include "collectives/types.h"
 #include "common/clock.h"
 #include "distribute/distributed_dataset.h"
+#include "distribute/nccl_all_reduce.h"
 #include "distribute/strategy.h"
 #include "distribute/trainer.h"
 #include "engine/executor.h"
@@ -84,6 +86,8 @@ struct JobExecutorOptions {
   CoordinatorClient* client = nullptr;  // rendezvous key-value store; not owned
   Clock* clock = nullptr;               // null: the real clock
   distribute::LocalDevices devices;
+  // NCCL for GPU jobs (lockstepd loads it at start in a CUDA build on a GPU host).
+  distribute::NcclEnvironment nccl;
   collectives::TransportKind transport = collectives::TransportKind::kTcp;
   std::string listen_host = "127.0.0.1";
   // The data plane's TCP listen port (`lockstepd --data_port`); 0: an ephemeral one. A flat
@@ -126,6 +130,9 @@ class JobExecutor {
   v1::JobReport Run();
   // Stops Run() as soon as possible; idempotent; safe before Run().
   void Abort(const std::string& reason);
+  // Abort, because the coordinator lost worker `rank`: the strategy's collectives fail naming
+  // it (distribute::Strategy::PeerLost: over NCCL, UNAVAILABLE naming the rank at once).
+  void PeerLost(int rank, const std::string& reason);
   // Asks the group to stop after the next step with a checkpoint (see "Preemption"); `reason`
   // goes into the report. Idempotent; before training has started it is an Abort.
   void Preempt(const std::string& reason);
@@ -139,6 +146,8 @@ class JobExecutor {
   const v1::Partition& partition() const { return partition_; }
 
  private:
+  // Abort and PeerLost: `lost_rank` set for a peer loss.
+  void AbortFor(const std::string& reason, std::optional<int> lost_rank);
   // What one run trains with, built once by StartSession: the graph (which the trainer and
   // the evaluator borrow, so the session is not moved), the strategy, the trainer (restored
   // for a restart), the input, the evaluator and the chief's writers.

@@ -77,8 +77,13 @@ void JobRunner::Abort(const v1::AbortJob& abort) {
   absl::MutexLock l(&mu_);
   for (auto& [key, job] : jobs_) {
     if (key.first == abort.job_id() && key.second <= abort.attempt() && job.executor != nullptr) {
-      job.executor->Abort(abort.reason().empty() ? "AbortJob from the coordinator"
-                                                 : abort.reason());
+      const std::string reason =
+          abort.reason().empty() ? "AbortJob from the coordinator" : abort.reason();
+      if (abort.has_lost()) {
+        job.executor->PeerLost(abort.lost().worker_rank(), reason);
+      } else {
+        job.executor->Abort(reason);
+      }
     }
   }
 }

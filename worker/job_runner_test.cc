@@ -82,6 +82,27 @@ TEST(JobRunner, AbortJobStopsItWithinTwoSeconds) {
   EXPECT_NE(reports[0].error().find("cancelled by the user"), std::string::npos);
 }
 
+// The coordinator's peer-loss notice (AbortJob.lost) ends the job as an abort does, its
+// reason kept; the strategy's collectives are told the lost rank (distribute's tests show
+// NCCL's then name it).
+TEST(JobRunner, PeerLossNoticeStopsItWithinTwoSeconds) {
+  FakeCoordinatorClient client;
+  JobRunner runner(Options(&client));
+  runner.Handle(RunAssignment("job-1", 0, 100000000));
+  EXPECT_EQ(runner.running(), 1);
+  v1::Assignment lost = AbortAssignment("job-1", 0);
+  lost.mutable_abort()->set_reason("worker/1 (rank 1) was lost: no heartbeat for 3s");
+  lost.mutable_abort()->mutable_lost()->set_worker_rank(1);
+  const absl::Time start = absl::Now();
+  runner.Handle(lost);
+  ASSERT_TRUE(runner.WaitIdle(start + absl::Seconds(2)));
+  std::vector<v1::JobReport> reports = runner.Reports();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].phase(), v1::JobReport::ABORTED);
+  EXPECT_NE(reports[0].error().find("worker/1 (rank 1) was lost"), std::string::npos)
+      << reports[0].error();
+}
+
 TEST(JobRunner, ANewerAttemptReplacesTheOlder) {
   FakeCoordinatorClient client;
   JobRunner runner(Options(&client));

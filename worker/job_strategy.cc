@@ -16,16 +16,8 @@ namespace worker {
 distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec) {
   const v1::CommunicationSpec& c = spec.communication();
   distribute::CommunicationOptions options;
-  switch (c.implementation()) {
-    case v1::CommunicationSpec::RING:
-      options.implementation = distribute::CommunicationOptions::Implementation::kRing;
-      break;
-    case v1::CommunicationSpec::NCCL:
-      options.implementation = distribute::CommunicationOptions::Implementation::kNccl;
-      break;
-    default:
-      options.implementation = distribute::CommunicationOptions::Implementation::kAuto;
-  }
+  // Resolved per replica kind by the strategies (distribute/communication_backend.h).
+  options.implementation = distribute::ImplementationFromSpec(c.implementation());
   options.bytes_per_pack = c.bytes_per_pack() > 0 ? static_cast<size_t>(c.bytes_per_pack()) : 0;
   options.timeout = absl::Milliseconds(c.timeout_ms() > 0 ? c.timeout_ms() : 60000);
   options.encrypt = c.encrypt();
@@ -35,9 +27,26 @@ distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec
   return options;
 }
 
+absl::StatusOr<distribute::LocalDevices> JobDevices(const v1::JobSpec& spec,
+                                                    const distribute::LocalDevices& worker) {
+  distribute::LocalDevices devices = worker;
+  if (!spec.gpus()) {
+    devices.num_gpus = 0;  // a CPU job stays on /cpu:N, also on a GPU host
+    return devices;
+  }
+  if (worker.num_gpus == 0) {
+    return absl::FailedPreconditionError(
+        "gpus: the job asks for GPU replicas, but this worker offers none (lockstepd --gpus in "
+        "a --config=cuda build on a GPU host)");
+  }
+  return devices;
+}
+
 absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
-    const v1::Partition& partition, const JobStrategyOptions& options) {
+    const v1::Partition& partition, const JobStrategyOptions& job_options) {
   const v1::JobSpec& spec = partition.spec();
+  JobStrategyOptions options = job_options;
+  LS_ASSIGN_OR_RETURN(options.devices, JobDevices(spec, job_options.devices));
   const distribute::CommunicationOptions comm = JobCommunicationOptions(spec);
   const v1::StrategyKind kind = spec.strategy();
   if (kind != v1::MULTI_WORKER_MIRRORED && kind != v1::STRATEGY_KIND_UNSPECIFIED &&
@@ -48,13 +57,15 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
   }
   switch (kind) {
     case v1::ONE_DEVICE: {
-      LS_ASSIGN_OR_RETURN(auto s, distribute::OneDeviceStrategy::Create("/cpu:0", options.devices));
+      LS_ASSIGN_OR_RETURN(auto s, distribute::OneDeviceStrategy::Create(
+                                      spec.gpus() ? "/gpu:0" : "/cpu:0", options.devices));
       return std::unique_ptr<distribute::Strategy>(std::move(s));
     }
     case v1::MIRRORED: {
       distribute::MirroredStrategyOptions o;
       o.available = options.devices;
       o.communication = comm;
+      o.nccl = options.nccl;
       LS_ASSIGN_OR_RETURN(auto s, distribute::MirroredStrategy::Create(o));
       return std::unique_ptr<distribute::Strategy>(std::move(s));
     }
@@ -77,6 +88,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       distribute::MultiWorkerMirroredStrategyOptions o;
       o.available = options.devices;
       o.communication = comm;
+      o.nccl = options.nccl;
       o.hierarchical = !spec.communication().flat();
       o.communication.shm_heap_bytes = options.shm_heap_bytes;
       o.store = options.store;

@@ -2,7 +2,11 @@
 //   MULTI_WORKER_MIRRORED (and unspecified): from Partition.tf_config, joining the group
 //     through `store` (scoped by the partition's rendezvous prefix) with the attempt's
 //     secret and the spec's communication options (hierarchical unless `flat`).
-//   MIRRORED, CENTRAL_STORAGE: every local device; ONE_DEVICE: the first one.
+//   MIRRORED, CENTRAL_STORAGE: every local device of the job's kind; ONE_DEVICE: the first
+//   one (/gpu:0 for a job that asks for GPUs, else /cpu:0).
+// The job's kind (JobSpec.gpus, JobDevices) bounds every strategy: a CPU job on a GPU host
+// stays on /cpu:N. communication.implementation is read here (ImplementationFromSpec) and
+// resolved by the strategies against their devices (distribute/communication_backend.h).
 // Errors: INVALID_ARGUMENT naming the field (tf_config, communication.implementation, a
 // single-worker strategy given several workers); the strategies' own errors (rendezvous
 // DEADLINE_EXCEEDED naming the missing peer, ABORTED after store->Abort()).
@@ -19,6 +23,7 @@
 #include "collectives/collective_observer.h"
 #include "collectives/store.h"
 #include "collectives/types.h"
+#include "distribute/nccl_all_reduce.h"
 #include "distribute/strategy.h"
 #include "lockstep/v1/assignment.pb.h"
 
@@ -26,7 +31,8 @@ namespace lockstep {
 namespace worker {
 
 struct JobStrategyOptions {
-  distribute::LocalDevices devices;     // this worker's (--cpu_devices)
+  distribute::LocalDevices devices;     // this worker's (--cpu_devices, --gpus)
+  distribute::NcclEnvironment nccl;     // GPU replicas over NCCL (Mirrored, MultiWorkerMirrored)
   collectives::Store* store = nullptr;  // multi-worker rendezvous; not owned
   collectives::TransportKind transport = collectives::TransportKind::kTcp;
   std::string listen_host = "127.0.0.1";
@@ -50,6 +56,12 @@ size_t ShmHeapBytes(const std::vector<size_t>& gradient_bytes);
 // The spec's communication options (defaults: AUTO, 4 MiB packs, 60 s timeout, no
 // compression).
 distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec);
+
+// The devices a job's replicas may use on a worker that has `worker`: its GPUs when the spec
+// asks for them (FAILED_PRECONDITION naming `gpus` when it has none), else its CPU devices
+// only.
+absl::StatusOr<distribute::LocalDevices> JobDevices(const v1::JobSpec& spec,
+                                                    const distribute::LocalDevices& worker);
 
 absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
     const v1::Partition& partition, const JobStrategyOptions& options);

@@ -5,7 +5,8 @@
 // (worker/job_runner.h). SIGTERM/SIGINT abort its jobs, deregister and exit 0. A bad
 // configuration exits 2 with the resolver's message. It reaches the coordinator over mutual
 // TLS (--tls_ca, --tls_cert, --tls_key: its certificate from the cluster CA names it), or in
-// plaintext with --insecure. --gpus picks the GPUs it offers, one replica each (worker/gpu).
+// plaintext with --insecure. --gpus picks the GPUs it offers beside its CPU devices, one replica
+// each (worker/gpu/worker_devices.h): CPU jobs run on the CPUs, GPU jobs on the GPUs.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -41,6 +42,10 @@
 #include "worker/file_roots.h"
 #include "worker/gpu/gpu_probe.h"
 #include "worker/gpu/gpu_selection.h"
+#include "worker/gpu/worker_devices.h"
+#ifdef LOCKSTEP_WITH_CUDA
+#include "collectives/nccl/real_nccl_api.h"
+#endif
 #include "worker/grpc_coordinator_client.h"
 #include "worker/hostname_task.h"
 #include "worker/job_runner.h"
@@ -127,21 +132,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// The GPUs --gpus selects among those the CUDA runtime shows (worker/gpu).
-absl::StatusOr<std::vector<lockstep::worker::GpuInfo>> WorkerGpus() {
-  const std::string flag = absl::GetFlag(FLAGS_gpus);
-  std::string warning;
-  absl::StatusOr<std::vector<lockstep::worker::GpuInfo>> gpus = lockstep::worker::OfferedGpus(
-      flag,
-      flag == "none" ? std::vector<lockstep::worker::GpuInfo>() : lockstep::worker::ProbeGpus(),
-      std::getenv("CUDA_VISIBLE_DEVICES"), &warning);
-  if (!warning.empty()) spdlog::warn("{}", warning);
-  if (gpus.ok() && !gpus->empty()) {
-    spdlog::info("lockstepd offers {}", lockstep::worker::DescribeGpus(*gpus));
-  }
-  return gpus;
-}
-
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? "" : v;
@@ -218,29 +208,20 @@ int Run(sigset_t signals) {
     return kExitBadConfig;
   }
   const int cpu_devices = absl::GetFlag(FLAGS_cpu_devices);
-  if (cpu_devices < 1) {
-    spdlog::error("--cpu_devices: expected at least 1, got {}", cpu_devices);
+  // Its CPU devices and its GPUs (worker/gpu), one replica each: a GPU host serves CPU jobs on
+  // its CPUs and GPU jobs (JobSpec.gpus) on its GPUs.
+  const std::string gpus_flag = absl::GetFlag(FLAGS_gpus);
+  absl::StatusOr<lockstep::worker::WorkerDeviceSet> devices = lockstep::worker::WorkerDevices(
+      cpu_devices, gpus_flag, lockstep::worker::ProbeGpus, std::getenv("CUDA_VISIBLE_DEVICES"));
+  if (!devices.ok()) {
+    spdlog::error("{}", std::string(devices.status().message()));
     return kExitBadConfig;
   }
-  for (int i = 0; i < cpu_devices; ++i) {
-    lockstep::v1::Device d;
-    d.set_kind(lockstep::v1::Device::CPU);
-    d.set_index(i);
-    d.set_name(absl::StrCat("CPU:", i));
-    options.devices.push_back(d);
+  if (!devices->warning.empty()) spdlog::warn("{}", devices->warning);
+  if (!devices->gpus.empty()) {
+    spdlog::info("lockstepd offers {}", lockstep::worker::DescribeGpus(devices->gpus));
   }
-  // GPUs (worker/gpu), one replica each. A worker with GPUs runs its replicas on them
-  // (distribute::ResolveDevices' default), so only they are registered: the coordinator counts
-  // one replica per registered device. "/cpu:N" names still reach the --cpu_devices.
-  absl::StatusOr<std::vector<lockstep::worker::GpuInfo>> gpus = WorkerGpus();
-  if (!gpus.ok()) {
-    spdlog::error("{}", std::string(gpus.status().message()));
-    return kExitBadConfig;
-  }
-  if (!gpus->empty()) options.devices.clear();
-  for (const lockstep::v1::Device& d : lockstep::worker::GpuDevices(*gpus)) {
-    options.devices.push_back(d);
-  }
+  for (const lockstep::v1::Device& d : devices->registered) options.devices.push_back(d);
 
   // Address: --address, else TF_CONFIG's, else a port reserved now (kept open).
   std::unique_ptr<lockstep::ReservedPort> reserved;
@@ -299,7 +280,22 @@ int Run(sigset_t signals) {
   lockstep::worker::JobExecutorOptions job_options;
   job_options.client = client->get();
   job_options.devices.num_cpu_devices = cpu_devices;
-  job_options.devices.num_gpus = static_cast<int>(gpus->size());
+  job_options.devices.num_gpus = static_cast<int>(devices->gpus.size());
+#ifdef LOCKSTEP_WITH_CUDA
+  // NCCL for GPU jobs' collectives (distribute/nccl_all_reduce.h), loaded once. Without it
+  // GPU jobs whose communication resolves to NCCL fail naming libnccl.so.2.
+  std::unique_ptr<lockstep::collectives::nccl::RealNcclApi> nccl;
+  if (!devices->gpus.empty()) {
+    absl::StatusOr<std::unique_ptr<lockstep::collectives::nccl::RealNcclApi>> loaded =
+        lockstep::collectives::nccl::RealNcclApi::Load();
+    if (loaded.ok()) {
+      nccl = *std::move(loaded);
+    } else {
+      spdlog::warn("GPU jobs cannot use NCCL: {}", std::string(loaded.status().message()));
+    }
+  }
+  job_options.nccl.api = nccl.get();
+#endif
   const std::string transport = absl::GetFlag(FLAGS_transport);
   if (transport == "auto") {
     job_options.transport = lockstep::collectives::TransportKind::kAuto;

@@ -35,7 +35,7 @@ std::vector<std::pair<std::string, float>> WindowSummary::Scalars() const {
 }
 
 MetricsWindow::MetricsWindow(int64_t global_batch, absl::Time start,
-                             collectives::Communicator::AllReduceTotals reduced)
+                             collectives::CollectiveCommunicator::AllReduceTotals reduced)
     : global_batch_(global_batch), start_(start), reduced_(reduced) {}
 
 void MetricsWindow::Add(const distribute::TrainStepResult& result) {

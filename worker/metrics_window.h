@@ -45,7 +45,7 @@ class MetricsWindow {
  public:
   // A window starting at `start`, with the gradient all-reduces' totals `reduced` so far.
   MetricsWindow(int64_t global_batch, absl::Time start,
-                collectives::Communicator::AllReduceTotals reduced);
+                collectives::CollectiveCommunicator::AllReduceTotals reduced);
 
   void Add(const distribute::TrainStepResult& result);
   int64_t steps() const { return steps_; }
@@ -60,7 +60,7 @@ class MetricsWindow {
  private:
   const int64_t global_batch_;
   absl::Time start_;
-  collectives::Communicator::AllReduceTotals reduced_;
+  collectives::CollectiveCommunicator::AllReduceTotals reduced_;
   int64_t steps_ = 0;
   double loss_sum_ = 0;
   distribute::StepTimes times_;

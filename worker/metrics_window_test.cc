@@ -23,7 +23,7 @@ distribute::TrainStepResult Step(double loss, int compute_ms, int wait_ms) {
 // 0.1 s of that: the report and the chief's scalars carry the same figures.
 TEST(MetricsWindowTest, OneWindowFeedsTheReportAndTheScalarsAlike) {
   const absl::Time start = absl::FromUnixSeconds(100);
-  collectives::Communicator::AllReduceTotals before;
+  collectives::CollectiveCommunicator::AllReduceTotals before;
   before.bytes = 1000;
   before.time = absl::Seconds(1);
   MetricsWindow window(64, start, before);

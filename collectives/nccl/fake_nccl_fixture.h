@@ -32,7 +32,7 @@ class FakeNcclFixture : public ::testing::Test {
     o.clock = Clock::Real();
     o.signal = signal_;
     o.init_deadline = Later();
-    o.poll_interval = absl::Microseconds(50);
+    o.poll_interval = poll_interval_;
     return o;
   }
   static absl::Time Later() { return absl::Now() + absl::Seconds(30); }
@@ -69,6 +69,8 @@ class FakeNcclFixture : public ::testing::Test {
     return comms;
   }
 
+  // The longest sleep of a waiting call (NcclCommunicatorOptions::poll_interval).
+  absl::Duration poll_interval_ = absl::Microseconds(50);
   FakeNcclWorld world_;
   InMemoryStore store_;
   FakeNcclApi api_{&world_};

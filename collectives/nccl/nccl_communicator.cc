@@ -1,5 +1,8 @@
 #include "collectives/nccl/nccl_communicator.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "collectives/nccl/nccl_bootstrap.h"
 #include "common/status.h"
@@ -31,10 +34,17 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   return c;
 }
 
-NcclCommunicator::NcclCommunicator(NcclCommunicatorOptions options)
-    : options_(std::move(options)) {}
+NcclCommunicator::NcclCommunicator(NcclCommunicatorOptions options) : options_(std::move(options)) {
+  listener_ = options_.signal->AddListener([this] { Wake(); });
+}
 
 NcclCommunicator::~NcclCommunicator() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stopping_ = true;
+  }
+  if (queue_thread_.joinable()) queue_thread_.join();
+  options_.signal->RemoveListener(listener_);
   absl::MutexLock lock(&mu_);
   if (barrier_scratch_ != nullptr) options_.api->DeviceFree(barrier_scratch_);
   // A failed communicator was aborted (and freed) by Fail.
@@ -79,8 +89,20 @@ absl::Status NcclCommunicator::Fail(absl::Status status) {
   return status;
 }
 
+void NcclCommunicator::Wake() {
+  absl::MutexLock lock(&wake_mu_);
+  woken_ = true;
+}
+
+void NcclCommunicator::Doze(absl::Time until) {
+  absl::MutexLock lock(&wake_mu_);
+  options_.clock->WaitUntil(&wake_mu_, absl::Condition(&woken_), until);
+}
+
 absl::Status NcclCommunicator::Wait(const char* what, absl::Time deadline, bool stream) {
   const int rank = options_.rank;
+  int spins = 0;
+  absl::Duration doze = absl::Microseconds(1);
   while (true) {
     if (absl::Status s = Signalled(what); !s.ok()) return Fail(s);
     absl::StatusOr<NcclProgress> state = options_.api->AsyncState(comm_);
@@ -101,7 +123,13 @@ absl::Status NcclCommunicator::Wait(const char* what, absl::Time deadline, bool 
           " did not finish by its deadline (communication.timeout_ms): a peer is slow, stopped "
           "or never joined; the NCCL communicator was aborted")));
     }
-    options_.clock->SleepFor(options_.poll_interval);
+    if (spins < kSpinPolls) {
+      ++spins;
+      std::this_thread::yield();
+      continue;
+    }
+    Doze(std::min(options_.clock->Now() + doze, deadline));
+    doze = std::min(doze * 2, options_.poll_interval);
   }
 }
 
@@ -114,6 +142,15 @@ absl::Status NcclCommunicator::CheckBuffers(const char* what, const void* a, con
   return absl::OkStatus();
 }
 
+absl::Status NcclCommunicator::CheckBroadcast(const void* buf, size_t count, int root) const {
+  if (root < 0 || root >= options_.size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", options_.rank,
+                                                   ": NCCL broadcast: root ", root,
+                                                   " is outside a group of ", options_.size));
+  }
+  return CheckBuffers("broadcast", buf, buf, count);
+}
+
 absl::Status NcclCommunicator::StartLocked(const char* what,
                                            const std::function<absl::Status(NcclComm)>& enqueue) {
   if (!failed_.ok()) return failed_;
@@ -124,58 +161,199 @@ absl::Status NcclCommunicator::StartLocked(const char* what,
   return absl::OkStatus();
 }
 
-template <typename F>
-absl::Status NcclCommunicator::Run(const char* what, absl::Time deadline, F&& enqueue) {
+absl::Status NcclCommunicator::Run(const char* what, absl::Time deadline,
+                                   const std::function<absl::Status(NcclComm)>& enqueue) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = StartLocked(what, enqueue); !s.ok()) return s;
   return Wait(what, deadline, /*stream=*/true);
 }
 
+absl::Status NcclCommunicator::RunInOrder(std::function<absl::Status()> body) {
+  bool now;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    now = queue_.empty() && !running_;
+    if (now) running_ = true;
+  }
+  if (!now) return Submit(std::move(body), 0)->Wait();
+  absl::Status s = body();
+  absl::MutexLock lock(&queue_mu_);
+  running_ = false;
+  return s;
+}
+
+Handle NcclCommunicator::Submit(std::function<absl::Status()> body, size_t all_reduce_bytes) {
+  auto handle = std::make_shared<CollectiveHandle>();
+  absl::MutexLock lock(&queue_mu_);
+  queue_.push_back({std::move(body), handle, all_reduce_bytes});
+  if (!queue_thread_.joinable()) queue_thread_ = std::thread([this] { QueueLoop(); });
+  return handle;
+}
+
+void NcclCommunicator::QueueLoop() {
+  absl::MutexLock lock(&queue_mu_);
+  while (true) {
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+      return stopping_ || (!queue_.empty() && !running_);
+    };
+    queue_mu_.Await(absl::Condition(&ready));
+    if (queue_.empty()) return;  // stopping, and every queued call has run
+    if (running_) continue;
+    Queued op = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    queue_mu_.Unlock();
+    const absl::Time started = absl::Now();
+    absl::Status s = op.body();
+    if (s.ok() && op.all_reduce_bytes > 0) {
+      all_reduce_bytes_ += static_cast<int64_t>(op.all_reduce_bytes);
+      all_reduce_ns_ += absl::ToInt64Nanoseconds(absl::Now() - started);
+    }
+    op.handle->Finish(std::move(s));
+    queue_mu_.Lock();
+    running_ = false;
+  }
+}
+
+CollectiveCommunicator::AllReduceTotals NcclCommunicator::async_all_reduce_totals() const {
+  return {all_reduce_bytes_.load(), absl::Nanoseconds(all_reduce_ns_.load())};
+}
+
 absl::Status NcclCommunicator::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                          ReduceOp op, absl::Time deadline) {
   if (absl::Status s = CheckBuffers("all-reduce", send, recv, count); !s.ok()) return s;
-  return Run("all-reduce", deadline, [&](NcclComm comm) {
-    return options_.api->AllReduce(send, recv, count, dtype, op, comm, options_.stream);
+  return RunInOrder([&] {
+    return Run("all-reduce", deadline, [&](NcclComm comm) {
+      return options_.api->AllReduce(send, recv, count, dtype, op, comm, options_.stream);
+    });
+  });
+}
+
+Handle NcclCommunicator::AllReduceAsync(const void* send, void* recv, size_t count, DType dtype,
+                                        ReduceOp op, absl::Time deadline) {
+  if (absl::Status s = CheckBuffers("all-reduce", send, recv, count); !s.ok()) {
+    return CollectiveHandle::Finished(s);
+  }
+  return Submit(
+      [=, this] {
+        return Run("all-reduce", deadline, [&](NcclComm comm) {
+          return options_.api->AllReduce(send, recv, count, dtype, op, comm, options_.stream);
+        });
+      },
+      std::max<size_t>(1, count * DTypeSize(dtype)));
+}
+
+absl::Status NcclCommunicator::CheckPieces(absl::Span<const BufferPiece> pieces,
+                                           DType dtype) const {
+  const size_t size = DTypeSize(dtype);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (pieces[i].bytes % size != 0 || (pieces[i].bytes > 0 && pieces[i].data == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", options_.rank, ": NCCL all-reduce: piece ", i, " of ", pieces[i].bytes,
+          " bytes is null or not a whole number of ", DTypeName(dtype), " elements"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::RunPieces(absl::Span<const BufferPiece> pieces, DType dtype,
+                                         ReduceOp op, absl::Time deadline) {
+  const size_t size = DTypeSize(dtype);
+  return Run("all-reduce", deadline, [&](NcclComm comm) -> absl::Status {
+    NcclApi& api = *options_.api;
+    if (absl::Status s = api.GroupStart(); !s.ok()) return s;
+    absl::Status first;
+    for (const BufferPiece& p : pieces) {
+      if (p.bytes == 0) continue;
+      first.Update(api.AllReduce(p.data, p.data, p.bytes / size, dtype, op, comm, options_.stream));
+    }
+    first.Update(api.GroupEnd());
+    return first;
+  });
+}
+
+Handle NcclCommunicator::AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype,
+                                              ReduceOp op, absl::Time deadline) {
+  if (absl::Status s = CheckPieces(pieces, dtype); !s.ok()) return CollectiveHandle::Finished(s);
+  size_t bytes = 0;
+  for (const BufferPiece& p : pieces) bytes += p.bytes;
+  return Submit([=, this] { return RunPieces(pieces, dtype, op, deadline); },
+                std::max<size_t>(1, bytes));
+}
+
+absl::Status NcclCommunicator::AllReducePieces(absl::Span<const BufferPiece> pieces, DType dtype,
+                                               ReduceOp op, absl::Time deadline) {
+  if (absl::Status s = CheckPieces(pieces, dtype); !s.ok()) return s;
+  size_t bytes = 0;
+  for (const BufferPiece& p : pieces) bytes += p.bytes;
+  return RunInOrder([&] {
+    const absl::Time started = absl::Now();
+    absl::Status s = RunPieces(pieces, dtype, op, deadline);
+    if (s.ok()) {
+      all_reduce_bytes_ += static_cast<int64_t>(bytes);
+      all_reduce_ns_ += absl::ToInt64Nanoseconds(absl::Now() - started);
+    }
+    return s;
   });
 }
 
 absl::Status NcclCommunicator::Broadcast(void* buf, size_t count, DType dtype, int root,
                                          absl::Time deadline) {
-  if (root < 0 || root >= options_.size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", options_.rank,
-                                                   ": NCCL broadcast: root ", root,
-                                                   " is outside a group of ", options_.size));
-  }
-  if (absl::Status s = CheckBuffers("broadcast", buf, buf, count); !s.ok()) return s;
-  return Run("broadcast", deadline, [&](NcclComm comm) {
-    return options_.api->Broadcast(buf, buf, count, dtype, root, comm, options_.stream);
+  if (absl::Status s = CheckBroadcast(buf, count, root); !s.ok()) return s;
+  return RunInOrder([&] {
+    return Run("broadcast", deadline, [&](NcclComm comm) {
+      return options_.api->Broadcast(buf, buf, count, dtype, root, comm, options_.stream);
+    });
   });
+}
+
+Handle NcclCommunicator::BroadcastAsync(void* buf, size_t count, DType dtype, int root,
+                                        absl::Time deadline) {
+  if (absl::Status s = CheckBroadcast(buf, count, root); !s.ok()) {
+    return CollectiveHandle::Finished(s);
+  }
+  return Submit(
+      [=, this] {
+        return Run("broadcast", deadline, [&](NcclComm comm) {
+          return options_.api->Broadcast(buf, buf, count, dtype, root, comm, options_.stream);
+        });
+      },
+      0);
 }
 
 absl::Status NcclCommunicator::AllGather(const void* send, void* recv, size_t count, DType dtype,
                                          absl::Time deadline) {
   if (absl::Status s = CheckBuffers("all-gather", send, recv, count); !s.ok()) return s;
-  return Run("all-gather", deadline, [&](NcclComm comm) {
-    return options_.api->AllGather(send, recv, count, dtype, comm, options_.stream);
+  return RunInOrder([&] {
+    return Run("all-gather", deadline, [&](NcclComm comm) {
+      return options_.api->AllGather(send, recv, count, dtype, comm, options_.stream);
+    });
   });
 }
 
 absl::Status NcclCommunicator::ReduceScatter(const void* send, void* recv, size_t count,
                                              DType dtype, ReduceOp op, absl::Time deadline) {
   if (absl::Status s = CheckBuffers("reduce-scatter", send, recv, count); !s.ok()) return s;
-  return Run("reduce-scatter", deadline, [&](NcclComm comm) {
-    return options_.api->ReduceScatter(send, recv, count, dtype, op, comm, options_.stream);
+  return RunInOrder([&] {
+    return Run("reduce-scatter", deadline, [&](NcclComm comm) {
+      return options_.api->ReduceScatter(send, recv, count, dtype, op, comm, options_.stream);
+    });
   });
 }
 
 absl::Status NcclCommunicator::Barrier(absl::Time deadline) {
-  return Run("barrier", deadline, [&](NcclComm comm) {
-    return options_.api->AllReduce(barrier_scratch_, barrier_scratch_, 1, DType::kI32,
-                                   ReduceOp::kSum, comm, options_.stream);
+  return RunInOrder([&] {
+    return Run("barrier", deadline, [&](NcclComm comm) {
+      return options_.api->AllReduce(barrier_scratch_, barrier_scratch_, 1, DType::kI32,
+                                     ReduceOp::kSum, comm, options_.stream);
+    });
   });
 }
 
-void NcclCommunicator::Abort() { aborted_ = true; }
+void NcclCommunicator::Abort() {
+  aborted_ = true;
+  Wake();
+}
 
 absl::Status NcclCommunicator::Signalled(const char* what) const {
   if (aborted_) {

@@ -5,6 +5,7 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "collectives/nccl/fake_nccl_fixture.h"
 #include "collectives/test_values.h"
 #include "collectives/transport/peer_failure.h"
@@ -296,6 +297,117 @@ TEST_P(NcclCommunicatorRanksTest, OneRanksAbortEndsTheOthersCollectives) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_LT(absl::Now(), deadline);  // nobody waited for the deadline
   for (int r = 0; r < n; ++r) EXPECT_EQ(rank_apis_[r]->aborts(), 1) << "rank " << r;
+}
+
+// Completion without a sleep floor: with poll_interval at 2 s, a collective that NCCL keeps
+// "in progress" for 3 more polls after it is done still returns within the spin phase
+// (a sleeping poll loop took 3 x 2 s).
+TEST_F(NcclCommunicatorTest, WaitReturnsPromptlyOnceNcclIsDone) {
+  poll_interval_ = absl::Seconds(2);
+  std::unique_ptr<NcclCommunicator> c = MustCreate();
+  ASSERT_NE(c, nullptr);
+  api_.set_op_polls(3);
+  float x[2] = {1, 2};
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(c->AllReduce(x, x, 2, DType::kF32, ReduceOp::kSum, Later()).ok()) << i;
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(x[0], 1);
+  EXPECT_EQ(x[1], 2);
+}
+
+// A call that sleeps between polls (poll_interval 10 s) is woken by Abort() and by the
+// AbortSignal, and still ends at its deadline.
+TEST_F(NcclCommunicatorTest, AbortWakesASleepingCollectiveAtOnce) {
+  poll_interval_ = absl::Seconds(10);
+  std::vector<std::unique_ptr<NcclCommunicator>> c = CreateRanks(2);
+  ASSERT_NE(c[0], nullptr);
+  std::thread aborter([&] {
+    if (rank_apis_[0]->WaitForCalls(1, Later())) c[0]->Abort();
+  });
+  const absl::Time start = absl::Now();
+  absl::Status s = c[0]->Barrier(Later());  // rank 1 never comes
+  aborter.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("rank 0: NCCL barrier aborted"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST_F(NcclCommunicatorTest, PeerLossWakesASleepingCollectiveAtOnce) {
+  poll_interval_ = absl::Seconds(10);
+  std::vector<std::unique_ptr<NcclCommunicator>> c = CreateRanks(2);
+  ASSERT_NE(c[0], nullptr);
+  std::thread notice([&] {
+    if (rank_apis_[0]->WaitForCalls(1, Later())) {
+      rank_signals_[0]->PeerLost(1, "lockstepd on host-1 stopped heartbeating");
+    }
+  });
+  const absl::Time start = absl::Now();
+  float x = 1;
+  absl::Status s = c[0]->AllReduce(&x, &x, 1, DType::kF32, ReduceOp::kSum, Later());
+  notice.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(FailedRank(s), 1);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST_F(NcclCommunicatorTest, SleepingCollectiveStillEndsAtItsDeadline) {
+  poll_interval_ = absl::Seconds(10);
+  std::vector<std::unique_ptr<NcclCommunicator>> c = CreateRanks(2);
+  ASSERT_NE(c[0], nullptr);
+  const absl::Time start = absl::Now();
+  absl::Status s = c[0]->Barrier(start + absl::Milliseconds(50));  // rank 1 never comes
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(50));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+// The CollectiveCommunicator calls FusedAllReduce and the overlap use: async all-reduces,
+// pieces (one NCCL group per bucket) and broadcasts run in call order on 2 and 4 ranks.
+TEST_F(NcclCommunicatorTest, AsyncAndPiecesAllReduceAcrossRanks) {
+  for (int n : {2, 4}) {
+    SCOPED_TRACE(n);
+    std::vector<std::unique_ptr<NcclCommunicator>> c = CreateRanks(n, absl::StrCat("id", n));
+    ASSERT_EQ(c.size(), static_cast<size_t>(n));
+    OnRanks(n, [&](int r) {
+      ASSERT_NE(c[r], nullptr);
+      CollectiveCommunicator& comm = *c[r];
+      float a[3] = {1.0f * r, 2, 3};
+      float b[2] = {10.0f * r, 1};
+      float d[1] = {100.0f + r};
+      const BufferPiece pieces[] = {{b, sizeof(b)}, {d, sizeof(d)}};
+      float e = r == 0 ? 7.0f : -1.0f;
+      Handle h1 = comm.AllReduceAsync(a, a, 3, DType::kF32, ReduceOp::kSum, Later());
+      Handle h2 = comm.AllReducePiecesAsync(pieces, DType::kF32, ReduceOp::kSum, Later());
+      Handle h3 = comm.BroadcastAsync(&e, 1, DType::kF32, 0, Later());
+      EXPECT_TRUE(h1->Wait().ok());
+      EXPECT_TRUE(h2->Wait().ok());
+      EXPECT_TRUE(h3->Wait().ok());
+      const float ranks = n * (n - 1) / 2.0f;  // 0 + 1 + ... + n-1
+      EXPECT_EQ(a[0], ranks);
+      EXPECT_EQ(a[1], 2.0f * n);
+      EXPECT_EQ(b[0], 10 * ranks);
+      EXPECT_EQ(b[1], 1.0f * n);
+      EXPECT_EQ(d[0], 100.0f * n + ranks);
+      EXPECT_EQ(e, 7.0f);
+      // A sync call after them runs behind them, then the totals count the async ones.
+      EXPECT_TRUE(comm.AllReducePieces(pieces, DType::kF32, ReduceOp::kSum, Later()).ok());
+      EXPECT_EQ(d[0], n * (100.0f * n + ranks));
+      EXPECT_EQ(comm.async_all_reduce_totals().bytes, static_cast<int64_t>(2 * 12 + 12));
+    });
+  }
+}
+
+TEST_F(NcclCommunicatorTest, PiecesOfPartElementsAreRefused) {
+  std::unique_ptr<NcclCommunicator> c = MustCreate();
+  ASSERT_NE(c, nullptr);
+  float x[2] = {1, 2};
+  const BufferPiece pieces[] = {{x, 6}};
+  absl::Status s = c->AllReducePiecesAsync(pieces, DType::kF32, ReduceOp::kSum, Later())->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("piece 0 of 6 bytes"));
+  EXPECT_TRUE(c->Barrier(Later()).ok());
 }
 
 }  // namespace

@@ -1,0 +1,79 @@
+#include "distribute/nccl_all_reduce.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/in_memory_store.h"
+#include "collectives/nccl/nccl_communicator.h"
+#include "common/status.h"
+#include "distribute/devices.h"
+
+namespace lockstep::distribute {
+
+bool HasNccl(const NcclEnvironment& env) { return BuiltWithCuda() || env.api != nullptr; }
+
+absl::StatusOr<std::unique_ptr<NcclAllReduce>> NcclAllReduce::Create(
+    const NcclAllReduceOptions& options) {
+  const NcclEnvironment& env = options.env;
+  if (env.api == nullptr) {
+    return absl::InvalidArgumentError(
+        "NcclAllReduce: this worker has no NCCL library (lockstepd loads libnccl.so.2 at start "
+        "in a --config=cuda build)");
+  }
+  for (const engine::Device& d : options.devices) {
+    if (d.type() != engine::Device::Type::kCuda) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("NcclAllReduce: replica device ", d.name(), " is not a GPU"));
+    }
+  }
+  auto signal =
+      env.signal != nullptr ? env.signal : std::make_shared<collectives::nccl::AbortSignal>();
+  collectives::InMemoryStore private_store;
+  collectives::Store* store = options.store != nullptr ? options.store : &private_store;
+  Clock* clock = env.clock != nullptr ? env.clock : Clock::Real();
+  const absl::Time init_deadline = clock->Now() + options.communication.timeout;
+
+  // NCCL's init needs every rank: the local ones join concurrently.
+  const int n = static_cast<int>(options.devices.size());
+  std::vector<absl::StatusOr<std::unique_ptr<collectives::nccl::NcclCommunicator>>> comms(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      collectives::nccl::NcclCommunicatorOptions o;
+      o.rank = options.first_rank + r;
+      o.size = options.num_replicas_in_sync;
+      o.store = store;
+      o.key = options.key;
+      o.api = env.api;
+      o.device = options.devices[r].index();
+      o.stream = env.stream ? env.stream(o.device) : nullptr;
+      o.clock = clock;
+      o.signal = signal;
+      o.init_deadline = init_deadline;
+      comms[r] = collectives::nccl::NcclCommunicator::Create(std::move(o));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<std::unique_ptr<collectives::CollectiveCommunicator>> owned;
+  for (int r = 0; r < n; ++r) {
+    if (!comms[r].ok()) {
+      return Annotate(comms[r].status(),
+                      absl::StrCat("NcclAllReduce: replica ", options.first_rank + r, " on ",
+                                   options.devices[r].name()));
+    }
+    owned.push_back(*std::move(comms[r]));
+  }
+  auto ops = std::make_unique<CollectiveOps>(
+      std::move(owned), options.num_replicas_in_sync, options.cross_worker,
+      options.communication.bytes_per_pack, options.communication.compression);
+  return std::unique_ptr<NcclAllReduce>(
+      new NcclAllReduce(std::move(signal), std::move(ops), options.cross_worker));
+}
+
+void NcclAllReduce::PeerLost(int rank, const std::string& reason) {
+  // Not Abort(): the NCCL communicators would then report ABORTED, not the lost rank.
+  signal_->PeerLost(rank, reason);
+  if (cross_worker_ != nullptr) cross_worker_->Abort();
+}
+
+}  // namespace lockstep::distribute
