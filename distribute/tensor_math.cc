@@ -192,7 +192,9 @@ absl::StatusOr<Tensor> ConcatAxis0(const std::vector<Tensor>& parts) {
 }
 
 Tensor CopyToDevice(const Tensor& x, const engine::Device& device) {
-  Tensor out(x.dtype(), x.shape(), device);
+  const engine::Device host =
+      device.type() == engine::Device::Type::kCpu ? device : engine::Device::Cpu(0);
+  Tensor out(x.dtype(), x.shape(), host);
   if (x.num_bytes() > 0) std::memcpy(out.raw_data(), x.raw_data(), x.num_bytes());
   return out;
 }

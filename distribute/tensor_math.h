@@ -31,7 +31,11 @@ absl::StatusOr<engine::Tensor> SumAxis0(const engine::Tensor& x);
 absl::StatusOr<engine::Tensor> SliceAxis0(const engine::Tensor& x, int64_t begin, int64_t end);
 // Joins along axis 0; every part has the same dtype and trailing dimensions.
 absl::StatusOr<engine::Tensor> ConcatAxis0(const std::vector<engine::Tensor>& parts);
-// A deep copy tagged with `device` (logical CPU devices share host memory).
+// A deep copy tagged with `device` (logical CPU devices share host memory). A GPU replica's
+// values stay in host memory, tagged as host memory: the strategies do not yet hold a GPU
+// device context per replica (engine/gpu), and a tensor tagged /gpu:N must hold device memory
+// (engine/tensor.h). Real GPU replicas need that context first; the NCCL tests run their fake
+// ranks on these host values.
 engine::Tensor CopyToDevice(const engine::Tensor& x, const engine::Device& device);
 
 }  // namespace lockstep::distribute
