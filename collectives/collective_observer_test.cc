@@ -11,6 +11,7 @@
 #include "collectives/communicator.h"
 #include "collectives/test_util.h"
 #include "collectives/transport/inproc/inproc_transport.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -75,7 +76,10 @@ TEST(CollectiveObserverTest, EveryRankNumbersTheSameCollectivesAlike) {
     ASSERT_TRUE(c.Broadcast(b.data(), b.size(), DType::kF32, 0, Soon()).ok());
     ASSERT_TRUE(c.Barrier(Soon()).ok());
     // Refused before it starts: not reported, and no number taken.
-    EXPECT_FALSE(c.Broadcast(b.data(), b.size(), DType::kF32, n, Soon()).ok());
+    const absl::Status refused = c.Broadcast(b.data(), b.size(), DType::kF32, n, Soon());
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    EXPECT_THAT(std::string(refused.message()),
+                ::testing::HasSubstr("root 3 is not a rank of a group of 3"));
   });
   for (int r = 0; r < n; ++r) {
     const std::vector<Recording::Event> events = observers[r].events();
@@ -187,7 +191,9 @@ TEST(CollectiveObserverTest, AFailedCollectiveLeavesWithItsError) {
   // Rank 1 never joins: rank 0 waits in collective #1 until its deadline.
   absl::Status s = group[0]->AllReduce(a.data(), a.data(), a.size(), DType::kF32, ReduceOp::kSum,
                                        absl::Now() + absl::Milliseconds(50));
-  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("deadline passed waiting for a message from rank 1"));
   const std::vector<Recording::Event> events = observer.events();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_TRUE(events[0].enter);

@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "collectives/communicator.h"
 #include "collectives/transport/inproc/inproc_transport.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -85,7 +86,9 @@ TEST(ObservedTransportTest, FailedCallCountsNothing) {
   send.data = &byte;
   send.len = 1;
   RecvSpec recv;
-  EXPECT_FALSE(t.SendRecv(send, recv, absl::Now() + absl::Seconds(5)).ok());
+  const absl::Status s = t.SendRecv(send, recv, absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("rank 0 aborted"));
   EXPECT_TRUE(o.sent.empty());
   EXPECT_EQ(t.rank(), 0);
   EXPECT_EQ(t.size(), 2);

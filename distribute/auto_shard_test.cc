@@ -63,13 +63,18 @@ TEST(AutoShardTest, FileWithTooFewFilesIsRefused) {
   auto plan = ResolveAutoShard(AutoShardPolicy::kFile, {"only"}, 2, 0);
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(plan.status().message(), HasSubstr("use DATA or OFF"));
-  EXPECT_FALSE(ResolveAutoShard(AutoShardPolicy::kData, kFour, 2, 2).ok());
+  auto out_of_range = ResolveAutoShard(AutoShardPolicy::kData, kFour, 2, 2);
+  EXPECT_EQ(out_of_range.status().code(), absl::StatusCode::kInvalidArgument)
+      << out_of_range.status();
+  EXPECT_THAT(out_of_range.status().message(), HasSubstr("auto-shard: worker 2 of 2"));
 }
 
 TEST(AutoShardTest, ParsesPolicyNames) {
   EXPECT_EQ(*ParseAutoShardPolicy("file"), AutoShardPolicy::kFile);
   EXPECT_EQ(*ParseAutoShardPolicy("AUTO"), AutoShardPolicy::kAuto);
-  EXPECT_FALSE(ParseAutoShardPolicy("HINT").ok());
+  auto hint = ParseAutoShardPolicy("HINT");
+  EXPECT_EQ(hint.status().code(), absl::StatusCode::kInvalidArgument) << hint.status();
+  EXPECT_THAT(hint.status().message(), HasSubstr("unknown auto-shard policy \"HINT\""));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ namespace {
 using engine::Shape;
 using engine::Tensor;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 TEST(TensorMathTest, AddDivideAndSumAxis0) {
   Tensor acc = Tensor::FromVector<float>({1, 2, 3, 4}, Shape{2, 2});
@@ -26,10 +27,18 @@ TEST(TensorMathTest, AddDivideAndSumAxis0) {
 
 TEST(TensorMathTest, MismatchesAreErrors) {
   Tensor acc = Tensor::FromVector<float>({1, 2}, Shape{2});
-  EXPECT_FALSE(AddInto(Tensor::FromVector<float>({1, 2, 3}, Shape{3}), &acc).ok());
-  EXPECT_FALSE(AddInto(Tensor::FromVector<double>({1, 2}, Shape{2}), &acc).ok());
-  EXPECT_FALSE(SumAxis0(Tensor::Scalar<float>(1)).ok());
-  EXPECT_FALSE(ConcatAxis0({acc, Tensor::FromVector<float>({1, 2}, Shape{1, 2})}).ok());
+  auto expect_refused = [](const absl::Status& s, absl::string_view part) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(part));
+  };
+  expect_refused(AddInto(Tensor::FromVector<float>({1, 2, 3}, Shape{3}), &acc),
+                 "dtypes and shapes must match");
+  expect_refused(AddInto(Tensor::FromVector<double>({1, 2}, Shape{2}), &acc),
+                 "dtypes and shapes must match");
+  expect_refused(SumAxis0(Tensor::Scalar<float>(1)).status(),
+                 "cannot reduce over axis 0 of a scalar");
+  expect_refused(ConcatAxis0({acc, Tensor::FromVector<float>({1, 2}, Shape{1, 2})}).status(),
+                 "ConcatAxis0: part 1 is");
 }
 
 TEST(TensorMathTest, SliceAndConcat) {

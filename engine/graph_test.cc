@@ -31,16 +31,22 @@ TEST(Graph, RefusesMismatchesNamingTheNode) {
   int a = *g.Input("a", DType::kF32, Shape{-1, 3});
   int b = *g.Variable("w", DType::kF32, Shape{4, 2}, v1::Initializer(), 4, 2);
   auto mm = g.Op(v1::MATMUL, {a, b}, "dense");
-  ASSERT_FALSE(mm.ok());
+  ASSERT_EQ(mm.status().code(), absl::StatusCode::kInvalidArgument) << mm.status();
   EXPECT_THAT(std::string(mm.status().message()), HasSubstr("MATMUL node \"dense\""));
   EXPECT_THAT(std::string(mm.status().message()), HasSubstr("[?,3] by [4,2]"));
-  EXPECT_FALSE(g.Op(v1::RELU, {a, a}).ok());
-  EXPECT_FALSE(g.Op(v1::RELU, {17}).ok());
-  EXPECT_FALSE(g.Variable("w", DType::kF32, Shape{1}, v1::Initializer(), 1, 1).ok());
-  EXPECT_FALSE(g.Dropout(a, 1.0f).ok());
-  EXPECT_FALSE(g.SetLoss(a).ok());  // not a scalar
+  auto expect_refused = [](const absl::Status& s, absl::string_view part) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(part));
+  };
+  expect_refused(g.Op(v1::RELU, {a, a}).status(), "takes 1 inputs, got 2");
+  expect_refused(g.Op(v1::RELU, {17}).status(), "input 17 does not name an earlier node");
+  expect_refused(g.Variable("w", DType::kF32, Shape{1}, v1::Initializer(), 1, 1).status(),
+                 "variable name \"w\" is already used");
+  expect_refused(g.Dropout(a, 1.0f).status(), "rate 1 is not in [0, 1)");
+  expect_refused(g.SetLoss(a), "is not a floating scalar node");  // not a scalar
   int labels = *g.Input("labels", DType::kF32, Shape{-1});
-  EXPECT_FALSE(g.Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {a, labels}).ok());  // float labels
+  expect_refused(g.Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {a, labels}).status(),
+                 "labels must be i32 or i64");  // float labels
 }
 
 TEST(Graph, ProtoRoundTripAndValidation) {
@@ -59,10 +65,14 @@ TEST(Graph, ProtoRoundTripAndValidation) {
   v1::GraphDef bad = g.proto();
   bad.mutable_nodes(2)->set_inputs(1, 3);  // not topological
   auto refused = Graph::FromProto(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("graph node 2"));
   bad = g.proto();
   bad.set_loss(0);
-  EXPECT_FALSE(Graph::FromProto(bad).ok());
+  auto bad_loss = Graph::FromProto(bad);
+  EXPECT_EQ(bad_loss.status().code(), absl::StatusCode::kInvalidArgument) << bad_loss.status();
+  EXPECT_THAT(std::string(bad_loss.status().message()),
+              HasSubstr("graph loss index 0 is not a floating scalar node"));
 }
 
 }  // namespace

@@ -454,7 +454,10 @@ TEST(ModelBuilder, ParsesOptimizerSpecs) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(spec->momentum().nesterov());
   EXPECT_EQ(spec->learning_rate().warmup_cosine().decay_steps(), 100);
-  EXPECT_FALSE(ParseOptimizerSpecJson(R"({"rmsprop": {}})").ok());
+  auto unknown = ParseOptimizerSpecJson(R"({"rmsprop": {}})");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument) << unknown.status();
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("optimizer spec: "));
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("rmsprop"));
 }
 
 }  // namespace

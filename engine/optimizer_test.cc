@@ -2,10 +2,13 @@
 
 #include <cmath>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace lockstep::engine {
 namespace {
+
+using ::testing::HasSubstr;
 
 std::vector<VariableInfo> OneVariable() {
   return {VariableInfo{"w", Shape{2}, DType::kF64, true, 0}};
@@ -65,7 +68,10 @@ TEST(Optimizer, StateRoundTripContinuesBitwise) {
   ASSERT_TRUE(b->Apply(g, &wb).ok());
   EXPECT_TRUE(w[0].BitwiseEquals(wb[0]));
   state.pop_back();
-  EXPECT_FALSE(b->RestoreState(state).ok());
+  const absl::Status short_state = b->RestoreState(state);
+  EXPECT_EQ(short_state.code(), absl::StatusCode::kInvalidArgument) << short_state;
+  EXPECT_THAT(std::string(short_state.message()),
+              HasSubstr("slot \"optimizer/iterations\" is missing"));
 }
 
 TEST(Optimizer, RefusesBadSpecsAndShapes) {
@@ -84,7 +90,9 @@ TEST(Optimizer, RefusesBadSpecsAndShapes) {
   auto opt = *Optimizer::Create(Spec("sgd", 0.1), OneVariable());
   std::vector<Tensor> w = {Tensor::Zeros(DType::kF64, Shape{2})};
   std::vector<Tensor> g = {Tensor::Zeros(DType::kF64, Shape{3})};
-  EXPECT_FALSE(opt->Apply(g, &w).ok());
+  const absl::Status mismatch = opt->Apply(g, &w);
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kInvalidArgument) << mismatch;
+  EXPECT_THAT(std::string(mismatch.message()), HasSubstr("optimizer: gradient of \"w\" is"));
   EXPECT_EQ(opt->iterations(), 0);
 }
 

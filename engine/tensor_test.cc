@@ -2,10 +2,13 @@
 
 #include <cstdint>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace lockstep::engine {
 namespace {
+
+using ::testing::HasSubstr;
 
 TEST(Tensor, AlignedAndShaped) {
   Tensor t(DType::kF32, Shape{3, 5});
@@ -26,7 +29,9 @@ TEST(Tensor, CopiesAliasClonesDoNot) {
   auto r = a.Reshaped(Shape{4});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->data<float>(), a.data<float>());
-  EXPECT_FALSE(a.Reshaped(Shape{3}).ok());
+  auto bad = a.Reshaped(Shape{3});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("element counts differ"));
 }
 
 TEST(Tensor, ProtoRoundTripForEveryDtype) {
@@ -50,10 +55,15 @@ TEST(Tensor, FromProtoRefusesBadContent) {
   EXPECT_NE(t.status().message().find("needs 8 content bytes"), std::string::npos);
   p = Tensor::Zeros(DType::kF32, Shape{2}).ToProto();
   p.set_dtype(v1::DTYPE_UNSPECIFIED);
-  EXPECT_FALSE(Tensor::FromProto(p).ok());
+  t = Tensor::FromProto(p);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << t.status();
+  EXPECT_THAT(std::string(t.status().message()),
+              HasSubstr("is not one of F32, F64, F16, BF16, I32, I64"));
   p.set_dtype(v1::F32);
   p.mutable_shape()->set_dims(0, -2);
-  EXPECT_FALSE(Tensor::FromProto(p).ok());
+  t = Tensor::FromProto(p);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << t.status();
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("has a negative dimension"));
 }
 
 // A corrupt checkpoint's shape is refused by its size alone: nothing is allocated for it and
@@ -83,8 +93,13 @@ TEST(Device, ParsesNames) {
   EXPECT_EQ(Device::Parse("/cpu:3")->index(), 3);
   EXPECT_EQ(Device::Parse("GPU:1")->type(), Device::Type::kCuda);
   EXPECT_EQ(Device::Cpu(2).name(), "/cpu:2");
-  EXPECT_FALSE(Device::Parse("/tpu:0").ok());
-  EXPECT_FALSE(Device::Parse("/cpu:-1").ok());
+  auto tpu = Device::Parse("/tpu:0");
+  EXPECT_EQ(tpu.status().code(), absl::StatusCode::kInvalidArgument) << tpu.status();
+  EXPECT_THAT(std::string(tpu.status().message()),
+              HasSubstr("is not of the form /cpu:N or /gpu:N"));
+  auto negative = Device::Parse("/cpu:-1");
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument) << negative.status();
+  EXPECT_THAT(std::string(negative.status().message()), HasSubstr("has no valid index"));
 }
 
 }  // namespace

@@ -881,8 +881,9 @@ TEST(EvaluatorTest, EvaluatesEveryCheckpointOnceAndWritesEvalSummaries) {
   no_eval.set_epochs(0);
   no_eval.set_steps(10);
   auto refused = (*jobs)->SubmitJob(no_eval);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(refused.status().message(), HasSubstr("evaluator.enabled"));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("evaluator.enabled: the evaluator needs eval data"));
 
   auto id = (*jobs)->SubmitJob(spec);
   ASSERT_TRUE(id.ok()) << id.status();

@@ -69,7 +69,8 @@ TEST(WorkerDevicesTest, ACpuHostAndBadFlagsAreReportedClearly) {
   EXPECT_EQ(zero.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(zero.status().message()), HasSubstr("--cpu_devices"));
   absl::StatusOr<WorkerDeviceSet> missing = WorkerDevices(1, "5", TwoGpus(), nullptr);
-  EXPECT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("--gpus: GPU 5 does not exist"));
 }
 
 }  // namespace
