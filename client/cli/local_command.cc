@@ -27,14 +27,20 @@ constexpr char kDefaultJob[] = "examples/jobs/digits_mlp.json";
 bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
 
 // Where bundled files (the default job, the digits data) may be, in order: the current
-// directory (tools/local.sh runs from the repository root), `bazel run`'s workspace, and
-// this binary's runfiles (bazel-bin/client/lockstep.runfiles/lockstep).
+// directory (tools/local.sh runs from the repository root), `bazel run`'s workspace, the
+// runfiles of a test or tool that runs this binary (TEST_SRCDIR, RUNFILES_DIR: the binary's
+// own runfiles tree need not exist there), and this binary's runfiles
+// (bazel-bin/client/lockstep.runfiles/lockstep). The same places as BundledDataRoots.
 std::vector<std::string> SearchRoots(const std::string& argv0) {
   std::vector<std::string> roots;
   char cwd[4096];
   if (getcwd(cwd, sizeof(cwd)) != nullptr) roots.push_back(cwd);
   if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY"); ws != nullptr && *ws != '\0') {
     roots.push_back(ws);
+  }
+  for (const char* var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
+    const char* dir = std::getenv(var);
+    if (dir != nullptr && *dir != '\0') roots.push_back(absl::StrCat(dir, "/lockstep"));
   }
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
