@@ -107,7 +107,7 @@ v1::JobSpec BundledTfRecordJob(const std::string& path, const std::string& dir) 
 // SkylakeX, Haswell, Zen, SandyBridge, Nehalem and Prescott (an AVX-512 Xeon's own choice):
 // at 5 and 10 steps, virtual batches and synchronized statistics both within 1e-6 under all
 // seven; at 20 steps, synchronized statistics jumped to 3e-3 under Prescott (all others
-// within 1e-6); the bundled Adam schedule for 60 steps ended 0.0036 (Cooperlake) and 0.05
+// within 1e-6); the bundled Adam schedule for 60 steps ended 0.0036 (Cooperlake) and 0.10
 // (Prescott) apart with virtual batches. Each replica's own statistics miss by 0.1 to 0.3 at
 // 5, 10 and 20 steps under every kernel set: the control.
 constexpr int kResidualCnnSteps = 10;
