@@ -229,7 +229,8 @@ TEST_F(TwoNcclWorkers, PeerLossEndsTheSurvivorsPendingAllReduceNamingTheLostRank
     EXPECT_LT(absl::Now() - start, absl::Seconds(2));
     ASSERT_FALSE(result.ok());
     EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
-    EXPECT_THAT(result.status().message(), HasSubstr("rank 1 was lost (worker/1 (rank 1)"));
+    EXPECT_THAT(result.status().message(), HasSubstr("rank 1 was lost (worker/1 (rank 1)"))
+        << result.status();
     strategies_.clear();
   }
 }

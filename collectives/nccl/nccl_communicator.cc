@@ -80,7 +80,13 @@ absl::Status NcclCommunicator::FinishInit() {
   return absl::OkStatus();
 }
 
-absl::Status NcclCommunicator::Fail(absl::Status status) {
+absl::Status NcclCommunicator::Fail(absl::Status status, const char* what) {
+  // An NCCL error after the attempt heard of a lost peer (another rank aborted on that
+  // notice) is the loss's consequence: report the cause, which names the lost rank.
+  if (absl::Status cause = options_.signal->Check(options_.rank, what);
+      !cause.ok() && absl::IsUnavailable(cause)) {
+    status = cause;
+  }
   if (failed_.ok()) failed_ = status;
   if (comm_ != nullptr) {
     options_.api->CommAbort(comm_).IgnoreError();  // the first error is the one to report
@@ -104,16 +110,16 @@ absl::Status NcclCommunicator::Wait(const char* what, absl::Time deadline, bool 
   int spins = 0;
   absl::Duration doze = absl::Microseconds(1);
   while (true) {
-    if (absl::Status s = Signalled(what); !s.ok()) return Fail(s);
+    if (absl::Status s = Signalled(what); !s.ok()) return Fail(s, what);
     absl::StatusOr<NcclProgress> state = options_.api->AsyncState(comm_);
     if (!state.ok()) {
-      return Fail(Annotate(state.status(), absl::StrCat("rank ", rank, ": NCCL ", what)));
+      return Fail(Annotate(state.status(), absl::StrCat("rank ", rank, ": NCCL ", what)), what);
     }
     if (*state == NcclProgress::kDone) {
       if (!stream) return absl::OkStatus();
       absl::StatusOr<NcclProgress> done = options_.api->StreamState(options_.stream);
       if (!done.ok()) {
-        return Fail(Annotate(done.status(), absl::StrCat("rank ", rank, ": NCCL ", what)));
+        return Fail(Annotate(done.status(), absl::StrCat("rank ", rank, ": NCCL ", what)), what);
       }
       if (*done == NcclProgress::kDone) return absl::OkStatus();
     }
@@ -154,9 +160,9 @@ absl::Status NcclCommunicator::CheckBroadcast(const void* buf, size_t count, int
 absl::Status NcclCommunicator::StartLocked(const char* what,
                                            const std::function<absl::Status(NcclComm)>& enqueue) {
   if (!failed_.ok()) return failed_;
-  if (absl::Status s = Signalled(what); !s.ok()) return Fail(s);
+  if (absl::Status s = Signalled(what); !s.ok()) return Fail(s, what);
   if (absl::Status s = enqueue(comm_); !s.ok()) {
-    return Fail(Annotate(s, absl::StrCat("rank ", options_.rank, ": NCCL ", what)));
+    return Fail(Annotate(s, absl::StrCat("rank ", options_.rank, ": NCCL ", what)), what);
   }
   return absl::OkStatus();
 }

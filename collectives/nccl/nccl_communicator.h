@@ -160,7 +160,9 @@ class NcclCommunicator final : public CollectiveCommunicator {
   absl::Status Wait(const char* what, absl::Time deadline, bool stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records `status` as the communicator's failure and aborts the NCCL communicator.
-  absl::Status Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `what` names the call for the peer-loss cause ("all-reduce").
+  absl::Status Fail(absl::Status status, const char* what = "collective")
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ABORTED after Abort(); else the AbortSignal's notice, or OK.
   absl::Status Signalled(const char* what) const;
   absl::Status CheckBuffers(const char* what, const void* a, const void* b, size_t count) const;
