@@ -166,6 +166,8 @@ def check(unit_dir, staged_dir, scratch):
     if failed:
         return problems + [failed], None
     problems += evaluate(scratch, coordinator, worker)
+    if problems:
+        return problems, None
     # The evaluation can fail: a worker in the coordinator's group without the hiding, and
     # a tokens file every user may read.
     leaky = dict(worker, SupplementaryGroups=["lockstep-coordinator"], InaccessiblePaths=[])
