@@ -155,7 +155,8 @@ TlsOptions LocalCluster::client_tls() const {
 }
 
 std::vector<std::string> LocalCluster::cli_flags() const {
-  return LocalCredentials::Flags(client_tls());
+  if (credentials_ == nullptr) return {"--insecure"};
+  return credentials_->OperatorFlags();
 }
 
 std::string LocalCluster::StaticTfConfig(int i) const {

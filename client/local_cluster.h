@@ -9,7 +9,8 @@
 // Unless `insecure`, the cluster runs TLS with throwaway material in work_dir/tls
 // (LocalCredentials): the coordinator's certificate, one per worker ("worker-<i>", its
 // identity), and an operator token that client() (the coordinator's JobService) and
-// client_tls() use.
+// client_tls() use. No child is given a secret on its command line (where `ps` shows it):
+// daemons get paths to their keys, clients a config file (cli_flags()).
 // Every child dies with this process (PR_SET_PDEATHSIG); Stop() and the destructor stop
 // workers first (SIGTERM: they deregister), then the coordinator, and reap them all.
 //
@@ -88,7 +89,8 @@ class LocalCluster {
   CoordinatorClient* client() { return client_.get(); }
   // How a client reaches the coordinator as an operator (CA and token), or insecure.
   TlsOptions client_tls() const;
-  // The same as `lockstep` CLI flags (--tls_ca=... --token=..., or --insecure).
+  // The same as `lockstep` CLI flags: --config=<tls>/operator.config (the CA and the
+  // token, mode 0600: no token on a command line), or --insecure.
   std::vector<std::string> cli_flags() const;
   // The TLS material; null when insecure.
   const LocalCredentials* credentials() const { return credentials_.get(); }

@@ -1,12 +1,16 @@
 #include "client/local_credentials.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/secret_file.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -17,6 +21,13 @@ constexpr char kCoordinatorName[] = "coordinator";
 
 bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
 
+// A client config file (client/cli/connection.h) with the CA and `token`, mode 0600.
+absl::Status WriteClientConfig(const std::string& path, const std::string& ca,
+                               const std::string& token) {
+  return WritePrivateFile(path, absl::StrCat("# a client of this local cluster: lockstep --config=",
+                                             path, "\nca: ", ca, "\ntoken: ", token, "\n"));
+}
+
 }  // namespace
 
 absl::StatusOr<LocalCredentials> LocalCredentials::Create(const std::string& dir) {
@@ -26,6 +37,10 @@ absl::StatusOr<LocalCredentials> LocalCredentials::Create(const std::string& dir
     LS_ASSIGN_OR_RETURN(c.ca_, CertificateAuthority::Open(dir));
   } else {
     LS_ASSIGN_OR_RETURN(c.ca_, CertificateAuthority::Init(dir, "lockstep local CA"));
+  }
+  // Only this user may list or open the material (work dirs made before this rule too).
+  if (chmod(dir.c_str(), 0700) != 0) {
+    return absl::InternalError(absl::StrCat("cannot chmod 0700 ", dir, ": ", strerror(errno)));
   }
   if (!Exists(CertificateAuthority::CertPath(dir, kCoordinatorName))) {
     CertRequest r;
@@ -44,12 +59,17 @@ absl::StatusOr<LocalCredentials> LocalCredentials::Create(const std::string& dir
   if (c.operator_token_.empty() || c.viewer_token_.empty()) {
     c.operator_token_ = NewBearerToken();
     c.viewer_token_ = NewBearerToken();
-    std::ofstream out(c.tokens_file(), std::ios::trunc);
-    out << "# <token> <role> <name>: the clients of this local cluster\n"
-        << c.operator_token_ << " operator local-operator\n"
-        << c.viewer_token_ << " viewer local-viewer\n";
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", c.tokens_file()));
+    LS_RETURN_IF_ERROR(WritePrivateFile(
+        c.tokens_file(),
+        absl::StrCat("# <token> <role> <name>: the clients of this local cluster\n",
+                     c.operator_token_, " operator local-operator\n", c.viewer_token_,
+                     " viewer local-viewer\n")));
+  } else if (chmod(c.tokens_file().c_str(), 0600) != 0) {  // one written before this rule
+    return absl::InternalError(
+        absl::StrCat("cannot chmod 0600 ", c.tokens_file(), ": ", strerror(errno)));
   }
+  LS_RETURN_IF_ERROR(WriteClientConfig(c.operator_config(), c.ca_file(), c.operator_token_));
+  LS_RETURN_IF_ERROR(WriteClientConfig(c.viewer_config(), c.ca_file(), c.viewer_token_));
   return c;
 }
 
@@ -87,7 +107,6 @@ std::vector<std::string> LocalCredentials::Flags(const TlsOptions& tls) {
     flags.push_back(absl::StrCat("--tls_cert=", tls.cert_file));
     flags.push_back(absl::StrCat("--tls_key=", tls.key_file));
   }
-  if (!tls.token.empty()) flags.push_back(absl::StrCat("--token=", tls.token));
   return flags;
 }
 

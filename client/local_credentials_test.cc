@@ -1,5 +1,7 @@
 #include "client/local_credentials.h"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -73,9 +75,40 @@ TEST(LocalCredentialsTest, FlagsForEachKindOfProcess) {
   EXPECT_THAT(LocalCredentials::Flags(*c->Daemon("worker-1")),
               ElementsAre("--tls_ca=" + d + "/ca.crt", "--tls_cert=" + d + "/worker-1.crt",
                           "--tls_key=" + d + "/worker-1.key"));
-  EXPECT_THAT(LocalCredentials::Flags(c->Viewer()),
-              ElementsAre("--tls_ca=" + d + "/ca.crt", "--token=" + c->Viewer().token));
+  // A token never goes on a command line: a client child reads it from its config file.
+  EXPECT_THAT(LocalCredentials::Flags(c->Viewer()), ElementsAre("--tls_ca=" + d + "/ca.crt"));
+  EXPECT_THAT(c->OperatorFlags(), ElementsAre("--config=" + d + "/operator.config"));
+  EXPECT_THAT(c->ViewerFlags(), ElementsAre("--config=" + d + "/viewer.config"));
+  EXPECT_THAT(Contents(d + "/operator.config"),
+              HasSubstr("ca: " + d + "/ca.crt\ntoken: " + c->Operator().token + "\n"));
+  EXPECT_THAT(Contents(d + "/viewer.config"), HasSubstr("token: " + c->Viewer().token + "\n"));
   EXPECT_THAT(LocalCredentials::Flags(TlsOptions{.insecure = true}), ElementsAre("--insecure"));
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+TEST(LocalCredentialsTest, EverySecretIsPrivateToThisUser) {
+  const std::string d = Dir("private");
+  auto c = LocalCredentials::Create(d);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->Daemon("worker-0").ok());
+  EXPECT_EQ(ModeOf(d), 0700u);
+  for (const char* f : {"tokens", "operator.config", "viewer.config", "ca.key", "coordinator.key",
+                        "worker-0.key"}) {
+    EXPECT_EQ(ModeOf(absl::StrCat(d, "/", f)), 0600u) << f;
+  }
+  // A work dir from before this rule: its tokens (kept) and directory are narrowed.
+  ASSERT_EQ(::chmod(d.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((d + "/tokens").c_str(), 0644), 0);
+  auto again = LocalCredentials::Create(d);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->Operator().token, c->Operator().token);
+  EXPECT_EQ(ModeOf(d), 0700u);
+  EXPECT_EQ(ModeOf(d + "/tokens"), 0600u);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/certs.h"
+#include "common/secret_file.h"
+#include "common/status.h"
 
 namespace lockstep {
 
@@ -26,6 +28,8 @@ absl::Status CheckTlsOptions(const TlsOptions& options, bool need_identity) {
         "--tls_cert/--tls_key: a daemon needs its certificate from the cluster CA (`lockstep "
         "certs issue --dir=DIR --name=HOST`), or pass --insecure");
   }
+  // The private key first: a key others can read is refused before it is used at all.
+  LS_RETURN_IF_ERROR(CheckSecretFile(options.key_file, "--tls_key"));
   absl::Status s = CheckCertificate(options.ca_file, options.cert_file, options.key_file);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("--tls_cert: ", s.message()));
   return absl::OkStatus();

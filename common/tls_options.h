@@ -30,7 +30,9 @@ struct TlsOptions {
 
 // Checks what `options` names before any connection is tried, so that a typo fails at start
 // with a message naming the flag: the CA must be given; `need_identity`: the certificate
-// and key too; given ones must verify against the CA (common/certs.h CheckCertificate).
+// and key too; given ones must verify against the CA (common/certs.h CheckCertificate), and
+// the key must be private (common/secret_file.h CheckSecretFile: PERMISSION_DENIED naming
+// the file and `chmod 600` when its group or every user may read it).
 // OK with nothing checked when insecure.
 absl::Status CheckTlsOptions(const TlsOptions& options, bool need_identity);
 

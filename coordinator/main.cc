@@ -200,7 +200,11 @@ int Run(sigset_t signals) {
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Create(options);
   if (!server.ok()) {
     spdlog::error("{}", server.status().ToString());
-    return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    // A bad flag or a key others can read: a restart cannot fix either.
+    const absl::StatusCode code = server.status().code();
+    return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kPermissionDenied
+               ? 2
+               : 1;
   }
   const int port = (*server)->port();
   {

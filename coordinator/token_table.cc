@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/secret_file.h"
+#include "common/status.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -46,6 +48,7 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text, absl::strin
 absl::StatusOr<TokenTable> TokenTable::Load(const std::string& path) {
   std::ifstream f(path);
   if (!f) return absl::NotFoundError(absl::StrCat("--tokens_file: cannot read ", path));
+  LS_RETURN_IF_ERROR(CheckSecretFile(path, "--tokens_file"));
   std::stringstream ss;
   ss << f.rdbuf();
   return Parse(ss.str(), path);

@@ -25,7 +25,9 @@ class TokenTable {
   // INVALID_ARGUMENT naming `source` and the line: a line without three fields, an unknown
   // role, a token shorter than 16 characters, a token listed twice.
   static absl::StatusOr<TokenTable> Parse(absl::string_view text, absl::string_view source);
-  // NOT_FOUND when the file cannot be read; Parse's errors.
+  // NOT_FOUND when the file cannot be read; PERMISSION_DENIED when others may read it
+  // (common/secret_file.h CheckSecretFile: the message names the file and `chmod 600`);
+  // Parse's errors. The coordinator loads it at start and on every SIGHUP.
   static absl::StatusOr<TokenTable> Load(const std::string& path);
 
   // The principal of an `authorization` header value ("Bearer <token>"); nullopt when it is

@@ -1,5 +1,10 @@
 #include "coordinator/token_table.h"
 
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -47,6 +52,20 @@ TEST(TokenTableTest, RefusesBadLinesNamingThem) {
     EXPECT_THAT(t.status().message(), HasSubstr(c.error)) << c.text;
   }
   EXPECT_EQ(TokenTable::Load("/nonexistent/tokens").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(TokenTableTest, LoadRefusesATokensFileOthersCanRead) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/tokens";
+  std::ofstream(path) << "0123456789abcdef0123 operator ops\n";
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  auto open = TokenTable::Load(path);
+  EXPECT_EQ(open.status().code(), absl::StatusCode::kPermissionDenied) << open.status();
+  EXPECT_THAT(open.status().message(), HasSubstr("--tokens_file: " + path));
+  EXPECT_THAT(open.status().message(), HasSubstr("chmod 600 " + path));
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  auto loaded = TokenTable::Load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->size(), 1u);
 }
 
 }  // namespace

@@ -194,9 +194,7 @@ TEST(CliTest, UnreachableCoordinatorFailsFastWithMessage) {
   std::string address = absl::StrCat("127.0.0.1:", std::stoi(port));
   std::vector<std::string> argv = {Runfile("client/lockstep"), "status",
                                    "--coordinator=" + address};
-  for (const std::string& f : client::LocalCredentials::Flags(credentials->Viewer())) {
-    argv.push_back(f);
-  }
+  for (const std::string& f : credentials->ViewerFlags()) argv.push_back(f);
   Result r = RunTool(argv, dir + "/out");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(r.took, absl::Seconds(5));

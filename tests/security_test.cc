@@ -6,6 +6,7 @@
 // certificate files are taken without a restart; --insecure turns it all
 // off and says so. The binaries refuse to start without TLS material unless --insecure.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -328,9 +329,7 @@ TEST(IdentityBindingTest, OneWorkerCertificateCannotTakeOverTheCluster) {
   const std::string dir = TmpDir("identity_binding_cli");
   std::vector<std::string> argv = {Runfile("client/lockstep"), "release", "worker/1",
                                    "--coordinator=" + address};
-  for (const std::string& f : client::LocalCredentials::Flags(credentials->Operator())) {
-    argv.push_back(f);
-  }
+  for (const std::string& f : credentials->OperatorFlags()) argv.push_back(f);
   Result released = RunTool(argv, dir + "/release.out", {{"HOME", dir}});
   EXPECT_EQ(released.exit_code, 0) << released.output;
   EXPECT_THAT(released.output, HasSubstr("worker/1 released from identity host1"));
@@ -634,6 +633,7 @@ TEST(SecureByDefaultTest, ClusterByHandWithLockstepCerts) {
     std::ofstream tokens(dir + "/tokens");
     tokens << op_token << " operator ops\n" << view_token << " viewer dash\n";
   }
+  ASSERT_EQ(chmod((dir + "/tokens").c_str(), 0600), 0);  // the coordinator refuses others'
 
   client::SubprocessOptions c;
   c.argv = {Runfile("coordinator/lockstep-coordinator"),

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +15,7 @@
 #include "client/job_format.h"
 #include "client/local_cluster.h"
 #include "client/status_format.h"
+#include "common/secret_file.h"
 #include "common/signals.h"
 
 namespace lockstep {
@@ -113,17 +113,18 @@ int TrainLocal(client::LocalCluster& cluster, const v1::JobSpec& spec, const std
   return code;
 }
 
-// A client config file (client/cli/connection.h) for the running cluster, as an operator:
-// its path, or "" when the cluster is insecure or the file cannot be written.
+// A client config file (client/cli/connection.h) for the running cluster, as an operator,
+// mode 0600 (it holds the token): its path, or "" when the cluster is insecure or the file
+// cannot be written.
 std::string WriteClientConfig(const client::LocalCluster& cluster) {
   const client::LocalCredentials* credentials = cluster.credentials();
   if (credentials == nullptr) return "";
   const std::string path = absl::StrCat(credentials->dir(), "/client.config");
-  std::ofstream out(path, std::ios::trunc);
   const TlsOptions tls = cluster.client_tls();
-  out << "coordinator: " << cluster.coordinator_address() << "\nca: " << tls.ca_file
-      << "\ntoken: " << tls.token << "\n";
-  return out ? path : "";
+  const absl::Status written =
+      WritePrivateFile(path, absl::StrCat("coordinator: ", cluster.coordinator_address(),
+                                          "\nca: ", tls.ca_file, "\ntoken: ", tls.token, "\n"));
+  return written.ok() ? path : "";
 }
 
 int RunLocal(const CommandArgs& args, const CommandContext& ctx) {

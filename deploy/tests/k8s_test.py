@@ -8,6 +8,7 @@ ordinal on a fixed data port, a disruption budget, room for a preemption checkpo
 
     k8s_test.py K8S_DIR
 """
+import copy
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ import sys
 import yaml
 
 from common import fail, home, run, skip, tmpdir
+from k8s_secrets import check_network, check_secrets
 
 
 def render(root, name):
@@ -46,6 +48,13 @@ def check(name, objs):
             problems.append(f"no {want[0]} {want[1]}")
     for o, spec in pod_specs(objs):
         what = f"{o['kind']} {o['metadata']['name']}"
+        for c in spec.get("initContainers", []):
+            sc = c.get("securityContext", {})
+            if (sc.get("allowPrivilegeEscalation") is not False or not sc.get("readOnlyRootFilesystem")
+                    or sc.get("capabilities", {}).get("drop") != ["ALL"]):
+                problems.append(f"{what}/{c['name']}: securityContext is not restrictive")
+            if not c.get("resources", {}).get("requests") or not c.get("resources", {}).get("limits"):
+                problems.append(f"{what}/{c['name']}: no requests and limits")
         psc = spec.get("securityContext", {})
         if not psc.get("runAsNonRoot") or psc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
             problems.append(f"{what}: pod securityContext lacks runAsNonRoot / seccomp RuntimeDefault")
@@ -89,7 +98,45 @@ def check(name, objs):
                 problems.append("the coordinator's state is not on a PersistentVolumeClaim")
         if not any(v.get("secret") for v in spec.get("volumes", [])):
             problems.append(f"{what}: TLS material not from a Secret")
-    return problems
+    return problems + check_secrets(objs) + check_network(objs)
+
+
+def mutants(objs):
+    """Renders broken the ways check_secrets and check_network must notice: (what the
+    mutation does, the problem expected, the objects)."""
+    def find(objs, kind, name):
+        return next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+
+    out = []
+    m = copy.deepcopy(objs)
+    worker = find(m, "StatefulSet", "lockstep-worker")["spec"]["template"]["spec"]
+    worker["containers"][0]["volumeMounts"].append(
+        {"name": "workers-tls", "mountPath": "/etc/lockstep/workers", "readOnly": True})
+    out.append(("lockstepd mounts every worker's keys", "lockstep-worker-tls is readable by", m))
+    m = copy.deepcopy(objs)
+    worker = find(m, "StatefulSet", "lockstep-worker")["spec"]["template"]["spec"]
+    worker["volumes"].append({"name": "coordinator", "secret": {"secretName": "lockstep-coordinator-tls"}})
+    worker["containers"][0]["volumeMounts"].append({"name": "coordinator", "mountPath": "/c"})
+    out.append(("a worker mounts the coordinator's Secret", "lockstep-coordinator-tls is readable by", m))
+    m = copy.deepcopy(objs)
+    init = find(m, "StatefulSet", "lockstep-worker")["spec"]["template"]["spec"]["initContainers"][0]
+    init["args"][0] = init["args"][0].replace('"/etc/lockstep/workers/$POD_NAME.key"',
+                                              "/etc/lockstep/workers/*.key")
+    out.append(("the init container copies every key", "copies more than this pod's own", m))
+    m = copy.deepcopy(objs)
+    coordinator = find(m, "Deployment", "lockstep-coordinator")["spec"]["template"]["spec"]
+    next(v for v in coordinator["volumes"] if "secret" in v)["secret"]["defaultMode"] = 0o644
+    out.append(("the coordinator's Secret is mode 0644", "every user", m))
+    m = copy.deepcopy(objs)
+    del find(m, "NetworkPolicy", "lockstep-worker")["spec"]["ingress"][0]["from"]
+    out.append(("the data port is open to all", "can reach lockstep-worker:data", m))
+    m = copy.deepcopy(objs)
+    rules = find(m, "NetworkPolicy", "lockstep-coordinator")["spec"]["ingress"]
+    rules[0]["from"].append({"namespaceSelector": {}})
+    out.append(("any namespace reaches the coordinator", "can reach lockstep-coordinator:grpc", m))
+    m = [o for o in copy.deepcopy(objs) if o["kind"] != "NetworkPolicy"]
+    out.append(("no NetworkPolicy", "can reach", m))
+    return out
 
 
 def main():
@@ -110,7 +157,14 @@ def main():
         open(path, "w").write(text)
         files.append(path)
         objs = [o for o in yaml.safe_load_all(text) if o]
-        problems += [f"{name}: {p}" for p in check(name, objs)]
+        found = check(name, objs)
+        problems += [f"{name}: {p}" for p in found]
+        if name == "base" and not found:  # the checks can fail
+            for what, want, broken_objs in mutants(objs):
+                found = check(name, broken_objs)
+                if not any(want in p for p in found):
+                    problems.append(f"the checks let a broken render through ({what}: no "
+                                    f"'{want}' in {found})")
         print(f"{name}: {len(objs)} objects rendered")
     validate = os.path.join(root, "validate", "validate.js")
     v = run(["node", validate, modules] + files)

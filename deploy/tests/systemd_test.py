@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""The systemd units: `systemd-analyze verify` prints nothing, and `systemd-analyze security`
-rates each unit's exposure at 4.0 or lower, the template with and without its GPU drop-in.
+"""The systemd units: `systemd-analyze verify` prints nothing, `systemd-analyze security`
+rates each unit's exposure at 4.0 or lower, the template with and without its GPU drop-in,
+and each daemon can read its own secrets and not the other's (systemd_secrets.py: the files
+install-tls.sh lays out, evaluated for each unit's user and groups).
 
     systemd_test.py UNIT_DIR BINARY...
 """
@@ -9,6 +11,7 @@ import re
 import shutil
 import sys
 
+import systemd_secrets
 from common import binaries, fail, run, skip, tmpdir
 
 MAX_EXPOSURE = 4.0
@@ -57,6 +60,10 @@ def main():
                 worst = [l for l in s.stdout.splitlines() if l.startswith("✗")]
                 problems.append(f"{unit} ({variant}): exposure {exposure} > {MAX_EXPOSURE}; "
                                 "not hardened:\n  " + "\n  ".join(worst))
+        found, why_not = systemd_secrets.check(unit_dir, dest, os.path.join(tmpdir(), "root-" + variant.replace(" ", "-")))
+        problems += [f"secrets ({variant}): {p}" for p in found]
+        print(f"secrets ({variant}): " + (f"SKIPPED the layout: {why_not}" if why_not else
+                                          "each daemon reads its own and not the other's"))
     # The checks can fail: an unknown key is reported, an unhardened unit rates above 4.0.
     os.chdir(tmpdir())
     open("bare.service", "w").write("[Service]\nExecStart=/bin/true\nUMaskk=0077\n")
