@@ -1,0 +1,226 @@
+// EmulatedKernels' convolutional-model kernels (kernel_bodies_cnn.h) on the grid emulator, as
+// emulated_kernels.cc runs the others: the launch checks, the buffers' host views in the fake's
+// allocations, then the body enqueued on the stream with the launch's seed.
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "engine/kernels/gpu/emulated_kernels.h"
+#include "engine/kernels/gpu/grid_emulator.h"
+#include "engine/kernels/gpu/kernel_bodies_cnn.h"
+
+namespace lockstep::engine::gpu {
+namespace {
+
+using A = EmulatedAccess;
+
+// The fake's host view of `n` floats at `p` (null for none), which must lie in one allocation.
+absl::StatusOr<void*> Floats(FakeCudaApi* fake, const char* kernel, const float* p, int64_t n,
+                             const char* name) {
+  if (n == 0) return nullptr;
+  return fake->HostRange(p, static_cast<size_t>(n) * sizeof(float),
+                         absl::StrCat("Launch(", kernel, ")"), name);
+}
+
+// Enqueues run(emulator) on the stream as launch `kernel` (a string literal).
+template <class Fn>
+absl::Status Enqueue(FakeCudaApi* fake, CudaStream s, const char* kernel, uint64_t seed, Fn run) {
+  return fake->Launch(s, kernel, [=] {
+    GridEmulator emu(kernel, seed);
+    return run(emu);
+  });
+}
+
+}  // namespace
+
+absl::Status EmulatedKernels::Im2Col(const float* x, const WindowGeometry& w, float* cols,
+                                     CudaStream s) {
+  const char* k = "Im2Col";
+  LS_RETURN_IF_ERROR(CheckWindow(k, w));
+  const int64_t n_in = w.input_size(), n_out = w.rows() * w.cols();
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n_in, {x}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n_out, {cols}));
+  if (n_out == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, Floats(fake_, k, x, n_in, "x"));
+  LS_ASSIGN_OR_RETURN(void* cv, Floats(fake_, k, cols, n_out, "cols"));
+  const LaunchShape shape = Elementwise(n_out);
+  return Enqueue(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
+    return emu.Run(
+        shape, Im2ColKernel<A>{emu.In<float>(xv, n_in, "x"), emu.Out<float>(cv, n_out, "cols"), w});
+  });
+}
+
+absl::Status EmulatedKernels::Col2Im(const float* cols, const WindowGeometry& w, float* dx,
+                                     CudaStream s) {
+  const char* k = "Col2Im";
+  LS_RETURN_IF_ERROR(CheckWindow(k, w));
+  const int64_t n_in = w.rows() * w.cols(), n_out = w.input_size();
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n_in, {cols}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n_out, {dx}));
+  if (n_out == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* cv, Floats(fake_, k, cols, n_in, "cols"));
+  LS_ASSIGN_OR_RETURN(void* dv, Floats(fake_, k, dx, n_out, "dx"));
+  const LaunchShape shape = Elementwise(n_out);
+  return Enqueue(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
+    return emu.Run(shape, Col2ImKernel<A>{emu.In<float>(cv, n_in, "cols"),
+                                          emu.Out<float>(dv, n_out, "dx"), w});
+  });
+}
+
+absl::Status EmulatedKernels::MaxPool(const float* x, const WindowGeometry& w, float* y,
+                                      CudaStream s) {
+  const char* k = "MaxPool";
+  LS_RETURN_IF_ERROR(CheckWindow(k, w));
+  const int64_t n_in = w.input_size(), n_out = w.pooled_size();
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n_in, {x}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n_out, {y}));
+  if (n_out == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, Floats(fake_, k, x, n_in, "x"));
+  LS_ASSIGN_OR_RETURN(void* yv, Floats(fake_, k, y, n_out, "y"));
+  const LaunchShape shape = Elementwise(n_out);
+  return Enqueue(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
+    return emu.Run(
+        shape, MaxPoolKernel<A>{emu.In<float>(xv, n_in, "x"), emu.Out<float>(yv, n_out, "y"), w});
+  });
+}
+
+absl::Status EmulatedKernels::MaxPoolGrad(const float* x, const WindowGeometry& w, const float* dy,
+                                          float* dx, CudaStream s) {
+  const char* k = "MaxPoolGrad";
+  LS_RETURN_IF_ERROR(CheckWindow(k, w));
+  const int64_t n_in = w.input_size(), n_out = w.pooled_size();
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n_in, {x, dx}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n_out, {dy}));
+  if (n_in == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, Floats(fake_, k, x, n_in, "x"));
+  LS_ASSIGN_OR_RETURN(void* dyv, Floats(fake_, k, dy, n_out, "dy"));
+  LS_ASSIGN_OR_RETURN(void* dxv, Floats(fake_, k, dx, n_in, "dx"));
+  const LaunchShape shape = Elementwise(n_in);
+  return Enqueue(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
+    return emu.Run(
+        shape, MaxPoolGradKernel<A>{emu.In<float>(xv, n_in, "x"), emu.In<float>(dyv, n_out, "dy"),
+                                    emu.Out<float>(dxv, n_in, "dx"), w});
+  });
+}
+
+absl::Status EmulatedKernels::BatchNorm(const float* x, const float* gamma, const float* beta,
+                                        const float* moving_mean, const float* moving_variance,
+                                        const BatchNormDims& d, bool training, float epsilon,
+                                        float* stats, float* y, CudaStream s) {
+  const char* k = "BatchNorm";
+  LS_RETURN_IF_ERROR(CheckBatchNorm(k, d));
+  const int64_t n = d.rows * d.c, ns = d.groups * 3 * d.c;
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n, {x, y}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, d.c, {gamma, beta, moving_mean, moving_variance}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, ns, {stats}));
+  if (d.c == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, Floats(fake_, k, x, n, "x"));
+  LS_ASSIGN_OR_RETURN(void* gv, Floats(fake_, k, gamma, d.c, "gamma"));
+  LS_ASSIGN_OR_RETURN(void* bv, Floats(fake_, k, beta, d.c, "beta"));
+  LS_ASSIGN_OR_RETURN(void* mv, Floats(fake_, k, moving_mean, d.c, "moving_mean"));
+  LS_ASSIGN_OR_RETURN(void* vv, Floats(fake_, k, moving_variance, d.c, "moving_variance"));
+  LS_ASSIGN_OR_RETURN(void* sv, Floats(fake_, k, stats, ns, "stats"));
+  LS_ASSIGN_OR_RETURN(void* yv, Floats(fake_, k, y, n, "y"));
+  const LaunchShape per_channel = Elementwise(d.groups * d.c), per_element = Elementwise(n);
+  LS_RETURN_IF_ERROR(
+      Enqueue(fake_, s, "BatchNormStats", options_.seed + launches_++, [=](GridEmulator& emu) {
+        return emu.Run(per_channel,
+                       BatchNormStatsKernel<A>{
+                           emu.In<float>(xv, n, "x"), emu.In<float>(mv, d.c, "moving_mean"),
+                           emu.In<float>(vv, d.c, "moving_variance"),
+                           emu.Out<float>(sv, ns, "stats"), d, training, epsilon});
+      }));
+  if (n == 0) return absl::OkStatus();
+  return Enqueue(fake_, s, "BatchNormApply", options_.seed + launches_++, [=](GridEmulator& emu) {
+    return emu.Run(per_element, BatchNormApplyKernel<A>{
+                                    emu.In<float>(xv, n, "x"), emu.In<float>(gv, d.c, "gamma"),
+                                    emu.In<float>(bv, d.c, "beta"), emu.In<float>(sv, ns, "stats"),
+                                    emu.Out<float>(yv, n, "y"), d});
+  });
+}
+
+absl::Status EmulatedKernels::BatchNormMovingUpdates(const float* stats, const float* moving_mean,
+                                                     const float* moving_variance,
+                                                     const BatchNormDims& d, float momentum,
+                                                     float* delta_mean, float* delta_variance,
+                                                     CudaStream s) {
+  const char* k = "BatchNormMovingUpdates";
+  LS_RETURN_IF_ERROR(CheckBatchNorm(k, d));
+  const int64_t ns = d.groups * 3 * d.c;
+  LS_RETURN_IF_ERROR(CheckLaunch(k, ns, {stats}));
+  LS_RETURN_IF_ERROR(
+      CheckLaunch(k, d.c, {moving_mean, moving_variance, delta_mean, delta_variance}));
+  if (d.c == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* sv, Floats(fake_, k, stats, ns, "stats"));
+  LS_ASSIGN_OR_RETURN(void* mv, Floats(fake_, k, moving_mean, d.c, "moving_mean"));
+  LS_ASSIGN_OR_RETURN(void* vv, Floats(fake_, k, moving_variance, d.c, "moving_variance"));
+  LS_ASSIGN_OR_RETURN(void* dmv, Floats(fake_, k, delta_mean, d.c, "delta_mean"));
+  LS_ASSIGN_OR_RETURN(void* dvv, Floats(fake_, k, delta_variance, d.c, "delta_variance"));
+  const LaunchShape channels = Elementwise(d.c);
+  return Enqueue(fake_, s, "BatchNormMoving", options_.seed + launches_++, [=](GridEmulator& emu) {
+    return emu.Run(channels, BatchNormMovingKernel<A>{emu.In<float>(sv, ns, "stats"),
+                                                      emu.In<float>(mv, d.c, "moving_mean"),
+                                                      emu.In<float>(vv, d.c, "moving_variance"),
+                                                      emu.Out<float>(dmv, d.c, "delta_mean"),
+                                                      emu.Out<float>(dvv, d.c, "delta_variance"), d,
+                                                      momentum});
+  });
+}
+
+absl::Status EmulatedKernels::BatchNormGrad(const float* x, const float* dy, const float* gamma,
+                                            const float* moving_mean, const float* moving_variance,
+                                            const BatchNormDims& d, bool training, float epsilon,
+                                            float* stats, float* sums, float* d_gamma,
+                                            float* d_beta, float* dx, CudaStream s) {
+  const char* k = "BatchNormGrad";
+  LS_RETURN_IF_ERROR(CheckBatchNorm(k, d));
+  const int64_t n = d.rows * d.c, ns = d.groups * 3 * d.c, nsum = d.groups * 2 * d.c;
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n, {x, dy}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, d.c, {gamma, moving_mean, moving_variance, d_gamma, d_beta}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, nsum, {stats, sums}));
+  if (d.c == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, Floats(fake_, k, x, n, "x"));
+  LS_ASSIGN_OR_RETURN(void* dyv, Floats(fake_, k, dy, n, "dy"));
+  LS_ASSIGN_OR_RETURN(void* gv, Floats(fake_, k, gamma, d.c, "gamma"));
+  LS_ASSIGN_OR_RETURN(void* mv, Floats(fake_, k, moving_mean, d.c, "moving_mean"));
+  LS_ASSIGN_OR_RETURN(void* vv, Floats(fake_, k, moving_variance, d.c, "moving_variance"));
+  LS_ASSIGN_OR_RETURN(void* sv, Floats(fake_, k, stats, ns, "stats"));
+  LS_ASSIGN_OR_RETURN(void* sumv, Floats(fake_, k, sums, nsum, "sums"));
+  LS_ASSIGN_OR_RETURN(void* dgv, Floats(fake_, k, d_gamma, d.c, "d_gamma"));
+  LS_ASSIGN_OR_RETURN(void* dbv, Floats(fake_, k, d_beta, d.c, "d_beta"));
+  const LaunchShape per_channel = Elementwise(d.groups * d.c), per_element = Elementwise(n),
+                    channels = Elementwise(d.c);
+  void* dxv = nullptr;
+  if (dx != nullptr) {
+    LS_ASSIGN_OR_RETURN(dxv, Floats(fake_, k, dx, n, "dx"));
+  }
+  LS_RETURN_IF_ERROR(
+      Enqueue(fake_, s, "BatchNormStats", options_.seed + launches_++, [=](GridEmulator& emu) {
+        return emu.Run(per_channel,
+                       BatchNormStatsKernel<A>{
+                           emu.In<float>(xv, n, "x"), emu.In<float>(mv, d.c, "moving_mean"),
+                           emu.In<float>(vv, d.c, "moving_variance"),
+                           emu.Out<float>(sv, ns, "stats"), d, training, epsilon});
+      }));
+  LS_RETURN_IF_ERROR(
+      Enqueue(fake_, s, "BatchNormSums", options_.seed + launches_++, [=](GridEmulator& emu) {
+        return emu.Run(per_channel, BatchNormSumsKernel<A>{emu.In<float>(xv, n, "x"),
+                                                           emu.In<float>(dyv, n, "dy"),
+                                                           emu.In<float>(sv, ns, "stats"),
+                                                           emu.Out<float>(sumv, nsum, "sums"), d});
+      }));
+  LS_RETURN_IF_ERROR(
+      Enqueue(fake_, s, "BatchNormParams", options_.seed + launches_++, [=](GridEmulator& emu) {
+        return emu.Run(channels, BatchNormParamsKernel<A>{emu.In<float>(sumv, nsum, "sums"),
+                                                          emu.Out<float>(dgv, d.c, "d_gamma"),
+                                                          emu.Out<float>(dbv, d.c, "d_beta"), d});
+      }));
+  if (dx == nullptr || n == 0) return absl::OkStatus();
+  return Enqueue(fake_, s, "BatchNormInput", options_.seed + launches_++, [=](GridEmulator& emu) {
+    return emu.Run(per_element, BatchNormInputKernel<A>{
+                                    emu.In<float>(xv, n, "x"), emu.In<float>(dyv, n, "dy"),
+                                    emu.In<float>(gv, d.c, "gamma"), emu.In<float>(sv, ns, "stats"),
+                                    emu.In<float>(sumv, nsum, "sums"), emu.Out<float>(dxv, n, "dx"),
+                                    d, training});
+  });
+}
+
+}  // namespace lockstep::engine::gpu
