@@ -29,57 +29,53 @@ absl::Status Enqueue(FakeCudaApi* fake, CudaStream s, const char* kernel, uint64
   });
 }
 
+// A buffer of a launch: `n` floats at device address `p`, called `name` in errors.
+struct Floats1D {
+  const float* p;
+  int64_t n;
+  const char* name;
+};
+
+// A window kernel K<A>{in, out, geometry} with one thread's work per element of `out`:
+// the launch checks, the views, the body enqueued.
+template <template <class> class K>
+absl::Status WindowLaunch(FakeCudaApi* fake, CudaStream s, const char* kernel, uint64_t seed,
+                          LaunchShape shape, const WindowGeometry& w, Floats1D in, Floats1D out) {
+  LS_RETURN_IF_ERROR(CheckLaunch(kernel, in.n, {in.p}));
+  LS_RETURN_IF_ERROR(CheckLaunch(kernel, out.n, {out.p}));
+  if (out.n == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* iv, Floats(fake, kernel, in.p, in.n, in.name));
+  LS_ASSIGN_OR_RETURN(void* ov, Floats(fake, kernel, out.p, out.n, out.name));
+  return Enqueue(fake, s, kernel, seed, [=](GridEmulator& emu) {
+    return emu.Run(shape,
+                   K<A>{emu.In<float>(iv, in.n, in.name), emu.Out<float>(ov, out.n, out.name), w});
+  });
+}
+
 }  // namespace
 
 absl::Status EmulatedKernels::Im2Col(const float* x, const WindowGeometry& w, float* cols,
                                      CudaStream s) {
-  const char* k = "Im2Col";
-  LS_RETURN_IF_ERROR(CheckWindow(k, w));
-  const int64_t n_in = w.input_size(), n_out = w.rows() * w.cols();
-  LS_RETURN_IF_ERROR(CheckLaunch(k, n_in, {x}));
-  LS_RETURN_IF_ERROR(CheckLaunch(k, n_out, {cols}));
-  if (n_out == 0) return absl::OkStatus();
-  LS_ASSIGN_OR_RETURN(void* xv, Floats(fake_, k, x, n_in, "x"));
-  LS_ASSIGN_OR_RETURN(void* cv, Floats(fake_, k, cols, n_out, "cols"));
-  const LaunchShape shape = Elementwise(n_out);
-  return Enqueue(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
-    return emu.Run(
-        shape, Im2ColKernel<A>{emu.In<float>(xv, n_in, "x"), emu.Out<float>(cv, n_out, "cols"), w});
-  });
+  LS_RETURN_IF_ERROR(CheckWindow("Im2Col", w));
+  const int64_t n = w.rows() * w.cols();
+  return WindowLaunch<Im2ColKernel>(fake_, s, "Im2Col", options_.seed + launches_++, Elementwise(n),
+                                    w, {x, w.input_size(), "x"}, {cols, n, "cols"});
 }
 
 absl::Status EmulatedKernels::Col2Im(const float* cols, const WindowGeometry& w, float* dx,
                                      CudaStream s) {
-  const char* k = "Col2Im";
-  LS_RETURN_IF_ERROR(CheckWindow(k, w));
-  const int64_t n_in = w.rows() * w.cols(), n_out = w.input_size();
-  LS_RETURN_IF_ERROR(CheckLaunch(k, n_in, {cols}));
-  LS_RETURN_IF_ERROR(CheckLaunch(k, n_out, {dx}));
-  if (n_out == 0) return absl::OkStatus();
-  LS_ASSIGN_OR_RETURN(void* cv, Floats(fake_, k, cols, n_in, "cols"));
-  LS_ASSIGN_OR_RETURN(void* dv, Floats(fake_, k, dx, n_out, "dx"));
-  const LaunchShape shape = Elementwise(n_out);
-  return Enqueue(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
-    return emu.Run(shape, Col2ImKernel<A>{emu.In<float>(cv, n_in, "cols"),
-                                          emu.Out<float>(dv, n_out, "dx"), w});
-  });
+  LS_RETURN_IF_ERROR(CheckWindow("Col2Im", w));
+  const int64_t n = w.input_size();
+  return WindowLaunch<Col2ImKernel>(fake_, s, "Col2Im", options_.seed + launches_++, Elementwise(n),
+                                    w, {cols, w.rows() * w.cols(), "cols"}, {dx, n, "dx"});
 }
 
 absl::Status EmulatedKernels::MaxPool(const float* x, const WindowGeometry& w, float* y,
                                       CudaStream s) {
-  const char* k = "MaxPool";
-  LS_RETURN_IF_ERROR(CheckWindow(k, w));
-  const int64_t n_in = w.input_size(), n_out = w.pooled_size();
-  LS_RETURN_IF_ERROR(CheckLaunch(k, n_in, {x}));
-  LS_RETURN_IF_ERROR(CheckLaunch(k, n_out, {y}));
-  if (n_out == 0) return absl::OkStatus();
-  LS_ASSIGN_OR_RETURN(void* xv, Floats(fake_, k, x, n_in, "x"));
-  LS_ASSIGN_OR_RETURN(void* yv, Floats(fake_, k, y, n_out, "y"));
-  const LaunchShape shape = Elementwise(n_out);
-  return Enqueue(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
-    return emu.Run(
-        shape, MaxPoolKernel<A>{emu.In<float>(xv, n_in, "x"), emu.Out<float>(yv, n_out, "y"), w});
-  });
+  LS_RETURN_IF_ERROR(CheckWindow("MaxPool", w));
+  const int64_t n = w.pooled_size();
+  return WindowLaunch<MaxPoolKernel>(fake_, s, "MaxPool", options_.seed + launches_++,
+                                     Elementwise(n), w, {x, w.input_size(), "x"}, {y, n, "y"});
 }
 
 absl::Status EmulatedKernels::MaxPoolGrad(const float* x, const WindowGeometry& w, const float* dy,
