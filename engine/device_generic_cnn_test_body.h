@@ -248,8 +248,9 @@ TYPED_TEST_P(DeviceGenericCnnTest, CnnKernelsRefuseBadLaunches) {
 
 // A conv + batch norm + pool model (reshape to 8x8x1; conv 3x3 SAME without bias, batch norm
 // with virtual batches of 8, ReLU; conv 3x3 VALID with bias; max pool 2x2; dense 10) trains
-// kSteps steps of Adam on the device and ends where "/cpu:0" ends (tolerances above). The
-// residual form adds a skip connection (ADD) around a second conv + batch norm.
+// kSteps steps of Adam on the device and ends where "/cpu:0" ends (tolerances above), with no
+// device allocation after the first step. The residual form adds a skip connection (ADD) around a
+// second conv + batch norm.
 inline constexpr char kConvBnPool[] = R"({
   "inputShape": [64], "seed": 5, "loss": "SPARSE_CATEGORICAL_CROSSENTROPY",
   "layers": [
@@ -311,6 +312,7 @@ void ExpectTrainsLikeTheCpu(DeviceEnv& device, const char* model_json) {
     absl::StatusOr<std::unique_ptr<Optimizer>> opt =
         Optimizer::Create(*ospec, graph->Variables(), e.gpu());
     ASSERT_TRUE(opt.ok()) << opt.status();
+    int64_t allocations_after_first = -1;
     for (int step = 0; step < kSteps; ++step) {
       std::vector<Tensor> grads;
       StepOptions so;
@@ -321,6 +323,13 @@ void ExpectTrainsLikeTheCpu(DeviceEnv& device, const char* model_json) {
       out->losses.push_back(r->loss);
       absl::Status s = (*opt)->Apply(grads, &*vars);
       ASSERT_TRUE(s.ok()) << s;
+      if (e.gpu() != nullptr && step == 0) {
+        allocations_after_first = e.gpu()->context->allocator_stats().device_allocations;
+      }
+    }
+    if (e.gpu() != nullptr) {  // the scratch (im2col, statistics) comes from the pool
+      EXPECT_EQ(e.gpu()->context->allocator_stats().device_allocations, allocations_after_first)
+          << "device allocations after the first step";
     }
     absl::StatusOr<std::vector<Tensor>> host = e.ToHost(*vars);
     ASSERT_TRUE(host.ok()) << host.status();

@@ -52,6 +52,25 @@ absl::Status WindowLaunch(FakeCudaApi* fake, CudaStream s, const char* kernel, u
   });
 }
 
+// The host views of BatchNormStatsKernel's buffers.
+struct StatisticsViews {
+  void *x, *moving_mean, *moving_variance, *stats;
+};
+
+// Enqueues the statistics of BatchNorm and BatchNormGrad (the same launch in both).
+absl::Status EnqueueStatistics(FakeCudaApi* fake, CudaStream s, uint64_t seed, LaunchShape shape,
+                               StatisticsViews v, const BatchNormDims& d, bool training,
+                               float epsilon) {
+  return Enqueue(fake, s, "BatchNormStats", seed, [=](GridEmulator& emu) {
+    return emu.Run(shape,
+                   BatchNormStatsKernel<A>{emu.In<float>(v.x, d.rows * d.c, "x"),
+                                           emu.In<float>(v.moving_mean, d.c, "moving_mean"),
+                                           emu.In<float>(v.moving_variance, d.c, "moving_variance"),
+                                           emu.Out<float>(v.stats, d.groups * 3 * d.c, "stats"), d,
+                                           training, epsilon});
+  });
+}
+
 }  // namespace
 
 absl::Status EmulatedKernels::Im2Col(const float* x, const WindowGeometry& w, float* cols,
@@ -116,14 +135,8 @@ absl::Status EmulatedKernels::BatchNorm(const float* x, const float* gamma, cons
   LS_ASSIGN_OR_RETURN(void* sv, Floats(fake_, k, stats, ns, "stats"));
   LS_ASSIGN_OR_RETURN(void* yv, Floats(fake_, k, y, n, "y"));
   const LaunchShape per_channel = Elementwise(d.groups * d.c), per_element = Elementwise(n);
-  LS_RETURN_IF_ERROR(
-      Enqueue(fake_, s, "BatchNormStats", options_.seed + launches_++, [=](GridEmulator& emu) {
-        return emu.Run(per_channel,
-                       BatchNormStatsKernel<A>{
-                           emu.In<float>(xv, n, "x"), emu.In<float>(mv, d.c, "moving_mean"),
-                           emu.In<float>(vv, d.c, "moving_variance"),
-                           emu.Out<float>(sv, ns, "stats"), d, training, epsilon});
-      }));
+  LS_RETURN_IF_ERROR(EnqueueStatistics(fake_, s, options_.seed + launches_++, per_channel,
+                                       {xv, mv, vv, sv}, d, training, epsilon));
   if (n == 0) return absl::OkStatus();
   return Enqueue(fake_, s, "BatchNormApply", options_.seed + launches_++, [=](GridEmulator& emu) {
     return emu.Run(per_element, BatchNormApplyKernel<A>{
@@ -188,14 +201,8 @@ absl::Status EmulatedKernels::BatchNormGrad(const float* x, const float* dy, con
   if (dx != nullptr) {
     LS_ASSIGN_OR_RETURN(dxv, Floats(fake_, k, dx, n, "dx"));
   }
-  LS_RETURN_IF_ERROR(
-      Enqueue(fake_, s, "BatchNormStats", options_.seed + launches_++, [=](GridEmulator& emu) {
-        return emu.Run(per_channel,
-                       BatchNormStatsKernel<A>{
-                           emu.In<float>(xv, n, "x"), emu.In<float>(mv, d.c, "moving_mean"),
-                           emu.In<float>(vv, d.c, "moving_variance"),
-                           emu.Out<float>(sv, ns, "stats"), d, training, epsilon});
-      }));
+  LS_RETURN_IF_ERROR(EnqueueStatistics(fake_, s, options_.seed + launches_++, per_channel,
+                                       {xv, mv, vv, sv}, d, training, epsilon));
   LS_RETURN_IF_ERROR(
       Enqueue(fake_, s, "BatchNormSums", options_.seed + launches_++, [=](GridEmulator& emu) {
         return emu.Run(per_channel, BatchNormSumsKernel<A>{emu.In<float>(xv, n, "x"),
