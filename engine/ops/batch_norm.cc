@@ -10,8 +10,14 @@
 // not E[x^2] - mean^2), and the backward pass sums dy and dy * xhat likewise; gamma's and
 // beta's gradients stay this replica's share, which the gradient all-reduce adds up. The moving
 // statistics take no gradient.
+//
+// The CUDA kernel makes the same computation (GpuKernels' BatchNorm, BatchNormMovingUpdates,
+// BatchNormGrad), virtual batches included; synchronized statistics in training are refused on
+// a GPU (UNIMPLEMENTED naming the node): their sums cross the replicas in the middle of the
+// kernel, through KernelContext::cross_replica_sum on host tensors.
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -319,10 +325,97 @@ class BatchNormKernel final : public CpuOpKernel<T> {
   double global_rows_ = 0;
 };
 
+// The row groups of x [batch, ..., c] as the device kernels take them: Groups() above in
+// arithmetic form (one group of every row unless training with virtual batches).
+gpu::BatchNormDims DeviceGroups(const v1::NodeDef& node, bool training, const Tensor& x) {
+  gpu::BatchNormDims d;
+  d.c = x.shape()[-1];
+  d.rows = d.c == 0 ? 0 : x.num_elements() / d.c;
+  d.group_rows = d.rows;
+  const int64_t batch = x.shape().dim(0), v = node.virtual_batch_size();
+  if (training && v > 0 && batch > v) {
+    d.group_rows = v * (d.rows / batch);
+    d.groups = (batch + v - 1) / v;
+  }
+  return d;
+}
+
+class BatchNormGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                       absl::Span<const Tensor> in, Tensor* out) override {
+    LS_RETURN_IF_ERROR(RefuseSynchronized(ctx));
+    const gpu::BatchNormDims d = DeviceGroups(node_, ctx.training, in[0]);
+    LS_ASSIGN_OR_RETURN(Tensor stats, Allocate(ctx, DType::kF32, Shape{d.groups, 3, d.c}));
+    LS_RETURN_IF_ERROR(gpu.kernels->BatchNorm(
+        F32(in[0]), F32(in[1]), F32(in[2]), F32(in[3]), F32(in[4]), d, ctx.training,
+        static_cast<float>(node_.epsilon()), F32(stats), F32(*out), gpu.stream()));
+    if (!ctx.training || d.rows == 0) return absl::OkStatus();
+    LS_ASSIGN_OR_RETURN(Tensor delta_mean, Allocate(ctx, DType::kF32, Shape{d.c}));
+    LS_ASSIGN_OR_RETURN(Tensor delta_variance, Allocate(ctx, DType::kF32, Shape{d.c}));
+    LS_RETURN_IF_ERROR(gpu.kernels->BatchNormMovingUpdates(
+        F32(stats), F32(in[3]), F32(in[4]), d, static_cast<float>(node_.momentum()),
+        F32(delta_mean), F32(delta_variance), gpu.stream()));
+    ctx.UpdateState(3, std::move(delta_mean));
+    ctx.UpdateState(4, std::move(delta_variance));
+    return absl::OkStatus();
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor&, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    if (need[3] || need[4]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          node_.name(), ": the moving statistics take no gradient; make them non-trainable"));
+    }
+    LS_RETURN_IF_ERROR(RefuseSynchronized(ctx));
+    const gpu::BatchNormDims d = DeviceGroups(node_, ctx.training, in[0]);
+    LS_ASSIGN_OR_RETURN(Tensor stats, Allocate(ctx, DType::kF32, Shape{d.groups, 3, d.c}));
+    LS_ASSIGN_OR_RETURN(Tensor sums, Allocate(ctx, DType::kF32, Shape{d.groups, 2, d.c}));
+    // gamma's and beta's gradients, or scratch where they are not wanted.
+    Tensor params[2];
+    for (int k = 1; k < 3; ++k) {
+      if (need[k]) {
+        LS_ASSIGN_OR_RETURN(params[k - 1], GradientLike(ctx, in, k));
+      } else {
+        LS_ASSIGN_OR_RETURN(params[k - 1], Allocate(ctx, DType::kF32, Shape{d.c}));
+      }
+    }
+    float* dx = nullptr;
+    if (need[0]) {
+      LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+      dx = F32((*d_in)[0]);
+    }
+    LS_RETURN_IF_ERROR(
+        gpu.kernels->BatchNormGrad(F32(in[0]), F32(d_out), F32(in[1]), F32(in[3]), F32(in[4]), d,
+                                   ctx.training, static_cast<float>(node_.epsilon()), F32(stats),
+                                   F32(sums), F32(params[0]), F32(params[1]), dx, gpu.stream()));
+    for (int k = 1; k < 3; ++k) {
+      if (!need[k]) continue;
+      (*d_in)[k] = params[k - 1];
+      ctx.InputGradientDone(k);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status RefuseSynchronized(const KernelContext& ctx) const {
+    if (!ctx.training || !node_.synchronized()) return absl::OkStatus();
+    return absl::UnimplementedError(absl::StrCat(
+        "BATCH_NORM node ", node_.name(),
+        ": synchronized batch statistics have no CUDA kernel (their sums cross the replicas "
+        "inside the op); train it on CPU devices or without batchNorm.synchronized"));
+  }
+};
+
 }  // namespace
 
 void RegisterBatchNorm(OpRegistry* r) {
-  MustRegister(r, CpuOp<BatchNormKernel>(v1::BATCH_NORM, 5, BatchNormShape));
+  MustRegister(
+      r, WithCuda<BatchNormGpuKernel>(CpuOp<BatchNormKernel>(v1::BATCH_NORM, 5, BatchNormShape)));
 }
 
 }  // namespace lockstep::engine

@@ -1,10 +1,12 @@
 // CONV2D (NHWC input, HWIO filter, `strides`, `padding`; im2col then one GEMM) and
 // MAX_POOL2D (NHWC, `window`, `strides` defaulting to the window, `padding`): the
-// sliding-window ops, one shape function.
+// sliding-window ops, one shape function. Their CUDA kernels make the same computation on the
+// device: GpuKernels' Im2Col/Col2Im around BlasApi products, MaxPool/MaxPoolGrad.
 #include "engine/kernels/cpu/blas.h"
 #include "engine/kernels/cpu/window_ops.h"
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -40,6 +42,18 @@ absl::StatusOr<TypedShape> WindowShape(const v1::NodeDef& node, const std::vecto
                                          x.ToString(), " with VALID padding"));
   }
   return TypedShape{Shape{x.dim(0), oh, ow, channels}, in[0].dtype};
+}
+
+// The pooling window of a MAX_POOL2D node over input x (strides default to the window).
+cpu::Window PoolWindow(const v1::NodeDef& node, const Shape& x) {
+  int kh = node.window().empty() ? 2 : node.window(0);
+  int kw = node.window().empty() ? 2 : node.window(node.window_size() - 1);
+  v1::NodeDef geometry = node;
+  if (geometry.strides().empty()) {  // pooling strides default to the window
+    geometry.add_strides(kh);
+    geometry.add_strides(kw);
+  }
+  return cpu::MakeWindow(x, kh, kw, geometry);
 }
 
 template <typename T>
@@ -89,7 +103,7 @@ class MaxPool2DKernel final : public CpuOpKernel<T> {
 
   absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
-    cpu::MaxPool(in[0].data<T>(), PoolWindow(in[0].shape()), out->data<T>());
+    cpu::MaxPool(in[0].data<T>(), PoolWindow(this->node_, in[0].shape()), out->data<T>());
     return absl::OkStatus();
   }
 
@@ -98,30 +112,119 @@ class MaxPool2DKernel final : public CpuOpKernel<T> {
                         std::vector<Tensor>* d_in) override {
     if (!need[0]) return absl::OkStatus();
     Tensor g = this->GradientLike(ctx, in, 0);
-    cpu::MaxPoolGrad(in[0].data<T>(), PoolWindow(in[0].shape()), d_out.data<T>(), g.data<T>());
+    cpu::MaxPoolGrad(in[0].data<T>(), PoolWindow(this->node_, in[0].shape()), d_out.data<T>(),
+                     g.data<T>());
     (*d_in)[0] = g;
     return absl::OkStatus();
   }
+};
 
- private:
-  cpu::Window PoolWindow(const Shape& x) const {
-    const v1::NodeDef& node = this->node_;
-    int kh = node.window().empty() ? 2 : node.window(0);
-    int kw = node.window().empty() ? 2 : node.window(node.window_size() - 1);
-    v1::NodeDef geometry = node;
-    if (geometry.strides().empty()) {  // pooling strides default to the window
-      geometry.add_strides(kh);
-      geometry.add_strides(kw);
+// The CPU's window geometry as the device kernels take it.
+gpu::WindowGeometry OnDevice(const cpu::Window& w) {
+  gpu::WindowGeometry g;
+  g.n = w.n, g.h = w.h, g.w = w.w, g.c = w.c;
+  g.kh = w.kh, g.kw = w.kw, g.sh = w.sh, g.sw = w.sw, g.oh = w.oh, g.ow = w.ow;
+  g.pad_top = w.pad_top, g.pad_left = w.pad_left;
+  return g;
+}
+
+// The CPU kernel's products through BlasApi: Y = im2col(X) W; dW = cols^T dY (first, handed
+// out at once as MATMUL's dB is); dX = col2im(dY W^T).
+class Conv2DGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                       absl::Span<const Tensor> in, Tensor* out) override {
+    const Shape& f = in[1].shape();
+    const gpu::WindowGeometry w =
+        OnDevice(cpu::MakeWindow(in[0].shape(), f.dim(0), f.dim(1), node_));
+    if (out->num_elements() == 0) return absl::OkStatus();
+    LS_ASSIGN_OR_RETURN(Tensor cols, Allocate(ctx, DType::kF32, Shape{w.rows(), w.cols()}));
+    LS_RETURN_IF_ERROR(gpu.kernels->Im2Col(F32(in[0]), w, F32(cols), gpu.stream()));
+    gpu::GemmArgs g;
+    g.m = w.rows();
+    g.n = f.dim(3);
+    g.k = w.cols();
+    g.a = F32(cols);
+    g.b = F32(in[1]);
+    g.c = F32(*out);
+    return gpu.blas->Gemm(g, gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor&, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    const Shape& f = in[1].shape();
+    const gpu::WindowGeometry w =
+        OnDevice(cpu::MakeWindow(in[0].shape(), f.dim(0), f.dim(1), node_));
+    const int64_t filters = f.dim(3);
+    LS_ASSIGN_OR_RETURN(Tensor cols, Allocate(ctx, DType::kF32, Shape{w.rows(), w.cols()}));
+    if (need[1]) {  // dW [kh*kw*c, filters] = cols^T dY
+      LS_ASSIGN_OR_RETURN((*d_in)[1], GradientLike(ctx, in, 1));
+      if (w.rows() == 0) {  // no examples: no product (k = 0), a zero gradient
+        LS_RETURN_IF_ERROR(gpu.context->Zero(F32((*d_in)[1]), (*d_in)[1].num_bytes()));
+      } else {
+        LS_RETURN_IF_ERROR(gpu.kernels->Im2Col(F32(in[0]), w, F32(cols), gpu.stream()));
+        gpu::GemmArgs g;
+        g.trans_a = true;
+        g.m = w.cols();
+        g.n = filters;
+        g.k = w.rows();
+        g.a = F32(cols);
+        g.b = F32(d_out);
+        g.c = F32((*d_in)[1]);
+        LS_RETURN_IF_ERROR(gpu.blas->Gemm(g, gpu.stream()));
+      }
+      ctx.InputGradientDone(1);
     }
-    return cpu::MakeWindow(x, kh, kw, geometry);
+    if (need[0]) {  // dCols [rows, kh*kw*c] = dY W^T, then col2im
+      LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+      if (w.rows() > 0) {
+        gpu::GemmArgs g;
+        g.trans_b = true;
+        g.m = w.rows();
+        g.n = w.cols();
+        g.k = filters;
+        g.a = F32(d_out);
+        g.b = F32(in[1]);
+        g.c = F32(cols);
+        LS_RETURN_IF_ERROR(gpu.blas->Gemm(g, gpu.stream()));
+      }
+      LS_RETURN_IF_ERROR(gpu.kernels->Col2Im(F32(cols), w, F32((*d_in)[0]), gpu.stream()));
+    }
+    return absl::OkStatus();
+  }
+};
+
+class MaxPool2DGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext&, const gpu::GpuDevice& gpu, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    return gpu.kernels->MaxPool(F32(in[0]), OnDevice(PoolWindow(node_, in[0].shape())), F32(*out),
+                                gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor&, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    if (!need[0]) return absl::OkStatus();
+    LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+    return gpu.kernels->MaxPoolGrad(F32(in[0]), OnDevice(PoolWindow(node_, in[0].shape())),
+                                    F32(d_out), F32((*d_in)[0]), gpu.stream());
   }
 };
 
 }  // namespace
 
 void RegisterWindowOps(OpRegistry* r) {
-  MustRegister(r, CpuOp<Conv2DKernel>(v1::CONV2D, 2, WindowShape));
-  MustRegister(r, CpuOp<MaxPool2DKernel>(v1::MAX_POOL2D, 1, WindowShape));
+  MustRegister(r, WithCuda<Conv2DGpuKernel>(CpuOp<Conv2DKernel>(v1::CONV2D, 2, WindowShape)));
+  MustRegister(
+      r, WithCuda<MaxPool2DGpuKernel>(CpuOp<MaxPool2DKernel>(v1::MAX_POOL2D, 1, WindowShape)));
 }
 
 }  // namespace lockstep::engine

@@ -38,6 +38,26 @@ class CudaKernels final : public GpuKernels {
                                        int64_t classes, float eps, CudaStream s) override;
   absl::Status Accuracy(const float* logits, const void* labels, bool labels_i64, int32_t* hits,
                         float* rate, int64_t rows, int64_t classes, CudaStream s) override;
+
+  // Convolutional models (cuda_kernels_cnn.cu).
+  absl::Status Im2Col(const float* x, const WindowGeometry& w, float* cols, CudaStream s) override;
+  absl::Status Col2Im(const float* cols, const WindowGeometry& w, float* dx, CudaStream s) override;
+  absl::Status MaxPool(const float* x, const WindowGeometry& w, float* y, CudaStream s) override;
+  absl::Status MaxPoolGrad(const float* x, const WindowGeometry& w, const float* dy, float* dx,
+                           CudaStream s) override;
+  absl::Status BatchNorm(const float* x, const float* gamma, const float* beta,
+                         const float* moving_mean, const float* moving_variance,
+                         const BatchNormDims& d, bool training, float epsilon, float* stats,
+                         float* y, CudaStream s) override;
+  absl::Status BatchNormMovingUpdates(const float* stats, const float* moving_mean,
+                                      const float* moving_variance, const BatchNormDims& d,
+                                      float momentum, float* delta_mean, float* delta_variance,
+                                      CudaStream s) override;
+  absl::Status BatchNormGrad(const float* x, const float* dy, const float* gamma,
+                             const float* moving_mean, const float* moving_variance,
+                             const BatchNormDims& d, bool training, float epsilon, float* stats,
+                             float* sums, float* d_gamma, float* d_beta, float* dx,
+                             CudaStream s) override;
 };
 
 }  // namespace lockstep::engine::gpu

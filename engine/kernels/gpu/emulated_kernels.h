@@ -53,6 +53,26 @@ class EmulatedKernels final : public GpuKernels {
   absl::Status Accuracy(const float* logits, const void* labels, bool labels_i64, int32_t* hits,
                         float* rate, int64_t rows, int64_t classes, CudaStream s) override;
 
+  // Convolutional models (emulated_kernels_cnn.cc).
+  absl::Status Im2Col(const float* x, const WindowGeometry& w, float* cols, CudaStream s) override;
+  absl::Status Col2Im(const float* cols, const WindowGeometry& w, float* dx, CudaStream s) override;
+  absl::Status MaxPool(const float* x, const WindowGeometry& w, float* y, CudaStream s) override;
+  absl::Status MaxPoolGrad(const float* x, const WindowGeometry& w, const float* dy, float* dx,
+                           CudaStream s) override;
+  absl::Status BatchNorm(const float* x, const float* gamma, const float* beta,
+                         const float* moving_mean, const float* moving_variance,
+                         const BatchNormDims& d, bool training, float epsilon, float* stats,
+                         float* y, CudaStream s) override;
+  absl::Status BatchNormMovingUpdates(const float* stats, const float* moving_mean,
+                                      const float* moving_variance, const BatchNormDims& d,
+                                      float momentum, float* delta_mean, float* delta_variance,
+                                      CudaStream s) override;
+  absl::Status BatchNormGrad(const float* x, const float* dy, const float* gamma,
+                             const float* moving_mean, const float* moving_variance,
+                             const BatchNormDims& d, bool training, float epsilon, float* stats,
+                             float* sums, float* d_gamma, float* d_beta, float* dx,
+                             CudaStream s) override;
+
  private:
   LaunchShape Elementwise(int64_t n) const;
   LaunchShape Rows(int64_t rows) const;

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "common/cuda/cuda_api.h"
+#include "engine/kernels/gpu/cnn_geometry.h"
 #include "engine/kernels/gpu/optimizer_params.h"
 
 namespace lockstep::engine::gpu {
@@ -66,6 +67,41 @@ class GpuKernels {
   virtual absl::Status Accuracy(const float* logits, const void* labels, bool labels_i64,
                                 int32_t* hits, float* rate, int64_t rows, int64_t classes,
                                 CudaStream s) = 0;
+
+  // Convolutional models (kernel_bodies_cnn.h): NHWC tensors under a WindowGeometry, batch
+  // norm over x [rows, c] in BatchNormDims' groups (cnn_geometry.h). Launch errors as above,
+  // plus INVALID_ARGUMENT for a geometry or dims that are not a shape (a negative size, a
+  // stride or window < 1, groups that do not cover the rows).
+  //
+  // cols [w.rows(), w.cols()] = im2col of x [n, h, w, c] (0 where a window overhangs x).
+  virtual absl::Status Im2Col(const float* x, const WindowGeometry& w, float* cols,
+                              CudaStream s) = 0;
+  // dx [n, h, w, c] (overwritten) = every column entry added into its input position.
+  virtual absl::Status Col2Im(const float* cols, const WindowGeometry& w, float* dx,
+                              CudaStream s) = 0;
+  // y [n, oh, ow, c] = each window's maximum (0 for a window wholly in the padding).
+  virtual absl::Status MaxPool(const float* x, const WindowGeometry& w, float* y, CudaStream s) = 0;
+  // dx [n, h, w, c] (overwritten): each dy added to its window's first maximum.
+  virtual absl::Status MaxPoolGrad(const float* x, const WindowGeometry& w, const float* dy,
+                                   float* dx, CudaStream s) = 0;
+  // y = gamma * (x - mean) * rstd + beta; stats [groups, 3, c] receives each group's mean,
+  // variance and rstd: of its rows when training, else the moving ones (then one group).
+  virtual absl::Status BatchNorm(const float* x, const float* gamma, const float* beta,
+                                 const float* moving_mean, const float* moving_variance,
+                                 const BatchNormDims& d, bool training, float epsilon, float* stats,
+                                 float* y, CudaStream s) = 0;
+  // The moving statistics' deltas (1 - momentum) * (mean of the groups' stats - moving).
+  virtual absl::Status BatchNormMovingUpdates(const float* stats, const float* moving_mean,
+                                              const float* moving_variance, const BatchNormDims& d,
+                                              float momentum, float* delta_mean,
+                                              float* delta_variance, CudaStream s) = 0;
+  // The gradient: stats as BatchNorm computes them (recomputed), sums [groups, 2, c] scratch,
+  // d_gamma and d_beta [c], dx like x (null: not wanted).
+  virtual absl::Status BatchNormGrad(const float* x, const float* dy, const float* gamma,
+                                     const float* moving_mean, const float* moving_variance,
+                                     const BatchNormDims& d, bool training, float epsilon,
+                                     float* stats, float* sums, float* d_gamma, float* d_beta,
+                                     float* dx, CudaStream s) = 0;
 };
 
 // The launch-time checks both implementations make: INVALID_ARGUMENT "<kernel>: ..." for
@@ -74,6 +110,9 @@ absl::Status CheckLaunch(const char* kernel, int64_t n, std::initializer_list<co
 // The same for a kernel over `rows` x `cols` (INVALID_ARGUMENT for a negative one).
 absl::Status CheckRows(const char* kernel, int64_t rows, int64_t cols,
                        std::initializer_list<const void*> buffers);
+// INVALID_ARGUMENT "<kernel>: ..." for a geometry or dims that are not a shape (see above).
+absl::Status CheckWindow(const char* kernel, const WindowGeometry& w);
+absl::Status CheckBatchNorm(const char* kernel, const BatchNormDims& d);
 
 }  // namespace lockstep::engine::gpu
 

@@ -1,0 +1,14 @@
+// The convolutional models' device-generic tests (device_generic_cnn_test_body.h) on a real GPU
+// (requires-gpu): RealCudaApi, the CUDA kernels and cuBLASLt (TF32 off), "/gpu:0" against
+// "/cpu:0".
+#include "engine/device_generic_cnn_test_body.h"
+#include "engine/real_gpu_test_env.h"
+
+namespace lockstep::engine {
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DeviceGenericTest);
+
+using Devices = ::testing::Types<RealGpuEnv>;
+INSTANTIATE_TYPED_TEST_SUITE_P(Cuda, DeviceGenericCnnTest, Devices);
+
+}  // namespace lockstep::engine

@@ -1,0 +1,381 @@
+// The device-generic tests of the convolutional models' ops (device_generic_test_body.h's
+// fixture and tolerances): CONV2D, MAX_POOL2D and BATCH_NORM forward and gradient on the device
+// against "/cpu:0" over geometries that exercise padding, strides, overlapping windows, ties and
+// virtual batches; BATCH_NORM's moving-statistics updates in training; the kernels' launch
+// refusals; and a conv + batch norm + pool model training on the device like on the CPU.
+// Instantiated for "/cpu:0", the fake "/gpu:0" with a full grid and with a grid of 2 blocks of
+// 64 threads (every grid-stride loop turns) in device_generic_cnn_test, and for a real GPU in
+// device_generic_cnn_cuda_test (requires-gpu).
+//
+// Tolerances: as device_generic_test_body.h (bit for bit where Env::kBitwise: the fake's GEMM is
+// the CPU's and the kernels make the CPU's operations in its order; kRelTolerance otherwise,
+// cuBLAS summing the products in another order). Training: the loss within 1e-6 (1e-4 on a
+// GPU) of the CPU's at every step, the variables (the moving statistics included) bitwise on
+// the fake and within 1e-3 on a GPU.
+#ifndef LOCKSTEP_ENGINE_DEVICE_GENERIC_CNN_TEST_BODY_H_
+#define LOCKSTEP_ENGINE_DEVICE_GENERIC_CNN_TEST_BODY_H_
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/device_generic_test_body.h"
+
+namespace lockstep::engine {
+
+template <class Env>
+class DeviceGenericCnnTest : public DeviceGenericTest<Env> {
+ protected:
+  // BATCH_NORM's forward (and, training, its two state updates), then the gradients of x,
+  // gamma and beta for a fixed d_out, on device type t.
+  void RunBatchNorm(Device::Type t, DeviceEnv& e, const v1::NodeDef& node,
+                    const std::vector<Tensor>& host_in, bool training, std::vector<Tensor>* outs) {
+    absl::StatusOr<std::unique_ptr<OpKernel>> k =
+        this->registry_->CreateKernel(t, node, DType::kF32);
+    ASSERT_TRUE(k.ok()) << k.status();
+    KernelContext ctx;
+    ctx.allocate = [&e](DType d, const Shape& s) { return e.Allocate(d, s); };
+    ctx.gpu = e.gpu();
+    ctx.training = training;
+    std::vector<Tensor> updates(host_in.size());
+    ctx.update_state = [&updates](int input, Tensor delta) { updates[input] = std::move(delta); };
+    absl::StatusOr<std::vector<Tensor>> in = e.ToDevice(host_in);
+    ASSERT_TRUE(in.ok()) << in.status();
+    Tensor out;
+    absl::Status s = (*k)->Forward(ctx, *in, &out);
+    ASSERT_TRUE(s.ok()) << s;
+    outs->push_back(out);
+    for (int i : {3, 4}) {
+      ASSERT_EQ(updates[i].valid(), training) << "state update of input " << i;
+      if (training) outs->push_back(updates[i]);
+    }
+    absl::StatusOr<Tensor> d_out = e.ToDevice(RandomTensor(out.shape(), 99));
+    ASSERT_TRUE(d_out.ok());
+    std::vector<Tensor> d_in(in->size());
+    const std::vector<bool> need = {true, true, true, false, false};
+    s = (*k)->Backward(ctx, *in, out, *d_out, need, &d_in);
+    ASSERT_TRUE(s.ok()) << s;
+    for (int i = 0; i < 3; ++i) outs->push_back(d_in[i]);
+  }
+
+  void CheckBatchNorm(const v1::NodeDef& node, const std::vector<Tensor>& host_in, bool training) {
+    SCOPED_TRACE(absl::StrCat("virtual_batch_size ", node.virtual_batch_size(),
+                              training ? ", training" : ", inference"));
+    CpuDeviceEnv cpu;
+    std::vector<Tensor> want, got;
+    ASSERT_NO_FATAL_FAILURE(RunBatchNorm(Device::Type::kCpu, cpu, node, host_in, training, &want));
+    ASSERT_NO_FATAL_FAILURE(RunBatchNorm(this->type(), this->env(), node, host_in, training, &got));
+    ASSERT_EQ(got.size(), want.size());
+    absl::StatusOr<std::vector<Tensor>> host = this->env().ToHost(got);
+    ASSERT_TRUE(host.ok()) << host.status();
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(Close((*host)[i], want[i], Env::kBitwise))
+          << "output " << i << " (y, [delta mean, delta variance,] dx, dgamma, dbeta)";
+    }
+  }
+};
+
+TYPED_TEST_SUITE_P(DeviceGenericCnnTest);
+
+inline v1::NodeDef WindowNode(v1::OpType op, v1::Padding padding, std::vector<int> strides,
+                              std::vector<int> window = {}) {
+  v1::NodeDef n = OpNode(op);
+  n.set_padding(padding);
+  for (int s : strides) n.add_strides(s);
+  for (int w : window) n.add_window(w);
+  return n;
+}
+
+// Values on a grid of 0.25 in [-2, 2]: many ties for max pooling's "first maximum".
+inline Tensor TiedTensor(const Shape& shape, uint64_t seed) {
+  Tensor t = RandomTensor(shape, seed);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    t.data<float>()[i] = std::round(t.data<float>()[i] * 4.f) / 4.f;
+  }
+  return t;
+}
+
+TYPED_TEST_P(DeviceGenericCnnTest, Conv2DMatchesTheCpuForwardAndGradient) {
+  constexpr bool kBitwise = TypeParam::kBitwise;
+  struct Case {
+    v1::Padding padding;
+    std::vector<int> strides;
+    int64_t kh, kw;
+  };
+  const Case cases[] = {
+      {v1::SAME, {}, 3, 3},      {v1::VALID, {}, 3, 3},    {v1::SAME, {2, 2}, 3, 3},
+      {v1::VALID, {2, 1}, 2, 3}, {v1::SAME, {1, 2}, 4, 2}, {v1::SAME, {3, 3}, 1, 1},
+  };
+  int checked = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(v1::Padding_Name(c.padding), " ", c.kh, "x", c.kw, " strides ",
+                              c.strides.empty() ? 1 : c.strides[0], "x",
+                              c.strides.empty() ? 1 : c.strides.back()));
+    const Tensor x = RandomTensor(Shape{3, 7, 6, 3}, 20 + checked);
+    const Tensor f = RandomTensor(Shape{c.kh, c.kw, 3, 4}, 40 + checked);
+    this->CheckOp(WindowNode(v1::CONV2D, c.padding, c.strides), {x, f}, {true, true}, kBitwise);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);
+}
+
+TYPED_TEST_P(DeviceGenericCnnTest, MaxPool2DMatchesTheCpuForwardAndGradient) {
+  constexpr bool kBitwise = TypeParam::kBitwise;
+  struct Case {
+    v1::Padding padding;
+    std::vector<int> strides, window;
+  };
+  const Case cases[] = {
+      {v1::VALID, {}, {2, 2}},      // the default: strides = window
+      {v1::SAME, {}, {2, 2}},       // odd sizes: a padded last window
+      {v1::VALID, {1, 1}, {3, 3}},  // overlapping windows: an input feeds several
+      {v1::SAME, {2, 1}, {3, 2}},
+  };
+  int checked = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat("case ", checked));
+    this->CheckOp(WindowNode(v1::MAX_POOL2D, c.padding, c.strides, c.window),
+                  {TiedTensor(Shape{2, 7, 5, 3}, 60 + checked)}, {true}, kBitwise);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);
+}
+
+// Training with one group and with virtual batches (10 examples in groups of 4, 4 and 2), and
+// inference (the moving statistics), on [10, 3, 2, 5] (the statistics over 60 or 24 rows).
+TYPED_TEST_P(DeviceGenericCnnTest, BatchNormMatchesTheCpuForwardGradientAndUpdates) {
+  const Shape x_shape{10, 3, 2, 5};
+  const std::vector<Tensor> in = {
+      RandomTensor(x_shape, 80, -3.f, 5.f), RandomTensor(Shape{5}, 81, 0.5f, 1.5f),
+      RandomTensor(Shape{5}, 82), RandomTensor(Shape{5}, 83, -0.5f, 0.5f),
+      RandomTensor(Shape{5}, 84, 0.5f, 2.f)};
+  int checked = 0;
+  for (int64_t v : {0, 4, 10}) {
+    v1::NodeDef node = OpNode(v1::BATCH_NORM);
+    node.set_epsilon(1e-3f);
+    node.set_momentum(0.9f);
+    node.set_virtual_batch_size(v);
+    for (bool training : {true, false}) {
+      ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, in, training));
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 6);
+}
+
+// Synchronized statistics: inference runs everywhere; training is refused on a GPU, naming the
+// node, and runs on the CPU.
+TYPED_TEST_P(DeviceGenericCnnTest, SynchronizedBatchNormTrainsOnlyOnTheCpu) {
+  v1::NodeDef node = OpNode(v1::BATCH_NORM);
+  node.set_epsilon(1e-3f);
+  node.set_momentum(0.9f);
+  node.set_synchronized(true);
+  const std::vector<Tensor> host_in = {RandomTensor(Shape{6, 4}, 90), RandomTensor(Shape{4}, 91),
+                                       RandomTensor(Shape{4}, 92), RandomTensor(Shape{4}, 93),
+                                       RandomTensor(Shape{4}, 94, 0.5f, 2.f)};
+  ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, /*training=*/false));
+  if (this->env().gpu() == nullptr) {
+    ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, /*training=*/true));
+    return;
+  }
+  std::unique_ptr<OpKernel> k = *this->registry_->CreateKernel(this->type(), node, DType::kF32);
+  KernelContext ctx;
+  ctx.allocate = [this](DType d, const Shape& s) { return this->env().Allocate(d, s); };
+  ctx.gpu = this->env().gpu();
+  ctx.training = true;
+  std::vector<Tensor> in = *this->env().ToDevice(host_in);
+  Tensor out;
+  absl::Status s = k->Forward(ctx, in, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("BATCH_NORM node " + node.name()));
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("synchronized"));
+  std::vector<Tensor> d_in(5);
+  s = k->Backward(ctx, in, in[0], in[0], {true, true, true, false, false}, &d_in);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  // The moving statistics take no gradient, on every device.
+  ctx.training = false;
+  s = k->Backward(ctx, in, in[0], in[0], {true, false, false, true, false}, &d_in);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("take no gradient"));
+}
+
+// What the kernels refuse at launch, each naming the kernel (nothing is enqueued).
+TYPED_TEST_P(DeviceGenericCnnTest, CnnKernelsRefuseBadLaunches) {
+  if (this->env().gpu() == nullptr) GTEST_SKIP() << "device kernels only";
+  gpu::GpuKernels& k = *this->env().gpu()->kernels;
+  const CudaStream s = this->env().gpu()->stream();
+  Tensor x = this->env().Allocate(DType::kF32, Shape{2, 4, 4, 3});
+  Tensor y = this->env().Allocate(DType::kF32, Shape{2, 2, 2, 3});
+  gpu::WindowGeometry w;
+  w.n = 2, w.h = 4, w.w = 4, w.c = 3, w.kh = 2, w.kw = 2, w.sh = 2, w.sw = 2, w.oh = 2, w.ow = 2;
+  float* xp = x.device_data<float>();
+  float* yp = y.device_data<float>();
+  ASSERT_TRUE(k.MaxPool(xp, w, yp, s).ok());
+
+  gpu::WindowGeometry bad = w;
+  bad.sh = 0;
+  absl::Status st = k.MaxPool(xp, bad, yp, s);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("MaxPool: window geometry"));
+  bad = w;
+  bad.n = -1;
+  st = k.Im2Col(xp, bad, yp, s);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("Im2Col: window geometry"));
+  st = k.Col2Im(nullptr, w, xp, s);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("Col2Im: buffer 0 is null"));
+  st = k.MaxPoolGrad(xp, w, yp, nullptr, s);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("MaxPoolGrad: buffer 1 is null"));
+
+  Tensor p = this->env().Allocate(DType::kF32, Shape{3 * 3});
+  float* pp = p.device_data<float>();
+  gpu::BatchNormDims d;
+  d.rows = 32, d.c = 3, d.group_rows = 8, d.groups = 3;  // 24 of the 32 rows
+  st = k.BatchNorm(xp, pp, pp, pp, pp, d, true, 1e-3f, pp, xp, s);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("BatchNorm: 32 rows of 3 channels are not 3"));
+  d.groups = 4;
+  st = k.BatchNormGrad(xp, xp, pp, pp, pp, d, true, 1e-3f, pp, nullptr, pp, pp, xp, s);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("BatchNormGrad: buffer 1 is null"));
+  st = k.BatchNormMovingUpdates(pp, pp, pp, d, 0.9f, pp, nullptr, s);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("BatchNormMovingUpdates: buffer 3 is null"));
+  // The device is still usable: a good launch runs after the refused ones.
+  ASSERT_TRUE(k.MaxPool(xp, w, yp, s).ok());
+  EXPECT_TRUE(this->env().ToHost(y).ok());
+}
+
+// A conv + batch norm + pool model (reshape to 8x8x1; conv 3x3 SAME without bias, batch norm
+// with virtual batches of 8, ReLU; conv 3x3 VALID with bias; max pool 2x2; dense 10) trains
+// kSteps steps of Adam on the device and ends where "/cpu:0" ends (tolerances above), with no
+// device allocation after the first step. The residual form adds a skip connection (ADD) around a
+// second conv + batch norm.
+inline constexpr char kConvBnPool[] = R"({
+  "inputShape": [64], "seed": 5, "loss": "SPARSE_CATEGORICAL_CROSSENTROPY",
+  "layers": [
+    {"reshape": {"shape": [8, 8, 1]}},
+    {"name": "c0", "conv2d": {"filters": 6, "kernelSize": [3], "padding": "SAME", "noBias": true}},
+    {"name": "c0_bn", "batchNorm": {"virtualBatchSize": 8}},
+    {"name": "c0_act", "relu": {}},
+    {"name": "c1", "conv2d": {"filters": 4, "kernelSize": [3], "padding": "VALID"}},
+    {"name": "pool", "maxpool2d": {"poolSize": [2]}},
+    {"flatten": {}},
+    {"name": "logits", "dense": {"units": 10}}
+  ]})";
+
+inline constexpr char kResidualCnn[] = R"({
+  "inputShape": [64], "seed": 7, "loss": "SPARSE_CATEGORICAL_CROSSENTROPY",
+  "layers": [
+    {"reshape": {"shape": [8, 8, 1]}},
+    {"name": "stem", "conv2d": {"filters": 6, "kernelSize": [3], "padding": "SAME", "noBias": true}},
+    {"name": "stem_bn", "batchNorm": {"virtualBatchSize": 8}},
+    {"name": "stem_act", "relu": {}},
+    {"name": "c1", "conv2d": {"filters": 6, "kernelSize": [3], "padding": "SAME", "noBias": true}},
+    {"name": "c1_bn", "batchNorm": {"virtualBatchSize": 8}},
+    {"name": "res", "add": {}, "inputs": ["stem_act", "c1_bn"]},
+    {"name": "res_act", "relu": {}},
+    {"name": "pool", "maxpool2d": {"poolSize": [2]}},
+    {"flatten": {}},
+    {"name": "logits", "dense": {"units": 10}}
+  ]})";
+
+// Trains `model_json` kSteps Adam steps on the device and on "/cpu:0" and compares them.
+template <class Env>
+void ExpectTrainsLikeTheCpu(DeviceEnv& device, const char* model_json) {
+  constexpr bool kBitwise = Env::kBitwise;
+  constexpr int kSteps = 8;
+  const double loss_rel = kBitwise ? 1e-6 : 1e-4, var_rel = kBitwise ? kRelTolerance : 1e-3;
+  absl::StatusOr<v1::ModelSpec> spec = ParseModelSpecJson(model_json);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<Graph> graph = BuildModel(*spec);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  absl::StatusOr<v1::OptimizerSpec> ospec =
+      ParseOptimizerSpecJson(R"({"adam": {}, "learningRate": {"constant": {"value": 0.01}}})");
+  ASSERT_TRUE(ospec.ok()) << ospec.status();
+  std::vector<Feeds> batches;
+  for (int i = 0; i < 3; ++i) batches.push_back(DigitsBatch(20, 200 + i));  // groups 8, 8, 4
+  struct Run {
+    std::vector<double> losses;
+    std::vector<Tensor> variables;  // host copies
+  };
+  auto train = [&](DeviceEnv& e, Run* out) {
+    ExecutorOptions options;
+    options.device = e.device();
+    options.gpu = e.gpu();
+    absl::StatusOr<std::unique_ptr<Executor>> exec = Executor::Create(&*graph, options);
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    absl::StatusOr<VariableSet> init = VariableSet::Initialize(*graph);
+    ASSERT_TRUE(init.ok()) << init.status();
+    absl::StatusOr<std::vector<Tensor>> vars = e.ToDevice(init->tensors());
+    ASSERT_TRUE(vars.ok()) << vars.status();
+    absl::StatusOr<std::unique_ptr<Optimizer>> opt =
+        Optimizer::Create(*ospec, graph->Variables(), e.gpu());
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    int64_t allocations_after_first = -1;
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<Tensor> grads;
+      StepOptions so;
+      so.step = step;
+      absl::StatusOr<StepResult> r =
+          (*exec)->ComputeGradients(*vars, batches[step % batches.size()], so, &grads);
+      ASSERT_TRUE(r.ok()) << r.status();
+      out->losses.push_back(r->loss);
+      absl::Status s = (*opt)->Apply(grads, &*vars);
+      ASSERT_TRUE(s.ok()) << s;
+      if (e.gpu() != nullptr && step == 0) {
+        allocations_after_first = e.gpu()->context->allocator_stats().device_allocations;
+      }
+    }
+    if (e.gpu() != nullptr) {  // the scratch (im2col, statistics) comes from the pool
+      EXPECT_EQ(e.gpu()->context->allocator_stats().device_allocations, allocations_after_first)
+          << "device allocations after the first step";
+    }
+    absl::StatusOr<std::vector<Tensor>> host = e.ToHost(*vars);
+    ASSERT_TRUE(host.ok()) << host.status();
+    out->variables = *host;
+  };
+  CpuDeviceEnv cpu;
+  Run want, got;
+  ASSERT_NO_FATAL_FAILURE(train(cpu, &want));
+  ASSERT_NO_FATAL_FAILURE(train(device, &got));
+  ASSERT_EQ(got.losses.size(), static_cast<size_t>(kSteps));
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_NEAR(got.losses[s], want.losses[s], loss_rel * std::fabs(want.losses[s]))
+        << "step " << s;
+  }
+  // Steps 0 and 6 see the same batch.
+  EXPECT_LT(want.losses[6], want.losses[0]) << "the model did not train";
+  ASSERT_EQ(got.variables.size(), want.variables.size());
+  int moving = 0;
+  for (size_t v = 0; v < want.variables.size(); ++v) {
+    const std::string name = graph->Variables()[v].name;
+    if (name.find("moving") != std::string::npos) ++moving;
+    EXPECT_TRUE(Close(got.variables[v], want.variables[v], kBitwise, var_rel)) << name;
+  }
+  EXPECT_GE(moving, 2) << "the batch norm's moving statistics were not compared";
+}
+
+TYPED_TEST_P(DeviceGenericCnnTest, ConvBatchNormPoolModelTrainsLikeTheCpu) {
+  ExpectTrainsLikeTheCpu<TypeParam>(this->env(), kConvBnPool);
+}
+
+// The residual CNN needs ADD's CUDA kernel (engine/ops/elementwise.cc); until it has one the
+// GPU instances say so and skip.
+TYPED_TEST_P(DeviceGenericCnnTest, ResidualCnnTrainsLikeTheCpu) {
+  if (this->env().gpu() != nullptr &&
+      !this->registry_->CreateKernel(this->type(), OpNode(v1::ADD), DType::kF32).ok()) {
+    GTEST_SKIP() << "ADD has no CUDA kernel yet";
+  }
+  ExpectTrainsLikeTheCpu<TypeParam>(this->env(), kResidualCnn);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(DeviceGenericCnnTest, Conv2DMatchesTheCpuForwardAndGradient,
+                            MaxPool2DMatchesTheCpuForwardAndGradient,
+                            BatchNormMatchesTheCpuForwardGradientAndUpdates,
+                            SynchronizedBatchNormTrainsOnlyOnTheCpu, CnnKernelsRefuseBadLaunches,
+                            ConvBatchNormPoolModelTrainsLikeTheCpu, ResidualCnnTrainsLikeTheCpu);
+
+}  // namespace lockstep::engine
+
+#endif  // LOCKSTEP_ENGINE_DEVICE_GENERIC_CNN_TEST_BODY_H_
