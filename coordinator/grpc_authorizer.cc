@@ -16,6 +16,21 @@ namespace coordinator {
 void GrpcAuthorizer::SetTokens(TokenTable tokens) {
   absl::MutexLock l(&mu_);
   tokens_ = std::move(tokens);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+grpc::Status GrpcAuthorizer::Reauthorize(grpc::ServerContext* ctx, Service service,
+                                         const char* method, uint64_t* generation) const {
+  const uint64_t now = this->generation();
+  if (insecure_ || *generation == now) return grpc::Status::OK;
+  grpc::Status s = Authorize(ctx, service, method);
+  if (s.ok()) {
+    *generation = now;
+  } else {
+    spdlog::warn("open {} stream of {} ended: its credentials are no longer accepted", method,
+                 ctx->peer());
+  }
+  return s;
 }
 
 std::optional<Principal> GrpcAuthorizer::Caller(grpc::ServerContext* ctx) const {

@@ -6,6 +6,10 @@
 // token names a client from the TokenTable. The rules themselves are authz.cc's tables,
 // one per service. With `insecure` every call is allowed.
 //
+// Open streams are authorized again when the tokens change (Reauthorize, called by
+// ServeStream between messages): a token removed by SetTokens (SIGHUP) ends its streams with
+// UNAUTHENTICATED within a poll interval (grpc_stream_writer.h), not only its next call.
+//
 // Ownership: owns the TokenTable. Thread model: thread-safe; SetTokens may run while calls
 // are authorized (a call sees the old or the new table, never a mix).
 #ifndef LOCKSTEP_COORDINATOR_GRPC_AUTHORIZER_H_
@@ -13,6 +17,8 @@
 
 #include <grpcpp/server_context.h>
 
+#include <atomic>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -41,6 +47,14 @@ class GrpcAuthorizer {
   grpc::Status Authorize(grpc::ServerContext* ctx, Service service, const char* method,
                          std::string* identity = nullptr) const;
 
+  // For an open stream of `method`: OK while its caller may still call it. `*generation` is
+  // the stream's copy of generation() (0 before its first check); while the tokens have not
+  // changed since, the answer is OK at once, else the caller is authorized afresh.
+  grpc::Status Reauthorize(grpc::ServerContext* ctx, Service service, const char* method,
+                           uint64_t* generation) const;
+  // Bumped by every SetTokens.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
   bool insecure() const { return insecure_; }
 
  private:
@@ -49,6 +63,7 @@ class GrpcAuthorizer {
   std::optional<Principal> Caller(grpc::ServerContext* ctx) const;
 
   const bool insecure_;
+  std::atomic<uint64_t> generation_{1};
   mutable absl::Mutex mu_;
   TokenTable tokens_ ABSL_GUARDED_BY(mu_);
 };

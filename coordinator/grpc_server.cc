@@ -93,6 +93,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   builder.RegisterService(s->worker_service_.get());
   builder.RegisterService(s->job_service_.get());
   builder.SetMaxReceiveMessageSize(s->options_.max_message_bytes);
+  grpc::ResourceQuota quota("lockstep-coordinator");
+  quota.SetMaxThreads(s->options_.max_server_threads);
+  builder.SetResourceQuota(quota);
   EnableHealthService();  // grpc.health.v1.Health on this port too
   if (s->options_.metrics != nullptr) {
     s->options_.metrics->Track(&s->membership_, s->jobs_.get(), s->diagnostics_.get());

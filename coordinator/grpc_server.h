@@ -67,6 +67,11 @@ struct CoordinatorServerOptions {
   // answers RESOURCE_EXHAUSTED beyond), the key-value store's and the barriers' per job.
   // The jobs' own (queued jobs, model, batch, watches, retention) are in `jobs`.
   int max_message_bytes = 4 << 20;
+  // The server's threads (a grpc::ResourceQuota): every call runs on one, and a waiting
+  // GetKey, Barrier or stream holds it, so the per-job, per-caller and per-identity limits
+  // (kv.waits, barriers.waits, jobs.watches) keep any one caller far below this; past it gRPC
+  // answers new calls RESOURCE_EXHAUSTED instead of starting threads without end.
+  int max_server_threads = 2048;  // --max_server_threads
   KvLimits kv;
   BarrierLimits barriers;
   Clock* clock = Clock::Real();
