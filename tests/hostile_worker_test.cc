@@ -91,6 +91,8 @@ class HostileWorkerTest : public ::testing::Test {
     return registered.ok() ? registered->task() : v1::TaskId();
   }
 
+  // Public: the thread quota test submits one too.
+ public:
   static v1::JobSpec OneWorkerJob() {
     v1::JobSpec spec;
     spec.set_name("victim");
@@ -107,6 +109,7 @@ class HostileWorkerTest : public ::testing::Test {
     return spec;
   }
 
+ protected:
   // A heartbeat of `task` carrying diagnostics of the victim's job, attempt 1.
   v1::HeartbeatRequest DiagnosticsBeat(const v1::TaskId& task, int index,
                                        const std::vector<std::string>& lines, int64_t wait_s) {
@@ -209,6 +212,36 @@ TEST_F(HostileWorkerTest, DiagnosticsForSomeoneElsesJobAreNotKept) {
   EXPECT_EQ(dump->diagnosis().hang_verdict(), "");
   ASSERT_EQ(dump->diagnosis().ranks_size(), 1);
   EXPECT_EQ(dump->diagnosis().ranks(0).task().index(), 0);
+
+  // Nor do its reports on the victim's attempt count: a forged failure and a forged success
+  // leave the job RUNNING at the step its own worker reported.
+  v1::HeartbeatRequest progress;
+  *progress.mutable_task() = victim_task_;
+  progress.set_incarnation(incarnations_[0]);
+  v1::JobReport* own = progress.add_jobs();
+  own->set_job_id(job_id_);
+  own->set_attempt(1);
+  own->set_phase(v1::JobReport::TRAINING);
+  own->set_step(3);
+  own->set_total_steps(10);
+  ASSERT_TRUE(victim_->Heartbeat(progress).ok());
+  for (v1::JobReport::Phase phase : {v1::JobReport::FAILED, v1::JobReport::DONE}) {
+    v1::HeartbeatRequest report;
+    *report.mutable_task() = attacker_task_;
+    report.set_incarnation(incarnations_[1]);
+    v1::JobReport* r = report.add_jobs();
+    r->set_job_id(job_id_);
+    r->set_attempt(1);
+    r->set_phase(phase);
+    r->set_step(10);
+    r->set_total_steps(10);
+    r->set_error("forged");
+    ASSERT_TRUE(attacker_->Heartbeat(report).ok());
+  }
+  auto job = operator_->GetJob(job_id_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->job().state(), v1::RUNNING) << job->job().reason();
+  EXPECT_EQ(job->job().progress().step(), 3);
 }
 
 TEST_F(HostileWorkerTest, FourThousandWaitsFromOneTaskDoNotStallAnotherJobsRendezvous) {
@@ -341,6 +374,69 @@ TEST_F(HostileWorkerTest, AStreamFloodStopsAtItsIdentitysLimitAndARevokedTokenEn
   while (watcher->Read(&event)) {
   }
   watcher->Finish();
+}
+
+// The server's threads are a quota (--max_server_threads): streams that each hold a thread
+// (here from a coordinator under --insecure, where no identity limits them) are refused past
+// it, RESOURCE_EXHAUSTED, instead of starting threads without end; the server answers again
+// once they close.
+TEST(ServerThreadsTest, StreamsPastTheThreadQuotaAreRefusedAndTheServerRecovers) {
+  coordinator::CoordinatorServerOptions o;
+  o.host = "127.0.0.1";
+  o.tls.insecure = true;
+  o.max_server_threads = 16;
+  auto server = coordinator::CoordinatorServer::Create(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const TlsOptions plain{.insecure = true};
+  auto jobs = client::CoordinatorClient::Create((*server)->local_address(), plain).value();
+  v1::JobSpec spec = HostileWorkerTest::OneWorkerJob();
+  spec.set_num_workers(3);  // there are none: it stays PENDING
+  absl::StatusOr<std::string> id = jobs->SubmitJob(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+
+  auto stub =
+      v1::JobService::NewStub(CoordinatorChannel((*server)->local_address(), plain).value());
+  struct Stream {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader;
+  };
+  std::vector<std::unique_ptr<Stream>> streams;
+  int accepted = 0;
+  int refused = 0;
+  std::string message;
+  for (int i = 0; i < 40; ++i) {
+    auto s = std::make_unique<Stream>();
+    s->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::WatchJobRequest watch;
+    watch.set_job_id(*id);
+    s->reader = stub->WatchJob(&s->ctx, watch);
+    v1::JobEvent event;
+    if (s->reader->Read(&event)) {  // the first event comes at once
+      ++accepted;
+      streams.push_back(std::move(s));
+      continue;
+    }
+    grpc::Status status = s->reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+    message = status.error_message();
+    ++refused;
+  }
+  EXPECT_LT(accepted, o.max_server_threads);
+  EXPECT_GT(refused, 0);
+  for (auto& s : streams) s->ctx.TryCancel();
+  for (auto& s : streams) {
+    v1::JobEvent event;
+    while (s->reader->Read(&event)) {
+    }
+    s->reader->Finish();
+  }
+  // The threads came back: calls are answered again (within a few seconds).
+  absl::Status status;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  do {
+    status = jobs->GetClusterStatus().status();
+  } while (!status.ok() && absl::Now() < deadline);
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 }  // namespace
