@@ -356,6 +356,63 @@ TEST_F(DiagnosticsServiceTest, LinesAndRecordsAreBoundedPerTaskInCountAndSize) {
   EXPECT_EQ(d.ranks(0).record().last_seq_entered(), 1);
 }
 
+// Only the newest attempts_per_job attempts of a job are kept: a job that restarts does not
+// pile up its attempts' lines.
+TEST_F(DiagnosticsServiceTest, OnlyTheNewestAttemptsOfAJobAreKept) {
+  DiagnosticsService one(jobs_.get(), &clock_,
+                         DiagnosticsOptions{.limits = {.attempts_per_job = 1}});
+  // The fixture's job ends and its workers leave it, so that a restartable job takes them.
+  ASSERT_TRUE(jobs_->Cancel(id_, "test").ok());
+  auto report = [&](const TaskRef& t, const std::string& id, int attempt,
+                    v1::JobReport::Phase phase) {
+    v1::JobReport r;
+    r.set_job_id(id);
+    r.set_attempt(attempt);
+    r.set_phase(phase);
+    jobs_->OnReports(t, {r});
+  };
+  for (const TaskRef& t : tasks_) report(t, id_, 1, v1::JobReport::ABORTED);
+  v1::JobSpec spec;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  R"({"name": "restarts", "numWorkers": 2, "globalBatchSize": 64, "steps": 10,
+                      "restartPolicy": {"maxRestarts": 3}, "checkpoint": {"everySteps": 5},
+                      "model": {"inputShape": [8], "layers": [{"dense": {"units": 4}}],
+                                "loss": "SPARSE_CATEGORICAL_CROSSENTROPY"},
+                      "optimizer": {"sgd": {}, "learningRate": {"constant": {"value": 0.1}}},
+                      "data": {"train": {"format": "SYNTHETIC", "syntheticExamples": 256}}})",
+                  &spec)
+                  .ok());
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_EQ(jobs_->Get(*id)->job().state(), v1::RUNNING);
+  auto lines = [&](int attempt, const std::string& text) {
+    v1::JobDiagnostics d;
+    d.set_job_id(*id);
+    d.set_attempt(attempt);
+    v1::LogLine* line = d.add_log_lines();
+    line->set_seq(1);
+    line->set_text(text);
+    return d;
+  };
+  one.OnHeartbeat(tasks_[0], {lines(1, "attempt 1")});
+  EXPECT_THAT(AllLines(one, *id, clock_.Now()),
+              ::testing::ElementsAre(tasks_[0].ToString() + " attempt 1"));
+  // The attempt fails and the job restarts on the same workers (after its 0.5 s back-off).
+  report(tasks_[0], *id, 1, v1::JobReport::FAILED);
+  report(tasks_[1], *id, 1, v1::JobReport::ABORTED);
+  ASSERT_EQ(jobs_->Get(*id)->job().state(), v1::RESTARTING);
+  clock_.Advance(absl::Seconds(1));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(membership_->Heartbeat(tasks_[i], 100 + i, false, nullptr).ok());
+  }
+  jobs_->Tick();
+  ASSERT_EQ(jobs_->Get(*id)->job().state(), v1::RUNNING);
+  ASSERT_EQ(jobs_->Get(*id)->job().attempt(), 2);
+  one.OnHeartbeat(tasks_[0], {lines(2, "attempt 2")});
+  EXPECT_THAT(AllLines(one, *id, clock_.Now()),
+              ::testing::ElementsAre(tasks_[0].ToString() + " attempt 2"));
+}
+
 }  // namespace
 }  // namespace coordinator
 }  // namespace lockstep
