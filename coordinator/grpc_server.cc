@@ -79,7 +79,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   s->diagnostics_ = std::make_unique<DiagnosticsService>(
       s->jobs_.get(), s->options_.clock,
       DiagnosticsOptions{.heartbeat_interval = s->options_.membership.heartbeat_interval});
-  s->authorizer_ = std::make_unique<GrpcAuthorizer>(s->options_.tls.insecure, s->options_.tokens);
+  s->authorizer_ = std::make_unique<GrpcAuthorizer>(s->options_.tls.insecure, s->options_.tokens,
+                                                    s->options_.revoked);
   s->worker_service_ = std::make_unique<GrpcWorkerService>(
       &s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(), s->diagnostics_.get(),
       s->options_.clock, s->incarnation_, s->authorizer_.get());
@@ -116,6 +117,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
 void CoordinatorServer::SetTokens(TokenTable tokens) { authorizer_->SetTokens(std::move(tokens)); }
+
+void CoordinatorServer::SetRevoked(RevokedCertificates revoked) {
+  authorizer_->SetRevoked(std::move(revoked));
+}
 
 std::string CoordinatorServer::local_address() const { return absl::StrCat("127.0.0.1:", port_); }
 

@@ -26,6 +26,7 @@
 #include "common/signals.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/grpc_server.h"
+#include "coordinator/revoked_certificates.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (\"127.0.0.1\" for loopback).");
@@ -55,6 +56,10 @@ ABSL_FLAG(std::string, tokens_file, "",
           "Clients' bearer tokens, one per line: `<token> <role> <name>`, role viewer "
           "(status, jobs, describe, watch) or operator (also submit, cancel, drain, release). "
           "SIGHUP reloads it.");
+ABSL_FLAG(std::string, revoked_certificates_file, "",
+          "Certificate names (CNs) refused although the cluster CA signed them, one per line "
+          "('#' comments): a stolen worker or client certificate. Their calls are "
+          "UNAUTHENTICATED and their open streams end within seconds. SIGHUP reloads it.");
 ABSL_FLAG(std::string, metrics_address, "",
           "HOST:PORT to serve Prometheus metrics on: plain HTTP, /metrics only "
           "(lockstep_coordinator_*; port 0: any free port, logged). Empty: no metrics.");
@@ -193,6 +198,17 @@ int Run(sigset_t signals) {
   } else {
     spdlog::warn("no --tokens_file: no client can call the coordinator (only workers)");
   }
+  if (const std::string revoked = absl::GetFlag(FLAGS_revoked_certificates_file);
+      !revoked.empty()) {
+    absl::StatusOr<lockstep::coordinator::RevokedCertificates> names =
+        lockstep::coordinator::RevokedCertificates::Load(revoked);
+    if (!names.ok()) {
+      spdlog::error("{}", std::string(names.status().message()));
+      return 2;
+    }
+    spdlog::info("{} revoked certificate name(s) from {}", names->size(), revoked);
+    options.revoked = std::move(*names);
+  }
 
   std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   if (state_dir.empty()) state_dir = DefaultStateDir();
@@ -244,6 +260,19 @@ int Run(sigset_t signals) {
 
   int sig = 0;
   while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    if (const std::string revoked = absl::GetFlag(FLAGS_revoked_certificates_file);
+        !revoked.empty()) {
+      absl::StatusOr<lockstep::coordinator::RevokedCertificates> names =
+          lockstep::coordinator::RevokedCertificates::Load(revoked);
+      if (names.ok()) {
+        spdlog::info("SIGHUP: {} revoked certificate name(s) reloaded from {}", names->size(),
+                     revoked);
+        (*server)->SetRevoked(std::move(*names));
+      } else {
+        spdlog::error("SIGHUP: {}; the revoked names in use are kept",
+                      std::string(names.status().message()));
+      }
+    }
     const std::string tokens = absl::GetFlag(FLAGS_tokens_file);
     if (options.tls.insecure || tokens.empty()) {
       spdlog::info("SIGHUP received: no --tokens_file to reload");

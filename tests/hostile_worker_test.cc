@@ -8,11 +8,13 @@
 //     job's rendezvous;
 //   - a flood of `logs --follow` streams from one identity stops at its own limit while another
 //     viewer still watches;
-//   - a revoked token's open streams end within seconds.
+//   - a revoked token's, or a revoked certificate's, open streams end within seconds;
+//   - streams past the server's thread quota are refused.
 #include <grpcpp/grpcpp.h>
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "common/grpc_channel.h"
 #include "common/incarnation.h"
 #include "coordinator/grpc_server.h"
+#include "coordinator/revoked_certificates.h"
 #include "coordinator/token_table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -374,6 +377,32 @@ TEST_F(HostileWorkerTest, AStreamFloodStopsAtItsIdentitysLimitAndARevokedTokenEn
   while (watcher->Read(&event)) {
   }
   watcher->Finish();
+}
+
+// A stolen worker certificate is revoked by name (--revoked_certificates_file, SIGHUP): its
+// open WatchAssignments stream ends, UNAUTHENTICATED, within seconds, and its calls are
+// refused; the other identities go on.
+TEST_F(HostileWorkerTest, ARevokedCertificatesOpenStreamEnds) {
+  v1::WatchAssignmentsRequest watch;
+  *watch.mutable_task() = attacker_task_;
+  watch.set_incarnation(incarnations_[1]);
+  auto stream = attacker_->WatchAssignments(watch);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  ASSERT_TRUE(WaitForStreams("identity:attacker", 1));
+  absl::StatusOr<std::optional<v1::Assignment>> next;
+  std::thread reader([&] { next = (*stream)->Next(); });
+  const absl::Time revoked = absl::Now();
+  server_->SetRevoked(coordinator::RevokedCertificates::Parse("attacker\n", "test").value());
+  reader.join();
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kUnauthenticated) << next.status();
+  EXPECT_LT(absl::Now() - revoked, absl::Seconds(5));
+  v1::HeartbeatRequest hb;
+  *hb.mutable_task() = attacker_task_;
+  hb.set_incarnation(incarnations_[1]);
+  EXPECT_EQ(attacker_->Heartbeat(hb).status().code(), absl::StatusCode::kUnauthenticated);
+  *hb.mutable_task() = victim_task_;
+  hb.set_incarnation(incarnations_[0]);
+  EXPECT_TRUE(victim_->Heartbeat(hb).ok());
 }
 
 // The server's threads are a quota (--max_server_threads): streams that each hold a thread
