@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/terminal_text.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace lockstep {
@@ -74,7 +75,7 @@ std::string FormatJobsTable(const std::vector<v1::JobRecord>& jobs, absl::Time n
                                           Age(j.created_unix_micros(), now), Clip(j.reason(), 60)));
   }
   absl::StrAppend(&out, jobs.size(), jobs.size() == 1 ? " job\n" : " jobs\n");
-  return out;
+  return EscapeForTerminal(out);  // reasons, errors and verdicts carry workers' text
 }
 
 std::string FormatJobResult(const v1::JobRecord& job) {
@@ -101,7 +102,7 @@ std::string FormatJobResult(const v1::JobRecord& job) {
     absl::StrAppend(&out, "  summaries:  ", p.summary_dir(), "  (tensorboard --logdir ",
                     p.summary_dir(), ")\n");
   }
-  return out;
+  return EscapeForTerminal(out);  // reasons, errors and verdicts carry workers' text
 }
 
 std::string FormatJobDescription(const v1::GetJobResponse& r) {
@@ -163,7 +164,7 @@ std::string FormatJobDescription(const v1::GetJobResponse& r) {
     absl::StrAppend(&out, "\n");
   }
   absl::StrAppend(&out, FormatDiagnosis(r.diagnosis(), ""));
-  return out;
+  return EscapeForTerminal(out);  // reasons, errors and verdicts carry workers' text
 }
 
 std::string FormatDiagnosis(const v1::JobDiagnosis& d, const std::string& prefix) {
@@ -175,7 +176,7 @@ std::string FormatDiagnosis(const v1::JobDiagnosis& d, const std::string& prefix
   for (const std::string& s : d.stragglers()) {
     absl::StrAppend(&out, prefix, "STRAGGLER: ", s, "\n");
   }
-  return out;
+  return EscapeForTerminal(out);  // reasons, errors and verdicts carry workers' text
 }
 
 std::string FormatEventLine(const v1::JobEvent& event) {
@@ -192,7 +193,7 @@ std::string FormatEventLine(const v1::JobEvent& event) {
       (p.unix_micros() == 0 || JobEnded(j.state()) || event.message().rfind("step ", 0) != 0)) {
     absl::StrAppend(&out, "  ", event.message());
   }
-  return out;
+  return EscapeForTerminal(out);  // reasons, errors and verdicts carry workers' text
 }
 
 std::string FormatProgressBar(const v1::JobProgress& p, double eta_seconds, int width) {

@@ -107,6 +107,26 @@ TEST(JobFormatTest, DescribeShowsTheHangVerdictAndStragglers) {
   EXPECT_EQ(FormatDiagnosis(r.diagnosis(), "job-000003 ").rfind("job-000003 HANG:", 0), 0u);
 }
 
+// A worker's error text reaches the reason, the description and the watch lines: printed,
+// its control characters are shown, not obeyed.
+TEST(JobFormatTest, WorkersTextIsEscapedForTheTerminal) {
+  v1::GetJobResponse r;
+  v1::JobRecord* j = r.mutable_job();
+  j->set_id("job-000002");
+  j->set_state(v1::FAILED);
+  j->set_reason("worker/1 failed: \x1b[2J\x1b[Hall good\rstep ok");
+  for (const std::string& out :
+       {FormatJobDescription(r), FormatJobResult(*j), FormatJobsTable({*j}, absl::Now())}) {
+    EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+    EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+  }
+  EXPECT_THAT(FormatJobDescription(r), HasSubstr("\\x1b[2J\\x1b[Hall good\\rstep ok"));
+  v1::JobEvent e;
+  *e.mutable_job() = *j;
+  e.set_message("\x1b]0;title\x07");
+  EXPECT_EQ(FormatEventLine(e).find('\x1b'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace client
 }  // namespace lockstep

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/job_format.h"
+#include "client/terminal_text.h"
 #include "common/incarnation.h"
 
 namespace lockstep {
@@ -91,7 +92,7 @@ std::string FormatStatusTable(const v1::GetClusterStatusResponse& status) {
   for (const v1::JobDiagnosis& d : status.diagnoses()) {
     absl::StrAppend(&out, FormatDiagnosis(d, absl::StrCat(d.job_id(), " ")));
   }
-  return out;
+  return EscapeForTerminal(out);  // addresses and device names come from workers
 }
 
 absl::StatusOr<std::string> FormatStatusJson(const v1::GetClusterStatusResponse& status) {

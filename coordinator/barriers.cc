@@ -11,7 +11,8 @@ namespace lockstep {
 namespace coordinator {
 
 absl::Status Barriers::Arrive(const std::string& id, const std::string& member, int parties,
-                              const std::vector<std::string>& expected, absl::Time deadline) {
+                              const std::vector<std::string>& expected, absl::Time requested,
+                              const std::string& caller) {
   if (id.empty()) return absl::InvalidArgumentError("barrier_id: must not be empty");
   if (member.empty()) return absl::InvalidArgumentError("member: must not be empty");
   for (const auto& [field, name] :
@@ -75,19 +76,19 @@ absl::Status Barriers::Arrive(const std::string& id, const std::string& member, 
     b.complete = true;
     return absl::OkStatus();
   }
-  if (waiters_ >= limits_.max_waiters) {
+  const absl::Time now = clock_->Now();
+  if (absl::Status room =
+          waits_.Acquire(scope, caller, absl::StrCat("barrier \"", id, "\""), KvScopeName(scope));
+      !room.ok()) {
     // Refused before it counts: a retry arrives afresh.
     if (new_member) b.arrived.erase(member);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "barrier \"", id, "\": ", waiters_,
-        " calls already wait at barriers, the limit (coordinator flag --max_waiting_calls)"));
+    return room;
   }
   Barrier* bp = &b;
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || bp->complete; };
   ++b.waiters;  // DeletePrefix leaves it alone until this wait is over
-  ++waiters_;
-  clock_->WaitUntil(&mu_, absl::Condition(&done), deadline);
-  --waiters_;
+  clock_->WaitUntil(&mu_, absl::Condition(&done), waits_.Clamp(now, requested));
+  waits_.Release(scope, caller);
   --b.waiters;
   if (b.complete) return absl::OkStatus();
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
@@ -102,10 +103,10 @@ absl::Status Barriers::Arrive(const std::string& id, const std::string& member, 
     missing = absl::StrCat("missing: ", b.parties - b.arrived.size(),
                            " more (member names were not declared)");
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat("barrier \"", id, "\": ", b.arrived.size(), " of ", b.parties,
-                   " arrived by the deadline (arrived: ", absl::StrJoin(b.arrived, ", "), "; ",
-                   missing, "); check that those tasks are ALIVE in `lockstep status`"));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "barrier \"", id, "\": ", b.arrived.size(), " of ", b.parties, " arrived by the deadline",
+      waits_.ClampNote(now, requested), " (arrived: ", absl::StrJoin(b.arrived, ", "), "; ",
+      missing, "); check that those tasks are ALIVE in `lockstep status`"));
 }
 
 int Barriers::size() {

@@ -113,21 +113,54 @@ TEST(BarriersTest, BarriersPerJobPartiesAndNamesAreLimited) {
               HasSubstr("member: 17 bytes"));
 }
 
-TEST(BarriersTest, WaitingCallsAreLimited) {
+TEST(BarriersTest, WaitingCallsAreLimitedPerCallerAndPerJob) {
   FakeClock clock;
-  Barriers b(&clock, BarrierLimits{.max_waiters = 1});
+  Barriers b(&clock, BarrierLimits{.waits = {.max_per_job = 2, .max_per_caller = 1}});
+  const absl::Time later = clock.Now() + absl::Hours(1);
   absl::Status first;
-  std::thread t([&] { first = b.Arrive("a", "m0", 2, {}, clock.Now() + absl::Hours(1)); });
+  std::thread t([&] { first = b.Arrive("jobs/j/1/a", "m0", 2, {}, later, "host0"); });
   ASSERT_TRUE(clock.WaitForWaiters(1));
-  absl::Status second = b.Arrive("b", "m0", 2, {}, clock.Now() + absl::Hours(1));
+  // host0 holds its one place: its next wait is refused, in any job.
+  absl::Status second = b.Arrive("jobs/k/1/b", "m0", 2, {}, later, "host0");
   EXPECT_TRUE(absl::IsResourceExhausted(second)) << second;
-  EXPECT_THAT(second.message(), HasSubstr("--max_waiting_calls"));
+  EXPECT_THAT(second.message(), HasSubstr("host0"));
+  EXPECT_THAT(second.message(), HasSubstr("--max_waiting_calls_per_caller"));
+  // Another caller waits in another job.
+  absl::Status other;
+  std::thread u([&] { other = b.Arrive("jobs/k/1/b", "m1", 2, {}, later, "host1"); });
+  ASSERT_TRUE(clock.WaitForWaiters(2));
+  // Job j has room for one more, then it is full for every caller.
+  absl::Status third;
+  std::thread v([&] { third = b.Arrive("jobs/j/1/c", "m0", 2, {}, later, "host2"); });
+  ASSERT_TRUE(clock.WaitForWaiters(3));
+  absl::Status full = b.Arrive("jobs/j/1/d", "m0", 2, {}, later, "host3");
+  EXPECT_TRUE(absl::IsResourceExhausted(full)) << full;
+  EXPECT_THAT(full.message(), HasSubstr("job j"));
+  EXPECT_THAT(full.message(), HasSubstr("--max_waiting_calls_per_job"));
   // An arrival that completes a barrier does not wait, so it is never refused.
-  EXPECT_TRUE(b.Arrive("a", "m1", 2, {}, clock.Now()).ok());
+  EXPECT_TRUE(b.Arrive("jobs/j/1/a", "m1", 2, {}, clock.Now(), "host3").ok());
+  EXPECT_TRUE(b.Arrive("jobs/k/1/b", "m0", 2, {}, clock.Now(), "host3").ok());
+  EXPECT_TRUE(b.Arrive("jobs/j/1/c", "m1", 2, {}, clock.Now(), "host3").ok());
   t.join();
+  u.join();
+  v.join();
   EXPECT_TRUE(first.ok()) << first;
-  // The refused member did not count: with the room back, b still needs two.
-  EXPECT_TRUE(absl::IsDeadlineExceeded(b.Arrive("b", "m1", 2, {}, clock.Now())));
+  EXPECT_TRUE(other.ok()) << other;
+  EXPECT_TRUE(third.ok()) << third;
+  // The refused member did not count: with the room back, d still needs two.
+  EXPECT_TRUE(absl::IsDeadlineExceeded(b.Arrive("jobs/j/1/d", "m1", 2, {}, clock.Now())));
+}
+
+TEST(BarriersTest, LongWaitsAreClampedToTheMaximum) {
+  FakeClock clock;
+  Barriers b(&clock, BarrierLimits{.waits = {.max_wait = absl::Seconds(5)}});
+  absl::Status s;
+  std::thread t([&] { s = b.Arrive("x", "a", 2, {}, clock.Now() + absl::Hours(24), "host0"); });
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  clock.Advance(absl::Seconds(5));
+  t.join();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("--max_wait_ms"));
 }
 
 TEST(BarriersTest, ShutdownWakesWaiters) {

@@ -18,6 +18,11 @@ constexpr const char kJobs[] = "lockstep_coordinator_jobs";
 constexpr const char kJobsHelp[] = "Stored jobs by state.";
 constexpr const char kHeartbeatAge[] = "lockstep_coordinator_heartbeat_age_seconds";
 constexpr const char kHeartbeatAgeHelp[] = "Seconds since a task's last heartbeat.";
+constexpr const char kDropped[] = "lockstep_coordinator_diagnostics_dropped";
+constexpr const char kDroppedHelp[] =
+    "Workers' diagnostics (log lines, flight records) dropped since the start, by reason: "
+    "not_its_attempt (a task reported on an attempt it is not a worker of), line_too_long, "
+    "record_too_large, evicted (a task's oldest lines, past its bounds).";
 constexpr const char kStraggler[] = "lockstep_coordinator_straggler_compute_ratio";
 constexpr const char kStragglerHelp[] =
     "A straggler's compute time per step over the other ranks' median (only stragglers).";
@@ -100,6 +105,10 @@ void CoordinatorMetrics::Refresh() {
   }
   job_restarts_.Set(static_cast<double>(restarts));
   if (diagnostics_ == nullptr) return;
+  for (DiagnosticsDrop reason : kAllDiagnosticsDrops) {
+    registry_->AddGauge(kDropped, kDroppedHelp, {{"reason", DiagnosticsDropName(reason)}})
+        .Set(static_cast<double>(diagnostics_->dropped(reason)));
+  }
   int hung = 0;
   std::set<std::pair<std::string, std::string>> stragglers;
   for (const v1::JobRecord& j : *jobs) {

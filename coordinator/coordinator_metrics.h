@@ -6,7 +6,9 @@
 //   the job service at every scrape; from the diagnostics (hang_verdict.h), also at every
 //   scrape: hung_jobs (running jobs with a hang verdict) and
 //   straggler_compute_ratio{job,task} (a straggler's compute time per step over the other
-//   ranks' median; a series only while the rank is a straggler);
+//   ranks' median; a series only while the rank is a straggler) and
+//   diagnostics_dropped{reason} (workers' diagnostics dropped since the start,
+//   diagnostics_service.h);
 //   rpc_seconds{method} (latency histogram of unary RPCs, by full method name) and
 //   rpcs_total{method,code} (every RPC, streams included, by status code), recorded by the
 //   gRPC server's interceptor (rpc_metrics_interceptor.h).

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/job_store/job_store.h"
+#include "spdlog/spdlog.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -21,37 +22,112 @@ DiagnosticsService::DiagnosticsService(JobService* jobs, Clock* clock, Diagnosti
         return options;
       }()) {}
 
+const char* DiagnosticsDropName(DiagnosticsDrop drop) {
+  switch (drop) {
+    case DiagnosticsDrop::kNotItsAttempt:
+      return "not_its_attempt";
+    case DiagnosticsDrop::kLineTooLong:
+      return "line_too_long";
+    case DiagnosticsDrop::kRecordTooLarge:
+      return "record_too_large";
+    case DiagnosticsDrop::kEvicted:
+      return "evicted";
+  }
+  return "unknown";
+}
+
 void DiagnosticsService::OnHeartbeat(const TaskRef& task,
                                      const std::vector<v1::JobDiagnostics>& diagnostics) {
   if (diagnostics.empty()) return;
+  // Which of them the task may speak for, asked before this service's lock (JobService has
+  // its own, and NextLogs takes them in the same order).
+  std::vector<bool> its_own;
+  its_own.reserve(diagnostics.size());
+  for (const v1::JobDiagnostics& d : diagnostics) {
+    its_own.push_back(!d.job_id().empty() && jobs_->RunsAttempt(task, d.job_id(), d.attempt()));
+  }
+  const DiagnosticsLimits& limits = options_.limits;
   const absl::Time now = clock_->Now();
   absl::MutexLock l(&mu_);
-  for (const v1::JobDiagnostics& d : diagnostics) {
-    if (d.job_id().empty()) continue;
+  for (size_t i = 0; i < diagnostics.size(); ++i) {
+    const v1::JobDiagnostics& d = diagnostics[i];
+    if (!its_own[i]) {
+      Drop(task, d.job_id(), DiagnosticsDrop::kNotItsAttempt, 1 + d.log_lines_size());
+      continue;
+    }
     JobEntry& job = by_job_[d.job_id()];
     job.updated = now;
     TaskEntry& t = job.tasks[{d.attempt(), task}];
     if (d.has_record()) {
-      t.rank = d.record().worker_rank();
-      t.record = d.record();
-      t.has_record = true;
-      t.received = now;
+      if (d.record().ByteSizeLong() > limits.max_record_bytes) {
+        Drop(task, d.job_id(), DiagnosticsDrop::kRecordTooLarge, 1);
+      } else {
+        t.rank = d.record().worker_rank();
+        t.record = d.record();
+        t.has_record = true;
+        t.received = now;
+      }
     }
+    int64_t too_long = 0;
     for (const v1::LogLine& line : d.log_lines()) {
       if (line.seq() <= t.last_seq) continue;  // a heartbeat that went again
-      t.lines.push_back(line);
       t.last_seq = line.seq();
+      if (line.text().size() > limits.max_line_bytes) {
+        ++too_long;
+        continue;
+      }
+      t.lines.push_back(line);
+      t.line_bytes += line.text().size();
       ++version_;
     }
-    while (t.lines.size() > options_.log_lines_per_task) t.lines.pop_front();
+    if (too_long > 0) Drop(task, d.job_id(), DiagnosticsDrop::kLineTooLong, too_long);
+    int64_t evicted = 0;
+    while (t.lines.size() > limits.log_lines_per_task || t.line_bytes > limits.log_bytes_per_task) {
+      t.line_bytes -= t.lines.front().text().size();
+      t.lines.pop_front();
+      ++evicted;
+    }
+    if (evicted > 0) Drop(task, d.job_id(), DiagnosticsDrop::kEvicted, evicted);
     t.finished |= d.finished();
     if (d.finished()) ++version_;
+    ForgetOldAttempts(job);
   }
   ForgetOldJobs();
 }
 
+void DiagnosticsService::Drop(const TaskRef& task, const std::string& job_id,
+                              DiagnosticsDrop reason, int64_t n) {
+  dropped_[reason] += n;
+  if (!noticed_.insert({task, reason}).second) return;
+  spdlog::warn(
+      "diagnostics from {} dropped ({}, job {}): {}; counted in "
+      "lockstep_coordinator_diagnostics_dropped, not logged again for this task",
+      task.ToString(), DiagnosticsDropName(reason), job_id,
+      reason == DiagnosticsDrop::kNotItsAttempt
+          ? "it is not a worker of that job attempt"
+          : "over the coordinator's limits for one task's diagnostics (DiagnosticsLimits)");
+}
+
+int64_t DiagnosticsService::dropped(DiagnosticsDrop reason) const {
+  absl::MutexLock l(&mu_);
+  auto it = dropped_.find(reason);
+  return it == dropped_.end() ? 0 : it->second;
+}
+
+void DiagnosticsService::ForgetOldAttempts(JobEntry& job) {
+  std::set<int> attempts;
+  for (const auto& [key, t] : job.tasks) attempts.insert(key.first);
+  while (attempts.size() > options_.limits.attempts_per_job) {
+    const int oldest = *attempts.begin();
+    attempts.erase(attempts.begin());
+    for (auto it = job.tasks.begin(); it != job.tasks.end();) {
+      it = it->first.first == oldest ? job.tasks.erase(it) : std::next(it);
+    }
+  }
+}
+
 void DiagnosticsService::ForgetOldJobs() {
-  while (by_job_.size() > options_.max_jobs) {
+  while (by_job_.size() > options_.limits.max_jobs) {
     auto oldest = by_job_.begin();
     for (auto it = by_job_.begin(); it != by_job_.end(); ++it) {
       if (it->second.updated < oldest->second.updated) oldest = it;

@@ -267,6 +267,152 @@ TEST_F(DiagnosticsServiceTest, FollowingEndsTwoHeartbeatsAfterTheJobEvenIfAWorke
   EXPECT_TRUE(next->end());
 }
 
+// Lines a GetJobLogs without follow returns, "task text" each.
+std::vector<std::string> AllLines(DiagnosticsService& diagnostics, const std::string& job_id,
+                                  absl::Time now) {
+  v1::GetJobLogsRequest request;
+  request.set_job_id(job_id);
+  DiagnosticsService::LogCursor cursor;
+  std::vector<std::string> texts;
+  for (int i = 0; i < 100; ++i) {
+    auto next = diagnostics.NextLogs(request, &cursor, now);
+    if (!next.ok() || next->end()) break;
+    for (const v1::LogLine& l : next->lines()) {
+      texts.push_back(absl::StrCat(TaskRef{next->task().type(), next->task().index()}.ToString(),
+                                   " ", l.text()));
+    }
+  }
+  return texts;
+}
+
+// A worker that runs nothing of the job (another identity's task, here a third worker), and a
+// worker of the job speaking of an attempt it does not run, are not heard: their lines and
+// records are dropped, counted by reason, and the heartbeat itself goes on.
+TEST_F(DiagnosticsServiceTest, DiagnosticsForAnAttemptTheTaskDoesNotRunAreDropped) {
+  MetricsRegistry registry;
+  CoordinatorMetrics metrics(&registry);
+  metrics.Track(membership_.get(), jobs_.get(), diagnostics_.get());
+  RegisterRequest r;
+  r.address = "127.0.0.1:5009";
+  r.incarnation = 999;
+  r.devices.emplace_back().set_index(0);
+  auto intruder = membership_->Register(r);
+  ASSERT_TRUE(intruder.ok()) << intruder.status();
+  const v1::JobRecord job = Record();
+  const TaskRef rank0{job.attempt_workers(0).task_type(), job.attempt_workers(0).task_index()};
+
+  diagnostics_->OnHeartbeat(intruder->task, {Beat(0, 7, 7, 30, {"\x1b[2Jforged"})});
+  v1::JobDiagnostics other_attempt = Beat(0, 1, 0, 0, {"from attempt 9"});
+  other_attempt.set_attempt(9);
+  diagnostics_->OnHeartbeat(rank0, {other_attempt, Beat(0, 1, 0, 0, {"real"})});
+
+  EXPECT_THAT(AllLines(*diagnostics_, id_, clock_.Now()),
+              ::testing::ElementsAre(rank0.ToString() + " real"));
+  const v1::JobDiagnosis d = diagnostics_->Diagnose(Record());
+  EXPECT_EQ(d.attempt(), 1);
+  EXPECT_EQ(d.hang_verdict(), "") << "the forged record must not make a verdict";
+  // Two JobDiagnostics, each a record and one line.
+  EXPECT_EQ(diagnostics_->dropped(DiagnosticsDrop::kNotItsAttempt), 4);
+  EXPECT_THAT(registry.TextFormat(),
+              HasSubstr("lockstep_coordinator_diagnostics_dropped{reason=\"not_its_attempt\"} 4"));
+  // Made-up jobs leave nothing behind either.
+  for (int i = 0; i < 50; ++i) {
+    v1::JobDiagnostics made_up = Beat(0, 1, 0, 0, {"x"});
+    made_up.set_job_id(absl::StrCat("job-", 500000 + i));
+    diagnostics_->OnHeartbeat(intruder->task, {made_up});
+  }
+  EXPECT_EQ(diagnostics_->Dump("job-500001").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(diagnostics_->dropped(DiagnosticsDrop::kNotItsAttempt), 104);
+  metrics.Track(nullptr, nullptr);
+}
+
+TEST_F(DiagnosticsServiceTest, LinesAndRecordsAreBoundedPerTaskInCountAndSize) {
+  DiagnosticsService small(jobs_.get(), &clock_,
+                           DiagnosticsOptions{.limits = {.log_lines_per_task = 3,
+                                                         .log_bytes_per_task = 8,
+                                                         .max_line_bytes = 4,
+                                                         .max_record_bytes = 4096}});
+  const v1::JobRecord job = Record();
+  const TaskRef rank0{job.attempt_workers(0).task_type(), job.attempt_workers(0).task_index()};
+  // "toolong" is dropped; "a".."e" fit one by one, but only the newest 3 lines (and 8 bytes)
+  // stay.
+  small.OnHeartbeat(rank0, {Beat(0, 1, 0, 0, {"a", "toolong", "bb", "c", "d", "e"})});
+  EXPECT_THAT(AllLines(small, id_, clock_.Now()),
+              ::testing::ElementsAre(rank0.ToString() + " c", rank0.ToString() + " d",
+                                     rank0.ToString() + " e"));
+  EXPECT_EQ(small.dropped(DiagnosticsDrop::kLineTooLong), 1);
+  EXPECT_EQ(small.dropped(DiagnosticsDrop::kEvicted), 2);
+  // By bytes: two 4-byte lines fill the task's 8.
+  small.OnHeartbeat(rank0, {Beat(0, 1, 0, 0, {"ffff", "gggg"}, 7)});
+  EXPECT_THAT(AllLines(small, id_, clock_.Now()),
+              ::testing::ElementsAre(rank0.ToString() + " ffff", rank0.ToString() + " gggg"));
+  // A flight record over its size is dropped; the last good one stays.
+  v1::JobDiagnostics big = Beat(0, 9, 9, 1);
+  big.mutable_record()->mutable_collectives(0)->set_kind(std::string(5000, 'k'));
+  small.OnHeartbeat(rank0, {big});
+  EXPECT_EQ(small.dropped(DiagnosticsDrop::kRecordTooLarge), 1);
+  const v1::JobDiagnosis d = small.Diagnose(Record());
+  ASSERT_GE(d.ranks_size(), 1);
+  EXPECT_EQ(d.ranks(0).record().last_seq_entered(), 1);
+}
+
+// Only the newest attempts_per_job attempts of a job are kept: a job that restarts does not
+// pile up its attempts' lines.
+TEST_F(DiagnosticsServiceTest, OnlyTheNewestAttemptsOfAJobAreKept) {
+  DiagnosticsService one(jobs_.get(), &clock_,
+                         DiagnosticsOptions{.limits = {.attempts_per_job = 1}});
+  // The fixture's job ends and its workers leave it, so that a restartable job takes them.
+  ASSERT_TRUE(jobs_->Cancel(id_, "test").ok());
+  auto report = [&](const TaskRef& t, const std::string& id, int attempt,
+                    v1::JobReport::Phase phase) {
+    v1::JobReport r;
+    r.set_job_id(id);
+    r.set_attempt(attempt);
+    r.set_phase(phase);
+    jobs_->OnReports(t, {r});
+  };
+  for (const TaskRef& t : tasks_) report(t, id_, 1, v1::JobReport::ABORTED);
+  v1::JobSpec spec;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  R"({"name": "restarts", "numWorkers": 2, "globalBatchSize": 64, "steps": 10,
+                      "restartPolicy": {"maxRestarts": 3}, "checkpoint": {"everySteps": 5},
+                      "model": {"inputShape": [8], "layers": [{"dense": {"units": 4}}],
+                                "loss": "SPARSE_CATEGORICAL_CROSSENTROPY"},
+                      "optimizer": {"sgd": {}, "learningRate": {"constant": {"value": 0.1}}},
+                      "data": {"train": {"format": "SYNTHETIC", "syntheticExamples": 256}}})",
+                  &spec)
+                  .ok());
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_EQ(jobs_->Get(*id)->job().state(), v1::RUNNING);
+  auto lines = [&](int attempt, const std::string& text) {
+    v1::JobDiagnostics d;
+    d.set_job_id(*id);
+    d.set_attempt(attempt);
+    v1::LogLine* line = d.add_log_lines();
+    line->set_seq(1);
+    line->set_text(text);
+    return d;
+  };
+  one.OnHeartbeat(tasks_[0], {lines(1, "attempt 1")});
+  EXPECT_THAT(AllLines(one, *id, clock_.Now()),
+              ::testing::ElementsAre(tasks_[0].ToString() + " attempt 1"));
+  // The attempt fails and the job restarts on the same workers (after its 0.5 s back-off).
+  report(tasks_[0], *id, 1, v1::JobReport::FAILED);
+  report(tasks_[1], *id, 1, v1::JobReport::ABORTED);
+  ASSERT_EQ(jobs_->Get(*id)->job().state(), v1::RESTARTING);
+  clock_.Advance(absl::Seconds(1));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(membership_->Heartbeat(tasks_[i], 100 + i, false, nullptr).ok());
+  }
+  jobs_->Tick();
+  ASSERT_EQ(jobs_->Get(*id)->job().state(), v1::RUNNING);
+  ASSERT_EQ(jobs_->Get(*id)->job().attempt(), 2);
+  one.OnHeartbeat(tasks_[0], {lines(2, "attempt 2")});
+  EXPECT_THAT(AllLines(one, *id, clock_.Now()),
+              ::testing::ElementsAre(tasks_[0].ToString() + " attempt 2"));
+}
+
 }  // namespace
 }  // namespace coordinator
 }  // namespace lockstep

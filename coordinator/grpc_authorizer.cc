@@ -16,6 +16,27 @@ namespace coordinator {
 void GrpcAuthorizer::SetTokens(TokenTable tokens) {
   absl::MutexLock l(&mu_);
   tokens_ = std::move(tokens);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void GrpcAuthorizer::SetRevoked(RevokedCertificates revoked) {
+  absl::MutexLock l(&mu_);
+  revoked_ = std::move(revoked);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+grpc::Status GrpcAuthorizer::Reauthorize(grpc::ServerContext* ctx, Service service,
+                                         const char* method, uint64_t* generation) const {
+  const uint64_t now = this->generation();
+  if (insecure_ || *generation == now) return grpc::Status::OK;
+  grpc::Status s = Authorize(ctx, service, method);
+  if (s.ok()) {
+    *generation = now;
+  } else {
+    spdlog::warn("open {} stream of {} ended: its credentials are no longer accepted", method,
+                 ctx->peer());
+  }
+  return s;
 }
 
 std::optional<Principal> GrpcAuthorizer::Caller(grpc::ServerContext* ctx) const {
@@ -34,7 +55,16 @@ std::optional<Principal> GrpcAuthorizer::Caller(grpc::ServerContext* ctx) const 
         continue;
       }
       std::optional<Principal> p = PrincipalFromCertificate(subject->common_name, subject->unit);
-      if (p.has_value()) return p;
+      if (!p.has_value()) continue;
+      absl::ReaderMutexLock l(&mu_);
+      if (revoked_.contains(p->name)) {
+        spdlog::warn(
+            "certificate of {} ({}) not accepted: the name is revoked "
+            "(--revoked_certificates_file)",
+            ctx->peer(), p->ToString());
+        return std::nullopt;  // not even with a token: this connection is the revoked holder's
+      }
+      return p;
     }
   }
   const auto& metadata = ctx->client_metadata();

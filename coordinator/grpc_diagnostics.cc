@@ -15,12 +15,13 @@ grpc::Status ServeDumpJob(DiagnosticsService& diagnostics, const v1::DumpJobRequ
 
 grpc::Status ServeJobLogs(DiagnosticsService& diagnostics, grpc::ServerContext* ctx,
                           const v1::GetJobLogsRequest& request,
-                          grpc::ServerWriter<v1::JobLogLines>* writer) {
+                          grpc::ServerWriter<v1::JobLogLines>* writer,
+                          absl::FunctionRef<grpc::Status()> allowed) {
   DiagnosticsService::LogCursor cursor;
   return ServeStream<v1::JobLogLines>(
       ctx, writer,
       [&](absl::Time deadline) { return diagnostics.NextLogs(request, &cursor, deadline); },
-      [](const v1::JobLogLines& m) { return m.end(); });
+      [](const v1::JobLogLines& m) { return m.end(); }, allowed);
 }
 
 }  // namespace coordinator

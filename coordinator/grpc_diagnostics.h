@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/sync_stream.h>
 
+#include "absl/functional/function_ref.h"
 #include "coordinator/diagnostics_service.h"
 #include "lockstep/v1/diagnostics.pb.h"
 
@@ -17,10 +18,11 @@ grpc::Status ServeDumpJob(DiagnosticsService& diagnostics, const v1::DumpJobRequ
                           v1::DumpJobResponse* response);
 
 // Streams the job's log lines; with `follow`, new ones until the job ended. The last message
-// has `end` set.
+// has `end` set. `allowed` as ServeStream's (the caller's authorization, asked again).
 grpc::Status ServeJobLogs(DiagnosticsService& diagnostics, grpc::ServerContext* ctx,
                           const v1::GetJobLogsRequest& request,
-                          grpc::ServerWriter<v1::JobLogLines>* writer);
+                          grpc::ServerWriter<v1::JobLogLines>* writer,
+                          absl::FunctionRef<grpc::Status()> allowed);
 
 }  // namespace coordinator
 }  // namespace lockstep

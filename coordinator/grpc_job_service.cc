@@ -24,8 +24,9 @@ GrpcJobService::GrpcJobService(Membership* membership, JobService* jobs,
       start_(clock->Now()),
       authorizer_(authorizer) {}
 
-grpc::Status GrpcJobService::Authorize(grpc::ServerContext* ctx, const char* method) const {
-  return authorizer_->Authorize(ctx, coordinator::Service::kJob, method);
+grpc::Status GrpcJobService::Authorize(grpc::ServerContext* ctx, const char* method,
+                                       std::string* identity) const {
+  return authorizer_->Authorize(ctx, coordinator::Service::kJob, method, identity);
 }
 
 grpc::Status GrpcJobService::GetClusterStatus(grpc::ServerContext* ctx,
@@ -128,14 +129,22 @@ grpc::Status GrpcJobService::ReleaseTask(grpc::ServerContext* ctx,
 
 grpc::Status GrpcJobService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::JobEvent>* writer) {
-  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
+  absl::StatusOr<WatchLimits::Slot> mine = jobs_->watches().OpenIdentityStream(identity);
+  if (!mine.ok()) return ToGrpcStatus(mine.status());
   absl::StatusOr<WatchLimits::Slot> slot = jobs_->watches().OpenJobWatch();
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   int64_t seen = 0;
+  uint64_t generation = authorizer_->generation();
+  const char* method = __func__;
   return ServeStream<v1::JobEvent>(
       ctx, writer,
       [&](absl::Time deadline) { return jobs_->NextEvent(request->job_id(), &seen, deadline); },
-      [](const v1::JobEvent& e) { return JobStore::IsTerminal(e.job().state()); });
+      [](const v1::JobEvent& e) { return JobStore::IsTerminal(e.job().state()); },
+      [&] {
+        return authorizer_->Reauthorize(ctx, coordinator::Service::kJob, method, &generation);
+      });
 }
 
 grpc::Status GrpcJobService::DumpJob(grpc::ServerContext* ctx, const v1::DumpJobRequest* request,
@@ -147,8 +156,17 @@ grpc::Status GrpcJobService::DumpJob(grpc::ServerContext* ctx, const v1::DumpJob
 grpc::Status GrpcJobService::GetJobLogs(grpc::ServerContext* ctx,
                                         const v1::GetJobLogsRequest* request,
                                         grpc::ServerWriter<v1::JobLogLines>* writer) {
-  if (grpc::Status s = Authorize(ctx, __func__); !s.ok()) return s;
-  return ServeJobLogs(*diagnostics_, ctx, *request, writer);
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
+  absl::StatusOr<WatchLimits::Slot> mine = jobs_->watches().OpenIdentityStream(identity);
+  if (!mine.ok()) return ToGrpcStatus(mine.status());
+  absl::StatusOr<WatchLimits::Slot> slot = jobs_->watches().OpenJobWatch();
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
+  uint64_t generation = authorizer_->generation();
+  const char* method = __func__;
+  return ServeJobLogs(*diagnostics_, ctx, *request, writer, [&] {
+    return authorizer_->Reauthorize(ctx, coordinator::Service::kJob, method, &generation);
+  });
 }
 
 }  // namespace coordinator

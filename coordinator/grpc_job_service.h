@@ -6,9 +6,11 @@
 // grpc_diagnostics.h's bodies), and converts the
 // absl::Status (common/grpc_status.h).
 //
-// Served on gRPC's synchronous API, as GrpcWorkerService is (see there): the WatchJob
-// stream (grpc_stream_writer.h) holds its server thread while it waits;
-// CoordinatorServer::Shutdown wakes it (JobService::Shutdown).
+// Served on gRPC's synchronous API, as GrpcWorkerService is (see there): the WatchJob and
+// GetJobLogs streams (grpc_stream_writer.h) hold their server thread while they wait, so each
+// takes a slot from the clients' pool (--max_job_watches) and from its caller's identity's
+// (--max_streams_per_identity), and is authorized again when the tokens change;
+// CoordinatorServer::Shutdown wakes them (JobService::Shutdown, DiagnosticsService::Shutdown).
 //
 // Adding an RPC: declare it in coordinator.proto's `service JobService`, add its row to
 // authz.cc's kJobServiceRules, override it here (first line `Authorize(ctx, __func__)`), and
@@ -61,8 +63,9 @@ class GrpcJobService final : public v1::JobService::Service {
                           grpc::ServerWriter<v1::JobLogLines>* writer) override;
 
  private:
-  // The authorizer's answer for `method` of the JobService.
-  grpc::Status Authorize(grpc::ServerContext* ctx, const char* method) const;
+  // The authorizer's answer for `method` of the JobService; `*identity` as there.
+  grpc::Status Authorize(grpc::ServerContext* ctx, const char* method,
+                         std::string* identity = nullptr) const;
 
   Membership* const membership_;
   JobService* const jobs_;

@@ -79,7 +79,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   s->diagnostics_ = std::make_unique<DiagnosticsService>(
       s->jobs_.get(), s->options_.clock,
       DiagnosticsOptions{.heartbeat_interval = s->options_.membership.heartbeat_interval});
-  s->authorizer_ = std::make_unique<GrpcAuthorizer>(s->options_.tls.insecure, s->options_.tokens);
+  s->authorizer_ = std::make_unique<GrpcAuthorizer>(s->options_.tls.insecure, s->options_.tokens,
+                                                    s->options_.revoked);
   s->worker_service_ = std::make_unique<GrpcWorkerService>(
       &s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(), s->diagnostics_.get(),
       s->options_.clock, s->incarnation_, s->authorizer_.get());
@@ -93,6 +94,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   builder.RegisterService(s->worker_service_.get());
   builder.RegisterService(s->job_service_.get());
   builder.SetMaxReceiveMessageSize(s->options_.max_message_bytes);
+  grpc::ResourceQuota quota("lockstep-coordinator");
+  quota.SetMaxThreads(s->options_.max_server_threads);
+  builder.SetResourceQuota(quota);
   EnableHealthService();  // grpc.health.v1.Health on this port too
   if (s->options_.metrics != nullptr) {
     s->options_.metrics->Track(&s->membership_, s->jobs_.get(), s->diagnostics_.get());
@@ -113,6 +117,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
 void CoordinatorServer::SetTokens(TokenTable tokens) { authorizer_->SetTokens(std::move(tokens)); }
+
+void CoordinatorServer::SetRevoked(RevokedCertificates revoked) {
+  authorizer_->SetRevoked(std::move(revoked));
+}
 
 std::string CoordinatorServer::local_address() const { return absl::StrCat("127.0.0.1:", port_); }
 

@@ -36,6 +36,7 @@
 #include "coordinator/job_store/job_store.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/membership.h"
+#include "coordinator/revoked_certificates.h"
 #include "coordinator/token_table.h"
 
 namespace grpc {
@@ -63,10 +64,17 @@ struct CoordinatorServerOptions {
   TlsOptions tls;
   // The clients' bearer tokens (--tokens_file); unused when insecure.
   TokenTable tokens;
+  // Certificate names refused although the CA signed them (--revoked_certificates_file).
+  RevokedCertificates revoked;
   // Limits on what callers control: the size of one request (--max_message_bytes; gRPC
   // answers RESOURCE_EXHAUSTED beyond), the key-value store's and the barriers' per job.
   // The jobs' own (queued jobs, model, batch, watches, retention) are in `jobs`.
   int max_message_bytes = 4 << 20;
+  // The server's threads (a grpc::ResourceQuota): every call runs on one, and a waiting
+  // GetKey, Barrier or stream holds it, so the per-job, per-caller and per-identity limits
+  // (kv.waits, barriers.waits, jobs.watches) keep any one caller far below this; past it gRPC
+  // answers new calls RESOURCE_EXHAUSTED instead of starting threads without end.
+  int max_server_threads = 2048;  // --max_server_threads
   KvLimits kv;
   BarrierLimits barriers;
   Clock* clock = Clock::Real();
@@ -94,6 +102,9 @@ class CoordinatorServer {
   // Replaces the clients' tokens (SIGHUP reloads --tokens_file): a removed token is refused
   // from the next call on.
   void SetTokens(TokenTable tokens);
+  // Replaces the revoked certificate names (SIGHUP reloads --revoked_certificates_file): a
+  // newly revoked name is refused from the next call on and its open streams end.
+  void SetRevoked(RevokedCertificates revoked);
 
   void Shutdown();
   // Blocks until Shutdown() is called from another thread.

@@ -3,8 +3,10 @@
 // thread: a message is written (Write blocks until gRPC has taken it), DEADLINE_EXCEEDED
 // means "nothing yet" (the loop checks whether the client went away and asks again), any
 // other error ends the stream with that status; after a message for which `last` holds,
-// the stream ends OK. Used by WatchAssignments (grpc_worker_service.cc) and WatchJob
-// (grpc_job_service.cc).
+// the stream ends OK. Before each call of `next` it asks `allowed()` (the caller's
+// authorization, GrpcAuthorizer::Reauthorize): an error ends the stream with it, so a revoked
+// token's stream ends within one `poll`. Used by WatchAssignments (grpc_worker_service.cc),
+// WatchJob (grpc_job_service.cc) and GetJobLogs (grpc_diagnostics.cc).
 //
 // `poll` bounds how long a client that went away (or a server shutting down) keeps the
 // thread. Thread model: runs on the calling handler thread only.
@@ -26,8 +28,10 @@ template <typename T>
 grpc::Status ServeStream(grpc::ServerContext* ctx, grpc::ServerWriter<T>* writer,
                          absl::FunctionRef<absl::StatusOr<T>(absl::Time deadline)> next,
                          absl::FunctionRef<bool(const T&)> last,
+                         absl::FunctionRef<grpc::Status()> allowed,
                          absl::Duration poll = absl::Milliseconds(200)) {
   while (!ctx->IsCancelled()) {
+    if (grpc::Status s = allowed(); !s.ok()) return s;
     absl::StatusOr<T> message = next(absl::Now() + poll);
     if (!message.ok()) {
       if (message.status().code() == absl::StatusCode::kDeadlineExceeded) continue;

@@ -37,9 +37,11 @@ grpc::Status GrpcWorkerService::Authorize(grpc::ServerContext* ctx, const char* 
 }
 
 grpc::Status GrpcWorkerService::AuthorizeTask(grpc::ServerContext* ctx, const char* method,
-                                              const v1::TaskId& task) const {
+                                              const v1::TaskId& task,
+                                              std::string* identity_out) const {
   std::string identity;
   if (grpc::Status s = Authorize(ctx, method, &identity); !s.ok()) return s;
+  if (identity_out != nullptr) *identity_out = identity;
   absl::Status held = membership_->CheckHolder(FromProto(task), identity, method);
   if (!held.ok()) {
     spdlog::warn("{} from {} refused: {}", method, ctx->peer(), std::string(held.message()));
@@ -48,9 +50,10 @@ grpc::Status GrpcWorkerService::AuthorizeTask(grpc::ServerContext* ctx, const ch
 }
 
 grpc::Status GrpcWorkerService::AuthorizeKey(grpc::ServerContext* ctx, const char* method,
-                                             const std::string& key) const {
+                                             const std::string& key, std::string* caller) const {
   std::string identity;
   if (grpc::Status s = Authorize(ctx, method, &identity); !s.ok()) return s;
+  if (caller != nullptr) *caller = identity.empty() ? ctx->peer() : identity;
   return ToGrpcStatus(jobs_->CheckKeyAccess(identity, key));
 }
 
@@ -137,34 +140,49 @@ grpc::Status GrpcWorkerService::SetKey(grpc::ServerContext* ctx, const v1::SetKe
 
 grpc::Status GrpcWorkerService::GetKey(grpc::ServerContext* ctx, const v1::GetKeyRequest* request,
                                        v1::GetKeyResponse* response) {
-  if (grpc::Status s = AuthorizeKey(ctx, __func__, request->key()); !s.ok()) return s;
-  absl::StatusOr<std::string> v = kv_->Get(request->key(), DeadlineFor(request->timeout_ms()));
+  std::string caller;
+  if (grpc::Status s = AuthorizeKey(ctx, __func__, request->key(), &caller); !s.ok()) return s;
+  absl::StatusOr<std::string> v =
+      kv_->Get(request->key(), DeadlineFor(request->timeout_ms()), caller);
   if (v.ok()) response->set_value(*v);
   return ToGrpcStatus(v.status());
 }
 
 grpc::Status GrpcWorkerService::Barrier(grpc::ServerContext* ctx, const v1::BarrierRequest* request,
                                         v1::BarrierResponse*) {
-  if (grpc::Status s = AuthorizeKey(ctx, __func__, request->barrier_id()); !s.ok()) return s;
+  std::string caller;
+  if (grpc::Status s = AuthorizeKey(ctx, __func__, request->barrier_id(), &caller); !s.ok()) {
+    return s;
+  }
   std::vector<std::string> members(request->members().begin(), request->members().end());
   return ToGrpcStatus(barriers_->Arrive(request->barrier_id(), request->member(),
                                         request->parties(), members,
-                                        DeadlineFor(request->timeout_ms())));
+                                        DeadlineFor(request->timeout_ms()), caller));
 }
 
 grpc::Status GrpcWorkerService::WatchAssignments(grpc::ServerContext* ctx,
                                                  const v1::WatchAssignmentsRequest* request,
                                                  grpc::ServerWriter<v1::Assignment>* writer) {
-  if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task()); !s.ok()) return s;
+  std::string identity;
+  if (grpc::Status s = AuthorizeTask(ctx, __func__, request->task(), &identity); !s.ok()) {
+    return s;
+  }
   const TaskRef task = FromProto(request->task());
+  absl::StatusOr<WatchLimits::Slot> mine = jobs_->watches().OpenIdentityStream(identity);
+  if (!mine.ok()) return ToGrpcStatus(mine.status());
   absl::StatusOr<WatchLimits::Slot> slot = jobs_->watches().OpenAssignmentWatch(task.ToString());
   if (!slot.ok()) return ToGrpcStatus(slot.status());
+  uint64_t generation = authorizer_->generation();
+  const char* method = __func__;
   return ServeStream<v1::Assignment>(
       ctx, writer,
       [&](absl::Time deadline) {
         return jobs_->NextAssignment(task, request->incarnation(), deadline);
       },
-      [](const v1::Assignment&) { return false; });
+      [](const v1::Assignment&) { return false; },
+      [&] {
+        return authorizer_->Reauthorize(ctx, coordinator::Service::kWorker, method, &generation);
+      });
 }
 
 }  // namespace coordinator

@@ -12,8 +12,11 @@
 // (the callback API adds its own polling threads and a hand-off, which on a VM costs tens of
 // microseconds per call). Handlers that wait (GetKey and Barrier with a timeout, the
 // WatchAssignments stream in grpc_stream_writer.h) hold their server thread while they wait;
-// gRPC starts more threads as they are needed. CoordinatorServer::Shutdown wakes every wait
-// (KvStore, Barriers and JobService::Shutdown) before the server's own Shutdown.
+// gRPC starts more threads as they are needed, up to the server's ResourceQuota
+// (--max_server_threads). So every wait is bounded: GetKey/Barrier per job and per caller and
+// in length (wait_limits.h), streams per task and per identity (watch_limits.h).
+// CoordinatorServer::Shutdown wakes every wait (KvStore, Barriers and JobService::Shutdown) before
+// the server's own Shutdown.
 //
 // Ownership: borrows the domain objects, the Clock and the authorizer; they must outlive it.
 // Thread model: gRPC calls the handlers concurrently; the domain objects are thread-safe.
@@ -62,12 +65,15 @@ class GrpcWorkerService final : public v1::WorkerService::Service {
   // The authorizer's answer for `method` of the WorkerService; `*identity` as there.
   grpc::Status Authorize(grpc::ServerContext* ctx, const char* method,
                          std::string* identity = nullptr) const;
-  // Authorize(), then Membership::CheckHolder for `task` (RPCs naming a task).
-  grpc::Status AuthorizeTask(grpc::ServerContext* ctx, const char* method,
-                             const v1::TaskId& task) const;
-  // Authorize(), then JobService::CheckKeyAccess for `key` (a key or a barrier id).
-  grpc::Status AuthorizeKey(grpc::ServerContext* ctx, const char* method,
-                            const std::string& key) const;
+  // Authorize(), then Membership::CheckHolder for `task` (RPCs naming a task); `*identity`
+  // as Authorize's.
+  grpc::Status AuthorizeTask(grpc::ServerContext* ctx, const char* method, const v1::TaskId& task,
+                             std::string* identity = nullptr) const;
+  // Authorize(), then JobService::CheckKeyAccess for `key` (a key or a barrier id); sets
+  // `*caller` to who the waits of the call count against (KvStore, Barriers): the caller's
+  // identity, or under --insecure (no identities) its connection's peer address.
+  grpc::Status AuthorizeKey(grpc::ServerContext* ctx, const char* method, const std::string& key,
+                            std::string* caller = nullptr) const;
 
   Membership* const membership_;
   KvStore* const kv_;

@@ -116,6 +116,18 @@ absl::Status JobService::CheckKeyAccess(const std::string& identity, const std::
       "key \"", key, "\": ", identity, " is not a worker of job ", parts[1], " attempt ", attempt));
 }
 
+bool JobService::RunsAttempt(const TaskRef& task, const std::string& job_id, int attempt) {
+  absl::MutexLock l(&mu_);
+  for (const std::map<std::string, JobAttempt>* attempts : {&active_, &ended_}) {
+    auto it = attempts->find(job_id);
+    if (it != attempts->end() && it->second.attempt() == attempt && it->second.RankOf(task) >= 0) {
+      return true;
+    }
+  }
+  auto e = evaluators_.find(job_id);
+  return e != evaluators_.end() && e->second.attempt == attempt && e->second.task == task;
+}
+
 absl::Status JobService::Recover() {
   LS_ASSIGN_OR_RETURN(std::vector<v1::JobRecord> jobs, store_->List(0));
   absl::MutexLock l(&mu_);

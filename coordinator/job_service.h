@@ -169,6 +169,11 @@ class JobService {
   // the job and the attempt otherwise, also for an attempt that is not running); other
   // keys are the workers' common area. An empty identity (--insecure) is not checked.
   absl::Status CheckKeyAccess(const std::string& identity, const std::string& key);
+  // Whether `task` is one of the workers (or the evaluator) of attempt `attempt` of job
+  // `job_id`, while that attempt runs or its workers are leaving it (the last attempt of a
+  // job that ended is kept until they left). What a heartbeat says about other attempts
+  // (diagnostics, reports) is not the caller's to say.
+  bool RunsAttempt(const TaskRef& task, const std::string& job_id, int attempt);
   // The running job of each busy task, with the step it last reported (for status).
   std::map<TaskRef, std::pair<std::string, int64_t>> RunningTasks();
   // Wakes every NextAssignment / NextEvent (they answer UNAVAILABLE).

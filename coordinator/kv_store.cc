@@ -83,29 +83,30 @@ void KvStore::ReleaseLocked(const std::string& key, const std::string& value) {
   if (it->second.entries <= 0) usage_.erase(it);
 }
 
-absl::StatusOr<std::string> KvStore::Get(const std::string& key, absl::Time deadline) {
+absl::StatusOr<std::string> KvStore::Get(const std::string& key, absl::Time requested,
+                                         const std::string& caller) {
   absl::MutexLock l(&mu_);
   auto ready = [&]()
                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || data_.count(key) > 0; };
-  if (!ready() && deadline > clock_->Now()) {
-    if (waiters_ >= limits_.max_waiters) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("key \"", key, "\": ", waiters_,
-                       " calls already wait for keys, the limit (coordinator flag "
-                       "--max_waiting_calls); retry later"));
+  const absl::Time now = clock_->Now();
+  const absl::Time deadline = waits_.Clamp(now, requested);
+  if (!ready() && deadline > now) {
+    const std::string scope = KvScopeOf(key);
+    if (absl::Status room =
+            waits_.Acquire(scope, caller, absl::StrCat("GetKey \"", key, "\""), KvScopeName(scope));
+        !room.ok()) {
+      return room;
     }
-    ++waiters_;
     clock_->WaitUntil(&mu_, absl::Condition(&ready), deadline);
-    --waiters_;
+    waits_.Release(scope, caller);
   }
   if (shutdown_) return ShutdownError();
   auto it = data_.find(key);
   if (it == data_.end()) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("key \"", key,
-                     "\" was not set by the deadline; check that the task "
-                     "that publishes it is running and uses the same job "
-                     "and attempt"));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "key \"", key, "\" was not set by the deadline", waits_.ClampNote(now, requested),
+        "; check that the task that publishes it is running and uses the same job "
+        "and attempt"));
   }
   return it->second;
 }

@@ -68,15 +68,16 @@ TEST(KvStoreTest, SetWakesWaiter) {
   EXPECT_EQ(*result, "v");
 }
 
-TEST(KvStoreTest, WaitingGetsAreLimited) {
+TEST(KvStoreTest, WaitingGetsAreLimitedPerJob) {
   FakeClock clock;
-  KvStore kv(&clock, KvLimits{.max_waiters = 1});
+  KvStore kv(&clock, KvLimits{.waits = {.max_per_job = 1}});
   absl::StatusOr<std::string> first;
-  std::thread t([&] { first = kv.Get("k", clock.Now() + absl::Hours(1)); });
+  std::thread t([&] { first = kv.Get("k", clock.Now() + absl::Hours(1), "host0"); });
   ASSERT_TRUE(clock.WaitForWaiters(1));
-  absl::Status second = kv.Get("other", clock.Now() + absl::Hours(1)).status();
+  absl::Status second = kv.Get("other", clock.Now() + absl::Hours(1), "host1").status();
   EXPECT_TRUE(absl::IsResourceExhausted(second)) << second;
-  EXPECT_THAT(second.message(), HasSubstr("--max_waiting_calls"));
+  EXPECT_THAT(second.message(), HasSubstr("the workers' common area"));
+  EXPECT_THAT(second.message(), HasSubstr("--max_waiting_calls_per_job"));
   ASSERT_TRUE(kv.Set("k", "v", false).ok());
   EXPECT_EQ(kv.Get("k", clock.Now() + absl::Hours(1)).value(), "v");  // there: no wait
   t.join();
@@ -129,6 +130,40 @@ TEST(KvStoreTest, BytesPerJobAndSizesAreLimited) {
   EXPECT_THAT(full.message(), HasSubstr("--max_kv_bytes_per_job"));
   EXPECT_EQ(kv.DeletePrefix("jobs/j/"), 2);
   EXPECT_TRUE(kv.Set("jobs/j/1/c", "v", false).ok());
+}
+
+TEST(KvStoreTest, WaitsAreLimitedPerCallerSoOneCannotStallAnotherJob) {
+  FakeClock clock;
+  KvStore kv(&clock, KvLimits{.waits = {.max_per_job = 8, .max_per_caller = 1}});
+  absl::StatusOr<std::string> held;
+  std::thread t([&] { held = kv.Get("shared/never", clock.Now() + absl::Hours(1), "attacker"); });
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  absl::Status more = kv.Get("jobs/own/1/x", clock.Now() + absl::Hours(1), "attacker").status();
+  EXPECT_TRUE(absl::IsResourceExhausted(more)) << more;
+  EXPECT_THAT(more.message(), HasSubstr("--max_waiting_calls_per_caller"));
+  // The victim's rendezvous waits and is answered.
+  absl::StatusOr<std::string> victim;
+  std::thread u([&] { victim = kv.Get("jobs/v/1/addr", clock.Now() + absl::Hours(1), "host1"); });
+  ASSERT_TRUE(clock.WaitForWaiters(2));
+  ASSERT_TRUE(kv.Set("jobs/v/1/addr", "h:1", false).ok());
+  u.join();
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  EXPECT_EQ(*victim, "h:1");
+  kv.Shutdown();
+  t.join();
+  EXPECT_TRUE(absl::IsUnavailable(held.status()));
+}
+
+TEST(KvStoreTest, LongWaitsAreClampedToTheMaximum) {
+  FakeClock clock;
+  KvStore kv(&clock, KvLimits{.waits = {.max_wait = absl::Seconds(5)}});
+  absl::StatusOr<std::string> v;
+  std::thread t([&] { v = kv.Get("k", absl::InfiniteFuture(), "host0"); });
+  ASSERT_TRUE(clock.WaitForWaiters(1));
+  clock.Advance(absl::Seconds(5));
+  t.join();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(v.status())) << v.status();
+  EXPECT_THAT(v.status().message(), HasSubstr("--max_wait_ms"));
 }
 
 }  // namespace

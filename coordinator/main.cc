@@ -26,6 +26,7 @@
 #include "common/signals.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/grpc_server.h"
+#include "coordinator/revoked_certificates.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (\"127.0.0.1\" for loopback).");
@@ -55,6 +56,10 @@ ABSL_FLAG(std::string, tokens_file, "",
           "Clients' bearer tokens, one per line: `<token> <role> <name>`, role viewer "
           "(status, jobs, describe, watch) or operator (also submit, cancel, drain, release). "
           "SIGHUP reloads it.");
+ABSL_FLAG(std::string, revoked_certificates_file, "",
+          "Certificate names (CNs) refused although the cluster CA signed them, one per line "
+          "('#' comments): a stolen worker or client certificate. Their calls are "
+          "UNAUTHENTICATED and their open streams end within seconds. SIGHUP reloads it.");
 ABSL_FLAG(std::string, metrics_address, "",
           "HOST:PORT to serve Prometheus metrics on: plain HTTP, /metrics only "
           "(lockstep_coordinator_*; port 0: any free port, logged). Empty: no metrics.");
@@ -81,9 +86,20 @@ ABSL_FLAG(int64_t, max_kv_bytes_per_job, int64_t{64} << 20,
           "Bytes of keys and values one job may hold in the key-value store.");
 ABSL_FLAG(int64_t, max_kv_value_bytes, 1 << 20, "Largest key-value value, in bytes.");
 ABSL_FLAG(int64_t, max_barriers_per_job, 10000, "Barriers one job may hold.");
-ABSL_FLAG(int, max_waiting_calls, 4096,
-          "GetKey calls waiting for a key, and Barrier calls waiting at a barrier, at once "
-          "(each kind).");
+ABSL_FLAG(int, max_waiting_calls_per_job, 1024,
+          "GetKey calls waiting for a key, and Barrier calls waiting at a barrier, at once in "
+          "one job (or in the workers' common area), each kind.");
+ABSL_FLAG(int, max_waiting_calls_per_caller, 64,
+          "GetKey and Barrier calls (each kind) one worker identity may have waiting at once.");
+ABSL_FLAG(int64_t, max_wait_ms, 600000,
+          "Longest wait of one GetKey or Barrier call; a longer timeout is cut to this (the "
+          "call answers DEADLINE_EXCEEDED saying so, and the worker asks again).");
+ABSL_FLAG(int, max_streams_per_identity, 32,
+          "Server streams (watch, assignments, logs) one identity (a worker certificate, a "
+          "token's or client certificate's name) may have open at once.");
+ABSL_FLAG(int, max_server_threads, 2048,
+          "Threads of the coordinator's gRPC server (a resource quota); calls past it are "
+          "answered RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_job_watches, 256, "WatchJob streams open at once (all clients).");
 ABSL_FLAG(int, max_assignment_watches_per_task, 4, "WatchAssignments streams per worker task.");
 ABSL_FLAG(int, max_task_index, 4096,
@@ -109,8 +125,14 @@ void SetLimits(lockstep::coordinator::CoordinatorServerOptions* options) {
   options->kv.max_bytes_per_job = absl::GetFlag(FLAGS_max_kv_bytes_per_job);
   options->kv.max_value_bytes = absl::GetFlag(FLAGS_max_kv_value_bytes);
   options->barriers.max_barriers_per_job = absl::GetFlag(FLAGS_max_barriers_per_job);
-  options->kv.max_waiters = absl::GetFlag(FLAGS_max_waiting_calls);
-  options->barriers.max_waiters = absl::GetFlag(FLAGS_max_waiting_calls);
+  const lockstep::coordinator::WaitLimitOptions waits{
+      .max_per_job = absl::GetFlag(FLAGS_max_waiting_calls_per_job),
+      .max_per_caller = absl::GetFlag(FLAGS_max_waiting_calls_per_caller),
+      .max_wait = absl::Milliseconds(absl::GetFlag(FLAGS_max_wait_ms))};
+  options->kv.waits = waits;
+  options->barriers.waits = waits;
+  options->jobs.watches.max_streams_per_identity = absl::GetFlag(FLAGS_max_streams_per_identity);
+  options->max_server_threads = absl::GetFlag(FLAGS_max_server_threads);
   options->membership.max_task_index = absl::GetFlag(FLAGS_max_task_index);
   options->membership.max_tasks_per_identity = absl::GetFlag(FLAGS_max_tasks_per_identity);
 }
@@ -176,6 +198,17 @@ int Run(sigset_t signals) {
   } else {
     spdlog::warn("no --tokens_file: no client can call the coordinator (only workers)");
   }
+  if (const std::string revoked = absl::GetFlag(FLAGS_revoked_certificates_file);
+      !revoked.empty()) {
+    absl::StatusOr<lockstep::coordinator::RevokedCertificates> names =
+        lockstep::coordinator::RevokedCertificates::Load(revoked);
+    if (!names.ok()) {
+      spdlog::error("{}", std::string(names.status().message()));
+      return 2;
+    }
+    spdlog::info("{} revoked certificate name(s) from {}", names->size(), revoked);
+    options.revoked = std::move(*names);
+  }
 
   std::string state_dir = absl::GetFlag(FLAGS_state_dir);
   if (state_dir.empty()) state_dir = DefaultStateDir();
@@ -231,6 +264,19 @@ int Run(sigset_t signals) {
 
   int sig = 0;
   while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    if (const std::string revoked = absl::GetFlag(FLAGS_revoked_certificates_file);
+        !revoked.empty()) {
+      absl::StatusOr<lockstep::coordinator::RevokedCertificates> names =
+          lockstep::coordinator::RevokedCertificates::Load(revoked);
+      if (names.ok()) {
+        spdlog::info("SIGHUP: {} revoked certificate name(s) reloaded from {}", names->size(),
+                     revoked);
+        (*server)->SetRevoked(std::move(*names));
+      } else {
+        spdlog::error("SIGHUP: {}; the revoked names in use are kept",
+                      std::string(names.status().message()));
+      }
+    }
     const std::string tokens = absl::GetFlag(FLAGS_tokens_file);
     if (options.tls.insecure || tokens.empty()) {
       spdlog::info("SIGHUP received: no --tokens_file to reload");

@@ -17,8 +17,17 @@ WatchLimits::Slot::~Slot() {
 absl::StatusOr<WatchLimits::Slot> WatchLimits::OpenJobWatch() {
   return Open("", options_.max_job_watches,
               absl::StrCat(options_.max_job_watches,
-                           " WatchJob streams are open, the limit (coordinator flag "
-                           "--max_job_watches); close a `lockstep watch` or raise it"));
+                           " WatchJob and GetJobLogs streams are open, the limit (coordinator "
+                           "flag --max_job_watches); close a `lockstep watch` or `lockstep "
+                           "logs --follow`, or raise it"));
+}
+
+absl::StatusOr<WatchLimits::Slot> WatchLimits::OpenIdentityStream(const std::string& identity) {
+  if (identity.empty()) return Slot(nullptr, "");
+  return Open(absl::StrCat("identity:", identity), options_.max_streams_per_identity,
+              absl::StrCat(identity, " has ", options_.max_streams_per_identity,
+                           " streams open (watch, assignments, logs), the limit (coordinator "
+                           "flag --max_streams_per_identity); close some"));
 }
 
 absl::StatusOr<WatchLimits::Slot> WatchLimits::OpenAssignmentWatch(const std::string& task) {

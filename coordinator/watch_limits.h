@@ -1,8 +1,11 @@
-// WatchLimits: how many server streams may be open at once. WatchJob streams (clients) are
-// counted together, WatchAssignments streams per task (one is normal; a reconnecting worker
-// may briefly hold a second). Open*() hands out a Slot that gives its place back when it is
-// destroyed (at the end of the stream's handler); past a limit it answers RESOURCE_EXHAUSTED
-// naming the limit and the coordinator flag that raises it.
+// WatchLimits: how many server streams may be open at once. Clients' streams (WatchJob and
+// GetJobLogs) are counted together, WatchAssignments streams per task (one is normal; a
+// reconnecting worker may briefly hold a second), and every stream also takes a slot from
+// its caller's identity's pool (a worker's certificate, a token's or client certificate's
+// name), so that one identity cannot hold every stream, each of which holds a server
+// thread. Under --insecure there are no identities: the other limits still hold. Open*() hands out
+// a Slot that gives its place back when it is destroyed (at the end of the stream's handler); past
+// a limit it answers RESOURCE_EXHAUSTED naming the limit and the coordinator flag that raises it.
 // Ownership: owns the counts; a Slot must not outlive its WatchLimits.
 // Thread model: thread-safe, one mutex.
 #ifndef LOCKSTEP_COORDINATOR_WATCH_LIMITS_H_
@@ -21,6 +24,7 @@ namespace coordinator {
 struct WatchLimitOptions {
   int max_job_watches = 256;                // --max_job_watches
   int max_assignment_watches_per_task = 4;  // --max_assignment_watches_per_task
+  int max_streams_per_identity = 32;        // --max_streams_per_identity
 };
 
 class WatchLimits {
@@ -35,17 +39,21 @@ class WatchLimits {
    private:
     friend class WatchLimits;
     Slot(WatchLimits* owner, std::string key) : owner_(owner), key_(std::move(key)) {}
-    WatchLimits* owner_;
+    WatchLimits* owner_;  // nullptr: counts nothing
     std::string key_;
   };
 
   explicit WatchLimits(WatchLimitOptions options = {}) : options_(options) {}
 
-  // RESOURCE_EXHAUSTED when max_job_watches WatchJob streams are open.
+  // RESOURCE_EXHAUSTED when max_job_watches WatchJob and GetJobLogs streams are open.
   absl::StatusOr<Slot> OpenJobWatch();
+  // RESOURCE_EXHAUSTED when `identity` has max_streams_per_identity streams open (of any
+  // kind). An empty identity (--insecure) is not counted: an empty Slot.
+  absl::StatusOr<Slot> OpenIdentityStream(const std::string& identity);
   // RESOURCE_EXHAUSTED when `task` has max_assignment_watches_per_task streams open.
   absl::StatusOr<Slot> OpenAssignmentWatch(const std::string& task);
-  // Streams open under `key` ("" for WatchJob, the task's name for WatchAssignments).
+  // Streams open under `key` ("" for WatchJob and GetJobLogs, the task's name for
+  // WatchAssignments, "identity:<name>" for an identity's).
   int open(const std::string& key) const;
 
  private:

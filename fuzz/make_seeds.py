@@ -222,3 +222,50 @@ write(sh, "caps_off", "cma=0;direct=off")
 write(sh, "caps_on", "cma=4096;direct=65536")
 write(sh, "caps_repeated_keys", "direct=1;cma=;cma=2;;direct")
 write(sh, "empty", "")
+
+# --- heartbeat diagnostics (HeartbeatRequest.diagnostics) -----------------------------------
+# The fuzzer's one job is job-000001, attempt 1, run by worker/0; the first byte's bit 0 makes
+# worker/1 (which runs nothing) the sender, bit 1 moves the clock on.
+hb = "heartbeat_diagnostics_fuzzer"
+
+
+def log_line(seq, text):
+    return field(1, 0, seq) + field(2, 0, 1_700_000_000_000_000) + field(3, 2, text.encode())
+
+
+def record(job_id, attempt, entered=7, kind=b"all-reduce"):
+    collective = field(1, 0, entered) + field(2, 2, kind) + field(3, 0, 1024) + field(4, 0, 1)
+    return (field(1, 2, job_id.encode()) + field(2, 0, attempt) + field(4, 0, 1) +
+            field(5, 0, 2) + field(8, 0, entered) + field(10, 2, collective))
+
+
+def diagnostics(job_id, attempt, lines=(), rec=True, finished=False, first_seq=1):
+    out = field(1, 2, job_id.encode()) + field(2, 0, attempt)
+    if rec:
+        out += field(3, 2, record(job_id, attempt))
+    for i, text in enumerate(lines):
+        out += field(4, 2, log_line(first_seq + i, text))
+    if finished:
+        out += field(5, 0, 1)
+    return field(7, 2, out)
+
+
+write(hb, "own_attempt", b"\x00" + diagnostics("job-000001", 1, ["step 1 loss 2.3", "step 2"]))
+write(hb, "own_attempt_repeated_seq",
+      b"\x02" + diagnostics("job-000001", 1, ["again", "new"], first_seq=2))
+write(hb, "own_attempt_finished", b"\x00" + diagnostics("job-000001", 1, ["bye"], finished=True,
+                                                        first_seq=10))
+write(hb, "stranger_forges_lines", b"\x01" + diagnostics(
+    "job-000001", 1, ["\x1b[2J\x1b[Hall good", "\rloss 0.0"]))
+write(hb, "other_attempt", b"\x00" + diagnostics("job-000001", 9, ["from attempt 9"]))
+write(hb, "made_up_jobs", b"\x01" + b"".join(
+    diagnostics("job-%06d" % (900000 + i), i, ["x"]) for i in range(20)))
+write(hb, "empty_job_id", b"\x00" + diagnostics("", 1, ["no job"]))
+write(hb, "long_line", b"\x00" + diagnostics("job-000001", 1, ["y" * 300], rec=False,
+                                             first_seq=100))
+write(hb, "many_lines", b"\x00" + diagnostics(
+    "job-000001", 1, ["line %d" % i for i in range(100)], rec=False, first_seq=200))
+write(hb, "big_record", b"\x00" + field(7, 2, field(1, 2, b"job-000001") + field(2, 0, 1) +
+                                        field(3, 2, record("job-000001", 1, kind=b"k" * 5000))))
+write(hb, "not_proto", b"\x00\xff\xff\xff\xff")
+write(hb, "empty", b"\x00")

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/terminal_text.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -154,7 +155,7 @@ void WarnIfInsecure(const Connection& connection, const CommandContext& ctx) {
 }
 
 int FailRpc(const CommandContext& ctx, const std::string& command, const absl::Status& s) {
-  *ctx.err << "lockstep " << command << ": " << s.message() << "\n";
+  *ctx.err << "lockstep " << command << ": " << client::EscapeForTerminal(s.message()) << "\n";
   if (s.code() == absl::StatusCode::kUnavailable) {
     *ctx.err << "Is lockstep-coordinator running there? Pass --coordinator=HOST:PORT or set "
                 "LOCKSTEP_COORDINATOR; with TLS, --tls_ca must be the CA that signed its "

@@ -9,6 +9,7 @@
 #include "client/cli/connection.h"
 #include "client/coordinator_client.h"
 #include "client/job_format.h"
+#include "client/terminal_text.h"
 #include "lockstep/v1/coordinator.pb.h"
 
 namespace lockstep {
@@ -55,7 +56,7 @@ int RunLogs(const CommandArgs& args, const CommandContext& ctx) {
       *ctx.out << "[" << who << "] "
                << absl::FormatTime("%H:%M:%E3S", absl::FromUnixMicros(line.unix_micros()),
                                    absl::LocalTimeZone())
-               << " " << line.text() << "\n";
+               << " " << client::EscapeForTerminal(line.text()) << "\n";
     }
     ctx.out->flush();
   });

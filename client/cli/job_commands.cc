@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/connection.h"
 #include "client/job_format.h"
+#include "client/terminal_text.h"
 
 namespace lockstep {
 namespace cli {
@@ -64,7 +65,7 @@ int WatchToEndAsJson(client::CoordinatorClient& jobs, const std::string& id,
       },
       absl::InfiniteFuture());
   if (!last.ok()) {
-    *ctx.err << "lockstep watch: " << last.status().message() << "\n";
+    *ctx.err << "lockstep watch: " << client::EscapeForTerminal(last.status().message()) << "\n";
     return kExitFailure;
   }
   v1::JobRecord final = last->job();
@@ -175,7 +176,8 @@ int RunCancel(const CommandArgs& args, const CommandContext& ctx) {
     job->clear_spec();  // `describe` shows the spec
     return PrintJson(*job, ctx);
   }
-  *ctx.out << job->id() << " " << v1::JobState_Name(job->state()) << ": " << job->reason() << "\n";
+  *ctx.out << job->id() << " " << v1::JobState_Name(job->state()) << ": "
+           << client::EscapeForTerminal(job->reason()) << "\n";
   return kExitOk;
 }
 
@@ -261,7 +263,10 @@ int WatchToEnd(client::CoordinatorClient& jobs, const std::string& id, const Com
         if (state_changed) {
           if (bar_shown) *ctx.out << "\n";
           *ctx.out << j.id() << " " << v1::JobState_Name(j.state())
-                   << (e.message().empty() ? "" : absl::StrCat("  ", e.message())) << "\n";
+                   << (e.message().empty()
+                           ? ""
+                           : client::EscapeForTerminal(absl::StrCat("  ", e.message())))
+                   << "\n";
           bar_shown = false;
         }
         if (j.state() == v1::RUNNING && p.unix_micros() != 0) {
@@ -283,7 +288,7 @@ int WatchToEnd(client::CoordinatorClient& jobs, const std::string& id, const Com
       absl::InfiniteFuture(), stop);
   if (bar_shown) *ctx.out << "\n";
   if (!last.ok()) {
-    *ctx.err << "lockstep watch: " << last.status().message() << "\n";
+    *ctx.err << "lockstep watch: " << client::EscapeForTerminal(last.status().message()) << "\n";
     return kExitFailure;
   }
   *ctx.out << client::FormatJobResult(last->job());
