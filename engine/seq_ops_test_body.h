@@ -159,6 +159,12 @@ TYPED_TEST_P(SeqOpsTest, ReductionsMatchTheCpu) {
     }
   }
   EXPECT_EQ(checked, 20);
+  if (this->env().gpu() == nullptr) return;
+  // Past the reduction plan's rank: refused, naming the node.
+  const Tensor deep = RandomTensor(Shape(std::vector<int64_t>(gpu::kMaxRank + 1, 1)), 52);
+  absl::Status s = this->ForwardError(SeqNode(v1::SUM), {deep});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("n_SUM: the CUDA kernel of SUM takes rank <= 8"));
 }
 
 TYPED_TEST_P(SeqOpsTest, ConcatMatchesTheCpu) {
