@@ -118,13 +118,15 @@ struct CpuEnv {
 };
 
 struct FakeGpuEnv {
-  static absl::StatusOr<std::unique_ptr<DeviceEnv>> Make() {
+  static absl::StatusOr<std::unique_ptr<DeviceEnv>> Make() { return MakeWith({}); }
+  // With the emulator's options (e.g. small grids, so that every grid-stride loop turns).
+  static absl::StatusOr<std::unique_ptr<DeviceEnv>> MakeWith(gpu::EmulatedKernels::Options grid) {
     FakeCudaApi::Options options;
     options.memory_bytes = size_t{256} << 20;
     LS_ASSIGN_OR_RETURN(std::unique_ptr<FakeCudaApi> fake, FakeCudaApi::Create(options));
     LS_ASSIGN_OR_RETURN(std::unique_ptr<gpu::DeviceContext> context,
                         gpu::DeviceContext::Create(fake.get(), 0));
-    auto kernels = std::make_unique<gpu::EmulatedKernels>(fake.get());
+    auto kernels = std::make_unique<gpu::EmulatedKernels>(fake.get(), grid);
     auto blas = std::make_unique<gpu::FakeBlasApi>(fake.get());
     return std::unique_ptr<DeviceEnv>(
         new GpuDeviceEnv(std::move(fake), std::move(context), std::move(kernels), std::move(blas)));

@@ -15,19 +15,11 @@ struct FakeGpu : FakeGpuEnv {
 struct SmallGridFakeGpu {
   static constexpr bool kBitwise = true;
   static absl::StatusOr<std::unique_ptr<DeviceEnv>> Make() {
-    FakeCudaApi::Options options;
-    options.memory_bytes = size_t{256} << 20;
-    LS_ASSIGN_OR_RETURN(std::unique_ptr<FakeCudaApi> fake, FakeCudaApi::Create(options));
-    LS_ASSIGN_OR_RETURN(std::unique_ptr<gpu::DeviceContext> context,
-                        gpu::DeviceContext::Create(fake.get(), 0));
     gpu::EmulatedKernels::Options grid;
     grid.seed = 7;
     grid.max_blocks = 2;
     grid.threads = 64;
-    auto kernels = std::make_unique<gpu::EmulatedKernels>(fake.get(), grid);
-    auto blas = std::make_unique<gpu::FakeBlasApi>(fake.get());
-    return std::unique_ptr<DeviceEnv>(
-        new GpuDeviceEnv(std::move(fake), std::move(context), std::move(kernels), std::move(blas)));
+    return FakeGpuEnv::MakeWith(grid);
   }
 };
 

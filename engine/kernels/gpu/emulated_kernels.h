@@ -105,6 +105,10 @@ class EmulatedKernels final : public GpuKernels {
   // on the stream with the next launch's seed.
   template <class Body>
   absl::Status Enqueue(const char* kernel, CudaStream s, Body body);
+  // RowsToHeads and HeadsToRows: kernel body K over the layout's elements.
+  template <template <class> class K>
+  absl::Status Relayout(const char* kernel, const HeadsLayout& layout, const float* src, float* dst,
+                        CudaStream s);
 };
 
 }  // namespace lockstep::engine::gpu

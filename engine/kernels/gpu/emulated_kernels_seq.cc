@@ -359,9 +359,9 @@ absl::Status EmulatedKernels::Dropout(uint64_t key, double rate, float scale, co
   });
 }
 
-absl::Status EmulatedKernels::RowsToHeads(const HeadsLayout& layout, const float* src, float* dst,
-                                          CudaStream s) {
-  const char* k = "RowsToHeads";
+template <template <class> class K>
+absl::Status EmulatedKernels::Relayout(const char* k, const HeadsLayout& layout, const float* src,
+                                       float* dst, CudaStream s) {
   const int64_t n = layout.elements();
   LS_RETURN_IF_ERROR(CheckLaunch(k, n, {src, dst}));
   if (n == 0) return absl::OkStatus();
@@ -369,24 +369,19 @@ absl::Status EmulatedKernels::RowsToHeads(const HeadsLayout& layout, const float
   LS_ASSIGN_OR_RETURN(void* dv, ViewOf<float>(fake_, dst, n, k, "dst"));
   const LaunchShape shape = Elementwise(n);
   return Enqueue(k, s, [=](GridEmulator& emu) {
-    return emu.Run(shape, RowsToHeadsKernel<A>{layout, emu.In<float>(sv, n, "src"),
-                                               emu.Out<float>(dv, n, "dst"), n});
+    return emu.Run(shape,
+                   K<A>{layout, emu.In<float>(sv, n, "src"), emu.Out<float>(dv, n, "dst"), n});
   });
+}
+
+absl::Status EmulatedKernels::RowsToHeads(const HeadsLayout& layout, const float* src, float* dst,
+                                          CudaStream s) {
+  return Relayout<RowsToHeadsKernel>("RowsToHeads", layout, src, dst, s);
 }
 
 absl::Status EmulatedKernels::HeadsToRows(const HeadsLayout& layout, const float* src, float* dst,
                                           CudaStream s) {
-  const char* k = "HeadsToRows";
-  const int64_t n = layout.elements();
-  LS_RETURN_IF_ERROR(CheckLaunch(k, n, {src, dst}));
-  if (n == 0) return absl::OkStatus();
-  LS_ASSIGN_OR_RETURN(void* sv, ViewOf<float>(fake_, src, n, k, "src"));
-  LS_ASSIGN_OR_RETURN(void* dv, ViewOf<float>(fake_, dst, n, k, "dst"));
-  const LaunchShape shape = Elementwise(n);
-  return Enqueue(k, s, [=](GridEmulator& emu) {
-    return emu.Run(shape, HeadsToRowsKernel<A>{layout, emu.In<float>(sv, n, "src"),
-                                               emu.Out<float>(dv, n, "dst"), n});
-  });
+  return Relayout<HeadsToRowsKernel>("HeadsToRows", layout, src, dst, s);
 }
 
 absl::Status EmulatedKernels::AttentionSoftmax(const float* scores, float* probs, int64_t rows,

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 
+#include "engine/kernels/gpu/kernel_bodies.h"
 #include "engine/kernels/gpu/portable.h"
 #include "engine/kernels/gpu/seq_params.h"
 
@@ -440,7 +441,7 @@ struct SliceColumnsKernel {
   }
 };
 
-// idx[r] = the first j with the row's largest value (std::max_element).
+// idx[r] = the first j with the row's largest value (FirstLargest).
 template <class A>
 struct ArgmaxRowsKernel {
   typename A::template In<float> x;
@@ -449,16 +450,7 @@ struct ArgmaxRowsKernel {
   int64_t cols;
   LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
     for (int64_t r = FirstIndex(t); r < rows; r += Stride(t)) {
-      int64_t best = 0;
-      float m = x.Load(r * cols);
-      for (int64_t j = 1; j < cols; ++j) {
-        const float v = x.Load(r * cols + j);
-        if (m < v) {
-          m = v;
-          best = j;
-        }
-      }
-      idx.Store(r, best);
+      idx.Store(r, FirstLargest(x, r * cols, cols));
     }
   }
 };
