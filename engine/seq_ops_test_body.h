@@ -3,9 +3,9 @@
 // CONCAT, ARGMAX, EMBEDDING, DROPOUT and SELF_ATTENTION, forward and every input gradient, each
 // against the op's CPU kernel; then a small Transformer (embedding, position embedding, layer
 // norms, causal self-attention, GELU feed-forward, dropout, residual adds) trained a few steps
-// with momentum SGD and with Adam on the device against the same steps on "/cpu:0". Instantiated for "/cpu:0" and
-// the fake "/gpu:0" (seq_ops_test: the grid emulator runs every GPU kernel) and for a real GPU
-// (seq_ops_cuda_test, requires-gpu).
+// with momentum SGD and with Adam on the device against the same steps on "/cpu:0". Instantiated
+// for "/cpu:0" and the fake "/gpu:0" (seq_ops_test: the grid emulator runs every GPU kernel) and
+// for a real GPU (seq_ops_cuda_test, requires-gpu).
 //
 // Tolerances. Where Env::kBitwise (the CPU and the fake, whose kernels run the CPU's arithmetic
 // with the host's expf/tanhf and whose GEMM is the CPU's), every op and the trained variables

@@ -101,12 +101,13 @@ absl::Status CudaKernels::LayerNormGrad(const float* x, const float* gamma, cons
   LS_RETURN_IF_ERROR(CheckLaunch("LayerNormGrad", 2 * rows, {stats}));
   if (rows * cols == 0) return absl::OkStatus();
   LS_RETURN_IF_ERROR(Run("LayerNormRowGrad launch", rows, s,
-                         LayerNormRowGradKernel<D>{{x}, {gamma}, {dy}, {stats}, {dx}, rows, cols,
-                                                   eps, dx != nullptr}));
+                         LayerNormRowGradKernel<D>{
+                             {x}, {gamma}, {dy}, {stats}, {dx}, rows, cols, eps, dx != nullptr}));
   if (dgamma == nullptr && dbeta == nullptr) return absl::OkStatus();
-  return Run("LayerNormParamGrad launch", cols, s,
-             LayerNormParamGradKernel<D>{{x}, {dy}, {stats}, {dgamma}, {dbeta}, rows, cols,
-                                         dgamma != nullptr, dbeta != nullptr});
+  return Run(
+      "LayerNormParamGrad launch", cols, s,
+      LayerNormParamGradKernel<D>{
+          {x}, {dy}, {stats}, {dgamma}, {dbeta}, rows, cols, dgamma != nullptr, dbeta != nullptr});
 }
 
 absl::Status CudaKernels::Reduce(const ReducePlan& plan, bool mean, const float* x, float* y,
@@ -195,8 +196,8 @@ absl::Status CudaKernels::EmbeddingGrad(const void* ids, IndexType type, const f
   LS_RETURN_IF_ERROR(CheckLaunch("EmbeddingGrad", count, {ids}));
   const int64_t n = vocab * dim;
   if (n == 0) return absl::OkStatus();
-  return RunIndexed<EmbeddingGradKernel>("EmbeddingGrad launch", n, s, type, ids,
-                                         D::In<float>{dy}, D::Out<float>{dtable}, count, n, dim);
+  return RunIndexed<EmbeddingGradKernel>("EmbeddingGrad launch", n, s, type, ids, D::In<float>{dy},
+                                         D::Out<float>{dtable}, count, n, dim);
 }
 
 absl::Status CudaKernels::Dropout(uint64_t key, double rate, float scale, const float* x, float* y,
