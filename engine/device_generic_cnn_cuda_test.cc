@@ -2,7 +2,7 @@
 // (requires-gpu): RealCudaApi, the CUDA kernels and cuBLASLt (TF32 off), "/gpu:0" against
 // "/cpu:0".
 #include "engine/device_generic_cnn_test_body.h"
-#include "engine/real_gpu_test_env.h"
+#include "engine/real_gpu_env.h"
 
 namespace lockstep::engine {
 

@@ -22,7 +22,7 @@ struct FakeGpuSmallGrid {
     grid.seed = 7;
     grid.max_blocks = 2;
     grid.threads = 64;
-    return FakeGpuEnv::Make(grid);
+    return FakeGpuEnv::MakeWith(grid);
   }
 };
 

@@ -1,7 +1,7 @@
 // The device-generic engine tests (device_generic_test_body.h) on a real GPU (requires-gpu):
 // RealCudaApi, the CUDA kernels and cuBLASLt (TF32 off), "/gpu:0" against "/cpu:0".
 #include "engine/device_generic_test_body.h"
-#include "engine/real_gpu_test_env.h"
+#include "engine/real_gpu_env.h"
 
 namespace lockstep::engine {
 

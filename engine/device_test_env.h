@@ -118,9 +118,9 @@ struct CpuEnv {
 };
 
 struct FakeGpuEnv {
-  static absl::StatusOr<std::unique_ptr<DeviceEnv>> Make() { return Make({}); }
-  // With the emulator's grid (a small one makes every grid-stride loop turn).
-  static absl::StatusOr<std::unique_ptr<DeviceEnv>> Make(gpu::EmulatedKernels::Options grid) {
+  static absl::StatusOr<std::unique_ptr<DeviceEnv>> Make() { return MakeWith({}); }
+  // With the emulator's options (e.g. small grids, so that every grid-stride loop turns).
+  static absl::StatusOr<std::unique_ptr<DeviceEnv>> MakeWith(gpu::EmulatedKernels::Options grid) {
     FakeCudaApi::Options options;
     options.memory_bytes = size_t{256} << 20;
     LS_ASSIGN_OR_RETURN(std::unique_ptr<FakeCudaApi> fake, FakeCudaApi::Create(options));

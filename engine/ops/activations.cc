@@ -107,12 +107,46 @@ class ReluGpuKernel final : public GpuOpKernel {
   }
 };
 
+// SIGMOID, TANH, GELU on a GPU: GpuKernels::Activation / ActivationGrad (the gradient from the
+// output for SIGMOID and TANH, from the input for GELU, as on the CPU).
+class ActivationGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext&, const gpu::GpuDevice& gpu, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    return gpu.kernels->Activation(Op(), F32(in[0]), F32(*out), in[0].num_elements(), gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor& out, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    if (!need[0]) return absl::OkStatus();
+    LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+    return gpu.kernels->ActivationGrad(Op(), F32(in[0]), F32(out), F32(d_out), F32((*d_in)[0]),
+                                       in[0].num_elements(), gpu.stream());
+  }
+
+ private:
+  gpu::ActivationOp Op() const {
+    switch (node_.op()) {
+      case v1::SIGMOID:
+        return gpu::ActivationOp::kSigmoid;
+      case v1::TANH:
+        return gpu::ActivationOp::kTanh;
+      default:
+        return gpu::ActivationOp::kGelu;
+    }
+  }
+};
+
 }  // namespace
 
 void RegisterActivations(OpRegistry* r) {
   MustRegister(r, WithCuda<ReluGpuKernel>(CpuOp<ActivationKernel>(v1::RELU, 1, SameAsInput)));
   for (v1::OpType op : {v1::SIGMOID, v1::TANH, v1::GELU}) {
-    MustRegister(r, CpuOp<ActivationKernel>(op, 1, SameAsInput));
+    MustRegister(r, WithCuda<ActivationGpuKernel>(CpuOp<ActivationKernel>(op, 1, SameAsInput)));
   }
 }
 

@@ -1,6 +1,7 @@
 // ARGMAX over the last axis, int64 output; no gradient.
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -29,10 +30,25 @@ class ArgMaxKernel final : public CpuOpKernel<T> {
   }
 };
 
+// ARGMAX on a GPU: GpuKernels::ArgmaxRows (one thread per row, the first largest).
+class ArgMaxGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext&, const gpu::GpuDevice& gpu, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const int64_t c = in[0].shape()[-1];
+    if (c == 0) return absl::OkStatus();
+    return gpu.kernels->ArgmaxRows(F32(in[0]), out->device_data<int64_t>(),
+                                   in[0].num_elements() / c, c, gpu.stream());
+  }
+};
+
 }  // namespace
 
 void RegisterArgMax(OpRegistry* r) {
-  MustRegister(r, CpuOp<ArgMaxKernel>(v1::ARGMAX, 1, ArgMaxShape));
+  MustRegister(r, WithCuda<ArgMaxGpuKernel>(CpuOp<ArgMaxKernel>(v1::ARGMAX, 1, ArgMaxShape)));
 }
 
 }  // namespace lockstep::engine

@@ -4,6 +4,7 @@
 
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -85,10 +86,72 @@ class ConcatKernel final : public CpuOpKernel<T> {
   }
 };
 
+// The inputs of CONCAT as [outer, width_k] blocks (ConcatKernel::ForEachBlock's view).
+struct ConcatLayout {
+  int64_t outer = 1;
+  std::vector<int64_t> width;
+  int64_t row = 0;
+};
+
+ConcatLayout LayoutOf(const v1::NodeDef& node, absl::Span<const Tensor> in) {
+  const Shape& s0 = in[0].shape();
+  const int64_t axis = node.axis() < 0 ? node.axis() + s0.rank() : node.axis();
+  ConcatLayout l;
+  for (int d = 0; d < axis; ++d) l.outer *= s0.dim(d);
+  for (const Tensor& t : in) {
+    l.width.push_back(l.outer == 0 ? 0 : t.num_elements() / l.outer);
+    l.row += l.width.back();
+  }
+  return l;
+}
+
+// CONCAT on a GPU: GpuKernels::Concat (one gather over up to gpu::kMaxConcatInputs inputs) and
+// SliceColumns for each input's gradient.
+class ConcatGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext&, const gpu::GpuDevice& gpu, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    if (in.size() > static_cast<size_t>(gpu::kMaxConcatInputs)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          node_.name(), ": the CUDA kernel of CONCAT joins at most ", gpu::kMaxConcatInputs,
+          " inputs, not ", in.size(), "; join them in groups (nested concatenations)"));
+    }
+    const ConcatLayout l = LayoutOf(node_, in);
+    gpu::ConcatPlan plan;
+    plan.inputs = static_cast<int>(in.size());
+    plan.outer = l.outer;
+    for (size_t k = 0; k < in.size(); ++k) {
+      plan.data[k] = F32(in[k]);
+      plan.width[k] = l.width[k];
+    }
+    return gpu.kernels->Concat(plan, F32(*out), gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor&, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    const ConcatLayout l = LayoutOf(node_, in);
+    int64_t offset = 0;
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (need[k]) {
+        LS_ASSIGN_OR_RETURN((*d_in)[k], GradientLike(ctx, in, k));
+        LS_RETURN_IF_ERROR(gpu.kernels->SliceColumns(F32(d_out), l.row, offset, F32((*d_in)[k]),
+                                                     l.outer, l.width[k], gpu.stream()));
+      }
+      offset += l.width[k];
+    }
+    return absl::OkStatus();
+  }
+};
+
 }  // namespace
 
 void RegisterConcat(OpRegistry* r) {
-  MustRegister(r, CpuOp<ConcatKernel>(v1::CONCAT, OpDef::kVariadic, ConcatShape));
+  MustRegister(
+      r, WithCuda<ConcatGpuKernel>(CpuOp<ConcatKernel>(v1::CONCAT, OpDef::kVariadic, ConcatShape)));
 }
 
 }  // namespace lockstep::engine

@@ -3,6 +3,7 @@
 // MixKey(KernelContext::dropout_key, node index), counter = element.
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 #include "engine/philox.h"
 
 namespace lockstep::engine {
@@ -70,10 +71,52 @@ class DropoutKernel final : public CpuOpKernel<T> {
   }
 };
 
+// DROPOUT on a GPU: GpuKernels::Dropout draws the CPU kernel's Philox mask (same key, same
+// counters: bit for bit the same elements kept) for the forward pass and again for the gradient.
+class DropoutGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+  absl::Status Forward(const KernelContext& ctx, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    if (!ctx.training || node_.rate() == 0) {
+      *out = in[0];
+      return absl::OkStatus();
+    }
+    return GpuOpKernel::Forward(ctx, in, out);
+  }
+
+ protected:
+  absl::Status Compute(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                       absl::Span<const Tensor> in, Tensor* out) override {
+    return gpu.kernels->Dropout(Key(ctx), node_.rate(), Scale(), F32(in[0]), F32(*out),
+                                in[0].num_elements(), gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor&, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    if (!need[0]) return absl::OkStatus();
+    if (!ctx.training || node_.rate() == 0) {
+      (*d_in)[0] = d_out;
+      return absl::OkStatus();
+    }
+    LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+    return gpu.kernels->Dropout(Key(ctx), node_.rate(), Scale(), F32(d_out), F32((*d_in)[0]),
+                                in[0].num_elements(), gpu.stream());
+  }
+
+ private:
+  static uint64_t Key(const KernelContext& ctx) {
+    return MixKey(ctx.dropout_key, static_cast<uint64_t>(ctx.node_index));
+  }
+  float Scale() const { return 1.f / (1.f - static_cast<float>(node_.rate())); }
+};
+
 }  // namespace
 
 void RegisterDropout(OpRegistry* r) {
-  MustRegister(r, CpuOp<DropoutKernel>(v1::DROPOUT, 1, DropoutShape));
+  MustRegister(r, WithCuda<DropoutGpuKernel>(CpuOp<DropoutKernel>(v1::DROPOUT, 1, DropoutShape)));
 }
 
 }  // namespace lockstep::engine

@@ -2,6 +2,7 @@
 // + beta, mean and variance over the last axis of each row.
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -94,10 +95,57 @@ class LayerNormKernel final : public CpuOpKernel<T> {
   }
 };
 
+// LAYER_NORM on a GPU: GpuKernels::LayerNorm (one thread per row) and LayerNormGrad (the rows'
+// dx and moments, then dgamma and dbeta one thread per column), the CPU kernel's arithmetic.
+class LayerNormGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext&, const gpu::GpuDevice& gpu, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const auto [rows, c] = RowsAndColumns(in[0]);
+    return gpu.kernels->LayerNorm(F32(in[0]), F32(in[1]), F32(in[2]), F32(*out), rows, c, Epsilon(),
+                                  gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor&, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    if (!need[0] && !need[1] && !need[2]) return absl::OkStatus();
+    const auto [rows, c] = RowsAndColumns(in[0]);
+    float* grads[3] = {};
+    for (int i = 0; i < 3; ++i) {
+      if (!need[i]) continue;
+      LS_ASSIGN_OR_RETURN((*d_in)[i], GradientLike(ctx, in, i));
+      grads[i] = F32((*d_in)[i]);
+    }
+    if (rows == 0) {  // no rows: dgamma and dbeta are zeros, as the CPU's
+      for (int i = 1; i < 3; ++i) {
+        if (grads[i] != nullptr) {
+          LS_RETURN_IF_ERROR(gpu.context->Zero(grads[i], c * sizeof(float)));
+        }
+      }
+      return absl::OkStatus();
+    }
+    LS_ASSIGN_OR_RETURN(Tensor stats, Allocate(ctx, DType::kF32, Shape{rows, 2}));
+    return gpu.kernels->LayerNormGrad(F32(in[0]), F32(in[1]), F32(d_out), F32(stats), grads[0],
+                                      grads[1], grads[2], rows, c, Epsilon(), gpu.stream());
+  }
+
+ private:
+  static std::pair<int64_t, int64_t> RowsAndColumns(const Tensor& x) {
+    const int64_t c = x.shape()[-1];
+    return {c == 0 ? 0 : x.num_elements() / c, c};
+  }
+  float Epsilon() const { return static_cast<float>(node_.epsilon()); }
+};
+
 }  // namespace
 
 void RegisterLayerNorm(OpRegistry* r) {
-  MustRegister(r, CpuOp<LayerNormKernel>(v1::LAYER_NORM, 3, LayerNormShape));
+  MustRegister(
+      r, WithCuda<LayerNormGpuKernel>(CpuOp<LayerNormKernel>(v1::LAYER_NORM, 3, LayerNormShape)));
 }
 
 }  // namespace lockstep::engine

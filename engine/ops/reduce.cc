@@ -1,6 +1,7 @@
 // SUM and MEAN over `axes` (all when empty), `keep_dims`.
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -88,11 +89,52 @@ class ReduceKernel final : public CpuOpKernel<T> {
   }
 };
 
+// SUM and MEAN on a GPU: GpuKernels::Reduce (one thread per output element, its inputs added
+// in the CPU's order, then MEAN's scale) and ReduceGrad (dy broadcast times the scale).
+class ReduceGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext&, const gpu::GpuDevice& gpu, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    LS_ASSIGN_OR_RETURN(gpu::ReducePlan plan, Plan(in[0], out->num_elements()));
+    return gpu.kernels->Reduce(plan, node_.op() == v1::MEAN, F32(in[0]), F32(*out), gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor& out, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    if (!need[0]) return absl::OkStatus();
+    LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+    LS_ASSIGN_OR_RETURN(gpu::ReducePlan plan, Plan(in[0], out.num_elements()));
+    if (node_.op() != v1::MEAN) plan.scale = 1.f;
+    return gpu.kernels->ReduceGrad(plan, F32(d_out), F32((*d_in)[0]), gpu.stream());
+  }
+
+ private:
+  // x's axes, the reduced ones marked; MEAN's scale as the CPU computes it.
+  absl::StatusOr<gpu::ReducePlan> Plan(const Tensor& x, int64_t outputs) const {
+    const Shape& s = x.shape();
+    if (s.rank() > gpu::kMaxRank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(node_.name(), ": the CUDA kernel of ", v1::OpType_Name(node_.op()),
+                       " takes rank <= ", gpu::kMaxRank, ", not ", s.ToString()));
+    }
+    gpu::ReducePlan plan;
+    plan.rank = s.rank();
+    for (int d = 0; d < s.rank(); ++d) plan.dims[d] = s.dim(d);
+    for (int a : NormalizedAxes(node_, s.rank())) plan.reduced[a] = true;
+    plan.scale = float(outputs) / float(std::max<int64_t>(x.num_elements(), 1));
+    return plan;
+  }
+};
+
 }  // namespace
 
 void RegisterReductions(OpRegistry* r) {
   for (v1::OpType op : {v1::SUM, v1::MEAN}) {
-    MustRegister(r, CpuOp<ReduceKernel>(op, 1, ReduceShape));
+    MustRegister(r, WithCuda<ReduceGpuKernel>(CpuOp<ReduceKernel>(op, 1, ReduceShape)));
   }
 }
 

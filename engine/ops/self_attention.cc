@@ -10,6 +10,7 @@
 #include "engine/kernels/cpu/blas.h"
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -166,10 +167,156 @@ class SelfAttentionKernel final : public CpuOpKernel<T> {
   Tensor heads_;  // [b*t, d], the heads' outputs side by side
 };
 
+// SELF_ATTENTION on a GPU: the CPU kernel's products through BlasApi (one GEMM per batch row
+// and head, on packed [parts, batch, heads, time, k] head matrices that GpuKernels::RowsToHeads
+// lays out) and its softmax through GpuKernels::AttentionSoftmax / AttentionSoftmaxGrad (one
+// thread per row, the CPU's arithmetic). Keeps the packed Q, K, V, the attention weights and
+// the heads' outputs from the forward pass for the backward pass, as the CPU kernel does.
+class SelfAttentionGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                       absl::Span<const Tensor> in, Tensor* out) override {
+    const gpu::HeadsLayout l = Layout(in[0].shape(), 3);
+    const int64_t rows = l.batch * l.time, d = l.heads * l.k;
+    qkv_heads_ = probs_ = heads_ = Tensor();  // the last step's go back to the pool first
+    LS_ASSIGN_OR_RETURN(Tensor qkv, Allocate(ctx, DType::kF32, Shape{rows, 3 * d}));
+    LS_RETURN_IF_ERROR(
+        Product(gpu, false, false, rows, 3 * d, d, 1.f, F32(in[0]), F32(in[1]), F32(qkv)));
+    LS_ASSIGN_OR_RETURN(qkv_heads_, Allocate(ctx, DType::kF32, Shape{l.elements()}));
+    LS_RETURN_IF_ERROR(gpu.kernels->RowsToHeads(l, F32(qkv), F32(qkv_heads_), gpu.stream()));
+    const Shape scores_shape{l.batch, l.heads, l.time, l.time};
+    LS_ASSIGN_OR_RETURN(Tensor scores, Allocate(ctx, DType::kF32, scores_shape));
+    LS_ASSIGN_OR_RETURN(probs_, Allocate(ctx, DType::kF32, scores_shape));
+    LS_ASSIGN_OR_RETURN(Tensor o,
+                        Allocate(ctx, DType::kF32, Shape{l.batch * l.heads * l.time, l.k}));
+    const float scale = Scale(l);
+    for (int64_t bh = 0; bh < l.batch * l.heads; ++bh) {  // scores = Q K^T / sqrt(k)
+      LS_RETURN_IF_ERROR(Product(gpu, false, true, l.time, l.time, l.k, scale, Head(l, 0, bh),
+                                 Head(l, 1, bh), F32(scores) + bh * l.time * l.time));
+    }
+    LS_RETURN_IF_ERROR(gpu.kernels->AttentionSoftmax(F32(scores), F32(probs_),
+                                                     l.batch * l.heads * l.time, l.time,
+                                                     node_.causal(), gpu.stream()));
+    for (int64_t bh = 0; bh < l.batch * l.heads; ++bh) {  // O = P V
+      LS_RETURN_IF_ERROR(Product(gpu, false, false, l.time, l.k, l.time, 1.f, Probs(l, bh),
+                                 Head(l, 2, bh), F32(o) + bh * l.time * l.k));
+    }
+    LS_ASSIGN_OR_RETURN(heads_, Allocate(ctx, DType::kF32, Shape{rows, d}));
+    LS_RETURN_IF_ERROR(gpu.kernels->HeadsToRows(Single(l), F32(o), F32(heads_), gpu.stream()));
+    return Product(gpu, false, false, rows, d, d, 1.f, F32(heads_), F32(in[2]), F32(*out));
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor&, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    const gpu::HeadsLayout l = Layout(in[0].shape(), 3);
+    const int64_t rows = l.batch * l.time, d = l.heads * l.k, bhs = l.batch * l.heads;
+    if (need[2]) {  // dW_o = heads^T dY
+      LS_ASSIGN_OR_RETURN((*d_in)[2], GradientLike(ctx, in, 2));
+      LS_RETURN_IF_ERROR(
+          Product(gpu, true, false, d, d, rows, 1.f, F32(heads_), F32(d_out), F32((*d_in)[2])));
+      ctx.InputGradientDone(2);
+    }
+    if (!need[0] && !need[1]) return absl::OkStatus();
+    LS_ASSIGN_OR_RETURN(Tensor d_heads, Allocate(ctx, DType::kF32, Shape{rows, d}));
+    LS_RETURN_IF_ERROR(
+        Product(gpu, false, true, rows, d, d, 1.f, F32(d_out), F32(in[2]), F32(d_heads)));
+    LS_ASSIGN_OR_RETURN(Tensor d_o, Allocate(ctx, DType::kF32, Shape{bhs * l.time, l.k}));
+    LS_RETURN_IF_ERROR(gpu.kernels->RowsToHeads(Single(l), F32(d_heads), F32(d_o), gpu.stream()));
+    LS_ASSIGN_OR_RETURN(Tensor d_qkv_heads, Allocate(ctx, DType::kF32, Shape{l.elements()}));
+    const Shape scores_shape{l.batch, l.heads, l.time, l.time};
+    LS_ASSIGN_OR_RETURN(Tensor d_probs, Allocate(ctx, DType::kF32, scores_shape));
+    LS_ASSIGN_OR_RETURN(Tensor d_scores, Allocate(ctx, DType::kF32, scores_shape));
+    float* dqkv = F32(d_qkv_heads);
+    const int64_t part = bhs * l.time * l.k, head = l.time * l.k, square = l.time * l.time;
+    for (int64_t bh = 0; bh < bhs; ++bh) {
+      const float* d_o_bh = F32(d_o) + bh * head;
+      // dV = P^T dO;  dP = dO V^T
+      LS_RETURN_IF_ERROR(Product(gpu, true, false, l.time, l.k, l.time, 1.f, Probs(l, bh), d_o_bh,
+                                 dqkv + 2 * part + bh * head));
+      LS_RETURN_IF_ERROR(Product(gpu, false, true, l.time, l.time, l.k, 1.f, d_o_bh, Head(l, 2, bh),
+                                 F32(d_probs) + bh * square));
+    }
+    // dS = P * (dP - rowsum(dP * P)) / sqrt(k)
+    LS_RETURN_IF_ERROR(gpu.kernels->AttentionSoftmaxGrad(
+        F32(probs_), F32(d_probs), F32(d_scores), bhs * l.time, l.time, Scale(l), gpu.stream()));
+    for (int64_t bh = 0; bh < bhs; ++bh) {  // dQ = dS K;  dK = dS^T Q
+      const float* ds = F32(d_scores) + bh * square;
+      LS_RETURN_IF_ERROR(Product(gpu, false, false, l.time, l.k, l.time, 1.f, ds, Head(l, 1, bh),
+                                 dqkv + bh * head));
+      LS_RETURN_IF_ERROR(Product(gpu, true, false, l.time, l.k, l.time, 1.f, ds, Head(l, 0, bh),
+                                 dqkv + part + bh * head));
+    }
+    LS_ASSIGN_OR_RETURN(Tensor d_qkv, Allocate(ctx, DType::kF32, Shape{rows, 3 * d}));
+    LS_RETURN_IF_ERROR(gpu.kernels->HeadsToRows(l, dqkv, F32(d_qkv), gpu.stream()));
+    if (need[1]) {  // dW_qkv = x^T dQKV
+      LS_ASSIGN_OR_RETURN((*d_in)[1], GradientLike(ctx, in, 1));
+      LS_RETURN_IF_ERROR(
+          Product(gpu, true, false, d, 3 * d, rows, 1.f, F32(in[0]), F32(d_qkv), F32((*d_in)[1])));
+      ctx.InputGradientDone(1);
+    }
+    if (need[0]) {  // dX = dQKV W_qkv^T
+      LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+      LS_RETURN_IF_ERROR(
+          Product(gpu, false, true, rows, d, 3 * d, 1.f, F32(d_qkv), F32(in[1]), F32((*d_in)[0])));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  gpu::HeadsLayout Layout(const Shape& x, int64_t parts) const {
+    gpu::HeadsLayout l;
+    l.parts = parts;
+    l.batch = x.dim(0);
+    l.time = x.dim(1);
+    l.heads = node_.num_heads();
+    l.k = x.dim(2) / l.heads;
+    return l;
+  }
+  static gpu::HeadsLayout Single(gpu::HeadsLayout l) {
+    l.parts = 1;
+    return l;
+  }
+  // 1 / sqrt(k) in f32, as the CPU kernel.
+  static float Scale(const gpu::HeadsLayout& l) { return 1.f / std::sqrt(float(l.k)); }
+  // Part (0 Q, 1 K, 2 V) of batch-and-head bh, a packed [time, k] matrix.
+  const float* Head(const gpu::HeadsLayout& l, int part, int64_t bh) const {
+    return F32(qkv_heads_) + (part * l.batch * l.heads + bh) * l.time * l.k;
+  }
+  const float* Probs(const gpu::HeadsLayout& l, int64_t bh) const {
+    return F32(probs_) + bh * l.time * l.time;
+  }
+  // c [m, n] = alpha op(a) op(b), row-major (BlasApi).
+  static absl::Status Product(const gpu::GpuDevice& gpu, bool trans_a, bool trans_b, int64_t m,
+                              int64_t n, int64_t k, float alpha, const float* a, const float* b,
+                              float* c) {
+    gpu::GemmArgs g;
+    g.trans_a = trans_a;
+    g.trans_b = trans_b;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.alpha = alpha;
+    g.a = a;
+    g.b = b;
+    g.c = c;
+    return gpu.blas->Gemm(g, gpu.stream());
+  }
+
+  // From the last Forward, for Backward.
+  Tensor qkv_heads_;  // [3, batch, heads, time, k]
+  Tensor probs_;      // [batch, heads, time, time]
+  Tensor heads_;      // [batch * time, d], the heads' outputs side by side
+};
+
 }  // namespace
 
 void RegisterSelfAttention(OpRegistry* r) {
-  MustRegister(r, CpuOp<SelfAttentionKernel>(v1::SELF_ATTENTION, 3, SelfAttentionShape));
+  MustRegister(r, WithCuda<SelfAttentionGpuKernel>(
+                      CpuOp<SelfAttentionKernel>(v1::SELF_ATTENTION, 3, SelfAttentionShape)));
 }
 
 }  // namespace lockstep::engine

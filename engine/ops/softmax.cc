@@ -1,6 +1,7 @@
 // SOFTMAX over the last axis.
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
+#include "engine/ops/gpu_op_kernel.h"
 
 namespace lockstep::engine {
 namespace {
@@ -44,10 +45,38 @@ class SoftmaxKernel final : public CpuOpKernel<T> {
   }
 };
 
+// SOFTMAX on a GPU: GpuKernels::SoftmaxRows (a block per row; within kSoftmaxRelTolerance of
+// the CPU: the block's order of the row sum) and SoftmaxGrad (one thread per row, the CPU's
+// arithmetic on the output).
+class SoftmaxGpuKernel final : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+
+ protected:
+  absl::Status Compute(const KernelContext&, const gpu::GpuDevice& gpu, absl::Span<const Tensor> in,
+                       Tensor* out) override {
+    const int64_t c = in[0].shape()[-1];
+    if (c == 0) return absl::OkStatus();
+    return gpu.kernels->SoftmaxRows(F32(in[0]), F32(*out), in[0].num_elements() / c, c,
+                                    gpu.stream());
+  }
+
+  absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                        absl::Span<const Tensor> in, const Tensor& out, const Tensor& d_out,
+                        const std::vector<bool>& need, std::vector<Tensor>* d_in) override {
+    if (!need[0]) return absl::OkStatus();
+    LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+    const int64_t c = in[0].shape()[-1];
+    if (c == 0) return absl::OkStatus();
+    return gpu.kernels->SoftmaxGrad(F32(out), F32(d_out), F32((*d_in)[0]), in[0].num_elements() / c,
+                                    c, gpu.stream());
+  }
+};
+
 }  // namespace
 
 void RegisterSoftmax(OpRegistry* r) {
-  MustRegister(r, CpuOp<SoftmaxKernel>(v1::SOFTMAX, 1, SoftmaxShape));
+  MustRegister(r, WithCuda<SoftmaxGpuKernel>(CpuOp<SoftmaxKernel>(v1::SOFTMAX, 1, SoftmaxShape)));
 }
 
 }  // namespace lockstep::engine

@@ -58,6 +58,44 @@ class CudaKernels final : public GpuKernels {
                              const BatchNormDims& d, bool training, float epsilon, float* stats,
                              float* sums, float* d_gamma, float* d_beta, float* dx,
                              CudaStream s) override;
+
+  // Sequence models (cuda_kernels_seq.cu)
+  absl::Status Activation(ActivationOp op, const float* x, float* y, int64_t n,
+                          CudaStream s) override;
+  absl::Status ActivationGrad(ActivationOp op, const float* x, const float* y, const float* dy,
+                              float* dx, int64_t n, CudaStream s) override;
+  absl::Status Binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n,
+                      CudaStream s) override;
+  absl::Status SoftmaxGrad(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols,
+                           CudaStream s) override;
+  absl::Status LayerNorm(const float* x, const float* gamma, const float* beta, float* y,
+                         int64_t rows, int64_t cols, float eps, CudaStream s) override;
+  absl::Status LayerNormGrad(const float* x, const float* gamma, const float* dy, float* stats,
+                             float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t cols,
+                             float eps, CudaStream s) override;
+  absl::Status Reduce(const ReducePlan& plan, bool mean, const float* x, float* y,
+                      CudaStream s) override;
+  absl::Status ReduceGrad(const ReducePlan& plan, const float* dy, float* dx,
+                          CudaStream s) override;
+  absl::Status Concat(const ConcatPlan& plan, float* y, CudaStream s) override;
+  absl::Status SliceColumns(const float* src, int64_t row, int64_t offset, float* dst,
+                            int64_t outer, int64_t width, CudaStream s) override;
+  absl::Status ArgmaxRows(const float* x, int64_t* idx, int64_t rows, int64_t cols,
+                          CudaStream s) override;
+  absl::Status Gather(const void* ids, IndexType type, const float* table, float* y, int64_t count,
+                      int64_t vocab, int64_t dim, CudaStream s) override;
+  absl::Status EmbeddingGrad(const void* ids, IndexType type, const float* dy, float* dtable,
+                             int64_t count, int64_t vocab, int64_t dim, CudaStream s) override;
+  absl::Status Dropout(uint64_t key, double rate, float scale, const float* x, float* y, int64_t n,
+                       CudaStream s) override;
+  absl::Status RowsToHeads(const HeadsLayout& layout, const float* src, float* dst,
+                           CudaStream s) override;
+  absl::Status HeadsToRows(const HeadsLayout& layout, const float* src, float* dst,
+                           CudaStream s) override;
+  absl::Status AttentionSoftmax(const float* scores, float* probs, int64_t rows, int64_t time,
+                                bool causal, CudaStream s) override;
+  absl::Status AttentionSoftmaxGrad(const float* probs, const float* dprobs, float* dscores,
+                                    int64_t rows, int64_t time, float scale, CudaStream s) override;
 };
 
 }  // namespace lockstep::engine::gpu

@@ -80,6 +80,55 @@ class EmulatedKernels final : public GpuKernels {
   FakeCudaApi* const fake_;
   const Options options_;
   std::atomic<uint64_t> launches_{0};  // each launch's seed: options_.seed + its number
+
+ public:
+  // Sequence models (emulated_kernels_seq.cc)
+  absl::Status Activation(ActivationOp op, const float* x, float* y, int64_t n,
+                          CudaStream s) override;
+  absl::Status ActivationGrad(ActivationOp op, const float* x, const float* y, const float* dy,
+                              float* dx, int64_t n, CudaStream s) override;
+  absl::Status Binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n,
+                      CudaStream s) override;
+  absl::Status SoftmaxGrad(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols,
+                           CudaStream s) override;
+  absl::Status LayerNorm(const float* x, const float* gamma, const float* beta, float* y,
+                         int64_t rows, int64_t cols, float eps, CudaStream s) override;
+  absl::Status LayerNormGrad(const float* x, const float* gamma, const float* dy, float* stats,
+                             float* dx, float* dgamma, float* dbeta, int64_t rows, int64_t cols,
+                             float eps, CudaStream s) override;
+  absl::Status Reduce(const ReducePlan& plan, bool mean, const float* x, float* y,
+                      CudaStream s) override;
+  absl::Status ReduceGrad(const ReducePlan& plan, const float* dy, float* dx,
+                          CudaStream s) override;
+  absl::Status Concat(const ConcatPlan& plan, float* y, CudaStream s) override;
+  absl::Status SliceColumns(const float* src, int64_t row, int64_t offset, float* dst,
+                            int64_t outer, int64_t width, CudaStream s) override;
+  absl::Status ArgmaxRows(const float* x, int64_t* idx, int64_t rows, int64_t cols,
+                          CudaStream s) override;
+  absl::Status Gather(const void* ids, IndexType type, const float* table, float* y, int64_t count,
+                      int64_t vocab, int64_t dim, CudaStream s) override;
+  absl::Status EmbeddingGrad(const void* ids, IndexType type, const float* dy, float* dtable,
+                             int64_t count, int64_t vocab, int64_t dim, CudaStream s) override;
+  absl::Status Dropout(uint64_t key, double rate, float scale, const float* x, float* y, int64_t n,
+                       CudaStream s) override;
+  absl::Status RowsToHeads(const HeadsLayout& layout, const float* src, float* dst,
+                           CudaStream s) override;
+  absl::Status HeadsToRows(const HeadsLayout& layout, const float* src, float* dst,
+                           CudaStream s) override;
+  absl::Status AttentionSoftmax(const float* scores, float* probs, int64_t rows, int64_t time,
+                                bool causal, CudaStream s) override;
+  absl::Status AttentionSoftmaxGrad(const float* probs, const float* dprobs, float* dscores,
+                                    int64_t rows, int64_t time, float scale, CudaStream s) override;
+
+ private:
+  // Sequence models' launches (emulated_kernels_seq.cc): `body(GridEmulator&)` runs the kernel
+  // on the stream with the next launch's seed.
+  template <class Body>
+  absl::Status Enqueue(const char* kernel, CudaStream s, Body body);
+  // RowsToHeads and HeadsToRows: kernel body K over the layout's elements.
+  template <template <class> class K>
+  absl::Status Relayout(const char* kernel, const HeadsLayout& layout, const float* src, float* dst,
+                        CudaStream s);
 };
 
 }  // namespace lockstep::engine::gpu

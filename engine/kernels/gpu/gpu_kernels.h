@@ -20,6 +20,7 @@
 #include "common/cuda/cuda_api.h"
 #include "engine/kernels/gpu/cnn_geometry.h"
 #include "engine/kernels/gpu/optimizer_params.h"
+#include "engine/kernels/gpu/seq_params.h"
 
 namespace lockstep::engine::gpu {
 
@@ -102,6 +103,59 @@ class GpuKernels {
                                      const BatchNormDims& d, bool training, float epsilon,
                                      float* stats, float* sums, float* d_gamma, float* d_beta,
                                      float* dx, CudaStream s) = 0;
+  // Sequence models (kernel_bodies_seq.h): the ops of a Transformer, each the device side of
+  // its CPU kernel in engine/ops/. Shapes as rows x cols are row-major.
+  virtual absl::Status Activation(ActivationOp op, const float* x, float* y, int64_t n,
+                                  CudaStream s) = 0;
+  // SIGMOID and TANH read the output y, GELU the input x (the other may be null).
+  virtual absl::Status ActivationGrad(ActivationOp op, const float* x, const float* y,
+                                      const float* dy, float* dx, int64_t n, CudaStream s) = 0;
+  virtual absl::Status Binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n,
+                              CudaStream s) = 0;
+  // SOFTMAX's gradient from its output y.
+  virtual absl::Status SoftmaxGrad(const float* y, const float* dy, float* dx, int64_t rows,
+                                   int64_t cols, CudaStream s) = 0;
+  // gamma and beta have `cols` elements.
+  virtual absl::Status LayerNorm(const float* x, const float* gamma, const float* beta, float* y,
+                                 int64_t rows, int64_t cols, float eps, CudaStream s) = 0;
+  // `stats` is scratch of 2 * rows floats; dx, dgamma, dbeta are each null when not wanted.
+  virtual absl::Status LayerNormGrad(const float* x, const float* gamma, const float* dy,
+                                     float* stats, float* dx, float* dgamma, float* dbeta,
+                                     int64_t rows, int64_t cols, float eps, CudaStream s) = 0;
+  // SUM (mean = false) or MEAN of x over the plan's axes into y.
+  virtual absl::Status Reduce(const ReducePlan& plan, bool mean, const float* x, float* y,
+                              CudaStream s) = 0;
+  virtual absl::Status ReduceGrad(const ReducePlan& plan, const float* dy, float* dx,
+                                  CudaStream s) = 0;
+  // y [outer, sum of widths] from the plan's inputs.
+  virtual absl::Status Concat(const ConcatPlan& plan, float* y, CudaStream s) = 0;
+  // dst [outer, width] = columns offset .. offset + width of src [outer, row].
+  virtual absl::Status SliceColumns(const float* src, int64_t row, int64_t offset, float* dst,
+                                    int64_t outer, int64_t width, CudaStream s) = 0;
+  // idx (int64, `rows` elements): each row's first largest column.
+  virtual absl::Status ArgmaxRows(const float* x, int64_t* idx, int64_t rows, int64_t cols,
+                                  CudaStream s) = 0;
+  // y [count, dim] = rows ids of table [vocab, dim]; ids in [0, vocab) (the caller checks:
+  // a GPU would read outside the table).
+  virtual absl::Status Gather(const void* ids, IndexType type, const float* table, float* y,
+                              int64_t count, int64_t vocab, int64_t dim, CudaStream s) = 0;
+  // dtable [vocab, dim]: the rows of dy [count, dim] summed by id, zero elsewhere.
+  virtual absl::Status EmbeddingGrad(const void* ids, IndexType type, const float* dy,
+                                     float* dtable, int64_t count, int64_t vocab, int64_t dim,
+                                     CudaStream s) = 0;
+  // y = keep ? x * scale : 0 with DROPOUT's Philox mask for `key` (also its gradient, x = dy).
+  virtual absl::Status Dropout(uint64_t key, double rate, float scale, const float* x, float* y,
+                               int64_t n, CudaStream s) = 0;
+  // SELF_ATTENTION's layout changes (seq_params.h's HeadsLayout) and its masked softmax rows.
+  virtual absl::Status RowsToHeads(const HeadsLayout& layout, const float* src, float* dst,
+                                   CudaStream s) = 0;
+  virtual absl::Status HeadsToRows(const HeadsLayout& layout, const float* src, float* dst,
+                                   CudaStream s) = 0;
+  virtual absl::Status AttentionSoftmax(const float* scores, float* probs, int64_t rows,
+                                        int64_t time, bool causal, CudaStream s) = 0;
+  virtual absl::Status AttentionSoftmaxGrad(const float* probs, const float* dprobs, float* dscores,
+                                            int64_t rows, int64_t time, float scale,
+                                            CudaStream s) = 0;
 };
 
 // The launch-time checks both implementations make: INVALID_ARGUMENT "<kernel>: ..." for

@@ -294,6 +294,21 @@ struct XentGradKernel {
   }
 };
 
+// The first j in [0, cols) with the largest x[base + j] (std::max_element's choice).
+template <class In>
+LS_HOST_DEVICE int64_t FirstLargest(const In& x, int64_t base, int64_t cols) {
+  int64_t best = 0;
+  float m = x.Load(base);
+  for (int64_t j = 1; j < cols; ++j) {
+    const float v = x.Load(base + j);
+    if (m < v) {
+      m = v;
+      best = j;
+    }
+  }
+  return best;
+}
+
 // hits[r] = 1 when row r's first largest logit is its label's.
 template <class A, typename L>
 struct ArgmaxHitsKernel {
@@ -304,16 +319,8 @@ struct ArgmaxHitsKernel {
   int64_t cols;
   LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
     for (int64_t r = FirstIndex(t); r < rows; r += Stride(t)) {
-      int64_t best = 0;
-      float m = x.Load(r * cols);
-      for (int64_t j = 1; j < cols; ++j) {
-        const float v = x.Load(r * cols + j);
-        if (m < v) {
-          m = v;
-          best = j;
-        }
-      }
-      hits.Store(r, best == static_cast<int64_t>(labels.Load(r)) ? 1 : 0);
+      hits.Store(r,
+                 FirstLargest(x, r * cols, cols) == static_cast<int64_t>(labels.Load(r)) ? 1 : 0);
     }
   }
 };

@@ -1,8 +1,9 @@
-// The device-generic tests' environment on a real GPU (device_test_env.h's GpuDeviceEnv over
-// RealCudaApi, the CUDA kernels and cuBLASLt with TF32 off): "/gpu:0", not bitwise (cuBLAS
-// sums products in its own order). For requires-gpu tests only (--config=cuda).
-#ifndef LOCKSTEP_ENGINE_REAL_GPU_TEST_ENV_H_
-#define LOCKSTEP_ENGINE_REAL_GPU_TEST_ENV_H_
+// RealGpuEnv: the device-generic tests' "/gpu:0" on a real GPU (device_test_env.h's DeviceEnv
+// over RealCudaApi, the CUDA kernels and cuBLASLt with TF32 off), for the requires-gpu
+// instantiations (device_generic_cuda_test, seq_ops_cuda_test). Not bitwise: CUDA's expf and
+// cuBLAS's order of sums differ from the CPU's.
+#ifndef LOCKSTEP_ENGINE_REAL_GPU_ENV_H_
+#define LOCKSTEP_ENGINE_REAL_GPU_ENV_H_
 
 #include <memory>
 
@@ -28,4 +29,4 @@ struct RealGpuEnv {
 
 }  // namespace lockstep::engine
 
-#endif  // LOCKSTEP_ENGINE_REAL_GPU_TEST_ENV_H_
+#endif  // LOCKSTEP_ENGINE_REAL_GPU_ENV_H_
