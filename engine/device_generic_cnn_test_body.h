@@ -360,13 +360,9 @@ TYPED_TEST_P(DeviceGenericCnnTest, ConvBatchNormPoolModelTrainsLikeTheCpu) {
   ExpectTrainsLikeTheCpu<TypeParam>(this->env(), kConvBnPool);
 }
 
-// The residual CNN needs ADD's CUDA kernel (engine/ops/elementwise.cc); until it has one the
-// GPU instances say so and skip.
+// The residual CNN: convolutions, batch norms, the skip connection's ADD and the global
+// average pool (MEAN over the spatial axes), every one of them on the device.
 TYPED_TEST_P(DeviceGenericCnnTest, ResidualCnnTrainsLikeTheCpu) {
-  if (this->env().gpu() != nullptr &&
-      !this->registry_->CreateKernel(this->type(), OpNode(v1::ADD), DType::kF32).ok()) {
-    GTEST_SKIP() << "ADD has no CUDA kernel yet";
-  }
   ExpectTrainsLikeTheCpu<TypeParam>(this->env(), kResidualCnn);
 }
 

@@ -22,7 +22,7 @@ absl::StatusOr<void*> Floats(FakeCudaApi* fake, const char* kernel, const float*
 
 // Enqueues run(emulator) on the stream as launch `kernel` (a string literal).
 template <class Fn>
-absl::Status Enqueue(FakeCudaApi* fake, CudaStream s, const char* kernel, uint64_t seed, Fn run) {
+absl::Status EnqueueOn(FakeCudaApi* fake, CudaStream s, const char* kernel, uint64_t seed, Fn run) {
   return fake->Launch(s, kernel, [=] {
     GridEmulator emu(kernel, seed);
     return run(emu);
@@ -46,7 +46,7 @@ absl::Status WindowLaunch(FakeCudaApi* fake, CudaStream s, const char* kernel, u
   if (out.n == 0) return absl::OkStatus();
   LS_ASSIGN_OR_RETURN(void* iv, Floats(fake, kernel, in.p, in.n, in.name));
   LS_ASSIGN_OR_RETURN(void* ov, Floats(fake, kernel, out.p, out.n, out.name));
-  return Enqueue(fake, s, kernel, seed, [=](GridEmulator& emu) {
+  return EnqueueOn(fake, s, kernel, seed, [=](GridEmulator& emu) {
     return emu.Run(shape,
                    K<A>{emu.In<float>(iv, in.n, in.name), emu.Out<float>(ov, out.n, out.name), w});
   });
@@ -61,7 +61,7 @@ struct StatisticsViews {
 absl::Status EnqueueStatistics(FakeCudaApi* fake, CudaStream s, uint64_t seed, LaunchShape shape,
                                StatisticsViews v, const BatchNormDims& d, bool training,
                                float epsilon) {
-  return Enqueue(fake, s, "BatchNormStats", seed, [=](GridEmulator& emu) {
+  return EnqueueOn(fake, s, "BatchNormStats", seed, [=](GridEmulator& emu) {
     return emu.Run(shape,
                    BatchNormStatsKernel<A>{emu.In<float>(v.x, d.rows * d.c, "x"),
                                            emu.In<float>(v.moving_mean, d.c, "moving_mean"),
@@ -109,7 +109,7 @@ absl::Status EmulatedKernels::MaxPoolGrad(const float* x, const WindowGeometry& 
   LS_ASSIGN_OR_RETURN(void* dyv, Floats(fake_, k, dy, n_out, "dy"));
   LS_ASSIGN_OR_RETURN(void* dxv, Floats(fake_, k, dx, n_in, "dx"));
   const LaunchShape shape = Elementwise(n_in);
-  return Enqueue(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
+  return EnqueueOn(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
     return emu.Run(
         shape, MaxPoolGradKernel<A>{emu.In<float>(xv, n_in, "x"), emu.In<float>(dyv, n_out, "dy"),
                                     emu.Out<float>(dxv, n_in, "dx"), w});
@@ -138,7 +138,7 @@ absl::Status EmulatedKernels::BatchNorm(const float* x, const float* gamma, cons
   LS_RETURN_IF_ERROR(EnqueueStatistics(fake_, s, options_.seed + launches_++, per_channel,
                                        {xv, mv, vv, sv}, d, training, epsilon));
   if (n == 0) return absl::OkStatus();
-  return Enqueue(fake_, s, "BatchNormApply", options_.seed + launches_++, [=](GridEmulator& emu) {
+  return EnqueueOn(fake_, s, "BatchNormApply", options_.seed + launches_++, [=](GridEmulator& emu) {
     return emu.Run(per_element, BatchNormApplyKernel<A>{
                                     emu.In<float>(xv, n, "x"), emu.In<float>(gv, d.c, "gamma"),
                                     emu.In<float>(bv, d.c, "beta"), emu.In<float>(sv, ns, "stats"),
@@ -164,7 +164,7 @@ absl::Status EmulatedKernels::BatchNormMovingUpdates(const float* stats, const f
   LS_ASSIGN_OR_RETURN(void* dmv, Floats(fake_, k, delta_mean, d.c, "delta_mean"));
   LS_ASSIGN_OR_RETURN(void* dvv, Floats(fake_, k, delta_variance, d.c, "delta_variance"));
   const LaunchShape channels = Elementwise(d.c);
-  return Enqueue(fake_, s, "BatchNormMoving", options_.seed + launches_++, [=](GridEmulator& emu) {
+  return EnqueueOn(fake_, s, "BatchNormMoving", options_.seed + launches_++, [=](GridEmulator& emu) {
     return emu.Run(channels, BatchNormMovingKernel<A>{emu.In<float>(sv, ns, "stats"),
                                                       emu.In<float>(mv, d.c, "moving_mean"),
                                                       emu.In<float>(vv, d.c, "moving_variance"),
@@ -204,20 +204,20 @@ absl::Status EmulatedKernels::BatchNormGrad(const float* x, const float* dy, con
   LS_RETURN_IF_ERROR(EnqueueStatistics(fake_, s, options_.seed + launches_++, per_channel,
                                        {xv, mv, vv, sv}, d, training, epsilon));
   LS_RETURN_IF_ERROR(
-      Enqueue(fake_, s, "BatchNormSums", options_.seed + launches_++, [=](GridEmulator& emu) {
+      EnqueueOn(fake_, s, "BatchNormSums", options_.seed + launches_++, [=](GridEmulator& emu) {
         return emu.Run(per_channel, BatchNormSumsKernel<A>{emu.In<float>(xv, n, "x"),
                                                            emu.In<float>(dyv, n, "dy"),
                                                            emu.In<float>(sv, ns, "stats"),
                                                            emu.Out<float>(sumv, nsum, "sums"), d});
       }));
   LS_RETURN_IF_ERROR(
-      Enqueue(fake_, s, "BatchNormParams", options_.seed + launches_++, [=](GridEmulator& emu) {
+      EnqueueOn(fake_, s, "BatchNormParams", options_.seed + launches_++, [=](GridEmulator& emu) {
         return emu.Run(channels, BatchNormParamsKernel<A>{emu.In<float>(sumv, nsum, "sums"),
                                                           emu.Out<float>(dgv, d.c, "d_gamma"),
                                                           emu.Out<float>(dbv, d.c, "d_beta"), d});
       }));
   if (dx == nullptr || n == 0) return absl::OkStatus();
-  return Enqueue(fake_, s, "BatchNormInput", options_.seed + launches_++, [=](GridEmulator& emu) {
+  return EnqueueOn(fake_, s, "BatchNormInput", options_.seed + launches_++, [=](GridEmulator& emu) {
     return emu.Run(per_element, BatchNormInputKernel<A>{
                                     emu.In<float>(xv, n, "x"), emu.In<float>(dyv, n, "dy"),
                                     emu.In<float>(gv, d.c, "gamma"), emu.In<float>(sv, ns, "stats"),
