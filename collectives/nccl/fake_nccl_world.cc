@@ -134,9 +134,25 @@ absl::Status FakeNcclWorld::Check(NcclComm comm, const FakeNcclCall& call) const
   return g.failed;
 }
 
-absl::Status FakeNcclWorld::Submit(NcclComm comm, const FakeNcclCall& call) {
-  if (absl::Status s = Check(comm, call); !s.ok()) return s;
+void FakeNcclWorld::UseDeviceMemory(FakeCudaApi* cuda) {
   absl::MutexLock lock(&mu_);
+  cuda_ = cuda;
+}
+
+FakeCudaApi* FakeNcclWorld::device_memory() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return cuda_;
+}
+
+absl::Status FakeNcclWorld::Submit(NcclComm comm, const FakeNcclCall& issued) {
+  if (absl::Status s = Check(comm, issued); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  FakeNcclCall call = issued;
+  if (cuda_ != nullptr) {
+    // Device buffers are computed on through the fake's read-write view.
+    if (void* view = cuda_->HostView(call.send)) call.send = view;
+    if (void* view = cuda_->HostView(call.recv)) call.recv = view;
+  }
   absl::StatusOr<Member*> found = Find(comm);  // may have been freed since Check
   if (!found.ok()) return found.status();
   Member& m = **found;
