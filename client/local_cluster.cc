@@ -201,6 +201,10 @@ absl::Status LocalCluster::StartWorker(int i) {
   if (auto env = options_.worker_env.find(i); env != options_.worker_env.end()) {
     sp.env = env->second;
   }
+  if (!options_.gpus.empty()) {
+    sp.argv.push_back(absl::StrCat("--gpus=", options_.gpus));
+    sp.env.emplace_back("NCCL_HOSTID", absl::StrCat("lockstep-local-", i));
+  }
   if (options_.static_tf_config || i == options_.workers) {
     std::string path = absl::StrCat(options_.work_dir, "/tf_config.", i, ".json");
     std::ofstream(path) << StaticTfConfig(i);

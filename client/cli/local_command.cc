@@ -172,6 +172,11 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   options.work_dir = args.Get("work_dir");
   options.pin_workers = args.Has("pin_workers");
   options.insecure = args.Has("insecure");
+  if (args.Has("gpus")) {
+    // Every worker offers this host's GPUs, and the job asks for GPU replicas.
+    options.gpus = "all";
+    spec.set_gpus(true);
+  }
   // The job's data may be anywhere on this machine: its directories are data roots too.
   for (const v1::DataSource& source : {spec.data().train(), spec.data().eval()}) {
     for (const std::string& f : source.files()) {
@@ -240,7 +245,7 @@ Command LocalCommand() {
   Command c;
   c.name = "local";
   c.usage =
-      "local [--workers=N] [--cpu_devices=N] [--pin_workers] [--keep_running] [--no_job] "
+      "local [--workers=N] [--cpu_devices=N] [--gpus] [--pin_workers] [--keep_running] [--no_job] "
       "[JOB.json]";
   c.summary =
       "Starts a coordinator and N workers on loopback, trains JOB.json on them (default "
@@ -250,6 +255,11 @@ Command LocalCommand() {
   c.options = {
       {"workers", "Number of lockstepd to start (default 3)."},
       {"cpu_devices", "Logical CPU devices per worker (default 1)."},
+      {"gpus",
+       "Train on GPUs: every worker offers this host's GPUs (lockstepd --gpus=all, each worker "
+       "its own NCCL_HOSTID so that they can share one GPU) and the job asks for GPU replicas "
+       "(JobSpec.gpus). Needs a --config=cuda build and a GPU.",
+       /*takes_value=*/false},
       {"timeout", "How long to wait for every worker to be ALIVE (default 30s)."},
       {"heartbeat_interval", "Passed to the coordinator (default 1s)."},
       {"heartbeat_timeout", "Passed to the coordinator (default 3s)."},
