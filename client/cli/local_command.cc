@@ -126,6 +126,25 @@ std::string WriteClientConfig(const client::LocalCluster& cluster) {
   return out ? path : "";
 }
 
+// The first of workers 0..n-1 whose process has exited, or -1.
+int ExitedWorker(client::LocalCluster& cluster, int n) {
+  for (int w = 0; w < n; ++w) {
+    client::Subprocess* p = cluster.worker(w);
+    if (p != nullptr && !p->running()) return w;
+  }
+  return -1;
+}
+
+// The last non-empty line of a log file ("" when unreadable).
+std::string LastLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
 int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   auto workers = args.GetInt("workers", 3);
   auto cpu_devices = args.GetInt("cpu_devices", 1);
@@ -207,12 +226,20 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   const absl::Time deadline = absl::Now() + *timeout;
   absl::StatusOr<v1::GetClusterStatusResponse> status = (*cluster)->WaitFor(
       [&](const v1::GetClusterStatusResponse& s) {
-        return signals.interrupted() || client::CountInState(s, v1::ALIVE) >= *workers;
+        return signals.interrupted() || client::CountInState(s, v1::ALIVE) >= *workers ||
+               ExitedWorker(**cluster, *workers) >= 0;
       },
       deadline, absl::Milliseconds(20));
   if (signals.interrupted()) {
     *ctx.err << "interrupted: stopping the cluster\n";
     return kExitFailure;  // ~LocalCluster stops and reaps everything
+  }
+  if (const int w = ExitedWorker(**cluster, *workers); w >= 0) {
+    // A worker that cannot start (a bad flag, --gpus without a usable GPU) says why in its log.
+    const std::string log = absl::StrCat((*cluster)->options().work_dir, "/lockstepd.", w, ".log");
+    *ctx.err << "lockstep local: worker " << w << " exited while starting: " << LastLine(log)
+             << "\n(its log: " << log << ")\n";
+    return kExitFailure;
   }
   if (!status.ok()) {
     *ctx.err << "lockstep local: " << status.status().message() << "\n";
