@@ -205,5 +205,52 @@ TEST_F(GpuStrategyTest, GpuReplicaWithoutAGpuDeviceIsRefusedNamingIt) {
   EXPECT_THAT(trainer.status().message(), HasSubstr("/gpu:0"));
 }
 
+TEST_F(GpuStrategyTest, ExplicitCopiesRefuseWhatTheyCannotDo) {
+  const engine::Device gpu0(engine::Device::Type::kCuda, 0);
+  const engine::Device gpu1(engine::Device::Type::kCuda, 1);
+  const engine::Tensor host = engine::Tensor::FromVector<float>({1, 2, 3}, engine::Shape{3});
+  // Feeds of a GPU replica stay host tensors.
+  EXPECT_EQ(HostCopy(host, gpu1).device(), engine::Device::Cpu(0));
+  // A GPU copy needs that GPU's handles.
+  absl::StatusOr<engine::Tensor> none = CopyToDevice(host, gpu0, nullptr);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(none.status().message(), HasSubstr("/gpu:0"));
+  absl::StatusOr<engine::Tensor> other = CopyToDevice(host, gpu0, gpus_.devices->Find(1));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  // Round trip, and host arithmetic on a device tensor is an error, not a crash.
+  absl::StatusOr<engine::Tensor> on1 = CopyToDevice(host, gpu1, gpus_.devices->Find(1));
+  ASSERT_TRUE(on1.ok()) << on1.status();
+  EXPECT_EQ(on1->device(), gpu1);
+  absl::StatusOr<engine::Tensor> back = ToHost(*on1, gpus_.devices->Find(1));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->BitwiseEquals(host));
+  engine::Tensor acc = host.Clone();
+  absl::Status add = AddInto(*on1, &acc);
+  EXPECT_EQ(add.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(add.message(), HasSubstr("/gpu:1"));
+  // CopyInto writes a device tensor in place, and refuses another shape.
+  const engine::Tensor twice = engine::Tensor::FromVector<float>({2, 4, 6}, engine::Shape{3});
+  ASSERT_TRUE(CopyInto(twice, &*on1, gpus_.devices->Find(1)).ok());
+  EXPECT_TRUE(ToHost(*on1, gpus_.devices->Find(1))->BitwiseEquals(twice));
+  const engine::Tensor wrong = engine::Tensor::FromVector<float>({1, 2}, engine::Shape{2});
+  EXPECT_EQ(CopyInto(wrong, &*on1, gpus_.devices->Find(1)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(GpuStrategyTest, GradientAccumulationOnGpusIsRefusedClearly) {
+  MirroredStrategyOptions o;
+  o.available = Gpus();
+  o.nccl.api = &nccl_;
+  o.communication.timeout = absl::Seconds(20);
+  auto mirrored = MirroredStrategy::Create(o);
+  ASSERT_TRUE(mirrored.ok()) << mirrored.status();
+  engine::Graph graph = DigitsGraph();
+  TrainerOptions accumulate = DigitsTrainerOptions(0.1);
+  accumulate.optimizer.set_gradient_accumulation_steps(2);
+  auto t = Trainer::Create(mirrored->get(), &graph, accumulate);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << t.status();
+  EXPECT_THAT(t.status().message(), HasSubstr("gradient_accumulation_steps"));
+}
+
 }  // namespace
 }  // namespace lockstep::distribute
