@@ -186,6 +186,14 @@ v1::OptimizerSpec Sgd() {
   return o;
 }
 
+// A worker's failure: on stderr, and as "ERROR <message>" on stdout, which the parent reads
+// for worker 0 and repeats as the run's failure.
+void ChildError(int rank, const std::string& message) {
+  fprintf(stderr, "rank %d: %s\n", rank, message.c_str());
+  printf("ERROR rank %d: %s\n", rank, message.c_str());
+  fflush(stdout);
+}
+
 // One worker process: runs its partition, prints "EPS <examples/s>" (rank 0).
 int Child(int rank, int world, const std::string& store_dir) {
   if (absl::GetFlag(FLAGS_pin_workers)) {
@@ -241,7 +249,7 @@ int Child(int rank, int world, const std::string& store_dir) {
     spec->set_gpus(true);
     absl::StatusOr<std::shared_ptr<distribute::GpuDeviceSet>> gpus = distribute::MakeCudaGpus({0});
     if (!gpus.ok()) {
-      fprintf(stderr, "rank %d: %s\n", rank, gpus.status().ToString().c_str());
+      ChildError(rank, gpus.status().ToString());
       return 1;
     }
     options.devices.num_gpus = 1;
@@ -249,7 +257,7 @@ int Child(int rank, int world, const std::string& store_dir) {
     absl::StatusOr<std::unique_ptr<collectives::nccl::RealNcclApi>> loaded =
         collectives::nccl::RealNcclApi::Load();
     if (!loaded.ok()) {
-      fprintf(stderr, "rank %d: %s\n", rank, loaded.status().ToString().c_str());
+      ChildError(rank, loaded.status().ToString());
       return 1;
     }
     nccl = *std::move(loaded);
@@ -270,12 +278,12 @@ int Child(int rank, int world, const std::string& store_dir) {
   };
   auto executor = worker::JobExecutor::Create(p, options);
   if (!executor.ok()) {
-    fprintf(stderr, "rank %d: %s\n", rank, executor.status().ToString().c_str());
+    ChildError(rank, executor.status().ToString());
     return 1;
   }
   v1::JobReport report = (*executor)->Run();
   if (report.phase() != v1::JobReport::DONE) {
-    fprintf(stderr, "rank %d: %s\n", rank, report.error().c_str());
+    ChildError(rank, report.error());
     return 1;
   }
   if (rank == 0) {
@@ -375,7 +383,13 @@ double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
   const size_t at = text.find("EPS ");
   if (!ok || at == std::string::npos ||
       !absl::SimpleAtod(text.substr(at + 4, text.find('\n', at) - at - 4), &eps)) {
-    fprintf(stderr, "run %d with %d worker(s) failed\n", run, world);
+    const size_t error = text.find("ERROR ");
+    // On stdout too, after the header: the run's last line says why (tools/gpu_check.sh).
+    printf("run %d with %d worker(s) failed%s%s\n", run, world, error == std::string::npos ? "" : ": ",
+           error == std::string::npos
+               ? ""
+               : text.substr(error + 6, text.find('\n', error) - error - 6).c_str());
+    fflush(stdout);
     return -1;
   }
   if (const size_t p = text.find("PEAK "); p != std::string::npos) {
