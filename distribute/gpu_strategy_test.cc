@@ -20,13 +20,18 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
+#include "collectives/in_memory_store.h"
 #include "collectives/nccl/fake_nccl_api.h"
 #include "collectives/nccl/fake_nccl_world.h"
 #include "distribute/fake_gpu_devices.h"
 #include "distribute/gpu_strategy_test_util.h"
 #include "distribute/mirrored_strategy.h"
+#include "distribute/multi_worker_mirrored_strategy.h"
 #include "distribute/one_device_strategy.h"
 #include "distribute/tensor_math.h"
 
@@ -250,6 +255,141 @@ TEST_F(GpuStrategyTest, GradientAccumulationOnGpusIsRefusedClearly) {
   auto t = Trainer::Create(mirrored->get(), &graph, accumulate);
   EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << t.status();
   EXPECT_THAT(t.status().message(), HasSubstr("gradient_accumulation_steps"));
+}
+
+// Two workers (threads, as two processes would be) of MultiWorkerMirrored, one GPU each, each
+// worker's GPU on its own FakeCudaApi (two hosts), NCCL between them on the multi-rank fake.
+class TwoGpuWorkers : public ::testing::Test {
+ protected:
+  // Builds both workers' strategies: `gpus` (else one CPU device each, TCP collectives).
+  void Build(bool gpus) {
+    strategies_.clear();
+    strategies_.resize(2);
+    std::vector<std::thread> threads;
+    for (int w = 0; w < 2; ++w) {
+      threads.emplace_back([&, w] {
+        MultiWorkerMirroredStrategyOptions o;
+        if (gpus) {
+          o.available.num_gpus = 1;
+          o.available.gpus = gpus_[w].devices;
+        }
+        o.communication.timeout = absl::Seconds(20);
+        o.store = &store_;
+        o.key_prefix = absl::StrCat("job", builds_);
+        o.secret = "secret";
+        o.connect_timeout = absl::Seconds(20);
+        o.nccl.api = apis_[w].get();
+        std::vector<std::string> addresses = {"127.0.0.1:2000", "127.0.0.1:2001"};
+        auto cluster = TfConfig::Create({{"worker", addresses}}, TaskRef{"worker", w});
+        ASSERT_TRUE(cluster.ok()) << cluster.status();
+        auto s = MultiWorkerMirroredStrategy::Create(*cluster, o);
+        ASSERT_TRUE(s.ok()) << s.status();
+        strategies_[w] = std::move(*s);
+      });
+    }
+    for (auto& t : threads) t.join();
+    ++builds_;
+  }
+
+  void SetUp() override {
+    for (int w = 0; w < 2; ++w) {
+      absl::StatusOr<FakeGpus> g = MakeFakeGpus(1);
+      ASSERT_TRUE(g.ok()) << g.status();
+      gpus_[w] = *std::move(g);
+      world_.UseDeviceMemory(gpus_[w].api.get());
+      apis_[w] = std::make_unique<FakeNcclApi>(&world_);
+    }
+  }
+
+  // Both workers train `steps` steps (worker w: rows [32w, 32w + 32) of each global batch of
+  // 64); worker 0's weights on the host.
+  std::vector<engine::Tensor> TrainBoth(int steps) {
+    std::vector<engine::Tensor> out;
+    std::vector<std::thread> threads;
+    for (int w = 0; w < 2; ++w) {
+      threads.emplace_back([&, w] {
+        Strategy& s = *strategies_[w];
+        engine::Graph graph = DigitsGraph();
+        auto trainer = Trainer::Create(&s, &graph, DigitsTrainerOptions(0.1, /*momentum=*/true));
+        ASSERT_TRUE(trainer.ok()) << trainer.status();
+        const engine::Device device = s.extended().worker_devices()[0];
+        for (int step = 0; step < steps; ++step) {
+          std::vector<DistributedValues> inputs;
+          for (const engine::Tensor& t : DigitsBatch(kDigitsGlobalBatch, step)) {
+            auto part = SliceAxis0(t, 32 * w, 32 * w + 32);
+            ASSERT_TRUE(part.ok());
+            inputs.push_back(DistributedValues::PerReplica({HostCopy(*part, device)}));
+          }
+          auto r = (*trainer)->Step(inputs);
+          ASSERT_TRUE(r.ok()) << r.status();
+        }
+        if (w == 0) {
+          auto v = (*trainer)->HostVariables();
+          ASSERT_TRUE(v.ok()) << v.status();
+          out = *std::move(v);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    return out;
+  }
+
+  FakeGpus gpus_[2];
+  FakeNcclWorld world_;
+  std::unique_ptr<FakeNcclApi> apis_[2];
+  collectives::InMemoryStore store_;
+  std::vector<std::unique_ptr<Strategy>> strategies_;
+  int builds_ = 0;
+};
+
+TEST_F(TwoGpuWorkers, MultiWorkerMirroredOverNcclOnDeviceMemoryMatchesTheCpuWorkers) {
+  Build(/*gpus=*/false);
+  ASSERT_TRUE(strategies_[0] != nullptr && strategies_[1] != nullptr);
+  const std::vector<engine::Tensor> want = TrainBoth(10);
+  Build(/*gpus=*/true);
+  ASSERT_TRUE(strategies_[0] != nullptr && strategies_[1] != nullptr);
+  EXPECT_EQ(strategies_[0]->extended().cross_device_ops().kind(),
+            CrossDeviceOpsKind::kNcclAllReduce);
+  const std::vector<engine::Tensor> got = TrainBoth(10);
+  // Two ranks: a + b is b + a, so the NCCL sum is the TCP collectives' bit for bit.
+  EXPECT_TRUE(SameWeights(got, want, /*rel=*/0));
+  strategies_.clear();
+}
+
+TEST_F(TwoGpuWorkers, BroadcastFromChiefMakesEveryWorkersDeviceCopiesTheChiefs) {
+  Build(/*gpus=*/true);
+  ASSERT_TRUE(strategies_[0] != nullptr && strategies_[1] != nullptr);
+  std::vector<engine::Tensor> seen(2);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      Strategy& s = *strategies_[w];
+      StrategyScope scope = s.Scope();
+      auto v = scope.CreateVariable(
+          "v", engine::Tensor::FromVector<float>({1.f + w, 2.f, 3.f}, engine::Shape{3}));
+      ASSERT_TRUE(v.ok()) << v.status();
+      const engine::gpu::GpuDevice* gpu = gpus_[w].devices->Find(0);
+      ASSERT_EQ(v->Read(0).device().name(), "/gpu:0");
+      // Every worker starts from the chief's value (worker 0's 1, 2, 3)...
+      EXPECT_TRUE(ToHost(v->Read(0), gpu)->BitwiseEquals(
+          engine::Tensor::FromVector<float>({1.f, 2.f, 3.f}, engine::Shape{3})));
+      // ...then each writes its own, and the broadcast makes them the chief's again.
+      ASSERT_TRUE(CopyInto(engine::Tensor::FromVector<float>({10.f * (w + 1), 0.f, -1.f},
+                                                             engine::Shape{3}),
+                           &v->copy(0), gpu)
+                      .ok());
+      ASSERT_TRUE(s.extended().BroadcastFromChief(std::vector<DistributedVariable*>{&*v}).ok());
+      auto host = ToHost(v->Read(0), gpu);
+      ASSERT_TRUE(host.ok()) << host.status();
+      seen[w] = *host;
+    });
+  }
+  for (auto& t : threads) t.join();
+  const engine::Tensor chiefs =
+      engine::Tensor::FromVector<float>({10.f, 0.f, -1.f}, engine::Shape{3});
+  EXPECT_TRUE(seen[0].BitwiseEquals(chiefs));
+  EXPECT_TRUE(seen[1].BitwiseEquals(chiefs));
+  strategies_.clear();
 }
 
 }  // namespace

@@ -88,8 +88,9 @@ class FakeNcclApi final : public NcclApi {
 
   // Records `call`, checks it, and issues it to the world (or holds it in the open group).
   absl::Status Enqueue(NcclComm comm, const FakeNcclCall& call);
-  // With device memory: runs what was enqueued on `stream` before a collective on it.
-  absl::Status RunStreamBefore(DeviceStream stream);
+  // When `buffer` is a fake's device memory: runs what was enqueued on `stream` (a stream of
+  // that fake) before a collective on it.
+  absl::Status RunStreamBefore(const void* buffer, DeviceStream stream);
 
   std::unique_ptr<FakeNcclWorld> own_world_;  // when none was given
   FakeNcclWorld* const world_;

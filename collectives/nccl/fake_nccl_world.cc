@@ -136,22 +136,25 @@ absl::Status FakeNcclWorld::Check(NcclComm comm, const FakeNcclCall& call) const
 
 void FakeNcclWorld::UseDeviceMemory(FakeCudaApi* cuda) {
   absl::MutexLock lock(&mu_);
-  cuda_ = cuda;
+  cuda_.push_back(cuda);
 }
 
-FakeCudaApi* FakeNcclWorld::device_memory() const {
+FakeCudaApi* FakeNcclWorld::DeviceMemoryOf(const void* device_ptr) const {
   absl::ReaderMutexLock lock(&mu_);
-  return cuda_;
+  for (FakeCudaApi* c : cuda_) {
+    if (c->HostView(device_ptr) != nullptr) return c;
+  }
+  return nullptr;
 }
 
 absl::Status FakeNcclWorld::Submit(NcclComm comm, const FakeNcclCall& issued) {
   if (absl::Status s = Check(comm, issued); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   FakeNcclCall call = issued;
-  if (cuda_ != nullptr) {
-    // Device buffers are computed on through the fake's read-write view.
-    if (void* view = cuda_->HostView(call.send)) call.send = view;
-    if (void* view = cuda_->HostView(call.recv)) call.recv = view;
+  // Device buffers are computed on through their fake's read-write view.
+  for (FakeCudaApi* c : cuda_) {
+    if (void* view = c->HostView(call.send)) call.send = view;
+    if (void* view = c->HostView(call.recv)) call.recv = view;
   }
   absl::StatusOr<Member*> found = Find(comm);  // may have been freed since Check
   if (!found.ok()) return found.status();

@@ -81,9 +81,11 @@ class FakeNcclWorld {
   FakeNcclWorld& operator=(const FakeNcclWorld&) = delete;
 
   // Buffers that lie in `cuda`'s device memory are reached through its view (not owned; it
-  // must outlive the world's collectives). Call before any rank joins.
+  // must outlive the world's collectives). Several may be given (ranks of several "hosts").
+  // Call before any rank joins.
   void UseDeviceMemory(FakeCudaApi* cuda);
-  FakeCudaApi* device_memory() const;
+  // The FakeCudaApi whose memory `device_ptr` lies in (null: host memory, or none given).
+  FakeCudaApi* DeviceMemoryOf(const void* device_ptr) const;
 
   // ncclGetUniqueId: kNcclUniqueIdBytes bytes, different each time in this world.
   std::string NewUniqueId();
@@ -137,7 +139,7 @@ class FakeNcclWorld {
   void Complete(Group& group, size_t index, const Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
-  FakeCudaApi* cuda_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<FakeCudaApi*> cuda_ ABSL_GUARDED_BY(mu_);
   uint64_t ids_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::unique_ptr<Group>> groups_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Member>> members_ ABSL_GUARDED_BY(mu_);
