@@ -12,7 +12,12 @@
 //   bazel run //bench:train_throughput -- --runs=7 --compare_pinning
 //   bazel run //bench:train_throughput -- --workers=2 --runs=7 --compare_compression
 // --model=transformer runs bench/transformer_spec.h's Transformer (on float inputs) instead,
-// global batch 16 unless --batch says otherwise.
+// global batch 16 unless --batch says otherwise; --model=mlp_4096 an MLP 4096-8192-8192-10.
+// --device=gpu (a --config=cuda build on a GPU host; tagged gpu-bundle, run by
+// tools/gpu_check.sh): every worker's replica on /gpu:0 (RealCudaApi, the CUDA kernels,
+// cuBLASLt; NCCL between the workers), and worker 0's peak device bytes (the caching
+// allocator's) are reported; the bare CPU engine step is not measured then.
+//   train_throughput --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -46,6 +51,10 @@
 #include "engine/variable_set.h"
 #include "worker/coordinator_client.h"
 #include "worker/job_executor.h"
+#ifdef LOCKSTEP_WITH_CUDA
+#include "collectives/nccl/real_nccl_api.h"
+#include "distribute/cuda_gpu_devices.h"
+#endif
 
 ABSL_FLAG(std::string, workers, "1,2", "worker counts to measure");
 ABSL_FLAG(int, runs, 3, "runs per worker count (the median is reported)");
@@ -75,6 +84,7 @@ ABSL_FLAG(bool, pin_workers, false,
 ABSL_FLAG(bool, compare_pinning, false,
           "also run every multi-worker count with the other --pin_workers in each round, and "
           "print the per-round ratio of the two");
+ABSL_FLAG(std::string, device, "cpu", "cpu, or gpu: each worker's replica on /gpu:0");
 ABSL_FLAG(int, timeout_s, 300, "a run's bound; its processes are killed after it");
 // Internal: a worker process.
 ABSL_FLAG(int, child_rank, -1, "internal");
@@ -117,6 +127,8 @@ class FileStoreClient final : public worker::CoordinatorClient {
 };
 
 bool IsTransformer() { return absl::GetFlag(FLAGS_model) == "transformer"; }
+bool IsMlp4096() { return absl::GetFlag(FLAGS_model) == "mlp_4096"; }
+bool OnGpu() { return absl::GetFlag(FLAGS_device) == "gpu"; }
 
 int GlobalBatch() {
   if (absl::GetFlag(FLAGS_batch) > 0) return absl::GetFlag(FLAGS_batch);
@@ -143,8 +155,28 @@ v1::ModelSpec Mlp() {
   return m;
 }
 
+// The GPU comparison's model (tools/gpu/torch_train.py trains the same).
+v1::ModelSpec Mlp4096() {
+  v1::ModelSpec m;
+  m.add_input_shape(4096);
+  m.set_seed(1);
+  m.set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
+  m.add_layers()->mutable_dense()->set_units(8192);
+  m.add_layers()->mutable_relu();
+  m.add_layers()->mutable_dense()->set_units(8192);
+  m.add_layers()->mutable_relu();
+  m.add_layers()->mutable_dense()->set_units(10);
+  return m;
+}
+
 v1::ModelSpec Model() {
-  return IsTransformer() ? bench::TransformerSpec(TransformerShape()) : Mlp();
+  if (IsTransformer()) return bench::TransformerSpec(TransformerShape());
+  return IsMlp4096() ? Mlp4096() : Mlp();
+}
+
+const char* ModelName() {
+  if (IsTransformer()) return "Transformer 2x(seq 128, width 256, 4 heads, causal)";
+  return IsMlp4096() ? "MLP 4096-8192-8192-10" : "MLP 784-1024-1024-10";
 }
 
 v1::OptimizerSpec Sgd() {
@@ -152,6 +184,14 @@ v1::OptimizerSpec Sgd() {
   o.mutable_sgd();
   o.mutable_learning_rate()->mutable_constant()->set_value(0.01);
   return o;
+}
+
+// A worker's failure: on stderr, and as "ERROR <message>" on stdout, which the parent reads
+// for worker 0 and repeats as the run's failure.
+void ChildError(int rank, const std::string& message) {
+  fprintf(stderr, "rank %d: %s\n", rank, message.c_str());
+  printf("ERROR rank %d: %s\n", rank, message.c_str());
+  fflush(stdout);
 }
 
 // One worker process: runs its partition, prints "EPS <examples/s>" (rank 0).
@@ -201,6 +241,32 @@ int Child(int rank, int world, const std::string& store_dir) {
   absl::Time start, end;
   worker::JobExecutorOptions options;
   options.client = &client;
+#ifdef LOCKSTEP_WITH_CUDA
+  std::unique_ptr<collectives::nccl::RealNcclApi> nccl;
+#endif
+  if (OnGpu()) {
+#ifdef LOCKSTEP_WITH_CUDA
+    spec->set_gpus(true);
+    absl::StatusOr<std::shared_ptr<distribute::GpuDeviceSet>> gpus = distribute::MakeCudaGpus({0});
+    if (!gpus.ok()) {
+      ChildError(rank, gpus.status().ToString());
+      return 1;
+    }
+    options.devices.num_gpus = 1;
+    options.devices.gpus = *std::move(gpus);
+    absl::StatusOr<std::unique_ptr<collectives::nccl::RealNcclApi>> loaded =
+        collectives::nccl::RealNcclApi::Load();
+    if (!loaded.ok()) {
+      ChildError(rank, loaded.status().ToString());
+      return 1;
+    }
+    nccl = *std::move(loaded);
+    options.nccl.api = nccl.get();
+#else
+    fprintf(stderr, "--device=gpu needs a --config=cuda build\n");
+    return 2;
+#endif
+  }
   options.transport = absl::GetFlag(FLAGS_transport) == "tcp" ? collectives::TransportKind::kTcp
                                                               : collectives::TransportKind::kShm;
   options.overlap_all_reduce = absl::GetFlag(FLAGS_overlap);
@@ -212,12 +278,12 @@ int Child(int rank, int world, const std::string& store_dir) {
   };
   auto executor = worker::JobExecutor::Create(p, options);
   if (!executor.ok()) {
-    fprintf(stderr, "rank %d: %s\n", rank, executor.status().ToString().c_str());
+    ChildError(rank, executor.status().ToString());
     return 1;
   }
   v1::JobReport report = (*executor)->Run();
   if (report.phase() != v1::JobReport::DONE) {
-    fprintf(stderr, "rank %d: %s\n", rank, report.error().c_str());
+    ChildError(rank, report.error());
     return 1;
   }
   if (rank == 0) {
@@ -225,9 +291,17 @@ int Child(int rank, int world, const std::string& store_dir) {
     auto ms = [&](absl::Duration d) { return absl::ToDoubleMilliseconds(d) / steps; };
     printf("PHASES %.4f %.4f %.4f %.4f\n", ms(measured.total), ms(measured.compute),
            ms(measured.allreduce_wait), ms(measured.apply));
+    if (options.devices.gpus != nullptr) {
+      const engine::gpu::GpuDevice* gpu = options.devices.gpus->Find(0);
+      printf("PEAK %llu\n", static_cast<unsigned long long>(
+                                 gpu->context->allocator_stats().peak_bytes_in_use));
+    }
   }
   return 0;
 }
+
+// The largest peak of device memory worker 0 reported (--device=gpu), in bytes.
+unsigned long long g_peak_device_bytes = 0;
 
 // How a run's workers are set up (--shm_heap, --pin_workers, --compression).
 struct Variant {
@@ -268,7 +342,8 @@ double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
           absl::StrCat("--bytes_per_pack=", absl::GetFlag(FLAGS_bytes_per_pack)),
           absl::StrCat("--shm_heap=", variant.shm_heap),
           absl::StrCat("--pin_workers=", variant.pin),
-          absl::StrCat("--compression=", variant.bf16 ? "bf16" : "none")};
+          absl::StrCat("--compression=", variant.bf16 ? "bf16" : "none"),
+          "--device=" + absl::GetFlag(FLAGS_device)};
       std::vector<char*> argv = {const_cast<char*>("train_throughput")};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -308,8 +383,20 @@ double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
   const size_t at = text.find("EPS ");
   if (!ok || at == std::string::npos ||
       !absl::SimpleAtod(text.substr(at + 4, text.find('\n', at) - at - 4), &eps)) {
-    fprintf(stderr, "run %d with %d worker(s) failed\n", run, world);
+    const size_t error = text.find("ERROR ");
+    // On stdout too, after the header: the run's last line says why (tools/gpu_check.sh).
+    printf("run %d with %d worker(s) failed%s%s\n", run, world, error == std::string::npos ? "" : ": ",
+           error == std::string::npos
+               ? ""
+               : text.substr(error + 6, text.find('\n', error) - error - 6).c_str());
+    fflush(stdout);
     return -1;
+  }
+  if (const size_t p = text.find("PEAK "); p != std::string::npos) {
+    unsigned long long peak = 0;
+    if (sscanf(text.c_str() + p, "PEAK %llu", &peak) == 1) {
+      g_peak_device_bytes = std::max(g_peak_device_bytes, peak);
+    }
   }
   if (phases != nullptr) {
     const size_t p = text.find("PHASES ");
@@ -361,6 +448,10 @@ int Main() {
     int n = 0;
     if (absl::SimpleAtoi(w, &n) && n > 0) counts.push_back(n);
   }
+  if (absl::GetFlag(FLAGS_device) != "cpu" && absl::GetFlag(FLAGS_device) != "gpu") {
+    fprintf(stderr, "--device: cpu or gpu, not %s\n", absl::GetFlag(FLAGS_device).c_str());
+    return 2;
+  }
   if (absl::GetFlag(FLAGS_compression) != "none" && absl::GetFlag(FLAGS_compression) != "bf16") {
     fprintf(stderr, "--compression: none or bf16, not %s\n",
             absl::GetFlag(FLAGS_compression).c_str());
@@ -372,8 +463,7 @@ int Main() {
       "train_throughput: %s, global batch %d, f32, SGD, synthetic data,\n"
       "one compute thread per worker process%s, %s transport%s, gradients compressed: %s; %d "
       "measured steps after %d, median of %d runs\n",
-      IsTransformer() ? "Transformer 2x(seq 128, width 256, 4 heads, causal)"
-                      : "MLP 784-1024-1024-10",
+      ModelName(),
       GlobalBatch(), variant.pin ? " (each on a CPU of its own)" : "",
       absl::GetFlag(FLAGS_transport).c_str(),
       absl::GetFlag(FLAGS_transport) == "shm" && variant.shm_heap
@@ -403,7 +493,8 @@ int Main() {
   std::vector<std::map<int, std::vector<double>>> eps_other(others.size());
   std::vector<std::map<int, std::vector<Phases>>> phases_other(others.size());
   std::vector<double> bare;
-  const bool has_one = std::find(counts.begin(), counts.end(), 1) != counts.end();
+  // The bare engine step is the CPU's: not a comparison for GPU replicas.
+  const bool has_one = std::find(counts.begin(), counts.end(), 1) != counts.end() && !OnGpu();
   // The host moves this VM's vCPUs between placements that differ 2-8x in how fast the two
   // CPUs share data (bench/core_latency.h); each round's probe is printed with its ratios.
   std::vector<double> probe_ns;
@@ -463,6 +554,12 @@ int Main() {
         world, what.c_str(), m[0], m[1], m[2], m[3], m[0] - m[1] - m[2] - m[3]);
   };
   for (int world : counts) print_phases(world, "", phases[world]);
+  if (OnGpu()) {
+    for (int world : counts) {
+      printf("gpu: %d worker(s) %.1f examples/s (median), peak device bytes %llu (%.1f MiB)\n",
+             world, Median(eps[world]), g_peak_device_bytes, g_peak_device_bytes / 1048576.0);
+    }
+  }
   for (size_t o = 0; o < others.size(); ++o) {
     for (const auto& [world, runs] : phases_other[o]) {
       print_phases(world, " " + others[o].first, runs);

@@ -94,11 +94,24 @@ absl::StatusOr<std::string> BazelBinOfSelf() {
 
 absl::Status LocalCluster::FillDefaults(LocalClusterOptions* options) {
   absl::StatusOr<std::string> bin = BazelBinOfSelf();
-  if (bin.ok() && options->coordinator_bin.empty()) {
-    options->coordinator_bin = absl::StrCat(*bin, "/coordinator/lockstep-coordinator");
+  // The daemons beside this executable (an installed or bundled bin/, as the GPU bundle's),
+  // else in bazel-bin's layout.
+  auto locate = [&](const char* name, const char* bazel_path) {
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+      std::string dir(self, n);
+      dir.resize(dir.rfind('/'));
+      const std::string beside = absl::StrCat(dir, "/", name);
+      if (access(beside.c_str(), X_OK) == 0) return beside;
+    }
+    return bin.ok() ? absl::StrCat(*bin, "/", bazel_path) : std::string();
+  };
+  if (options->coordinator_bin.empty()) {
+    options->coordinator_bin = locate("lockstep-coordinator", "coordinator/lockstep-coordinator");
   }
-  if (bin.ok() && options->lockstepd_bin.empty()) {
-    options->lockstepd_bin = absl::StrCat(*bin, "/worker/lockstepd");
+  if (options->lockstepd_bin.empty()) {
+    options->lockstepd_bin = locate("lockstepd", "worker/lockstepd");
   }
   if (options->work_dir.empty()) {
     std::string tmpl = "/tmp/lockstep-cluster-XXXXXX";
@@ -201,6 +214,10 @@ absl::Status LocalCluster::StartWorker(int i) {
   sp.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
   if (auto env = options_.worker_env.find(i); env != options_.worker_env.end()) {
     sp.env = env->second;
+  }
+  if (!options_.gpus.empty()) {
+    sp.argv.push_back(absl::StrCat("--gpus=", options_.gpus));
+    sp.env.emplace_back("NCCL_HOSTID", absl::StrCat("lockstep-local-", i));
   }
   if (options_.static_tf_config || i == options_.workers) {
     std::string path = absl::StrCat(options_.work_dir, "/tf_config.", i, ".json");

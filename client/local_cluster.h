@@ -64,6 +64,11 @@ struct LocalClusterOptions {
   // The coordinator's port; 0: a free one. A coordinator started again for workers that are
   // still running takes the port they know.
   int coordinator_port = 0;
+  // lockstepd --gpus for every worker (`lockstep local --gpus`: "all"); empty: lockstepd's
+  // default. With GPUs, worker i also gets NCCL_HOSTID=lockstep-local-<i>: the workers share
+  // this host's GPUs, and NCCL refuses two ranks of one group on one GPU of one host, so each
+  // worker process is its own NCCL "host" (NCCL then goes through its network transport).
+  std::string gpus;
   // Extra environment of worker i (tests: LOCKSTEP_TEST_HOOKS, worker/test_hooks.h).
   std::map<int, std::vector<std::pair<std::string, std::string>>> worker_env;
 };

@@ -12,6 +12,7 @@ absl::StatusOr<std::unique_ptr<CentralStorageStrategy>> CentralStorageStrategy::
   config.name = "CentralStorageStrategy";
   LS_RETURN_IF_ERROR(CheckCompression(options.communication.compression, config.name));
   LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
+  config.gpus = options.available.gpus;
   // The values reduce on the host whatever the backend; NCCL requests are still checked.
   LS_RETURN_IF_ERROR(CheckBackend(options.communication.implementation, config.devices,
                                   BuiltWithCuda(), config.name)

@@ -44,7 +44,7 @@ class FusedReducer final : public GradientReducer {
         deadline_(deadline) {}
   void Add(engine::Tensor* value) override {
     added_.push_back(value);
-    fused_.Add(value->raw_data(), value->num_elements(), ToCollectiveDType(value->dtype()),
+    fused_.Add(CollectiveBuffer(*value), value->num_elements(), ToCollectiveDType(value->dtype()),
                deadline_);
   }
   absl::Status Finish() override {
@@ -88,7 +88,7 @@ std::unique_ptr<PendingAllReduce> CollectiveOps::AllReduceAsync(int local_replic
   // SUM on the wire and the division here, so that MEAN means the same for every dtype and
   // every kind of CrossDeviceOps.
   collectives::Handle h = comms_[local_replica]->AllReduceAsync(
-      value->raw_data(), value->raw_data(), value->num_elements(),
+      CollectiveBuffer(*value), CollectiveBuffer(*value), value->num_elements(),
       ToCollectiveDType(value->dtype()), collectives::ReduceOp::kSum, deadline);
   return std::make_unique<CollectivePending>(std::move(h), value, op, num_in_sync_,
                                              absl::OkStatus());

@@ -107,11 +107,11 @@ DistributedDataset::Step DistributedDataset::Produce() {
               "the input pipeline's batches differ in their number of components: batch ", r,
               " has ", batches[r].size(), ", batch 0 has ", batches[0].size()));
         }
-        parts.push_back(CopyToDevice(batches[r][c], devices_[r]));
+        parts.push_back(HostCopy(batches[r][c], devices_[r]));
       } else {
         absl::StatusOr<engine::Tensor> empty = SliceAxis0(batches[0][c], 0, 0);
         if (!empty.ok()) return empty.status();
-        parts.push_back(CopyToDevice(*empty, devices_[r]));
+        parts.push_back(HostCopy(*empty, devices_[r]));
       }
     }
     out.push_back(DistributedValues::PerReplica(std::move(parts)));
@@ -140,7 +140,7 @@ DistributedDataset::Step DistributedDataset::SplitBatch(const Batch& batch) {
       absl::StatusOr<engine::Tensor> part =
           SliceAxis0(t, r * per_replica_batch_, (r + 1) * per_replica_batch_);
       if (!part.ok()) return part.status();
-      parts.push_back(CopyToDevice(*part, devices_[r]));
+      parts.push_back(HostCopy(*part, devices_[r]));
     }
     out.push_back(DistributedValues::PerReplica(std::move(parts)));
   }

@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
   config.name = "MirroredStrategy";
   LS_RETURN_IF_ERROR(CheckCompression(options.communication.compression, config.name));
   LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
+  config.gpus = options.available.gpus;
   LS_ASSIGN_OR_RETURN(const CollectiveBackend backend,
                       CheckBackend(options.communication.implementation, config.devices,
                                    HasNccl(options.nccl), config.name));
@@ -55,6 +56,7 @@ absl::StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
     NcclAllReduceOptions o;
     o.env = options.nccl;
     o.devices = config.devices;
+    o.gpus = config.gpus;
     o.num_replicas_in_sync = n;
     o.communication = options.communication;
     LS_ASSIGN_OR_RETURN(config.cross_device_ops, NcclAllReduce::Create(o));

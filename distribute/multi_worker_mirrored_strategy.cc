@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   LS_ASSIGN_OR_RETURN(config.worker_index, TrainingRank(cluster));
   config.num_workers = cluster.num_workers();
   LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
+  config.gpus = options.available.gpus;
   LS_ASSIGN_OR_RETURN(const CollectiveBackend backend,
                       CheckBackend(options.communication.implementation, config.devices,
                                    HasNccl(options.nccl), config.name));
@@ -91,6 +92,7 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
     NcclAllReduceOptions o;
     o.env = options.nccl;
     o.devices = config.devices;
+    o.gpus = config.gpus;
     o.first_rank = config.worker_index * n;
     o.num_replicas_in_sync = in_sync;
     o.store = options.store;

@@ -26,6 +26,12 @@ absl::StatusOr<std::unique_ptr<NcclAllReduce>> NcclAllReduce::Create(
           absl::StrCat("NcclAllReduce: replica device ", d.name(), " is not a GPU"));
     }
   }
+  if (options.gpus != nullptr &&
+      options.communication.compression != collectives::Compression::kNone) {
+    return absl::InvalidArgumentError(
+        "NcclAllReduce: communication.compression BF16 is not offered on GPU replicas' device "
+        "buffers yet (the narrowing runs on the host); use compression NONE");
+  }
   auto signal =
       env.signal != nullptr ? env.signal : std::make_shared<collectives::nccl::AbortSignal>();
   collectives::InMemoryStore private_store;
@@ -47,6 +53,11 @@ absl::StatusOr<std::unique_ptr<NcclAllReduce>> NcclAllReduce::Create(
       o.api = env.api;
       o.device = options.devices[r].index();
       o.stream = env.stream ? env.stream(o.device) : nullptr;
+      if (!env.stream && options.gpus != nullptr) {
+        if (const engine::gpu::GpuDevice* gpu = options.gpus->Find(o.device)) {
+          o.stream = static_cast<collectives::nccl::DeviceStream>(gpu->stream());
+        }
+      }
       o.clock = clock;
       o.signal = signal;
       o.init_deadline = init_deadline;

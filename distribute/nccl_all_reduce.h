@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "distribute/collective_ops.h"
 #include "distribute/cross_device_ops.h"
+#include "distribute/gpu_devices.h"
 #include "distribute/strategy.h"
 #include "engine/device.h"
 
@@ -54,6 +55,9 @@ bool HasNccl(const NcclEnvironment& env);
 struct NcclAllReduceOptions {
   NcclEnvironment env;
   std::vector<engine::Device> devices;  // the local GPU replicas, in order
+  // Their engine devices (may be null): without env.stream, each communicator enqueues on its
+  // device's compute stream, so a gradient is reduced after the kernels that wrote it.
+  std::shared_ptr<GpuDeviceSet> gpus;
   int first_rank = 0;                   // of the local replica 0 in the group
   int num_replicas_in_sync = 1;         // the group's size
   // Rendezvous of the unique id (not owned; used by Create only) under `key`; null: a

@@ -11,6 +11,7 @@ absl::StatusOr<std::unique_ptr<OneDeviceStrategy>> OneDeviceStrategy::Create(
   StrategyConfig config;
   config.name = "OneDeviceStrategy";
   LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices({device}, available));
+  config.gpus = available.gpus;
   config.cross_device_ops = std::make_unique<LocalReduceOps>(1, 1, nullptr, 0);
   return std::unique_ptr<OneDeviceStrategy>(new OneDeviceStrategy(std::move(config)));
 }

@@ -1,11 +1,17 @@
 #include "distribute/replica_context.h"
 
+#include "absl/strings/str_cat.h"
 #include "distribute/tensor_math.h"
 
 namespace lockstep::distribute {
 
 absl::StatusOr<engine::Tensor> ReplicaContext::AllReduce(ReduceOp op, const engine::Tensor& value) {
-  engine::Tensor out = CopyToDevice(value, device_);
+  if (!value.on_host()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReplicaContext::AllReduce takes a host tensor (got ", value.DebugString(),
+        "); all-reduce a device tensor in place with AllReduceAsync"));
+  }
+  engine::Tensor out = HostCopy(value, device_);
   absl::Status s = AllReduceAsync(op, &out)->Wait();
   if (!s.ok()) return s;
   return out;

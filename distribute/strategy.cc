@@ -34,7 +34,11 @@ absl::StatusOr<DistributedVariable> StrategyScope::CreateVariable(std::string na
   if (!initial.valid()) {
     return absl::InvalidArgumentError(absl::StrCat("variable '", name, "': null initial value"));
   }
-  Tensor value = CopyToDevice(initial, engine::Device::Cpu(0));
+  if (!initial.on_host()) {
+    return absl::InvalidArgumentError(absl::StrCat("variable '", name, "': the initial value ",
+                                                   initial.DebugString(), " must be on the host"));
+  }
+  Tensor value = HostCopy(initial, engine::Device::Cpu(0));
   absl::Status s = strategy_->BroadcastFromChief(&value);
   if (!s.ok()) {
     return Annotate(s, absl::StrCat("broadcasting the chief's initial value of variable '", name,
@@ -45,7 +49,15 @@ absl::StatusOr<DistributedVariable> StrategyScope::CreateVariable(std::string na
     return DistributedVariable(DistributedVariable::Kind::kCentral, std::move(name), {value});
   }
   std::vector<Tensor> copies;
-  for (const engine::Device& d : cfg.devices) copies.push_back(CopyToDevice(value, d));
+  for (size_t r = 0; r < cfg.devices.size(); ++r) {
+    const std::string where = absl::StrCat("placing variable '", name, "' on ", cfg.devices[r].name());
+    absl::StatusOr<const engine::gpu::GpuDevice*> gpu =
+        strategy_->extended().replica_gpu(static_cast<int>(r));
+    if (!gpu.ok()) return Annotate(gpu.status(), where);
+    absl::StatusOr<Tensor> copy = CopyToDevice(value, cfg.devices[r], *gpu);
+    if (!copy.ok()) return Annotate(copy.status(), where);
+    copies.push_back(*std::move(copy));
+  }
   return DistributedVariable(DistributedVariable::Kind::kMirrored, std::move(name),
                              std::move(copies));
 }
@@ -54,6 +66,23 @@ absl::StatusOr<DistributedVariable> StrategyScope::CreateVariable(std::string na
 
 const std::vector<engine::Device>& StrategyExtended::worker_devices() const {
   return strategy_->config_.devices;
+}
+
+absl::StatusOr<const engine::gpu::GpuDevice*> StrategyExtended::replica_gpu(
+    int local_replica) const {
+  const StrategyConfig& cfg = strategy_->config_;
+  if (local_replica < 0 || local_replica >= static_cast<int>(cfg.devices.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("local replica ", local_replica, " of ",
+                                                   cfg.devices.size()));
+  }
+  return GpuDeviceSet::ForReplica(cfg.gpus.get(), cfg.devices[local_replica]);
+}
+
+absl::StatusOr<const engine::gpu::GpuDevice*> StrategyExtended::copy_gpu(int copy) const {
+  if (strategy_->config_.variable_kind == DistributedVariable::Kind::kCentral) {
+    return static_cast<const engine::gpu::GpuDevice*>(nullptr);
+  }
+  return replica_gpu(copy);
 }
 
 CrossDeviceOps& StrategyExtended::cross_device_ops() {
@@ -81,7 +110,10 @@ absl::StatusOr<std::vector<DistributedValues>> StrategyExtended::BatchReduceTo(
   for (size_t i = 0; i < values.size(); ++i) {
     LS_ASSIGN_OR_RETURN(DistributedValues local, s.CheckLocal(values[i], "BatchReduceTo"));
     const Tensor& first = local.component(0);
-    Tensor sum = CopyToDevice(first, engine::Device::Cpu(0));
+    // A GPU replica's value is staged through host memory (explicitly: this path sums on the
+    // host; NcclAllReduce's replica-context path reduces device buffers in place).
+    LS_ASSIGN_OR_RETURN(Tensor first_host, s.OnHost(first, 0));
+    Tensor sum = HostCopy(first_host, engine::Device::Cpu(0));
     for (int r = 1; r < local.num_components(); ++r) {
       const Tensor& t = local.component(r);
       if (t.shape() != first.shape() || t.dtype() != first.dtype()) {
@@ -89,7 +121,8 @@ absl::StatusOr<std::vector<DistributedValues>> StrategyExtended::BatchReduceTo(
             "value ", i, ": replica ", r, " has ", t.DebugString(), " but replica 0 has ",
             first.DebugString(), "; only values of one shape can be reduced across replicas"));
       }
-      LS_RETURN_IF_ERROR(AddInto(t, &sum));
+      LS_ASSIGN_OR_RETURN(Tensor t_host, s.OnHost(t, r));
+      LS_RETURN_IF_ERROR(AddInto(t_host, &sum));
     }
     sums.push_back(std::move(sum));
   }
@@ -104,7 +137,11 @@ absl::StatusOr<std::vector<DistributedValues>> StrategyExtended::BatchReduceTo(
       continue;
     }
     std::vector<Tensor> copies;
-    for (const engine::Device& d : s.config_.devices) copies.push_back(CopyToDevice(sum, d));
+    for (int r = 0; r < s.num_local_replicas(); ++r) {
+      LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu, replica_gpu(r));
+      LS_ASSIGN_OR_RETURN(Tensor copy, CopyToDevice(sum, s.config_.devices[r], gpu));
+      copies.push_back(std::move(copy));
+    }
     out.push_back(DistributedValues::Mirrored(std::move(copies)));
   }
   return out;
@@ -119,6 +156,14 @@ absl::Status StrategyExtended::BroadcastFromChief(
     const std::vector<DistributedVariable*>& variables) {
   for (DistributedVariable* v : variables) {
     Tensor& first = v->copy(0);
+    if (!first.on_host()) {
+      // Device copies: the chief's copy 0 travels through host memory, then into every copy.
+      absl::Status s = BroadcastDeviceVariable(v);
+      if (!s.ok()) {
+        return Annotate(s, absl::StrCat("broadcasting variable '", v->name(), "' from the chief"));
+      }
+      continue;
+    }
     absl::Status s = strategy_->BroadcastFromChief(&first);
     if (!s.ok()) {
       return Annotate(s, absl::StrCat("broadcasting variable '", v->name(), "' from the chief"));
@@ -128,6 +173,19 @@ absl::Status StrategyExtended::BroadcastFromChief(
         std::memcpy(v->copy(c).raw_data(), first.raw_data(), first.num_bytes());
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StrategyExtended::BroadcastDeviceVariable(DistributedVariable* v) {
+  LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu0, copy_gpu(0));
+  LS_ASSIGN_OR_RETURN(Tensor host, ToHost(v->copy(0), gpu0));
+  if (strategy_->config_.cross_worker == nullptr && v->num_copies() == 1) return absl::OkStatus();
+  host = HostCopy(host, engine::Device::Cpu(0));
+  LS_RETURN_IF_ERROR(strategy_->BroadcastFromChief(&host));
+  for (int c = 0; c < v->num_copies(); ++c) {
+    LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu, copy_gpu(c));
+    LS_RETURN_IF_ERROR(CopyInto(host, &v->copy(c), gpu));
   }
   return absl::OkStatus();
 }
@@ -207,8 +265,25 @@ void Strategy::PeerLost(int rank, const std::string& reason) {
   config_.cross_device_ops->PeerLost(rank, reason);
 }
 
+absl::StatusOr<Tensor> Strategy::OnHost(const Tensor& t, int local_replica) const {
+  if (t.on_host()) return t;
+  LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu, extended_.replica_gpu(local_replica));
+  return ToHost(t, gpu);
+}
+
 absl::Status Strategy::BroadcastFromChief(Tensor* t) {
   if (config_.cross_worker == nullptr) return absl::OkStatus();
+  if (!t->on_host()) {
+    // A device tensor (optimizer state on a GPU replica): staged through host memory.
+    const engine::gpu::GpuDevice* gpu =
+        config_.gpus == nullptr ? nullptr : config_.gpus->Find(t->device().index());
+    LS_ASSIGN_OR_RETURN(Tensor host, ToHost(*t, gpu));
+    host = HostCopy(host, engine::Device::Cpu(0));
+    LS_RETURN_IF_ERROR(config_.cross_worker->Broadcast(host.raw_data(), host.num_elements(),
+                                                       ToCollectiveDType(host.dtype()),
+                                                       /*root=*/0, Deadline()));
+    return CopyInto(host, t, gpu);
+  }
   return config_.cross_worker->Broadcast(t->raw_data(), t->num_elements(),
                                          ToCollectiveDType(t->dtype()), /*root=*/0, Deadline());
 }
@@ -269,13 +344,15 @@ absl::StatusOr<std::vector<DistributedValues>> Strategy::RunMulti(const ReplicaF
   for (int r = 0; r < n; ++r) {
     if (!results[r].ok() && !absl::IsAborted(results[r].status())) {
       return Annotate(results[r].status(),
-                      absl::StrCat(name(), " replica ", config_.worker_index * n + r));
+                      absl::StrCat(name(), " replica ", config_.worker_index * n + r, " on ",
+                                   config_.devices[r].name()));
     }
   }
   for (int r = 0; r < n; ++r) {
     if (!results[r].ok()) {
       return Annotate(results[r].status(),
-                      absl::StrCat(name(), " replica ", config_.worker_index * n + r));
+                      absl::StrCat(name(), " replica ", config_.worker_index * n + r, " on ",
+                                   config_.devices[r].name()));
     }
   }
   const size_t outputs = results[0]->size();
@@ -322,7 +399,12 @@ absl::StatusOr<Tensor> Strategy::Reduce(ReduceOp op, const RunArg& value, Reduce
                        " replicas: it would be counted once per replica; pass the "
                        "PerReplica value returned by Run, or use MEAN"));
     }
-    if (!axis.has_value()) return CopyToDevice(t, engine::Device::Cpu(0));
+    if (!t.on_host()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Reduce of a plain tensor on ", t.device().name(),
+          ": pass the PerReplica value returned by Run, or a host tensor"));
+    }
+    if (!axis.has_value()) return HostCopy(t, engine::Device::Cpu(0));
     LS_ASSIGN_OR_RETURN(Tensor sum, SumAxis0(t));
     if (op == ReduceOp::kMean) LS_RETURN_IF_ERROR(DivideBy(t.shape().dim(0), &sum));
     return sum;
@@ -346,10 +428,11 @@ absl::StatusOr<Tensor> Strategy::Reduce(ReduceOp op, const RunArg& value, Reduce
   Tensor sum;
   int64_t count = 0;
   for (int r = 0; r < local.num_components(); ++r) {
-    LS_ASSIGN_OR_RETURN(Tensor partial, SumAxis0(local.component(r)));
+    LS_ASSIGN_OR_RETURN(Tensor component, OnHost(local.component(r), r));
+    LS_ASSIGN_OR_RETURN(Tensor partial, SumAxis0(component));
     count += local.component(r).shape().dim(0);
     if (r == 0) {
-      sum = CopyToDevice(partial, engine::Device::Cpu(0));
+      sum = HostCopy(partial, engine::Device::Cpu(0));
     } else if (absl::Status s = AddInto(partial, &sum); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("Reduce over axis 0: replica ", r, "'s value ",
@@ -392,7 +475,13 @@ absl::StatusOr<DistributedValues> Strategy::DistributeValuesFromFunction(
       return Annotate(v.status(), absl::StrCat("DistributeValuesFromFunction, replica ",
                                                ctx.replica_id_in_sync_group));
     }
-    values.push_back(CopyToDevice(*v, config_.devices[r]));
+    if (!v->on_host()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DistributeValuesFromFunction, replica ", ctx.replica_id_in_sync_group,
+          ": the function must return a host tensor, got ", v->DebugString()));
+    }
+    // Host-side per-replica values (a GPU replica's executor copies its inputs in).
+    values.push_back(HostCopy(*v, config_.devices[r]));
   }
   return DistributedValues::PerReplica(std::move(values));
 }

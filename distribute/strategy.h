@@ -47,6 +47,7 @@
 #include "distribute/distributed_dataset.h"
 #include "distribute/distributed_values.h"
 #include "distribute/distributed_variable.h"
+#include "distribute/gpu_devices.h"
 #include "distribute/replica_context.h"
 #include "distribute/replica_threads.h"
 #include "engine/device.h"
@@ -83,10 +84,15 @@ struct CommunicationOptions {
 };
 
 // The devices this worker may place replicas on (the worker's --cpu_devices=N logical CPU
-// devices; GPUs only in a CUDA build, none here).
+// devices; its GPUs).
 struct LocalDevices {
   int num_cpu_devices = 1;
   int num_gpus = 0;
+  // The GPUs' engine devices (gpu_devices.h): what a GPU replica's variables, executor and
+  // optimizer run on. Null: none built (a strategy may still place replicas on /gpu:N for
+  // replica-context collectives on host values, but variables and training there fail with
+  // FAILED_PRECONDITION naming the device).
+  std::shared_ptr<GpuDeviceSet> gpus;
 };
 
 // Where a cross-replica reduction puts its result.
@@ -123,6 +129,12 @@ class StrategyExtended {
 
   // The local replicas' devices, in local replica order.
   const std::vector<engine::Device>& worker_devices() const;
+  // The engine handles of local replica `local_replica`'s device: null for a CPU device;
+  // FAILED_PRECONDITION naming a GPU the strategy was given no device for.
+  absl::StatusOr<const engine::gpu::GpuDevice*> replica_gpu(int local_replica) const;
+  // The handles of the device that variable copy `copy` lives on (as replica_gpu for mirrored
+  // copies; null for CentralStorage's host copy).
+  absl::StatusOr<const engine::gpu::GpuDevice*> copy_gpu(int copy) const;
   CrossDeviceOps& cross_device_ops();
 
   // Reduces `value` (PerReplica or Mirrored, one component per local replica) over every
@@ -155,6 +167,9 @@ class StrategyExtended {
                       const std::vector<DistributedValues>& reduced_gradients, const UpdateFn& fn);
 
  private:
+  // BroadcastFromChief of a variable whose copies are device tensors.
+  absl::Status BroadcastDeviceVariable(DistributedVariable* v);
+
   Strategy* strategy_;
 };
 
@@ -162,6 +177,8 @@ class StrategyExtended {
 struct StrategyConfig {
   std::string name;                     // "MirroredStrategy"
   std::vector<engine::Device> devices;  // the local replicas
+  // The GPU replicas' engine devices (LocalDevices::gpus); may be null.
+  std::shared_ptr<GpuDeviceSet> gpus;
   int worker_index = 0;                 // this worker's rank in the training group
   int num_workers = 1;
   DistributedVariable::Kind variable_kind = DistributedVariable::Kind::kMirrored;
@@ -253,8 +270,11 @@ class Strategy {
 
   absl::Time Deadline() const { return absl::Now() + config_.communication.timeout; }
   absl::StatusOr<DistributedValues> CheckLocal(const RunArg& value, const char* what) const;
-  // Broadcasts `t` from worker 0 to every worker (no-op with one worker).
+  // Broadcasts `t` from worker 0 to every worker (no-op with one worker); a device tensor
+  // goes through host memory.
   absl::Status BroadcastFromChief(engine::Tensor* t);
+  // Local replica `local_replica`'s value `t` on the host (itself when it is there).
+  absl::StatusOr<engine::Tensor> OnHost(const engine::Tensor& t, int local_replica) const;
 
   StrategyConfig config_;
   StrategyExtended extended_{this};

@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "engine/gpu/device_tensor.h"
 
 namespace lockstep::distribute {
 
@@ -14,6 +16,11 @@ namespace {
 
 absl::Status CheckSupported(const Tensor& t, const char* what) {
   if (!t.valid()) return absl::InvalidArgumentError(absl::StrCat(what, ": null tensor"));
+  if (!t.on_host()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", t.DebugString(), " is in ", t.device().name(),
+        "'s memory; host arithmetic needs a host tensor (copy it with ToHost first)"));
+  }
   switch (t.dtype()) {
     case DType::kF32:
     case DType::kF64:
@@ -191,12 +198,67 @@ absl::StatusOr<Tensor> ConcatAxis0(const std::vector<Tensor>& parts) {
   return out;
 }
 
-Tensor CopyToDevice(const Tensor& x, const engine::Device& device) {
+Tensor HostCopy(const Tensor& x, const engine::Device& device) {
   const engine::Device host =
       device.type() == engine::Device::Type::kCpu ? device : engine::Device::Cpu(0);
   Tensor out(x.dtype(), x.shape(), host);
   if (x.num_bytes() > 0) std::memcpy(out.raw_data(), x.raw_data(), x.num_bytes());
   return out;
+}
+
+namespace {
+absl::Status CheckGpu(const engine::Device& device, const engine::gpu::GpuDevice* gpu,
+                      const char* what) {
+  if (gpu == nullptr || gpu->context == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": no GPU device handles for ", device.name()));
+  }
+  if (gpu->device() != device) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", device.name(), " given the handles of ",
+                                                   gpu->device().name()));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<Tensor> CopyToDevice(const Tensor& x, const engine::Device& device,
+                                    const engine::gpu::GpuDevice* gpu) {
+  if (!x.valid()) return absl::InvalidArgumentError("CopyToDevice: null tensor");
+  if (!x.on_host()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CopyToDevice: ", x.DebugString(), " is not a host tensor"));
+  }
+  if (device.type() == engine::Device::Type::kCpu) return HostCopy(x, device);
+  LS_RETURN_IF_ERROR(CheckGpu(device, gpu, "CopyToDevice"));
+  LS_ASSIGN_OR_RETURN(Tensor out, engine::gpu::CopyToDevice(*gpu->context, x));
+  // `x` may go once this returns.
+  LS_RETURN_IF_ERROR(gpu->context->Synchronize());
+  return out;
+}
+
+void* CollectiveBuffer(Tensor& t) { return t.on_host() ? t.raw_data() : t.raw_device_data(); }
+
+absl::StatusOr<Tensor> ToHost(const Tensor& x, const engine::gpu::GpuDevice* gpu) {
+  if (!x.valid() || x.on_host()) return x;
+  LS_RETURN_IF_ERROR(CheckGpu(x.device(), gpu, "ToHost"));
+  return engine::gpu::CopyToHost(*gpu->context, x);
+}
+
+absl::Status CopyInto(const Tensor& host, Tensor* dst, const engine::gpu::GpuDevice* gpu) {
+  if (!host.valid() || !host.on_host() || dst == nullptr || !dst->valid() ||
+      host.dtype() != dst->dtype() || host.shape() != dst->shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CopyInto: ", host.valid() ? host.DebugString() : "null", " into ",
+        dst == nullptr || !dst->valid() ? std::string("null") : dst->DebugString(),
+        ": a host tensor of the destination's dtype and shape is needed"));
+  }
+  if (dst->on_host()) {
+    if (host.num_bytes() > 0) std::memcpy(dst->raw_data(), host.raw_data(), host.num_bytes());
+    return absl::OkStatus();
+  }
+  LS_RETURN_IF_ERROR(CheckGpu(dst->device(), gpu, "CopyInto"));
+  LS_RETURN_IF_ERROR(engine::gpu::CopyInto(*gpu->context, host, dst));
+  return gpu->context->Synchronize();
 }
 
 }  // namespace lockstep::distribute

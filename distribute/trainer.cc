@@ -1,5 +1,6 @@
 #include "distribute/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "distribute/tensor_math.h"
+#include "engine/gpu/device_tensor.h"
 #include "engine/variable_set.h"
 
 namespace lockstep::distribute {
@@ -28,7 +30,24 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
     return absl::InvalidArgumentError(
         absl::StrCat("global_batch_size must be positive, got ", options.global_batch_size));
   }
+  const std::vector<engine::Device>& replicas = strategy->extended().worker_devices();
+  const bool on_gpus = std::any_of(replicas.begin(), replicas.end(), [](const engine::Device& d) {
+    return d.type() == engine::Device::Type::kCuda;
+  });
+  if (on_gpus && strategy->extended().variable_destination() == Destination::kHost) {
+    return absl::UnimplementedError(absl::StrCat(
+        strategy->name(), " on GPU replicas: central variables on the host cannot feed a GPU "
+                          "executor yet; use MirroredStrategy"));
+  }
+  if (on_gpus && options.optimizer.gradient_accumulation_steps() > 1) {
+    return absl::UnimplementedError(
+        "optimizer.gradient_accumulation_steps > 1 on GPU replicas is not supported yet");
+  }
   std::unique_ptr<Trainer> t(new Trainer(strategy, graph, std::move(options)));
+  // Gradients reduce in place on the devices only over NCCL; other cross-device ops on GPU
+  // replicas stage them through host memory (StrategyExtended::BatchReduceTo), so not overlapped.
+  t->device_reduction_ = !on_gpus || strategy->extended().cross_device_ops().kind() ==
+                                         CrossDeviceOpsKind::kNcclAllReduce;
   LS_ASSIGN_OR_RETURN(engine::VariableSet init, engine::VariableSet::Initialize(*graph));
   StrategyScope scope = strategy->Scope();
   for (int i = 0; i < init.size(); ++i) {
@@ -39,6 +58,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
   for (size_t r = 0; r < devices.size(); ++r) {
     engine::ExecutorOptions eo;
     eo.device = devices[r];
+    LS_ASSIGN_OR_RETURN(eo.gpu, strategy->extended().replica_gpu(static_cast<int>(r)));
     // Gradients where the all-reduce reads them in place, when the strategy has such memory.
     eo.gradient_allocator =
         strategy->extended().cross_device_ops().GradientAllocator(static_cast<int>(r));
@@ -47,8 +67,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
   }
   const int copies = t->variables_.empty() ? 1 : t->variables_[0].num_copies();
   for (int c = 0; c < copies; ++c) {
+    LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu, strategy->extended().copy_gpu(c));
     LS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Optimizer> o,
-                        engine::Optimizer::Create(t->options_.optimizer, graph->Variables()));
+                        engine::Optimizer::Create(t->options_.optimizer, graph->Variables(), gpu));
     t->optimizers_.push_back(std::move(o));
   }
   LS_RETURN_IF_ERROR(t->ProbeGradientOrder());
@@ -78,9 +99,16 @@ absl::Status Trainer::Restore(const v1::Checkpoint& checkpoint) {
   }
   for (size_t i = 0; i < variables_.size(); ++i) {
     for (int c = 0; c < variables_[i].num_copies(); ++c) {
-      if (values[i].num_bytes() > 0) {
-        std::memcpy(variables_[i].copy(c).raw_data(), values[i].raw_data(), values[i].num_bytes());
+      Tensor& copy = variables_[i].copy(c);
+      if (copy.on_host()) {
+        if (values[i].num_bytes() > 0) {
+          std::memcpy(copy.raw_data(), values[i].raw_data(), values[i].num_bytes());
+        }
+        continue;
       }
+      LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu, strategy_->extended().copy_gpu(c));
+      absl::Status s = CopyInto(values[i], &copy, gpu);
+      if (!s.ok()) return Annotate(s, absl::StrCat("restoring variable \"", variables_[i].name(), "\""));
     }
   }
   const std::vector<v1::NamedTensor> slots(checkpoint.optimizer_slots().begin(),
@@ -90,6 +118,17 @@ absl::Status Trainer::Restore(const v1::Checkpoint& checkpoint) {
   }
   steps_ = checkpoint.global_step();
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> Trainer::HostVariables() const {
+  std::vector<Tensor> out;
+  for (const DistributedVariable& v : variables_) {
+    LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu, strategy_->extended().copy_gpu(0));
+    absl::StatusOr<Tensor> host = ToHost(v.Read(0), gpu);
+    if (!host.ok()) return Annotate(host.status(), absl::StrCat("reading variable \"", v.name(), "\""));
+    out.push_back(*std::move(host));
+  }
+  return out;
 }
 
 absl::StatusOr<engine::Feeds> Trainer::ZeroBatch() const {
@@ -111,7 +150,10 @@ absl::Status Trainer::ProbeGradientOrder() {
   // One backward pass on a one-example batch of zeros records the hook's order.
   LS_ASSIGN_OR_RETURN(engine::Feeds feeds, ZeroBatch());
   std::vector<Tensor> vars;
-  for (const DistributedVariable& v : variables_) vars.push_back(v.Read(0).Clone());
+  for (const DistributedVariable& v : variables_) {
+    // A device copy is only read by the backward pass; a host one is cloned as before.
+    vars.push_back(v.Read(0).on_host() ? v.Read(0).Clone() : v.Read(0));
+  }
   engine::StepOptions step;
   step.on_gradient_ready = [this](int i) { gradient_order_.push_back(i); };
   std::vector<Tensor> grads;
@@ -178,7 +220,21 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
       }
     } else if (local_batch == 0) {
       // A replica past the end of a partial batch: it contributes zero gradients.
-      for (const Tensor& v : vars) grads.push_back(Tensor::Zeros(v.dtype(), v.shape()));
+      for (const Tensor& v : vars) {
+        if (v.on_host()) {
+          grads.push_back(Tensor::Zeros(v.dtype(), v.shape()));
+          continue;
+        }
+        absl::StatusOr<const engine::gpu::GpuDevice*> gpu = strategy_->extended().replica_gpu(r);
+        absl::StatusOr<Tensor> zeros =
+            gpu.ok() ? engine::gpu::ZerosOnDevice(*(*gpu)->context, v.dtype(), v.shape())
+                     : absl::StatusOr<Tensor>(gpu.status());
+        if (!zeros.ok()) {
+          status.Update(zeros.status());
+          break;
+        }
+        grads.push_back(*std::move(zeros));
+      }
       if (step.on_gradient_ready) {
         for (int i : gradient_order_) step.on_gradient_ready(i);
       }
@@ -251,7 +307,7 @@ absl::StatusOr<TrainStepResult> Trainer::Step(
     args.push_back(inputs[0]);
     args.push_back(inputs[1]);
   }
-  const bool overlap = options_.overlap_all_reduce && !variables_.empty() &&
+  const bool overlap = options_.overlap_all_reduce && device_reduction_ && !variables_.empty() &&
                        variables_[0].kind() != DistributedVariable::Kind::kCentral;
   const PhaseClock::time_point start = PhaseClock::now();
   replica_times_.assign(strategy_->num_local_replicas(), StepTimes{});

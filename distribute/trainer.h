@@ -29,6 +29,14 @@
 // end of a partial global batch runs a phantom one-example batch so that it makes the same
 // calls.
 //
+// GPU replicas (the strategy's LocalDevices::gpus): each replica's executor runs on its
+// device (ExecutorOptions::gpu), its variable copy lives in that device's memory, its
+// optimizer updates it there (one optimizer per copy, with that copy's device); host feeds are
+// copied onto the device by the executor as they enter; the loss comes back as a host number.
+// Over NCCL the gradients are all-reduced in place in device memory (overlapped); other
+// cross-device ops stage them through the host (BatchReduceTo), without overlap.
+// CentralStorage and gradient accumulation on GPU replicas are refused (UNIMPLEMENTED).
+//
 // Variables are created in the strategy's scope from VariableSet::Initialize(graph); with
 // several workers the chief's values are broadcast, so every replica starts identical.
 // Ownership: borrows the strategy and the graph (both must outlive it); owns executors,
@@ -135,7 +143,12 @@ class Trainer {
   // checked before any is written).
   absl::Status Restore(const v1::Checkpoint& checkpoint);
 
+  // The variables; a GPU replica's copies are device tensors (read them with HostVariables).
   const std::vector<DistributedVariable>& variables() const { return variables_; }
+  // Every variable's value (the first copy) on the host, in variables() order: the tensors
+  // themselves on a CPU, host copies from a GPU (synchronises). For checkpoints, evaluation,
+  // export.
+  absl::StatusOr<std::vector<engine::Tensor>> HostVariables() const;
   int64_t steps() const { return steps_; }
   // The first copy's optimizer (every copy holds the same state): its learning rate and
   // slots, for progress reports and checkpoints. Valid while the trainer lives.
@@ -173,6 +186,9 @@ class Trainer {
   // all-reduce in this same order, as every replica must (unless the graph sums over the
   // replicas: it then runs a phantom batch, which makes the same collective calls).
   std::vector<int> gradient_order_;
+  // Gradients are reduced where they lie (CPU replicas, or GPU replicas over NCCL); else they
+  // are staged through host memory by BatchReduceTo, without overlap.
+  bool device_reduction_ = true;
   // This step's phases, per local replica (each replica's thread writes its own).
   std::vector<StepTimes> replica_times_;
   int64_t steps_ = 0;

@@ -337,6 +337,7 @@ absl::Status Optimizer::RestoreState(const std::vector<v1::NamedTensor>& state) 
   absl::flat_hash_map<std::string, const v1::NamedTensor*> by_name;
   for (const v1::NamedTensor& s : state) by_name[s.name()] = &s;
   std::vector<Tensor> restored;
+  std::vector<Tensor> hosts;
   for (size_t k = 0; k < slots_.size(); ++k) {
     auto it = by_name.find(slot_names_[k]);
     if (it == by_name.end()) {
@@ -352,7 +353,9 @@ absl::Status Optimizer::RestoreState(const std::vector<v1::NamedTensor>& state) 
                                                      slots_[k].DebugString()));
     }
     if (!slots_[k].on_host()) {
-      LS_ASSIGN_OR_RETURN(*t, gpu::CopyToDevice(*gpu_->context, *t));
+      // The copy is enqueued: its host source must live until the Synchronize below.
+      hosts.push_back(*t);
+      LS_ASSIGN_OR_RETURN(*t, gpu::CopyToDevice(*gpu_->context, hosts.back()));
     }
     restored.push_back(*std::move(t));
   }

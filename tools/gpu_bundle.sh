@@ -15,6 +15,8 @@
 #   tests.txt   one line per test: its label and its path in the bundle
 #   lib/        the libraries above; run.sh puts them first on LD_LIBRARY_PATH
 #   tools/gpu/  torch_allreduce.py, torch_train.py
+#   examples/   the digits example jobs and their data (`lockstep local --gpus` trains
+#               examples/jobs/digits_mlp.json from the bundle's root)
 #   VERSION     the commit it was built from
 # xz (or gzip where xz is missing) because the GPU machine may lack zstd; GNU tar or python3's
 # tarfile read both. On the GPU machine:
@@ -62,6 +64,9 @@ for t in "${tests[@]}"; do
   echo "$t tests/$p" >>"$root/tests.txt"
 done
 cp tools/gpu/*.py "$root/tools/gpu/"
+mkdir -p "$root/examples/jobs" "$root/examples/data"
+cp examples/jobs/digits_mlp.json examples/jobs/digits_residual.json "$root/examples/jobs/"
+cp examples/data/digits.csv.gz "$root/examples/data/"
 {
   git rev-parse HEAD 2>/dev/null || echo "not a git checkout"
   git status --porcelain 2>/dev/null | grep -q . && echo "with uncommitted changes"

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status.h"
 #include "export/safetensors.h"
 
 namespace lockstep {
@@ -59,8 +60,9 @@ absl::Status ApplyInitFrom(const v1::InitFrom& from, distribute::Trainer& traine
                         absl::StrCat("init_from.path: ", exported.status().message()));
   }
   std::vector<v1::NamedTensor> model;
-  for (const distribute::DistributedVariable& v : trainer.variables()) {
-    model.push_back(v.Read(0).ToNamedProto(v.name()));
+  LS_ASSIGN_OR_RETURN(std::vector<engine::Tensor> values, trainer.HostVariables());
+  for (size_t i = 0; i < values.size(); ++i) {
+    model.push_back(values[i].ToNamedProto(trainer.variables()[i].name()));
   }
   absl::StatusOr<v1::Checkpoint> initial =
       InitialCheckpoint(*exported, from.path(), model, trainer.optimizer().SaveState());

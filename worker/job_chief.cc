@@ -101,8 +101,10 @@ absl::StatusOr<std::string> JobChief::SaveCheckpoint(int64_t step,
   c.set_job_uid(job_uid_);
   c.set_attempt(attempt_);
   c.set_global_step(step);
-  for (const distribute::DistributedVariable& v : trainer.variables()) {
-    *c.add_variables() = v.Read(0).ToNamedProto(v.name());
+  // On the host (GPU replicas' variables are copied back from the device).
+  LS_ASSIGN_OR_RETURN(std::vector<engine::Tensor> values, trainer.HostVariables());
+  for (size_t i = 0; i < values.size(); ++i) {
+    *c.add_variables() = values[i].ToNamedProto(trainer.variables()[i].name());
   }
   for (v1::NamedTensor& slot : trainer.optimizer().SaveState()) {
     *c.add_optimizer_slots() = std::move(slot);

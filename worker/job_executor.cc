@@ -34,8 +34,8 @@ absl::StatusOr<engine::StepResult> Evaluate(engine::Executor& executor,
                                             const distribute::Trainer& trainer,
                                             const engine::Tensor& features,
                                             const engine::Tensor& labels) {
-  std::vector<engine::Tensor> vars;
-  for (const distribute::DistributedVariable& v : trainer.variables()) vars.push_back(v.Read(0));
+  // On the host: the evaluation executor runs on the CPU (a GPU replica's copy comes back).
+  LS_ASSIGN_OR_RETURN(std::vector<engine::Tensor> vars, trainer.HostVariables());
   return executor.Evaluate(vars, {{"features", features}, {"labels", labels}});
 }
 

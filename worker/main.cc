@@ -45,6 +45,7 @@
 #include "worker/gpu/worker_devices.h"
 #ifdef LOCKSTEP_WITH_CUDA
 #include "collectives/nccl/real_nccl_api.h"
+#include "distribute/cuda_gpu_devices.h"
 #endif
 #include "worker/grpc_coordinator_client.h"
 #include "worker/hostname_task.h"
@@ -295,6 +296,28 @@ int Run(sigset_t signals) {
     }
   }
   job_options.nccl.api = nccl.get();
+  // The engine's GPUs (distribute/gpu_devices.h): each GPU replica's context, CUDA kernels and
+  // cuBLASLt handle, built once for every job this worker runs. The worker's /gpu:N is CUDA
+  // device N, so --gpus must select 0..n-1 (narrow with CUDA_VISIBLE_DEVICES otherwise).
+  if (!devices->gpus.empty()) {
+    std::vector<int> ordinals;
+    for (const lockstep::worker::GpuInfo& g : devices->gpus) ordinals.push_back(g.ordinal);
+    bool dense = true;
+    for (size_t i = 0; i < ordinals.size(); ++i) dense = dense && ordinals[i] == static_cast<int>(i);
+    if (!dense) {
+      spdlog::warn("GPU jobs cannot run: --gpus selects CUDA devices {} but the replicas' /gpu:N "
+                   "are CUDA devices 0..{}; select them with CUDA_VISIBLE_DEVICES instead",
+                   absl::StrJoin(ordinals, ","), ordinals.size() - 1);
+    } else {
+      absl::StatusOr<std::shared_ptr<lockstep::distribute::GpuDeviceSet>> engine_gpus =
+          lockstep::distribute::MakeCudaGpus(ordinals);
+      if (engine_gpus.ok()) {
+        job_options.devices.gpus = *std::move(engine_gpus);
+      } else {
+        spdlog::warn("GPU jobs cannot run: {}", std::string(engine_gpus.status().message()));
+      }
+    }
+  }
 #endif
   const std::string transport = absl::GetFlag(FLAGS_transport);
   if (transport == "auto") {

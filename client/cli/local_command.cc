@@ -127,6 +127,25 @@ std::string WriteClientConfig(const client::LocalCluster& cluster) {
   return written.ok() ? path : "";
 }
 
+// The first of workers 0..n-1 whose process has exited, or -1.
+int ExitedWorker(client::LocalCluster& cluster, int n) {
+  for (int w = 0; w < n; ++w) {
+    client::Subprocess* p = cluster.worker(w);
+    if (p != nullptr && !p->running()) return w;
+  }
+  return -1;
+}
+
+// The last non-empty line of a log file ("" when unreadable).
+std::string LastLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
 int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   auto workers = args.GetInt("workers", 3);
   auto cpu_devices = args.GetInt("cpu_devices", 1);
@@ -173,6 +192,11 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   options.work_dir = args.Get("work_dir");
   options.pin_workers = args.Has("pin_workers");
   options.insecure = args.Has("insecure");
+  if (args.Has("gpus")) {
+    // Every worker offers this host's GPUs, and the job asks for GPU replicas.
+    options.gpus = "all";
+    spec.set_gpus(true);
+  }
   // The job's data may be anywhere on this machine: its directories are data roots too.
   for (const v1::DataSource& source : {spec.data().train(), spec.data().eval()}) {
     for (const std::string& f : source.files()) {
@@ -203,12 +227,20 @@ int RunLocal(const CommandArgs& args, const CommandContext& ctx) {
   const absl::Time deadline = absl::Now() + *timeout;
   absl::StatusOr<v1::GetClusterStatusResponse> status = (*cluster)->WaitFor(
       [&](const v1::GetClusterStatusResponse& s) {
-        return signals.interrupted() || client::CountInState(s, v1::ALIVE) >= *workers;
+        return signals.interrupted() || client::CountInState(s, v1::ALIVE) >= *workers ||
+               ExitedWorker(**cluster, *workers) >= 0;
       },
       deadline, absl::Milliseconds(20));
   if (signals.interrupted()) {
     *ctx.err << "interrupted: stopping the cluster\n";
     return kExitFailure;  // ~LocalCluster stops and reaps everything
+  }
+  if (const int w = ExitedWorker(**cluster, *workers); w >= 0) {
+    // A worker that cannot start (a bad flag, --gpus without a usable GPU) says why in its log.
+    const std::string log = absl::StrCat((*cluster)->options().work_dir, "/lockstepd.", w, ".log");
+    *ctx.err << "lockstep local: worker " << w << " exited while starting: " << LastLine(log)
+             << "\n(its log: " << log << ")\n";
+    return kExitFailure;
   }
   if (!status.ok()) {
     *ctx.err << "lockstep local: " << status.status().message() << "\n";
@@ -241,7 +273,7 @@ Command LocalCommand() {
   Command c;
   c.name = "local";
   c.usage =
-      "local [--workers=N] [--cpu_devices=N] [--pin_workers] [--keep_running] [--no_job] "
+      "local [--workers=N] [--cpu_devices=N] [--gpus] [--pin_workers] [--keep_running] [--no_job] "
       "[JOB.json]";
   c.summary =
       "Starts a coordinator and N workers on loopback, trains JOB.json on them (default "
@@ -251,6 +283,11 @@ Command LocalCommand() {
   c.options = {
       {"workers", "Number of lockstepd to start (default 3)."},
       {"cpu_devices", "Logical CPU devices per worker (default 1)."},
+      {"gpus",
+       "Train on GPUs: every worker offers this host's GPUs (lockstepd --gpus=all, each worker "
+       "its own NCCL_HOSTID so that they can share one GPU) and the job asks for GPU replicas "
+       "(JobSpec.gpus). Needs a --config=cuda build and a GPU.",
+       /*takes_value=*/false},
       {"timeout", "How long to wait for every worker to be ALIVE (default 30s)."},
       {"heartbeat_interval", "Passed to the coordinator (default 1s)."},
       {"heartbeat_timeout", "Passed to the coordinator (default 3s)."},

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace lockstep::collectives::nccl {
 
@@ -113,24 +114,34 @@ absl::Status FakeNcclApi::Enqueue(NcclComm comm, const FakeNcclCall& call) {
   return world_->Submit(comm, call);
 }
 
+absl::Status FakeNcclApi::RunStreamBefore(const void* buffer, DeviceStream stream) {
+  FakeCudaApi* cuda = world_->DeviceMemoryOf(buffer);
+  if (cuda == nullptr || stream == nullptr) return absl::OkStatus();
+  return cuda->StreamSynchronize(static_cast<CudaStream>(stream));
+}
+
 absl::Status FakeNcclApi::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                     ReduceOp op, NcclComm comm, DeviceStream stream) {
+  LS_RETURN_IF_ERROR(RunStreamBefore(send, stream));
   return Enqueue(comm, {FakeNcclCall::Kind::kAllReduce, send, recv, count, dtype, op});
 }
 
 absl::Status FakeNcclApi::Broadcast(const void* send, void* recv, size_t count, DType dtype,
                                     int root, NcclComm comm, DeviceStream stream) {
+  LS_RETURN_IF_ERROR(RunStreamBefore(send, stream));
   return Enqueue(comm,
                  {FakeNcclCall::Kind::kBroadcast, send, recv, count, dtype, ReduceOp::kSum, root});
 }
 
 absl::Status FakeNcclApi::AllGather(const void* send, void* recv, size_t count, DType dtype,
                                     NcclComm comm, DeviceStream stream) {
+  LS_RETURN_IF_ERROR(RunStreamBefore(send, stream));
   return Enqueue(comm, {FakeNcclCall::Kind::kAllGather, send, recv, count, dtype});
 }
 
 absl::Status FakeNcclApi::ReduceScatter(const void* send, void* recv, size_t count, DType dtype,
                                         ReduceOp op, NcclComm comm, DeviceStream stream) {
+  LS_RETURN_IF_ERROR(RunStreamBefore(send, stream));
   return Enqueue(comm, {FakeNcclCall::Kind::kReduceScatter, send, recv, count, dtype, op});
 }
 

@@ -4,7 +4,10 @@
 // and really compute (sum, prod, min, max, avg across the ranks, broadcast from the root,
 // all-gather, reduce-scatter). Without a world it makes a private one: its groups are then
 // made of the ranks this api inits (a group of one computes as NCCL does: a copy).
-// Buffers are host memory.
+// Buffers are host memory, or a FakeCudaApi's device memory when the world uses it
+// (FakeNcclWorld::UseDeviceMemory): a collective then first runs the work enqueued before it
+// on its stream (the fake's lazy streams run nothing until synchronised), which is NCCL's
+// stream order: it reads what the kernels before it wrote.
 //
 // As NCCL: collectives issued between GroupStart and GroupEnd by one thread reach the group
 // at GroupEnd; a root outside the group or a null buffer is refused at the call
@@ -56,6 +59,7 @@ class FakeNcclApi final : public NcclApi {
   bool WaitForCalls(size_t n, absl::Time deadline = absl::InfiniteFuture()) const;
 
   absl::StatusOr<std::string> GetUniqueId() override;
+
   absl::StatusOr<NcclComm> CommInitRank(int nranks, absl::string_view unique_id, int rank) override;
   absl::StatusOr<NcclProgress> AsyncState(NcclComm comm) override;
   absl::Status CommAbort(NcclComm comm) override;
@@ -84,6 +88,9 @@ class FakeNcclApi final : public NcclApi {
 
   // Records `call`, checks it, and issues it to the world (or holds it in the open group).
   absl::Status Enqueue(NcclComm comm, const FakeNcclCall& call);
+  // When `buffer` is a fake's device memory: runs what was enqueued on `stream` (a stream of
+  // that fake) before a collective on it.
+  absl::Status RunStreamBefore(const void* buffer, DeviceStream stream);
 
   std::unique_ptr<FakeNcclWorld> own_world_;  // when none was given
   FakeNcclWorld* const world_;

@@ -134,9 +134,28 @@ absl::Status FakeNcclWorld::Check(NcclComm comm, const FakeNcclCall& call) const
   return g.failed;
 }
 
-absl::Status FakeNcclWorld::Submit(NcclComm comm, const FakeNcclCall& call) {
-  if (absl::Status s = Check(comm, call); !s.ok()) return s;
+void FakeNcclWorld::UseDeviceMemory(FakeCudaApi* cuda) {
   absl::MutexLock lock(&mu_);
+  cuda_.push_back(cuda);
+}
+
+FakeCudaApi* FakeNcclWorld::DeviceMemoryOf(const void* device_ptr) const {
+  absl::ReaderMutexLock lock(&mu_);
+  for (FakeCudaApi* c : cuda_) {
+    if (c->HostView(device_ptr) != nullptr) return c;
+  }
+  return nullptr;
+}
+
+absl::Status FakeNcclWorld::Submit(NcclComm comm, const FakeNcclCall& issued) {
+  if (absl::Status s = Check(comm, issued); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  FakeNcclCall call = issued;
+  // Device buffers are computed on through their fake's read-write view.
+  for (FakeCudaApi* c : cuda_) {
+    if (void* view = c->HostView(call.send)) call.send = view;
+    if (void* view = c->HostView(call.recv)) call.recv = view;
+  }
   absl::StatusOr<Member*> found = Find(comm);  // may have been freed since Check
   if (!found.ok()) return found.status();
   Member& m = **found;

@@ -13,7 +13,9 @@
 //   broadcast       the root's send
 //   all-gather      rank r's `count` elements at recv[r * count]
 //   reduce-scatter  block r (count elements) of every rank's send, reduced, in rank r's recv
-// Buffers are host memory (this fake's "device" memory). NCCL's argument checks are made
+// Buffers are host memory (this fake's "device" memory), or, after UseDeviceMemory, device
+// memory of a FakeCudaApi, read and written through its private view (HostView) as the
+// emulated kernels do; a pointer the FakeCudaApi does not know is taken as host memory. NCCL's argument checks are made
 // when a call is issued (Check): a root outside [0, nranks), a null buffer with elements,
 // a handle that is not a live communicator.
 //
@@ -42,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 #include "collectives/nccl/nccl_api.h"
 #include "collectives/types.h"
+#include "common/cuda/fake_cuda_api.h"
 
 namespace lockstep::collectives::nccl {
 
@@ -76,6 +79,13 @@ class FakeNcclWorld {
   ~FakeNcclWorld();
   FakeNcclWorld(const FakeNcclWorld&) = delete;
   FakeNcclWorld& operator=(const FakeNcclWorld&) = delete;
+
+  // Buffers that lie in `cuda`'s device memory are reached through its view (not owned; it
+  // must outlive the world's collectives). Several may be given (ranks of several "hosts").
+  // Call before any rank joins.
+  void UseDeviceMemory(FakeCudaApi* cuda);
+  // The FakeCudaApi whose memory `device_ptr` lies in (null: host memory, or none given).
+  FakeCudaApi* DeviceMemoryOf(const void* device_ptr) const;
 
   // ncclGetUniqueId: kNcclUniqueIdBytes bytes, different each time in this world.
   std::string NewUniqueId();
@@ -129,6 +139,7 @@ class FakeNcclWorld {
   void Complete(Group& group, size_t index, const Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
+  std::vector<FakeCudaApi*> cuda_ ABSL_GUARDED_BY(mu_);
   uint64_t ids_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::unique_ptr<Group>> groups_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Member>> members_ ABSL_GUARDED_BY(mu_);

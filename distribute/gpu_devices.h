@@ -1,0 +1,84 @@
+// GpuDeviceSet: the GPU devices of one worker's local replicas, each "/gpu:N" as the engine
+// runs on it (engine/gpu/gpu_device.h: a DeviceContext, its GpuKernels and its BlasApi). The
+// strategies take it in LocalDevices::gpus and hand each GPU replica its device: its
+// variables' copies live in that device's memory, its Executor and Optimizer run there.
+//
+// Made by a factory over a CudaApi: RealCudaApi with CudaKernels and RealBlasApi in a
+// --config=cuda worker (worker/gpu/worker_gpu_devices.h), FakeCudaApi with the grid emulator
+// and FakeBlasApi in CPU tests (fake_gpu_devices.h). The strategies never know which.
+//
+// Ownership: owns every device's BLAS, kernels and context (destroyed in that order), and
+// shares the CudaApi; every tensor, executor and optimizer on one of its devices must go
+// before it (a Strategy holds it; a Trainer, which borrows its strategy, goes first).
+// Thread model: Find is thread-safe; each device is driven by one thread at a time (its
+// replica's), as DeviceContext.
+#ifndef LOCKSTEP_DISTRIBUTE_GPU_DEVICES_H_
+#define LOCKSTEP_DISTRIBUTE_GPU_DEVICES_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/cuda/cuda_api.h"
+#include "engine/device.h"
+#include "engine/gpu/device_context.h"
+#include "engine/gpu/gpu_device.h"
+#include "engine/kernels/gpu/blas_api.h"
+#include "engine/kernels/gpu/gpu_kernels.h"
+
+namespace lockstep::distribute {
+
+class GpuDeviceSet {
+ public:
+  // How a device's kernels and BLAS are made once its context exists.
+  struct Backend {
+    std::string name;  // "cuda", "fake": for messages
+    std::function<absl::StatusOr<std::unique_ptr<engine::gpu::GpuKernels>>(
+        engine::gpu::DeviceContext&)>
+        kernels;
+    std::function<absl::StatusOr<std::unique_ptr<engine::gpu::BlasApi>>(
+        engine::gpu::DeviceContext&)>
+        blas;
+  };
+
+  // Builds devices `indices` (CUDA ordinals) over `api`. INVALID_ARGUMENT for a repeated index
+  // or an incomplete backend; the context's, kernels' and BLAS's errors naming the device.
+  static absl::StatusOr<std::shared_ptr<GpuDeviceSet>> Create(std::shared_ptr<CudaApi> api,
+                                                              const std::vector<int>& indices,
+                                                              const Backend& backend);
+  ~GpuDeviceSet();
+  GpuDeviceSet(const GpuDeviceSet&) = delete;
+  GpuDeviceSet& operator=(const GpuDeviceSet&) = delete;
+
+  // The handles of "/gpu:index"; null when this set did not build it.
+  const engine::gpu::GpuDevice* Find(int index) const;
+  // The handles of `device` for a replica: FAILED_PRECONDITION naming it when it is a GPU this
+  // set lacks (or there is no set: `set` may be null); null for a CPU device.
+  static absl::StatusOr<const engine::gpu::GpuDevice*> ForReplica(const GpuDeviceSet* set,
+                                                                  const engine::Device& device);
+  // The devices' CUDA ordinals, in the order given to Create.
+  std::vector<int> indices() const;
+  CudaApi& api() { return *api_; }
+  const std::string& backend_name() const { return backend_name_; }
+
+ private:
+  struct Entry {
+    int index = 0;
+    std::unique_ptr<engine::gpu::DeviceContext> context;
+    std::unique_ptr<engine::gpu::GpuKernels> kernels;
+    std::unique_ptr<engine::gpu::BlasApi> blas;
+    engine::gpu::GpuDevice handles;
+  };
+  GpuDeviceSet(std::shared_ptr<CudaApi> api, std::string backend_name)
+      : api_(std::move(api)), backend_name_(std::move(backend_name)) {}
+
+  std::shared_ptr<CudaApi> api_;  // declared first: goes last
+  const std::string backend_name_;
+  std::vector<std::unique_ptr<Entry>> entries_;
+};
+
+}  // namespace lockstep::distribute
+
+#endif  // LOCKSTEP_DISTRIBUTE_GPU_DEVICES_H_
