@@ -3,13 +3,13 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include <array>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "collectives/transport/tcp/socket_util.h"
+#include "common/secure_random.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -66,9 +66,7 @@ Mac AcceptorMac(const HandshakeIdentity& me, const Nonce& c, const Nonce& a, int
 bool Equal(const Mac& x, const Mac& y) { return CRYPTO_memcmp(x.data(), y.data(), x.size()) == 0; }
 
 absl::Status RandomNonce(Nonce* n) {
-  if (RAND_bytes(n->data(), static_cast<int>(n->size())) != 1) {
-    return absl::InternalError("RAND_bytes failed");
-  }
+  SecureRandomBytes(n->data(), n->size());
   return absl::OkStatus();
 }
 
