@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/time/clock.h"
 #include "collectives/test_util.h"
 #include "gmock/gmock.h"
@@ -181,6 +182,19 @@ TEST(BlobHeaderTest, ParsesOnlyWholeHeadersOfTheExpectedRoot) {
   EXPECT_EQ(*ParseBlobHeader(end, options, 2), kBlobEnd);
   EXPECT_TRUE(VerifyBlob(end, std::nullopt, options, 2).ok());
   EXPECT_EQ(VerifyBlob(end, "", options, 2).code(), absl::StatusCode::kDataLoss);
+}
+
+// The wire format as the header comment gives it, computed independently (Python's hmac):
+// fuzz/make_seeds.py builds its seeds the same way.
+TEST(BlobHeaderTest, TheMacIsTheDocumentedHmac) {
+  BlobOptions o;
+  o.secret = "secret";
+  o.label = "the checkpoint of step 7 for jobs/j/0";
+  o.max_bytes = 3;
+  const std::string header = EncodeBlobHeader(o, 1, "abc");
+  EXPECT_EQ(absl::BytesToHexString(header.substr(32)),
+            "4d34604e8b40080b7b4339a6ef95b94c9d562b446b82243decdf79fa280210bc");
+  EXPECT_EQ(header.substr(0, 8), "LSBLOB01");
 }
 
 TEST(BlobHeaderTest, BadArgumentsAreRefusedBeforeAnythingIsSent) {
