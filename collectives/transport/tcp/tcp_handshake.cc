@@ -176,19 +176,5 @@ absl::StatusOr<HandshakeNonces> HandshakeAsConnector(int fd, const HandshakeIden
   return HandshakeNonces{nonce_a, nonce_c};
 }
 
-absl::StatusOr<AcceptedPeer> HandshakeAsAcceptor(int fd, const HandshakeIdentity& me,
-                                                 absl::Time deadline) {
-  Nonce nonce_a;
-  LS_RETURN_IF_ERROR(RandomNonce(&nonce_a));
-  const std::string hello = EncodeHello(nonce_a);
-  LS_RETURN_IF_ERROR(WriteFull(fd, hello.data(), hello.size(), deadline));
-  std::string proof(kProofBytes, '\0');
-  LS_RETURN_IF_ERROR(ReadFull(fd, proof.data(), proof.size(), deadline));
-  LS_ASSIGN_OR_RETURN(const ProvenPeer peer, CheckProof(proof, me, nonce_a));
-  const std::string answer = EncodeAnswer(me, peer.nonce_c, nonce_a);
-  LS_RETURN_IF_ERROR(WriteFull(fd, answer.data(), answer.size(), deadline));
-  return AcceptedPeer{peer.rank, HandshakeNonces{nonce_a, peer.nonce_c}};
-}
-
 }  // namespace collectives
 }  // namespace lockstep
