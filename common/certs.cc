@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/secure_random.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -377,11 +378,6 @@ absl::StatusOr<CertificateSubject> ReadCertificateSubject(absl::string_view pem)
   return CertificateSubject{*std::move(cn), *std::move(ou)};
 }
 
-std::string NewBearerToken() {
-  unsigned char bytes[32];
-  if (RAND_bytes(bytes, sizeof(bytes)) != 1) abort();  // no randomness: nothing is safe
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
-}
+std::string NewBearerToken() { return SecureRandomHex(32); }
 
 }  // namespace lockstep

@@ -95,7 +95,7 @@ absl::StatusOr<CertificateSubject> ReadCertificateSubject(absl::string_view pem)
 absl::Status CheckCertificate(const std::string& ca_path, const std::string& cert_path,
                               const std::string& key_path);
 
-// A new random bearer token: 32 bytes from OpenSSL's CSPRNG, hex.
+// A new random bearer token: 32 bytes from the kernel's CSPRNG (common/secure_random.h), hex.
 std::string NewBearerToken();
 
 }  // namespace lockstep

@@ -1,14 +1,13 @@
 #include "common/incarnation.h"
 
-#include "absl/random/random.h"
 #include "absl/strings/str_format.h"
+#include "common/secure_random.h"
 
 namespace lockstep {
 
 uint64_t NewIncarnation() {
-  absl::BitGen gen;  // seeded from the OS entropy source
   uint64_t id = 0;
-  while (id == 0) id = absl::Uniform<uint64_t>(gen);
+  while (id == 0) id = SecureRandomUint64();
   return id;
 }
 

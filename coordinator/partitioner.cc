@@ -1,8 +1,7 @@
 #include "coordinator/partitioner.h"
 
-#include "absl/random/random.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/secure_random.h"
 #include "common/status.h"
 #include "coordinator/job_validation.h"
 
@@ -13,12 +12,7 @@ std::string RendezvousPrefix(const std::string& job_id, int attempt) {
   return absl::StrCat("jobs/", job_id, "/", attempt);
 }
 
-std::string NewJobSecret() {
-  std::string bytes(32, '\0');
-  absl::BitGen gen;  // seeded from the OS's entropy
-  for (char& c : bytes) c = static_cast<char>(absl::Uniform<uint8_t>(gen));
-  return absl::BytesToHexString(bytes);
-}
+std::string NewJobSecret() { return SecureRandomHex(32); }
 
 int64_t CountReplicas(const v1::JobSpec& spec, const std::vector<WorkerSlot>& workers) {
   if (EffectiveStrategy(spec) == v1::ONE_DEVICE) return workers.empty() ? 0 : 1;

@@ -200,6 +200,52 @@ TEST_F(TwoWorkers, BroadcastFromChiefAfterARestore) {
   });
 }
 
+collectives::BlobOptions Blob(int64_t max_bytes) {
+  collectives::BlobOptions o;
+  o.secret = "secret";
+  o.label = "the checkpoint of step 3";
+  o.max_bytes = max_bytes;
+  o.bound_name = "the job's checkpoint bound";
+  return o;
+}
+
+TEST_F(TwoWorkers, BroadcastBytesCarriesAnyWorkersBytesToEveryWorker) {
+  Build(1);
+  OnEachWorker([](int w, Strategy& s) {
+    std::string bytes = w == 1 ? std::string(3001, 'k') : "stale";
+    const absl::Status st = s.extended().BroadcastBytes(&bytes, 1, Blob(4096));
+    ASSERT_TRUE(st.ok()) << "worker " << w << ": " << st;
+    EXPECT_EQ(bytes, std::string(3001, 'k'));
+  });
+}
+
+// A receiver whose bound the announced length passes refuses it before allocating, naming
+// the sender; leaving the group, it makes the sender's next collective fail fast instead of
+// waiting for it.
+TEST_F(TwoWorkers, BroadcastBytesOverTheReceiversBoundIsRefusedAndTheSenderLearnsFast) {
+  Build(1, absl::Seconds(30));
+  std::vector<absl::Status> status(2);
+  absl::Status next;
+  const absl::Time start = absl::Now();
+  OnEachWorker([&](int w, Strategy& s) {
+    std::string bytes = w == 1 ? std::string(3001, 'k') : "";
+    status[w] = s.extended().BroadcastBytes(&bytes, 1, Blob(w == 0 ? 1000 : 4096));
+    if (!status[w].ok()) {
+      s.Abort();  // what a failed restore does to its attempt
+      return;
+    }
+    next =
+        s.Reduce(ReduceOp::kSum, DistributedValues::PerReplica({Tensor::Scalar<float>(1)}), kNoAxis)
+            .status();
+  });
+  EXPECT_EQ(status[0].code(), absl::StatusCode::kResourceExhausted) << status[0];
+  EXPECT_THAT(std::string(status[0].message()),
+              HasSubstr("rank 1 announced the checkpoint of step 3 of 3001 bytes, over the "
+                        "job's checkpoint bound of 1000 bytes"));
+  EXPECT_EQ(next.code(), absl::StatusCode::kUnavailable) << next;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << next;
+}
+
 TEST_F(TwoWorkers, ReplicaIdsAndReductionsSpanBothWorkers) {
   Build(2);
   OnEachWorker([](int w, Strategy& s) {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/blob_broadcast.h"
 #include "common/status.h"
 #include "distribute/tensor_math.h"
 #include "spdlog/spdlog.h"
@@ -190,26 +191,15 @@ absl::Status StrategyExtended::BroadcastDeviceVariable(DistributedVariable* v) {
   return absl::OkStatus();
 }
 
-absl::Status StrategyExtended::BroadcastBytes(std::string* bytes, int root) {
+absl::Status StrategyExtended::BroadcastBytes(std::string* bytes, int root,
+                                              const collectives::BlobOptions& options) {
   const StrategyConfig& cfg = strategy_->config_;
   if (root < 0 || root >= cfg.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat(
         "BroadcastBytes: root ", root, " is not a worker rank (", cfg.num_workers, " workers)"));
   }
   if (cfg.cross_worker == nullptr) return absl::OkStatus();
-  collectives::CollectiveCommunicator& comm = *cfg.cross_worker;
-  int64_t length = static_cast<int64_t>(bytes->size());
-  LS_RETURN_IF_ERROR(
-      comm.Broadcast(&length, 1, collectives::DType::kI64, root, strategy_->Deadline()));
-  if (length < 0) return absl::DataLossError(absl::StrCat("BroadcastBytes: length ", length));
-  // Whole 8-byte words travel; the root's tail is padded and cut off again.
-  const size_t words = (static_cast<size_t>(length) + 7) / 8;
-  std::vector<int64_t> buffer(words, 0);
-  if (cfg.worker_index == root && length > 0) std::memcpy(buffer.data(), bytes->data(), length);
-  LS_RETURN_IF_ERROR(
-      comm.Broadcast(buffer.data(), words, collectives::DType::kI64, root, strategy_->Deadline()));
-  bytes->assign(reinterpret_cast<const char*>(buffer.data()), static_cast<size_t>(length));
-  return absl::OkStatus();
+  return collectives::BroadcastBlob(*cfg.cross_worker, bytes, root, options, strategy_->Deadline());
 }
 
 absl::Status StrategyExtended::Update(const std::vector<DistributedVariable*>& variables,

@@ -40,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "collectives/blob_broadcast.h"
 #include "collectives/collective_communicator.h"
 #include "common/tf_config.h"
 #include "distribute/communication_backend.h"
@@ -156,10 +157,14 @@ class StrategyExtended {
   // for variables, copy 0 is broadcast and then copied into the local copies.
   absl::Status BroadcastFromChief(const std::vector<engine::Tensor*>& tensors);
   absl::Status BroadcastFromChief(const std::vector<DistributedVariable*>& variables);
-  // Makes `*bytes` worker `root`'s on every worker (its length, then its bytes): a
-  // checkpoint that only some worker holds, at a restart. Collective across workers (a
-  // no-op with one worker); INVALID_ARGUMENT for a root that is not a worker's rank.
-  absl::Status BroadcastBytes(std::string* bytes, int root);
+  // Makes `*bytes` worker `root`'s on every worker: a checkpoint that only some worker
+  // holds, at a restart. Bounded and authenticated (collectives/blob_broadcast.h: a length
+  // over options.max_bytes is refused before allocating, RESOURCE_EXHAUSTED; bytes that fail
+  // the MAC keyed from options.secret are DATA_LOSS; both name the root). Collective across
+  // workers (a no-op with one worker); INVALID_ARGUMENT for a root that is not a worker's
+  // rank.
+  absl::Status BroadcastBytes(std::string* bytes, int root,
+                              const collectives::BlobOptions& options);
 
   using UpdateFn = std::function<absl::Status(int copy, std::vector<engine::Tensor>& variables,
                                               const std::vector<engine::Tensor>& gradients)>;

@@ -181,6 +181,38 @@ write(ck, "file_payload_crc", b"\x00" + bytes(bad_crc))
 write(ck, "file_truncated", b"\x00" + frame(good)[:30])
 write(ck, "file_header_only", b"\x00" + frame(b""))
 
+# --- Checkpoint broadcast framing: first byte = case (fuzz/blob_broadcast_fuzzer.cc) --------
+bb = "blob_broadcast_fuzzer"
+BLOB_MAGIC = int.from_bytes(b"LSBLOB01", "little")
+BLOB_LABEL, BLOB_ROOT = b"the checkpoint of step 7 for jobs/j/0", 1
+
+
+def blob_header(payload, length=None, root=BLOB_ROOT, magic=BLOB_MAGIC):
+    if length is None:
+        length = -1 if payload is None else len(payload)
+    key = hmac.new(b"secret", b"lockstep blob broadcast key", hashlib.sha256).digest()
+    msg = (b"lockstep-blob-v1|" + BLOB_LABEL + b"|" + str(root).encode() + b"|" +
+           str(length).encode() + b"|" + (payload or b""))
+    mac = hmac.new(key, msg, hashlib.sha256).digest()
+    return struct.pack("<QqiIQ", magic, length, root, 0, 0) + mac
+
+
+ckpt_bytes = bytes(range(256)) * 3
+write(bb, "valid", b"\x00" + blob_header(ckpt_bytes) + ckpt_bytes)
+write(bb, "valid_empty", b"\x00" + blob_header(b""))
+write(bb, "end_marker", b"\x00" + blob_header(None))
+write(bb, "huge_length", b"\x00" + blob_header(b"x", length=1 << 62) + b"x")
+write(bb, "over_bound", b"\x00" + blob_header(b"y" * 4097) + b"y" * 4097)
+write(bb, "negative_length", b"\x00" + blob_header(b"", length=-7))
+write(bb, "other_root", b"\x00" + blob_header(b"abc", root=0) + b"abc")
+write(bb, "wrong_magic", b"\x00" + blob_header(b"abc", magic=BLOB_MAGIC ^ 1) + b"abc")
+write(bb, "tampered", b"\x00" + blob_header(b"abc") + b"abd")
+write(bb, "short_header", b"\x00" + blob_header(b"abc")[:40])
+write(bb, "flip_in_mac", b"\x01" + struct.pack("<H", 40) + ckpt_bytes)
+write(bb, "flip_in_length", b"\x01" + struct.pack("<H", 9) + ckpt_bytes)
+write(bb, "flip_in_payload", b"\x01" + struct.pack("<H", 300) + ckpt_bytes)
+
+
 # --- TCP handshake: first byte = message (fuzz/tcp_handshake_fuzzer.cc) --------------------
 hs = "tcp_handshake_fuzzer"
 MAGIC = 0x4C4F434B53544550

@@ -1,19 +1,19 @@
 #include "worker/eval_link.h"
 
-#include <cstring>
-#include <vector>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/blob_broadcast.h"
 #include "collectives/communicator_factory.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
+#include "worker/checkpoint_bound.h"
 
 namespace lockstep {
 namespace worker {
 namespace {
 
 constexpr int kChief = 0;
-constexpr int64_t kEnd = -1;
 
 }  // namespace
 
@@ -55,36 +55,44 @@ absl::StatusOr<std::unique_ptr<EvalLink>> EvalLink::Connect(const v1::Partition&
     return Annotate(comm.status(), partition.is_chief() ? "connecting to the job's evaluator"
                                                         : "connecting to the job's chief");
   }
-  return std::unique_ptr<EvalLink>(new EvalLink(std::move(*comm)));
+  collectives::BlobOptions blob;
+  blob.secret = partition.secret();
+  blob.label = partition.rendezvous_prefix().empty() ? absl::StrCat("job ", partition.job_id())
+                                                     : partition.rendezvous_prefix();
+  blob.max_bytes = options.max_checkpoint_bytes;
+  blob.bound_name = "the job's checkpoint bound (its variables and optimizer slots)";
+  if (blob.max_bytes <= 0) {
+    absl::StatusOr<int64_t> bound = CheckpointBytesBound(partition.spec());
+    if (!bound.ok()) {
+      return Annotate(bound.status(), absl::StrCat("job ", partition.job_id(),
+                                                   ": bounding the checkpoints of its evaluator"));
+    }
+    blob.max_bytes = *bound;
+  }
+  return std::unique_ptr<EvalLink>(new EvalLink(std::move(*comm), std::move(blob)));
 }
 
-absl::Status EvalLink::SendLength(int64_t length, absl::Time deadline) {
-  return comm_->Broadcast(&length, 1, collectives::DType::kI64, kChief, deadline);
+collectives::BlobOptions EvalLink::NextBlob() {
+  collectives::BlobOptions o = blob_;
+  // The sequence number is bound into the MAC: a checkpoint cannot be replayed or reordered.
+  o.label = absl::StrCat("the evaluator's checkpoint #", ++sequence_, " of ", o.label);
+  return o;
 }
 
 absl::Status EvalLink::Send(const std::string& bytes, absl::Time deadline) {
-  LS_RETURN_IF_ERROR(SendLength(static_cast<int64_t>(bytes.size()), deadline));
-  // Whole 8-byte words travel; the tail is padded here and cut off by the receiver.
-  std::vector<int64_t> words((bytes.size() + 7) / 8, 0);
-  if (!bytes.empty()) std::memcpy(words.data(), bytes.data(), bytes.size());
-  return comm_->Broadcast(words.data(), words.size(), collectives::DType::kI64, kChief, deadline);
+  std::optional<std::string> blob(bytes);
+  return collectives::BroadcastBlob(*comm_, &blob, kChief, NextBlob(), deadline);
 }
 
-absl::Status EvalLink::SendEnd(absl::Time deadline) { return SendLength(kEnd, deadline); }
+absl::Status EvalLink::SendEnd(absl::Time deadline) {
+  std::optional<std::string> end;
+  return collectives::BroadcastBlob(*comm_, &end, kChief, NextBlob(), deadline);
+}
 
 absl::StatusOr<std::optional<std::string>> EvalLink::Receive(absl::Time deadline) {
-  int64_t length = 0;
-  LS_RETURN_IF_ERROR(comm_->Broadcast(&length, 1, collectives::DType::kI64, kChief, deadline));
-  if (length == kEnd) return std::optional<std::string>();
-  if (length < 0) {
-    return absl::DataLossError(
-        absl::StrCat("the chief announced a checkpoint of ", length, " bytes"));
-  }
-  std::vector<int64_t> words((static_cast<size_t>(length) + 7) / 8, 0);
-  LS_RETURN_IF_ERROR(
-      comm_->Broadcast(words.data(), words.size(), collectives::DType::kI64, kChief, deadline));
-  return std::optional<std::string>(
-      std::string(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length)));
+  std::optional<std::string> blob;
+  LS_RETURN_IF_ERROR(collectives::BroadcastBlob(*comm_, &blob, kChief, NextBlob(), deadline));
+  return blob;
 }
 
 void EvalLink::Abort() { comm_->Abort(); }

@@ -2,9 +2,12 @@
 // evaluator task, JobSpec.evaluator) with no shared file system: a two-rank collective
 // group, the chief rank 0 and the evaluator rank 1, joined through the attempt's rendezvous
 // store under "eval/" with the attempt's secret (shared memory on one host, TCP with the
-// HMAC handshake between hosts, as any collective group). A checkpoint is two broadcasts
-// from the chief: its length (i64), then its encoded bytes (chief::CheckpointManager::Encode)
-// in whole 8-byte words; a length of -1 says that no more will come.
+// HMAC handshake between hosts, as any collective group). A checkpoint is one authenticated
+// broadcast from the chief (collectives/blob_broadcast.h) of its encoded bytes
+// (chief::CheckpointManager::Encode), keyed from the attempt's secret, numbered, and bounded
+// by what the job's model can encode to (CheckpointBytesBound); an end marker says that no
+// more will come. The evaluator refuses a longer announcement before allocating it, and
+// bytes that fail the MAC (DATA_LOSS naming the chief).
 //
 // CheckpointSender is the chief's side: a thread of its own joins the group and sends the
 // queued checkpoints in order, so training never waits for the evaluator (a slow one only
@@ -31,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "collectives/blob_broadcast.h"
 #include "collectives/collective_communicator.h"
 #include "collectives/store.h"
 #include "collectives/types.h"
@@ -43,6 +47,9 @@ struct EvalLinkOptions {
   collectives::TransportKind transport = collectives::TransportKind::kAuto;
   std::string listen_host = "127.0.0.1";
   absl::Duration connect_timeout = absl::Seconds(60);
+  // The longest checkpoint either side accepts; 0: CheckpointBytesBound of the partition's
+  // spec (what a job uses; tests of links with no model set it).
+  int64_t max_checkpoint_bytes = 0;
 };
 
 class EvalLink {
@@ -54,21 +61,27 @@ class EvalLink {
                                                            collectives::Store* store,
                                                            const EvalLinkOptions& options);
 
-  // Chief: one checkpoint's bytes; the end marker.
+  // Chief: one checkpoint's bytes; the end marker. RESOURCE_EXHAUSTED for bytes over the
+  // bound (the evaluator fails too).
   absl::Status Send(const std::string& bytes, absl::Time deadline);
   absl::Status SendEnd(absl::Time deadline);
   // Evaluator: the next checkpoint's bytes, or nullopt after the end marker.
+  // RESOURCE_EXHAUSTED for an announced length over the bound (nothing allocated), DATA_LOSS
+  // for bytes that fail authentication, both naming the chief (rank 0).
   absl::StatusOr<std::optional<std::string>> Receive(absl::Time deadline);
 
   // Ends any wait at once (ABORTED); the link is unusable afterwards.
   void Abort();
 
  private:
-  explicit EvalLink(std::unique_ptr<collectives::CollectiveCommunicator> comm)
-      : comm_(std::move(comm)) {}
-  absl::Status SendLength(int64_t length, absl::Time deadline);
+  EvalLink(std::unique_ptr<collectives::CollectiveCommunicator> comm, collectives::BlobOptions blob)
+      : comm_(std::move(comm)), blob_(std::move(blob)) {}
+  // The options of the next broadcast: blob_ with the next sequence number in the label.
+  collectives::BlobOptions NextBlob();
 
   std::unique_ptr<collectives::CollectiveCommunicator> comm_;
+  const collectives::BlobOptions blob_;
+  int64_t sequence_ = 0;  // broadcasts so far, end marker included
 };
 
 class CheckpointSender {

@@ -1,18 +1,25 @@
 #include "worker/eval_link.h"
 
 #include <atomic>
+#include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "collectives/blob_broadcast.h"
+#include "collectives/communicator_factory.h"
 #include "collectives/in_memory_store.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
 namespace worker {
 namespace {
+
+using ::testing::HasSubstr;
 
 // A handle on a store shared by both ends (each end of a real job has its own client of the
 // coordinator's store): Abort() ends this handle's waits only.
@@ -51,6 +58,7 @@ EvalLinkOptions Options() {
   EvalLinkOptions o;
   o.transport = collectives::TransportKind::kTcp;
   o.connect_timeout = absl::Seconds(20);
+  o.max_checkpoint_bytes = 1 << 20;  // these partitions have no model to bound them by
   return o;
 }
 
@@ -175,6 +183,86 @@ TEST(EvalLink, AbortAndAChiefThatLeavesEndTheEvaluatorsWait) {
   auto bytes = evaluator_link->Receive(absl::Now() + absl::Seconds(60));
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kUnavailable) << bytes.status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+// A dishonest chief: the evaluator's peer in the link's group (it holds the attempt's secret,
+// as a compromised chief would) that broadcasts hand-made headers and bytes.
+class RawChief {
+ public:
+  explicit RawChief(collectives::Store* store) {
+    EXPECT_TRUE(store->Set("eval/ready/0", "ready").ok());
+    collectives::CommunicatorConfig config;
+    config.rank = 0;
+    config.world_size = 2;
+    config.transport = collectives::TransportKind::kTcp;
+    config.secret = Part(true).secret();
+    config.key_prefix = "eval";
+    config.connect_timeout = absl::Seconds(20);
+    auto comm = collectives::CreateCommunicator(config, store);
+    EXPECT_TRUE(comm.ok()) << comm.status();
+    if (comm.ok()) comm_ = std::move(*comm);
+  }
+  // Broadcasts `bytes` as whole words (the evaluator's side of each broadcast must match).
+  void Send(std::string bytes) {
+    ASSERT_NE(comm_, nullptr);
+    bytes.resize((bytes.size() + 7) / 8 * 8, '\0');
+    const absl::Status s =
+        comm_->Broadcast(bytes.data(), bytes.size() / 8, collectives::DType::kI64, 0,
+                         absl::Now() + absl::Seconds(20));
+    EXPECT_TRUE(s.ok()) << s;
+  }
+
+ private:
+  std::unique_ptr<collectives::CollectiveCommunicator> comm_;
+};
+
+// What the evaluator's link gets on its first Receive while `chief` runs.
+absl::Status EvaluatorReceives(const std::function<void(RawChief&)>& chief) {
+  collectives::InMemoryStore shared;
+  absl::Status received;
+  std::thread evaluator([&] {
+    StoreHandle store(&shared);
+    auto link = EvalLink::Connect(Part(false), &store, Options());
+    ASSERT_TRUE(link.ok()) << link.status();
+    received = (*link)->Receive(absl::Now() + absl::Seconds(20)).status();
+  });
+  StoreHandle store(&shared);
+  RawChief raw(&store);
+  chief(raw);
+  evaluator.join();
+  return received;
+}
+
+// The bytes of the evaluator's first checkpoint as the link labels it.
+collectives::BlobOptions FirstBlob() {
+  collectives::BlobOptions o;
+  o.secret = Part(true).secret();
+  o.label = "the evaluator's checkpoint #1 of job job-1";
+  o.max_bytes = Options().max_checkpoint_bytes;
+  return o;
+}
+
+TEST(EvalLink, AChiefAnnouncingAHugeCheckpointIsRefusedBeforeAllocating) {
+  const absl::Status received = EvaluatorReceives([](RawChief& chief) {
+    std::string header = collectives::EncodeBlobHeader(FirstBlob(), 0, "x");
+    const int64_t huge = int64_t{1} << 62;  // allocating it would abort the test
+    std::memcpy(header.data() + 8, &huge, sizeof(huge));
+    chief.Send(header);
+  });
+  EXPECT_EQ(received.code(), absl::StatusCode::kResourceExhausted) << received;
+  EXPECT_THAT(std::string(received.message()), HasSubstr("rank 0 announced"));
+  EXPECT_THAT(std::string(received.message()), HasSubstr("the job's checkpoint bound"));
+}
+
+TEST(EvalLink, ATamperedCheckpointIsRefusedNamingTheChief) {
+  const absl::Status received = EvaluatorReceives([](RawChief& chief) {
+    std::string checkpoint(3000, 'c');
+    chief.Send(collectives::EncodeBlobHeader(FirstBlob(), 0, checkpoint));
+    checkpoint[1234] = 'C';
+    chief.Send(checkpoint);
+  });
+  EXPECT_EQ(received.code(), absl::StatusCode::kDataLoss) << received;
+  EXPECT_THAT(std::string(received.message()), HasSubstr("from rank 0 failed authentication"));
 }
 
 }  // namespace

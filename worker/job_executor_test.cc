@@ -20,6 +20,7 @@
 #include "engine/model_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/checkpoint_bound.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/chief/event_writer.h"
 #include "worker/chief/weights_match.h"
@@ -606,6 +607,23 @@ TEST(JobExecutor, AgreeOnRestoreTakesTheHighestStepFromTheLowestRank) {
       AgreeOnRestore(store, 0, 2, 10, absl::Now() + absl::Milliseconds(200));
   EXPECT_EQ(lonely.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(lonely.status().message().find("worker rank 1"), std::string::npos) << lonely.status();
+}
+
+// A restart's checkpoint travels keyed from the attempt's secret, labelled with the step and
+// the attempt (a broadcast of another step or attempt does not verify), and bounded by what
+// the job's model and optimizer can encode to.
+TEST(JobExecutor, TheRestoredCheckpointTravelsAuthenticatedAndBounded) {
+  const v1::JobSpec spec = DigitsSpec("restore_blob", 1);
+  const v1::Partition p = PartitionOf(spec, 1, 2);
+  absl::StatusOr<collectives::BlobOptions> blob = RestoreBlobOptions(p, 300);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  EXPECT_EQ(blob->secret, p.secret());
+  EXPECT_EQ(blob->label, "the checkpoint of step 300 for jobs/restore_blob/0");
+  EXPECT_EQ(blob->max_bytes, *CheckpointBytesBound(spec));
+  EXPECT_NE(blob->bound_name.find("checkpoint bound"), std::string::npos);
+  v1::Partition no_model = p;
+  no_model.mutable_spec()->clear_model();
+  EXPECT_FALSE(RestoreBlobOptions(no_model, 300).ok());
 }
 
 TEST(JobExecutor, AbortMidTrainingReturnsWithinTwoSeconds) {

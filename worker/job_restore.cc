@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
+#include "worker/checkpoint_bound.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/job_chief.h"
 
@@ -75,6 +76,22 @@ absl::StatusOr<RestorePlan> AgreeOnRestore(collectives::Store& store, int rank, 
   return plan;
 }
 
+absl::StatusOr<collectives::BlobOptions> RestoreBlobOptions(const v1::Partition& partition,
+                                                            int64_t step) {
+  collectives::BlobOptions options;
+  options.secret = partition.secret();
+  options.label =
+      absl::StrCat("the checkpoint of step ", step, " for ", partition.rendezvous_prefix());
+  absl::StatusOr<int64_t> bound = CheckpointBytesBound(partition.spec());
+  if (!bound.ok()) {
+    return Annotate(bound.status(), absl::StrCat("job ", partition.job_id(),
+                                                 ": bounding the checkpoints it can restore"));
+  }
+  options.max_bytes = *bound;
+  options.bound_name = "the job's checkpoint bound (its variables and optimizer slots)";
+  return options;
+}
+
 absl::StatusOr<Restored> RestoreAttempt(const v1::Partition& partition,
                                         const std::string& state_dir, collectives::Store& store,
                                         distribute::Strategy& strategy,
@@ -96,10 +113,13 @@ absl::StatusOr<Restored> RestoreAttempt(const v1::Partition& partition,
     spdlog::warn("{}: no worker holds a checkpoint of the job: starting from step 0", who);
     return restored;
   }
-  // The source's file bytes, exactly as written: every receiver checks the CRCs again.
+  // The source's file bytes, exactly as written, authenticated with the attempt's secret and
+  // bounded by what the job's model can encode to; every receiver checks the CRCs again.
+  LS_ASSIGN_OR_RETURN(const collectives::BlobOptions blob,
+                      RestoreBlobOptions(partition, plan.step));
   std::string bytes;
   if (rank == plan.source) bytes = chief::CheckpointManager::Encode(local->checkpoint);
-  absl::Status sent = strategy.extended().BroadcastBytes(&bytes, plan.source);
+  absl::Status sent = strategy.extended().BroadcastBytes(&bytes, plan.source, blob);
   if (!sent.ok()) {
     return Annotate(sent, absl::StrCat("receiving the checkpoint of step ", plan.step,
                                        " from worker rank ", plan.source));

@@ -10,8 +10,9 @@
 //      "restore/<rank>" = its newest step (0: none), reads every rank's, and takes the
 //      highest step, from the lowest rank that holds it (the source);
 //   3. the source's checkpoint travels to every worker over the data plane
-//      (StrategyExtended::BroadcastBytes), each one checks it (magic, CRCs, the job) and
-//      restores it (Trainer::Restore); the input resumes at its data position.
+//      (StrategyExtended::BroadcastBytes: bounded by CheckpointBytesBound, authenticated with
+//      the attempt's secret, RestoreBlobOptions), each one checks it (magic, CRCs, the job)
+//      and restores it (Trainer::Restore); the input resumes at its data position.
 // All workers compute the same plan from the same keys, so they restore the same step or
 // all start afresh (step 0). Every wait is bounded by the caller's deadline, and the store
 // and collectives are abortable.
@@ -28,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "collectives/blob_broadcast.h"
 #include "collectives/store.h"
 #include "distribute/strategy.h"
 #include "distribute/trainer.h"
@@ -65,6 +67,12 @@ struct RestorePlan {
 // the store (DEADLINE_EXCEEDED naming the rank that never published, ABORTED).
 absl::StatusOr<RestorePlan> AgreeOnRestore(collectives::Store& store, int rank, int num_workers,
                                            int64_t local_step, absl::Time deadline);
+
+// How the checkpoint of `step` travels at a restart of `partition`'s attempt: keyed from its
+// secret, labelled with the step and the attempt, bounded by CheckpointBytesBound(spec).
+// INVALID_ARGUMENT when the spec's model does not build.
+absl::StatusOr<collectives::BlobOptions> RestoreBlobOptions(const v1::Partition& partition,
+                                                            int64_t step);
 
 // What RestoreAttempt restored.
 struct Restored {

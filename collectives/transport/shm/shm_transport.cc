@@ -19,7 +19,6 @@
 #include <fstream>
 
 #include "absl/container/inlined_vector.h"
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -27,6 +26,7 @@
 #include "collectives/transport/piece_cursor.h"
 #include "collectives/transport/shm/region_allocator.h"
 #include "collectives/transport/shm/shm_negotiation.h"
+#include "common/secure_random.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 
@@ -236,14 +236,26 @@ absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int rank, in
   }
   std::unique_ptr<ShmTransport> t(new ShmTransport(rank, world_size, options));
   if (world_size == 1) return t;
-  absl::BitGen gen;
-  t->own_name_ = absl::StrFormat("/lockstep-%016x-r%d-p%d-%08x", Fnv1a(key_prefix), rank, getpid(),
-                                 absl::Uniform<uint32_t>(gen));
+  // A name no other local user can guess, so none can create it first (O_EXCL) to keep the
+  // group from forming.
+  t->own_name_ = absl::StrFormat("/lockstep-%016x-r%d-p%d-%016x", Fnv1a(key_prefix), rank, getpid(),
+                                 SecureRandomUint64());
   auto map = [&](const std::string& name, bool create, size_t bytes) -> absl::StatusOr<void*> {
     int fd = shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
     if (fd < 0) {
       return absl::UnavailableError(absl::StrCat("shm_open ", name, ": ", std::strerror(errno),
                                                  "; check /dev/shm (space, permissions)"));
+    }
+    struct stat st;
+    if (!create && (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes)) {
+      // A peer's advert is a length from another process: map only what the segment holds,
+      // so a wrong length can neither map past its end (SIGBUS at the first touch) nor
+      // reserve address space for nothing.
+      const int64_t actual = fstat(fd, &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+      close(fd);
+      return absl::FailedPreconditionError(
+          absl::StrCat("shm segment ", name, " was advertised as ", bytes, " bytes but holds ",
+                       actual, "; do all ranks run the same Lockstep version?"));
     }
     if (create) {
       // Every page is reserved now: a full /dev/shm fails here, clearly, and never as a

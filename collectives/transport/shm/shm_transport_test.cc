@@ -1,6 +1,11 @@
 #include "collectives/transport/shm/shm_transport.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -8,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "collectives/in_memory_store.h"
@@ -38,6 +44,27 @@ std::vector<std::unique_ptr<ShmTransport>> ConnectGroup(const std::vector<ShmOpt
     group[r] = std::move(t).value();
   });
   return group;
+}
+
+// A peer's advert is a length from another process: a segment is mapped only at the size it
+// really has, so an advert of 1 TiB for a 4 KiB segment maps nothing.
+TEST(ShmTransportTest, APeerAdvertisingAWrongSegmentSizeIsRefused) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  const std::string name = absl::StrCat("/", prefix, "-fake-peer");
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  close(fd);
+  ASSERT_TRUE(
+      store.Set(absl::StrCat(prefix, "/shm/1"), absl::StrCat(name, " ", int64_t{1} << 40)).ok());
+  auto t =
+      ShmTransport::Connect(0, 2, prefix, &store, ShmOptions{}, absl::Now() + absl::Seconds(20));
+  shm_unlink(name.c_str());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
+  EXPECT_NE(t.status().message().find("advertised as 1099511627776 bytes but holds 4096"),
+            absl::string_view::npos)
+      << t.status();
 }
 
 // Rank r's send buffer of `count` words: from its transport's heap when `from_heap` (freed

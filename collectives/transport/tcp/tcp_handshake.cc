@@ -3,13 +3,13 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include <array>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "collectives/transport/tcp/socket_util.h"
+#include "common/secure_random.h"
 #include "common/status.h"
 
 namespace lockstep {
@@ -66,9 +66,7 @@ Mac AcceptorMac(const HandshakeIdentity& me, const Nonce& c, const Nonce& a, int
 bool Equal(const Mac& x, const Mac& y) { return CRYPTO_memcmp(x.data(), y.data(), x.size()) == 0; }
 
 absl::Status RandomNonce(Nonce* n) {
-  if (RAND_bytes(n->data(), static_cast<int>(n->size())) != 1) {
-    return absl::InternalError("RAND_bytes failed");
-  }
+  SecureRandomBytes(n->data(), n->size());
   return absl::OkStatus();
 }
 
@@ -176,20 +174,6 @@ absl::StatusOr<HandshakeNonces> HandshakeAsConnector(int fd, const HandshakeIden
   }
   LS_RETURN_IF_ERROR(CheckAnswer(answer, me, nonce_c, nonce_a, expected_peer));
   return HandshakeNonces{nonce_a, nonce_c};
-}
-
-absl::StatusOr<AcceptedPeer> HandshakeAsAcceptor(int fd, const HandshakeIdentity& me,
-                                                 absl::Time deadline) {
-  Nonce nonce_a;
-  LS_RETURN_IF_ERROR(RandomNonce(&nonce_a));
-  const std::string hello = EncodeHello(nonce_a);
-  LS_RETURN_IF_ERROR(WriteFull(fd, hello.data(), hello.size(), deadline));
-  std::string proof(kProofBytes, '\0');
-  LS_RETURN_IF_ERROR(ReadFull(fd, proof.data(), proof.size(), deadline));
-  LS_ASSIGN_OR_RETURN(const ProvenPeer peer, CheckProof(proof, me, nonce_a));
-  const std::string answer = EncodeAnswer(me, peer.nonce_c, nonce_a);
-  LS_RETURN_IF_ERROR(WriteFull(fd, answer.data(), answer.size(), deadline));
-  return AcceptedPeer{peer.rank, HandshakeNonces{nonce_a, peer.nonce_c}};
 }
 
 }  // namespace collectives

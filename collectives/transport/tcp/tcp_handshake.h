@@ -12,7 +12,7 @@
 // The three messages are built and checked by pure functions over byte buffers (below), which
 // the two sides call around their socket reads and writes; they are unit-tested and fuzzed
 // (fuzz/tcp_handshake_fuzzer.cc) apart from any socket.
-// Thread model: free functions over a blocking-with-deadline socket.
+// Thread model: free functions; the connector's side runs over a blocking-with-deadline socket.
 #ifndef LOCKSTEP_COLLECTIVES_TRANSPORT_TCP_TCP_HANDSHAKE_H_
 #define LOCKSTEP_COLLECTIVES_TRANSPORT_TCP_TCP_HANDSHAKE_H_
 
@@ -88,14 +88,13 @@ absl::Status CheckAnswer(absl::string_view bytes, const HandshakeIdentity& me,
 absl::StatusOr<HandshakeNonces> HandshakeAsConnector(int fd, const HandshakeIdentity& me,
                                                      int expected_peer, absl::Time deadline);
 
-// Acceptor side: the connector's proven rank (INVALID_ARGUMENT if out of range) and the
-// handshake's nonces.
+// What the acceptor learns from a connection that proved itself: the connector's rank and the
+// handshake's nonces. The acceptor's side runs on non-blocking sockets in one poll() loop for
+// every connection at once (handshake_acceptor.h), over the functions above.
 struct AcceptedPeer {
   int rank = 0;
   HandshakeNonces nonces;
 };
-absl::StatusOr<AcceptedPeer> HandshakeAsAcceptor(int fd, const HandshakeIdentity& me,
-                                                 absl::Time deadline);
 
 }  // namespace collectives
 }  // namespace lockstep

@@ -8,15 +8,13 @@
 
 #include <cerrno>
 #include <cstring>
-#include <list>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "collectives/transport/peer_failure.h"
 #include "collectives/transport/piece_cursor.h"
 #include "collectives/transport/tcp/frame_cipher.h"
+#include "collectives/transport/tcp/handshake_acceptor.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 
@@ -68,7 +66,10 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
   t->busy_polls_ = options.busy_polls >= 0 ? options.busy_polls : 64;
   t->send_window_ = options.send_window_bytes;
   if (n == 1) return t;
-  auto listened = Listen(options.listen_host, options.listen_port, n);
+  // A deep backlog: connections of a flood wait there until the acceptor sorts them, instead
+  // of having their handshakes dropped by the kernel (which retries them only after seconds,
+  // a real peer's among them). The kernel caps it at net.core.somaxconn.
+  auto listened = Listen(options.listen_host, options.listen_port, n + 256);
   if (!listened.ok()) {
     return Annotate(listened.status(),
                     absl::StrCat("rank ", me.rank, ": the data port",
@@ -80,20 +81,23 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
   UniqueFd listen_fd = std::move(listening.first);
   LS_RETURN_IF_ERROR(store->Set(absl::StrCat(key_prefix, "/tcp/", me.rank), listening.second));
 
-  // Two connections per pair, one per direction: rank r sends to p only on the connection r
-  // opened to p and receives from p only on the one p opened. Measured, all-reduce n=2
-  // (bench/allreduce, 6 interleaved runs, rank 0's medians; small messages padded, cubic),
-  // two connections vs one: 64 KiB 19.5 vs 22.1 us, 128 KiB 32.6 vs 37.7, 256 KiB 47.7 vs
-  // 59.7, 512 KiB 87.7 vs 91.7, 1 MiB 173 vs 185 (recursive doubling: one exchange of the
-  // whole vector each way); the ring sizes are within a few percent the other way: 2 MiB 303
-  // vs 297, 4 MiB 635 vs 595, 8 MiB 1701 vs 1661. A raw 1 MiB exchange alone measures the
-  // same either way under cubic (bench/tcp_loopback_probe --connections=split|shared:
-  // 138-194 vs 130-135 us); under BBR, the hosts' default, one connection is about 2x slower
+  // Two connections per pair, one per direction: rank r sends to p only on
+  // the connection r opened to p and receives from p only on the one p
+  // opened. Measured, all-reduce n=2 (bench/allreduce, 6 interleaved runs,
+  // rank 0's medians; small messages padded, cubic), two connections vs one:
+  // 64 KiB 19.5 vs 22.1 us, 128 KiB 32.6 vs 37.7, 256 KiB 47.7 vs 59.7, 512
+  // KiB 87.7 vs 91.7, 1 MiB 173 vs 185 (recursive doubling: one exchange of
+  // the whole vector each way); the ring sizes are within a few percent the
+  // other way: 2 MiB 303 vs 297, 4 MiB 635 vs 595, 8 MiB 1701 vs 1661. A raw
+  // 1 MiB exchange alone measures the same either way under cubic
+  // (bench/tcp_loopback_probe --connections=split|shared: 138-194 vs 130-135
+  // us); under BBR, the hosts' default, one connection is about 2x slower
   // (163-236 vs 278-283 us).
-  // Order, free of deadlock: connect to every lower rank, accept from every peer, then connect
-  // to every higher rank. Rank 0 accepts at once; a rank's connects to lower ranks find them
-  // accepting (they connected to their own lower ranks first), and its connects to higher ones
-  // come after its accepts, which the higher ranks' first connects completed.
+  // Order, free of deadlock: connect to every lower rank, accept from every
+  // peer, then connect to every higher rank. Rank 0 accepts at once; a
+  // rank's connects to lower ranks find them accepting (they connected to
+  // their own lower ranks first), and its connects to higher ones come after
+  // its accepts, which the higher ranks' first connects completed.
   auto connect_to = [&](int peer) -> absl::Status {
     LS_ASSIGN_OR_RETURN(std::string address,
                         store->Get(absl::StrCat(key_prefix, "/tcp/", peer), deadline));
@@ -111,7 +115,8 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
     return absl::OkStatus();
   };
   for (int peer = 0; peer < me.rank; ++peer) LS_RETURN_IF_ERROR(connect_to(peer));
-  // Accept every other rank. Refused connections are logged and do not count.
+  // Accept every other rank. Refused connections are logged and do not
+  // count.
   LS_RETURN_IF_ERROR(
       t->AcceptPeers(listen_fd.get(), listening.second, id, key_prefix, options, deadline));
   for (int peer = me.rank + 1; peer < n; ++peer) LS_RETURN_IF_ERROR(connect_to(peer));
@@ -126,98 +131,42 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
 absl::Status TcpTransport::AcceptPeers(int listen_fd, const std::string& address,
                                        const HandshakeIdentity& me, const std::string& key_prefix,
                                        const TcpOptions& options, absl::Time deadline) {
-  // Each connection's handshake runs on a thread of its own, so that a connection that never
-  // answers (a port scanner, a stuck peer of another group) holds up only itself, for at
-  // most handshake_timeout, never the real peers behind it.
-  struct Handshake {
-    int fd;  // closed here unless it joins recv_fd_; shut down to end the handshake early
-    bool done = false;
-    absl::StatusOr<AcceptedPeer> peer = absl::UnknownError("handshake running");
-    std::thread thread;
-  };
-  absl::Mutex mu;
-  std::list<Handshake> running;  // a list: threads point at their element
-  // Readable once a handshake has finished, so that its rank is taken at once.
-  const UniqueFd finished(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  auto finish = [&](absl::Status why) {
-    {
-      absl::MutexLock lock(&mu);
-      for (Handshake& h : running) {
-        if (!h.done) shutdown(h.fd, SHUT_RDWR);  // its reads and writes fail at once
-      }
-    }
-    for (Handshake& h : running) h.thread.join();
-    for (Handshake& h : running) close(h.fd);
-    return why;
-  };
+  // One poll() loop on this thread proves every connection (handshake_acceptor.h): a
+  // connection that never answers (a port scanner, a stuck peer of another group, a flood)
+  // holds a descriptor for at most handshake_timeout, never a thread, and never the real
+  // peers behind it.
+  HandshakeAcceptorOptions accept_options;
+  accept_options.max_pending = options.max_pending_handshakes;
+  accept_options.handshake_timeout = options.handshake_timeout;
+  accept_options.who = absl::StrCat("rank ", rank_, " (", key_prefix, ")");
   int missing = size_ - 1;
-  absl::Status failed;  // OpenSSL could not make a connection's cipher
-  while (missing > 0) {
-    // Take the finished handshakes: a proven rank joins, anything else is logged and closed.
-    {
-      absl::MutexLock lock(&mu);
-      for (auto it = running.begin(); it != running.end();) {
-        if (!it->done) {
-          ++it;
-          continue;
+  absl::Status accepted = AcceptHandshakes(
+      listen_fd, me, accept_options, missing, deadline,
+      [&](UniqueFd& fd, const AcceptedPeer& peer) -> absl::StatusOr<bool> {
+        if (peer.rank < 0 || peer.rank >= size_ || peer.rank == rank_ ||
+            recv_fd_[peer.rank].get() >= 0) {
+          spdlog::warn(
+              "collectives: rank {} ({}) refused a connection: unexpected or duplicate "
+              "rank {}",
+              rank_, key_prefix, peer.rank);
+          return false;
         }
-        it->thread.join();
-        const absl::StatusOr<AcceptedPeer>& peer = it->peer;
-        if (!peer.ok() || peer->rank < 0 || peer->rank >= size_ || peer->rank == rank_ ||
-            recv_fd_[peer->rank].get() >= 0) {
-          spdlog::warn("collectives: rank {} ({}) refused a connection: {}", rank_, key_prefix,
-                       peer.ok() ? absl::StrCat("unexpected or duplicate rank ", peer->rank)
-                                 : std::string(peer.status().message()));
-          close(it->fd);
-        } else {
-          recv_fd_[peer->rank] = UniqueFd(it->fd);
-          if (me.encrypt) {
-            absl::StatusOr<std::unique_ptr<FrameCipher>> cipher =
-                FrameCipher::Create(me, peer->nonces, peer->rank, rank_);
-            if (cipher.ok()) {
-              open_[peer->rank] = std::move(*cipher);
-            } else {
-              failed = cipher.status();
-            }
-          }
-          --missing;
+        if (me.encrypt) {
+          LS_ASSIGN_OR_RETURN(open_[peer.rank],
+                              FrameCipher::Create(me, peer.nonces, peer.rank, rank_));
         }
-        it = running.erase(it);
-      }
-    }
-    if (!failed.ok()) return finish(failed);
-    if (missing == 0) break;
-    if (absl::Now() >= deadline) {
-      return finish(
-          absl::DeadlineExceededError(absl::StrCat("rank ", rank_, ": ", missing,
-                                                   " rank(s) did not connect by the deadline; "
-                                                   "are they started, and can they reach ",
-                                                   address, "?")));
-    }
-    pollfd p[2] = {{listen_fd, POLLIN, 0}, {finished.get(), POLLIN, 0}};
-    if (poll(p, 2, PollTimeoutMs(deadline, 1000)) <= 0) continue;
-    if (p[1].revents != 0) {
-      uint64_t count;
-      (void)!read(finished.get(), &count, sizeof(count));
-    }
-    if (p[0].revents == 0) continue;
-    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    TuneSocket(fd, options.socket_buffer_bytes, options.congestion_control);
-    absl::MutexLock lock(&mu);
-    Handshake& h = running.emplace_back();
-    h.fd = fd;
-    const absl::Time until = std::min(deadline, absl::Now() + options.handshake_timeout);
-    h.thread = std::thread([&mu, &h, &me, &finished, until] {
-      absl::StatusOr<AcceptedPeer> peer = HandshakeAsAcceptor(h.fd, me, until);
-      absl::MutexLock lock(&mu);
-      h.peer = std::move(peer);
-      h.done = true;
-      const uint64_t one = 1;
-      (void)!write(finished.get(), &one, sizeof(one));
-    });
+        TuneSocket(fd.get(), options.socket_buffer_bytes, options.congestion_control);
+        recv_fd_[peer.rank] = std::move(fd);
+        --missing;
+        return true;
+      });
+  if (absl::IsDeadlineExceeded(accepted)) {
+    return absl::DeadlineExceededError(absl::StrCat("rank ", rank_, ": ", missing,
+                                                    " rank(s) did not connect by the deadline; "
+                                                    "are they started, and can they reach ",
+                                                    address, "?"));
   }
-  return finish(absl::OkStatus());
+  return accepted;
 }
 
 void TcpTransport::Abort() {

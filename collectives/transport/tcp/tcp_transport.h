@@ -7,7 +7,9 @@
 // only sends, and accepts one from every other rank, on which it only receives (the .cc says
 // why, and in which order, free of deadlock). Each connection passes the HMAC handshake
 // (tcp_handshake.h) first; a stray connection, a wrong secret or a duplicate rank is logged
-// and closed, and accepting goes on.
+// and closed, and accepting goes on. Connections are proved on the connecting thread, by one
+// poll() loop (handshake_acceptor.h): at most max_pending_handshakes at once, each for at most
+// handshake_timeout, none on a thread of its own.
 // Data path: non-blocking sockets, TCP_NODELAY, one poll() over the send and receive
 // sockets plus an eventfd for Abort(); received bytes for reductions go through one staging
 // buffer allocated at connect time (no allocation per message).
@@ -66,8 +68,11 @@ struct TcpOptions {
   // Encrypt and authenticate every byte (AES-256-GCM, frame_cipher.h), with a key per
   // connection; every rank of the group must agree (the handshake checks it).
   bool encrypt = false;
-  // How long one incoming connection may take to finish its handshake.
+  // How long one incoming connection may take to finish its handshake (from its accept).
   absl::Duration handshake_timeout = absl::Seconds(5);
+  // Incoming connections proving themselves at once; at the cap a new one evicts the oldest
+  // (handshake_acceptor.h). None costs a thread.
+  int max_pending_handshakes = 64;
 };
 
 class TcpTransport final : public Transport {

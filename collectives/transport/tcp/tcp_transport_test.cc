@@ -3,6 +3,7 @@
 #include "collectives/transport/tcp/tcp_transport.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -100,6 +101,113 @@ TEST(TcpTransportTest, ASilentConnectionDoesNotHoldUpTheRealPeer) {
   ASSERT_TRUE((*rank0)->SendRecv({}, {1, &in, 4}, deadline).ok());
   sender.join();
   EXPECT_EQ(in, 7);
+}
+
+// Threads of this process now.
+int ThreadCount() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+// Waits until `fd` is readable (the acceptor wrote its hello or closed it), until `deadline`.
+bool Readable(int fd, absl::Time deadline) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, PollTimeoutMs(deadline, 100000)) == 1;
+}
+
+// True once the acceptor closed `fd` (after its hello, which is read and dropped).
+bool ClosedByPeer(int fd, absl::Time deadline) {
+  char buf[64];
+  while (Readable(fd, deadline)) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return true;
+  }
+  return false;
+}
+
+// A flood of connections that never prove themselves: the acceptor spends no thread on them,
+// holds at most max_pending_handshakes at once, cuts each at its handshake deadline, and the
+// real peers still join (one while the flood is held open, one after).
+TEST(TcpTransportTest, AFloodOfSilentConnectionsCostsNoThreadsAndTheRealPeersStillJoin) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  TcpOptions options;
+  options.handshake_timeout = absl::Seconds(1);
+  options.max_pending_handshakes = 16;
+  const absl::Time deadline = absl::Now() + absl::Seconds(40);
+  std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> ranks(3);
+  std::atomic<bool> rank0_done{false};
+  std::thread rank0([&] {
+    ranks[0] = TcpTransport::Connect({"s", prefix, 0, 3}, prefix, &store, options, deadline);
+    rank0_done.store(true);
+  });
+  auto address = store.Get(absl::StrCat(prefix, "/tcp/0"), deadline);
+  ASSERT_TRUE(address.ok());
+  const int threads_before = ThreadCount();
+  constexpr int kFlood = 120;
+  std::vector<UniqueFd> flood;
+  for (int i = 0; i < kFlood; ++i) {
+    auto fd = ConnectWithRetry(*address, deadline);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    flood.push_back(std::move(*fd));
+  }
+  // Every flood connection was taken from the backlog (greeted, or evicted at the cap).
+  for (UniqueFd& fd : flood) ASSERT_TRUE(Readable(fd.get(), deadline));
+  // A thread per connection would show 120 more here.
+  EXPECT_LE(ThreadCount(), threads_before + 2) << "threads before the flood: " << threads_before;
+  // The real rank 1 joins while the newest flood connections are still pending.
+  std::thread rank1([&] {
+    ranks[1] = TcpTransport::Connect({"s", prefix, 1, 3}, prefix, &store, options, deadline);
+  });
+  // Each flood connection is closed: the oldest evicted at the cap, the rest at their
+  // handshake deadline, while rank 0 still waits for rank 2 (not at the end of Connect).
+  const absl::Time cut_by = absl::Now() + absl::Seconds(10);
+  for (UniqueFd& fd : flood) EXPECT_TRUE(ClosedByPeer(fd.get(), cut_by));
+  EXPECT_FALSE(rank0_done.load()) << "rank 0 returned before rank 2 came";
+  ranks[2] = TcpTransport::Connect({"s", prefix, 2, 3}, prefix, &store, options, deadline);
+  rank1.join();
+  rank0.join();
+  for (int r = 0; r < 3; ++r)
+    ASSERT_TRUE(ranks[r].ok()) << "rank " << r << ": " << ranks[r].status();
+  int out = 9, in = 0;
+  std::thread sender([&] { ASSERT_TRUE((*ranks[1])->SendRecv({0, &out, 4}, {}, deadline).ok()); });
+  ASSERT_TRUE((*ranks[0])->SendRecv({}, {1, &in, 4}, deadline).ok());
+  sender.join();
+  EXPECT_EQ(in, 9);
+}
+
+TEST(TcpTransportTest, AConnectionThatProvesNothingIsCutAtItsHandshakeDeadline) {
+  InMemoryStore store;
+  const std::string prefix = UniquePrefix();
+  TcpOptions options;
+  options.handshake_timeout = absl::Milliseconds(300);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  absl::StatusOr<std::unique_ptr<TcpTransport>> rank0;
+  std::thread acceptor([&] {
+    rank0 = TcpTransport::Connect({"s", prefix, 0, 2}, prefix, &store, options, deadline);
+  });
+  auto address = store.Get(absl::StrCat(prefix, "/tcp/0"), deadline);
+  ASSERT_TRUE(address.ok());
+  auto silent = ConnectWithRetry(*address, deadline);
+  ASSERT_TRUE(silent.ok());
+  const absl::Time start = absl::Now();
+  // Half a proof, then nothing: partial bytes do not extend the deadline.
+  ASSERT_TRUE(Readable(silent->get(), deadline));
+  char hello[kHelloBytes];
+  ASSERT_TRUE(ReadFull(silent->get(), hello, sizeof(hello), deadline).ok());
+  ASSERT_TRUE(
+      WriteFull(silent->get(), std::string(kProofBytes / 2, 'p').data(), kProofBytes / 2, deadline)
+          .ok());
+  EXPECT_TRUE(ClosedByPeer(silent->get(), absl::Now() + absl::Seconds(10)));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+  auto rank1 = TcpTransport::Connect({"s", prefix, 1, 2}, prefix, &store, options, deadline);
+  acceptor.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
 }
 
 TEST(TcpTransportTest, WrongGroupWithRightSecretIsRefused) {
