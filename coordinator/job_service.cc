@@ -227,8 +227,8 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   LS_RETURN_IF_ERROR(CheckModelSize(spec, limits_, known ? CountReplicas(spec, slots) : 1));
   LS_RETURN_IF_ERROR(CheckElastic(spec, slots));
   LS_RETURN_IF_ERROR(CheckGpuRequirements(spec, alive));
-  // Last, after every pure check: the file system (it creates nothing).
-  LS_RETURN_IF_ERROR(CheckJobDirectories(spec));
+  // The output directories are the workers' to check (job_validation.h): nothing on this
+  // host's file system is looked at.
   absl::MutexLock l(&mu_);
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
   if (const size_t queued = scheduler_.Queue().size();

@@ -128,7 +128,7 @@ class JobService {
   absl::Status Recover();
 
   // Validates (INVALID_ARGUMENT naming the field: the spec, the batch against the workers
-  // ALIVE now, then the output directories, probed without creating anything; RESOURCE_
+  // ALIVE now; the output directories are the workers' to check, not probed here; RESOURCE_
   // EXHAUSTED for a model or batch over the limits, or when max_pending_jobs are queued),
   // stores (durably, before returning) and schedules the job. Returns its id.
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
