@@ -23,6 +23,8 @@ absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& 
     chief::CheckpointManager::Options co;
     co.dir = spec.checkpoint().dir();
     co.keep_last = keep;
+    co.job_uid = partition.job_uid();
+    co.attempt = partition.attempt();
     LS_ASSIGN_OR_RETURN(chief->checkpoints_, chief::CheckpointManager::Create(co));
   } else if (const std::string dir = CheckpointCopyDir(state_dir, partition);
              !dir.empty() && (copies == 0 || partition.worker_rank() < copies)) {
@@ -30,6 +32,8 @@ absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& 
     co.dir = dir;
     co.keep_last = keep;
     co.dir_field = "lockstepd --state_dir";
+    co.job_uid = partition.job_uid();
+    co.attempt = partition.attempt();
     absl::StatusOr<std::unique_ptr<chief::CheckpointManager>> m =
         chief::CheckpointManager::Create(co);
     if (m.ok()) {

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/crc32c.h"
 #include "common/status.h"
@@ -70,6 +71,26 @@ NameParts ParseName(absl::string_view name) {
 // The step in a checkpoint file name, or -1 if `name` is not one.
 int64_t StepFromName(absl::string_view name) { return ParseName(name).step; }
 
+// A temporary file name's parts: ".ckpt-<step>[.<job key>].a<attempt>.lsckpt.tmp.XXXXXX".
+struct TempParts {
+  bool ok = false;
+  std::string job_key;
+  int attempt = 0;
+};
+
+TempParts ParseTempName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kTempPrefix)) return {};
+  const size_t marker = name.find(absl::StrCat(kSuffix, kTempMarker));
+  if (marker == absl::string_view::npos) return {};
+  std::vector<absl::string_view> parts = absl::StrSplit(name.substr(0, marker), '.');
+  if (parts.size() < 2 || parts.size() > 3 || !absl::ConsumePrefix(&parts.back(), "a")) return {};
+  TempParts out;
+  if (!absl::SimpleAtoi(parts.back(), &out.attempt)) return {};
+  if (parts.size() == 3) out.job_key = std::string(parts[1]);
+  out.ok = true;
+  return out;
+}
+
 // Names in `dir` for which `keep(name)` holds. NOT_FOUND if `dir` does not exist.
 absl::StatusOr<std::vector<std::string>> ListNames(const std::string& dir,
                                                    const std::function<bool(const char*)>& keep) {
@@ -115,6 +136,13 @@ std::string CheckpointManager::FileName(int64_t global_step, absl::string_view j
   const std::string key = JobKey(job_uid);
   return absl::StrFormat("%s%010d%s%s%s", kPrefix, global_step, key.empty() ? "" : ".", key,
                          kSuffix);
+}
+
+std::string CheckpointManager::TempPrefix(int64_t global_step, absl::string_view job_uid,
+                                          int attempt) {
+  const std::string key = JobKey(job_uid);
+  return absl::StrCat(kTempPrefix, global_step, key.empty() ? "" : ".", key, ".a", attempt,
+                      kSuffix, kTempMarker);
 }
 
 std::string CheckpointManager::Encode(const lockstep::v1::Checkpoint& checkpoint) {
@@ -211,11 +239,15 @@ absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(Opt
   }
   while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
   LS_RETURN_IF_ERROR(CheckWritable(options.dir, options.dir_field));
-  // A Save() interrupted before its rename leaves a temporary file: nobody reads it.
-  LS_ASSIGN_OR_RETURN(std::vector<std::string> stale, ListNames(options.dir, [](const char* n) {
-                        absl::string_view name(n);
-                        return absl::StartsWith(name, kTempPrefix) &&
-                               absl::StrContains(name, kTempMarker);
+  // A Save() interrupted before its rename leaves a temporary file: nobody reads it. Only
+  // this job's, of this attempt or an earlier one: another job sharing the directory may be
+  // writing its own right now.
+  const std::string key = JobKey(options.job_uid);
+  const int attempt = options.attempt;
+  LS_ASSIGN_OR_RETURN(std::vector<std::string> stale,
+                      ListNames(options.dir, [&key, attempt](const char* n) {
+                        const TempParts parts = ParseTempName(n);
+                        return parts.ok && parts.job_key == key && parts.attempt <= attempt;
                       }));
   for (const std::string& name : stale) {
     std::string path = absl::StrCat(options.dir, "/", name);
@@ -233,8 +265,8 @@ absl::StatusOr<std::string> CheckpointManager::Save(const lockstep::v1::Checkpoi
   if (step < 0) return absl::InvalidArgumentError(absl::StrCat(context, ": negative step"));
   const std::string final_path =
       absl::StrCat(options_.dir, "/", FileName(step, checkpoint.job_uid()));
-  std::string temp_path =
-      absl::StrCat(options_.dir, "/", kTempPrefix, step, kSuffix, kTempMarker, "XXXXXX");
+  std::string temp_path = absl::StrCat(
+      options_.dir, "/", TempPrefix(step, checkpoint.job_uid(), checkpoint.attempt()), "XXXXXX");
   int fd = ::mkstemp(temp_path.data());
   if (fd < 0) return Annotate(PathError(errno, "create a file in", options_.dir), context);
 

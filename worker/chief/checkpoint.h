@@ -15,11 +15,14 @@
 //          24  payload: a serialized lockstep.v1.Checkpoint
 // The file must be exactly 24 + payload length bytes.
 //
-// Save(): write to a temporary file in the same directory (".ckpt-*.tmp.XXXXXX", never
-// matched as a checkpoint), fsync it, rename it into place, fsync the directory, then delete
-// all but the newest keep_last checkpoints of the same job (ListOfJob). A crash at any point leaves
-// either the previous set of checkpoints or the new one, never a visible partial file; stale
-// temporary files are removed by the next Create().
+// Save(): write to a temporary file in the same directory, named for the step, the job and
+// the attempt (".ckpt-<step>.<job key>.a<attempt>.lsckpt.tmp.XXXXXX", never matched as a
+// checkpoint), fsync it, rename it into place, fsync the directory, then delete all but the
+// newest keep_last checkpoints of the same job (ListOfJob). A crash at any point leaves
+// either the previous set of checkpoints or the new one, never a visible partial file.
+// Create() removes the temporary files a crashed Save() of the same job left, from its own
+// attempt or an earlier one (the coordinator starts an attempt only once every worker left
+// the one before): another job's files, in flight or not, are never touched.
 //
 // RestoreLatest(): lists the directory newest step first and returns the first file that
 // reads back whole (magic, version, length, both CRCs, proto parse, step matching the name);
@@ -52,6 +55,10 @@ class CheckpointManager {
     // What errors about `dir` name: the job spec field, or the flag a worker's own copies
     // live under.
     std::string dir_field = "checkpoint.dir";
+    // The job (Partition.job_uid) and attempt whose checkpoints this manager writes: whose
+    // leftover temporary files Create() may remove.
+    std::string job_uid;
+    int attempt = 0;
     // Tests only: called after the temporary file is written and fsynced, before the
     // rename (a test _exit()s here to simulate a crash). Leave empty otherwise.
     std::function<void(const std::string& temp_path)> before_rename_for_test;
@@ -68,7 +75,8 @@ class CheckpointManager {
   static constexpr size_t kHeaderSize = 24;
 
   // Checks the directory (CheckWritable, field "checkpoint.dir") and keep_last ("checkpoint.
-  // keep"); removes temporary files a crashed Save() left. INVALID_ARGUMENT naming the field.
+  // keep"); removes the temporary files a crashed Save() of the same job left (its attempt or
+  // an earlier one). INVALID_ARGUMENT naming the field.
   static absl::StatusOr<std::unique_ptr<CheckpointManager>> Create(Options options);
 
   // Durably writes `checkpoint` as FileName(global_step, job_uid) and prunes the job's old
@@ -103,6 +111,10 @@ class CheckpointManager {
   static std::string FileName(int64_t global_step, absl::string_view job_uid = "");
   // `job_uid` as it appears in file names.
   static std::string JobKey(absl::string_view job_uid);
+  // The prefix of Save()'s temporary files for a checkpoint of `global_step` of `job_uid`'s
+  // `attempt`: ".ckpt-42.job-000007@1732000000000000.a3.lsckpt.tmp." (mkstemp adds six
+  // characters).
+  static std::string TempPrefix(int64_t global_step, absl::string_view job_uid, int attempt);
 
  private:
   explicit CheckpointManager(Options options) : options_(std::move(options)) {}

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -267,13 +268,58 @@ TEST(CheckpointTest, CrashBeforeRenameLeavesNoVisibleCheckpoint) {
   std::vector<std::string> entries = DirEntries(dir);
   ASSERT_EQ(entries.size(), 2u);  // the checkpoint and the crashed write's temporary file
   EXPECT_EQ(entries[1], "ckpt-0000000001.lsckpt");
-  EXPECT_TRUE(absl::StartsWith(entries[0], ".ckpt-2.lsckpt.tmp.")) << entries[0];
+  EXPECT_TRUE(absl::StartsWith(entries[0], ".ckpt-2.a2.lsckpt.tmp.")) << entries[0];
   EXPECT_THAT(*CheckpointManager::List(dir), ElementsAre(dir + "/ckpt-0000000001.lsckpt"));
   EXPECT_EQ(CheckpointManager::RestoreLatest(dir)->checkpoint.global_step(), 1);
 
-  // The next manager removes the leftover.
-  ASSERT_NE(MakeManager(dir, 5), nullptr);
+  // The next attempt's manager removes the leftover.
+  ASSERT_TRUE(CheckpointManager::Create({.dir = dir, .keep_last = 5, .attempt = 3}).ok());
   EXPECT_THAT(DirEntries(dir), ElementsAre("ckpt-0000000001.lsckpt"));
+}
+
+// Two jobs checkpoint into one directory: a manager created for one while the other's
+// temporary file is in flight (between its fsync and its rename) leaves that file alone, so
+// the other's Save() completes. A job's own leftovers, of an earlier attempt, are removed;
+// another job's never are.
+TEST(CheckpointTest, TwoJobsInOneDirectoryKeepEachOthersInFlightFiles) {
+  std::string dir = TestDir();
+  std::string in_flight;
+  absl::Status other_created;
+  auto writer = CheckpointManager::Create(
+      {.dir = dir,
+       .keep_last = 5,
+       .job_uid = "job-000001@1",
+       .attempt = 1,
+       .before_rename_for_test = [&](const std::string& temp_path) {
+         in_flight = temp_path;
+         // Job 2 starts (its chief creates its manager) in the same directory now.
+         other_created = CheckpointManager::Create(
+                             {.dir = dir, .keep_last = 5, .job_uid = "job-000002@2", .attempt = 1})
+                             .status();
+       }});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  Checkpoint a = MakeCheckpoint(10);
+  a.set_job_uid("job-000001@1");
+  a.set_attempt(1);
+  absl::StatusOr<std::string> saved = (*writer)->Save(a);
+  ASSERT_TRUE(other_created.ok()) << other_created;
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_THAT(in_flight, HasSubstr("/" + CheckpointManager::TempPrefix(10, "job-000001@1", 1)));
+  EXPECT_EQ(CheckpointManager::ReadFile(*saved)->job_uid(), "job-000001@1");
+
+  // Leftovers of crashed writes: job 1's attempt 1, job 2's attempt 1.
+  for (const std::string& prefix : {CheckpointManager::TempPrefix(20, "job-000001@1", 1),
+                                    CheckpointManager::TempPrefix(20, "job-000002@2", 1)}) {
+    ASSERT_TRUE(static_cast<bool>(std::ofstream(dir + "/" + prefix + "abcdef") << "partial"));
+  }
+  // Job 2's next attempt removes its own and keeps job 1's.
+  ASSERT_TRUE(
+      CheckpointManager::Create(
+          {.dir = dir, .keep_last = 5, .job_uid = "job-000002@2", .attempt = 2})
+          .ok());
+  EXPECT_THAT(DirEntries(dir),
+              ElementsAre(CheckpointManager::TempPrefix(20, "job-000001@1", 1) + "abcdef",
+                          "ckpt-0000000010.job-000001@1.lsckpt"));
 }
 
 }  // namespace
