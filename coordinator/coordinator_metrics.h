@@ -5,8 +5,8 @@
 //   job_restarts (restarts of the stored jobs, summed), store_write_failures (job store
 //   writes that failed since the start: a full or read-only disk under --state_dir) and
 //   unsaved_jobs (jobs whose decided state the store has not taken yet, retried), all read
-//   from the membership and the job service at every scrape; from the diagnostics (hang_verdict.h), also at every
-//   scrape: hung_jobs (running jobs with a hang verdict) and
+//   from the membership and the job service at every scrape; from the diagnostics
+//   (hang_verdict.h), also at every scrape: hung_jobs (running jobs with a hang verdict) and
 //   straggler_compute_ratio{job,task} (a straggler's compute time per step over the other
 //   ranks' median; a series only while the rank is a straggler);
 //   rpc_seconds{method} (latency histogram of unary RPCs, by full method name) and

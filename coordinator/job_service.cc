@@ -517,8 +517,7 @@ void JobService::SaveStateLocked(const std::string& id, v1::JobState state,
   retry.state = state;
   retry.reason = reason;
   retry.counts_as_restart = counts_as_restart;
-  retry.next_try =
-      clock_->Now() + StoreWriteFailedLocked(id, v1::JobState_Name(state), status, 1);
+  retry.next_try = clock_->Now() + StoreWriteFailedLocked(id, v1::JobState_Name(state), status, 1);
 }
 
 void JobService::SaveUnsavedLocked() {
@@ -530,8 +529,7 @@ void JobService::SaveUnsavedLocked() {
       continue;
     }
     absl::Status status =
-        store_->UpdateState(it->first, retry.state, retry.reason, retry.counts_as_restart)
-            .status();
+        store_->UpdateState(it->first, retry.state, retry.reason, retry.counts_as_restart).status();
     if (status.ok() || absl::IsFailedPrecondition(status) || absl::IsNotFound(status)) {
       if (status.ok()) {
         spdlog::info("job {}: the job store took its {} after {} failed writes", it->first,
@@ -547,9 +545,8 @@ void JobService::SaveUnsavedLocked() {
     }
     retry.failures += 1;
     retry.error = status.ToString();
-    retry.next_try =
-        now + StoreWriteFailedLocked(it->first, v1::JobState_Name(retry.state), status,
-                                     retry.failures);
+    retry.next_try = now + StoreWriteFailedLocked(it->first, v1::JobState_Name(retry.state), status,
+                                                  retry.failures);
     ++it;
   }
 }
@@ -558,8 +555,8 @@ void JobService::OverlayUnsavedLocked(v1::JobRecord& record) const {
   auto it = unsaved_.find(record.id());
   if (it == unsaved_.end()) return;
   record.set_state(it->second.state);
-  record.set_reason(absl::StrCat(it->second.reason, " (not yet saved in the job store: ",
-                                 it->second.error, "; retrying)"));
+  record.set_reason(absl::StrCat(
+      it->second.reason, " (not yet saved in the job store: ", it->second.error, "; retrying)"));
 }
 
 JobService::StoreHealth JobService::GetStoreHealth() {
@@ -736,10 +733,10 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     const absl::Duration backoff =
         StoreWriteFailedLocked(id, "start", running.status(), retry.failures);
     retry.next_try = clock_->Now() + backoff;
-    ChangedLocked(id, absl::StrCat(v1::JobState_Name(record.state()),
-                                   ": the job store did not take its start (",
-                                   running.status().message(), "); trying again in ",
-                                   absl::FormatDuration(backoff)));
+    ChangedLocked(
+        id, absl::StrCat(v1::JobState_Name(record.state()),
+                         ": the job store did not take its start (", running.status().message(),
+                         "); trying again in ", absl::FormatDuration(backoff)));
     return false;  // still queued; nothing was pushed
   }
   start_retries_.erase(id);

@@ -320,9 +320,9 @@ class JobService {
 
   // A write the store has not taken: the job's decided state, or its start.
   struct StoreRetry {
-    int failures = 0;         // in a row
-    absl::Time next_try;      // after the backoff
-    std::string error;        // the store's last error
+    int failures = 0;                                // in a row
+    absl::Time next_try;                             // after the backoff
+    std::string error;                               // the store's last error
     v1::JobState state = v1::JOB_STATE_UNSPECIFIED;  // unsaved_ only
     std::string reason;
     bool counts_as_restart = true;

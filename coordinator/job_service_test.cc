@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/job_store/job_store_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "coordinator/job_store/job_store_testing.h"
 
 namespace lockstep {
 namespace coordinator {

@@ -191,8 +191,8 @@ JobRecord JobStore::RecordOfRow(absl::string_view blob, absl::string_view id, in
   record.set_id(std::string(id));
   record.set_state(v1::FAILED);
   record.set_reason(absl::StrCat(
-      "the coordinator's job store '", path_, "' holds an unreadable record for job ", id,
-      " (row ", seq, ": ", blob.size(),
+      "the coordinator's job store '", path_, "' holds an unreadable record for job ", id, " (row ",
+      seq, ": ", blob.size(),
       " bytes that do not parse as a lockstep.v1.JobRecord): its spec, attempts and progress "
       "are lost; the row is kept for inspection until retention deletes it; resubmit the job"));
   return record;
@@ -249,8 +249,8 @@ absl::Status JobStore::WriteFault(absl::string_view write) const {
   if (!fail_write_) return absl::OkStatus();
   absl::Status status = fail_write_(write);
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat("job database '", path_, "': ", write, ": ",
-                                                  status.message()));
+  return absl::Status(status.code(),
+                      absl::StrCat("job database '", path_, "': ", write, ": ", status.message()));
 }
 
 JobStore::~JobStore() {

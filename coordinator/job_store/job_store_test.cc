@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/job_store/job_store_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "coordinator/job_store/job_store_testing.h"
 
 namespace lockstep {
 namespace {
@@ -297,12 +297,10 @@ TEST_F(JobStoreTest, UnreadableRecordIsFailedAndTheRestServed) {
 // StartAttempt moves a job to RUNNING together with its workers or not at all.
 TEST_F(JobStoreTest, FailedWritesChangeNothing) {
   bool fail = false;
-  auto opened = JobStore::Open({.state_dir = dir_,
-                                .clock = &clock_,
-                                .fail_write_for_test = [&fail](absl::string_view) {
-                                  return fail ? absl::ResourceExhaustedError("disk full")
-                                              : absl::OkStatus();
-                                }});
+  auto opened = JobStore::Open(
+      {.state_dir = dir_, .clock = &clock_, .fail_write_for_test = [&fail](absl::string_view) {
+         return fail ? absl::ResourceExhaustedError("disk full") : absl::OkStatus();
+       }});
   ASSERT_TRUE(opened.ok()) << opened.status();
   JobStore& store = **opened;
   ASSERT_TRUE(store.Create("j", "spec").ok());

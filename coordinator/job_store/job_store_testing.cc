@@ -16,8 +16,8 @@ absl::Status CorruptStoredRecord(const std::string& state_dir, const std::string
   }
   // 0xff: a field number with wire type 7, which no protobuf message parses.
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v2(db, "UPDATE jobs SET record = x'ffffffff' WHERE id = ?1", -1,
-                              &stmt, nullptr);
+  int rc = sqlite3_prepare_v2(db, "UPDATE jobs SET record = x'ffffffff' WHERE id = ?1", -1, &stmt,
+                              nullptr);
   if (rc == SQLITE_OK) {
     sqlite3_bind_text(stmt, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
     rc = sqlite3_step(stmt);

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -141,23 +143,159 @@ std::string CheckpointManager::FileName(int64_t global_step, absl::string_view j
 std::string CheckpointManager::TempPrefix(int64_t global_step, absl::string_view job_uid,
                                           int attempt) {
   const std::string key = JobKey(job_uid);
-  return absl::StrCat(kTempPrefix, global_step, key.empty() ? "" : ".", key, ".a", attempt,
-                      kSuffix, kTempMarker);
+  return absl::StrCat(kTempPrefix, global_step, key.empty() ? "" : ".", key, ".a", attempt, kSuffix,
+                      kTempMarker);
 }
 
-std::string CheckpointManager::Encode(const lockstep::v1::Checkpoint& checkpoint) {
-  std::string out(kHeaderSize, '\0');
-  checkpoint.AppendToString(&out);
-  absl::string_view payload = absl::string_view(out).substr(kHeaderSize);
-  PutLe32(&out[0], kMagic);
-  PutLe32(&out[4], kFormatVersion);
-  PutLe64(&out[8], payload.size());
-  PutLe32(&out[16], MaskCrc32c(Crc32c(payload)));
-  PutLe32(&out[20], MaskCrc32c(Crc32c(out.data(), 20)));
+namespace {
+
+// The tensors of `checkpoint` in file order: variables, then optimizer slots.
+std::vector<const lockstep::v1::NamedTensor*> TensorsOf(const lockstep::v1::Checkpoint& c) {
+  std::vector<const lockstep::v1::NamedTensor*> out;
+  for (const auto& named : c.variables()) out.push_back(&named);
+  for (const auto& named : c.optimizer_slots()) out.push_back(&named);
+  return out;
+}
+std::vector<lockstep::v1::NamedTensor*> MutableTensorsOf(lockstep::v1::Checkpoint& c) {
+  std::vector<lockstep::v1::NamedTensor*> out;
+  for (auto& named : *c.mutable_variables()) out.push_back(&named);
+  for (auto& named : *c.mutable_optimizer_slots()) out.push_back(&named);
   return out;
 }
 
-absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::Decode(absl::string_view bytes) {
+// `checkpoint` without its tensors' contents: what version 2 stores as a message.
+lockstep::v1::Checkpoint MetadataOf(const lockstep::v1::Checkpoint& checkpoint) {
+  lockstep::v1::Checkpoint meta;
+  meta.set_job_id(checkpoint.job_id());
+  meta.set_attempt(checkpoint.attempt());
+  meta.set_global_step(checkpoint.global_step());
+  if (checkpoint.has_data_position()) *meta.mutable_data_position() = checkpoint.data_position();
+  meta.set_created_unix_micros(checkpoint.created_unix_micros());
+  meta.set_job_uid(checkpoint.job_uid());
+  // Every field but the content, present where it was.
+  auto copy = [](const lockstep::v1::NamedTensor& from, lockstep::v1::NamedTensor* to) {
+    to->set_name(from.name());
+    if (!from.has_tensor()) return;
+    to->mutable_tensor()->set_dtype(from.tensor().dtype());
+    if (from.tensor().has_shape()) *to->mutable_tensor()->mutable_shape() = from.tensor().shape();
+  };
+  for (const auto& v : checkpoint.variables()) copy(v, meta.add_variables());
+  for (const auto& v : checkpoint.optimizer_slots()) copy(v, meta.add_optimizer_slots());
+  return meta;
+}
+
+// Writes the version 2 payload of `checkpoint` to `sink` in pieces (the contents straight
+// from the tensors: nothing is copied whole).
+absl::Status EncodePayload(const lockstep::v1::Checkpoint& checkpoint, size_t max_message_bytes,
+                           const std::function<absl::Status(absl::string_view)>& sink) {
+  const lockstep::v1::Checkpoint meta = MetadataOf(checkpoint);
+  const size_t meta_bytes = meta.ByteSizeLong();
+  std::string head;
+  if (meta_bytes > max_message_bytes || !meta.SerializeToString(&head)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job ", checkpoint.job_id(), ": checkpoint of step ", checkpoint.global_step(),
+        ": its metadata (names, shapes, data position) is ", meta_bytes, " bytes, over the ",
+        max_message_bytes, " bytes one protobuf message may hold"));
+  }
+  std::string lengths(8, '\0');
+  PutLe64(&lengths[0], head.size());
+  head.insert(0, lengths);
+  const std::vector<const lockstep::v1::NamedTensor*> tensors = TensorsOf(checkpoint);
+  std::string table(8 * (tensors.size() + 1), '\0');
+  PutLe64(&table[0], tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    PutLe64(&table[8 * (i + 1)], tensors[i]->tensor().content().size());
+  }
+  LS_RETURN_IF_ERROR(sink(head));
+  LS_RETURN_IF_ERROR(sink(table));
+  for (const lockstep::v1::NamedTensor* t : tensors) {
+    LS_RETURN_IF_ERROR(sink(t->tensor().content()));
+  }
+  return absl::OkStatus();
+}
+
+// The header for a payload of `length` bytes with CRC `crc` (unmasked).
+std::string Header(uint64_t length, uint32_t crc) {
+  std::string header(CheckpointManager::kHeaderSize, '\0');
+  PutLe32(&header[0], CheckpointManager::kMagic);
+  PutLe32(&header[4], CheckpointManager::kFormatVersion);
+  PutLe64(&header[8], length);
+  PutLe32(&header[16], MaskCrc32c(crc));
+  PutLe32(&header[20], MaskCrc32c(Crc32c(header.data(), 20)));
+  return header;
+}
+
+// `bytes` holds `n` more bytes (counting without overflow).
+bool Holds(absl::string_view bytes, uint64_t n) { return n <= bytes.size(); }
+
+absl::StatusOr<lockstep::v1::Checkpoint> DecodePayloadV2(absl::string_view payload,
+                                                         size_t max_message_bytes) {
+  if (!Holds(payload, 8)) return DataLoss("truncated: no metadata length");
+  const uint64_t meta_bytes = GetLe64(payload.data());
+  payload.remove_prefix(8);
+  if (meta_bytes > max_message_bytes) {
+    return DataLoss(absl::StrCat("metadata of ", meta_bytes, " bytes, over the ", max_message_bytes,
+                                 " bytes one protobuf message may hold"));
+  }
+  if (!Holds(payload, meta_bytes)) {
+    return DataLoss(
+        absl::StrCat("truncated: metadata of ", meta_bytes, " bytes, ", payload.size(), " left"));
+  }
+  lockstep::v1::Checkpoint checkpoint;
+  if (!checkpoint.ParseFromArray(payload.data(), static_cast<int>(meta_bytes))) {
+    return DataLoss("metadata is not a lockstep.v1.Checkpoint");
+  }
+  payload.remove_prefix(meta_bytes);
+  std::vector<lockstep::v1::NamedTensor*> tensors = MutableTensorsOf(checkpoint);
+  if (!Holds(payload, 8) || GetLe64(payload.data()) != tensors.size()) {
+    return DataLoss(
+        absl::StrCat("the tensor table does not list the metadata's ", tensors.size(), " tensors"));
+  }
+  payload.remove_prefix(8);
+  if (payload.size() / 8 < tensors.size()) return DataLoss("truncated: tensor table");
+  absl::string_view contents = payload.substr(8 * tensors.size());
+  uint64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const uint64_t length = GetLe64(payload.data() + 8 * i);
+    if (length > contents.size() - total) {
+      return DataLoss(absl::StrCat("tensor ", i, " of ", length, " bytes runs past the ",
+                                   contents.size(), " bytes of contents"));
+    }
+    total += length;
+  }
+  if (total != contents.size()) {
+    return DataLoss(absl::StrCat("trailing bytes: the tensors hold ", total, " of the ",
+                                 contents.size(), " bytes of contents"));
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const uint64_t length = GetLe64(payload.data() + 8 * i);
+    if (length > 0 && !tensors[i]->has_tensor()) {
+      return DataLoss(absl::StrCat("tensor ", i, " has content but no tensor in the metadata"));
+    }
+    if (length > 0) tensors[i]->mutable_tensor()->set_content(contents.data(), length);
+    contents.remove_prefix(length);
+  }
+  return checkpoint;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CheckpointManager::Encode(const lockstep::v1::Checkpoint& checkpoint,
+                                                      size_t max_message_bytes) {
+  std::string out(kHeaderSize, '\0');
+  uint32_t crc = 0;
+  LS_RETURN_IF_ERROR(EncodePayload(checkpoint, max_message_bytes, [&](absl::string_view piece) {
+    crc = Crc32cExtend(crc, piece.data(), piece.size());
+    out.append(piece.data(), piece.size());
+    return absl::OkStatus();
+  }));
+  const std::string header = Header(out.size() - kHeaderSize, crc);
+  out.replace(0, kHeaderSize, header);
+  return out;
+}
+
+absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::Decode(absl::string_view bytes,
+                                                                   size_t max_message_bytes) {
   if (bytes.size() < kHeaderSize) {
     return DataLoss(absl::StrCat("truncated: ", bytes.size(), " bytes, shorter than the ",
                                  kHeaderSize, "-byte header"));
@@ -168,9 +306,10 @@ absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::Decode(absl::string_
     return DataLoss(absl::StrFormat("wrong magic (want 0x%08x): not a checkpoint file", kMagic));
   }
   if (UnmaskCrc32c(GetLe32(h + 20)) != Crc32c(h, 20)) return DataLoss("header CRC mismatch");
-  if (GetLe32(h + 4) != kFormatVersion) {
-    return DataLoss(absl::StrCat("format version ", GetLe32(h + 4), " unknown (this build reads ",
-                                 kFormatVersion, ")"));
+  const uint32_t version = GetLe32(h + 4);
+  if (version != kFormatVersion && version != kProtoPayloadVersion) {
+    return DataLoss(absl::StrCat("format version ", version, " unknown (this build reads ",
+                                 kProtoPayloadVersion, " and ", kFormatVersion, ")"));
   }
   uint64_t length = GetLe64(h + 8);
   absl::string_view payload = bytes.substr(kHeaderSize);
@@ -179,16 +318,19 @@ absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::Decode(absl::string_
                                  ": payload is ", payload.size(), " bytes, header says ", length));
   }
   if (UnmaskCrc32c(GetLe32(h + 16)) != Crc32c(payload)) return DataLoss("payload CRC mismatch");
+  if (version == kFormatVersion) return DecodePayloadV2(payload, max_message_bytes);
   lockstep::v1::Checkpoint checkpoint;
-  if (!checkpoint.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+  if (payload.size() > max_message_bytes ||
+      !checkpoint.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     return DataLoss("payload is not a lockstep.v1.Checkpoint");
   }
   return checkpoint;
 }
 
-absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::ReadFile(const std::string& path) {
+absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::ReadFile(const std::string& path,
+                                                                     size_t max_message_bytes) {
   LS_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
-  absl::StatusOr<lockstep::v1::Checkpoint> checkpoint = Decode(bytes);
+  absl::StatusOr<lockstep::v1::Checkpoint> checkpoint = Decode(bytes, max_message_bytes);
   if (!checkpoint.ok()) return Annotate(checkpoint.status(), path);
   int64_t named_step = StepFromName(path.substr(path.rfind('/') + 1));
   if (named_step >= 0 && named_step != checkpoint->global_step()) {
@@ -270,7 +412,25 @@ absl::StatusOr<std::string> CheckpointManager::Save(const lockstep::v1::Checkpoi
   int fd = ::mkstemp(temp_path.data());
   if (fd < 0) return Annotate(PathError(errno, "create a file in", options_.dir), context);
 
-  absl::Status status = WriteAll(fd, Encode(checkpoint), temp_path);
+  // The payload straight from the tensors (no copy of the whole file in memory), then the
+  // header, which needs its length and CRC, over the space left for it.
+  uint32_t crc = 0;
+  uint64_t length = 0;
+  absl::Status status = WriteAll(fd, std::string(kHeaderSize, '\0'), temp_path);
+  if (status.ok()) {
+    status = EncodePayload(checkpoint, options_.max_message_bytes_for_test,
+                           [&](absl::string_view piece) {
+                             crc = Crc32cExtend(crc, piece.data(), piece.size());
+                             length += piece.size();
+                             return WriteAll(fd, piece, temp_path);
+                           });
+  }
+  if (status.ok()) {
+    const std::string header = Header(length, crc);
+    if (::pwrite(fd, header.data(), header.size(), 0) != static_cast<ssize_t>(header.size())) {
+      status = PathError(errno, "write the header of", temp_path);
+    }
+  }
   if (status.ok() && ::fsync(fd) != 0) status = PathError(errno, "fsync", temp_path);
   if (::close(fd) != 0 && status.ok()) status = PathError(errno, "close", temp_path);
   if (status.ok() && options_.before_rename_for_test) options_.before_rename_for_test(temp_path);

@@ -7,13 +7,19 @@
 //
 // File format (all integers little-endian):
 //   offset  0  uint32  magic 0x4B43534C ("LSCK" on disk)
-//           4  uint32  format version (1)
+//           4  uint32  format version (2; version 1 files are still read)
 //           8  uint64  payload length in bytes
 //          16  uint32  masked CRC32C of the payload
 //          20  uint32  masked CRC32C of header bytes [0, 20) (a flipped length is caught
 //                      before anything is allocated)
-//          24  payload: a serialized lockstep.v1.Checkpoint
+//          24  payload
 // The file must be exactly 24 + payload length bytes.
+// Payload, version 2: uint64 M, then M bytes of a serialized lockstep.v1.Checkpoint whose
+// tensors have no content (the metadata), then uint64 N (the tensors: its variables, then its
+// optimizer slots), N uint64 content lengths, and the N contents in that order. Only the
+// metadata is a protobuf message, so a checkpoint is not bound by protobuf's 2 GiB limit on
+// one message: any model up to the coordinator's --max_model_bytes (16 GiB) round-trips.
+// Version 1 (read only): the payload is one serialized lockstep.v1.Checkpoint (< 2 GiB).
 //
 // Save(): write to a temporary file in the same directory, named for the step, the job and
 // the attempt (".ckpt-<step>.<job key>.a<attempt>.lsckpt.tmp.XXXXXX", never matched as a
@@ -49,6 +55,13 @@ namespace lockstep::chief {
 
 class CheckpointManager {
  public:
+  static constexpr uint32_t kMagic = 0x4B43534Cu;
+  static constexpr uint32_t kFormatVersion = 2;        // written
+  static constexpr uint32_t kProtoPayloadVersion = 1;  // read only
+  static constexpr size_t kHeaderSize = 24;
+  // The largest serialized protobuf message (protobuf refuses to write or read more).
+  static constexpr size_t kMaxMessageBytes = 0x7fffffff;
+
   struct Options {
     std::string dir;    // created if missing; must be writable
     int keep_last = 5;  // >= 1: newest checkpoints kept after each Save()
@@ -62,6 +75,9 @@ class CheckpointManager {
     // Tests only: called after the temporary file is written and fsynced, before the
     // rename (a test _exit()s here to simulate a crash). Leave empty otherwise.
     std::function<void(const std::string& temp_path)> before_rename_for_test;
+    // Tests only: the largest protobuf message written or read (protobuf's own limit, 2 GiB,
+    // by default); a test lowers it to show that contents of any size pass beside it.
+    size_t max_message_bytes_for_test = kMaxMessageBytes;
   };
 
   // A checkpoint read back, and the file it came from.
@@ -69,10 +85,6 @@ class CheckpointManager {
     lockstep::v1::Checkpoint checkpoint;
     std::string path;
   };
-
-  static constexpr uint32_t kMagic = 0x4B43534Cu;
-  static constexpr uint32_t kFormatVersion = 1;
-  static constexpr size_t kHeaderSize = 24;
 
   // Checks the directory (CheckWritable, field "checkpoint.dir") and keep_last ("checkpoint.
   // keep"); removes the temporary files a crashed Save() of the same job left (its attempt or
@@ -100,11 +112,16 @@ class CheckpointManager {
 
   // Reads and validates one checkpoint file. DATA_LOSS naming the path and what is wrong
   // (truncated, bad magic, unknown version, header or payload CRC mismatch, parse failure).
-  static absl::StatusOr<lockstep::v1::Checkpoint> ReadFile(const std::string& path);
+  static absl::StatusOr<lockstep::v1::Checkpoint> ReadFile(
+      const std::string& path, size_t max_message_bytes = kMaxMessageBytes);
 
-  // The file bytes for `checkpoint` (header + payload), and their inverse.
-  static std::string Encode(const lockstep::v1::Checkpoint& checkpoint);
-  static absl::StatusOr<lockstep::v1::Checkpoint> Decode(absl::string_view bytes);
+  // The file bytes for `checkpoint` (header + payload), and their inverse. Encode fails
+  // (RESOURCE_EXHAUSTED naming the size) only when the metadata alone is over
+  // `max_message_bytes`; Decode answers DATA_LOSS as ReadFile does.
+  static absl::StatusOr<std::string> Encode(const lockstep::v1::Checkpoint& checkpoint,
+                                            size_t max_message_bytes = kMaxMessageBytes);
+  static absl::StatusOr<lockstep::v1::Checkpoint> Decode(
+      absl::string_view bytes, size_t max_message_bytes = kMaxMessageBytes);
 
   // "ckpt-0000000042.job-000007@1732000000000000.lsckpt"; "ckpt-0000000042.lsckpt" for an
   // empty job_uid.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/chief/file_util.h"
@@ -197,7 +198,7 @@ TEST(CheckpointTest, FlippedByteIsSkipped) {
 }
 
 TEST(CheckpointTest, EveryCorruptedByteIsDetected) {
-  std::string good = CheckpointManager::Encode(MakeCheckpoint(5));
+  std::string good = CheckpointManager::Encode(MakeCheckpoint(5)).value();
   ASSERT_TRUE(CheckpointManager::Decode(good).ok());
   for (size_t i = 0; i < good.size(); ++i) {
     std::string bad = good;
@@ -313,13 +314,83 @@ TEST(CheckpointTest, TwoJobsInOneDirectoryKeepEachOthersInFlightFiles) {
     ASSERT_TRUE(static_cast<bool>(std::ofstream(dir + "/" + prefix + "abcdef") << "partial"));
   }
   // Job 2's next attempt removes its own and keeps job 1's.
-  ASSERT_TRUE(
-      CheckpointManager::Create(
-          {.dir = dir, .keep_last = 5, .job_uid = "job-000002@2", .attempt = 2})
-          .ok());
+  ASSERT_TRUE(CheckpointManager::Create(
+                  {.dir = dir, .keep_last = 5, .job_uid = "job-000002@2", .attempt = 2})
+                  .ok());
   EXPECT_THAT(DirEntries(dir),
               ElementsAre(CheckpointManager::TempPrefix(20, "job-000001@1", 1) + "abcdef",
                           "ckpt-0000000010.job-000001@1.lsckpt"));
+}
+
+// The size a checkpoint may have is not bound by protobuf's limit on one message (2 GiB):
+// only the metadata is a message; the tensors' contents are framed beside it with 64-bit
+// lengths. The limit is faked small here (a 16 GiB model's contents in memory are not a
+// unit test): contents many times over it are written, read back and restored whole, while
+// version 1 (everything in one message) could not even be encoded under it.
+TEST(CheckpointTest, ContentsOverTheMessageLimitRoundTrip) {
+  constexpr size_t kFakeLimit = 4096;  // stands for protobuf's 2 GiB
+  Checkpoint big = MakeCheckpoint(7);
+  big.set_job_uid("big@1");
+  std::string content(256 * 1024, '\0');
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 131 + i / 7);
+  big.mutable_variables(0)->mutable_tensor()->set_content(content);
+  big.mutable_optimizer_slots(0)->mutable_tensor()->set_content(content.substr(3));
+  ASSERT_GT(big.ByteSizeLong(), 60 * kFakeLimit);
+
+  const std::string dir = TestDir();
+  auto manager = CheckpointManager::Create(
+      {.dir = dir, .keep_last = 2, .job_uid = "big@1", .max_message_bytes_for_test = kFakeLimit});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  absl::StatusOr<std::string> path = (*manager)->Save(big);
+  ASSERT_TRUE(path.ok()) << path.status();
+  absl::StatusOr<Checkpoint> read = CheckpointManager::ReadFile(*path, kFakeLimit);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->SerializeAsString(), big.SerializeAsString());
+  // The same bytes as Encode, which the data plane broadcasts.
+  absl::StatusOr<std::string> encoded = CheckpointManager::Encode(big, kFakeLimit);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  EXPECT_EQ(*encoded, *ReadFileToString(*path));
+  EXPECT_EQ(CheckpointManager::Decode(*encoded, kFakeLimit)->SerializeAsString(),
+            big.SerializeAsString());
+
+  // Metadata over the limit is refused when written, naming the size, not written as a
+  // file that never reads back.
+  Checkpoint named = big;
+  named.mutable_data_position()->set_iterator_state(std::string(2 * kFakeLimit, 'x'));
+  absl::StatusOr<std::string> refused = (*manager)->Save(named);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("bytes one protobuf message may hold"));
+  EXPECT_EQ(CheckpointManager::Encode(named, kFakeLimit).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(*CheckpointManager::List(dir), ElementsAre(*path));
+}
+
+// Lengths past 4 GiB are read as 64-bit numbers: a tensor table that claims more than the
+// file holds is refused naming the sizes, before anything is allocated for it.
+TEST(CheckpointTest, MultiGiBLengthsAreCheckedNotTruncated) {
+  std::string good = CheckpointManager::Encode(MakeCheckpoint(5)).value();
+  // Payload: u64 M, M bytes of metadata, u64 N, N lengths, contents.
+  const size_t header = CheckpointManager::kHeaderSize;
+  uint64_t meta = 0;
+  for (int i = 0; i < 8; ++i) meta |= uint64_t{static_cast<uint8_t>(good[header + i])} << (8 * i);
+  const size_t first_length = header + 8 + meta + 8;
+  const uint64_t huge = (uint64_t{5} << 30) + 12;  // 5 GiB + 12: 12 as an int32
+  std::string payload = good.substr(header);
+  for (int i = 0; i < 8; ++i)
+    payload[first_length - header + i] = static_cast<char>(huge >> (8 * i));
+  // Re-frame it with valid CRCs, so that only the length is wrong.
+  std::string file(header, '\0');
+  auto put32 = [&](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) file[at + i] = static_cast<char>(v >> (8 * i));
+  };
+  put32(0, CheckpointManager::kMagic);
+  put32(4, CheckpointManager::kFormatVersion);
+  for (int i = 0; i < 8; ++i) file[8 + i] = static_cast<char>(uint64_t{payload.size()} >> (8 * i));
+  put32(16, MaskCrc32c(Crc32c(payload)));
+  put32(20, MaskCrc32c(Crc32c(file.data(), 20)));
+  absl::Status s = CheckpointManager::Decode(file + payload).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("tensor 0 of 5368709132 bytes runs past"));
 }
 
 }  // namespace
