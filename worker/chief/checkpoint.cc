@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -225,55 +226,101 @@ std::string Header(uint64_t length, uint32_t crc) {
   return header;
 }
 
-// `bytes` holds `n` more bytes (counting without overflow).
-bool Holds(absl::string_view bytes, uint64_t n) { return n <= bytes.size(); }
+// Reads the payload's next `n` bytes into `dst` (the caller has checked that they exist).
+using PayloadReader = std::function<absl::Status(char* dst, uint64_t n)>;
 
-absl::StatusOr<lockstep::v1::Checkpoint> DecodePayloadV2(absl::string_view payload,
-                                                         size_t max_message_bytes) {
-  if (!Holds(payload, 8)) return DataLoss("truncated: no metadata length");
-  const uint64_t meta_bytes = GetLe64(payload.data());
-  payload.remove_prefix(8);
+// A version 2 payload of `size` bytes, from `read`. Every length is checked against what is
+// left before anything is allocated for it; the contents are read straight into the tensors.
+absl::StatusOr<lockstep::v1::Checkpoint> DecodePayloadV2(uint64_t size, size_t max_message_bytes,
+                                                         const PayloadReader& read) {
+  uint64_t left = size;
+  auto take = [&](char* dst, uint64_t n) {
+    left -= n;
+    return read(dst, n);
+  };
+  char word[8];
+  if (left < 8) return DataLoss("truncated: no metadata length");
+  LS_RETURN_IF_ERROR(take(word, 8));
+  const uint64_t meta_bytes = GetLe64(word);
   if (meta_bytes > max_message_bytes) {
     return DataLoss(absl::StrCat("metadata of ", meta_bytes, " bytes, over the ", max_message_bytes,
                                  " bytes one protobuf message may hold"));
   }
-  if (!Holds(payload, meta_bytes)) {
-    return DataLoss(
-        absl::StrCat("truncated: metadata of ", meta_bytes, " bytes, ", payload.size(), " left"));
+  if (meta_bytes > left) {
+    return DataLoss(absl::StrCat("truncated: metadata of ", meta_bytes, " bytes, ", left, " left"));
   }
+  std::string meta(meta_bytes, '\0');
+  LS_RETURN_IF_ERROR(take(meta.data(), meta_bytes));
   lockstep::v1::Checkpoint checkpoint;
-  if (!checkpoint.ParseFromArray(payload.data(), static_cast<int>(meta_bytes))) {
+  if (!checkpoint.ParseFromArray(meta.data(), static_cast<int>(meta_bytes))) {
     return DataLoss("metadata is not a lockstep.v1.Checkpoint");
   }
-  payload.remove_prefix(meta_bytes);
   std::vector<lockstep::v1::NamedTensor*> tensors = MutableTensorsOf(checkpoint);
-  if (!Holds(payload, 8) || GetLe64(payload.data()) != tensors.size()) {
+  if (left < 8) return DataLoss("truncated: no tensor table");
+  LS_RETURN_IF_ERROR(take(word, 8));
+  if (GetLe64(word) != tensors.size()) {
     return DataLoss(
         absl::StrCat("the tensor table does not list the metadata's ", tensors.size(), " tensors"));
   }
-  payload.remove_prefix(8);
-  if (payload.size() / 8 < tensors.size()) return DataLoss("truncated: tensor table");
-  absl::string_view contents = payload.substr(8 * tensors.size());
+  if (left / 8 < tensors.size()) return DataLoss("truncated: tensor table");
+  std::string table(8 * tensors.size(), '\0');
+  LS_RETURN_IF_ERROR(take(table.data(), table.size()));
   uint64_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const uint64_t length = GetLe64(payload.data() + 8 * i);
-    if (length > contents.size() - total) {
-      return DataLoss(absl::StrCat("tensor ", i, " of ", length, " bytes runs past the ",
-                                   contents.size(), " bytes of contents"));
+    const uint64_t length = GetLe64(table.data() + 8 * i);
+    if (length > left - total) {
+      return DataLoss(absl::StrCat("tensor ", i, " of ", length, " bytes runs past the ", left,
+                                   " bytes of contents"));
     }
-    total += length;
-  }
-  if (total != contents.size()) {
-    return DataLoss(absl::StrCat("trailing bytes: the tensors hold ", total, " of the ",
-                                 contents.size(), " bytes of contents"));
-  }
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const uint64_t length = GetLe64(payload.data() + 8 * i);
     if (length > 0 && !tensors[i]->has_tensor()) {
       return DataLoss(absl::StrCat("tensor ", i, " has content but no tensor in the metadata"));
     }
-    if (length > 0) tensors[i]->mutable_tensor()->set_content(contents.data(), length);
-    contents.remove_prefix(length);
+    total += length;
+  }
+  if (total != left) {
+    return DataLoss(absl::StrCat("trailing bytes: the tensors hold ", total, " of the ", left,
+                                 " bytes of contents"));
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const uint64_t length = GetLe64(table.data() + 8 * i);
+    if (length == 0) continue;
+    std::string* content = tensors[i]->mutable_tensor()->mutable_content();
+    content->resize(length);
+    LS_RETURN_IF_ERROR(take(content->data(), length));
+  }
+  return checkpoint;
+}
+
+// The header's checks: magic, its CRC, a known version and the payload length against the
+// `payload_bytes` there are. Returns the version.
+absl::StatusOr<uint32_t> CheckHeader(const char* h, uint64_t payload_bytes) {
+  if (GetLe32(h) != CheckpointManager::kMagic) {
+    // The file's bytes are not quoted: errors travel to every viewer of the job.
+    return DataLoss(absl::StrFormat("wrong magic (want 0x%08x): not a checkpoint file",
+                                    CheckpointManager::kMagic));
+  }
+  if (UnmaskCrc32c(GetLe32(h + 20)) != Crc32c(h, 20)) return DataLoss("header CRC mismatch");
+  const uint32_t version = GetLe32(h + 4);
+  if (version != CheckpointManager::kFormatVersion &&
+      version != CheckpointManager::kProtoPayloadVersion) {
+    return DataLoss(absl::StrCat("format version ", version, " unknown (this build reads ",
+                                 CheckpointManager::kProtoPayloadVersion, " and ",
+                                 CheckpointManager::kFormatVersion, ")"));
+  }
+  const uint64_t length = GetLe64(h + 8);
+  if (payload_bytes != length) {
+    return DataLoss(absl::StrCat(payload_bytes < length ? "truncated" : "trailing bytes",
+                                 ": payload is ", payload_bytes, " bytes, header says ", length));
+  }
+  return version;
+}
+
+absl::StatusOr<lockstep::v1::Checkpoint> DecodeProtoPayload(absl::string_view payload,
+                                                            size_t max_message_bytes) {
+  lockstep::v1::Checkpoint checkpoint;
+  if (payload.size() > max_message_bytes ||
+      !checkpoint.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return DataLoss("payload is not a lockstep.v1.Checkpoint");
   }
   return checkpoint;
 }
@@ -301,37 +348,88 @@ absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::Decode(absl::string_
                                  kHeaderSize, "-byte header"));
   }
   const char* h = bytes.data();
-  if (GetLe32(h) != kMagic) {
-    // The file's bytes are not quoted: errors travel to every viewer of the job.
-    return DataLoss(absl::StrFormat("wrong magic (want 0x%08x): not a checkpoint file", kMagic));
-  }
-  if (UnmaskCrc32c(GetLe32(h + 20)) != Crc32c(h, 20)) return DataLoss("header CRC mismatch");
-  const uint32_t version = GetLe32(h + 4);
-  if (version != kFormatVersion && version != kProtoPayloadVersion) {
-    return DataLoss(absl::StrCat("format version ", version, " unknown (this build reads ",
-                                 kProtoPayloadVersion, " and ", kFormatVersion, ")"));
-  }
-  uint64_t length = GetLe64(h + 8);
+  LS_ASSIGN_OR_RETURN(const uint32_t version, CheckHeader(h, bytes.size() - kHeaderSize));
   absl::string_view payload = bytes.substr(kHeaderSize);
-  if (payload.size() != length) {
-    return DataLoss(absl::StrCat(payload.size() < length ? "truncated" : "trailing bytes",
-                                 ": payload is ", payload.size(), " bytes, header says ", length));
-  }
   if (UnmaskCrc32c(GetLe32(h + 16)) != Crc32c(payload)) return DataLoss("payload CRC mismatch");
-  if (version == kFormatVersion) return DecodePayloadV2(payload, max_message_bytes);
-  lockstep::v1::Checkpoint checkpoint;
-  if (payload.size() > max_message_bytes ||
-      !checkpoint.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    return DataLoss("payload is not a lockstep.v1.Checkpoint");
+  if (version == kProtoPayloadVersion) return DecodeProtoPayload(payload, max_message_bytes);
+  return DecodePayloadV2(payload.size(), max_message_bytes, [&payload](char* dst, uint64_t n) {
+    std::memcpy(dst, payload.data(), n);
+    payload.remove_prefix(n);
+    return absl::OkStatus();
+  });
+}
+
+namespace {
+
+// Decodes the checkpoint file open as `fd` (`size` bytes), reading the contents straight
+// into the tensors: no copy of the whole file is held beside them.
+absl::StatusOr<lockstep::v1::Checkpoint> ReadOpenFile(int fd, uint64_t size,
+                                                      const std::string& path,
+                                                      size_t max_message_bytes) {
+  using CM = CheckpointManager;
+  if (size < CM::kHeaderSize) {
+    return DataLoss(absl::StrCat("truncated: ", size, " bytes, shorter than the ", CM::kHeaderSize,
+                                 "-byte header"));
   }
+  uint32_t crc = 0;
+  auto read = [&](char* dst, uint64_t n, bool sum) {
+    while (n > 0) {
+      const ssize_t got = ::read(fd, dst, std::min<uint64_t>(n, 1 << 30));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return PathError(errno, "read", path);
+      if (got == 0) return DataLoss("truncated while reading");  // the file shrank
+      if (sum) crc = Crc32cExtend(crc, dst, static_cast<size_t>(got));
+      dst += got;
+      n -= static_cast<uint64_t>(got);
+    }
+    return absl::OkStatus();
+  };
+  char h[CM::kHeaderSize];
+  LS_RETURN_IF_ERROR(read(h, sizeof(h), false));
+  const uint64_t payload_bytes = size - CM::kHeaderSize;
+  LS_ASSIGN_OR_RETURN(const uint32_t version, CheckHeader(h, payload_bytes));
+  if (version == CM::kProtoPayloadVersion) {
+    // One message, under 2 GiB by construction.
+    if (payload_bytes > max_message_bytes)
+      return DataLoss("payload is not a lockstep.v1.Checkpoint");
+    std::string payload(payload_bytes, '\0');
+    LS_RETURN_IF_ERROR(read(payload.data(), payload_bytes, true));
+    if (UnmaskCrc32c(GetLe32(h + 16)) != crc) return DataLoss("payload CRC mismatch");
+    return DecodeProtoPayload(payload, max_message_bytes);
+  }
+  uint64_t consumed = 0;
+  absl::StatusOr<lockstep::v1::Checkpoint> checkpoint =
+      DecodePayloadV2(payload_bytes, max_message_bytes, [&](char* dst, uint64_t n) {
+        consumed += n;
+        return read(dst, n, true);
+      });
+  // The CRC decides first: a flipped bit is reported as such, wherever it landed. What a
+  // failed decode left unread is summed in pieces.
+  std::string rest;
+  while (consumed < payload_bytes) {
+    rest.resize(std::min<uint64_t>(payload_bytes - consumed, 1 << 20));
+    LS_RETURN_IF_ERROR(read(rest.data(), rest.size(), true));
+    consumed += rest.size();
+  }
+  if (UnmaskCrc32c(GetLe32(h + 16)) != crc) return DataLoss("payload CRC mismatch");
   return checkpoint;
 }
 
+}  // namespace
+
 absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::ReadFile(const std::string& path,
                                                                      size_t max_message_bytes) {
-  LS_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
-  absl::StatusOr<lockstep::v1::Checkpoint> checkpoint = Decode(bytes, max_message_bytes);
-  if (!checkpoint.ok()) return Annotate(checkpoint.status(), path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return PathError(errno, "open", path);
+  struct stat st;
+  absl::StatusOr<lockstep::v1::Checkpoint> checkpoint =
+      ::fstat(fd, &st) != 0
+          ? PathError(errno, "stat", path)
+          : ReadOpenFile(fd, static_cast<uint64_t>(st.st_size), path, max_message_bytes);
+  ::close(fd);
+  // The file system's errors name the path already; what is wrong inside the file does not.
+  if (absl::IsDataLoss(checkpoint.status())) return Annotate(checkpoint.status(), path);
+  if (!checkpoint.ok()) return checkpoint.status();
   int64_t named_step = StepFromName(path.substr(path.rfind('/') + 1));
   if (named_step >= 0 && named_step != checkpoint->global_step()) {
     return absl::DataLossError(absl::StrCat(path, ": corrupt checkpoint: holds step ",

@@ -110,8 +110,9 @@ class CheckpointManager {
   static absl::StatusOr<std::vector<std::string>> ListOfJob(const std::string& dir,
                                                             absl::string_view job_uid);
 
-  // Reads and validates one checkpoint file. DATA_LOSS naming the path and what is wrong
-  // (truncated, bad magic, unknown version, header or payload CRC mismatch, parse failure).
+  // Reads and validates one checkpoint file, its contents straight into the tensors (no copy
+  // of the whole file beside them). DATA_LOSS naming the path and what is wrong (truncated,
+  // bad magic, unknown version, header or payload CRC mismatch, parse failure).
   static absl::StatusOr<lockstep::v1::Checkpoint> ReadFile(
       const std::string& path, size_t max_message_bytes = kMaxMessageBytes);
 
