@@ -36,6 +36,13 @@ CoordinatorMetrics::CoordinatorMetrics(MetricsRegistry* registry)
       job_restarts_(registry->AddGauge(
           "lockstep_coordinator_job_restarts",
           "Restarts after failures of the stored jobs, summed (preemptions not counted).")),
+      store_write_failures_(registry->AddGauge(
+          "lockstep_coordinator_store_write_failures",
+          "Job store writes that failed since the coordinator started (check the disk under "
+          "--state_dir).")),
+      unsaved_jobs_(registry->AddGauge(
+          "lockstep_coordinator_unsaved_jobs",
+          "Jobs whose decided state the job store has not taken yet (retried with a backoff).")),
       hung_jobs_(registry->AddGauge(
           "lockstep_coordinator_hung_jobs",
           "Running jobs with a hang verdict: a collective waited past the threshold.")) {
@@ -88,6 +95,9 @@ void CoordinatorMetrics::Refresh() {
         .Set(tasks[s]);
   }
   draining_tasks_.Set(draining);
+  const JobService::StoreHealth store = jobs_->GetStoreHealth();
+  store_write_failures_.Set(static_cast<double>(store.write_failures));
+  unsaved_jobs_.Set(store.unsaved_jobs);
 
   absl::StatusOr<std::vector<v1::JobRecord>> jobs = jobs_->List(0);
   if (!jobs.ok()) return;  // the store's error is the job commands' to report

@@ -2,9 +2,11 @@
 // lockstep_coordinator_*:
 //   tasks{state=ALIVE|LOST|DEREGISTERED}, draining_tasks, heartbeat_age_seconds{task}
 //   (seconds since each known task's last heartbeat), jobs{state=PENDING|RUNNING|...},
-//   job_restarts (restarts of the stored jobs, summed), all read from the membership and
-//   the job service at every scrape; from the diagnostics (hang_verdict.h), also at every
-//   scrape: hung_jobs (running jobs with a hang verdict) and
+//   job_restarts (restarts of the stored jobs, summed), store_write_failures (job store
+//   writes that failed since the start: a full or read-only disk under --state_dir) and
+//   unsaved_jobs (jobs whose decided state the store has not taken yet, retried), all read
+//   from the membership and the job service at every scrape; from the diagnostics
+//   (hang_verdict.h), also at every scrape: hung_jobs (running jobs with a hang verdict) and
 //   straggler_compute_ratio{job,task} (a straggler's compute time per step over the other
 //   ranks' median; a series only while the rank is a straggler) and
 //   diagnostics_dropped{reason} (workers' diagnostics dropped since the start,
@@ -56,6 +58,8 @@ class CoordinatorMetrics {
   int refresh_id_ = -1;  // our OnCollect callback
   const Gauge draining_tasks_;
   const Gauge job_restarts_;
+  const Gauge store_write_failures_;
+  const Gauge unsaved_jobs_;
 
   absl::Mutex mu_;
   Membership* membership_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -60,6 +60,8 @@ TEST(CoordinatorMetricsTest, TasksJobsAndHeartbeatAgesAtEveryScrape) {
   EXPECT_THAT(text, HasSubstr("lockstep_coordinator_jobs{state=\"RUNNING\"} 0"));
   EXPECT_THAT(text, HasSubstr("lockstep_coordinator_job_restarts 0"));
   EXPECT_THAT(text, HasSubstr("lockstep_coordinator_draining_tasks 0"));
+  EXPECT_THAT(text, HasSubstr("lockstep_coordinator_store_write_failures 0"));
+  EXPECT_THAT(text, HasSubstr("lockstep_coordinator_unsaved_jobs 0"));
 
   // A task that deregistered keeps its row (state DEREGISTERED); once the server is gone the
   // scrape reads nothing from it.

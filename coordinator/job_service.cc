@@ -14,6 +14,7 @@
 #include "coordinator/gpu_requirements.h"
 #include "coordinator/job_validation.h"
 #include "coordinator/partitioner.h"
+#include "spdlog/spdlog.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -168,17 +169,14 @@ absl::Status JobService::Recover() {
           "coordinator restarted while the job was running "
           "(attempt ",
           job.attempt(), ")");
+      // A store that does not take the state leaves it unsaved (retried), not the
+      // coordinator down.
       if (job.restarts() < max_restarts) {
-        LS_RETURN_IF_ERROR(
-            store_->UpdateState(job.id(), v1::RESTARTING, RestartReason(why, job, max_restarts))
-                .status());
+        SaveStateLocked(job.id(), v1::RESTARTING, RestartReason(why, job, max_restarts));
         scheduler_.Enqueue(job.id());
       } else {
-        LS_RETURN_IF_ERROR(
-            store_
-                ->UpdateState(job.id(), v1::FAILED,
-                              absl::StrCat(why, NoRestartsLeft(job.restarts(), max_restarts)))
-                .status());
+        SaveStateLocked(job.id(), v1::FAILED,
+                        absl::StrCat(why, NoRestartsLeft(job.restarts(), max_restarts)));
       }
     } else if (job.state() == v1::PENDING || job.state() == v1::RESTARTING) {
       scheduler_.Enqueue(job.id());
@@ -239,8 +237,8 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
   LS_RETURN_IF_ERROR(CheckModelSize(spec, limits_, known ? CountReplicas(spec, slots) : 1));
   LS_RETURN_IF_ERROR(CheckElastic(spec, slots));
   LS_RETURN_IF_ERROR(CheckGpuRequirements(spec, alive));
-  // Last, after every pure check: the file system (it creates nothing).
-  LS_RETURN_IF_ERROR(CheckJobDirectories(spec));
+  // The output directories are the workers' to check (job_validation.h): nothing on this
+  // host's file system is looked at.
   absl::MutexLock l(&mu_);
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
   if (const size_t queued = scheduler_.Queue().size();
@@ -261,6 +259,7 @@ absl::StatusOr<v1::GetJobResponse> JobService::Get(const std::string& id) {
   absl::MutexLock l(&mu_);
   v1::GetJobResponse out;
   LS_ASSIGN_OR_RETURN(*out.mutable_job(), store_->Get(id));
+  OverlayUnsavedLocked(*out.mutable_job());
   if (!out.mutable_spec()->ParseFromString(out.job().spec())) {
     return absl::DataLossError(absl::StrCat("job ", id, ": stored spec cannot be parsed"));
   }
@@ -282,12 +281,16 @@ absl::StatusOr<v1::GetJobResponse> JobService::Get(const std::string& id) {
 }
 
 absl::StatusOr<std::vector<v1::JobRecord>> JobService::List(int limit) {
-  return store_->List(limit);
+  LS_ASSIGN_OR_RETURN(std::vector<v1::JobRecord> records, store_->List(limit));
+  absl::MutexLock l(&mu_);
+  for (v1::JobRecord& r : records) OverlayUnsavedLocked(r);
+  return records;
 }
 
 absl::StatusOr<v1::JobRecord> JobService::Cancel(const std::string& id, const std::string& reason) {
   absl::MutexLock l(&mu_);
   LS_ASSIGN_OR_RETURN(v1::JobRecord record, store_->Get(id));
+  OverlayUnsavedLocked(record);
   if (JobStore::IsTerminal(record.state())) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " already ended: ", v1::JobState_Name(record.state()),
@@ -297,13 +300,18 @@ absl::StatusOr<v1::JobRecord> JobService::Cancel(const std::string& id, const st
   if (active_.count(id) > 0) {
     EndLocked(id, v1::CANCELLED, why);
   } else {
+    // The caller is told when the store does not take it; nothing changed then.
     LS_RETURN_IF_ERROR(store_->UpdateState(id, v1::CANCELLED, why).status());
+    unsaved_.erase(id);  // a RESTARTING the store had not taken: CANCELLED replaces it
+    start_retries_.erase(id);
     scheduler_.Remove(id);
     retire_due_ = true;
     ChangedLocked(id, absl::StrCat("CANCELLED: ", why));
   }
   ScheduleLocked();
-  return store_->Get(id);
+  LS_ASSIGN_OR_RETURN(v1::JobRecord cancelled, store_->Get(id));
+  OverlayUnsavedLocked(cancelled);
+  return cancelled;
 }
 
 int64_t JobService::VersionLocked(const std::string& id) const {
@@ -332,6 +340,7 @@ absl::StatusOr<v1::JobEvent> JobService::NextEvent(const std::string& id, int64_
   v1::JobEvent event;
   event.set_unix_micros(absl::ToUnixMicros(clock_->Now()));
   LS_ASSIGN_OR_RETURN(*event.mutable_job(), store_->Get(id));
+  OverlayUnsavedLocked(*event.mutable_job());
   event.mutable_job()->clear_spec();  // the watcher has it (GetJob); events stay small
   if (auto it = changes_.find(id); it != changes_.end()) event.set_message(it->second.second);
   return event;
@@ -486,9 +495,85 @@ void JobService::Tick() {
   }
   for (const std::string& id : to_settle) SettleLocked(id);
   ReleaseEvaluatorsLocked(by_ref);
+  SaveUnsavedLocked();
   ScheduleLocked();
   GrowLocked(tasks);
   RetireLocked();
+}
+
+absl::Duration JobService::StoreWriteFailedLocked(const std::string& id, absl::string_view what,
+                                                  const absl::Status& error, int failures) {
+  ++store_write_failures_;
+  const absl::Duration backoff =
+      std::min(kMaxStoreRetryBackoff, absl::Milliseconds(500) * (1 << std::min(failures - 1, 6)));
+  spdlog::error(
+      "job {}: the job store did not take its {} (failure {} in a row): {}; trying again in {}; "
+      "check the disk under the coordinator's --state_dir",
+      id, std::string(what), failures, error.ToString(), absl::FormatDuration(backoff));
+  return backoff;
+}
+
+void JobService::SaveStateLocked(const std::string& id, v1::JobState state,
+                                 const std::string& reason, bool counts_as_restart) {
+  unsaved_.erase(id);  // a newer decision replaces one not yet saved
+  absl::Status status = store_->UpdateState(id, state, reason, counts_as_restart).status();
+  if (status.ok()) return;
+  if (absl::IsFailedPrecondition(status) || absl::IsNotFound(status)) {
+    // Not the disk: the stored job is past this state (or gone). Nothing to retry.
+    spdlog::warn("job {}: not stored as {}: {}", id, v1::JobState_Name(state), status.ToString());
+    return;
+  }
+  StoreRetry& retry = unsaved_[id];
+  retry.failures = 1;
+  retry.error = status.ToString();
+  retry.state = state;
+  retry.reason = reason;
+  retry.counts_as_restart = counts_as_restart;
+  retry.next_try = clock_->Now() + StoreWriteFailedLocked(id, v1::JobState_Name(state), status, 1);
+}
+
+void JobService::SaveUnsavedLocked() {
+  const absl::Time now = clock_->Now();
+  for (auto it = unsaved_.begin(); it != unsaved_.end();) {
+    StoreRetry& retry = it->second;
+    if (now < retry.next_try) {
+      ++it;
+      continue;
+    }
+    absl::Status status =
+        store_->UpdateState(it->first, retry.state, retry.reason, retry.counts_as_restart).status();
+    if (status.ok() || absl::IsFailedPrecondition(status) || absl::IsNotFound(status)) {
+      if (status.ok()) {
+        spdlog::info("job {}: the job store took its {} after {} failed writes", it->first,
+                     v1::JobState_Name(retry.state), retry.failures);
+        if (JobStore::IsTerminal(retry.state)) retire_due_ = true;
+      } else {
+        spdlog::warn("job {}: not stored as {}: {}", it->first, v1::JobState_Name(retry.state),
+                     status.ToString());
+      }
+      ChangedLocked(it->first, absl::StrCat(v1::JobState_Name(retry.state), ": ", retry.reason));
+      it = unsaved_.erase(it);
+      continue;
+    }
+    retry.failures += 1;
+    retry.error = status.ToString();
+    retry.next_try = now + StoreWriteFailedLocked(it->first, v1::JobState_Name(retry.state), status,
+                                                  retry.failures);
+    ++it;
+  }
+}
+
+void JobService::OverlayUnsavedLocked(v1::JobRecord& record) const {
+  auto it = unsaved_.find(record.id());
+  if (it == unsaved_.end()) return;
+  record.set_state(it->second.state);
+  record.set_reason(absl::StrCat(
+      it->second.reason, " (not yet saved in the job store: ", it->second.error, "; retrying)"));
+}
+
+JobService::StoreHealth JobService::GetStoreHealth() {
+  absl::MutexLock l(&mu_);
+  return StoreHealth{store_write_failures_, static_cast<int>(unsaved_.size())};
 }
 
 void JobService::RetireLocked() {
@@ -512,6 +597,7 @@ void JobService::RetireLocked() {
     return;
   }
   for (const std::string& id : gone) {
+    start_retries_.erase(id);
     ended_.erase(id);
     changes_.erase(id);
     quick_failures_.erase(id);
@@ -565,6 +651,8 @@ void JobService::ScheduleLocked() {
   const std::map<TaskRef, const v1::TaskStatus*> by_ref = ByRef(tasks);
   for (auto& [id, job] : ended_) job.ReleaseLeft(by_ref, clock_->Now());
   for (const std::string& id : scheduler_.Queue()) {
+    // Its RESTARTING (or an end) is not stored yet: it starts once the store took it.
+    if (unsaved_.count(id) > 0) continue;
     absl::StatusOr<v1::JobRecord> record = store_->Get(id);
     if (!record.ok() || (record->state() != v1::PENDING && record->state() != v1::RESTARTING)) {
       scheduler_.Remove(id);
@@ -581,9 +669,13 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   if (auto prev = ended_.find(id); prev != ended_.end() && !prev->second.AllLeft()) {
     return false;  // a restart waits until every worker left the attempt it replaces
   }
+  if (auto retry = start_retries_.find(id);
+      retry != start_retries_.end() && clock_->Now() < retry->second.next_try) {
+    return false;  // the store did not take its last start: backing off, the others wait too
+  }
   v1::JobSpec spec;
   if (!spec.ParseFromString(record.spec())) {
-    (void)store_->UpdateState(id, v1::FAILED, "the stored spec cannot be parsed");
+    SaveStateLocked(id, v1::FAILED, "the stored spec cannot be parsed");
     retire_due_ = true;
     ChangedLocked(id, "FAILED: the stored spec cannot be parsed");
     return true;
@@ -624,7 +716,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
       MakePartitions(id, attempt, spec, slots, NewJobSecret());
   if (!parts.ok()) {
     const std::string why = std::string(parts.status().message());
-    (void)store_->UpdateState(id, v1::FAILED, why);
+    SaveStateLocked(id, v1::FAILED, why);
     retire_due_ = true;
     ChangedLocked(id, absl::StrCat("FAILED: ", why));
     return true;
@@ -636,21 +728,38 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   if (evaluator != nullptr) names.push_back(RefOf(*evaluator).ToString() + " (evaluating)");
   const std::string message =
       absl::StrCat("RUNNING on ", absl::StrJoin(names, ", "), " (attempt ", attempt, shrunk, ")");
-  absl::StatusOr<v1::JobRecord> running = store_->UpdateState(id, v1::RUNNING, message);
-  if (!running.ok()) return true;  // logged by the caller's next GetJob; nothing was pushed
+  // RUNNING with the attempt's workers (for a restarted coordinator to re-adopt), in one
+  // write: nothing is pushed to a worker before the store has it.
   std::vector<v1::AttemptWorkerRecord> stored;
   for (const AttemptWorker& w : workers) stored.push_back(RecordOf(w));
   std::optional<v1::AttemptWorkerRecord> stored_evaluator;
   if (evaluator != nullptr) {
     stored_evaluator = RecordOf(AttemptWorker{RefOf(*evaluator), evaluator->incarnation()});
   }
-  // For a restarted coordinator.
-  (void)store_->SetAttemptWorkers(id, std::move(stored), std::move(stored_evaluator));
+  absl::StatusOr<v1::JobRecord> running =
+      store_->StartAttempt(id, message, std::move(stored), std::move(stored_evaluator));
+  if (!running.ok()) {
+    StoreRetry& retry = start_retries_[id];
+    retry.failures += 1;
+    retry.error = running.status().ToString();
+    const absl::Duration backoff =
+        StoreWriteFailedLocked(id, "start", running.status(), retry.failures);
+    retry.next_try = clock_->Now() + backoff;
+    ChangedLocked(
+        id, absl::StrCat(v1::JobState_Name(record.state()),
+                         ": the job store did not take its start (", running.status().message(),
+                         "); trying again in ", absl::FormatDuration(backoff)));
+    return false;  // still queued; nothing was pushed
+  }
+  start_retries_.erase(id);
   if (running->progress().restored_step() > 0) {
-    // What the previous attempt restored; this one's chief says what it restores.
+    // What the previous attempt restored; this one's chief says what it restores. Only a
+    // figure shown to users: a failure to store it costs nothing else.
     v1::JobProgress progress = running->progress();
     progress.clear_restored_step();
-    (void)store_->UpdateProgress(id, std::move(progress));
+    if (absl::Status s = store_->UpdateProgress(id, std::move(progress)).status(); !s.ok()) {
+      spdlog::warn("job {}: clearing the restored step in the job store: {}", id, s.ToString());
+    }
   }
   if (evaluator != nullptr) {
     // The chief's partition, as the evaluator's: the spec, the attempt's rendezvous prefix,
@@ -786,7 +895,7 @@ void JobService::EndLocked(const std::string& id, v1::JobState state, const std:
       AbortLocked(job, {AttemptWorker{e->second.task, e->second.incarnation}}, reason);
     }
   }
-  (void)store_->UpdateState(id, state, reason, counts_as_restart);
+  SaveStateLocked(id, state, reason, counts_as_restart);
   job.End(clock_->Now(), failure_grace_);
   // Everything collective of the attempt dies with it.
   if (on_attempt_ended_) on_attempt_ended_(RendezvousPrefix(id, job.attempt()) + "/");

@@ -42,6 +42,17 @@
 // within the failure grace is lost as usual. A RUNNING record without a stored attempt
 // becomes RESTARTING when its restart policy allows, else FAILED.
 //
+// A failing store (a full disk, a read-only file system): every write the service makes is
+// checked. A job whose start the store does not take stays queued (nothing is pushed to a
+// worker) and is tried again after a backoff (0.5 s doubling up to kMaxStoreRetryBackoff);
+// a state the service decided (a job ending, restarting, cancelled) that the store does not
+// take is retried with the same backoff until it does, and until then GetJob, ListJobs and
+// WatchJob show the decided state with the reason "(not yet saved in the job store: ...)"
+// and the job is not started again. Each failed write is logged with the job and the
+// store's error and counted (StoreWriteFailures, the coordinator's
+// lockstep_coordinator_store_write_failures metric).
+// A stored record that cannot be read back is a FAILED job (job_store.h).
+//
 // Limits (JobServiceOptions, coordinator flags): the jobs queued (PENDING and RESTARTING) at
 // once, a job's model and batch (JobLimits, job_validation.h), and the open WatchJob and
 // WatchAssignments streams (WatchLimits); past one, RESOURCE_EXHAUSTED naming the flag.
@@ -92,6 +103,9 @@ constexpr absl::Duration kMaxRestartBackoff = absl::Seconds(30);
 // assignments already wait for it (a worker that reports made-up attempts and never reads
 // its stream cannot grow the coordinator's memory).
 constexpr size_t kMaxAdvisoryAborts = 64;
+// A store write that failed is tried again after 0.5 s, doubling with each failure in a row,
+// up to this.
+constexpr absl::Duration kMaxStoreRetryBackoff = absl::Seconds(30);
 
 struct JobServiceOptions {
   // After a worker reports FAILED, how long the job waits for its other workers to end
@@ -128,7 +142,7 @@ class JobService {
   absl::Status Recover();
 
   // Validates (INVALID_ARGUMENT naming the field: the spec, the batch against the workers
-  // ALIVE now, then the output directories, probed without creating anything; RESOURCE_
+  // ALIVE now; the output directories are the workers' to check, not probed here; RESOURCE_
   // EXHAUSTED for a model or batch over the limits, or when max_pending_jobs are queued),
   // stores (durably, before returning) and schedules the job. Returns its id.
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
@@ -185,6 +199,14 @@ class JobService {
   // The failure grace in use: EffectiveFailureGrace of the options and the membership's.
   absl::Duration failure_grace() const { return failure_grace_; }
 
+  // Store writes that failed since the service started, and the jobs whose decided state
+  // the store has not taken yet (retried on every Tick after their backoff).
+  struct StoreHealth {
+    int64_t write_failures = 0;
+    int unsaved_jobs = 0;
+  };
+  StoreHealth GetStoreHealth();
+
  private:
   struct Mailbox {
     uint64_t incarnation = 0;
@@ -230,6 +252,19 @@ class JobService {
   // Runs an attempt, or has not left one that ended.
   bool IsBusyLocked(const TaskRef& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t VersionLocked(const std::string& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves `id` to `state` in the store; when the store does not take it, remembers it in
+  // unsaved_ (shown by Get/List/NextEvent, retried by SaveUnsavedLocked).
+  void SaveStateLocked(const std::string& id, v1::JobState state, const std::string& reason,
+                       bool counts_as_restart = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Retries the unsaved states whose backoff ran out.
+  void SaveUnsavedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `record` as the service decided it: an unsaved state replaces the stored one.
+  void OverlayUnsavedLocked(v1::JobRecord& record) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts and logs a failed store write about `id`; returns the backoff for the
+  // `failures`-th failure in a row.
+  absl::Duration StoreWriteFailedLocked(const std::string& id, absl::string_view what,
+                                        const absl::Status& error, int failures)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Deletes the ended jobs beyond retained_jobs (store and memory), skipping any whose
   // workers have not all left its last attempt (a later call takes it).
   void RetireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -287,6 +322,21 @@ class JobService {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A job ended since the last RetireLocked (or one was skipped): retire on the next Tick.
   bool retire_due_ ABSL_GUARDED_BY(mu_) = false;
+
+  // A write the store has not taken: the job's decided state, or its start.
+  struct StoreRetry {
+    int failures = 0;                                // in a row
+    absl::Time next_try;                             // after the backoff
+    std::string error;                               // the store's last error
+    v1::JobState state = v1::JOB_STATE_UNSPECIFIED;  // unsaved_ only
+    std::string reason;
+    bool counts_as_restart = true;
+  };
+  // Jobs whose decided state the store has not taken.
+  std::map<std::string, StoreRetry> unsaved_ ABSL_GUARDED_BY(mu_);
+  // Queued jobs whose start the store did not take: not tried again before next_try.
+  std::map<std::string, StoreRetry> start_retries_ ABSL_GUARDED_BY(mu_);
+  int64_t store_write_failures_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace coordinator

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/job_store/job_store_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,6 +17,7 @@ namespace coordinator {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A digits-sized MLP spec on synthetic data: valid, needs no files.
 v1::JobSpec SmallJob(int64_t batch = 64) {
@@ -74,7 +76,11 @@ class JobServiceTest : public ::testing::Test {
   void OpenStore() {
     jobs_.reset();
     store_.reset();
-    auto store = JobStore::Open({dir_, &clock_});
+    auto store = JobStore::Open({dir_, &clock_, [this](absl::string_view) {
+                                   return fail_store_writes_
+                                              ? absl::ResourceExhaustedError("disk full (injected)")
+                                              : absl::OkStatus();
+                                 }});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     jobs_ = std::make_unique<JobService>(store_.get(), membership_.get(), &clock_, job_options_);
@@ -137,6 +143,8 @@ class JobServiceTest : public ::testing::Test {
   std::unique_ptr<JobService> jobs_;
   std::map<TaskRef, uint64_t> incarnations_;
   int next_ = 0;
+  // While true, every write to the job store fails (a full disk).
+  bool fail_store_writes_ = false;
 };
 
 TEST_F(JobServiceTest, PartitionsRunsAndSucceeds) {
@@ -317,13 +325,10 @@ TEST_F(JobServiceTest, RefusesBadSpecsNamingTheField) {
   bad.set_epochs(2);
   EXPECT_THAT(jobs_->Submit(bad).status().message(), HasSubstr("steps, epochs"));
   bad = SmallJob();
-  bad.mutable_checkpoint()->set_dir("/proc/no-such-dir/ckpt");
+  bad.mutable_checkpoint()->set_dir("/var/lib/../../etc/ckpt");
   absl::Status s = jobs_->Submit(bad).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("checkpoint.dir"));
-  bad = SmallJob();
-  bad.mutable_summaries()->set_dir("/dev/null/tb");
-  EXPECT_THAT(jobs_->Submit(bad).status().message(), HasSubstr("summaries.dir"));
   bad = SmallJob();  // the workers offer CPUs only
   bad.mutable_communication()->set_implementation(v1::CommunicationSpec::NCCL);
   EXPECT_THAT(jobs_->Submit(bad).status().message(),
@@ -331,36 +336,37 @@ TEST_F(JobServiceTest, RefusesBadSpecsNamingTheField) {
   EXPECT_TRUE(jobs_->List(0)->empty());  // nothing refused was stored
 }
 
-TEST_F(JobServiceTest, SubmitCreatesNoDirectory) {
+// An absolute output directory names a path on the workers that write it: Submit neither
+// creates nor probes it on the coordinator's host, so its answer says nothing about what
+// exists there (a missing, unwritable or non-directory path is accepted alike; the chief
+// reports the error when the job starts).
+TEST_F(JobServiceTest, SubmitLeavesAbsoluteDirectoriesToTheWorkers) {
   const TaskRef w0 = AddWorker(), w1 = AddWorker();
   (void)w0, (void)w1;
   auto exists = [](const std::string& path) {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0;
   };
-  v1::JobSpec refused = SmallJob(63);  // two replicas: refused after the directories are fine
+  v1::JobSpec refused = SmallJob(63);  // two replicas: refused for its batch alone
   refused.mutable_checkpoint()->set_dir(dir_ + "/out/ckpt");
   refused.mutable_summaries()->set_dir(dir_ + "/out/tb");
   EXPECT_THAT(jobs_->Submit(refused).status().message(), HasSubstr("global_batch_size"));
   EXPECT_FALSE(exists(dir_ + "/out"));
-  // Accepted: the chief creates them when the job starts, not the coordinator.
   v1::JobSpec accepted = refused;
   accepted.set_global_batch_size(64);
   ASSERT_TRUE(jobs_->Submit(accepted).ok());
   EXPECT_FALSE(exists(dir_ + "/out"));
-  // Unwritable: refused naming the field (a file where a directory should be).
+  // What the coordinator's own file system holds makes no difference to the answer.
   ASSERT_TRUE(static_cast<bool>(std::ofstream(dir_ + "/file") << "x"));
-  v1::JobSpec file = accepted;
-  file.mutable_summaries()->set_dir(dir_ + "/file/tb");
-  absl::Status s = jobs_->Submit(file).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("summaries.dir: directory '" + dir_ + "/file/tb'"));
-  ASSERT_EQ(::mkdir((dir_ + "/ro").c_str(), 0555), 0);  // read-only, even for root
-  file.mutable_summaries()->clear_dir();
-  file.mutable_checkpoint()->set_dir(dir_ + "/ro/ckpt");
-  s = jobs_->Submit(file).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("checkpoint.dir: directory '" + dir_ + "/ro/ckpt'"));
+  ASSERT_EQ(::mkdir((dir_ + "/ro").c_str(), 0555), 0);
+  for (const std::string& dir : {dir_ + "/file/tb", dir_ + "/ro/ckpt", std::string("/proc/x/ckpt"),
+                                 std::string("/dev/null/tb")}) {
+    v1::JobSpec spec = accepted;
+    spec.mutable_checkpoint()->set_dir(dir);
+    spec.mutable_summaries()->set_dir(dir + "-tb");
+    absl::StatusOr<std::string> id = jobs_->Submit(spec);
+    EXPECT_TRUE(id.ok()) << dir << ": " << id.status();
+  }
   EXPECT_FALSE(exists(dir_ + "/ro/ckpt"));
 }
 
@@ -1017,6 +1023,133 @@ TEST_F(JobServiceLimitsTest, ARestartedCoordinatorTrimsAStoreKeptLonger) {
   EXPECT_EQ(jobs_->List(0)->size(), 2u);
   EXPECT_TRUE(absl::IsNotFound(jobs_->Get("job-000002").status()));
   EXPECT_EQ(State("job-000004"), v1::CANCELLED);
+}
+
+// A coordinator whose store holds a record that does not parse keeps serving: Recover()
+// succeeds (it used to fail with DATA_LOSS, and the coordinator exited at every start), the
+// job reads as FAILED naming the store, and every other job goes on.
+TEST_F(JobServiceTest, CorruptStoredJobIsFailedAndTheOthersRun) {
+  auto first = jobs_->Submit(SmallJob());
+  auto second = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(first.ok() && second.ok());
+  jobs_.reset();
+  store_.reset();
+  ASSERT_TRUE(CorruptStoredRecord(dir_, *first).ok());
+  OpenStore();  // asserts that Recover() succeeds
+  absl::StatusOr<v1::GetJobResponse> lost = jobs_->Get(*first);
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_EQ(lost->job().state(), v1::FAILED);
+  EXPECT_THAT(lost->job().reason(), HasSubstr("job store '" + dir_ + "/jobs.sqlite3'"));
+  EXPECT_THAT(lost->job().reason(), HasSubstr("unreadable record for job " + *first));
+  EXPECT_EQ(jobs_->Cancel(*first, "").status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(jobs_->List(0)->size(), 2u);
+  // The other job was kept and starts as soon as workers come.
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  jobs_->Tick();
+  EXPECT_EQ(State(*second), v1::RUNNING);
+  EXPECT_EQ(Next(w0).run().job_id(), *second);
+  EXPECT_EQ(Next(w1).run().job_id(), *second);
+}
+
+// The store does not take a job's start (a full disk): the job stays PENDING and queued,
+// nothing is pushed to a worker, the failure is counted and told to watchers, and the start
+// is tried again after a backoff (it used to be dropped from the queue, PENDING until a
+// coordinator restart).
+TEST_F(JobServiceTest, StartTheStoreDoesNotTakeIsRetriedWithABackoff) {
+  auto id = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(id.ok()) << id.status();
+  fail_store_writes_ = true;
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::PENDING);
+  EXPECT_EQ(jobs_->GetStoreHealth().write_failures, 1);
+  int64_t seen = 0;
+  absl::StatusOr<v1::JobEvent> event = jobs_->NextEvent(*id, &seen, clock_.Now());
+  ASSERT_TRUE(event.ok()) << event.status();
+  EXPECT_THAT(event->message(), HasSubstr("the job store did not take its start"));
+  EXPECT_THAT(event->message(), HasSubstr("disk full (injected)"));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      jobs_->NextAssignment(w0, incarnations_[w0], clock_.Now()).status()));
+  // Within the backoff nothing is tried; after it, the next failure doubles it.
+  jobs_->Tick();
+  EXPECT_EQ(jobs_->GetStoreHealth().write_failures, 1);
+  clock_.Advance(absl::Milliseconds(500));
+  jobs_->Tick();
+  EXPECT_EQ(jobs_->GetStoreHealth().write_failures, 2);
+  // The disk has room again: the job starts after the backoff.
+  fail_store_writes_ = false;
+  clock_.Advance(absl::Milliseconds(999));
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::PENDING);
+  clock_.Advance(absl::Milliseconds(1));
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RUNNING);
+  EXPECT_EQ(Next(w0).run().job_id(), *id);
+  EXPECT_EQ(Next(w1).run().job_id(), *id);
+  EXPECT_EQ(store_->Get(*id)->attempt_workers_size(), 2);
+}
+
+// The store does not take a job's end: the service shows the state it decided, saying it is
+// not saved yet, does not start the job again, and retries the write until the store has
+// it (it used to be dropped, the job RUNNING on disk and re-adopted after a restart).
+TEST_F(JobServiceTest, EndTheStoreDoesNotTakeIsShownAndRetried) {
+  const Started s = StartOnTwoWorkers();
+  fail_store_writes_ = true;
+  Report(s.w0, s.id, 1, v1::JobReport::FAILED, 3, "out of memory");
+  Report(s.w1, s.id, 1, v1::JobReport::ABORTED, 3);
+  absl::StatusOr<v1::GetJobResponse> got = jobs_->Get(s.id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->job().state(), v1::FAILED);
+  EXPECT_THAT(got->job().reason(), HasSubstr("out of memory"));
+  EXPECT_THAT(got->job().reason(), HasSubstr("not yet saved in the job store"));
+  EXPECT_THAT(got->job().reason(), HasSubstr("disk full (injected)"));
+  EXPECT_EQ((*jobs_->List(0))[0].state(), v1::FAILED);
+  EXPECT_EQ(store_->Get(s.id)->state(), v1::RUNNING);  // what the disk says, for now
+  EXPECT_EQ(jobs_->GetStoreHealth().unsaved_jobs, 1);
+  EXPECT_EQ(jobs_->Cancel(s.id, "").status().code(), absl::StatusCode::kFailedPrecondition);
+  const int64_t failures = jobs_->GetStoreHealth().write_failures;
+  EXPECT_GE(failures, 1);
+  clock_.Advance(absl::Milliseconds(500));
+  jobs_->Tick();
+  EXPECT_EQ(jobs_->GetStoreHealth().write_failures, failures + 1);
+  fail_store_writes_ = false;
+  clock_.Advance(absl::Seconds(1));
+  jobs_->Tick();
+  EXPECT_EQ(jobs_->GetStoreHealth().unsaved_jobs, 0);
+  absl::StatusOr<v1::JobRecord> stored = store_->Get(s.id);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->state(), v1::FAILED);
+  EXPECT_THAT(stored->reason(), HasSubstr("out of memory"));
+  EXPECT_THAT(stored->reason(), Not(HasSubstr("not yet saved")));
+  // A restarted coordinator finds it ended: nothing is re-adopted.
+  OpenStore();
+  EXPECT_EQ(State(s.id), v1::FAILED);
+  EXPECT_TRUE(jobs_->RunningTasks().empty());
+}
+
+// A restartable job's RESTARTING that the store does not take: the next attempt waits for
+// the store to have it (RUNNING -> RUNNING is no transition), then starts.
+TEST_F(JobServiceTest, RestartWaitsForTheStoreToTakeRestarting) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto id = jobs_->Submit(RestartableJob(2, 1));
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(Next(w0).has_run() && Next(w1).has_run());
+  fail_store_writes_ = true;
+  Report(w0, *id, 1, v1::JobReport::FAILED, 6, "bad batch");
+  Report(w1, *id, 1, v1::JobReport::ABORTED, 6);
+  EXPECT_EQ(State(*id), v1::RESTARTING);
+  clock_.Advance(absl::Seconds(1));  // past the quick-failure backoff (0.5 s)
+  Beat(w0), Beat(w1);
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RESTARTING);  // not started again while the store lags
+  EXPECT_EQ(store_->Get(*id)->attempt(), 1);
+  fail_store_writes_ = false;
+  clock_.Advance(absl::Seconds(1));
+  Beat(w0), Beat(w1);
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RUNNING);
+  EXPECT_EQ(store_->Get(*id)->attempt(), 2);
+  EXPECT_EQ(store_->Get(*id)->restarts(), 1);
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/file_util.h"
 #include "common/status.h"
 #include "engine/model_builder.h"
 #include "engine/optimizer.h"
@@ -359,17 +358,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                                 ": every restart would redo all the steps done before the "
                                 "failure; set checkpoint.every_steps (e.g. 100) so that a "
                                 "restart loses at most that many steps"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckJobDirectories(const v1::JobSpec& spec) {
-  // A relative directory lies under the chief's --output_root, unknown here.
-  if (absl::StartsWith(spec.checkpoint().dir(), "/")) {
-    LS_RETURN_IF_ERROR(CheckDirWritableWithoutCreating(spec.checkpoint().dir(), "checkpoint.dir"));
-  }
-  if (absl::StartsWith(spec.summaries().dir(), "/")) {
-    LS_RETURN_IF_ERROR(CheckDirWritableWithoutCreating(spec.summaries().dir(), "summaries.dir"));
   }
   return absl::OkStatus();
 }

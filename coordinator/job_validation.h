@@ -23,9 +23,11 @@
 // forward and backward). Over a limit: RESOURCE_EXHAUSTED naming the field, the figure, the
 // limit and the coordinator flag that raises it.
 //
-// Limitation: checkpoint.dir and summaries.dir are probed (CheckJobDirectories) on the
-// coordinator's host. They are written by the chief; when the chief runs on another host
-// the probe says nothing about it, and the chief reports the error when it starts.
+// checkpoint.dir and summaries.dir are never probed here: an absolute one names a path on
+// the workers that write it (inside their --output_root), not on the coordinator's host,
+// and probing it there would tell a submitter what exists on the coordinator's file system.
+// The chief (and every worker keeping a copy) checks and creates it when the job starts,
+// and a job it cannot write fails naming the field.
 #ifndef LOCKSTEP_COORDINATOR_JOB_VALIDATION_H_
 #define LOCKSTEP_COORDINATOR_JOB_VALIDATION_H_
 
@@ -53,11 +55,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 // split over `num_replicas` (at least 1: a job may run on one replica). Call after
 // ValidateJobSpec.
 absl::Status CheckModelSize(const v1::JobSpec& spec, const JobLimits& limits, int64_t num_replicas);
-
-// An absolute checkpoint.dir and summaries.dir (when set) could be created and written on this host
-// (CheckDirWritableWithoutCreating, common/file_util.h): nothing is created, so a job
-// refused later leaves nothing behind. Run it after the pure checks.
-absl::Status CheckJobDirectories(const v1::JobSpec& spec);
 
 // The global batch must split evenly over the replicas in sync.
 absl::Status CheckBatchDivisible(const v1::JobSpec& spec, int64_t num_replicas);

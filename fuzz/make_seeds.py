@@ -158,9 +158,15 @@ def mask(crc):
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def frame(payload):
-    head = struct.pack("<IIQI", 0x4B43534C, 1, len(payload), mask(crc32c(payload)))
+def frame(payload, version=1):
+    head = struct.pack("<IIQI", 0x4B43534C, version, len(payload), mask(crc32c(payload)))
     return head + struct.pack("<I", mask(crc32c(head))) + payload
+
+
+def payload_v2(meta, contents):
+    """Format version 2: the metadata message (no contents), the tensor table, the contents."""
+    table = struct.pack("<Q", len(contents)) + b"".join(struct.pack("<Q", len(c)) for c in contents)
+    return struct.pack("<Q", len(meta)) + meta + table + b"".join(contents)
 
 
 ck = "checkpoint_fuzzer"
@@ -180,6 +186,8 @@ bad_crc[-1] ^= 1
 write(ck, "file_payload_crc", b"\x00" + bytes(bad_crc))
 write(ck, "file_truncated", b"\x00" + frame(good)[:30])
 write(ck, "file_header_only", b"\x00" + frame(b""))
+v2_meta = field(1, 2, b"j") + field(3, 0, 3) + field(4, 2, named("w", field(1, 0, 1) + field(2, 2, field(1, 0, 2))))
+write(ck, "file_valid_v2", b"\x00" + frame(payload_v2(v2_meta, [struct.pack("<2f", 1.5, -2.0)]), 2))
 
 # --- Checkpoint broadcast framing: first byte = case (fuzz/blob_broadcast_fuzzer.cc) --------
 bb = "blob_broadcast_fuzzer"

@@ -530,7 +530,7 @@ TEST_F(JobsTest, BadInputIsRefusedNamingTheFieldAndCancelStopsWorkers) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("global_batch_size"));
   bad = DigitsJob(dir() + "/bad");
-  bad.mutable_checkpoint()->set_dir("/proc/lockstep-not-writable/ckpt");
+  bad.mutable_checkpoint()->set_dir("/var/lib/../../etc/ckpt");
   s = jobs_->SubmitJob(bad).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("checkpoint.dir"));

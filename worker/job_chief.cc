@@ -4,17 +4,35 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
+#include "worker/checkpoint_copies.h"
 
 namespace lockstep {
 namespace worker {
 
 absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& partition,
                                                            Clock* clock,
-                                                           const std::string& state_dir) {
+                                                           const std::string& state_dir,
+                                                           int retained_copy_jobs) {
   std::unique_ptr<JobChief> chief(new JobChief(partition, clock));
+  if (const std::string copies = CheckpointCopyDir(state_dir, partition); !copies.empty()) {
+    // Other jobs' copies beyond the retention go before this job writes its own.
+    const std::string folder = copies.substr(copies.rfind('/') + 1);
+    absl::StatusOr<std::vector<std::string>> deleted =
+        PruneCheckpointCopies(state_dir, folder, retained_copy_jobs);
+    if (!deleted.ok()) {
+      spdlog::warn("job {}: deleting the checkpoint copies of ended jobs: {}", partition.job_id(),
+                   deleted.status().ToString());
+    } else if (!deleted->empty()) {
+      spdlog::info(
+          "job {}: deleted the checkpoint copies of {} ended job(s) beyond "
+          "--retained_checkpoint_copies={}: {}",
+          partition.job_id(), deleted->size(), retained_copy_jobs, absl::StrJoin(*deleted, ", "));
+    }
+  }
   const v1::JobSpec& spec = partition.spec();
   const int keep = spec.checkpoint().keep() > 0 ? spec.checkpoint().keep() : 5;
   const int copies = spec.checkpoint().copies();
@@ -23,6 +41,8 @@ absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& 
     chief::CheckpointManager::Options co;
     co.dir = spec.checkpoint().dir();
     co.keep_last = keep;
+    co.job_uid = partition.job_uid();
+    co.attempt = partition.attempt();
     LS_ASSIGN_OR_RETURN(chief->checkpoints_, chief::CheckpointManager::Create(co));
   } else if (const std::string dir = CheckpointCopyDir(state_dir, partition);
              !dir.empty() && (copies == 0 || partition.worker_rank() < copies)) {
@@ -30,6 +50,8 @@ absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& 
     co.dir = dir;
     co.keep_last = keep;
     co.dir_field = "lockstepd --state_dir";
+    co.job_uid = partition.job_uid();
+    co.attempt = partition.attempt();
     absl::StatusOr<std::unique_ptr<chief::CheckpointManager>> m =
         chief::CheckpointManager::Create(co);
     if (m.ok()) {
@@ -111,7 +133,10 @@ absl::StatusOr<std::string> JobChief::SaveCheckpoint(int64_t step,
   }
   *c.mutable_data_position() = position;
   c.set_created_unix_micros(absl::ToUnixMicros(clock_->Now()));
-  if (evaluator_ != nullptr) evaluator_->Enqueue(chief::CheckpointManager::Encode(c));
+  if (evaluator_ != nullptr) {
+    LS_ASSIGN_OR_RETURN(std::string bytes, chief::CheckpointManager::Encode(c));
+    evaluator_->Enqueue(std::move(bytes));
+  }
   if (checkpoints_ == nullptr) return std::string();
   return checkpoints_->Save(c);
 }

@@ -3,8 +3,9 @@
 // TensorBoard scalars through chief::EventWriter. The chief writes the checkpoints users
 // see to checkpoint.dir; every other worker of ranks below checkpoint.copies (0: all) keeps
 // its own copy under `lockstepd --state_dir` (CheckpointCopyDir), so that a restart can
-// restore with no shared file system (job_restore.h). Without a directory the
-// corresponding calls do nothing, so the training loop calls them unconditionally.
+// restore with no shared file system (job_restore.h); those copies follow checkpoint.keep,
+// and the folders of ended jobs go as later jobs start (checkpoint_copies.h). Without a directory
+// the corresponding calls do nothing, so the training loop calls them unconditionally.
 //
 // Ownership: owns its manager and writer; borrows the clock. Thread model: one thread (the
 // executor's Run()).
@@ -34,10 +35,13 @@ class JobChief {
  public:
   // The directories' errors (INVALID_ARGUMENT naming checkpoint.dir / summaries.dir). A
   // worker's copy directory under `state_dir` ("" for none) that cannot be written costs a
-  // warning, not the job.
+  // warning, not the job. With a `state_dir`, the copies of other jobs beyond the
+  // `retained_copy_jobs` most recently written are deleted first (checkpoint_copies.h;
+  // a failure costs a warning).
   static absl::StatusOr<std::unique_ptr<JobChief>> Create(const v1::Partition& partition,
                                                           Clock* clock,
-                                                          const std::string& state_dir = "");
+                                                          const std::string& state_dir = "",
+                                                          int retained_copy_jobs = 2);
 
   // Writes a checkpoint after `step` steps with the input's `position` (DataPositionAfter);
   // returns its path ("" when none is written).

@@ -422,7 +422,8 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
   LS_ASSIGN_OR_RETURN(session->dataset, session->strategy->ExperimentalDistributeDataset(
                                             input.train, spec.global_batch_size(), dopts));
   LS_ASSIGN_OR_RETURN(session->evaluator, engine::Executor::Create(&session->graph));
-  LS_ASSIGN_OR_RETURN(session->chief, JobChief::Create(partition_, clock_, options_.state_dir));
+  LS_ASSIGN_OR_RETURN(session->chief, JobChief::Create(partition_, clock_, options_.state_dir,
+                                                       options_.retained_checkpoint_copies));
   if (partition_.is_chief() && partition_.has_evaluator()) {
     const absl::Duration timeout = spec.communication().timeout_ms() > 0
                                        ? absl::Milliseconds(spec.communication().timeout_ms())

@@ -97,6 +97,9 @@ struct JobExecutorOptions {
   // This worker's state directory (`lockstepd --state_dir`): its copies of the checkpoints
   // of the jobs it runs, which a restart restores from (job_restore.h). Empty: no copies.
   std::string state_dir;
+  // Other jobs whose copies under state_dir are kept when a job starts, the most recently
+  // written (`lockstepd --retained_checkpoint_copies`, checkpoint_copies.h).
+  int retained_checkpoint_copies = 2;
   // The directories the job may read data from and write outputs under (`lockstepd
   // --data_root/--output_root`): Create resolves every path of the spec through them and
   // refuses the partition naming the field otherwise. Null: paths are used as given

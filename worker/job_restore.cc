@@ -115,11 +115,21 @@ absl::StatusOr<Restored> RestoreAttempt(const v1::Partition& partition,
   }
   // The source's file bytes, exactly as written, authenticated with the attempt's secret and
   // bounded by what the job's model can encode to; every receiver checks the CRCs again.
+  // A source that cannot encode it still takes part (with nothing: the others fail to
+  // decode it, and it names why), so that no rank waits in the broadcast.
   LS_ASSIGN_OR_RETURN(const collectives::BlobOptions blob,
                       RestoreBlobOptions(partition, plan.step));
   std::string bytes;
-  if (rank == plan.source) bytes = chief::CheckpointManager::Encode(local->checkpoint);
+  absl::Status encoded;
+  if (rank == plan.source) {
+    absl::StatusOr<std::string> e = chief::CheckpointManager::Encode(local->checkpoint);
+    if (e.ok()) bytes = *std::move(e);
+    encoded = e.status();
+  }
   absl::Status sent = strategy.extended().BroadcastBytes(&bytes, plan.source, blob);
+  if (!encoded.ok()) {
+    return Annotate(encoded, absl::StrCat("sending the checkpoint of step ", plan.step));
+  }
   if (!sent.ok()) {
     return Annotate(sent, absl::StrCat("receiving the checkpoint of step ", plan.step,
                                        " from worker rank ", plan.source));

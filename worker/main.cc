@@ -86,6 +86,11 @@ ABSL_FLAG(std::string, state_dir, "",
           "file system. Default: $STATE_DIRECTORY (systemd's StateDirectory=), else "
           "/var/lib/lockstepd. A directory it cannot write costs a warning per job, not "
           "the job.");
+ABSL_FLAG(int, retained_checkpoint_copies, 2,
+          "When a job starts, the checkpoint copies under --state_dir of all but this many "
+          "other jobs (the most recently written) are deleted: a job's copies follow its "
+          "checkpoint.keep, and an ended job's go once this many later jobs wrote theirs. "
+          "0: keep only the running job's.");
 ABSL_FLAG(std::string, data_root, "",
           "Directories (comma-separated) jobs may read data files from; a relative path in a "
           "job is taken under them, and a path outside (symlinks resolved) fails the job "
@@ -355,6 +360,12 @@ int Run(sigset_t signals) {
     job_options.state_dir = job_options.state_dir.substr(0, job_options.state_dir.find(':'));
   }
   if (job_options.state_dir.empty()) job_options.state_dir = "/var/lib/lockstepd";
+  job_options.retained_checkpoint_copies = absl::GetFlag(FLAGS_retained_checkpoint_copies);
+  if (job_options.retained_checkpoint_copies < 0) {
+    spdlog::error("--retained_checkpoint_copies={}: must be 0 or more",
+                  job_options.retained_checkpoint_copies);
+    return kExitBadConfig;
+  }
   absl::StatusOr<std::shared_ptr<const lockstep::worker::FileRoots>> roots =
       MakeFileRoots(job_options.state_dir);
   if (!roots.ok()) {

@@ -74,7 +74,7 @@ TEST(ExportCommand, ADirectorysNewestCheckpointBecomesSafetensors) {
   const std::string dir = TempDir("ckpt");
   for (int64_t step : {10, 20}) {
     std::ofstream(dir + "/" + chief::CheckpointManager::FileName(step), std::ios::binary)
-        << chief::CheckpointManager::Encode(Sample(step));
+        << chief::CheckpointManager::Encode(Sample(step)).value();
   }
   const std::string output = TempDir("out") + "/model.safetensors";
   Outcome r = Export({dir, "--format=safetensors", "--output=" + output, "--with_optimizer_state"});
@@ -92,7 +92,7 @@ TEST(ExportCommand, ADirectorysNewestCheckpointBecomesSafetensors) {
 
 TEST(ExportCommand, AFileBecomesNpzWithTheVariablesOnly) {
   const std::string path = TempDir("file") + "/" + chief::CheckpointManager::FileName(5);
-  std::ofstream(path, std::ios::binary) << chief::CheckpointManager::Encode(Sample(5));
+  std::ofstream(path, std::ios::binary) << chief::CheckpointManager::Encode(Sample(5)).value();
   const std::string output = TempDir("file") + "/model.npz";
   Outcome r = Export({path, "--format", "npz", "--output", output});
   ASSERT_EQ(r.code, kExitOk) << r.err;
@@ -105,7 +105,7 @@ TEST(ExportCommand, AFileBecomesNpzWithTheVariablesOnly) {
 TEST(ExportCommand, BadRequestsAreRefusedNamingWhatIsWrong) {
   const std::string dir = TempDir("bad");
   std::ofstream(dir + "/" + chief::CheckpointManager::FileName(1), std::ios::binary)
-      << chief::CheckpointManager::Encode(Sample(1));
+      << chief::CheckpointManager::Encode(Sample(1)).value();
   Outcome unknown = Export({dir, "--format=pickle", "--output=" + dir + "/m"});
   EXPECT_EQ(unknown.code, kExitUsage);
   EXPECT_THAT(

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
+#include "spdlog/spdlog.h"
 
 namespace lockstep {
 namespace {
@@ -70,14 +72,10 @@ absl::StatusCode CodeFor(int rc) {
   }
 }
 
-absl::StatusOr<JobRecord> ParseRecord(absl::string_view blob, absl::string_view id,
-                                      absl::string_view path) {
-  JobRecord record;
-  if (!record.ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
-    return absl::DataLossError(
-        absl::StrCat("job ", id, ": stored record in '", path, "' does not parse"));
-  }
-  return record;
+// Whether `blob` parses as a JobRecord (into `record`).
+bool ParsesAsRecord(absl::string_view blob, JobRecord* record) {
+  return blob.size() <= static_cast<size_t>(std::numeric_limits<int>::max()) &&
+         record->ParseFromArray(blob.data(), static_cast<int>(blob.size()));
 }
 
 }  // namespace
@@ -119,7 +117,8 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(Options options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--state_dir: cannot open job database '", path, "': ", message));
   }
-  std::unique_ptr<JobStore> store(new JobStore(path, db, clock));
+  std::unique_ptr<JobStore> store(
+      new JobStore(path, db, clock, std::move(options.fail_write_for_test)));
   absl::MutexLock lock(&store->mu_);
   sqlite3_busy_timeout(db, 0);  // another holder is an error, not something to wait for
   auto open_error = [&](int rc, absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(store->mu_) {
@@ -180,7 +179,78 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(Options options) {
     rc = sqlite3_exec(db, set.c_str(), nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return store->SqliteError(rc, "set the schema version");
   }
+  LS_RETURN_IF_ERROR(store->QuarantineUnreadableLocked());
   return store;
+}
+
+JobRecord JobStore::RecordOfRow(absl::string_view blob, absl::string_view id, int64_t seq) const {
+  JobRecord record;
+  if (ParsesAsRecord(blob, &record)) return record;
+  // What stands for it: the job is over, and says why and where to look.
+  record.Clear();
+  record.set_id(std::string(id));
+  record.set_state(v1::FAILED);
+  record.set_reason(absl::StrCat(
+      "the coordinator's job store '", path_, "' holds an unreadable record for job ", id, " (row ",
+      seq, ": ", blob.size(),
+      " bytes that do not parse as a lockstep.v1.JobRecord): its spec, attempts and progress "
+      "are lost; the row is kept for inspection until retention deletes it; resubmit the job"));
+  return record;
+}
+
+absl::Status JobStore::QuarantineUnreadableLocked() {
+  struct Unreadable {
+    int64_t seq;
+    std::string id;
+    std::string reason;
+  };
+  std::vector<Unreadable> unreadable;
+  {
+    Statement select(db_, "SELECT seq, id, record FROM jobs WHERE state != ?1");
+    if (select.prepare_rc() != SQLITE_OK) {
+      return SqliteError(select.prepare_rc(), "check the stored jobs");
+    }
+    select.BindInt(1, v1::FAILED);
+    int rc;
+    while ((rc = select.Step()) == SQLITE_ROW) {
+      const int64_t seq = sqlite3_column_int64(select.get(), 0);
+      std::string id(reinterpret_cast<const char*>(sqlite3_column_text(select.get(), 1)),
+                     sqlite3_column_bytes(select.get(), 1));
+      JobRecord record;
+      if (!ParsesAsRecord(select.ColumnBlob(2), &record)) {
+        std::string reason = RecordOfRow(select.ColumnBlob(2), id, seq).reason();
+        unreadable.push_back(Unreadable{seq, std::move(id), std::move(reason)});
+      }
+    }
+    if (rc != SQLITE_DONE) return SqliteError(rc, "check the stored jobs");
+  }
+  for (const auto& [seq, id, reason] : unreadable) {
+    spdlog::error("job {}: {}", id, reason);
+    // The state column (what retention selects by) says FAILED; the bytes stay. Should the
+    // write fail, every read still answers FAILED: the coordinator serves on.
+    absl::Status status = WriteFault(absl::StrCat("update job ", id));
+    Statement update(db_, "UPDATE jobs SET state = ?1 WHERE seq = ?2");
+    if (status.ok() && update.prepare_rc() != SQLITE_OK) {
+      status = SqliteError(update.prepare_rc(), absl::StrCat("mark job ", id, " FAILED"));
+    }
+    if (status.ok()) {
+      update.BindInt(1, v1::FAILED);
+      update.BindInt(2, seq);
+      if (int rc = update.Step(); rc != SQLITE_DONE) {
+        status = SqliteError(rc, absl::StrCat("mark job ", id, " FAILED"));
+      }
+    }
+    if (!status.ok()) spdlog::warn("job {}: {}", id, status.ToString());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobStore::WriteFault(absl::string_view write) const {
+  if (!fail_write_) return absl::OkStatus();
+  absl::Status status = fail_write_(write);
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat("job database '", path_, "': ", write, ": ", status.message()));
 }
 
 JobStore::~JobStore() {
@@ -210,6 +280,7 @@ absl::StatusOr<JobRecord> JobStore::Create(absl::string_view name, std::string s
   t->set_unix_micros(now);
   t->set_reason("submitted");
 
+  LS_RETURN_IF_ERROR(WriteFault("create a job"));
   // The id comes from the row's AUTOINCREMENT key (never reused, even after a delete), so
   // insert, read the key back and fill the id in, all in one transaction.
   int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
@@ -244,7 +315,7 @@ absl::StatusOr<JobRecord> JobStore::Create(absl::string_view name, std::string s
 }
 
 absl::StatusOr<JobRecord> JobStore::GetLocked(absl::string_view id) {
-  Statement select(db_, "SELECT record FROM jobs WHERE id = ?1");
+  Statement select(db_, "SELECT seq, record FROM jobs WHERE id = ?1");
   if (select.prepare_rc() != SQLITE_OK) {
     return SqliteError(select.prepare_rc(), absl::StrCat("read job ", id));
   }
@@ -254,10 +325,11 @@ absl::StatusOr<JobRecord> JobStore::GetLocked(absl::string_view id) {
     return absl::NotFoundError(absl::StrCat("job ", id, " not found; `lockstep jobs` lists them"));
   }
   if (rc != SQLITE_ROW) return SqliteError(rc, absl::StrCat("read job ", id));
-  return ParseRecord(select.ColumnBlob(0), id, path_);
+  return RecordOfRow(select.ColumnBlob(1), id, sqlite3_column_int64(select.get(), 0));
 }
 
 absl::Status JobStore::PutLocked(const JobRecord& record) {
+  LS_RETURN_IF_ERROR(WriteFault(absl::StrCat("update job ", record.id())));
   Statement update(db_, "UPDATE jobs SET state = ?1, record = ?2 WHERE id = ?3");
   if (update.prepare_rc() != SQLITE_OK) {
     return SqliteError(update.prepare_rc(), absl::StrCat("update job ", record.id()));
@@ -277,7 +349,7 @@ absl::StatusOr<JobRecord> JobStore::Get(absl::string_view id) {
 
 absl::StatusOr<std::vector<JobRecord>> JobStore::List(int limit) {
   absl::MutexLock lock(&mu_);
-  Statement select(db_, "SELECT id, record FROM jobs ORDER BY seq DESC LIMIT ?1");
+  Statement select(db_, "SELECT id, record, seq FROM jobs ORDER BY seq DESC LIMIT ?1");
   if (select.prepare_rc() != SQLITE_OK) return SqliteError(select.prepare_rc(), "list jobs");
   select.BindInt(1, limit > 0 ? limit : -1);  // a negative LIMIT means none
   std::vector<JobRecord> records;
@@ -285,8 +357,7 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::List(int limit) {
   while ((rc = select.Step()) == SQLITE_ROW) {
     absl::string_view id(reinterpret_cast<const char*>(sqlite3_column_text(select.get(), 0)),
                          sqlite3_column_bytes(select.get(), 0));
-    LS_ASSIGN_OR_RETURN(JobRecord record, ParseRecord(select.ColumnBlob(1), id, path_));
-    records.push_back(std::move(record));
+    records.push_back(RecordOfRow(select.ColumnBlob(1), id, sqlite3_column_int64(select.get(), 2)));
   }
   if (rc != SQLITE_DONE) return SqliteError(rc, "list jobs");
   return records;
@@ -319,6 +390,7 @@ absl::StatusOr<std::vector<std::string>> JobStore::EndedBeyond(int keep) {
 absl::Status JobStore::Delete(const std::vector<std::string>& ids) {
   if (ids.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
+  LS_RETURN_IF_ERROR(WriteFault("delete ended jobs"));
   int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) return SqliteError(rc, "begin a transaction to delete jobs");
   auto rollback = [&](absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -353,14 +425,12 @@ absl::Status JobStore::Delete(const std::vector<std::string>& ids) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<JobRecord> JobStore::UpdateState(absl::string_view id, JobState to,
-                                                absl::string_view reason, bool counts_as_restart) {
-  absl::MutexLock lock(&mu_);
-  LS_ASSIGN_OR_RETURN(JobRecord record, GetLocked(id));
+absl::Status JobStore::TransitionLocked(JobRecord& record, JobState to, absl::string_view reason,
+                                        bool counts_as_restart) {
   if (!IsValidTransition(record.state(), to)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", id, " is ", v1::JobState_Name(record.state()), ", cannot become ",
-                     v1::JobState_Name(to), IsTerminal(record.state()) ? " (it has ended)" : ""));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", record.id(), " is ", v1::JobState_Name(record.state()), ", cannot become ",
+        v1::JobState_Name(to), IsTerminal(record.state()) ? " (it has ended)" : ""));
   }
   const int64_t now = NowMicros();
   if (to == v1::RUNNING) record.set_attempt(record.attempt() + 1);
@@ -373,6 +443,28 @@ absl::StatusOr<JobRecord> JobStore::UpdateState(absl::string_view id, JobState t
   t->set_unix_micros(now);
   t->set_reason(std::string(reason));
   t->set_attempt(record.attempt());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobRecord> JobStore::UpdateState(absl::string_view id, JobState to,
+                                                absl::string_view reason, bool counts_as_restart) {
+  absl::MutexLock lock(&mu_);
+  LS_ASSIGN_OR_RETURN(JobRecord record, GetLocked(id));
+  LS_RETURN_IF_ERROR(TransitionLocked(record, to, reason, counts_as_restart));
+  LS_RETURN_IF_ERROR(PutLocked(record));
+  return record;
+}
+
+absl::StatusOr<JobRecord> JobStore::StartAttempt(absl::string_view id, absl::string_view reason,
+                                                 std::vector<v1::AttemptWorkerRecord> workers,
+                                                 std::optional<v1::AttemptWorkerRecord> evaluator) {
+  absl::MutexLock lock(&mu_);
+  LS_ASSIGN_OR_RETURN(JobRecord record, GetLocked(id));
+  LS_RETURN_IF_ERROR(TransitionLocked(record, v1::RUNNING, reason, true));
+  record.clear_attempt_workers();
+  for (v1::AttemptWorkerRecord& w : workers) *record.add_attempt_workers() = std::move(w);
+  record.clear_attempt_evaluator();
+  if (evaluator.has_value()) *record.mutable_attempt_evaluator() = std::move(*evaluator);
   LS_RETURN_IF_ERROR(PutLocked(record));
   return record;
 }

@@ -27,6 +27,12 @@
 // entering RESTARTING `restarts` (not for a preemption).
 // Every transition is appended to JobRecord.transitions with its time, reason and attempt.
 //
+// A record that cannot be read back (its bytes do not parse as a JobRecord: a torn or
+// corrupted row) costs that job, not the coordinator: Open() marks its row FAILED (keeping
+// the bytes for an operator to inspect) and every read answers a FAILED record with the job's
+// id and a reason naming the store, the row and what to do. Retention deletes it as any
+// other ended job.
+//
 // Ownership and threads: the store owns its SQLite connection, held in exclusive locking
 // mode, so a second coordinator on the same state_dir is refused at Open. All methods are
 // thread-safe; one mutex serializes them (SQLite calls included: they are local file I/O).
@@ -34,6 +40,7 @@
 #ifndef LOCKSTEP_COORDINATOR_JOB_STORE_JOB_STORE_H_
 #define LOCKSTEP_COORDINATOR_JOB_STORE_JOB_STORE_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,11 +62,15 @@ class JobStore {
   struct Options {
     std::string state_dir;   // created if missing (its parent must exist)
     Clock* clock = nullptr;  // null: the real clock
+    // Tests only: called before every write ("create a job", "update job <id>", "delete
+    // ended jobs"); a non-OK status is that write's error and nothing is written (a full
+    // disk, a read-only file system). Leave empty otherwise.
+    std::function<absl::Status(absl::string_view write)> fail_write_for_test;
   };
 
   // Opens (or creates) <state_dir>/jobs.sqlite3. INVALID_ARGUMENT naming --state_dir when
-  // it cannot be created or opened; FAILED_PRECONDITION when another process holds it;
-  // DATA_LOSS when a stored job cannot be read back.
+  // it cannot be created or opened; FAILED_PRECONDITION when another process holds it. A
+  // stored job that cannot be read back is FAILED (see above), not an error.
   static absl::StatusOr<std::unique_ptr<JobStore>> Open(Options options);
   ~JobStore();
 
@@ -84,6 +95,15 @@ class JobStore {
                                                       lockstep::v1::JobState to,
                                                       absl::string_view reason,
                                                       bool counts_as_restart = true)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Starts the job's next attempt: RUNNING (as UpdateState) with the attempt's workers and
+  // evaluator (as SetAttemptWorkers) in one write, so that a failing write leaves the job
+  // as it was (PENDING or RESTARTING), never RUNNING without its workers.
+  absl::StatusOr<lockstep::v1::JobRecord> StartAttempt(
+      absl::string_view id, absl::string_view reason,
+      std::vector<lockstep::v1::AttemptWorkerRecord> workers,
+      std::optional<lockstep::v1::AttemptWorkerRecord> evaluator = std::nullopt)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Records the workers of the RUNNING job's current attempt (rank order) and its evaluator,
@@ -116,8 +136,22 @@ class JobStore {
   const std::string& path() const { return path_; }
 
  private:
-  JobStore(std::string path, sqlite3* db, Clock* clock)
-      : path_(std::move(path)), clock_(clock), db_(db) {}
+  JobStore(std::string path, sqlite3* db, Clock* clock,
+           std::function<absl::Status(absl::string_view)> fail_write)
+      : path_(std::move(path)), clock_(clock), fail_write_(std::move(fail_write)), db_(db) {}
+
+  // Marks the rows whose record does not parse FAILED (Open).
+  absl::Status QuarantineUnreadableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The record stored as `blob` in row `seq` for job `id`, or the FAILED record that stands
+  // for it when it does not parse.
+  lockstep::v1::JobRecord RecordOfRow(absl::string_view blob, absl::string_view id,
+                                      int64_t seq) const;
+  // The injected write failure, if any (Options::fail_write_for_test).
+  absl::Status WriteFault(absl::string_view write) const;
+  // Moves `record` to `to` in memory (the state machine, counters and transition).
+  absl::Status TransitionLocked(lockstep::v1::JobRecord& record, lockstep::v1::JobState to,
+                                absl::string_view reason, bool counts_as_restart)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::StatusOr<lockstep::v1::JobRecord> GetLocked(absl::string_view id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -127,6 +161,7 @@ class JobStore {
 
   const std::string path_;
   Clock* const clock_;
+  const std::function<absl::Status(absl::string_view)> fail_write_;
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
 };

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/job_store/job_store_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -250,6 +251,83 @@ TEST_F(JobStoreTest, EndedJobsBeyondTheRetentionAreDeletedAndIdsNeverReused) {
   EXPECT_TRUE(store->EndedBeyond(1)->empty());
   EXPECT_EQ(store->List()->size(), 3u);
   EXPECT_EQ(store->Create("j", "")->id(), "job-000006");
+}
+
+// A record that does not parse (a torn write, a bad sector) costs its job only: the store
+// opens, answers that job FAILED with a reason naming the store and the row, keeps every
+// other job, and lets retention delete the row.
+TEST_F(JobStoreTest, UnreadableRecordIsFailedAndTheRestServed) {
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(store->Create("j", "spec").ok());
+    ASSERT_TRUE(store->UpdateState("job-000002", v1::RUNNING, "go").ok());
+  }
+  ASSERT_TRUE(CorruptStoredRecord(dir_, "job-000002").ok());
+  auto store = OpenStore();  // used to be DATA_LOSS: "stored record ... does not parse"
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<std::vector<JobRecord>> all = store->List();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].id(), "job-000003");
+  EXPECT_EQ((*all)[0].state(), v1::PENDING);
+  EXPECT_EQ((*all)[0].spec(), "spec");
+  EXPECT_EQ((*all)[2].state(), v1::PENDING);
+  const JobRecord& lost = (*all)[1];
+  EXPECT_EQ(lost.id(), "job-000002");
+  EXPECT_EQ(lost.state(), v1::FAILED);
+  EXPECT_THAT(lost.reason(), HasSubstr("job store '" + dir_ + "/jobs.sqlite3'"));
+  EXPECT_THAT(lost.reason(), HasSubstr("unreadable record for job job-000002 (row 2"));
+  absl::StatusOr<JobRecord> got = store->Get("job-000002");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->state(), v1::FAILED);
+  EXPECT_EQ(got->reason(), lost.reason());
+  // Ended: no transition out of it, and retention takes it like any ended job.
+  EXPECT_EQ(store->UpdateState("job-000002", v1::SUCCEEDED, "x").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<std::vector<std::string>> old = store->EndedBeyond(0);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_THAT(*old, ElementsAre("job-000002"));
+  ASSERT_TRUE(store->Delete(*old).ok());
+  EXPECT_EQ(store->List()->size(), 2u);
+  EXPECT_TRUE(store->UpdateState("job-000001", v1::RUNNING, "go").ok());
+}
+
+// A write that fails (the injected fault stands for a full disk) changes nothing, and
+// StartAttempt moves a job to RUNNING together with its workers or not at all.
+TEST_F(JobStoreTest, FailedWritesChangeNothing) {
+  bool fail = false;
+  auto opened = JobStore::Open(
+      {.state_dir = dir_, .clock = &clock_, .fail_write_for_test = [&fail](absl::string_view) {
+         return fail ? absl::ResourceExhaustedError("disk full") : absl::OkStatus();
+       }});
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  JobStore& store = **opened;
+  ASSERT_TRUE(store.Create("j", "spec").ok());
+  v1::AttemptWorkerRecord w;
+  w.set_task_type("worker");
+  w.set_task_index(3);
+  fail = true;
+  absl::Status created = store.Create("k", "spec").status();
+  EXPECT_EQ(created.code(), absl::StatusCode::kResourceExhausted) << created;
+  EXPECT_THAT(created.message(), HasSubstr("create a job: disk full"));
+  absl::Status started = store.StartAttempt("job-000001", "go", {w}).status();
+  EXPECT_EQ(started.code(), absl::StatusCode::kResourceExhausted) << started;
+  EXPECT_THAT(started.message(), HasSubstr("update job job-000001: disk full"));
+  EXPECT_EQ(store.Get("job-000001")->state(), v1::PENDING);
+  EXPECT_EQ(store.Get("job-000001")->attempt(), 0);
+  EXPECT_EQ(store.List()->size(), 1u);
+  fail = false;
+  absl::StatusOr<JobRecord> running = store.StartAttempt("job-000001", "go", {w});
+  ASSERT_TRUE(running.ok()) << running.status();
+  EXPECT_EQ(running->state(), v1::RUNNING);
+  EXPECT_EQ(running->attempt(), 1);
+  ASSERT_EQ(store.Get("job-000001")->attempt_workers_size(), 1);
+  EXPECT_EQ(store.Get("job-000001")->attempt_workers(0).task_index(), 3);
+  fail = true;
+  EXPECT_FALSE(store.UpdateState("job-000001", v1::SUCCEEDED, "done").ok());
+  EXPECT_EQ(store.Get("job-000001")->state(), v1::RUNNING);
+  EXPECT_EQ(store.Delete({"job-000001"}).code(), absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 A job's checkpoints are files on the chief's machine, under its checkpoint.dir
 (describe(job).job.progress.checkpoint_path names the newest); with `lockstep local` that is
 this machine. The format is worker/chief/checkpoint.h's: a 24-byte little-endian header
-(magic "LSCK", version 1, payload length, masked CRC32C of the payload and of the header's
-first 20 bytes) and a serialized lockstep.v1.Checkpoint.
+(magic "LSCK", version, payload length, masked CRC32C of the payload and of the header's
+first 20 bytes) and the payload. Version 2: a uint64 M, M bytes of a serialized
+lockstep.v1.Checkpoint without tensor contents, a uint64 N, N uint64 content lengths and the
+N contents (variables, then optimizer slots), so a checkpoint may be over protobuf's 2 GiB
+limit on one message. Version 1 (older files): one serialized lockstep.v1.Checkpoint.
 
     weights = lockstep.load_weights(client.describe(job).job.progress.checkpoint_path)
     weights["hidden/kernel"].shape   # (64, 128)
@@ -24,7 +27,7 @@ if TYPE_CHECKING:
 Checkpoint = checkpoint_pb2.Checkpoint
 
 _MAGIC = 0x4B43534C  # "LSCK"
-_VERSION = 1
+_VERSIONS = (1, 2)  # a serialized Checkpoint; metadata beside the tensors' contents
 _HEADER = struct.Struct("<IIQII")  # magic, version, payload length, payload CRC, header CRC
 
 
@@ -81,15 +84,42 @@ def read_checkpoint(path: str, verify: bool = True) -> Checkpoint:
         raise CheckpointError(path, "wrong magic: not a checkpoint file")
     if _unmask(header_crc) != crc32c(data[:20]):
         raise CheckpointError(path, "header CRC mismatch")
-    if version != _VERSION:
-        raise CheckpointError(path, f"format version {version} unknown (this client reads 1)")
-    payload = data[_HEADER.size:]
+    if version not in _VERSIONS:
+        raise CheckpointError(path, f"format version {version} unknown (this client reads 1, 2)")
+    payload = memoryview(data)[_HEADER.size:]
     if len(payload) != length:
         raise CheckpointError(path, f"payload is {len(payload)} bytes, header says {length}")
     if verify and _unmask(payload_crc) != crc32c(payload):
         raise CheckpointError(path, "payload CRC mismatch")
     checkpoint = Checkpoint()
-    checkpoint.ParseFromString(payload)
+    if version == 1:
+        checkpoint.ParseFromString(bytes(payload))
+        return checkpoint
+    return _decode_v2(path, payload, checkpoint)
+
+
+def _decode_v2(path: str, payload: memoryview, checkpoint: Checkpoint) -> Checkpoint:
+    """Version 2's payload: the metadata message, then the tensor table and contents."""
+    def u64(at: int) -> int:
+        if at + 8 > len(payload):
+            raise CheckpointError(path, "truncated payload")
+        return struct.unpack_from("<Q", payload, at)[0]
+    meta = u64(0)
+    if 8 + meta > len(payload):
+        raise CheckpointError(path, f"truncated: metadata of {meta} bytes")
+    checkpoint.ParseFromString(bytes(payload[8:8 + meta]))
+    tensors = [t.tensor for t in checkpoint.variables] + [t.tensor for t in checkpoint.optimizer_slots]
+    at = 8 + meta
+    if u64(at) != len(tensors):
+        raise CheckpointError(path, "the tensor table does not list the metadata's tensors")
+    lengths = [u64(at + 8 * (i + 1)) for i in range(len(tensors))]
+    at += 8 * (len(tensors) + 1)
+    if at + sum(lengths) != len(payload):
+        raise CheckpointError(path, "the tensor table does not match the payload's length")
+    for tensor, n in zip(tensors, lengths):
+        if n:
+            tensor.content = bytes(payload[at:at + n])
+        at += n
     return checkpoint
 
 

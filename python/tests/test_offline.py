@@ -174,6 +174,36 @@ class TestCheckpoint:
         t.shape.dims.extend([2, 3])
         assert (lockstep.to_numpy(t) == a).all()
 
+    def test_reads_both_format_versions(self, tmp_path):
+        import struct
+        from lockstep.checkpoint import crc32c
+        from lockstep.v1 import checkpoint_pb2, tensor_pb2
+
+        def mask(c):
+            return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+        def framed(version, payload):
+            head = struct.pack("<IIQI", 0x4B43534C, version, len(payload), mask(crc32c(payload)))
+            return head + struct.pack("<I", mask(crc32c(head))) + payload
+
+        full = checkpoint_pb2.Checkpoint(job_id="j", global_step=3)
+        v = full.variables.add(name="w")
+        v.tensor.dtype = tensor_pb2.F32
+        v.tensor.shape.dims.append(2)
+        v.tensor.content = struct.pack("<2f", 1.5, -2.0)
+        meta = checkpoint_pb2.Checkpoint()
+        meta.CopyFrom(full)
+        meta.variables[0].tensor.content = b""
+        m = meta.SerializeToString()
+        v2 = struct.pack("<Q", len(m)) + m + struct.pack("<QQ", 1, 8) + v.tensor.content
+        for version, payload in ((1, full.SerializeToString()), (2, v2)):
+            path = tmp_path / f"ckpt-{version}.lsckpt"
+            path.write_bytes(framed(version, payload))
+            assert lockstep.read_checkpoint(str(path)) == full, version
+        path.write_bytes(framed(2, v2[:-1]))
+        with pytest.raises(lockstep.CheckpointError, match="does not match"):
+            lockstep.read_checkpoint(str(path))
+
     def test_not_a_checkpoint(self, tmp_path):
         with pytest.raises(lockstep.CheckpointError, match="wrong magic") as e:
             lockstep.read_checkpoint(write(tmp_path / "x.lsckpt", "x" * 64))

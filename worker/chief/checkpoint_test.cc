@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/chief/file_util.h"
@@ -196,7 +198,7 @@ TEST(CheckpointTest, FlippedByteIsSkipped) {
 }
 
 TEST(CheckpointTest, EveryCorruptedByteIsDetected) {
-  std::string good = CheckpointManager::Encode(MakeCheckpoint(5));
+  std::string good = CheckpointManager::Encode(MakeCheckpoint(5)).value();
   ASSERT_TRUE(CheckpointManager::Decode(good).ok());
   for (size_t i = 0; i < good.size(); ++i) {
     std::string bad = good;
@@ -206,6 +208,53 @@ TEST(CheckpointTest, EveryCorruptedByteIsDetected) {
   }
   // A byte appended is caught as well.
   EXPECT_EQ(CheckpointManager::Decode(good + "x").status().code(), absl::StatusCode::kDataLoss);
+}
+
+// ReadFile reads the contents straight into the tensors (no whole-file copy beside them),
+// and still catches every flipped byte; one in the payload is reported as the CRC mismatch
+// it is, wherever it landed (the metadata, the table, a content).
+TEST(CheckpointTest, EveryCorruptedByteInAFileIsDetected) {
+  const std::string good = CheckpointManager::Encode(MakeCheckpoint(5)).value();
+  const std::string path = TestDir() + "/" + CheckpointManager::FileName(5);
+  auto write = [&path](const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  };
+  write(good);
+  ASSERT_TRUE(CheckpointManager::ReadFile(path).ok());
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] ^= 0x01;
+    write(bad);
+    absl::Status s = CheckpointManager::ReadFile(path).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << "flipped bit in byte " << i;
+    if (i >= CheckpointManager::kHeaderSize) {
+      EXPECT_THAT(s.message(), HasSubstr("payload CRC mismatch")) << "byte " << i << ": " << s;
+    }
+  }
+  write(good.substr(0, good.size() - 1));
+  EXPECT_THAT(CheckpointManager::ReadFile(path).status().message(), HasSubstr("truncated"));
+}
+
+// Files of format version 1 (one serialized Checkpoint after the header) are still read.
+TEST(CheckpointTest, Version1FilesAreStillRead) {
+  const Checkpoint saved = MakeCheckpoint(3);
+  const std::string payload = saved.SerializeAsString();
+  std::string file(CheckpointManager::kHeaderSize, '\0');
+  auto put = [&file](size_t at, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) file[at + i] = static_cast<char>(v >> (8 * i));
+  };
+  put(0, CheckpointManager::kMagic, 4);
+  put(4, CheckpointManager::kProtoPayloadVersion, 4);
+  put(8, payload.size(), 8);
+  put(16, MaskCrc32c(Crc32c(payload)), 4);
+  put(20, MaskCrc32c(Crc32c(file.data(), 20)), 4);
+  const std::string path = TestDir() + "/" + CheckpointManager::FileName(3);
+  std::ofstream(path, std::ios::binary) << file << payload;
+  absl::StatusOr<Checkpoint> read = CheckpointManager::ReadFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->SerializeAsString(), saved.SerializeAsString());
+  EXPECT_EQ(CheckpointManager::Decode(file + payload)->SerializeAsString(),
+            saved.SerializeAsString());
 }
 
 TEST(CheckpointTest, WrongMagicIsSkippedAndNothingValidIsNotFound) {
@@ -267,13 +316,128 @@ TEST(CheckpointTest, CrashBeforeRenameLeavesNoVisibleCheckpoint) {
   std::vector<std::string> entries = DirEntries(dir);
   ASSERT_EQ(entries.size(), 2u);  // the checkpoint and the crashed write's temporary file
   EXPECT_EQ(entries[1], "ckpt-0000000001.lsckpt");
-  EXPECT_TRUE(absl::StartsWith(entries[0], ".ckpt-2.lsckpt.tmp.")) << entries[0];
+  EXPECT_TRUE(absl::StartsWith(entries[0], ".ckpt-2.a2.lsckpt.tmp.")) << entries[0];
   EXPECT_THAT(*CheckpointManager::List(dir), ElementsAre(dir + "/ckpt-0000000001.lsckpt"));
   EXPECT_EQ(CheckpointManager::RestoreLatest(dir)->checkpoint.global_step(), 1);
 
-  // The next manager removes the leftover.
-  ASSERT_NE(MakeManager(dir, 5), nullptr);
+  // The next attempt's manager removes the leftover.
+  ASSERT_TRUE(CheckpointManager::Create({.dir = dir, .keep_last = 5, .attempt = 3}).ok());
   EXPECT_THAT(DirEntries(dir), ElementsAre("ckpt-0000000001.lsckpt"));
+}
+
+// Two jobs checkpoint into one directory: a manager created for one while the other's
+// temporary file is in flight (between its fsync and its rename) leaves that file alone, so
+// the other's Save() completes. A job's own leftovers, of an earlier attempt, are removed;
+// another job's never are.
+TEST(CheckpointTest, TwoJobsInOneDirectoryKeepEachOthersInFlightFiles) {
+  std::string dir = TestDir();
+  std::string in_flight;
+  absl::Status other_created;
+  auto writer = CheckpointManager::Create(
+      {.dir = dir,
+       .keep_last = 5,
+       .job_uid = "job-000001@1",
+       .attempt = 1,
+       .before_rename_for_test = [&](const std::string& temp_path) {
+         in_flight = temp_path;
+         // Job 2 starts (its chief creates its manager) in the same directory now.
+         other_created = CheckpointManager::Create(
+                             {.dir = dir, .keep_last = 5, .job_uid = "job-000002@2", .attempt = 1})
+                             .status();
+       }});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  Checkpoint a = MakeCheckpoint(10);
+  a.set_job_uid("job-000001@1");
+  a.set_attempt(1);
+  absl::StatusOr<std::string> saved = (*writer)->Save(a);
+  ASSERT_TRUE(other_created.ok()) << other_created;
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_THAT(in_flight, HasSubstr("/" + CheckpointManager::TempPrefix(10, "job-000001@1", 1)));
+  EXPECT_EQ(CheckpointManager::ReadFile(*saved)->job_uid(), "job-000001@1");
+
+  // Leftovers of crashed writes: job 1's attempt 1, job 2's attempt 1.
+  for (const std::string& prefix : {CheckpointManager::TempPrefix(20, "job-000001@1", 1),
+                                    CheckpointManager::TempPrefix(20, "job-000002@2", 1)}) {
+    ASSERT_TRUE(static_cast<bool>(std::ofstream(dir + "/" + prefix + "abcdef") << "partial"));
+  }
+  // Job 2's next attempt removes its own and keeps job 1's.
+  ASSERT_TRUE(CheckpointManager::Create(
+                  {.dir = dir, .keep_last = 5, .job_uid = "job-000002@2", .attempt = 2})
+                  .ok());
+  EXPECT_THAT(DirEntries(dir),
+              ElementsAre(CheckpointManager::TempPrefix(20, "job-000001@1", 1) + "abcdef",
+                          "ckpt-0000000010.job-000001@1.lsckpt"));
+}
+
+// The size a checkpoint may have is not bound by protobuf's limit on one message (2 GiB):
+// only the metadata is a message; the tensors' contents are framed beside it with 64-bit
+// lengths. The limit is faked small here (a 16 GiB model's contents in memory are not a
+// unit test): contents many times over it are written, read back and restored whole, while
+// version 1 (everything in one message) could not even be encoded under it.
+TEST(CheckpointTest, ContentsOverTheMessageLimitRoundTrip) {
+  constexpr size_t kFakeLimit = 4096;  // stands for protobuf's 2 GiB
+  Checkpoint big = MakeCheckpoint(7);
+  big.set_job_uid("big@1");
+  std::string content(256 * 1024, '\0');
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 131 + i / 7);
+  big.mutable_variables(0)->mutable_tensor()->set_content(content);
+  big.mutable_optimizer_slots(0)->mutable_tensor()->set_content(content.substr(3));
+  ASSERT_GT(big.ByteSizeLong(), 60 * kFakeLimit);
+
+  const std::string dir = TestDir();
+  auto manager = CheckpointManager::Create(
+      {.dir = dir, .keep_last = 2, .job_uid = "big@1", .max_message_bytes_for_test = kFakeLimit});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  absl::StatusOr<std::string> path = (*manager)->Save(big);
+  ASSERT_TRUE(path.ok()) << path.status();
+  absl::StatusOr<Checkpoint> read = CheckpointManager::ReadFile(*path, kFakeLimit);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->SerializeAsString(), big.SerializeAsString());
+  // The same bytes as Encode, which the data plane broadcasts.
+  absl::StatusOr<std::string> encoded = CheckpointManager::Encode(big, kFakeLimit);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  EXPECT_EQ(*encoded, *ReadFileToString(*path));
+  EXPECT_EQ(CheckpointManager::Decode(*encoded, kFakeLimit)->SerializeAsString(),
+            big.SerializeAsString());
+
+  // Metadata over the limit is refused when written, naming the size, not written as a
+  // file that never reads back.
+  Checkpoint named = big;
+  named.mutable_data_position()->set_iterator_state(std::string(2 * kFakeLimit, 'x'));
+  absl::StatusOr<std::string> refused = (*manager)->Save(named);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("bytes one protobuf message may hold"));
+  EXPECT_EQ(CheckpointManager::Encode(named, kFakeLimit).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(*CheckpointManager::List(dir), ElementsAre(*path));
+}
+
+// Lengths past 4 GiB are read as 64-bit numbers: a tensor table that claims more than the
+// file holds is refused naming the sizes, before anything is allocated for it.
+TEST(CheckpointTest, MultiGiBLengthsAreCheckedNotTruncated) {
+  std::string good = CheckpointManager::Encode(MakeCheckpoint(5)).value();
+  // Payload: u64 M, M bytes of metadata, u64 N, N lengths, contents.
+  const size_t header = CheckpointManager::kHeaderSize;
+  uint64_t meta = 0;
+  for (int i = 0; i < 8; ++i) meta |= uint64_t{static_cast<uint8_t>(good[header + i])} << (8 * i);
+  const size_t first_length = header + 8 + meta + 8;
+  const uint64_t huge = (uint64_t{5} << 30) + 12;  // 5 GiB + 12: 12 as an int32
+  std::string payload = good.substr(header);
+  for (int i = 0; i < 8; ++i)
+    payload[first_length - header + i] = static_cast<char>(huge >> (8 * i));
+  // Re-frame it with valid CRCs, so that only the length is wrong.
+  std::string file(header, '\0');
+  auto put32 = [&](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) file[at + i] = static_cast<char>(v >> (8 * i));
+  };
+  put32(0, CheckpointManager::kMagic);
+  put32(4, CheckpointManager::kFormatVersion);
+  for (int i = 0; i < 8; ++i) file[8 + i] = static_cast<char>(uint64_t{payload.size()} >> (8 * i));
+  put32(16, MaskCrc32c(Crc32c(payload)));
+  put32(20, MaskCrc32c(Crc32c(file.data(), 20)));
+  absl::Status s = CheckpointManager::Decode(file + payload).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("tensor 0 of 5368709132 bytes runs past"));
 }
 
 }  // namespace
