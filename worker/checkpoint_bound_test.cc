@@ -42,7 +42,9 @@ std::string EncodedCheckpoint(const v1::JobSpec& spec, int* tensors) {
   EXPECT_TRUE(optimizer.ok()) << optimizer.status();
   for (v1::NamedTensor& t : (*optimizer)->SaveState()) *c.add_optimizer_slots() = std::move(t);
   *tensors = c.variables_size() + c.optimizer_slots_size();
-  return chief::CheckpointManager::Encode(c);
+  absl::StatusOr<std::string> bytes = chief::CheckpointManager::Encode(c);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *std::move(bytes) : std::string();
 }
 
 class CheckpointBoundTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
