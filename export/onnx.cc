@@ -66,6 +66,8 @@ absl::StatusOr<std::string> EncodeOnnx(const ExportRequest& request) {
     g.AddNode("Div", {x.name, divisor}, "feature_scale");
     x.name = "feature_scale";
   }
+  // Every value a layer may take by name: the model's input, then each layer's output.
+  std::map<std::string, OnnxValue> outputs = {{"features", x}};
   for (int i = 0; i < model.layers_size(); ++i) {
     const v1::Layer& layer = model.layers(i);
     OnnxLayerContext c;
@@ -73,12 +75,18 @@ absl::StatusOr<std::string> EncodeOnnx(const ExportRequest& request) {
     c.index = i;
     c.name = layer.name().empty() ? absl::StrCat(LayerKindName(layer.kind_case()), "_", i)
                                   : layer.name();
-    c.input = x;
-    c.variables = &variables;
-    if (!layer.inputs().empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("layers[", i, "].inputs: ONNX export covers sequential models so far"));
+    for (int j = 0; j < layer.inputs_size(); ++j) {
+      auto it = outputs.find(layer.inputs(j));
+      if (it == outputs.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("layers[", i, "].inputs[", j,
+                                                       "]: no layer or model input named '",
+                                                       layer.inputs(j), "' before it"));
+      }
+      c.inputs.push_back(it->second);
     }
+    if (c.inputs.empty()) c.inputs.push_back(x);
+    c.input = c.inputs[0];
+    c.variables = &variables;
     const OnnxLayerFn* fn = layers->Find(layer.kind_case());
     if (fn == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -88,6 +96,7 @@ absl::StatusOr<std::string> EncodeOnnx(const ExportRequest& request) {
     absl::StatusOr<OnnxValue> y = (*fn)(c, g);
     if (!y.ok()) return y.status();
     x = *std::move(y);
+    outputs[c.name] = x;
   }
   g.AddNode("Identity", {x.name}, "output");
   SetType(x.dims, graph->add_output());

@@ -50,6 +50,35 @@ std::string OnnxGraph::AddInt64s(const std::string& name, const std::vector<int6
   return name;
 }
 
+onnx::NodeProto* OnnxGraph::AddTranspose(const std::string& input, const std::vector<int64_t>& perm,
+                                         const std::string& name) {
+  onnx::NodeProto* node = AddNode("Transpose", {input}, name);
+  SetAttribute("perm", perm, node);
+  return node;
+}
+
+void SetAttribute(const std::string& name, int64_t value, onnx::NodeProto* node) {
+  onnx::AttributeProto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
+}
+
+void SetAttribute(const std::string& name, float value, onnx::NodeProto* node) {
+  onnx::AttributeProto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(value);
+}
+
+void SetAttribute(const std::string& name, const std::vector<int64_t>& values,
+                  onnx::NodeProto* node) {
+  onnx::AttributeProto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : values) a->add_ints(v);
+}
+
 absl::StatusOr<const v1::NamedTensor*> OnnxLayerContext::Variable(const std::string& suffix) const {
   const std::string full = absl::StrCat(name, "/", suffix);
   auto it = variables->find(full);

@@ -42,6 +42,9 @@ class OnnxGraph {
   std::string AddFloats(const std::string& name, const std::vector<int64_t>& dims,
                         const std::vector<float>& values);
   std::string AddInt64s(const std::string& name, const std::vector<int64_t>& values);
+  // A Transpose node of `input` by `perm`, named `name`.
+  onnx::NodeProto* AddTranspose(const std::string& input, const std::vector<int64_t>& perm,
+                                const std::string& name);
 
  private:
   onnx::GraphProto* graph_;  // not owned
@@ -52,13 +55,20 @@ struct OnnxLayerContext {
   const v1::Layer* layer = nullptr;
   int index = 0;
   std::string name;  // the layer's name as the model builder gives it ("dense_0" by default)
-  OnnxValue input;
+  OnnxValue input;   // inputs[0]
+  std::vector<OnnxValue> inputs;  // every input, in order (several for add and concat)
   // The checkpoint's variables by name ("<layer>/kernel"); not owned.
   const std::map<std::string, const v1::NamedTensor*>* variables = nullptr;
 
   // The variable "<name>/<suffix>"; INVALID_ARGUMENT naming the layer when it is missing.
   absl::StatusOr<const v1::NamedTensor*> Variable(const std::string& suffix) const;
 };
+
+// Adds the attribute `name` to `node`: an INT, a FLOAT, or INTS.
+void SetAttribute(const std::string& name, int64_t value, onnx::NodeProto* node);
+void SetAttribute(const std::string& name, float value, onnx::NodeProto* node);
+void SetAttribute(const std::string& name, const std::vector<int64_t>& values,
+                  onnx::NodeProto* node);
 
 // Adds the layer's nodes to `graph`; returns its output. INVALID_ARGUMENT naming the layer
 // ("layers[2] (dense \"logits\")") for what the export cannot express.

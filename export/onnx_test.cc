@@ -1,6 +1,10 @@
 #include "export/onnx.h"
 
+#include <limits>
+
+#include "export/onnx_graph.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx.pb.h"
 
@@ -93,21 +97,97 @@ TEST(Onnx, WhatItCannotExpressIsRefusedNamingIt) {
   no_spec.spec = nullptr;
   EXPECT_THAT(std::string(EncodeOnnx(no_spec).status().message()), HasSubstr("--spec"));
 
-  Mlp conv;
-  conv.spec.mutable_model()->mutable_layers(1)->mutable_conv2d()->set_filters(2);
-  EXPECT_THAT(std::string(EncodeOnnx(conv.Request()).status().message()),
-              HasSubstr("layers[1] (conv2d \"conv2d_1\"): ONNX export has no mapping for layer "
-                        "kind conv2d"));
+  Mlp no_kind;
+  no_kind.spec.mutable_model()->mutable_layers(1)->clear_kind();
+  EXPECT_THAT(std::string(EncodeOnnx(no_kind.Request()).status().message()),
+              HasSubstr("layers[1] ((no kind) \"(no kind)_1\"): ONNX export has no mapping for "
+                        "layer kind (no kind)"));
 
   Mlp graph;
-  graph.spec.mutable_model()->mutable_layers(3)->add_inputs("hidden");
+  graph.spec.mutable_model()->mutable_layers(3)->add_inputs("nowhere");
   EXPECT_THAT(std::string(EncodeOnnx(graph.Request()).status().message()),
-              HasSubstr("layers[3].inputs: ONNX export covers sequential models"));
+              HasSubstr("layers[3].inputs[0]: no layer or model input named 'nowhere'"));
+
+  Mlp conv;  // a conv2d over a flat input
+  conv.spec.mutable_model()->mutable_layers(1)->mutable_conv2d()->set_filters(2);
+  EXPECT_THAT(std::string(EncodeOnnx(conv.Request()).status().message()),
+              HasSubstr("layers[1] (conv2d \"conv2d_1\"): the input is not [batch, h, w, "
+                        "channels]"));
 
   Mlp missing;
   missing.checkpoint.mutable_variables()->RemoveLast();
   EXPECT_THAT(std::string(EncodeOnnx(missing.Request()).status().message()),
               HasSubstr("the checkpoint has no variable dense_3/bias"));
+}
+
+// Every layer kind the model builder offers (Layer's oneof) has an ONNX mapping.
+TEST(Onnx, EveryLayerKindHasAMapping) {
+  absl::StatusOr<OnnxLayerRegistry> layers = BuiltinOnnxLayers();
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  const google::protobuf::OneofDescriptor* kind = v1::Layer::descriptor()->FindOneofByName("kind");
+  ASSERT_NE(kind, nullptr);
+  ASSERT_GT(kind->field_count(), 10);
+  for (int i = 0; i < kind->field_count(); ++i) {
+    const auto k = static_cast<v1::Layer::KindCase>(kind->field(i)->number());
+    EXPECT_NE(layers->Find(k), nullptr) << kind->field(i)->name();
+  }
+  EXPECT_EQ(layers->Find(v1::Layer::KIND_NOT_SET), nullptr);
+}
+
+// A residual block and an attention block, as the bundled CNN and Transformer use them: the
+// named inputs are followed and the shapes carried through.
+TEST(Onnx, ResidualAndAttentionGraphsFollowTheirNamedInputs) {
+  v1::JobSpec spec;
+  v1::Checkpoint checkpoint;
+  spec.mutable_model()->add_input_shape(4);
+  auto layer = [&](const std::string& name) {
+    v1::Layer* l = spec.mutable_model()->add_layers();
+    l->set_name(name);
+    return l;
+  };
+  v1::Layer* tok = layer("tok");
+  tok->mutable_embedding()->set_input_dim(5);
+  tok->mutable_embedding()->set_output_dim(6);
+  layer("ln")->mutable_layer_norm();
+  v1::Layer* att = layer("att");
+  att->mutable_self_attention()->set_num_heads(2);
+  att->mutable_self_attention()->set_causal(true);
+  v1::Layer* res = layer("res");
+  res->mutable_add();
+  res->add_inputs("tok");
+  res->add_inputs("att");
+  layer("act")->mutable_gelu();
+  AddVariable(&checkpoint, "tok/embeddings", {5, 6});
+  AddVariable(&checkpoint, "ln/gamma", {6});
+  AddVariable(&checkpoint, "ln/beta", {6});
+  AddVariable(&checkpoint, "att/qkv", {6, 18});
+  AddVariable(&checkpoint, "att/output", {6, 6});
+  ExportRequest r;
+  r.checkpoint = &checkpoint;
+  r.spec = &spec;
+  auto bytes = EncodeOnnx(r);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(*bytes));
+  EXPECT_THAT(Dims(m.graph().output(0)), ElementsAre("batch", "4", "6"));
+  std::map<std::string, const onnx::NodeProto*> nodes;
+  for (const onnx::NodeProto& n : m.graph().node()) nodes[n.name()] = &n;
+  ASSERT_EQ(nodes.count("res"), 1);
+  EXPECT_THAT(nodes["res"]->input(), ElementsAre("tok", "att"));
+  ASSERT_EQ(nodes.count("att/masked"), 1);
+  EXPECT_EQ(nodes["ln"]->op_type(), "LayerNormalization");
+  const onnx::TensorProto* mask = nullptr;
+  for (const onnx::TensorProto& t : m.graph().initializer()) {
+    if (t.name() == "att/causal_mask") mask = &t;
+  }
+  ASSERT_NE(mask, nullptr);
+  EXPECT_THAT(mask->dims(), ElementsAre(4, 4));
+  EXPECT_EQ(mask->float_data(0 * 4 + 1), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(mask->float_data(1 * 4 + 0), 0.0f);
+
+  att->mutable_self_attention()->set_num_heads(4);  // 4 does not divide 6
+  EXPECT_THAT(std::string(EncodeOnnx(r).status().message()),
+              HasSubstr("layers[2] (self_attention \"att\"): num_heads does not divide"));
 }
 
 }  // namespace
