@@ -4,7 +4,7 @@
 # the checkpoint's tensors through readers that share no code with Lockstep
 # (tests/export_check.py: NumPy's np.load; a few lines of Python for safetensors); the ONNX
 # export passes onnx.checker and, run by a NumPy evaluator, matches Lockstep's forward pass
-# (tests/onnx_check.py). A job
+# (tests/onnx_check.py), for the digits MLP, the residual CNN and the char Transformer. A job
 # started from the safetensors export (initFrom) holds its variables bitwise and evaluates
 # identically to the exporting job; one started from an export that does not fit the model
 # fails naming each variable missing or mis-shaped.
@@ -41,6 +41,22 @@ tests/train_for_export --job=examples/jobs/digits_mlp.json \
 cmp "$OUT/forward/dump/variable0.bin" "$OUT/dump/variable0.bin" ||
   { echo "FAIL: two runs of the same job differ"; exit 1; }
 $PY tests/onnx_check.py check "$OUT/model.onnx" "$OUT/rows.f32" "$OUT/forward/forward.f32" 12
+
+# The other bundled models, the same way: the residual CNN (conv2d, batch norm with its moving
+# statistics, a residual add, max pooling) on the digits rows, and the char Transformer
+# (embeddings, layer norm, causal self-attention, GELU, residual adds) on seeded token rows,
+# its control the causal mask of the first attention layer.
+tests/train_for_export --job=examples/jobs/digits_residual.json \
+  --data=examples/data/digits.csv.gz --out="$OUT/cnn" --steps=6 --forward="$OUT/rows.f32"
+"$CLI" export "$OUT/cnn/ckpt" --format=onnx --output="$OUT/cnn.onnx" --spec="$OUT/cnn/spec.json"
+$PY tests/onnx_check.py check "$OUT/cnn.onnx" "$OUT/rows.f32" "$OUT/cnn/forward.f32" 6
+$PY tests/onnx_check.py tokens "$OUT/tokens.f32" 6 64 96
+tests/train_for_export --job=examples/jobs/char_transformer.json \
+  --data=examples/data/fortunes-train.tfrecord --out="$OUT/lm" --steps=4 \
+  --forward="$OUT/tokens.f32"
+"$CLI" export "$OUT/lm/ckpt" --format=onnx --output="$OUT/lm.onnx" --spec="$OUT/lm/spec.json"
+$PY tests/onnx_check.py check "$OUT/lm.onnx" "$OUT/tokens.f32" "$OUT/lm/forward.f32" 4 \
+  att1/masked
 
 # Wrong inputs: the variables-only export is not taken for one with slots, a job id is
 # refused saying why, and an unknown format names the flag.

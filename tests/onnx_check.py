@@ -3,12 +3,21 @@
 
   onnx_check.py rows DATA.csv.gz ROWS.f32 N
       the first N rows' features (every column but the last, the label), raw, as float32
-  onnx_check.py check MODEL.onnx ROWS.f32 FORWARD.f32 STEP
+  onnx_check.py tokens ROWS.f32 N WIDTH VOCAB
+      N rows of WIDTH token ids drawn in [0, VOCAB) (seeded), as the float features a
+      language model's embedding takes
+  onnx_check.py check MODEL.onnx ROWS.f32 FORWARD.f32 STEP [CONTROL]
       onnx.checker (full_check: with strict shape inference) passes; the graph's input has a
       symbolic batch dimension; the metadata names the job and STEP; the NumPy evaluator
       below runs the graph on the raw rows (one batch of all, and one row alone) and matches
       Lockstep's own forward pass (FORWARD.f32, train_for_export --forward) within 1e-5.
+      As a control, the graph with node CONTROL (default feature_scale) made an Identity of
+      its first input must differ visibly: the comparison can tell it apart.
+
+The evaluator is written from the ONNX operator documents (no onnxruntime in Debian), one
+NumPy function per op export/onnx_layers.cc emits.
 """
+import math
 import csv
 import gzip
 import sys
@@ -30,6 +39,50 @@ def softmax(x, axis):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
+def window_patches(x, kernel, strides, pads, fill):
+    """x NCHW padded by pads [top, left, bottom, right] with `fill`; yields ((ky, kx), the
+    [n, c, oh, ow] slice each kernel position sees)."""
+    x = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])),
+               constant_values=fill)
+    oh = (x.shape[2] - kernel[0]) // strides[0] + 1
+    ow = (x.shape[3] - kernel[1]) // strides[1] + 1
+    for ky in range(kernel[0]):
+        for kx in range(kernel[1]):
+            yield (ky, kx), x[:, :, ky:ky + strides[0] * (oh - 1) + 1:strides[0],
+                              kx:kx + strides[1] * (ow - 1) + 1:strides[1]]
+
+
+def conv(n, x, w):
+    """Conv, NCHW input, OIHW weights, no groups or dilations."""
+    out = None
+    for (ky, kx), patch in window_patches(x, attribute(n, "kernel_shape", None),
+                                          attribute(n, "strides", [1, 1]),
+                                          attribute(n, "pads", [0, 0, 0, 0]), 0):
+        term = np.einsum("nchw,oc->nohw", patch, w[:, :, ky, kx])
+        out = term if out is None else out + term
+    return out.astype(np.float32)
+
+
+def max_pool(n, x):
+    out = None
+    for _, patch in window_patches(x, attribute(n, "kernel_shape", None),
+                                   attribute(n, "strides", [1, 1]),
+                                   attribute(n, "pads", [0, 0, 0, 0]), -np.inf):
+        out = patch if out is None else np.maximum(out, patch)
+    return out
+
+
+def layer_norm(n, x, scale, bias):
+    mean = np.mean(x, axis=-1, keepdims=True)
+    var = np.mean(np.square(x - mean), axis=-1, keepdims=True)
+    rstd = np.float32(1) / np.sqrt(var + np.float32(attribute(n, "epsilon", 1e-5)))
+    return (x - mean) * rstd * scale + bias
+
+
+ERF = np.vectorize(math.erf, otypes=[np.float64])
+ONNX_TYPES = {onnx.TensorProto.INT64: np.int64, onnx.TensorProto.FLOAT: np.float32}
+
+
 # The ops export/onnx_layers.cc emits, as the ONNX operator documents define them.
 OPS = {
     "Div": lambda n, a, b: a / b,
@@ -42,6 +95,21 @@ OPS = {
     "Flatten": lambda n, a: a.reshape(a.shape[0], -1),
     "Reshape": lambda n, a, s: a.reshape([a.shape[i] if d == 0 else d for i, d in enumerate(s)]),
     "Identity": lambda n, a: a,
+    "Sub": lambda n, a, b: a - b,
+    "Mul": lambda n, a, b: a * b,
+    "Sqrt": lambda n, a: np.sqrt(a),
+    "Reciprocal": lambda n, a: np.float32(1) / a,
+    "Erf": lambda n, a: ERF(a).astype(np.float32),
+    "Transpose": lambda n, a: np.transpose(a, attribute(n, "perm", None)),
+    "Conv": conv,
+    "MaxPool": max_pool,
+    "LayerNormalization": layer_norm,
+    "ReduceMean": lambda n, a: np.mean(a, axis=tuple(attribute(n, "axes", None)),
+                                       keepdims=bool(attribute(n, "keepdims", 1))),
+    "Cast": lambda n, a: a.astype(ONNX_TYPES[attribute(n, "to", None)]),
+    "Gather": lambda n, table, ids: np.take(table, ids, axis=attribute(n, "axis", 0)),
+    "Split": lambda n, a: tuple(np.split(a, len(n.output), axis=attribute(n, "axis", 0))),
+    "Concat": lambda n, *a: np.concatenate(a, axis=attribute(n, "axis", None)),
 }
 
 
@@ -51,7 +119,9 @@ def evaluate(model, features):
     for node in model.graph.node:
         if node.op_type not in OPS:
             raise ValueError(f"the evaluator has no {node.op_type} (node {node.name})")
-        values[node.output[0]] = OPS[node.op_type](node, *[values[i] for i in node.input])
+        out = OPS[node.op_type](node, *[values[i] for i in node.input])
+        for name, value in zip(node.output, out if isinstance(out, tuple) else (out,)):
+            values[name] = value
     return values[model.graph.output[0].name]
 
 
@@ -61,7 +131,12 @@ def rows(data, out, n):
     np.asarray(table, dtype="<f4").tofile(out)
 
 
-def check(path, rows_path, forward_path, step):
+def tokens(out, n, width, vocab):
+    rng = np.random.default_rng(36)
+    rng.integers(0, int(vocab), size=(int(n), int(width))).astype("<f4").tofile(out)
+
+
+def check(path, rows_path, forward_path, step, control="feature_scale"):
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
     problems = []
@@ -76,6 +151,7 @@ def check(path, rows_path, forward_path, step):
     want = np.fromfile(forward_path, dtype="<f4").reshape(x.shape[0], -1)
     for batch in (x, x[:1]):
         got = evaluate(model, batch)
+        got = got.reshape(got.shape[0], -1)
         if got.shape != want[: batch.shape[0]].shape:
             problems.append(f"output {got.shape}, Lockstep's {want[: batch.shape[0]].shape}")
             continue
@@ -83,15 +159,19 @@ def check(path, rows_path, forward_path, step):
         print(f"batch {batch.shape[0]}: largest difference from Lockstep's forward pass {diff:.3g}")
         if not diff <= 1e-5:
             problems.append(f"batch {batch.shape[0]}: differs from Lockstep's by {diff}")
-    # A control: the evaluator without the featureScale node is visibly off.
-    unscaled = onnx.ModelProto()
-    unscaled.CopyFrom(model)
-    for node in unscaled.graph.node:
-        if node.op_type == "Div":
-            node.op_type = "Identity"
-            del node.input[1:]
-    if np.max(np.abs(evaluate(unscaled, x) - want)) <= 1e-5:
-        problems.append("the comparison cannot tell a graph without featureScale apart")
+    # A control: the graph without the node `control` (featureScale, the causal mask) is
+    # visibly off, so the comparison above can tell a wrong graph apart.
+    altered = onnx.ModelProto()
+    altered.CopyFrom(model)
+    found = [node for node in altered.graph.node if node.name == control]
+    if not found:
+        problems.append(f"the graph has no node {control} for the control")
+    for node in found:
+        node.op_type = "Identity"
+        del node.input[1:]
+        del node.attribute[:]
+    if found and np.max(np.abs(evaluate(altered, x).reshape(x.shape[0], -1) - want)) <= 1e-5:
+        problems.append(f"the comparison cannot tell the graph without {control} apart")
     return problems
 
 
@@ -99,7 +179,10 @@ if __name__ == "__main__":
     if sys.argv[1] == "rows":
         rows(*sys.argv[2:5])
         sys.exit(0)
-    found = check(*sys.argv[2:6])
+    if sys.argv[1] == "tokens":
+        tokens(*sys.argv[2:6])
+        sys.exit(0)
+    found = check(*sys.argv[2:7])
     for p in found:
         print("FAIL:", p)
     if not found:
