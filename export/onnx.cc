@@ -9,12 +9,25 @@
 namespace lockstep::exporting {
 namespace {
 
-// A float tensor type [batch, dims...] for a graph input or output.
-void SetType(const std::vector<int64_t>& dims, onnx::ValueInfoProto* info) {
+// A tensor type [batch, dims...] (FLOAT unless `elem_type`) for a graph input or output.
+void SetType(const std::vector<int64_t>& dims, onnx::ValueInfoProto* info,
+             onnx::TensorProto::DataType elem_type = onnx::TensorProto::FLOAT) {
   onnx::TypeProto::Tensor* t = info->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->set_elem_type(elem_type);
   t->mutable_shape()->add_dim()->set_dim_param("batch");
   for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+// Whether the data files hold the features as integers: TFRecord int64_lists (token ids),
+// which the input pipeline converts to f32.
+bool IntegerFeatures(const v1::DataSource& train) {
+  if (train.format() != v1::DataSource::TFRECORD || train.tfrecord().features().empty()) {
+    return false;
+  }
+  for (const v1::TfRecordFeature& f : train.tfrecord().features()) {
+    if (f.dtype() != v1::TfRecordFeature::INT64) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -56,8 +69,16 @@ absl::StatusOr<std::string> EncodeOnnx(const ExportRequest& request) {
   graph->set_name(request.spec->name().empty() ? "lockstep" : request.spec->name());
   OnnxGraph g(graph);
   OnnxValue x{"features", {model.input_shape().begin(), model.input_shape().end()}};
-  SetType(x.dims, graph->add_input());
-  graph->mutable_input(0)->set_name(x.name);
+  if (IntegerFeatures(request.spec->data().train())) {
+    // int64 ids in, as the files hold them; the model computes on their f32 values.
+    SetType(x.dims, graph->add_input(), onnx::TensorProto::INT64);
+    SetAttribute("to", int64_t{onnx::TensorProto::FLOAT},
+                 g.AddNode("Cast", {x.name}, "features/f32"));
+    x.name = "features/f32";
+  } else {
+    SetType(x.dims, graph->add_input());
+  }
+  graph->mutable_input(0)->set_name("features");
 
   const float scale = request.spec->data().train().feature_scale();
   if (scale != 0 && scale != 1) {
@@ -67,7 +88,7 @@ absl::StatusOr<std::string> EncodeOnnx(const ExportRequest& request) {
     x.name = "feature_scale";
   }
   // Every value a layer may take by name: the model's input, then each layer's output.
-  std::map<std::string, OnnxValue> outputs = {{"features", x}};
+  std::map<std::string, OnnxValue> outputs = {{"features", x}};  // f32, as the layers see it
   for (int i = 0; i < model.layers_size(); ++i) {
     const v1::Layer& layer = model.layers(i);
     OnnxLayerContext c;

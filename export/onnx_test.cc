@@ -77,6 +77,7 @@ TEST(Onnx, TheMlpBecomesNodesWithTheScaleInsideAndADynamicBatch) {
   EXPECT_THAT(ops, ElementsAre("Div", "MatMul", "Add", "Relu", "MatMul", "Add", "Identity"));
   EXPECT_EQ(m.graph().input(0).name(), "features");
   EXPECT_THAT(Dims(m.graph().input(0)), ElementsAre("batch", "6"));
+  EXPECT_EQ(m.graph().input(0).type().tensor_type().elem_type(), onnx::TensorProto::FLOAT);
   EXPECT_EQ(m.graph().output(0).name(), "output");
   EXPECT_THAT(Dims(m.graph().output(0)), ElementsAre("batch", "3"));
   std::vector<std::string> initializers;
@@ -157,6 +158,9 @@ TEST(Onnx, ResidualAndAttentionGraphsFollowTheirNamedInputs) {
   res->add_inputs("tok");
   res->add_inputs("att");
   layer("act")->mutable_gelu();
+  v1::DataSource* train = spec.mutable_data()->mutable_train();  // token ids as int64_lists
+  train->set_format(v1::DataSource::TFRECORD);
+  train->mutable_tfrecord()->add_features()->set_dtype(v1::TfRecordFeature::INT64);
   AddVariable(&checkpoint, "tok/embeddings", {5, 6});
   AddVariable(&checkpoint, "ln/gamma", {6});
   AddVariable(&checkpoint, "ln/beta", {6});
@@ -170,6 +174,9 @@ TEST(Onnx, ResidualAndAttentionGraphsFollowTheirNamedInputs) {
   onnx::ModelProto m;
   ASSERT_TRUE(m.ParseFromString(*bytes));
   EXPECT_THAT(Dims(m.graph().output(0)), ElementsAre("batch", "4", "6"));
+  EXPECT_EQ(m.graph().input(0).type().tensor_type().elem_type(), onnx::TensorProto::INT64);
+  EXPECT_EQ(m.graph().node(0).op_type(), "Cast");
+  EXPECT_EQ(m.graph().node(0).input(0), "features");
   std::map<std::string, const onnx::NodeProto*> nodes;
   for (const onnx::NodeProto& n : m.graph().node()) nodes[n.name()] = &n;
   ASSERT_EQ(nodes.count("res"), 1);

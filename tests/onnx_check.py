@@ -148,6 +148,9 @@ def check(path, rows_path, forward_path, step, control="feature_scale"):
     if meta.get("step") != step or meta.get("job_id") != "digits-export":
         problems.append(f"metadata {meta}")
     x = np.fromfile(rows_path, dtype="<f4").reshape(-1, width)
+    # Token ids arrive as the files hold them, int64; other features as float32.
+    if model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT64:
+        x = x.astype(np.int64)
     want = np.fromfile(forward_path, dtype="<f4").reshape(x.shape[0], -1)
     for batch in (x, x[:1]):
         got = evaluate(model, batch)
