@@ -57,6 +57,16 @@ tests/train_for_export --job=examples/jobs/char_transformer.json \
 "$CLI" export "$OUT/lm/ckpt" --format=onnx --output="$OUT/lm.onnx" --spec="$OUT/lm/spec.json"
 $PY tests/onnx_check.py check "$OUT/lm.onnx" "$OUT/tokens.f32" "$OUT/lm/forward.f32" 4 \
   att1/masked
+$PY -c 'import onnx, sys; t = onnx.load(sys.argv[1]).graph.input[0].type.tensor_type
+sys.exit(t.elem_type != onnx.TensorProto.INT64)' "$OUT/lm.onnx" ||
+  { echo "FAIL: the Transformer's input is not int64 token ids, as its TFRecord files hold them"; exit 1; }
+# The kinds neither uses (tests/onnx_layers_job.json): strided convolutions and stride-1
+# pooling with uneven SAME pads, a branch concatenated, sigmoid, global average pooling,
+# layer norm, softmax and flatten mid-model.
+tests/train_for_export --job=tests/onnx_layers_job.json \
+  --data=examples/data/digits.csv.gz --out="$OUT/zoo" --steps=6 --forward="$OUT/rows.f32"
+"$CLI" export "$OUT/zoo/ckpt" --format=onnx --output="$OUT/zoo.onnx" --spec="$OUT/zoo/spec.json"
+$PY tests/onnx_check.py check "$OUT/zoo.onnx" "$OUT/rows.f32" "$OUT/zoo/forward.f32" 6
 
 # Wrong inputs: the variables-only export is not taken for one with slots, a job id is
 # refused saying why, and an unknown format names the flag.
