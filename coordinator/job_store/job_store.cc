@@ -118,7 +118,8 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(Options options) {
         absl::StrCat("--state_dir: cannot open job database '", path, "': ", message));
   }
   std::unique_ptr<JobStore> store(
-      new JobStore(path, db, clock, std::move(options.fail_write_for_test)));
+      new JobStore(path, db, clock, std::move(options.fail_write_for_test),
+                   std::move(options.fail_read_for_test)));
   absl::MutexLock lock(&store->mu_);
   sqlite3_busy_timeout(db, 0);  // another holder is an error, not something to wait for
   auto open_error = [&](int rc, absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(store->mu_) {
@@ -186,61 +187,123 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(Options options) {
 JobRecord JobStore::RecordOfRow(absl::string_view blob, absl::string_view id, int64_t seq) const {
   JobRecord record;
   if (ParsesAsRecord(blob, &record)) return record;
+  return UnreadableRecord(
+      id, seq,
+      absl::StrCat(blob.size(),
+                   " bytes that do not parse as a lockstep.v1.JobRecord): its spec, attempts and "
+                   "progress are lost; the row is kept for inspection until retention deletes it; "
+                   "resubmit the job"));
+}
+
+JobRecord JobStore::UnreadableRecord(absl::string_view id, int64_t seq,
+                                     absl::string_view why) const {
   // What stands for it: the job is over, and says why and where to look.
-  record.Clear();
+  JobRecord record;
   record.set_id(std::string(id));
   record.set_state(v1::FAILED);
-  record.set_reason(absl::StrCat(
-      "the coordinator's job store '", path_, "' holds an unreadable record for job ", id, " (row ",
-      seq, ": ", blob.size(),
-      " bytes that do not parse as a lockstep.v1.JobRecord): its spec, attempts and progress "
-      "are lost; the row is kept for inspection until retention deletes it; resubmit the job"));
+  record.set_reason(absl::StrCat("the coordinator's job store '", path_,
+                                 "' holds an unreadable record for job ", id, " (row ", seq, ": ",
+                                 why));
   return record;
 }
 
-absl::Status JobStore::QuarantineUnreadableLocked() {
-  struct Unreadable {
-    int64_t seq;
-    std::string id;
-    std::string reason;
-  };
-  std::vector<Unreadable> unreadable;
-  {
-    Statement select(db_, "SELECT seq, id, record FROM jobs WHERE state != ?1");
-    if (select.prepare_rc() != SQLITE_OK) {
-      return SqliteError(select.prepare_rc(), "check the stored jobs");
-    }
-    select.BindInt(1, v1::FAILED);
-    int rc;
-    while ((rc = select.Step()) == SQLITE_ROW) {
-      const int64_t seq = sqlite3_column_int64(select.get(), 0);
-      std::string id(reinterpret_cast<const char*>(sqlite3_column_text(select.get(), 1)),
-                     sqlite3_column_bytes(select.get(), 1));
-      JobRecord record;
-      if (!ParsesAsRecord(select.ColumnBlob(2), &record)) {
-        std::string reason = RecordOfRow(select.ColumnBlob(2), id, seq).reason();
-        unreadable.push_back(Unreadable{seq, std::move(id), std::move(reason)});
-      }
-    }
-    if (rc != SQLITE_DONE) return SqliteError(rc, "check the stored jobs");
+absl::StatusOr<std::vector<JobStore::Row>> JobStore::ListRowsLocked(int limit) {
+  // The id index holds every (id, seq) pair, so this reads neither the table's pages nor
+  // any record: a damaged row cannot fail the listing, only its own read below.
+  Statement select(db_,
+                   "SELECT seq, id FROM jobs INDEXED BY sqlite_autoindex_jobs_1 "
+                   "ORDER BY seq DESC LIMIT ?1");
+  if (select.prepare_rc() != SQLITE_OK) {
+    return SqliteError(select.prepare_rc(), "list the stored job ids");
   }
-  for (const auto& [seq, id, reason] : unreadable) {
-    spdlog::error("job {}: {}", id, reason);
+  select.BindInt(1, limit > 0 ? limit : -1);  // a negative LIMIT means none
+  std::vector<Row> rows;
+  int rc;
+  while ((rc = select.Step()) == SQLITE_ROW) {
+    rows.push_back(Row{sqlite3_column_int64(select.get(), 0),
+                       std::string(reinterpret_cast<const char*>(
+                                       sqlite3_column_text(select.get(), 1)),
+                                   sqlite3_column_bytes(select.get(), 1))});
+  }
+  if (rc != SQLITE_DONE) return SqliteError(rc, "list the stored job ids");
+  return rows;
+}
+
+JobStore::RowRead JobStore::ReadRowLocked(const Row& row) {
+  RowRead read;
+  if (fail_read_) {
+    if (const int rc = fail_read_(row.id); rc != SQLITE_OK) {
+      read.error = absl::StrCat("SQLite cannot read it: ", sqlite3_errstr(rc), " (sqlite code ",
+                                rc, ")");
+      return read;
+    }
+  }
+  Statement select(db_, "SELECT state, record FROM jobs WHERE seq = ?1");
+  int rc = select.prepare_rc();
+  if (rc == SQLITE_OK) {
+    select.BindInt(1, row.seq);
+    rc = select.Step();
+  }
+  if (rc == SQLITE_ROW) {
+    read.state = static_cast<JobState>(sqlite3_column_int64(select.get(), 0));
+    read.blob = std::string(select.ColumnBlob(1));  // the step read it: damage fails the step
+  }
+  if (rc == SQLITE_DONE) {
+    read.error = "the id index names this row but the jobs table has none: the file is damaged";
+  } else if (rc != SQLITE_ROW) {
+    read.error = absl::StrCat("SQLite cannot read it: ", sqlite3_errmsg(db_), " (sqlite code ",
+                              rc, ")");
+  }
+  return read;
+}
+
+JobRecord JobStore::RecordOfRead(const Row& row, const RowRead& read) const {
+  if (read.error.empty()) return RecordOfRow(read.blob, row.id, row.seq);
+  return UnreadableRecord(
+      row.id, row.seq,
+      absl::StrCat(read.error,
+                   "): its spec, attempts and progress are lost to this coordinator; resubmit "
+                   "the job; to salvage the row, stop the coordinator and run `sqlite3 ",
+                   path_, " .recover` (see coordinator/job_store/README.md)"));
+}
+
+absl::Status JobStore::QuarantineUnreadableLocked() {
+  absl::StatusOr<std::vector<Row>> rows = ListRowsLocked(0);
+  if (!rows.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        "--state_dir: job database '", path_, "' is damaged: cannot list its jobs (",
+        rows.status().message(),
+        "); stop here, keep a copy of the file, and rebuild it from what SQLite can still read: "
+        "`sqlite3 ", path_, " .recover > jobs.sql && sqlite3 jobs.recovered.sqlite3 < jobs.sql`, "
+        "then move jobs.recovered.sqlite3 to ", path_,
+        " (see coordinator/job_store/README.md)"));
+  }
+  for (const Row& row : *rows) {
+    RowRead read = ReadRowLocked(row);
+    if (!read.error.empty()) {
+      // SQLite cannot read the row, so it cannot rewrite it either: every read answers the
+      // job FAILED instead, and the row stays as it is for `sqlite3 .recover`.
+      spdlog::error("job {}: {}", row.id, RecordOfRead(row, read).reason());
+      continue;
+    }
+    JobRecord parsed;
+    if (read.state == v1::FAILED || ParsesAsRecord(read.blob, &parsed)) continue;
+    spdlog::error("job {}: {}", row.id, RecordOfRow(read.blob, row.id, row.seq).reason());
     // The state column (what retention selects by) says FAILED; the bytes stay. Should the
     // write fail, every read still answers FAILED: the coordinator serves on.
-    absl::Status status = WriteFault(absl::StrCat("update job ", id));
+    absl::Status status = WriteFault(absl::StrCat("update job ", row.id));
     Statement update(db_, "UPDATE jobs SET state = ?1 WHERE seq = ?2");
     if (status.ok() && update.prepare_rc() != SQLITE_OK) {
-      status = SqliteError(update.prepare_rc(), absl::StrCat("mark job ", id, " FAILED"));
+      status = SqliteError(update.prepare_rc(), absl::StrCat("mark job ", row.id, " FAILED"));
     }
     if (status.ok()) {
       update.BindInt(1, v1::FAILED);
-      update.BindInt(2, seq);
+      update.BindInt(2, row.seq);
       if (int rc = update.Step(); rc != SQLITE_DONE) {
-        status = SqliteError(rc, absl::StrCat("mark job ", id, " FAILED"));
+        status = SqliteError(rc, absl::StrCat("mark job ", row.id, " FAILED"));
       }
     }
-    if (!status.ok()) spdlog::warn("job {}: {}", id, status.ToString());
+    if (!status.ok()) spdlog::warn("job {}: {}", row.id, status.ToString());
   }
   return absl::OkStatus();
 }
@@ -315,7 +378,9 @@ absl::StatusOr<JobRecord> JobStore::Create(absl::string_view name, std::string s
 }
 
 absl::StatusOr<JobRecord> JobStore::GetLocked(absl::string_view id) {
-  Statement select(db_, "SELECT seq, record FROM jobs WHERE id = ?1");
+  // The seq from the id index, then the row itself, so that a damaged row answers its job
+  // FAILED rather than an error.
+  Statement select(db_, "SELECT seq FROM jobs INDEXED BY sqlite_autoindex_jobs_1 WHERE id = ?1");
   if (select.prepare_rc() != SQLITE_OK) {
     return SqliteError(select.prepare_rc(), absl::StrCat("read job ", id));
   }
@@ -325,7 +390,8 @@ absl::StatusOr<JobRecord> JobStore::GetLocked(absl::string_view id) {
     return absl::NotFoundError(absl::StrCat("job ", id, " not found; `lockstep jobs` lists them"));
   }
   if (rc != SQLITE_ROW) return SqliteError(rc, absl::StrCat("read job ", id));
-  return RecordOfRow(select.ColumnBlob(1), id, sqlite3_column_int64(select.get(), 0));
+  const Row row{sqlite3_column_int64(select.get(), 0), std::string(id)};
+  return RecordOfRead(row, ReadRowLocked(row));
 }
 
 absl::Status JobStore::PutLocked(const JobRecord& record) {
@@ -349,40 +415,25 @@ absl::StatusOr<JobRecord> JobStore::Get(absl::string_view id) {
 
 absl::StatusOr<std::vector<JobRecord>> JobStore::List(int limit) {
   absl::MutexLock lock(&mu_);
-  Statement select(db_, "SELECT id, record, seq FROM jobs ORDER BY seq DESC LIMIT ?1");
-  if (select.prepare_rc() != SQLITE_OK) return SqliteError(select.prepare_rc(), "list jobs");
-  select.BindInt(1, limit > 0 ? limit : -1);  // a negative LIMIT means none
+  LS_ASSIGN_OR_RETURN(std::vector<Row> rows, ListRowsLocked(limit));
   std::vector<JobRecord> records;
-  int rc;
-  while ((rc = select.Step()) == SQLITE_ROW) {
-    absl::string_view id(reinterpret_cast<const char*>(sqlite3_column_text(select.get(), 0)),
-                         sqlite3_column_bytes(select.get(), 0));
-    records.push_back(RecordOfRow(select.ColumnBlob(1), id, sqlite3_column_int64(select.get(), 2)));
-  }
-  if (rc != SQLITE_DONE) return SqliteError(rc, "list jobs");
+  records.reserve(rows.size());
+  for (const Row& row : rows) records.push_back(RecordOfRead(row, ReadRowLocked(row)));
   return records;
 }
 
 absl::StatusOr<std::vector<std::string>> JobStore::EndedBeyond(int keep) {
   absl::MutexLock lock(&mu_);
-  // The id and state columns come before the record, so its pages are not read.
-  Statement select(db_,
-                   "SELECT id FROM jobs WHERE state IN (?1, ?2, ?3) ORDER BY seq DESC "
-                   "LIMIT -1 OFFSET ?4");
-  if (select.prepare_rc() != SQLITE_OK) {
-    return SqliteError(select.prepare_rc(), "list ended jobs");
-  }
-  select.BindInt(1, v1::SUCCEEDED);
-  select.BindInt(2, v1::FAILED);
-  select.BindInt(3, v1::CANCELLED);
-  select.BindInt(4, std::max(0, keep));
+  LS_ASSIGN_OR_RETURN(std::vector<Row> rows, ListRowsLocked(0));
   std::vector<std::string> ids;
-  int rc;
-  while ((rc = select.Step()) == SQLITE_ROW) {
-    ids.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(select.get(), 0)),
-                     sqlite3_column_bytes(select.get(), 0));
+  int ended = 0;
+  for (const Row& row : rows) {
+    RowRead read = ReadRowLocked(row);
+    // A row SQLite cannot read cannot be deleted either (its pages are needed to free it):
+    // it stays for `sqlite3 .recover` and counts towards nothing.
+    if (!read.error.empty() || !IsTerminal(read.state)) continue;
+    if (++ended > std::max(0, keep)) ids.push_back(row.id);
   }
-  if (rc != SQLITE_DONE) return SqliteError(rc, "list ended jobs");
   std::reverse(ids.begin(), ids.end());
   return ids;
 }

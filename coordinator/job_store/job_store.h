@@ -33,6 +33,13 @@
 // id and a reason naming the store, the row and what to do. Retention deletes it as any
 // other ended job.
 //
+// A row SQLite itself cannot read (a damaged page: SQLITE_CORRUPT, or an I/O error on it)
+// costs that job too: the ids are listed from the id index alone and every record is read on
+// its own, so such a row answers a FAILED record naming the store, the row and SQLite's error,
+// and the other jobs are served. Such a row cannot be rewritten or deleted (SQLite needs its
+// pages for that): retention leaves it for an operator's `sqlite3 <file> .recover`. Only when
+// not even the ids can be listed does Open fail, with DATA_LOSS naming the file and .recover.
+//
 // Ownership and threads: the store owns its SQLite connection, held in exclusive locking
 // mode, so a second coordinator on the same state_dir is refused at Open. All methods are
 // thread-safe; one mutex serializes them (SQLite calls included: they are local file I/O).
@@ -66,6 +73,10 @@ class JobStore {
     // ended jobs"); a non-OK status is that write's error and nothing is written (a full
     // disk, a read-only file system). Leave empty otherwise.
     std::function<absl::Status(absl::string_view write)> fail_write_for_test;
+    // Tests only: called before every read of one job's row with the job's id; a result
+    // other than SQLITE_OK (0), e.g. SQLITE_CORRUPT or SQLITE_IOERR, is that read's SQLite
+    // error (a damaged page, a bad sector). Leave empty otherwise.
+    std::function<int(absl::string_view id)> fail_read_for_test;
   };
 
   // Opens (or creates) <state_dir>/jobs.sqlite3. INVALID_ARGUMENT naming --state_dir when
@@ -137,15 +148,43 @@ class JobStore {
 
  private:
   JobStore(std::string path, sqlite3* db, Clock* clock,
-           std::function<absl::Status(absl::string_view)> fail_write)
-      : path_(std::move(path)), clock_(clock), fail_write_(std::move(fail_write)), db_(db) {}
+           std::function<absl::Status(absl::string_view)> fail_write,
+           std::function<int(absl::string_view)> fail_read)
+      : path_(std::move(path)),
+        clock_(clock),
+        fail_write_(std::move(fail_write)),
+        fail_read_(std::move(fail_read)),
+        db_(db) {}
 
-  // Marks the rows whose record does not parse FAILED (Open).
+  // One stored job's row: its key and id, as the id index lists them.
+  struct Row {
+    int64_t seq;
+    std::string id;
+  };
+  // What reading a row gave: its state column and record bytes, or (error non-empty) why
+  // SQLite could not read it.
+  struct RowRead {
+    lockstep::v1::JobState state = lockstep::v1::JOB_STATE_UNSPECIFIED;
+    std::string blob;
+    std::string error;
+  };
+
+  // Marks the rows whose record does not parse FAILED and logs those SQLite cannot read
+  // (Open). DATA_LOSS naming the file and `sqlite3 .recover` when not even the ids list.
   absl::Status QuarantineUnreadableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every job's row, newest first, at most `limit` (> 0), from the id index alone.
+  absl::StatusOr<std::vector<Row>> ListRowsLocked(int limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads one row; an SQLite error is reported in the result, never returned.
+  RowRead ReadRowLocked(const Row& row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The record a read gave, or the FAILED record that stands for an unreadable row.
+  lockstep::v1::JobRecord RecordOfRead(const Row& row, const RowRead& read) const;
   // The record stored as `blob` in row `seq` for job `id`, or the FAILED record that stands
   // for it when it does not parse.
   lockstep::v1::JobRecord RecordOfRow(absl::string_view blob, absl::string_view id,
                                       int64_t seq) const;
+  // The FAILED record that stands for job `id` in row `seq`, lost because of `why`.
+  lockstep::v1::JobRecord UnreadableRecord(absl::string_view id, int64_t seq,
+                                           absl::string_view why) const;
   // The injected write failure, if any (Options::fail_write_for_test).
   absl::Status WriteFault(absl::string_view write) const;
   // Moves `record` to `to` in memory (the state machine, counters and transition).
@@ -162,6 +201,7 @@ class JobStore {
   const std::string path_;
   Clock* const clock_;
   const std::function<absl::Status(absl::string_view)> fail_write_;
+  const std::function<int(absl::string_view)> fail_read_;
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
 };

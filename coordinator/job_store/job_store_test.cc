@@ -1,5 +1,6 @@
 #include "coordinator/job_store/job_store.h"
 
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -291,6 +292,109 @@ TEST_F(JobStoreTest, UnreadableRecordIsFailedAndTheRestServed) {
   ASSERT_TRUE(store->Delete(*old).ok());
   EXPECT_EQ(store->List()->size(), 2u);
   EXPECT_TRUE(store->UpdateState("job-000001", v1::RUNNING, "go").ok());
+}
+
+// A row SQLite itself cannot read (the injected fault stands for a damaged page or a read
+// error) costs its job only: the store opens, lists every job, answers that one FAILED with a
+// reason naming the store, the row and SQLite's error, and serves the rest.
+TEST_F(JobStoreTest, RowSqliteCannotReadIsFailedAndTheRestServed) {
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(store->Create("j", "spec").ok());
+    ASSERT_TRUE(store->UpdateState("job-000002", v1::RUNNING, "go").ok());
+    ASSERT_TRUE(store->UpdateState("job-000003", v1::CANCELLED, "test").ok());
+  }
+  int fault = SQLITE_CORRUPT;
+  auto opened = JobStore::Open(
+      {.state_dir = dir_, .clock = &clock_, .fail_read_for_test = [&fault](absl::string_view id) {
+         return id == "job-000002" ? fault : SQLITE_OK;
+       }});
+  ASSERT_TRUE(opened.ok()) << opened.status();  // used to fail: List() failed as a whole
+  JobStore& store = **opened;
+  absl::StatusOr<std::vector<JobRecord>> all = store.List();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].state(), v1::CANCELLED);
+  EXPECT_EQ((*all)[2].state(), v1::PENDING);
+  EXPECT_EQ((*all)[2].spec(), "spec");
+  const JobRecord& lost = (*all)[1];
+  EXPECT_EQ(lost.id(), "job-000002");
+  EXPECT_EQ(lost.state(), v1::FAILED);
+  EXPECT_THAT(lost.reason(), HasSubstr("job store '" + dir_ + "/jobs.sqlite3'"));
+  EXPECT_THAT(lost.reason(), HasSubstr("unreadable record for job job-000002 (row 2"));
+  EXPECT_THAT(lost.reason(), HasSubstr("database disk image is malformed (sqlite code 11)"));
+  EXPECT_THAT(lost.reason(), HasSubstr(".recover"));
+  fault = SQLITE_IOERR_READ;
+  absl::StatusOr<JobRecord> got = store.Get("job-000002");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->state(), v1::FAILED);
+  EXPECT_THAT(got->reason(), HasSubstr("disk I/O error"));
+  EXPECT_EQ(store.UpdateState("job-000002", v1::SUCCEEDED, "x").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Retention cannot delete what SQLite cannot read: it takes the other ended jobs only.
+  absl::StatusOr<std::vector<std::string>> old = store.EndedBeyond(0);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_THAT(*old, ElementsAre("job-000003"));
+  ASSERT_TRUE(store.Delete(*old).ok());
+  EXPECT_TRUE(store.UpdateState("job-000001", v1::RUNNING, "go").ok());
+  EXPECT_EQ(store.Create("j", "")->id(), "job-000004");
+  // Once the row reads again (a transient error), the job is what was stored.
+  fault = SQLITE_OK;
+  EXPECT_EQ(store.Get("job-000002")->state(), v1::RUNNING);
+}
+
+// The same with a real damaged page: one overflow page of job-000002's 20 KB record points
+// past the end of the file, so SQLite answers SQLITE_CORRUPT for that row and no other.
+TEST_F(JobStoreTest, DamagedPageOfOneRecordCostsOnlyItsJob) {
+  std::string big(20000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Create("small", "spec").ok());
+    ASSERT_TRUE(store->Create("big", big).ok());
+    ASSERT_TRUE(store->Create("small", "spec").ok());
+    ASSERT_TRUE(store->UpdateState("job-000002", v1::RUNNING, "go").ok());
+  }
+  absl::Status damaged = DamageStoredRecordPage(dir_, "job-000002");
+  ASSERT_TRUE(damaged.ok()) << damaged;
+  auto store = OpenStore();  // used to be DATA_LOSS from List(): the coordinator exited
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<std::vector<JobRecord>> all = store->List();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].spec(), "spec");
+  EXPECT_EQ((*all)[2].spec(), "spec");
+  EXPECT_EQ((*all)[1].id(), "job-000002");
+  EXPECT_EQ((*all)[1].state(), v1::FAILED);
+  EXPECT_THAT((*all)[1].reason(), HasSubstr("job store '" + dir_ + "/jobs.sqlite3'"));
+  EXPECT_THAT((*all)[1].reason(), HasSubstr("(row 2: SQLite cannot read it"));
+  EXPECT_THAT((*all)[1].reason(), HasSubstr("(sqlite code 11)"));
+  EXPECT_EQ(store->Get("job-000002")->state(), v1::FAILED);
+  // The other rows, on the same leaf page, are read and written as ever.
+  EXPECT_TRUE(store->UpdateState("job-000001", v1::RUNNING, "go").ok());
+  EXPECT_TRUE(store->UpdateState("job-000003", v1::CANCELLED, "test").ok());
+  EXPECT_THAT(*store->EndedBeyond(0), ElementsAre("job-000003"));
+  EXPECT_EQ(store->Create("j", "")->id(), "job-000004");
+  EXPECT_EQ(store->Get("job-000001")->state(), v1::RUNNING);
+}
+
+// When not even the ids can be listed (the id index is damaged), Open fails with DATA_LOSS
+// naming the file and the way to rebuild it.
+TEST_F(JobStoreTest, StoreWhoseIdsCannotBeListedFailsOpenNamingRecover) {
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Create("j", "spec").ok());
+  }
+  absl::Status damaged = DamageIdIndex(dir_);
+  ASSERT_TRUE(damaged.ok()) << damaged;
+  absl::Status opened = JobStore::Open({.state_dir = dir_, .clock = &clock_}).status();
+  EXPECT_EQ(opened.code(), absl::StatusCode::kDataLoss) << opened;
+  EXPECT_THAT(opened.message(), HasSubstr("'" + dir_ + "/jobs.sqlite3' is damaged"));
+  EXPECT_THAT(opened.message(), HasSubstr("malformed"));
+  EXPECT_THAT(opened.message(), HasSubstr("sqlite3 " + dir_ + "/jobs.sqlite3 .recover"));
 }
 
 // A write that fails (the injected fault stands for a full disk) changes nothing, and
