@@ -1051,6 +1051,42 @@ TEST_F(JobServiceTest, CorruptStoredJobIsFailedAndTheOthersRun) {
   EXPECT_EQ(Next(w1).run().job_id(), *second);
 }
 
+// A row SQLite itself cannot read (a damaged page of the job's record) costs that job only:
+// the coordinator starts (it used to exit: listing the jobs failed as a whole), answers the
+// job FAILED naming the store and SQLite's error, and runs the others.
+TEST_F(JobServiceTest, StoredJobSqliteCannotReadIsFailedAndTheOthersRun) {
+  // A spec with a 20 KB unknown field (protobuf keeps it): a record over several pages.
+  std::string padding(20000, '\0');
+  for (size_t i = 0; i < padding.size(); ++i) {
+    padding[i] = static_cast<char>((i * 2654435761u) >> 13);
+  }
+  std::string big_spec = SmallJob().SerializeAsString();
+  big_spec += std::string("\xc2\x3e", 2);      // field 1000, length-delimited
+  big_spec += std::string("\xa0\x9c\x01", 3);  // 20000, as a varint
+  big_spec += padding;
+  ASSERT_TRUE(v1::JobSpec().ParseFromString(big_spec));
+  auto big = store_->Create("big", big_spec);
+  ASSERT_TRUE(big.ok()) << big.status();
+  auto other = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(other.ok()) << other.status();
+  jobs_.reset();
+  store_.reset();
+  absl::Status damaged = DamageStoredRecordPage(dir_, big->id());
+  ASSERT_TRUE(damaged.ok()) << damaged;
+  OpenStore();  // asserts that Recover() succeeds
+  absl::StatusOr<v1::GetJobResponse> lost = jobs_->Get(big->id());
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_EQ(lost->job().state(), v1::FAILED);
+  EXPECT_THAT(lost->job().reason(), HasSubstr("job store '" + dir_ + "/jobs.sqlite3'"));
+  EXPECT_THAT(lost->job().reason(), HasSubstr("SQLite cannot read it"));
+  ASSERT_EQ(jobs_->List(0)->size(), 2u);
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  jobs_->Tick();
+  EXPECT_EQ(State(*other), v1::RUNNING);
+  EXPECT_EQ(Next(w0).run().job_id(), *other);
+  EXPECT_EQ(Next(w1).run().job_id(), *other);
+}
+
 // The store does not take a job's start (a full disk): the job stays PENDING and queued,
 // nothing is pushed to a worker, the failure is counted and told to watchers, and the start
 // is tried again after a backoff (it used to be dropped from the queue, PENDING until a

@@ -117,9 +117,9 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(Options options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--state_dir: cannot open job database '", path, "': ", message));
   }
-  std::unique_ptr<JobStore> store(
-      new JobStore(path, db, clock, std::move(options.fail_write_for_test),
-                   std::move(options.fail_read_for_test)));
+  std::unique_ptr<JobStore> store(new JobStore(path, db, clock,
+                                               std::move(options.fail_write_for_test),
+                                               std::move(options.fail_read_for_test)));
   absl::MutexLock lock(&store->mu_);
   sqlite3_busy_timeout(db, 0);  // another holder is an error, not something to wait for
   auto open_error = [&](int rc, absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(store->mu_) {
@@ -220,10 +220,10 @@ absl::StatusOr<std::vector<JobStore::Row>> JobStore::ListRowsLocked(int limit) {
   std::vector<Row> rows;
   int rc;
   while ((rc = select.Step()) == SQLITE_ROW) {
-    rows.push_back(Row{sqlite3_column_int64(select.get(), 0),
-                       std::string(reinterpret_cast<const char*>(
-                                       sqlite3_column_text(select.get(), 1)),
-                                   sqlite3_column_bytes(select.get(), 1))});
+    rows.push_back(
+        Row{sqlite3_column_int64(select.get(), 0),
+            std::string(reinterpret_cast<const char*>(sqlite3_column_text(select.get(), 1)),
+                        sqlite3_column_bytes(select.get(), 1))});
   }
   if (rc != SQLITE_DONE) return SqliteError(rc, "list the stored job ids");
   return rows;
@@ -233,8 +233,8 @@ JobStore::RowRead JobStore::ReadRowLocked(const Row& row) {
   RowRead read;
   if (fail_read_) {
     if (const int rc = fail_read_(row.id); rc != SQLITE_OK) {
-      read.error = absl::StrCat("SQLite cannot read it: ", sqlite3_errstr(rc), " (sqlite code ",
-                                rc, ")");
+      read.error =
+          absl::StrCat("SQLite cannot read it: ", sqlite3_errstr(rc), " (sqlite code ", rc, ")");
       return read;
     }
   }
@@ -251,8 +251,8 @@ JobStore::RowRead JobStore::ReadRowLocked(const Row& row) {
   if (rc == SQLITE_DONE) {
     read.error = "the id index names this row but the jobs table has none: the file is damaged";
   } else if (rc != SQLITE_ROW) {
-    read.error = absl::StrCat("SQLite cannot read it: ", sqlite3_errmsg(db_), " (sqlite code ",
-                              rc, ")");
+    read.error =
+        absl::StrCat("SQLite cannot read it: ", sqlite3_errmsg(db_), " (sqlite code ", rc, ")");
   }
   return read;
 }
@@ -263,8 +263,9 @@ JobRecord JobStore::RecordOfRead(const Row& row, const RowRead& read) const {
       row.id, row.seq,
       absl::StrCat(read.error,
                    "): its spec, attempts and progress are lost to this coordinator; resubmit "
-                   "the job; to salvage the row, stop the coordinator and run `sqlite3 ",
-                   path_, " .recover` (see coordinator/job_store/README.md)"));
+                   "the job; the row stays as it is: to rebuild the file from the rows SQLite "
+                   "can still read, stop the coordinator and use `sqlite3 ",
+                   path_, " .recover` or `.dump` (see coordinator/job_store/README.md)"));
 }
 
 absl::Status JobStore::QuarantineUnreadableLocked() {
@@ -273,10 +274,11 @@ absl::Status JobStore::QuarantineUnreadableLocked() {
     return absl::DataLossError(absl::StrCat(
         "--state_dir: job database '", path_, "' is damaged: cannot list its jobs (",
         rows.status().message(),
-        "); stop here, keep a copy of the file, and rebuild it from what SQLite can still read: "
-        "`sqlite3 ", path_, " .recover > jobs.sql && sqlite3 jobs.recovered.sqlite3 < jobs.sql`, "
-        "then move jobs.recovered.sqlite3 to ", path_,
-        " (see coordinator/job_store/README.md)"));
+        "); keep a copy of the file and rebuild it from the rows SQLite can still read with "
+        "`sqlite3 ",
+        path_,
+        " .recover` (or `.dump` where that shell has no sqlite_dbpage "
+        "table, as Debian's): the steps are in coordinator/job_store/README.md"));
   }
   for (const Row& row : *rows) {
     RowRead read = ReadRowLocked(row);
