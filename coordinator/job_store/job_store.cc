@@ -417,6 +417,23 @@ absl::StatusOr<JobRecord> JobStore::Get(absl::string_view id) {
 
 absl::StatusOr<std::vector<JobRecord>> JobStore::List(int limit) {
   absl::MutexLock lock(&mu_);
+  {
+    // One scan of the table: all it costs when every row reads.
+    Statement select(db_, "SELECT id, record, seq FROM jobs ORDER BY seq DESC LIMIT ?1");
+    select.BindInt(1, limit > 0 ? limit : -1);  // a negative LIMIT means none
+    std::vector<JobRecord> records;
+    int rc = select.prepare_rc();
+    while (rc == SQLITE_OK && (rc = select.Step()) == SQLITE_ROW) {
+      absl::string_view id(reinterpret_cast<const char*>(sqlite3_column_text(select.get(), 0)),
+                           sqlite3_column_bytes(select.get(), 0));
+      if (fail_read_ && fail_read_(id) != SQLITE_OK) break;  // as a damaged page would
+      records.push_back(
+          RecordOfRow(select.ColumnBlob(1), id, sqlite3_column_int64(select.get(), 2)));
+      rc = SQLITE_OK;
+    }
+    if (rc == SQLITE_DONE) return records;
+  }
+  // A row SQLite cannot read failed the scan: the ids from the id index, then row by row.
   LS_ASSIGN_OR_RETURN(std::vector<Row> rows, ListRowsLocked(limit));
   std::vector<JobRecord> records;
   records.reserve(rows.size());
@@ -426,13 +443,35 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::List(int limit) {
 
 absl::StatusOr<std::vector<std::string>> JobStore::EndedBeyond(int keep) {
   absl::MutexLock lock(&mu_);
-  LS_ASSIGN_OR_RETURN(std::vector<Row> rows, ListRowsLocked(0));
   std::vector<std::string> ids;
+  {
+    // The id and state columns come before the record, so its pages are not read.
+    Statement select(db_,
+                     "SELECT id FROM jobs WHERE state IN (?1, ?2, ?3) ORDER BY seq DESC "
+                     "LIMIT -1 OFFSET ?4");
+    select.BindInt(1, v1::SUCCEEDED);
+    select.BindInt(2, v1::FAILED);
+    select.BindInt(3, v1::CANCELLED);
+    select.BindInt(4, std::max(0, keep));
+    int rc = select.prepare_rc();
+    while (rc == SQLITE_OK && (rc = select.Step()) == SQLITE_ROW) {
+      ids.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(select.get(), 0)),
+                       sqlite3_column_bytes(select.get(), 0));
+      if (fail_read_ && fail_read_(ids.back()) != SQLITE_OK) break;  // as a damaged page would
+      rc = SQLITE_OK;
+    }
+    if (rc == SQLITE_DONE) {
+      std::reverse(ids.begin(), ids.end());
+      return ids;
+    }
+  }
+  // A row SQLite cannot read failed the scan: the ids from the id index, then row by row.
+  ids.clear();
+  LS_ASSIGN_OR_RETURN(std::vector<Row> rows, ListRowsLocked(0));
   int ended = 0;
   for (const Row& row : rows) {
     RowRead read = ReadRowLocked(row);
-    // A row SQLite cannot read cannot be deleted either (its pages are needed to free it):
-    // it stays for `sqlite3 .recover` and counts towards nothing.
+    // A row SQLite cannot read cannot be deleted either (see Delete): it counts for nothing.
     if (!read.error.empty() || !IsTerminal(read.state)) continue;
     if (++ended > std::max(0, keep)) ids.push_back(row.id);
   }
@@ -444,13 +483,34 @@ absl::Status JobStore::Delete(const std::vector<std::string>& ids) {
   if (ids.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   LS_RETURN_IF_ERROR(WriteFault("delete ended jobs"));
+  // SQLite needs a row's pages to delete it: a row it cannot read (a damaged page of its
+  // record) would fail the whole deletion, so it stays, for an operator to rebuild the file.
+  // Checked before the transaction: a read error inside one can end it.
+  std::vector<std::string> readable;
+  for (const std::string& id : ids) {
+    Statement select(db_, "SELECT seq FROM jobs WHERE id = ?1");
+    if (select.prepare_rc() != SQLITE_OK) {
+      return SqliteError(select.prepare_rc(), absl::StrCat("read job ", id));
+    }
+    select.BindText(1, id);
+    int rc = select.Step();
+    if (rc == SQLITE_DONE) continue;
+    if (rc != SQLITE_ROW) return SqliteError(rc, absl::StrCat("read job ", id));
+    const Row row{sqlite3_column_int64(select.get(), 0), id};
+    if (RowRead read = ReadRowLocked(row); !read.error.empty()) {
+      spdlog::warn("job {}: not deleted: row {}: {}", id, row.seq, read.error);
+      continue;
+    }
+    readable.push_back(id);
+  }
+  if (readable.empty()) return absl::OkStatus();
   int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) return SqliteError(rc, "begin a transaction to delete jobs");
   auto rollback = [&](absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return status;
   };
-  for (const std::string& id : ids) {
+  for (const std::string& id : readable) {
     Statement select(db_, "SELECT state FROM jobs WHERE id = ?1");
     if (select.prepare_rc() != SQLITE_OK) {
       return rollback(SqliteError(select.prepare_rc(), absl::StrCat("read job ", id)));

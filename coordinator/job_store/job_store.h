@@ -34,11 +34,12 @@
 // other ended job.
 //
 // A row SQLite itself cannot read (a damaged page: SQLITE_CORRUPT, or an I/O error on it)
-// costs that job too: the ids are listed from the id index alone and every record is read on
-// its own, so such a row answers a FAILED record naming the store, the row and SQLite's error,
-// and the other jobs are served. Such a row cannot be rewritten or deleted (SQLite needs its
-// pages for that): retention leaves it for an operator to rebuild the file (README.md). Only when
-// not even the ids can be listed does Open fail, with DATA_LOSS naming the file and the way.
+// costs that job too: when a scan of the table fails, the ids are listed from the id index
+// alone and every record is read on its own, so such a row answers a FAILED record naming the
+// store, the row and SQLite's error, and the other jobs are served. Such a row cannot be rewritten
+// or deleted (SQLite needs its pages for that): retention leaves it for an operator to rebuild the
+// file (README.md). Only when not even the ids can be listed does Open fail, with DATA_LOSS naming
+// the file and the way.
 //
 // Ownership and threads: the store owns its SQLite connection, held in exclusive locking
 // mode, so a second coordinator on the same state_dir is refused at Open. All methods are
@@ -136,8 +137,9 @@ class JobStore {
   absl::StatusOr<std::vector<std::string>> EndedBeyond(int keep) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Deletes the records of ended jobs `ids`, in one transaction (the file's pages are reused
-  // by later jobs). FAILED_PRECONDITION naming a job that has not ended; an unknown id is
-  // skipped. Ids are never reused (the AUTOINCREMENT key remembers the highest).
+  // by later jobs). FAILED_PRECONDITION naming a job that has not ended; an unknown id, or
+  // one whose row SQLite cannot read (it could not delete it), is skipped. Ids are never reused
+  // (the AUTOINCREMENT key remembers the highest).
   absl::Status Delete(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Whether the state machine allows from -> to.
