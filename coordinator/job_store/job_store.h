@@ -35,11 +35,11 @@
 //
 // A row SQLite itself cannot read (a damaged page: SQLITE_CORRUPT, or an I/O error on it)
 // costs that job too: when a scan of the table fails, the ids are listed from the id index
-// alone and every record is read on its own, so such a row answers a FAILED record naming the
-// store, the row and SQLite's error, and the other jobs are served. Such a row cannot be rewritten
-// or deleted (SQLite needs its pages for that): retention leaves it for an operator to rebuild the
-// file (README.md). Only when not even the ids can be listed does Open fail, with DATA_LOSS naming
-// the file and the way.
+// alone and every record is read on its own, so such a row answers a FAILED record naming
+// the store, the row and SQLite's error, and the other jobs are served. Such a row cannot be
+// rewritten or deleted (SQLite needs its pages for that): retention leaves it for an operator
+// to rebuild the file (README.md). Only when not even the ids can be listed does Open fail,
+// with DATA_LOSS naming the file and the way.
 //
 // Ownership and threads: the store owns its SQLite connection, held in exclusive locking
 // mode, so a second coordinator on the same state_dir is refused at Open. All methods are
