@@ -12,7 +12,8 @@
 #   all-reduce: bin/nccl_allreduce (ours) and tools/gpu/torch_allreduce.py (torch), 2 ranks on
 #     GPU 0 with distinct NCCL_HOSTID, 8 B to 256 MiB, then their busbw ratio at >= 1 MiB;
 #   training: tools/gpu/torch_train.py (MLP 4096-8192-8192-10, batch 4096, f32 and bf16), and
-#     ours when the bundle has it; `lockstep local --gpus` on the digits MLP and the residual CNN when the CLI has it;
+#     ours when the bundle has it; `lockstep local --gpus` on the digits MLP and the residual
+#     CNN when the CLI has it;
 #   compute-sanitizer memcheck and racecheck over the kernel tests (//engine/..., //common/cuda),
 #     last because they are the slowest and the most expendable.
 # Writes under $OUT: report.md (one table: step, status, exit code, seconds, key figure; then
