@@ -12,7 +12,8 @@
 #   all-reduce: bin/nccl_allreduce (ours) and tools/gpu/torch_allreduce.py (torch), 2 ranks on
 #     GPU 0 with distinct NCCL_HOSTID, 8 B to 256 MiB, then their busbw ratio at >= 1 MiB;
 #   training: tools/gpu/torch_train.py (MLP 4096-8192-8192-10, batch 4096, f32 and bf16), and
-#     ours when the bundle has it; `lockstep local --gpus` on the digits MLP when the CLI has it;
+#     ours when the bundle has it; `lockstep local --gpus` on the digits MLP and the residual
+#     CNN when the CLI has it;
 #   compute-sanitizer memcheck and racecheck over the kernel tests (//engine/..., //common/cuda),
 #     last because they are the slowest and the most expendable.
 # Writes under $OUT: report.md (one table: step, status, exit code, seconds, key figure; then
@@ -484,6 +485,10 @@ if wanted local; then
     timeout 20 "${binenv[@]}" "$root/bin/lockstep" local --help 2>&1 | grep -q -- '--gpus'; then
     run_step local_digits_gpu 150 "$end" "${binenv[@]}" "$root/bin/lockstep" local --workers=2 --gpus examples/jobs/digits_mlp.json
     record_step local_digits_gpu "$(grep -i 'accuracy' "$STEP_LOG" | tail -n 1 | cut -c 1-200)"
+    # The residual CNN (convolutions, virtual-batch norms, the skip ADD, global pooling) as a
+    # job on the GPU, two workers over NCCL.
+    run_step local_residual_gpu 150 "$end" "${binenv[@]}" "$root/bin/lockstep" local --workers=2 --gpus examples/jobs/digits_residual.json
+    record_step local_residual_gpu "$(grep -i 'accuracy' "$STEP_LOG" | tail -n 1 | cut -c 1-200)"
   else
     record local_digits_gpu SKIP - 0 "not built yet: \`lockstep local\` has no --gpus"
   fi
