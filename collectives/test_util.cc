@@ -131,8 +131,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Transport>>> ConnectTransports(Transp
         made[r] = std::unique_ptr<Transport>(std::make_unique<InProcTransport>(hub, r));
         return;
       case TransportKind::kTcp:
-        made[r] = TcpTransport::Connect({"test-secret", prefix, r, n}, prefix, &store,
-                                        tcp, deadline);
+        made[r] =
+            TcpTransport::Connect({"test-secret", prefix, r, n}, prefix, &store, tcp, deadline);
         return;
       case TransportKind::kShm:
         made[r] = ShmTransport::Connect(r, n, prefix, &store, {}, deadline);

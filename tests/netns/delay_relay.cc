@@ -33,9 +33,9 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
   const int a = OpenPacketSocket(argv[1]);
   const int b = OpenPacketSocket(argv[2]);
   if (a < 0 || b < 0) return 1;
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);

@@ -206,20 +206,24 @@ absl::Status NetnsNetwork::Delay(int host, absl::Duration delay, int loss_percen
     return absl::InvalidArgumentError(absl::StrCat("relay_bin: no program at ", relay_bin));
   }
   const std::string ip = IpTool();
-  const std::string port = absl::StrCat("p", host);   // the host's veth peer, a bridge port
-  const std::string relay = absl::StrCat("r", host);  // the relay's end of a new pair ...
+  const std::string port = absl::StrCat("p", host);     // the host's veth peer, a bridge port
+  const std::string relay = absl::StrCat("r", host);    // the relay's end of a new pair ...
   const std::string bridged = absl::StrCat("q", host);  // ... whose other end joins the bridge
   LS_RETURN_IF_ERROR(Run({ip, "-n", bridge_ns_, "link", "set", port, "nomaster"}));
-  LS_RETURN_IF_ERROR(Run({ip, "-n", bridge_ns_, "link", "add", relay, "type", "veth", "peer",
-                          "name", bridged}));
+  LS_RETURN_IF_ERROR(
+      Run({ip, "-n", bridge_ns_, "link", "add", relay, "type", "veth", "peer", "name", bridged}));
   LS_RETURN_IF_ERROR(Run({ip, "-n", bridge_ns_, "link", "set", bridged, "master", "br0"}));
   LS_RETURN_IF_ERROR(Run({ip, "-n", bridge_ns_, "link", "set", bridged, "up"}));
   LS_RETURN_IF_ERROR(Run({ip, "-n", bridge_ns_, "link", "set", relay, "up"}));
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) != 0) return absl::InternalError("pipe2 failed");
   const std::vector<std::string> args = {
-      relay_bin, port, relay, absl::StrCat("--delay_ms=", absl::ToInt64Milliseconds(delay)),
-      absl::StrCat("--loss_percent=", loss_percent), absl::StrCat("--seed=", seed)};
+      relay_bin,
+      port,
+      relay,
+      absl::StrCat("--delay_ms=", absl::ToInt64Milliseconds(delay)),
+      absl::StrCat("--loss_percent=", loss_percent),
+      absl::StrCat("--seed=", seed)};
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);

@@ -164,7 +164,7 @@ class TcpTransport final : public Transport {
   std::vector<int> failed_rank_from_;
   int busy_polls_ = 0;
   int poll_slice_ms_ = 1000;  // TcpOptions::poll_slice
-  size_t send_window_ = 0;  // TcpOptions::send_window_bytes
+  size_t send_window_ = 0;    // TcpOptions::send_window_bytes
   // TcpOptions::encrypt: seal_[r] encrypts what goes to r, open_[r] decrypts what r sent
   // (empty vectors: plaintext); the frame being sent, the frame being received, and an
   // opened frame for reductions.
