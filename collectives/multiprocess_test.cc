@@ -169,27 +169,35 @@ class MultiProcessTest : public ::testing::TestWithParam<Setup> {
   Children children_;
 };
 
-TEST_P(MultiProcessTest, SigkillOneRankOthersUnavailableWithin2s) {
-  StartGroup(/*floats=*/1 << 20, /*call_timeout=*/absl::Seconds(60));
+// A killed rank's sockets close at once, so the survivors fail within kPeerDeathBound; one
+// that missed the death would wait out its kCallTimeout, twelve times as long.
+TEST_P(MultiProcessTest, SigkillOneRankOthersFailFastUnavailable) {
+  constexpr absl::Duration kCallTimeout = absl::Seconds(60);
+  constexpr absl::Duration kPeerDeathBound = absl::Seconds(5);
+  StartGroup(/*floats=*/1 << 20, kCallTimeout);
   ASSERT_EQ(kill(children_[2], SIGKILL), 0);
   const absl::Time killed = absl::Now();
   for (int r : {0, 1, 3}) {
-    Children::Report report = children_.Result(r, killed + absl::Seconds(2));
+    Children::Report report = children_.Result(r, killed + kPeerDeathBound);
     EXPECT_EQ(report.code, static_cast<int>(absl::StatusCode::kUnavailable))
         << "rank " << r << ": " << report.message;
     // Every survivor names the dead rank, also those that learn of it from a peer: rank 1
     // never exchanges with rank 2 in a four-rank halving-doubling step.
     EXPECT_THAT(report.message, ::testing::HasSubstr("peer rank 2")) << "rank " << r;
   }
-  EXPECT_LT(absl::Now() - killed, absl::Seconds(2) + absl::Milliseconds(50));
+  EXPECT_LT(absl::Now() - killed, kPeerDeathBound + absl::Milliseconds(50));
 }
 
 TEST_P(MultiProcessTest, SigstopOneRankOthersHitTheirDeadline) {
-  StartGroup(/*floats=*/1 << 16, /*call_timeout=*/absl::Seconds(1));
+  // The survivors' calls in flight end by their kCallTimeout; five times that allows for a
+  // loaded machine and is still far below the target's size timeout, which a hang would meet.
+  constexpr absl::Duration kCallTimeout = absl::Seconds(1);
+  constexpr absl::Duration kStopBound = absl::Seconds(5);  // 5 x kCallTimeout
+  StartGroup(/*floats=*/1 << 16, kCallTimeout);
   ASSERT_EQ(kill(children_[1], SIGSTOP), 0);
   const absl::Time stopped = absl::Now();
   for (int r : {0, 2, 3}) {
-    Children::Report report = children_.Result(r, stopped + absl::Seconds(5));
+    Children::Report report = children_.Result(r, stopped + kStopBound);
     EXPECT_EQ(report.code, static_cast<int>(absl::StatusCode::kDeadlineExceeded))
         << "rank " << r << ": " << report.message;
   }

@@ -122,6 +122,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Transport>>> ConnectTransports(Transp
   auto hub = std::make_shared<InProcHub>(n);
   const std::string prefix = UniquePrefix();
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  TcpOptions tcp;
+  tcp.poll_slice = kTestTcpPollSlice;
   std::vector<absl::StatusOr<std::unique_ptr<Transport>>> made(n);
   RunRanks(n, [&](int r) -> void {
     switch (kind) {
@@ -130,7 +132,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Transport>>> ConnectTransports(Transp
         return;
       case TransportKind::kTcp:
         made[r] =
-            TcpTransport::Connect({"test-secret", prefix, r, n}, prefix, &store, {}, deadline);
+            TcpTransport::Connect({"test-secret", prefix, r, n}, prefix, &store, tcp, deadline);
         return;
       case TransportKind::kShm:
         made[r] = ShmTransport::Connect(r, n, prefix, &store, {}, deadline);
@@ -171,7 +173,7 @@ AbortedCall AbortWhileBlocked(Transport& t, const SendSpec& send, const RecvSpec
     aborted_at = absl::Now();
     t.Abort();
   });
-  call.status = watched.SendRecv(send, recv, absl::Now() + absl::Seconds(60));
+  call.status = watched.SendRecv(send, recv, absl::Now() + kBlockedCallDeadline);
   const absl::Time returned_at = absl::Now();
   aborter.join();
   call.latency = returned_at - aborted_at;

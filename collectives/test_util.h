@@ -33,10 +33,21 @@ absl::StatusOr<std::vector<std::unique_ptr<Communicator>>> MakeGroup(
 // A key prefix unique in this process and run (for shm segment names).
 std::string UniquePrefix();
 
-// Abort() must end a pending call within 100 ms (transport.h, communicator.h). Tests run on
-// loaded machines, so they assert this looser bound and log the latency they measured; it
-// stays below TCP's 1 s poll() slice, so a wake-up that never comes still fails.
-constexpr absl::Duration kAbortLatencyBound = absl::Milliseconds(500);
+// Wall-clock bounds for the failure tests, derived from the deadlines the tests give their
+// calls rather than from how fast this machine is. A call that Abort() or a peer's failure
+// should end but does not returns only at its deadline: kBlockedCallDeadline for the calls
+// blocked on purpose (AbortWhileBlocked, the communicator's abort tests), >= 20 s for the
+// others. Over TCP a lost wake-up would instead be noticed at the end of a poll() slice (1 s by
+// default), so the groups these helpers connect lengthen the slice to kTestTcpPollSlice: a
+// wake-up that never comes then waits out the deadline too, and the status (DEADLINE_EXCEEDED,
+// not ABORTED/UNAVAILABLE) and these bounds both catch it.
+constexpr absl::Duration kBlockedCallDeadline = absl::Seconds(60);
+constexpr absl::Duration kTestTcpPollSlice = absl::Hours(1);
+// Abort() ends a pending call within 100 ms (transport.h, communicator.h); a test allows 50
+// times that for a loaded machine's scheduling, a twelfth of kBlockedCallDeadline, and a
+// quarter of the 20 s deadlines: every lost wake-up or missed failure still fails it.
+constexpr absl::Duration kFailFastBound = absl::Seconds(5);
+constexpr absl::Duration kAbortLatencyBound = kFailFastBound;
 
 // Prints how long a call took to return after Abort() (the test log keeps it).
 void LogAbortLatency(const std::string& what, absl::Duration latency);

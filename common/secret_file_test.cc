@@ -39,8 +39,11 @@ TEST(CheckSecretModeTest, WorldReadableIsRefusedNamingTheFileAndTheFix) {
     EXPECT_THAT(s.message(), HasSubstr("mode 0644"));
     EXPECT_THAT(s.message(), HasSubstr("chmod 600 /etc/x/host.key"));
   }
-  EXPECT_FALSE(CheckSecretMode("t", "--tokens_file", 0, S_IFREG | 0604).ok());
-  EXPECT_FALSE(CheckSecretMode("t", "--tokens_file", 0, S_IFREG | 0602).ok());  // writable
+  for (mode_t mode : {0604, 0602 /* writable */}) {
+    const absl::Status s = CheckSecretMode("t", "--tokens_file", 0, S_IFREG | mode);
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+    EXPECT_THAT(s.message(), HasSubstr("--tokens_file: t is open to every user")) << s;
+  }
 }
 
 TEST(CheckSecretModeTest, GroupReadableOnlyWhenRootOwnsIt) {
@@ -54,7 +57,9 @@ TEST(CheckSecretModeTest, GroupReadableOnlyWhenRootOwnsIt) {
   EXPECT_THAT(s.message(), HasSubstr("--tokens_file: tokens is open to its group"));
   EXPECT_THAT(s.message(), HasSubstr("owner uid 1000"));
   // Group write is refused even for root's files.
-  EXPECT_FALSE(CheckSecretMode("k", "--tls_key", 0, S_IFREG | 0660).ok());
+  const absl::Status group_write = CheckSecretMode("k", "--tls_key", 0, S_IFREG | 0660);
+  EXPECT_EQ(group_write.code(), absl::StatusCode::kPermissionDenied) << group_write;
+  EXPECT_THAT(group_write.message(), HasSubstr("--tls_key: k is open to its group"));
 }
 
 TEST(CheckSecretFileTest, ReadsTheModeFromTheFile) {
@@ -72,7 +77,9 @@ TEST(CheckSecretFileTest, ReadsTheModeFromTheFile) {
   ASSERT_EQ(::symlink(path.c_str(), link.c_str()), 0);
   EXPECT_TRUE(CheckSecretFile(link, "--tls_key").ok());
   ASSERT_EQ(::chmod(path.c_str(), 0604), 0);
-  EXPECT_FALSE(CheckSecretFile(link, "--tls_key").ok());
+  const absl::Status opened = CheckSecretFile(link, "--tls_key");
+  EXPECT_EQ(opened.code(), absl::StatusCode::kPermissionDenied) << opened;
+  EXPECT_THAT(opened.message(), HasSubstr("is open to every user (mode 0604")) << opened;
 
   absl::Status missing = CheckSecretFile(TmpFile("nothing.key"), "--tls_key");
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);

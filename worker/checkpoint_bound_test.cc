@@ -79,7 +79,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(CheckpointBytesBound, AModelThatDoesNotBuildIsRefused) {
   v1::JobSpec spec;
-  EXPECT_FALSE(CheckpointBytesBound(spec).ok());
+  const absl::Status refused = CheckpointBytesBound(spec).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("input_shape"), std::string::npos) << refused;
 }
 
 }  // namespace

@@ -102,12 +102,19 @@ v1::Partition PartitionOf(const v1::JobSpec& spec, int rank, int workers) {
   return p;
 }
 
+// Bounds for the abort and failure tests, from the settings a run that is not ended would
+// wait out: the rendezvous timeout (20 s here), the 60 s default collective timeout, or a
+// million steps. A run that is ended returns within a step or a rendezvous poll; kFailFastBound
+// allows a loaded machine's scheduling and stays a quarter of the shortest of those waits.
+constexpr absl::Duration kRendezvousTimeout = absl::Seconds(20);
+constexpr absl::Duration kFailFastBound = absl::Seconds(5);
+
 std::unique_ptr<JobExecutor> MakeExecutor(const v1::Partition& p, CoordinatorClient* client,
                                           TestHooks hooks = {}) {
   JobExecutorOptions options;
   options.client = client;
   options.test_hooks = hooks;
-  options.rendezvous_timeout = absl::Seconds(20);
+  options.rendezvous_timeout = kRendezvousTimeout;
   auto e = JobExecutor::Create(p, options);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? std::move(*e) : nullptr;
@@ -623,10 +630,13 @@ TEST(JobExecutor, TheRestoredCheckpointTravelsAuthenticatedAndBounded) {
   EXPECT_NE(blob->bound_name.find("checkpoint bound"), std::string::npos);
   v1::Partition no_model = p;
   no_model.mutable_spec()->clear_model();
-  EXPECT_FALSE(RestoreBlobOptions(no_model, 300).ok());
+  const absl::Status refused = RestoreBlobOptions(no_model, 300).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("bounding the checkpoints it can restore"), std::string::npos)
+      << refused;
 }
 
-TEST(JobExecutor, AbortMidTrainingReturnsWithinTwoSeconds) {
+TEST(JobExecutor, AbortMidTrainingReturnsAtOnce) {
   FakeCoordinatorClient client;
   v1::JobSpec spec = DigitsSpec("abort", 1);
   spec.set_epochs(0);
@@ -639,7 +649,7 @@ TEST(JobExecutor, AbortMidTrainingReturnsWithinTwoSeconds) {
   const absl::Time start = absl::Now();
   executor->Abort("cancelled by the test");
   runner.join();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(absl::Now() - start, kFailFastBound);
   EXPECT_EQ(report.phase(), v1::JobReport::ABORTED);
   EXPECT_NE(report.error().find("cancelled by the test"), std::string::npos) << report.error();
 }
@@ -699,7 +709,7 @@ TEST(JobExecutor, FlightRecordsShowWhoNeverEnteredTheCollective) {
   EXPECT_EQ(executors[1]->diagnostics().record().phase(), v1::PHASE_FINISHED);
 }
 
-TEST(JobExecutor, AbortDuringRendezvousReturnsWithinTwoSeconds) {
+TEST(JobExecutor, AbortDuringRendezvousReturnsAtOnce) {
   FakeCoordinatorClient client;
   v1::JobSpec spec = DigitsSpec("abort-rendezvous", 1);
   // Worker 1 of 2 never shows up: worker 0 waits in the rendezvous until aborted.
@@ -714,7 +724,7 @@ TEST(JobExecutor, AbortDuringRendezvousReturnsWithinTwoSeconds) {
   const absl::Time start = absl::Now();
   executor->Abort("cancelled during rendezvous");
   runner.join();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(absl::Now() - start, kFailFastBound) << "a missed abort waits out the rendezvous";
   EXPECT_EQ(report.phase(), v1::JobReport::ABORTED) << report.error();
 }
 
@@ -743,7 +753,7 @@ TEST(JobExecutor, PeerLostMakesTheOtherFailFastNamingIt) {
   ASSERT_TRUE(started);
   EXPECT_EQ(reports[1].phase(), v1::JobReport::ABORTED);
   EXPECT_EQ(reports[0].phase(), v1::JobReport::FAILED) << reports[0].error();
-  EXPECT_LT(ended[0] - ended[1], absl::Seconds(5)) << "worker 0 did not fail fast";
+  EXPECT_LT(ended[0] - ended[1], kFailFastBound) << "worker 0 did not fail fast";
   EXPECT_NE(reports[0].error().find("rank"), std::string::npos) << reports[0].error();
   std::cerr << "worker 0's error: " << reports[0].error() << "\n";
 }

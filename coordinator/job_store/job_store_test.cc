@@ -437,7 +437,9 @@ TEST_F(JobStoreTest, FailedWritesChangeNothing) {
   ASSERT_EQ(store.Get("job-000001")->attempt_workers_size(), 1);
   EXPECT_EQ(store.Get("job-000001")->attempt_workers(0).task_index(), 3);
   fail = true;
-  EXPECT_FALSE(store.UpdateState("job-000001", v1::SUCCEEDED, "done").ok());
+  const absl::Status updated = store.UpdateState("job-000001", v1::SUCCEEDED, "done").status();
+  EXPECT_EQ(updated.code(), absl::StatusCode::kResourceExhausted) << updated;
+  EXPECT_NE(updated.message().find("disk full"), std::string::npos) << updated;
   EXPECT_EQ(store.Get("job-000001")->state(), v1::RUNNING);
   EXPECT_EQ(store.Delete({"job-000001"}).code(), absl::StatusCode::kResourceExhausted);
 }

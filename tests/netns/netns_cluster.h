@@ -8,7 +8,7 @@
 //
 // Faults are the caller's: SIGKILL/SIGSTOP/SIGCONT through worker(i)->Signal(),
 // coordinator()->Signal(); StartWorker(i) / StartCoordinator() start one again after it
-// exited; the network's Partition()/Netem() act on hosts. The destructor kills (SIGCONT,
+// exited; the network's Partition()/Loss()/Delay() act on hosts. The destructor kills (SIGCONT,
 // then SIGKILL) and reaps every process; the network outlives it (it is the caller's).
 //
 // Ownership: owns the processes, borrows the network. Thread model: one owner thread, which

@@ -2,8 +2,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,7 +36,6 @@ std::string FirstExecutable(std::initializer_list<const char*> paths) {
 }
 
 std::string NftTool() { return FirstExecutable({"/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"}); }
-std::string TcTool() { return FirstExecutable({"/usr/sbin/tc", "/sbin/tc", "/usr/bin/tc"}); }
 
 // Deletes namespaces named lsnt<pid>-... whose creating process is gone (a crashed or
 // timed-out earlier run), so that they do not pile up.
@@ -124,6 +125,10 @@ absl::Status NetnsNetwork::Build(int hosts) {
 }
 
 NetnsNetwork::~NetnsNetwork() {
+  for (const auto& [host, pid] : relays_) {
+    kill(pid, SIGTERM);
+    waitpid(pid, nullptr, 0);
+  }
   // Deleting a namespace deletes its interfaces, and with them the veth peers.
   for (auto it = namespaces_.rbegin(); it != namespaces_.rend(); ++it) {
     absl::Status s = Run({IpTool(), "netns", "delete", *it});
@@ -192,23 +197,73 @@ absl::Status NetnsNetwork::Loss(int host, int percent) {
 
 absl::Status NetnsNetwork::ClearLoss(int host) { return DeleteNftTable(host, kLossTable); }
 
-absl::Status NetnsNetwork::Netem(int host, const std::string& args) {
-  std::vector<std::string> argv = {TcTool(), "qdisc", "replace", "dev", "eth0", "root", "netem"};
-  for (absl::string_view a : absl::StrSplit(args, ' ', absl::SkipEmpty())) argv.emplace_back(a);
-  std::vector<std::string> full = ExecPrefix(host);
-  full.insert(full.end(), argv.begin(), argv.end());
-  absl::Status s = Run(full);
-  if (!s.ok() && absl::StrContains(s.message(), "qdisc kind is unknown")) {
-    return absl::FailedPreconditionError(
-        "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM; modprobe sch_netem)");
+absl::Status NetnsNetwork::Delay(int host, absl::Duration delay, int loss_percent, uint32_t seed,
+                                 const std::string& relay_bin) {
+  if (relays_.count(host) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("host ", host, " is already delayed"));
   }
-  return s;
+  if (access(relay_bin.c_str(), X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("relay_bin: no program at ", relay_bin));
+  }
+  const std::string ip = IpTool();
+  const std::string port = absl::StrCat("p", host);     // the host's veth peer, a bridge port
+  const std::string relay = absl::StrCat("r", host);    // the relay's end of a new pair ...
+  const std::string bridged = absl::StrCat("q", host);  // ... whose other end joins the bridge
+  LS_RETURN_IF_ERROR(Run({ip, "-n", bridge_ns_, "link", "set", port, "nomaster"}));
+  LS_RETURN_IF_ERROR(
+      Run({ip, "-n", bridge_ns_, "link", "add", relay, "type", "veth", "peer", "name", bridged}));
+  LS_RETURN_IF_ERROR(Run({ip, "-n", bridge_ns_, "link", "set", bridged, "master", "br0"}));
+  LS_RETURN_IF_ERROR(Run({ip, "-n", bridge_ns_, "link", "set", bridged, "up"}));
+  LS_RETURN_IF_ERROR(Run({ip, "-n", bridge_ns_, "link", "set", relay, "up"}));
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return absl::InternalError("pipe2 failed");
+  const std::vector<std::string> args = {
+      relay_bin,
+      port,
+      relay,
+      absl::StrCat("--delay_ms=", absl::ToInt64Milliseconds(delay)),
+      absl::StrCat("--loss_percent=", loss_percent),
+      absl::StrCat("--seed=", seed)};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const std::string ns_path = "/run/netns/" + bridge_ns_;
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    const int fd = open(ns_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) _exit(127);
+    dup2(ready[1], STDOUT_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(ready[1]);
+  relays_[host] = pid;
+  // The relay prints "relaying" once both of its sockets are bound.
+  char got[16] = {};
+  pollfd p{ready[0], POLLIN, 0};
+  const bool up = poll(&p, 1, 10000) == 1 && read(ready[0], got, sizeof(got) - 1) > 0 &&
+                  absl::StartsWith(got, "relaying");
+  close(ready[0]);
+  if (!up) {
+    ClearDelay(host).IgnoreError();
+    return absl::InternalError(absl::StrCat(relay_bin, " did not start relaying ", port, " <-> ",
+                                            relay, " in ", bridge_ns_));
+  }
+  return absl::OkStatus();
 }
 
-absl::Status NetnsNetwork::ClearNetem(int host) {
-  std::vector<std::string> argv = ExecPrefix(host);
-  argv.insert(argv.end(), {TcTool(), "qdisc", "del", "dev", "eth0", "root"});
-  return Run(argv);
+absl::Status NetnsNetwork::ClearDelay(int host) {
+  auto it = relays_.find(host);
+  if (it == relays_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat("host ", host, " is not delayed"));
+  }
+  kill(it->second, SIGTERM);
+  waitpid(it->second, nullptr, 0);
+  relays_.erase(it);
+  const std::string ip = IpTool();
+  LS_RETURN_IF_ERROR(Run({ip, "-n", bridge_ns_, "link", "del", absl::StrCat("r", host)}));
+  return Run({ip, "-n", bridge_ns_, "link", "set", absl::StrCat("p", host), "master", "br0"});
 }
 
 absl::Status NetnsNetwork::Run(const std::vector<std::string>& argv) {

@@ -7,9 +7,11 @@
 //
 // Faults: Partition() drops every packet in and out of a host (an nftables table in its
 // namespace; its loopback still works), Heal() removes it; Loss() drops a share of them at
-// random (nftables); Netem() puts a `tc netem` qdisc on a host's eth0 (delay, loss). The destructor
-// deletes every namespace (which deletes their interfaces); Create() first deletes the namespaces a
-// dead earlier run left behind (names carry the creating process's pid).
+// random (nftables); Delay() delays (and may drop) every frame between a host and the bridge
+// in userspace (delay_relay.cc), for kernels without the netem qdisc; it works on the
+// connections already open. The destructor stops the relays and deletes every namespace (which
+// deletes their interfaces); Create() first deletes the namespaces a dead earlier run left
+// behind (names carry the creating process's pid).
 //
 // Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2; Create() answers
 // FAILED_PRECONDITION saying what is missing (only then: any other failure of `ip` is
@@ -20,12 +22,17 @@
 #ifndef LOCKSTEP_TESTS_NETNS_NETNS_NETWORK_H_
 #define LOCKSTEP_TESTS_NETNS_NETNS_NETWORK_H_
 
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace lockstep {
 namespace testing {
@@ -63,10 +70,13 @@ class NetnsNetwork {
   // kernels without netem. FAILED_PRECONDITION when `nft` is missing.
   absl::Status Loss(int host, int percent);
   absl::Status ClearLoss(int host);
-  // `tc qdisc replace dev eth0 root netem <args>` in host's namespace (e.g. "delay D loss P%").
-  // FAILED_PRECONDITION when the kernel has no netem (CONFIG_NET_SCH_NETEM).
-  absl::Status Netem(int host, const std::string& args);
-  absl::Status ClearNetem(int host);
+  // Every frame between `host` and the bridge arrives `delay` late, and `loss_percent` % of
+  // them are dropped (seeded by `seed`): the link is spliced, in the bridge's namespace, into
+  // `relay_bin` (tests/netns:delay_relay), which runs until ClearDelay() or the destructor.
+  // Open connections stay open: only the layer-2 path changes. Returns once it relays.
+  absl::Status Delay(int host, absl::Duration delay, int loss_percent, uint32_t seed,
+                     const std::string& relay_bin);
+  absl::Status ClearDelay(int host);
 
   // Runs a command to completion (30 s at most); INTERNAL with its output when it fails.
   absl::Status Run(const std::vector<std::string>& argv);
@@ -85,6 +95,7 @@ class NetnsNetwork {
   std::string bridge_ns_;
   // Created so far, deleted by the destructor: the bridge's first, then host 0, 1, ...
   std::vector<std::string> namespaces_;
+  std::map<int, pid_t> relays_;  // host -> its delay_relay process (Delay())
 };
 
 // The path of iproute2's `ip`, or "" when there is none.

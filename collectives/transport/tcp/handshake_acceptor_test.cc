@@ -61,7 +61,8 @@ TEST_F(HandshakeAcceptorTest, ProvenPeersAreHandedOverWithTheirRanks) {
 
 TEST_F(HandshakeAcceptorTest, AWrongSecretIsNeverHandedOverAndAnErrorStopsAccepting) {
   std::thread impostor([&] {
-    EXPECT_FALSE(Prove({"wrong", "jobs/j/1", 1, 3}).ok());
+    const absl::Status refused = Prove({"wrong", "jobs/j/1", 1, 3});
+    EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated) << refused;
     (void)Prove(Connector(2));
   });
   const absl::Status s =

@@ -6,8 +6,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -64,6 +67,8 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const Handsh
   id.encrypt = options.encrypt;
   if (options.encrypt) t->EnableEncryption();
   t->busy_polls_ = options.busy_polls >= 0 ? options.busy_polls : 64;
+  t->poll_slice_ms_ = static_cast<int>(std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(options.poll_slice), 1, std::numeric_limits<int>::max()));
   t->send_window_ = options.send_window_bytes;
   if (n == 1) return t;
   // A deep backlog: connections of a flood wait there until the acceptor sorts them, instead
@@ -390,7 +395,7 @@ absl::Status TcpTransport::EndRound(bool progress, int sfd, bool want_room, int 
   if (sfd >= 0) fds[nfds++] = {sfd, static_cast<short>((want_room ? POLLOUT : 0) | POLLRDHUP), 0};
   if (rfd >= 0) fds[nfds++] = {rfd, POLLIN, 0};
   fds[nfds++] = {abort_fd_.get(), POLLIN, 0};
-  const int rc = poll(fds, nfds, PollTimeoutMs(deadline, 1000));
+  const int rc = poll(fds, nfds, PollTimeoutMs(deadline, poll_slice_ms_));
   if (aborted_.load()) return absl::AbortedError(absl::StrCat("rank ", rank_, " aborted"));
   if (rc > 0 && sfd >= 0 && (fds[0].revents & POLLRDHUP) != 0) {
     return PeerError(send_peer, "sending to", 0);

@@ -73,6 +73,11 @@ struct TcpOptions {
   // Incoming connections proving themselves at once; at the cap a new one evicts the oldest
   // (handshake_acceptor.h). None costs a thread.
   int max_pending_handshakes = 64;
+  // The longest a call waiting for a peer sleeps in one poll() before it looks at its deadline
+  // again. Abort(), a peer's bytes and a peer's hang-up wake it at once, so the slice only
+  // bounds how late a wake-up that never comes is noticed; tests lengthen it to hours, which
+  // turns such a lost wake-up into a wait until the call's deadline that they can see.
+  absl::Duration poll_slice = absl::Seconds(1);
 };
 
 class TcpTransport final : public Transport {
@@ -158,7 +163,8 @@ class TcpTransport final : public Transport {
   // failed_rank_from_[r]: the urgent byte rank r sent before it left (TakeUrgentByte), or -1.
   std::vector<int> failed_rank_from_;
   int busy_polls_ = 0;
-  size_t send_window_ = 0;  // TcpOptions::send_window_bytes
+  int poll_slice_ms_ = 1000;  // TcpOptions::poll_slice
+  size_t send_window_ = 0;    // TcpOptions::send_window_bytes
   // TcpOptions::encrypt: seal_[r] encrypts what goes to r, open_[r] decrypts what r sent
   // (empty vectors: plaintext); the frame being sent, the frame being received, and an
   // opened frame for reductions.
