@@ -1,5 +1,6 @@
 #include "client/job_format.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -30,6 +31,50 @@ std::string Clip(const std::string& s, size_t n) {
 std::string Duration(double seconds) {
   const int64_t s = static_cast<int64_t>(seconds + 0.5);
   return absl::StrFormat("%d:%02d", s / 60, s % 60);
+}
+
+// "1.7 GiB", "312.0 MiB", "4.0 KiB", "100 B".
+std::string Bytes(uint64_t bytes) {
+  constexpr uint64_t kKiB = 1024, kMiB = kKiB << 10, kGiB = kMiB << 10;
+  const double b = static_cast<double>(bytes);
+  if (bytes >= kGiB) return absl::StrFormat("%.1f GiB", b / kGiB);
+  if (bytes >= kMiB) return absl::StrFormat("%.1f MiB", b / kMiB);
+  if (bytes >= kKiB) return absl::StrFormat("%.1f KiB", b / kKiB);
+  return absl::StrCat(bytes, " B");
+}
+
+// One GPU's memory figures and whose they are.
+struct GpuMemoryAt {
+  int rank = 0;
+  const v1::DeviceMemory* memory = nullptr;
+
+  std::string Where() const { return absl::StrCat("rank ", rank, " ", memory->device()); }
+};
+
+// "GPU memory: peak 1.7 GiB (rank 0 /gpu:0), reserved 2.0 GiB (rank 1 /gpu:0)\n": the largest
+// peak and the largest reservation among the job's GPUs, from every worker's latest report
+// (the chief's, kept in the job's progress, when the coordinator holds no reports); "" for
+// a CPU job.
+std::string GpuMemoryLine(const v1::GetJobResponse& r) {
+  std::vector<GpuMemoryAt> gpus;
+  for (int rank = 0; rank < r.workers_size(); ++rank) {
+    for (const v1::DeviceMemory& m : r.workers(rank).device_memory()) gpus.push_back({rank, &m});
+  }
+  if (gpus.empty()) {
+    for (const v1::DeviceMemory& m : r.job().progress().device_memory()) gpus.push_back({0, &m});
+  }
+  if (gpus.empty()) return "";
+  const GpuMemoryAt& peak =
+      *std::max_element(gpus.begin(), gpus.end(), [](const GpuMemoryAt& a, const GpuMemoryAt& b) {
+        return a.memory->peak_bytes() < b.memory->peak_bytes();
+      });
+  const GpuMemoryAt& reserved =
+      *std::max_element(gpus.begin(), gpus.end(), [](const GpuMemoryAt& a, const GpuMemoryAt& b) {
+        return a.memory->reserved_bytes() < b.memory->reserved_bytes();
+      });
+  return absl::StrCat("GPU memory: peak ", Bytes(peak.memory->peak_bytes()), " (", peak.Where(),
+                      "), reserved ", Bytes(reserved.memory->reserved_bytes()), " (",
+                      reserved.Where(), ")\n");
 }
 
 }  // namespace
@@ -124,6 +169,7 @@ std::string FormatJobDescription(const v1::GetJobResponse& r) {
                   ", global batch ", r.spec().global_batch_size(), "\n",
                   "Created:   ", absl::FormatTime(absl::FromUnixMicros(j.created_unix_micros())),
                   "\n");
+  absl::StrAppend(&out, GpuMemoryLine(r));
   absl::StrAppend(&out, "Progress:\n  ", FormatJobResult(j));
   absl::StrAppend(&out, "Transitions:\n");
   for (const v1::JobTransition& t : j.transitions()) {

@@ -77,6 +77,38 @@ TEST(JobFormatTest, DescriptionShowsWhereEachWorkersStepsGo) {
   EXPECT_THAT(text, HasSubstr("   15.50    14.50     0.50     0.50"));
 }
 
+// A GPU job's description names its largest peak and largest reservation of device memory
+// and where each is (every worker's report; the chief's progress without reports); a CPU
+// job's says nothing of GPUs.
+TEST(JobFormatTest, DescribeShowsTheGpuMemoryPeak) {
+  v1::GetJobResponse r;
+  r.mutable_job()->set_id("job-000004");
+  r.mutable_job()->set_state(v1::RUNNING);
+  r.add_workers();
+  EXPECT_THAT(FormatJobDescription(r), Not(HasSubstr("GPU memory")));
+  auto gpu = [](v1::JobReport* w, const char* device, uint64_t peak, uint64_t reserved) {
+    v1::DeviceMemory* m = w->add_device_memory();
+    m->set_device(device);
+    m->set_peak_bytes(peak);
+    m->set_reserved_bytes(reserved);
+  };
+  v1::JobProgress* chief = r.mutable_job()->mutable_progress();
+  chief->add_device_memory()->set_device("/gpu:0");
+  chief->mutable_device_memory(0)->set_peak_bytes(uint64_t{300} << 20);
+  chief->mutable_device_memory(0)->set_reserved_bytes(uint64_t{512} << 20);
+  r.clear_workers();
+  EXPECT_THAT(FormatJobDescription(r),
+              HasSubstr("GPU memory: peak 300.0 MiB (rank 0 /gpu:0), reserved 512.0 MiB (rank 0 "
+                        "/gpu:0)\n"));
+  gpu(r.add_workers(), "/gpu:0", uint64_t{1700} << 20, uint64_t{1800} << 20);
+  v1::JobReport* w1 = r.add_workers();
+  gpu(w1, "/gpu:0", uint64_t{1600} << 20, uint64_t{2} << 30);
+  gpu(w1, "/gpu:1", 100, 4096);
+  const std::string text = FormatJobDescription(r);
+  EXPECT_THAT(text, HasSubstr("GPU memory: peak 1.7 GiB (rank 0 /gpu:0), reserved 2.0 GiB (rank 1 "
+                              "/gpu:0)\n"));
+}
+
 // --output=json: an indented object for one answer; one line per object for streams.
 TEST(JobFormatTest, JsonIndentedOrOnOneLine) {
   v1::JobRecord j;

@@ -45,6 +45,7 @@ v1::JobProgress ProgressOf(const v1::JobReport& r) {
   p.set_allreduce_wait_ms(r.allreduce_wait_ms());
   p.set_apply_ms(r.apply_ms());
   p.set_restored_step(r.restored_step());
+  *p.mutable_device_memory() = r.device_memory();
   return p;
 }
 

@@ -189,6 +189,39 @@ TEST_F(JobServiceTest, PartitionsRunsAndSucceeds) {
   EXPECT_EQ(State(*second), v1::RUNNING);
 }
 
+// A GPU job's device memory: every worker's in Get (describe's table), the chief's in the
+// job's progress (kept in the store).
+TEST_F(JobServiceTest, DeviceMemoryReachesGetAndTheChiefsProgress) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto id = jobs_->Submit(SmallJob(64));
+  ASSERT_TRUE(id.ok()) << id.status();
+  Next(w0);
+  Next(w1);
+  auto report = [&](const TaskRef& t, uint64_t peak) {
+    v1::JobReport r;
+    r.set_job_id(*id);
+    r.set_attempt(1);
+    r.set_phase(v1::JobReport::TRAINING);
+    r.set_step(3);
+    r.set_total_steps(10);
+    v1::DeviceMemory* m = r.add_device_memory();
+    m->set_device("/gpu:0");
+    m->set_peak_bytes(peak);
+    m->set_reserved_bytes(peak * 2);
+    jobs_->OnReports(t, {r});
+  };
+  report(w0, 1000);
+  report(w1, 3000);
+  auto job = jobs_->Get(*id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->workers_size(), 2);
+  EXPECT_EQ(job->workers(0).device_memory(0).peak_bytes(), 1000u);
+  EXPECT_EQ(job->workers(1).device_memory(0).peak_bytes(), 3000u);
+  ASSERT_EQ(job->job().progress().device_memory_size(), 1);
+  EXPECT_EQ(job->job().progress().device_memory(0).device(), "/gpu:0");
+  EXPECT_EQ(job->job().progress().device_memory(0).reserved_bytes(), 2000u);
+}
+
 // JobSpec.evaluator: the job waits for an evaluator task, which gets the chief's partition
 // marked is_evaluator (the training partitions say has_evaluator); its reports show in Get
 // but never decide the job; a job that fails aborts it, one that succeeds lets it finish;

@@ -390,6 +390,7 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
   if (!strategy.ok()) return Annotate(strategy.status(), "joining the job's group");
   session->strategy = std::move(*strategy);
   LS_RETURN_IF_ERROR(Publish(session->strategy.get()));
+  LS_ASSIGN_OR_RETURN(session->device_memory, JobDeviceMemory::Start(*session->strategy));
   distribute::TrainerOptions to;
   to.optimizer = spec.optimizer();
   to.global_batch_size = spec.global_batch_size();
@@ -542,10 +543,15 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
     if (step % summary_every == 0 || last) {
       LS_ASSIGN_OR_RETURN(const double train_accuracy,
                           LocalTrainAccuracy(*s.evaluator, *s.strategy, *s.trainer, micro.back()));
-      const WindowSummary summary =
-          window.Close(step, clock_->Now(), ops.GradientAllReduceStats(),
-                       s.trainer->optimizer().learning_rate(), train_accuracy);
-      if (options_.metrics != nullptr) options_.metrics->WindowClosed(summary.examples_per_sec);
+      WindowSummary summary = window.Close(step, clock_->Now(), ops.GradientAllReduceStats(),
+                                           s.trainer->optimizer().learning_rate(), train_accuracy);
+      summary.device_memory = s.device_memory.Read();
+      if (options_.metrics != nullptr) {
+        options_.metrics->WindowClosed(summary.examples_per_sec);
+        for (const v1::DeviceMemory& m : summary.device_memory) {
+          options_.metrics->DeviceMemory(m.device(), m.peak_bytes(), m.reserved_bytes());
+        }
+      }
       UpdateReport([&](v1::JobReport& rep) {
         summary.ApplyTo(&rep);
         if (s.epoch.steps_per_epoch > 0) {

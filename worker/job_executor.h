@@ -73,6 +73,7 @@
 #include "worker/file_roots.h"
 #include "worker/flight_recorder.h"
 #include "worker/job_chief.h"
+#include "worker/job_device_memory.h"
 #include "worker/job_input.h"
 #include "worker/job_log.h"
 #include "worker/job_restore.h"
@@ -165,6 +166,8 @@ class JobExecutor {
     TrainEpoch epoch;
     // The chief of a job with an evaluator: sends it every checkpoint (eval_link.h).
     std::unique_ptr<CheckpointSender> eval_sender;
+    // The GPU replicas' device memory since the strategy was made (none for a CPU job).
+    JobDeviceMemory device_memory;
   };
 
   JobExecutor(v1::Partition partition, JobExecutorOptions options);

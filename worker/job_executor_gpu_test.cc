@@ -5,6 +5,8 @@
 // the CPU's arithmetic), and the same evaluation accuracy. A job that asks for GPUs on a
 // worker without GPU devices fails naming the device.
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -16,6 +18,7 @@
 #include "worker/chief/checkpoint.h"
 #include "worker/fake_coordinator_client.h"
 #include "worker/job_executor.h"
+#include "worker/worker_metrics.h"
 
 namespace lockstep::worker {
 namespace {
@@ -66,7 +69,8 @@ v1::Partition OneWorker(const v1::JobSpec& spec) {
   v1::Partition p;
   p.set_job_id(spec.name());
   *p.mutable_spec() = spec;
-  p.set_tf_config(R"({"cluster": {"worker": ["127.0.0.1:2000"]}, "task": {"type": "worker", "index": 0}})");
+  p.set_tf_config(
+      R"({"cluster": {"worker": ["127.0.0.1:2000"]}, "task": {"type": "worker", "index": 0}})");
   p.mutable_task()->set_type("worker");
   p.set_worker_rank(0);
   p.set_num_workers(1);
@@ -79,26 +83,45 @@ v1::Partition OneWorker(const v1::JobSpec& spec) {
   return p;
 }
 
-v1::JobReport RunJob(const v1::JobSpec& spec, const distribute::LocalDevices& devices) {
+// Runs the job; `on_step(step, report)` sees the report as it stood when `step` ended (the
+// figures of the summary window before it).
+v1::JobReport RunJob(const v1::JobSpec& spec, const distribute::LocalDevices& devices,
+                     WorkerMetrics* metrics = nullptr,
+                     std::function<void(int64_t, const v1::JobReport&)> on_step = nullptr) {
   FakeCoordinatorClient client;
   JobExecutorOptions options;
   options.client = &client;
   options.devices = devices;
   options.rendezvous_timeout = absl::Seconds(20);
+  options.metrics = metrics;
+  JobExecutor* executor = nullptr;
+  if (on_step) {
+    options.on_step = [&](int64_t step, const distribute::TrainStepResult&) {
+      on_step(step, executor->report());
+    };
+  }
   auto e = JobExecutor::Create(OneWorker(spec), options);
   EXPECT_TRUE(e.ok()) << e.status();
   if (!e.ok()) return {};
+  executor = e->get();
   return (*e)->Run();
 }
 
-TEST(JobExecutorGpu, DigitsJobOnAFakeGpuEndsWithTheCpuCheckpointBitForBit) {
+// A worker's local devices with one fake GPU, /gpu:0 (the set keeps its fake API alive).
+absl::StatusOr<distribute::LocalDevices> OneFakeGpu() {
   absl::StatusOr<distribute::FakeGpus> gpus = distribute::MakeFakeGpus(1);
-  ASSERT_TRUE(gpus.ok()) << gpus.status();
-  distribute::LocalDevices with_gpu;
-  with_gpu.num_gpus = 1;
-  with_gpu.gpus = gpus->devices;
+  if (!gpus.ok()) return gpus.status();
+  distribute::LocalDevices devices;
+  devices.num_gpus = 1;
+  devices.gpus = gpus->devices;
+  return devices;
+}
+
+TEST(JobExecutorGpu, DigitsJobOnAFakeGpuEndsWithTheCpuCheckpointBitForBit) {
+  absl::StatusOr<distribute::LocalDevices> with_gpu = OneFakeGpu();
+  ASSERT_TRUE(with_gpu.ok()) << with_gpu.status();
   const v1::JobSpec gpu_spec = DigitsOnOneDevice("gpu-job", /*gpus=*/true);
-  const v1::JobReport gpu = RunJob(gpu_spec, with_gpu);
+  const v1::JobReport gpu = RunJob(gpu_spec, *with_gpu);
   ASSERT_EQ(gpu.phase(), v1::JobReport::DONE) << gpu.error();
   const v1::JobSpec cpu_spec = DigitsOnOneDevice("cpu-job", /*gpus=*/false);
   const v1::JobReport cpu = RunJob(cpu_spec, distribute::LocalDevices{});
@@ -123,8 +146,68 @@ TEST(JobExecutorGpu, DigitsJobOnAFakeGpuEndsWithTheCpuCheckpointBitForBit) {
               c->checkpoint.optimizer_slots(i).SerializeAsString())
         << c->checkpoint.optimizer_slots(i).name();
   }
-  // The variables and Adam's slots lived in the fake GPU's memory.
-  EXPECT_GT(gpus->devices->Find(0)->context->allocator_stats().peak_bytes_in_use, 0u);
+  // The variables and Adam's slots lived in the fake GPU's memory, and the report says how
+  // much; a CPU job reports no device memory.
+  EXPECT_GT(with_gpu->gpus->Find(0)->context->allocator_stats().peak_bytes_in_use, 0u);
+  ASSERT_EQ(gpu.device_memory_size(), 1);
+  EXPECT_EQ(gpu.device_memory(0).device(), "/gpu:0");
+  EXPECT_GT(gpu.device_memory(0).peak_bytes(), 0u);
+  EXPECT_EQ(cpu.device_memory_size(), 0);
+}
+
+// Every summary window's report carries /gpu:0's memory since the job started: a positive
+// peak, reserved bytes at least that, and the caching allocator's promise: after the first
+// step no device allocation is made and the peak does not grow. lockstepd's gauges say the
+// same. A later job on the same device reports its own figures, not the first one's.
+TEST(JobExecutorGpu, ReportsTheGpuPeakWhichStopsGrowingAfterTheFirstStep) {
+  absl::StatusOr<distribute::LocalDevices> with_gpu = OneFakeGpu();
+  ASSERT_TRUE(with_gpu.ok()) << with_gpu.status();
+  v1::JobSpec spec = DigitsOnOneDevice("gpu-memory", /*gpus=*/true);
+  spec.set_epochs(0);
+  spec.set_steps(12);
+  spec.mutable_summaries()->set_every_steps(1);
+  MetricsRegistry registry;
+  WorkerMetrics metrics(&registry);
+  std::map<int64_t, v1::DeviceMemory> after;  // by the step the report's window ended at
+  const v1::JobReport last =
+      RunJob(spec, *with_gpu, &metrics, [&](int64_t, const v1::JobReport& r) {
+        if (r.device_memory_size() == 1) after[r.step()] = r.device_memory(0);
+      });
+  ASSERT_EQ(last.phase(), v1::JobReport::DONE) << last.error();
+  ASSERT_EQ(last.device_memory_size(), 1);
+  const v1::DeviceMemory& final_memory = last.device_memory(0);
+  EXPECT_EQ(final_memory.device(), "/gpu:0");
+  EXPECT_GT(final_memory.peak_bytes(), 0u);
+  EXPECT_GE(final_memory.reserved_bytes(), final_memory.peak_bytes());
+  EXPECT_GT(final_memory.device_allocations(), 0);
+  // Steps 1..11 seen from the next step's on_step.
+  ASSERT_EQ(after.size(), 11u);
+  for (const auto& [step, m] : after) {
+    SCOPED_TRACE(absl::StrCat("report after step ", step));
+    EXPECT_EQ(m.device(), "/gpu:0");
+    EXPECT_EQ(m.device_allocations(), final_memory.device_allocations());
+    EXPECT_EQ(m.peak_bytes(), final_memory.peak_bytes());
+  }
+  EXPECT_LE(final_memory.peak_bytes(),
+            with_gpu->gpus->Find(0)->context->allocator_stats().peak_bytes_in_use);
+  EXPECT_THAT(registry.TextFormat(),
+              HasSubstr(absl::StrCat("lockstep_worker_gpu_peak_bytes{device=\"/gpu:0\"} ",
+                                     final_memory.peak_bytes())));
+
+  // A smaller job next on the same device: its peak is its own (smaller: the cache the first
+  // job left counts as reserved, not in use), and its device allocations too (its variables'
+  // and Adam's blocks come from that cache).
+  spec.set_name("gpu-memory-smaller");
+  spec.set_global_batch_size(8);
+  spec.mutable_checkpoint()->set_dir(TempDir("gpu-memory-smaller/ckpt"));
+  spec.mutable_summaries()->set_dir(TempDir("gpu-memory-smaller/tb"));
+  const v1::JobReport smaller = RunJob(spec, *with_gpu);
+  ASSERT_EQ(smaller.phase(), v1::JobReport::DONE) << smaller.error();
+  ASSERT_EQ(smaller.device_memory_size(), 1);
+  EXPECT_GT(smaller.device_memory(0).peak_bytes(), 0u);
+  EXPECT_LT(smaller.device_memory(0).peak_bytes(), final_memory.peak_bytes());
+  EXPECT_GE(smaller.device_memory(0).reserved_bytes(), final_memory.reserved_bytes());
+  EXPECT_LT(smaller.device_memory(0).device_allocations(), final_memory.device_allocations());
 }
 
 TEST(JobExecutorGpu, AGpuJobOnAWorkerWithoutGpuDevicesFailsNamingTheDevice) {

@@ -20,18 +20,26 @@ void WindowSummary::ApplyTo(v1::JobReport* report) const {
   report->set_compute_ms(compute_ms);
   report->set_allreduce_wait_ms(allreduce_wait_ms);
   report->set_apply_ms(apply_ms);
+  report->mutable_device_memory()->Assign(device_memory.begin(), device_memory.end());
 }
 
 std::vector<std::pair<std::string, float>> WindowSummary::Scalars() const {
-  return {{std::string(tags::kLoss), loss},
-          {std::string(tags::kTrainAccuracy), static_cast<float>(train_accuracy)},
-          {std::string(tags::kLearningRate), learning_rate},
-          {std::string(tags::kExamplesPerSec), examples_per_sec},
-          {std::string(tags::kBusBandwidth), busbw_gbps},
-          {std::string(tags::kStepMs), step_ms},
-          {std::string(tags::kComputeMs), compute_ms},
-          {std::string(tags::kAllReduceWaitMs), allreduce_wait_ms},
-          {std::string(tags::kApplyMs), apply_ms}};
+  std::vector<std::pair<std::string, float>> scalars = {
+      {std::string(tags::kLoss), loss},
+      {std::string(tags::kTrainAccuracy), static_cast<float>(train_accuracy)},
+      {std::string(tags::kLearningRate), learning_rate},
+      {std::string(tags::kExamplesPerSec), examples_per_sec},
+      {std::string(tags::kBusBandwidth), busbw_gbps},
+      {std::string(tags::kStepMs), step_ms},
+      {std::string(tags::kComputeMs), compute_ms},
+      {std::string(tags::kAllReduceWaitMs), allreduce_wait_ms},
+      {std::string(tags::kApplyMs), apply_ms}};
+  if (!device_memory.empty()) {
+    uint64_t peak = 0;
+    for (const v1::DeviceMemory& m : device_memory) peak = std::max(peak, m.peak_bytes());
+    scalars.emplace_back(std::string(tags::kGpuPeakMib), static_cast<float>(peak / 1048576.0));
+  }
+  return scalars;
 }
 
 MetricsWindow::MetricsWindow(int64_t global_batch, absl::Time start,

@@ -17,6 +17,7 @@
 #include "distribute/cross_device_ops.h"
 #include "distribute/trainer.h"
 #include "lockstep/v1/assignment.pb.h"
+#include "lockstep/v1/job.pb.h"
 
 namespace lockstep {
 namespace worker {
@@ -34,10 +35,13 @@ struct WindowSummary {
   double compute_ms = 0;
   double allreduce_wait_ms = 0;
   double apply_ms = 0;
+  // A GPU job's device memory as the window closed (JobDeviceMemory; set by its caller);
+  // empty for a CPU job.
+  std::vector<v1::DeviceMemory> device_memory;
 
-  // Sets the report's figures (step, loss, examples/s, ...).
+  // Sets the report's figures (step, loss, examples/s, ..., device memory).
   void ApplyTo(v1::JobReport* report) const;
-  // The chief's scalars (chief::summary_tags).
+  // The chief's scalars (chief::summary_tags); a GPU job's adds the largest peak in MiB.
   std::vector<std::pair<std::string, float>> Scalars() const;
 };
 

@@ -64,6 +64,38 @@ TEST(MetricsWindowTest, OneWindowFeedsTheReportAndTheScalarsAlike) {
   EXPECT_NEAR(next.examples_per_sec, 64 / 0.1, 1e-6);
 }
 
+// A CPU job's window carries no device memory and no GPU scalar; a GPU job's carries each
+// GPU's figures into the report and the largest peak, in MiB, into the scalars.
+TEST(MetricsWindowTest, DeviceMemoryGoesToTheReportAndTheLargestPeakToTheScalars) {
+  namespace tags = chief::summary_tags;
+  WindowSummary cpu;
+  v1::JobReport cpu_report;
+  cpu.ApplyTo(&cpu_report);
+  EXPECT_EQ(cpu_report.device_memory_size(), 0);
+  for (const auto& [tag, value] : cpu.Scalars()) EXPECT_NE(tag, tags::kGpuPeakMib);
+
+  WindowSummary gpu;
+  for (const auto& [device, peak] : {std::pair<const char*, uint64_t>{"/gpu:0", 3 << 20},
+                                     std::pair<const char*, uint64_t>{"/gpu:1", 5 << 20}}) {
+    v1::DeviceMemory& m = gpu.device_memory.emplace_back();
+    m.set_device(device);
+    m.set_peak_bytes(peak);
+    m.set_reserved_bytes(peak + 4096);
+    m.set_device_allocations(12);
+  }
+  v1::JobReport report;
+  gpu.ApplyTo(&report);
+  ASSERT_EQ(report.device_memory_size(), 2);
+  EXPECT_EQ(report.device_memory(1).device(), "/gpu:1");
+  EXPECT_EQ(report.device_memory(1).peak_bytes(), uint64_t{5} << 20);
+  EXPECT_EQ(report.device_memory(1).reserved_bytes(), (uint64_t{5} << 20) + 4096);
+  EXPECT_EQ(report.device_memory(0).device_allocations(), 12);
+  std::map<std::string, float> scalars;
+  for (const auto& [tag, value] : gpu.Scalars()) scalars[tag] = value;
+  ASSERT_EQ(scalars.count(std::string(tags::kGpuPeakMib)), 1u);
+  EXPECT_FLOAT_EQ(scalars[std::string(tags::kGpuPeakMib)], 5.0f);
+}
+
 }  // namespace
 }  // namespace worker
 }  // namespace lockstep

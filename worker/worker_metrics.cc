@@ -113,6 +113,31 @@ WorkerMetrics::PeerCounters WorkerMetrics::Peer(int peer) {
   return c;
 }
 
+WorkerMetrics::DeviceGauges WorkerMetrics::Device(const std::string& device) {
+  {
+    absl::ReaderMutexLock l(&mu_);
+    auto it = devices_.find(device);
+    if (it != devices_.end()) return it->second;
+  }
+  const MetricLabels labels = {{"device", device}};
+  DeviceGauges g{
+      registry_->AddGauge("lockstep_worker_gpu_peak_bytes",
+                          "Peak bytes of device memory the running GPU job's tensors held.",
+                          labels),
+      registry_->AddGauge("lockstep_worker_gpu_reserved_bytes",
+                          "Bytes of device memory the caching allocator holds (in use + cached).",
+                          labels)};
+  absl::MutexLock l(&mu_);
+  return devices_.emplace(device, g).first->second;
+}
+
+void WorkerMetrics::DeviceMemory(const std::string& device, uint64_t peak_bytes,
+                                 uint64_t reserved_bytes) {
+  const DeviceGauges g = Device(device);
+  g.peak.Set(static_cast<double>(peak_bytes));
+  g.reserved.Set(static_cast<double>(reserved_bytes));
+}
+
 void WorkerMetrics::Sent(int peer, size_t bytes) {
   Peer(peer).sent.Increment(static_cast<double>(bytes));
 }

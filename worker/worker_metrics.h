@@ -9,7 +9,10 @@
 //   algbw = bytes / time, busbw = algbw * 2(n-1)/n),
 //   peer_sent_bytes_total / peer_received_bytes_total{peer=RANK} (every message of the
 //   collectives, by the peer's rank in its group),
-//   checkpoint_write_seconds (histogram) and checkpoint_bytes_total.
+//   checkpoint_write_seconds (histogram) and checkpoint_bytes_total,
+//   gpu_peak_bytes / gpu_reserved_bytes{device="/gpu:N"} (a GPU job's device memory: the
+//   peak of the bytes its tensors held since the job started, and the bytes the caching
+//   allocator holds from the device; as of the last summary window).
 // It is the collectives' observer (CommunicatorConfig::observer) and the training loop's
 // (JobExecutorOptions::metrics); the series live in a MetricsRegistry.
 //
@@ -20,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -42,6 +46,8 @@ class WorkerMetrics final : public collectives::CollectiveObserver {
   void WindowClosed(double examples_per_sec);
   // This worker wrote its copy of a checkpoint: `bytes` in `time`.
   void CheckpointWritten(absl::Duration time, int64_t bytes);
+  // A GPU's device memory as the running job's summary window closed (JobDeviceMemory).
+  void DeviceMemory(const std::string& device, uint64_t peak_bytes, uint64_t reserved_bytes);
 
   // collectives::CollectiveObserver
   void AllReduceDone(size_t bytes, absl::Duration time, int group_size) override;
@@ -66,7 +72,13 @@ class WorkerMetrics final : public collectives::CollectiveObserver {
     Gauge algbw;
     Gauge busbw;
   };
+  // The gauges of one GPU.
+  struct DeviceGauges {
+    Gauge peak;
+    Gauge reserved;
+  };
   PeerCounters Peer(int peer);
+  DeviceGauges Device(const std::string& device);
 
   MetricsRegistry* const registry_;
   const Counter steps_;
@@ -83,6 +95,7 @@ class WorkerMetrics final : public collectives::CollectiveObserver {
 
   absl::Mutex mu_;
   absl::flat_hash_map<int, PeerCounters> peers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, DeviceGauges> devices_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace worker

@@ -10,6 +10,7 @@ namespace worker {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(WorkerMetricsTest, StepsAndTheirPhases) {
   MetricsRegistry registry;
@@ -75,6 +76,20 @@ TEST(WorkerMetricsTest, BytesByPeerAndCheckpoints) {
   EXPECT_THAT(text, HasSubstr("lockstep_worker_peer_received_bytes_total{peer=\"2\"} 7"));
   EXPECT_THAT(text, HasSubstr("lockstep_worker_checkpoint_bytes_total 4096"));
   EXPECT_THAT(text, HasSubstr("lockstep_worker_checkpoint_write_seconds_count 1"));
+}
+
+TEST(WorkerMetricsTest, DeviceMemoryByGpu) {
+  MetricsRegistry registry;
+  WorkerMetrics m(&registry);
+  EXPECT_THAT(registry.TextFormat(), Not(HasSubstr("lockstep_worker_gpu_peak_bytes")));
+  m.DeviceMemory("/gpu:0", 1000, 4096);
+  m.DeviceMemory("/gpu:1", 7, 512);
+  m.DeviceMemory("/gpu:0", 1536, 8192);  // the next window: the gauge follows
+  const std::string text = registry.TextFormat();
+  EXPECT_THAT(text, HasSubstr("lockstep_worker_gpu_peak_bytes{device=\"/gpu:0\"} 1536"));
+  EXPECT_THAT(text, HasSubstr("lockstep_worker_gpu_reserved_bytes{device=\"/gpu:0\"} 8192"));
+  EXPECT_THAT(text, HasSubstr("lockstep_worker_gpu_peak_bytes{device=\"/gpu:1\"} 7"));
+  EXPECT_THAT(text, HasSubstr("lockstep_worker_gpu_reserved_bytes{device=\"/gpu:1\"} 512"));
 }
 
 }  // namespace

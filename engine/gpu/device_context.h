@@ -40,6 +40,8 @@ class DeviceContext {
   absl::StatusOr<void*> Allocate(size_t bytes);
   absl::Status Free(void* device_ptr);
   AllocatorStats allocator_stats() const { return allocator_->Stats(); }
+  // The peak of the bytes in use starts again from the bytes in use now (a new job).
+  void ResetAllocatorPeak() { allocator_->ResetPeak(); }
 
   // Enqueued on the stream.
   absl::Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes);

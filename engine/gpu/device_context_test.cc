@@ -97,5 +97,22 @@ TEST(DeviceContextFakeTest, AKernelFaultSurfacesAtSynchronize) {
   EXPECT_EQ(ctx->Allocate(4 << 20).status().code(), absl::StatusCode::kInternal);
 }
 
+// A new job's peak starts from what is in use when it starts, not from an earlier job's.
+TEST(DeviceContextFakeTest, ResetAllocatorPeakStartsFromTheBytesInUse) {
+  auto fake = MakeFake(1, 8 << 20);
+  auto ctx = *DeviceContext::Create(fake.get(), 0);
+  void* kept = *ctx->Allocate(1024);
+  void* big = *ctx->Allocate(4 << 20);
+  ASSERT_TRUE(ctx->Free(big).ok());
+  EXPECT_EQ(ctx->allocator_stats().peak_bytes_in_use, (uint64_t{4} << 20) + 1024);
+  ctx->ResetAllocatorPeak();
+  EXPECT_EQ(ctx->allocator_stats().peak_bytes_in_use, 1024u);
+  EXPECT_EQ(ctx->allocator_stats().bytes_reserved, (uint64_t{4} << 20) + 1024);  // still cached
+  void* small = *ctx->Allocate(512);
+  EXPECT_EQ(ctx->allocator_stats().peak_bytes_in_use, 1536u);
+  ASSERT_TRUE(ctx->Free(small).ok());
+  ASSERT_TRUE(ctx->Free(kept).ok());
+}
+
 }  // namespace
 }  // namespace lockstep::engine::gpu

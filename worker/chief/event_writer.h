@@ -44,6 +44,8 @@ inline constexpr absl::string_view kStepMs = "step/time_ms";
 inline constexpr absl::string_view kComputeMs = "step/compute_ms";
 inline constexpr absl::string_view kAllReduceWaitMs = "step/allreduce_wait_ms";
 inline constexpr absl::string_view kApplyMs = "step/apply_ms";
+// A GPU job: the largest peak of this worker's GPUs' device memory so far, in MiB.
+inline constexpr absl::string_view kGpuPeakMib = "memory/gpu_peak_mib";
 }  // namespace summary_tags
 
 class EventWriter {
