@@ -9,24 +9,7 @@ namespace lockstep::engine {
 // instantiates only the CNN suite that derives from their fixture.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DeviceGenericTest);
 
-struct Cpu : CpuEnv {
-  static constexpr bool kBitwise = true;
-};
-struct FakeGpu : FakeGpuEnv {
-  static constexpr bool kBitwise = true;
-};
-struct FakeGpuSmallGrid {
-  static constexpr bool kBitwise = true;
-  static absl::StatusOr<std::unique_ptr<DeviceEnv>> Make() {
-    gpu::EmulatedKernels::Options grid;
-    grid.seed = 7;
-    grid.max_blocks = 2;
-    grid.threads = 64;
-    return FakeGpuEnv::MakeWith(grid);
-  }
-};
-
-using Devices = ::testing::Types<Cpu, FakeGpu, FakeGpuSmallGrid>;
+using Devices = ::testing::Types<BitwiseCpu, BitwiseFakeGpu, BitwiseSmallGridFakeGpu>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Device, DeviceGenericCnnTest, Devices);
 
 }  // namespace lockstep::engine

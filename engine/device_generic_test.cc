@@ -4,14 +4,7 @@
 
 namespace lockstep::engine {
 
-struct Cpu : CpuEnv {
-  static constexpr bool kBitwise = true;
-};
-struct FakeGpu : FakeGpuEnv {
-  static constexpr bool kBitwise = true;
-};
-
-using Devices = ::testing::Types<Cpu, FakeGpu>;
+using Devices = ::testing::Types<BitwiseCpu, BitwiseFakeGpu>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Device, DeviceGenericTest, Devices);
 
 }  // namespace lockstep::engine

@@ -133,6 +133,27 @@ struct FakeGpuEnv {
   }
 };
 
+// The CPU-CI instantiations of the device-generic test bodies: "/cpu:0", the fake "/gpu:0"
+// (FakeCudaApi, the grid emulator, FakeBlasApi), and the same fake with grids of at most 2
+// blocks of 64 threads, so that every grid-stride loop of the kernels turns. On the fake the
+// kernels do the CPU's arithmetic, so every comparison with the CPU is bit for bit.
+struct BitwiseCpu : CpuEnv {
+  static constexpr bool kBitwise = true;
+};
+struct BitwiseFakeGpu : FakeGpuEnv {
+  static constexpr bool kBitwise = true;
+};
+struct BitwiseSmallGridFakeGpu {
+  static constexpr bool kBitwise = true;
+  static absl::StatusOr<std::unique_ptr<DeviceEnv>> Make() {
+    gpu::EmulatedKernels::Options grid;
+    grid.seed = 7;
+    grid.max_blocks = 2;
+    grid.threads = 64;
+    return FakeGpuEnv::MakeWith(grid);
+  }
+};
+
 }  // namespace lockstep::engine
 
 #endif  // LOCKSTEP_ENGINE_DEVICE_TEST_ENV_H_

@@ -6,24 +6,7 @@
 
 namespace lockstep::engine {
 
-struct Cpu : CpuEnv {
-  static constexpr bool kBitwise = true;
-};
-struct FakeGpu : FakeGpuEnv {
-  static constexpr bool kBitwise = true;
-};
-struct SmallGridFakeGpu {
-  static constexpr bool kBitwise = true;
-  static absl::StatusOr<std::unique_ptr<DeviceEnv>> Make() {
-    gpu::EmulatedKernels::Options grid;
-    grid.seed = 7;
-    grid.max_blocks = 2;
-    grid.threads = 64;
-    return FakeGpuEnv::MakeWith(grid);
-  }
-};
-
-using Devices = ::testing::Types<Cpu, FakeGpu, SmallGridFakeGpu>;
+using Devices = ::testing::Types<BitwiseCpu, BitwiseFakeGpu, BitwiseSmallGridFakeGpu>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Device, SeqOpsTest, Devices);
 
 }  // namespace lockstep::engine
