@@ -293,8 +293,8 @@ int Child(int rank, int world, const std::string& store_dir) {
            ms(measured.allreduce_wait), ms(measured.apply));
     if (options.devices.gpus != nullptr) {
       const engine::gpu::GpuDevice* gpu = options.devices.gpus->Find(0);
-      printf("PEAK %llu\n", static_cast<unsigned long long>(
-                                 gpu->context->allocator_stats().peak_bytes_in_use));
+      printf("PEAK %llu\n",
+             static_cast<unsigned long long>(gpu->context->allocator_stats().peak_bytes_in_use));
     }
   }
   return 0;
@@ -385,7 +385,8 @@ double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
       !absl::SimpleAtod(text.substr(at + 4, text.find('\n', at) - at - 4), &eps)) {
     const size_t error = text.find("ERROR ");
     // On stdout too, after the header: the run's last line says why (tools/gpu_check.sh).
-    printf("run %d with %d worker(s) failed%s%s\n", run, world, error == std::string::npos ? "" : ": ",
+    printf("run %d with %d worker(s) failed%s%s\n", run, world,
+           error == std::string::npos ? "" : ": ",
            error == std::string::npos
                ? ""
                : text.substr(error + 6, text.find('\n', error) - error - 6).c_str());
@@ -463,8 +464,7 @@ int Main() {
       "train_throughput: %s, global batch %d, f32, SGD, synthetic data,\n"
       "one compute thread per worker process%s, %s transport%s, gradients compressed: %s; %d "
       "measured steps after %d, median of %d runs\n",
-      ModelName(),
-      GlobalBatch(), variant.pin ? " (each on a CPU of its own)" : "",
+      ModelName(), GlobalBatch(), variant.pin ? " (each on a CPU of its own)" : "",
       absl::GetFlag(FLAGS_transport).c_str(),
       absl::GetFlag(FLAGS_transport) == "shm" && variant.shm_heap
           ? " (gradients in its zero-copy heap)"

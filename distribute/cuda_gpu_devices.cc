@@ -13,8 +13,8 @@ absl::StatusOr<std::shared_ptr<GpuDeviceSet>> MakeCudaGpus(const std::vector<int
   CudaApi* raw = api.get();
   GpuDeviceSet::Backend backend;
   backend.name = "CUDA, cuBLASLt";
-  backend.kernels = [](engine::gpu::DeviceContext&)
-      -> absl::StatusOr<std::unique_ptr<engine::gpu::GpuKernels>> {
+  backend.kernels =
+      [](engine::gpu::DeviceContext&) -> absl::StatusOr<std::unique_ptr<engine::gpu::GpuKernels>> {
     return std::make_unique<engine::gpu::CudaKernels>();
   };
   // RealBlasApi binds the device current at Create: DeviceContext::Create made it current.

@@ -18,12 +18,13 @@ absl::StatusOr<FakeGpus> MakeFakeGpus(int count, size_t memory_bytes) {
   FakeCudaApi* fake = out.api.get();
   GpuDeviceSet::Backend backend;
   backend.name = "fake CUDA, emulated kernels";
-  backend.kernels = [fake](engine::gpu::DeviceContext&)
-      -> absl::StatusOr<std::unique_ptr<engine::gpu::GpuKernels>> {
+  backend.kernels =
+      [fake](
+          engine::gpu::DeviceContext&) -> absl::StatusOr<std::unique_ptr<engine::gpu::GpuKernels>> {
     return std::make_unique<engine::gpu::EmulatedKernels>(fake);
   };
-  backend.blas = [fake](engine::gpu::DeviceContext&)
-      -> absl::StatusOr<std::unique_ptr<engine::gpu::BlasApi>> {
+  backend.blas =
+      [fake](engine::gpu::DeviceContext&) -> absl::StatusOr<std::unique_ptr<engine::gpu::BlasApi>> {
     return std::make_unique<engine::gpu::FakeBlasApi>(fake);
   };
   std::vector<int> indices;

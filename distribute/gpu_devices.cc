@@ -7,8 +7,9 @@
 
 namespace lockstep::distribute {
 
-absl::StatusOr<std::shared_ptr<GpuDeviceSet>> GpuDeviceSet::Create(
-    std::shared_ptr<CudaApi> api, const std::vector<int>& indices, const Backend& backend) {
+absl::StatusOr<std::shared_ptr<GpuDeviceSet>> GpuDeviceSet::Create(std::shared_ptr<CudaApi> api,
+                                                                   const std::vector<int>& indices,
+                                                                   const Backend& backend) {
   if (api == nullptr || !backend.kernels || !backend.blas) {
     return absl::InvalidArgumentError(
         "GpuDeviceSet: a CUDA API and a backend that makes kernels and BLAS are required");

@@ -35,12 +35,12 @@ TEST(GpuStrategyCudaTest, FiftySgdStepsOnGpu0MatchTheCpuEngine) {
     EXPECT_NEAR(got.losses[i], want.losses[i], 1e-4 * std::fabs(want.losses[i])) << "step " << i;
   }
   EXPECT_LT(got.losses.back(), got.losses.front());
-  std::printf("gpu_strategy_cuda_test: 50 steps on %s, final loss %.6f (cpu %.6f), peak device "
-              "bytes %llu\n",
-              (*gpus)->Find(0)->context->properties().name.c_str(), got.losses.back(),
-              want.losses.back(),
-              static_cast<unsigned long long>(
-                  (*gpus)->Find(0)->context->allocator_stats().peak_bytes_in_use));
+  std::printf(
+      "gpu_strategy_cuda_test: 50 steps on %s, final loss %.6f (cpu %.6f), peak device "
+      "bytes %llu\n",
+      (*gpus)->Find(0)->context->properties().name.c_str(), got.losses.back(), want.losses.back(),
+      static_cast<unsigned long long>(
+          (*gpus)->Find(0)->context->allocator_stats().peak_bytes_in_use));
 }
 
 TEST(GpuStrategyCudaTest, CheckpointFromTheGpuRestoresBitForBit) {

@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-
 #include "collectives/in_memory_store.h"
 #include "collectives/nccl/fake_nccl_api.h"
 #include "collectives/nccl/fake_nccl_world.h"
@@ -371,13 +370,14 @@ TEST_F(TwoGpuWorkers, BroadcastFromChiefMakesEveryWorkersDeviceCopiesTheChiefs) 
       const engine::gpu::GpuDevice* gpu = gpus_[w].devices->Find(0);
       ASSERT_EQ(v->Read(0).device().name(), "/gpu:0");
       // Every worker starts from the chief's value (worker 0's 1, 2, 3)...
-      EXPECT_TRUE(ToHost(v->Read(0), gpu)->BitwiseEquals(
-          engine::Tensor::FromVector<float>({1.f, 2.f, 3.f}, engine::Shape{3})));
+      EXPECT_TRUE(ToHost(v->Read(0), gpu)
+                      ->BitwiseEquals(
+                          engine::Tensor::FromVector<float>({1.f, 2.f, 3.f}, engine::Shape{3})));
       // ...then each writes its own, and the broadcast makes them the chief's again.
-      ASSERT_TRUE(CopyInto(engine::Tensor::FromVector<float>({10.f * (w + 1), 0.f, -1.f},
-                                                             engine::Shape{3}),
-                           &v->copy(0), gpu)
-                      .ok());
+      ASSERT_TRUE(
+          CopyInto(engine::Tensor::FromVector<float>({10.f * (w + 1), 0.f, -1.f}, engine::Shape{3}),
+                   &v->copy(0), gpu)
+              .ok());
       ASSERT_TRUE(s.extended().BroadcastFromChief(std::vector<DistributedVariable*>{&*v}).ok());
       auto host = ToHost(v->Read(0), gpu);
       ASSERT_TRUE(host.ok()) << host.status();

@@ -87,8 +87,7 @@ absl::Status TrainSteps(Strategy& strategy, Trainer& trainer, int first, int n,
   return absl::OkStatus();
 }
 
-TrainedRun TrainDigits(Strategy& strategy, int steps, double learning_rate,
-                       int64_t global_batch) {
+TrainedRun TrainDigits(Strategy& strategy, int steps, double learning_rate, int64_t global_batch) {
   TrainedRun run;
   engine::Graph graph = DigitsGraph();
   TrainerOptions options = DigitsTrainerOptions(learning_rate);
@@ -134,9 +133,9 @@ absl::StatusOr<v1::Checkpoint> MakeCheckpoint(const Trainer& trainer) {
       if (std::memcmp(g.raw_data(), w.raw_data(), w.num_bytes()) != 0) {
         for (int64_t i = 0; i < w.num_elements(); ++i) {
           if (g.AsDouble(i) != w.AsDouble(i)) {
-            return ::testing::AssertionFailure() << "tensor " << t << " element " << i << ": "
-                                                 << g.AsDouble(i) << ", want " << w.AsDouble(i)
-                                                 << " bit for bit";
+            return ::testing::AssertionFailure()
+                   << "tensor " << t << " element " << i << ": " << g.AsDouble(i) << ", want "
+                   << w.AsDouble(i) << " bit for bit";
           }
         }
       }

@@ -58,8 +58,8 @@ struct NcclAllReduceOptions {
   // Their engine devices (may be null): without env.stream, each communicator enqueues on its
   // device's compute stream, so a gradient is reduced after the kernels that wrote it.
   std::shared_ptr<GpuDeviceSet> gpus;
-  int first_rank = 0;                   // of the local replica 0 in the group
-  int num_replicas_in_sync = 1;         // the group's size
+  int first_rank = 0;            // of the local replica 0 in the group
+  int num_replicas_in_sync = 1;  // the group's size
   // Rendezvous of the unique id (not owned; used by Create only) under `key`; null: a
   // private in-memory one (every rank is local).
   collectives::Store* store = nullptr;

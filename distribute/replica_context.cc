@@ -7,9 +7,9 @@ namespace lockstep::distribute {
 
 absl::StatusOr<engine::Tensor> ReplicaContext::AllReduce(ReduceOp op, const engine::Tensor& value) {
   if (!value.on_host()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReplicaContext::AllReduce takes a host tensor (got ", value.DebugString(),
-        "); all-reduce a device tensor in place with AllReduceAsync"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReplicaContext::AllReduce takes a host tensor (got ", value.DebugString(),
+                     "); all-reduce a device tensor in place with AllReduceAsync"));
   }
   engine::Tensor out = HostCopy(value, device_);
   absl::Status s = AllReduceAsync(op, &out)->Wait();

@@ -51,7 +51,8 @@ absl::StatusOr<DistributedVariable> StrategyScope::CreateVariable(std::string na
   }
   std::vector<Tensor> copies;
   for (size_t r = 0; r < cfg.devices.size(); ++r) {
-    const std::string where = absl::StrCat("placing variable '", name, "' on ", cfg.devices[r].name());
+    const std::string where =
+        absl::StrCat("placing variable '", name, "' on ", cfg.devices[r].name());
     absl::StatusOr<const engine::gpu::GpuDevice*> gpu =
         strategy_->extended().replica_gpu(static_cast<int>(r));
     if (!gpu.ok()) return Annotate(gpu.status(), where);
@@ -73,8 +74,8 @@ absl::StatusOr<const engine::gpu::GpuDevice*> StrategyExtended::replica_gpu(
     int local_replica) const {
   const StrategyConfig& cfg = strategy_->config_;
   if (local_replica < 0 || local_replica >= static_cast<int>(cfg.devices.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("local replica ", local_replica, " of ",
-                                                   cfg.devices.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("local replica ", local_replica, " of ", cfg.devices.size()));
   }
   return GpuDeviceSet::ForReplica(cfg.gpus.get(), cfg.devices[local_replica]);
 }
@@ -390,9 +391,9 @@ absl::StatusOr<Tensor> Strategy::Reduce(ReduceOp op, const RunArg& value, Reduce
                        "PerReplica value returned by Run, or use MEAN"));
     }
     if (!t.on_host()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Reduce of a plain tensor on ", t.device().name(),
-          ": pass the PerReplica value returned by Run, or a host tensor"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Reduce of a plain tensor on ", t.device().name(),
+                       ": pass the PerReplica value returned by Run, or a host tensor"));
     }
     if (!axis.has_value()) return HostCopy(t, engine::Device::Cpu(0));
     LS_ASSIGN_OR_RETURN(Tensor sum, SumAxis0(t));
@@ -466,9 +467,9 @@ absl::StatusOr<DistributedValues> Strategy::DistributeValuesFromFunction(
                                                ctx.replica_id_in_sync_group));
     }
     if (!v->on_host()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "DistributeValuesFromFunction, replica ", ctx.replica_id_in_sync_group,
-          ": the function must return a host tensor, got ", v->DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("DistributeValuesFromFunction, replica ", ctx.replica_id_in_sync_group,
+                       ": the function must return a host tensor, got ", v->DebugString()));
     }
     // Host-side per-replica values (a GPU replica's executor copies its inputs in).
     values.push_back(HostCopy(*v, config_.devices[r]));

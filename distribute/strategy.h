@@ -184,7 +184,7 @@ struct StrategyConfig {
   std::vector<engine::Device> devices;  // the local replicas
   // The GPU replicas' engine devices (LocalDevices::gpus); may be null.
   std::shared_ptr<GpuDeviceSet> gpus;
-  int worker_index = 0;                 // this worker's rank in the training group
+  int worker_index = 0;  // this worker's rank in the training group
   int num_workers = 1;
   DistributedVariable::Kind variable_kind = DistributedVariable::Kind::kMirrored;
   CommunicationOptions communication;

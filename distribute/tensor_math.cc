@@ -17,9 +17,9 @@ namespace {
 absl::Status CheckSupported(const Tensor& t, const char* what) {
   if (!t.valid()) return absl::InvalidArgumentError(absl::StrCat(what, ": null tensor"));
   if (!t.on_host()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": ", t.DebugString(), " is in ", t.device().name(),
-        "'s memory; host arithmetic needs a host tensor (copy it with ToHost first)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", t.DebugString(), " is in ", t.device().name(),
+                     "'s memory; host arithmetic needs a host tensor (copy it with ToHost first)"));
   }
   switch (t.dtype()) {
     case DType::kF32:
@@ -214,8 +214,8 @@ absl::Status CheckGpu(const engine::Device& device, const engine::gpu::GpuDevice
         absl::StrCat(what, ": no GPU device handles for ", device.name()));
   }
   if (gpu->device() != device) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", device.name(), " given the handles of ",
-                                                   gpu->device().name()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", device.name(), " given the handles of ", gpu->device().name()));
   }
   return absl::OkStatus();
 }
@@ -247,10 +247,10 @@ absl::StatusOr<Tensor> ToHost(const Tensor& x, const engine::gpu::GpuDevice* gpu
 absl::Status CopyInto(const Tensor& host, Tensor* dst, const engine::gpu::GpuDevice* gpu) {
   if (!host.valid() || !host.on_host() || dst == nullptr || !dst->valid() ||
       host.dtype() != dst->dtype() || host.shape() != dst->shape()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CopyInto: ", host.valid() ? host.DebugString() : "null", " into ",
-        dst == nullptr || !dst->valid() ? std::string("null") : dst->DebugString(),
-        ": a host tensor of the destination's dtype and shape is needed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CopyInto: ", host.valid() ? host.DebugString() : "null", " into ",
+                     dst == nullptr || !dst->valid() ? std::string("null") : dst->DebugString(),
+                     ": a host tensor of the destination's dtype and shape is needed"));
   }
   if (dst->on_host()) {
     if (host.num_bytes() > 0) std::memcpy(dst->raw_data(), host.raw_data(), host.num_bytes());

@@ -35,9 +35,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
     return d.type() == engine::Device::Type::kCuda;
   });
   if (on_gpus && strategy->extended().variable_destination() == Destination::kHost) {
-    return absl::UnimplementedError(absl::StrCat(
-        strategy->name(), " on GPU replicas: central variables on the host cannot feed a GPU "
-                          "executor yet; use MirroredStrategy"));
+    return absl::UnimplementedError(
+        absl::StrCat(strategy->name(),
+                     " on GPU replicas: central variables on the host cannot feed a GPU "
+                     "executor yet; use MirroredStrategy"));
   }
   if (on_gpus && options.optimizer.gradient_accumulation_steps() > 1) {
     return absl::UnimplementedError(
@@ -108,7 +109,8 @@ absl::Status Trainer::Restore(const v1::Checkpoint& checkpoint) {
       }
       LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu, strategy_->extended().copy_gpu(c));
       absl::Status s = CopyInto(values[i], &copy, gpu);
-      if (!s.ok()) return Annotate(s, absl::StrCat("restoring variable \"", variables_[i].name(), "\""));
+      if (!s.ok())
+        return Annotate(s, absl::StrCat("restoring variable \"", variables_[i].name(), "\""));
     }
   }
   const std::vector<v1::NamedTensor> slots(checkpoint.optimizer_slots().begin(),
@@ -125,7 +127,8 @@ absl::StatusOr<std::vector<Tensor>> Trainer::HostVariables() const {
   for (const DistributedVariable& v : variables_) {
     LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu, strategy_->extended().copy_gpu(0));
     absl::StatusOr<Tensor> host = ToHost(v.Read(0), gpu);
-    if (!host.ok()) return Annotate(host.status(), absl::StrCat("reading variable \"", v.name(), "\""));
+    if (!host.ok())
+      return Annotate(host.status(), absl::StrCat("reading variable \"", v.name(), "\""));
     out.push_back(*std::move(host));
   }
   return out;

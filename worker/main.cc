@@ -308,11 +308,13 @@ int Run(sigset_t signals) {
     std::vector<int> ordinals;
     for (const lockstep::worker::GpuInfo& g : devices->gpus) ordinals.push_back(g.ordinal);
     bool dense = true;
-    for (size_t i = 0; i < ordinals.size(); ++i) dense = dense && ordinals[i] == static_cast<int>(i);
+    for (size_t i = 0; i < ordinals.size(); ++i)
+      dense = dense && ordinals[i] == static_cast<int>(i);
     if (!dense) {
-      spdlog::warn("GPU jobs cannot run: --gpus selects CUDA devices {} but the replicas' /gpu:N "
-                   "are CUDA devices 0..{}; select them with CUDA_VISIBLE_DEVICES instead",
-                   absl::StrJoin(ordinals, ","), ordinals.size() - 1);
+      spdlog::warn(
+          "GPU jobs cannot run: --gpus selects CUDA devices {} but the replicas' /gpu:N "
+          "are CUDA devices 0..{}; select them with CUDA_VISIBLE_DEVICES instead",
+          absl::StrJoin(ordinals, ","), ordinals.size() - 1);
     } else {
       absl::StatusOr<std::shared_ptr<lockstep::distribute::GpuDeviceSet>> engine_gpus =
           lockstep::distribute::MakeCudaGpus(ordinals);

@@ -15,9 +15,9 @@
 //   reduce-scatter  block r (count elements) of every rank's send, reduced, in rank r's recv
 // Buffers are host memory (this fake's "device" memory), or, after UseDeviceMemory, device
 // memory of a FakeCudaApi, read and written through its private view (HostView) as the
-// emulated kernels do; a pointer the FakeCudaApi does not know is taken as host memory. NCCL's argument checks are made
-// when a call is issued (Check): a root outside [0, nranks), a null buffer with elements,
-// a handle that is not a live communicator.
+// emulated kernels do; a pointer the FakeCudaApi does not know is taken as host memory. NCCL's
+// argument checks are made when a call is issued (Check): a root outside [0, nranks), a null buffer
+// with elements, a handle that is not a live communicator.
 //
 // Failure: Abort(comm) (ncclCommAbort) frees that rank's communicator and fails every other
 // rank's pending and later collectives with UNAVAILABLE naming the aborted rank, as the

@@ -164,14 +164,15 @@ absl::Status EmulatedKernels::BatchNormMovingUpdates(const float* stats, const f
   LS_ASSIGN_OR_RETURN(void* dmv, Floats(fake_, k, delta_mean, d.c, "delta_mean"));
   LS_ASSIGN_OR_RETURN(void* dvv, Floats(fake_, k, delta_variance, d.c, "delta_variance"));
   const LaunchShape channels = Elementwise(d.c);
-  return EnqueueOn(fake_, s, "BatchNormMoving", options_.seed + launches_++, [=](GridEmulator& emu) {
-    return emu.Run(channels, BatchNormMovingKernel<A>{emu.In<float>(sv, ns, "stats"),
-                                                      emu.In<float>(mv, d.c, "moving_mean"),
-                                                      emu.In<float>(vv, d.c, "moving_variance"),
-                                                      emu.Out<float>(dmv, d.c, "delta_mean"),
-                                                      emu.Out<float>(dvv, d.c, "delta_variance"), d,
-                                                      momentum});
-  });
+  return EnqueueOn(
+      fake_, s, "BatchNormMoving", options_.seed + launches_++, [=](GridEmulator& emu) {
+        return emu.Run(
+            channels,
+            BatchNormMovingKernel<A>{
+                emu.In<float>(sv, ns, "stats"), emu.In<float>(mv, d.c, "moving_mean"),
+                emu.In<float>(vv, d.c, "moving_variance"), emu.Out<float>(dmv, d.c, "delta_mean"),
+                emu.Out<float>(dvv, d.c, "delta_variance"), d, momentum});
+      });
 }
 
 absl::Status EmulatedKernels::BatchNormGrad(const float* x, const float* dy, const float* gamma,
