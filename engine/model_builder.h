@@ -7,18 +7,24 @@
 // output or the earlier layers and model inputs its `inputs` names.
 //
 // Every problem is refused with INVALID_ARGUMENT naming the layer index and field, e.g.
-// "layers[2].dense.units: -5 must be > 0". Stateless functions.
+// "layers[2].dense.units: -5 must be > 0". Stateless functions: the model builder is a
+// lookup of each layer's kind in a LayerRegistry (layer_registry.h), whose entries check the
+// layer's settings and add its nodes.
 #ifndef LOCKSTEP_ENGINE_MODEL_BUILDER_H_
 #define LOCKSTEP_ENGINE_MODEL_BUILDER_H_
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/graph.h"
+#include "engine/layer_registry.h"
 #include "lockstep/v1/model.pb.h"
 
 namespace lockstep::engine {
 
+// Each layer through its kind's entry in BuiltinLayers() (engine/layers/builtin_layers.h).
 absl::StatusOr<Graph> BuildModel(const v1::ModelSpec& spec);
+// The same with another registry (tests): a kind `layers` lacks is refused naming it.
+absl::StatusOr<Graph> BuildModel(const v1::ModelSpec& spec, const LayerRegistry& layers);
 
 // JSON (the proto JSON mapping: "inputShape" or "input_shape", enums by name) to specs.
 // Unknown fields and unknown layer kinds are refused naming where they are.
