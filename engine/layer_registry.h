@@ -54,8 +54,10 @@ struct LayerContext {
 // Checks a layer's own settings, before any node exists (what needs the input's shape is
 // the builder's to check). INVALID_ARGUMENT naming the field: "<where>.units: -5 must be > 0".
 using LayerCheck = std::function<absl::Status(const v1::Layer& layer, absl::string_view where)>;
-// Adds the layer's nodes and variables; returns its output node. INVALID_ARGUMENT naming
-// `where` (or one of its fields) for what the input cannot take.
+// Adds the layer's nodes and variables; returns its output node. Runs only after the kind's
+// LayerCheck passed. INVALID_ARGUMENT naming `ctx.where` (or one of its fields) for what the
+// input cannot take; BuildModel prefixes an error that names no layer (the graph's, e.g.
+// "ADD node 'add_3': shapes [?,4] and [?,5] differ") with `ctx.where`.
 using LayerBuilder = std::function<absl::StatusOr<int>(const LayerContext& ctx)>;
 
 enum class LayerInputs {

@@ -79,7 +79,7 @@ absl::StatusOr<int> AddLayer(const LayerRegistry& layers, const LayerDef* def, L
   ctx.where = absl::StrCat(where, ".", def->name);
   if (def->check) LS_RETURN_IF_ERROR(def->check(layer, ctx.where));
   absl::StatusOr<int> y = def->build(ctx);
-  if (!y.ok() && !absl::StrContains(y.status().message(), "layers[")) {
+  if (!y.ok() && !absl::StartsWith(y.status().message(), "layers[")) {
     return Annotate(y.status(), ctx.where);
   }
   return y;

@@ -11,10 +11,9 @@ absl::StatusOr<int> BuildAdd(const LayerContext& ctx) {
   const std::vector<int>& xs = ctx.inputs;
   int sum = xs[0];
   for (size_t j = 1; j < xs.size(); ++j) {
-    absl::StatusOr<int> y = ctx.graph->Op(
-        v1::ADD, {sum, xs[j]}, j + 1 == xs.size() ? ctx.name : absl::StrCat(ctx.name, "/", j));
-    if (!y.ok()) return Annotate(y.status(), ctx.where);
-    sum = *y;
+    LS_ASSIGN_OR_RETURN(
+        sum, ctx.graph->Op(v1::ADD, {sum, xs[j]},
+                           j + 1 == xs.size() ? ctx.name : absl::StrCat(ctx.name, "/", j)));
   }
   return sum;
 }

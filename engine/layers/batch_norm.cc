@@ -54,10 +54,8 @@ absl::StatusOr<int> BuildBatchNorm(const LayerContext& ctx) {
                                                    init, c, c, trainable));
     xs.push_back(v);
   }
-  absl::StatusOr<int> y = ctx.graph->BatchNorm(xs, Momentum(b), Epsilon(b), ctx.name,
-                                               b.virtual_batch_size(), b.synchronized());
-  if (!y.ok()) return Annotate(y.status(), ctx.where);
-  return y;
+  return ctx.graph->BatchNorm(xs, Momentum(b), Epsilon(b), ctx.name, b.virtual_batch_size(),
+                              b.synchronized());
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 // concat: CONCAT of two or more inputs along `axis` (default -1, the last).
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
 #include "engine/layers/builtin_layers.h"
 #include "engine/layers/layer_util.h"
 
@@ -14,10 +13,7 @@ absl::StatusOr<int> BuildConcat(const LayerContext& ctx) {
     return FieldError(ctx.field("axis"),
                       absl::StrCat(axis, " is out of range for ", in.ToString()));
   }
-  absl::StatusOr<int> y =
-      ctx.graph->Concat(ctx.inputs, axis < 0 ? axis + in.rank() : axis, ctx.name);
-  if (!y.ok()) return Annotate(y.status(), ctx.where);
-  return y;
+  return ctx.graph->Concat(ctx.inputs, axis < 0 ? axis + in.rank() : axis, ctx.name);
 }
 
 }  // namespace

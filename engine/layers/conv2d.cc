@@ -40,13 +40,12 @@ absl::StatusOr<int> BuildConv2D(const LayerContext& ctx) {
                   OrDefault(c.kernel_initializer(), v1::Initializer::GLOROT_UNIFORM), fan_in,
                   fan_out));
   v1::Padding padding = c.padding() == v1::PADDING_UNSPECIFIED ? v1::VALID : c.padding();
-  absl::StatusOr<int> y = g->Conv2D(ctx.input(), f, s, padding, ctx.name + "/conv");
-  if (!y.ok()) return Annotate(y.status(), ctx.where);
+  LS_ASSIGN_OR_RETURN(int y, g->Conv2D(ctx.input(), f, s, padding, ctx.name + "/conv"));
   if (c.no_bias()) return y;
   LS_ASSIGN_OR_RETURN(
       int b, g->Variable(ctx.name + "/bias", ctx.options.dtype, Shape{c.filters()},
                          OrDefault(c.bias_initializer(), v1::Initializer::ZEROS), fan_in, fan_out));
-  return g->Op(v1::BIAS_ADD, {*y, b}, ctx.name + "/bias_add");
+  return g->Op(v1::BIAS_ADD, {y, b}, ctx.name + "/bias_add");
 }
 
 }  // namespace

@@ -32,9 +32,7 @@ absl::StatusOr<int> BuildEmbedding(const LayerContext& ctx) {
                                                      OrDefault(e.embeddings_initializer(),
                                                                v1::Initializer::GLOROT_UNIFORM),
                                                      e.input_dim(), e.output_dim()));
-  absl::StatusOr<int> y = ctx.graph->Op(v1::EMBEDDING, {ctx.input(), table}, ctx.name);
-  if (!y.ok()) return Annotate(y.status(), ctx.where);
-  return y;
+  return ctx.graph->Op(v1::EMBEDDING, {ctx.input(), table}, ctx.name);
 }
 
 }  // namespace

@@ -28,10 +28,7 @@ absl::StatusOr<int> BuildLayerNorm(const LayerContext& ctx) {
                       g->Variable(ctx.name + "/gamma", dtype, Shape{c}, Constant(1), c, c));
   LS_ASSIGN_OR_RETURN(int beta, g->Variable(ctx.name + "/beta", dtype, Shape{c},
                                             OrDefault({}, v1::Initializer::ZEROS), c, c));
-  absl::StatusOr<int> y =
-      g->LayerNorm(ctx.input(), gamma, beta, Epsilon(ctx.layer->layer_norm()), ctx.name);
-  if (!y.ok()) return Annotate(y.status(), ctx.where);
-  return y;
+  return g->LayerNorm(ctx.input(), gamma, beta, Epsilon(ctx.layer->layer_norm()), ctx.name);
 }
 
 }  // namespace

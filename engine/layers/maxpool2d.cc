@@ -37,9 +37,7 @@ absl::StatusOr<int> BuildMaxPool2D(const LayerContext& ctx) {
                                               " is not [batch, height, width, channels]"));
   }
   v1::Padding padding = p.padding() == v1::PADDING_UNSPECIFIED ? v1::VALID : p.padding();
-  absl::StatusOr<int> y = ctx.graph->MaxPool2D(ctx.input(), w.size, w.strides, padding, ctx.name);
-  if (!y.ok()) return Annotate(y.status(), ctx.where);
-  return y;
+  return ctx.graph->MaxPool2D(ctx.input(), w.size, w.strides, padding, ctx.name);
 }
 
 }  // namespace

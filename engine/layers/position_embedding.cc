@@ -20,9 +20,7 @@ absl::StatusOr<int> BuildPositionEmbedding(const LayerContext& ctx) {
                           OrDefault(ctx.layer->position_embedding().embeddings_initializer(),
                                     v1::Initializer::GLOROT_UNIFORM),
                           in.dim(1), in.dim(2)));
-  absl::StatusOr<int> y = ctx.graph->Op(v1::BIAS_ADD, {ctx.input(), table}, ctx.name);
-  if (!y.ok()) return Annotate(y.status(), ctx.where);
-  return y;
+  return ctx.graph->Op(v1::BIAS_ADD, {ctx.input(), table}, ctx.name);
 }
 
 }  // namespace

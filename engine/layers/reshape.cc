@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/status.h"
 #include "engine/layers/builtin_layers.h"
 #include "engine/layers/layer_util.h"
 
@@ -42,9 +41,7 @@ absl::StatusOr<int> BuildReshape(const LayerContext& ctx) {
       if (target[j] == -1) target[j] = per / known;
     }
   }
-  absl::StatusOr<int> y = ctx.graph->Reshape(ctx.input(), target);
-  if (!y.ok()) return Annotate(y.status(), ctx.where);
-  return y;
+  return ctx.graph->Reshape(ctx.input(), target);
 }
 
 }  // namespace

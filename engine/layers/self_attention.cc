@@ -28,10 +28,7 @@ absl::StatusOr<int> BuildSelfAttention(const LayerContext& ctx) {
   LS_ASSIGN_OR_RETURN(int w_qkv,
                       g->Variable(ctx.name + "/qkv", dtype, Shape{d, 3 * d}, glorot, d, 3 * d));
   LS_ASSIGN_OR_RETURN(int w_o, g->Variable(ctx.name + "/output", dtype, Shape{d, d}, glorot, d, d));
-  absl::StatusOr<int> y =
-      g->SelfAttention(ctx.input(), w_qkv, w_o, a.num_heads(), a.causal(), ctx.name);
-  if (!y.ok()) return Annotate(y.status(), ctx.where);
-  return y;
+  return g->SelfAttention(ctx.input(), w_qkv, w_o, a.num_heads(), a.causal(), ctx.name);
 }
 
 }  // namespace
