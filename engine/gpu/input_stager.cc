@@ -40,8 +40,12 @@ struct InputStager::State {
   ~State() {
     CudaApi& api = context->api();
     (void)api.SetDevice(context->device());
-    // HostFree waits for the device: no copy still reads a pinned buffer.
-    for (Slot& s : slots) (void)api.HostFree(s.pinned);
+    // HostFree and Free wait for the device: no copy still reads a pinned buffer, no kernel
+    // a device one.
+    for (Slot& s : slots) {
+      (void)api.HostFree(s.pinned);
+      s.device.clear();
+    }
     for (CudaEvent e : copied) (void)api.EventDestroy(e);
     for (CudaEvent e : released) (void)api.EventDestroy(e);
     (void)api.StreamDestroy(copy_stream);
@@ -211,7 +215,6 @@ absl::StatusOr<InputStager::Staged> InputStager::Fill(int k, const std::vector<T
     slot.pinned = static_cast<char*>(p);
     slot.pinned_bytes = total;
   }
-  bool allocated = false;
   slot.device.resize(components.size());
   slot.device_bytes.resize(components.size(), 0);
   for (size_t c = 0; c < components.size(); ++c) {
@@ -222,14 +225,15 @@ absl::StatusOr<InputStager::Staged> InputStager::Fill(int k, const std::vector<T
                   static_cast<const char*>(t.raw_data()) + begin * row_bytes, bytes[c]);
     }
     if (slot.device[c] == nullptr || slot.device_bytes[c] < bytes[c]) {
+      // Device memory of the stager's own, outside the compute stream's caching allocator:
+      // the copy stream writes it, and the allocator's blocks are ordered on the compute
+      // stream only. Free waits for the device (the old buffer's last reads).
       slot.device[c].reset();
       const size_t want = bytes[c] == 0 ? 1 : bytes[c];
-      LS_ASSIGN_OR_RETURN(void* d, st.context->Allocate(want));
-      DeviceContext* context = st.context;
-      slot.device[c] = std::shared_ptr<char>(static_cast<char*>(d),
-                                             [context](char* p) { (void)context->Free(p); });
+      LS_ASSIGN_OR_RETURN(void* d, api.Malloc(want));
+      slot.device[c] =
+          std::shared_ptr<char>(static_cast<char*>(d), [&api](char* p) { (void)api.Free(p); });
       slot.device_bytes[c] = want;
-      allocated = true;
     }
   }
   bool after_release;
@@ -237,12 +241,7 @@ absl::StatusOr<InputStager::Staged> InputStager::Fill(int k, const std::vector<T
     absl::MutexLock lock(&st.mu);
     after_release = st.released_recorded[k];
   }
-  if (allocated) {
-    // Memory from the compute stream's allocator may still be read there by work enqueued
-    // before it was freed: the copy stream waits for everything enqueued so far.
-    LS_RETURN_IF_ERROR(api.EventRecord(st.released[k], st.context->stream()));
-    after_release = true;
-  }
+  // The compute stream's reads of the slot's previous batch come first.
   if (after_release) LS_RETURN_IF_ERROR(api.StreamWaitEvent(st.copy_stream, st.released[k]));
   for (size_t c = 0; c < components.size(); ++c) {
     LS_RETURN_IF_ERROR(api.MemcpyAsync(slot.device[c].get(), slot.pinned + offsets[c], bytes[c],

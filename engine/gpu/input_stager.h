@@ -6,7 +6,10 @@
 // the host.
 //
 // Slots: the stager owns `slots` of them, each a pinned buffer and device buffers for one
-// batch (grown to the largest batch seen, then reused: no allocation per step). Stage fills a
+// batch (grown to the largest batch seen, then reused: no allocation per step). The device
+// buffers are the stager's own (CudaApi::Malloc), not the compute stream's caching
+// allocator's, whose blocks are ordered on that stream alone; so a job's reported device
+// memory (the allocator's) leaves out its input slots. Stage fills a
 // free slot and returns device tensors over its memory; the slot is free again when the last
 // of those tensors goes. Stage blocks while every slot is staged or held (the bound on memory
 // and on how far the producer runs ahead), until one is released or Cancel is called.
@@ -22,8 +25,9 @@
 // path).
 //
 // Errors: Stage answers CANCELLED after Cancel, INVALID_ARGUMENT for a component that is not
-// a host tensor or a row range outside it, and the CudaApi's errors (naming the GPU); an
-// error recording a release is kept and answered by the next Stage.
+// a host tensor or a row range outside it, and the CudaApi's errors (naming the GPU:
+// RESOURCE_EXHAUSTED when a slot's memory cannot be had); an error recording a release is
+// kept and answered by the next Stage.
 //
 // Ownership: borrows the GpuDevice's context (it must outlive every staged tensor, as for
 // every device tensor). The slots' memory lives until the stager and every tensor it handed
