@@ -1,7 +1,9 @@
 // bench/gpu_feed_profile: where a GPU training step's host time goes, on CPU machines. A real
 // JobExecutor trains an MLP (--input-->--hidden-->10, batch --batch, SGD, synthetic data)
-// with ONE_DEVICE on /gpu:0 of a fake GPU (distribute/fake_gpu_devices.h: FakeCudaApi, the
-// grid emulator, the fake BLAS), and prints per measured step, from the job's own timing
+// as bench/train_throughput --device=gpu --workers=1 runs it (MultiWorkerMirrored, one worker,
+// its replica on /gpu:0, gradients all-reduced in device memory over NCCL), here on a fake GPU
+// (distribute/fake_gpu_devices.h: FakeCudaApi, the grid emulator, the fake BLAS) and the fake
+// NCCL over its device memory, and prints per measured step, from the job's own timing
 // (distribute::StepTimes, the phases lockstepd exports as step_phase_seconds, and the input
 // wait before each step):
 //   the period between steps = the step (compute, all-reduce wait, apply, other)
@@ -18,6 +20,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
+#include "collectives/nccl/fake_nccl_api.h"
+#include "collectives/nccl/fake_nccl_world.h"
 #include "common/cuda/fake_cuda_api.h"
 #include "distribute/fake_gpu_devices.h"
 #include "worker/fake_coordinator_client.h"
@@ -27,7 +31,7 @@ ABSL_FLAG(int, steps, 30, "measured steps");
 ABSL_FLAG(int, warmup, 5, "steps before measuring");
 ABSL_FLAG(int, batch, 256, "global batch");
 ABSL_FLAG(int, input, 4096, "features per example");
-ABSL_FLAG(int, hidden, 256, "hidden units");
+ABSL_FLAG(int, hidden, 64, "hidden units");
 ABSL_FLAG(bool, prefetch_to_device, true,
           "stage the batches on the device ahead of the steps (false: the host feed path)");
 
@@ -39,7 +43,7 @@ int Main() {
   v1::Partition p;
   p.set_job_id("gpu-feed-profile");
   v1::JobSpec* spec = p.mutable_spec();
-  spec->set_strategy(v1::ONE_DEVICE);
+  spec->set_strategy(v1::MULTI_WORKER_MIRRORED);
   spec->set_gpus(true);
   v1::ModelSpec* m = spec->mutable_model();
   m->add_input_shape(absl::GetFlag(FLAGS_input));
@@ -55,6 +59,8 @@ int Main() {
   spec->set_steps(warmup + steps);
   spec->mutable_summaries()->set_every_steps(warmup + steps);
   spec->set_seed(5);
+  p.set_tf_config(
+      R"({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})");
   p.set_worker_rank(0);
   p.set_num_workers(1);
   p.set_is_chief(true);
@@ -70,6 +76,10 @@ int Main() {
   options.client = &client;
   options.devices.num_gpus = 1;
   options.devices.gpus = gpus->devices;
+  collectives::nccl::FakeNcclWorld world;
+  world.UseDeviceMemory(gpus->api.get());
+  collectives::nccl::FakeNcclApi nccl(&world);
+  options.nccl.api = &nccl;
   options.prefetch_to_device = absl::GetFlag(FLAGS_prefetch_to_device);
   absl::Time start, end;
   FakeCudaApi::Counters first, last;
@@ -94,8 +104,9 @@ int Main() {
   auto ms = [&](absl::Duration d) { return absl::ToDoubleMilliseconds(d) / steps; };
   const double period = ms(end - start), step = ms(sum.total), wait = ms(sum.input_wait);
   std::printf(
-      "gpu_feed_profile: MLP %d-%d-10, batch %d (%.2f MiB of features a step), ONE_DEVICE on a "
-      "fake /gpu:0, prefetch_to_device=%s; %d measured steps after %d\n",
+      "gpu_feed_profile: MLP %d-%d-10, batch %d (%.2f MiB of features a step), fake /gpu:0 "
+      "(MultiWorkerMirrored, 1 worker, fake NCCL), prefetch_to_device=%s; %d measured steps after "
+      "%d\n",
       absl::GetFlag(FLAGS_input), absl::GetFlag(FLAGS_hidden), absl::GetFlag(FLAGS_batch),
       absl::GetFlag(FLAGS_batch) * absl::GetFlag(FLAGS_input) * 4.0 / 1048576,
       options.prefetch_to_device ? "true" : "false", steps, warmup);
