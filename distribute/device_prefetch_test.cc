@@ -85,6 +85,18 @@ class DevicePrefetchTest : public ::testing::Test {
     return ds.ok() ? *std::move(ds) : nullptr;
   }
 
+  // A dataset prefetching 2 steps, with its first step handed out (*held) and the queue full.
+  std::unique_ptr<DistributedDataset> HoldingOneWithTheQueueFull(
+      absl::StatusOr<std::optional<std::vector<DistributedValues>>>* held) {
+    DistributeOptions options;
+    options.prefetch = 2;
+    auto ds = Dataset(options);
+    *held = ds->Next();
+    EXPECT_TRUE(held->ok() && (*held)->has_value());
+    EXPECT_TRUE(WaitFor([&] { return ds->prefetched() == 2; }));
+    return ds;
+  }
+
   // The first feature of each row of a step's features (read back from the device).
   std::vector<float> Rows(const std::vector<DistributedValues>& step) {
     const engine::Tensor& t = step[0].component(0);
@@ -135,12 +147,9 @@ TEST_F(DevicePrefetchTest, WithoutPrefetchToDeviceStepsStayOnTheHost) {
 
 // The producer runs `prefetch` steps ahead of the consumer and no further.
 TEST_F(DevicePrefetchTest, ThePrefetchIsBounded) {
-  DistributeOptions options;
-  options.prefetch = 2;
-  auto ds = Dataset(options);
-  auto held = ds->Next();
+  absl::StatusOr<std::optional<std::vector<DistributedValues>>> held;
+  auto ds = HoldingOneWithTheQueueFull(&held);
   ASSERT_TRUE(held.ok() && held->has_value());
-  ASSERT_TRUE(WaitFor([&] { return ds->prefetched() == 2; }));
   absl::SleepFor(absl::Milliseconds(50));  // room to overrun, were it not bounded
   EXPECT_EQ(made_->load(), 3) << "one handed out, two prefetched";
   EXPECT_EQ(ds->prefetched(), 2);
@@ -165,12 +174,9 @@ TEST_F(DevicePrefetchTest, AProducerErrorSurfacesOnNextWithItsStatus) {
 // Destroying the dataset while steps are queued, staged and held returns; a held step's
 // tensors stay readable after it.
 TEST_F(DevicePrefetchTest, ShutdownWithStepsInFlightReturnsAndHeldStepsStayValid) {
-  DistributeOptions options;
-  options.prefetch = 2;
-  auto ds = Dataset(options);
-  auto held = ds->Next();
+  absl::StatusOr<std::optional<std::vector<DistributedValues>>> held;
+  auto ds = HoldingOneWithTheQueueFull(&held);
   ASSERT_TRUE(held.ok() && held->has_value());
-  ASSERT_TRUE(WaitFor([&] { return ds->prefetched() == 2; }));
   auto destroyed = std::async(std::launch::async, [&] { ds.reset(); });
   ASSERT_EQ(destroyed.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   EXPECT_EQ(Rows(**held), std::vector<float>({0, 1, 2, 3}));
