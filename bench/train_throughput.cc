@@ -18,6 +18,11 @@
 // cuBLASLt; NCCL between the workers), and worker 0's peak device bytes (the caching
 // allocator's) are reported; the bare CPU engine step is not measured then.
 //   train_throughput --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096
+//   train_throughput --device=gpu --workers=1 --runs=1 --batch=256 --model=transformer
+// Every run also reports worker 0's period between steps against its step: the time outside
+// the step (the wait for the input, the loop's own work) is what examples/s pays beyond the
+// step time. --prefetch_to_device=false feeds GPU replicas host batches, copied in by each
+// step, instead of batches the input pipeline staged on the device ahead of it.
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -85,6 +90,9 @@ ABSL_FLAG(bool, compare_pinning, false,
           "also run every multi-worker count with the other --pin_workers in each round, and "
           "print the per-round ratio of the two");
 ABSL_FLAG(std::string, device, "cpu", "cpu, or gpu: each worker's replica on /gpu:0");
+ABSL_FLAG(bool, prefetch_to_device, true,
+          "--device=gpu: batches staged on the GPU by the input pipeline (false: host batches "
+          "copied in by each step)");
 ABSL_FLAG(int, timeout_s, 300, "a run's bound; its processes are killed after it");
 // Internal: a worker process.
 ABSL_FLAG(int, child_rank, -1, "internal");
@@ -270,6 +278,7 @@ int Child(int rank, int world, const std::string& store_dir) {
   options.transport = absl::GetFlag(FLAGS_transport) == "tcp" ? collectives::TransportKind::kTcp
                                                               : collectives::TransportKind::kShm;
   options.overlap_all_reduce = absl::GetFlag(FLAGS_overlap);
+  options.prefetch_to_device = absl::GetFlag(FLAGS_prefetch_to_device);
   distribute::StepTimes measured;  // the measured steps' phases, summed
   options.on_step = [&](int64_t step, const distribute::TrainStepResult& result) {
     if (step == warmup) start = absl::Now();
@@ -289,8 +298,9 @@ int Child(int rank, int world, const std::string& store_dir) {
   if (rank == 0) {
     printf("EPS %.3f\n", steps * GlobalBatch() / absl::ToDoubleSeconds(end - start));
     auto ms = [&](absl::Duration d) { return absl::ToDoubleMilliseconds(d) / steps; };
-    printf("PHASES %.4f %.4f %.4f %.4f\n", ms(measured.total), ms(measured.compute),
-           ms(measured.allreduce_wait), ms(measured.apply));
+    printf("PHASES %.4f %.4f %.4f %.4f %.4f %.4f\n", ms(measured.total), ms(measured.compute),
+           ms(measured.allreduce_wait), ms(measured.apply), ms(end - start),
+           ms(measured.input_wait));
     if (options.devices.gpus != nullptr) {
       const engine::gpu::GpuDevice* gpu = options.devices.gpus->Find(0);
       printf("PEAK %llu\n",
@@ -311,8 +321,9 @@ struct Variant {
 };
 
 // Worker 0's milliseconds per measured step: the whole step, compute, all-reduce wait, apply
-// (distribute::StepTimes).
-using Phases = std::array<double, 4>;
+// (distribute::StepTimes), the period between steps (the step and the time outside it), and
+// the input wait before the step (part of the time outside it).
+using Phases = std::array<double, 6>;
 
 // One run with `world` worker processes; worker 0's examples/s, or -1 on failure. Worker 0's
 // step phases go to *phases when it is not null.
@@ -343,7 +354,8 @@ double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
           absl::StrCat("--shm_heap=", variant.shm_heap),
           absl::StrCat("--pin_workers=", variant.pin),
           absl::StrCat("--compression=", variant.bf16 ? "bf16" : "none"),
-          "--device=" + absl::GetFlag(FLAGS_device)};
+          "--device=" + absl::GetFlag(FLAGS_device),
+          absl::StrCat("--prefetch_to_device=", absl::GetFlag(FLAGS_prefetch_to_device))};
       std::vector<char*> argv = {const_cast<char*>("train_throughput")};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -401,8 +413,9 @@ double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
   }
   if (phases != nullptr) {
     const size_t p = text.find("PHASES ");
-    if (p == std::string::npos || sscanf(text.c_str() + p, "PHASES %lf %lf %lf %lf", &(*phases)[0],
-                                         &(*phases)[1], &(*phases)[2], &(*phases)[3]) != 4) {
+    if (p == std::string::npos ||
+        sscanf(text.c_str() + p, "PHASES %lf %lf %lf %lf %lf %lf", &(*phases)[0], &(*phases)[1],
+               &(*phases)[2], &(*phases)[3], &(*phases)[4], &(*phases)[5]) != 6) {
       fprintf(stderr, "run %d with %d worker(s): worker 0 printed no step phases\n", run, world);
       return -1;
     }
@@ -541,23 +554,33 @@ int Main() {
            all.c_str());
   }
   // Medians of each phase over the runs (so they need not add up exactly).
-  auto print_phases = [](int world, const std::string& what, const std::vector<Phases>& runs) {
-    double m[4];
-    for (int k = 0; k < 4; ++k) {
+  auto median_phases = [](const std::vector<Phases>& runs) {
+    Phases m;
+    for (size_t k = 0; k < m.size(); ++k) {
       std::vector<double> v;
       for (const Phases& p : runs) v.push_back(p[k]);
       m[k] = Median(v);
     }
+    return m;
+  };
+  auto print_phases = [&](int world, const std::string& what, const std::vector<Phases>& runs) {
+    const Phases m = median_phases(runs);
     printf(
         "%d worker(s)%s, worker 0's step: %.2f ms = compute %.2f + all-reduce wait %.2f + apply "
-        "%.2f + other %.2f (medians)\n",
-        world, what.c_str(), m[0], m[1], m[2], m[3], m[0] - m[1] - m[2] - m[3]);
+        "%.2f + other %.2f; period %.2f ms: %.2f ms per step outside the step (input wait "
+        "%.2f) (medians)\n",
+        world, what.c_str(), m[0], m[1], m[2], m[3], m[0] - m[1] - m[2] - m[3], m[4], m[4] - m[0],
+        m[5]);
   };
   for (int world : counts) print_phases(world, "", phases[world]);
   if (OnGpu()) {
     for (int world : counts) {
-      printf("gpu: %d worker(s) %.1f examples/s (median), peak device bytes %llu (%.1f MiB)\n",
-             world, Median(eps[world]), g_peak_device_bytes, g_peak_device_bytes / 1048576.0);
+      const Phases m = median_phases(phases[world]);
+      printf(
+          "gpu: %d worker(s) %.1f examples/s (median), step %.2f ms, outside it %.2f ms per "
+          "step (input wait %.2f), peak device bytes %llu (%.1f MiB)\n",
+          world, Median(eps[world]), m[0], m[4] - m[0], m[5], g_peak_device_bytes,
+          g_peak_device_bytes / 1048576.0);
     }
   }
   for (size_t o = 0; o < others.size(); ++o) {

@@ -12,6 +12,17 @@
 //     remaining replicas empty batches).
 // Steps are prefetched on a background thread (`prefetch` steps ahead; 0 = none).
 //
+// GPU replicas (a device context given for the replica): the prefetch thread also puts each
+// step's rows on the replica's GPU (engine/gpu/input_stager.h: one copy into pinned memory,
+// the copy to the device on a copy stream), so a replica's inputs are device tensors whose
+// copy ran while the previous step computed; Next() orders each GPU's compute stream after
+// the copies it hands out. At most prefetch + 2 steps are staged or held per GPU (the queue,
+// the step being made, the step the caller holds). Staging changes no value: the device
+// tensors hold the bytes the host path would have copied in.
+//
+// The data position (steps_returned) counts the steps Next() handed out, never the ones
+// prefetched behind them, so a checkpoint resumes at the first step not trained on.
+//
 // BatchIterator and DatasetSource are the seam with data/: any batched dataset iterator
 // can be adapted to them.
 //
@@ -27,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -35,6 +47,8 @@
 #include "distribute/auto_shard.h"
 #include "distribute/distributed_values.h"
 #include "engine/device.h"
+#include "engine/gpu/device_context.h"
+#include "engine/gpu/input_stager.h"
 #include "engine/tensor.h"
 
 namespace lockstep::distribute {
@@ -79,6 +93,9 @@ struct DistributeOptions {
   int prefetch = -1;
   // Resume after a checkpoint: skip this many steps (the steps_returned() saved with it).
   int64_t start_step = 0;
+  // GPU replicas' batches are staged on their devices ahead of the steps (see
+  // DistributedDataset); false: they stay host tensors, copied in by the executor.
+  bool prefetch_to_device = true;
 };
 
 class DistributedDataset {
@@ -86,11 +103,13 @@ class DistributedDataset {
   enum class Mode { kSplitBatches, kOneBatchPerReplica };
 
   // `devices`: the local replicas' devices; `per_replica_batch` only for kSplitBatches.
-  // Skips `start_step` steps (synchronously, before prefetching starts); an error there is
-  // returned by the first Next().
+  // Skips `start_step` steps (synchronously, before prefetching starts); an error there, or
+  // in making the stagers, is returned by the first Next(). `stage_on`: per local replica,
+  // the GPU context its batches are staged on, or null (host tensors); empty: none.
   DistributedDataset(std::unique_ptr<BatchIterator> input, Mode mode,
                      std::vector<engine::Device> devices, int64_t per_replica_batch, ShardPlan plan,
-                     int prefetch, int64_t start_step = 0);
+                     int prefetch, int64_t start_step = 0,
+                     std::vector<engine::gpu::DeviceContext*> stage_on = {});
   ~DistributedDataset();
   DistributedDataset(const DistributedDataset&) = delete;
   DistributedDataset& operator=(const DistributedDataset&) = delete;
@@ -105,11 +124,24 @@ class DistributedDataset {
   // How this worker's input was sharded (policy, files, data shard, AUTO's reason).
   const ShardPlan& shard_plan() const { return plan_; }
 
+  // Steps made and waiting in the prefetch queue (tests).
+  int prefetched();
+
  private:
   using Step = absl::StatusOr<std::optional<std::vector<DistributedValues>>>;
-  Step NextStep();
-  Step Produce();
-  Step SplitBatch(const Batch& batch);
+  // A made step and the staged slots (replica, slot) Next() must order the GPUs after.
+  struct Made {
+    Step step;
+    std::vector<std::pair<int, int>> staged;
+  };
+  Made NextStep();
+  Made Produce();
+  Step SplitBatch(const Batch& batch, std::vector<std::pair<int, int>>* staged);
+  // Replica r's part of `components`: rows [first, second) (clamped), or all of them
+  // (nullopt); on its GPU when staged, where the slot goes to *staged.
+  absl::StatusOr<std::vector<engine::Tensor>> Part(int r, const Batch& components,
+                                                   std::optional<std::pair<int64_t, int64_t>> rows,
+                                                   std::vector<std::pair<int, int>>* staged);
   void PrefetchLoop();
 
   const std::unique_ptr<BatchIterator> input_;
@@ -119,10 +151,13 @@ class DistributedDataset {
   const ShardPlan plan_;
   const int prefetch_;
   int64_t steps_returned_ = 0;  // Next()'s thread only
-  absl::Status skip_error_;     // from skipping start_step steps
+  absl::Status skip_error_;     // from skipping start_step steps, or making the stagers
+  // Per local replica: its GPU's stager, or null (host tensors). Declared before the queue,
+  // which goes first (its staged tensors give their slots back).
+  std::vector<std::unique_ptr<engine::gpu::InputStager>> stagers_;
 
   absl::Mutex mu_;
-  std::deque<Step> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Made> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool producer_done_ ABSL_GUARDED_BY(mu_) = false;
   std::thread prefetcher_;

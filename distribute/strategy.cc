@@ -477,6 +477,18 @@ absl::StatusOr<DistributedValues> Strategy::DistributeValuesFromFunction(
   return DistributedValues::PerReplica(std::move(values));
 }
 
+std::vector<engine::gpu::DeviceContext*> Strategy::StagingContexts(
+    const DistributeOptions& options) const {
+  std::vector<engine::gpu::DeviceContext*> contexts(config_.devices.size(), nullptr);
+  for (size_t r = 0; r < contexts.size() && options.prefetch_to_device; ++r) {
+    absl::StatusOr<const engine::gpu::GpuDevice*> gpu =
+        GpuDeviceSet::ForReplica(config_.gpus.get(), config_.devices[r]);
+    // Without handles the replica's step fails naming its device; its input stays on the host.
+    if (gpu.ok() && *gpu != nullptr) contexts[r] = (*gpu)->context;
+  }
+  return contexts;
+}
+
 absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::ExperimentalDistributeDataset(
     const DatasetSource& source, int64_t global_batch_size, DistributeOptions options) {
   InputContext ctx(num_workers(), worker_index(), num_replicas_in_sync());
@@ -497,7 +509,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::ExperimentalDistri
   return std::make_unique<DistributedDataset>(
       std::move(it), DistributedDataset::Mode::kSplitBatches, config_.devices, per_replica,
       std::move(plan), options.prefetch < 0 ? num_local_replicas() : options.prefetch,
-      options.start_step);
+      options.start_step, StagingContexts(options));
 }
 
 absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDatasetsFromFunction(
@@ -514,7 +526,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataset>> Strategy::DistributeDatasets
   return std::make_unique<DistributedDataset>(
       std::move(*it), DistributedDataset::Mode::kOneBatchPerReplica, config_.devices, 0,
       std::move(plan), options.prefetch < 0 ? num_local_replicas() : options.prefetch,
-      options.start_step);
+      options.start_step, StagingContexts(options));
 }
 
 }  // namespace lockstep::distribute

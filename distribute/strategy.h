@@ -280,6 +280,9 @@ class Strategy {
   absl::Status BroadcastFromChief(engine::Tensor* t);
   // Local replica `local_replica`'s value `t` on the host (itself when it is there).
   absl::StatusOr<engine::Tensor> OnHost(const engine::Tensor& t, int local_replica) const;
+  // Per local replica, the GPU context a distributed dataset stages its batches on (null: a
+  // CPU replica, one without device handles, or options.prefetch_to_device off).
+  std::vector<engine::gpu::DeviceContext*> StagingContexts(const DistributeOptions& options) const;
 
   StrategyConfig config_;
   StrategyExtended extended_{this};

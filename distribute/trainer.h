@@ -94,8 +94,12 @@ struct StepTimes {
   absl::Duration apply;
   // The whole step, these three included.
   absl::Duration total;
+  // Before the step, not in `total`: waiting for its input (set by whoever fetched it, the
+  // job executor; zero from Trainer::Step).
+  absl::Duration input_wait;
 
   StepTimes& operator+=(const StepTimes& o) {
+    input_wait += o.input_wait;
     compute += o.compute;
     allreduce_wait += o.allreduce_wait;
     apply += o.apply;

@@ -137,10 +137,36 @@ Tensor Executor::Allocate(DType dtype, const Shape& shape, bool gradient) {
   return fresh;
 }
 
-absl::StatusOr<double> Executor::ReadScalar(const Tensor& t) {
-  if (!OnGpu()) return t.AsDouble(0);
-  LS_ASSIGN_OR_RETURN(Tensor host, gpu::CopyToHost(*options_.gpu->context, t));
-  return host.AsDouble(0);
+absl::Status Executor::ReadResults(bool loss, bool accuracy, StepResult* result) {
+  const int nodes[2] = {loss ? graph_->loss() : -1, accuracy ? graph_->accuracy() : -1};
+  double* out[2] = {&result->loss, &result->accuracy};
+  if (!OnGpu()) {
+    for (int k = 0; k < 2; ++k) {
+      if (nodes[k] >= 0) *out[k] = values_[nodes[k]].AsDouble(0);
+    }
+    return absl::OkStatus();
+  }
+  gpu::DeviceContext& context = *options_.gpu->context;
+  for (int k = 0; k < 2; ++k) {
+    if (nodes[k] < 0) continue;
+    const Tensor& t = values_[nodes[k]];
+    if (t.num_bytes() > 8) {
+      return absl::InternalError(absl::StrCat("the step's result ", graph_->node(nodes[k]).name(),
+                                              " is ", t.DebugString(), ", not a scalar"));
+    }
+    LS_RETURN_IF_ERROR(context.CopyToHost(readback_ + 8 * k, t.raw_device_data(), t.num_bytes()));
+  }
+  // The one wait of the step: its results, and the host feeds' copies.
+  LS_RETURN_IF_ERROR(context.Synchronize());
+  for (int k = 0; k < 2; ++k) {
+    if (nodes[k] < 0) continue;
+    const Tensor& t = values_[nodes[k]];
+    // A view of the bytes copied back, read as the tensor's dtype.
+    Tensor host(t.dtype(), Shape{},
+                std::shared_ptr<char>(std::shared_ptr<char>(), readback_ + 8 * k));
+    *out[k] = host.AsDouble(0);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Tensor> Executor::Sum(const Tensor& a, const Tensor& b, bool gradient) {
@@ -411,16 +437,11 @@ absl::StatusOr<StepResult> Executor::ComputeGradients(const std::vector<Tensor>&
       Forward(variables, feeds, Ancestors({graph_->loss(), graph_->accuracy()}), ctx));
   LS_RETURN_IF_ERROR(Backward(ctx, options, gradients));
   StepResult result;
-  LS_ASSIGN_OR_RETURN(result.loss, ReadScalar(values_[graph_->loss()]));
-  if (graph_->accuracy() >= 0) {
-    LS_ASSIGN_OR_RETURN(result.accuracy, ReadScalar(values_[graph_->accuracy()]));
-  }
+  LS_RETURN_IF_ERROR(ReadResults(/*loss=*/true, /*accuracy=*/true, &result));
   if (!feeds.empty() && feeds[0].second.shape().rank() > 0) {
     result.batch_size = feeds[0].second.shape().dim(0);
   }
   values_.assign(values_.size(), Tensor());
-  // The feeds' host buffers are the caller's again once their copies have run.
-  if (OnGpu()) LS_RETURN_IF_ERROR(options_.gpu->context->Synchronize());
   return result;
 }
 
@@ -437,12 +458,7 @@ absl::StatusOr<StepResult> Executor::Evaluate(const std::vector<Tensor>& variabl
   KernelContext ctx = MakeContext(/*training=*/false, 0);
   LS_RETURN_IF_ERROR(Forward(variables, feeds, Ancestors(targets), ctx));
   StepResult result;
-  if (have_labels && graph_->loss() >= 0) {
-    LS_ASSIGN_OR_RETURN(result.loss, ReadScalar(values_[graph_->loss()]));
-  }
-  if (have_labels && graph_->accuracy() >= 0) {
-    LS_ASSIGN_OR_RETURN(result.accuracy, ReadScalar(values_[graph_->accuracy()]));
-  }
+  LS_RETURN_IF_ERROR(ReadResults(have_labels, have_labels, &result));
   if (!feeds.empty() && feeds[0].second.shape().rank() > 0) {
     result.batch_size = feeds[0].second.shape().dim(0);
   }

@@ -19,8 +19,10 @@
 // allocator, and the executor's own arithmetic (summing a gradient's contributions, the loss
 // seed, scaling state updates) runs as GpuKernels on the device's stream. Variables must
 // already be on the device (gpu::CopyToDevice: they are the caller's, like their optimizer
-// state); host feeds are copied to the device, explicitly, as they enter; the loss and accuracy
-// come back to the host (one synchronisation per step), and Evaluate's output is a host copy.
+// state); feeds already on the device (a prefetching input pipeline's) are read in place, host
+// feeds are copied to the device, explicitly, as they enter; the loss and accuracy come back
+// to the host together, in one copy and one synchronisation per step (which also gives the
+// host feeds' buffers back), and Evaluate's output is a host copy.
 // Gradients handed out are device tensors, ordered on the device's stream.
 //
 // Executors only read variables: several (one per replica thread) may share one
@@ -132,8 +134,10 @@ class Executor {
   // Whether graph node `node` is a trainable variable.
   bool IsTrainableVariable(int node) const;
   bool OnGpu() const { return options_.device.type() == Device::Type::kCuda; }
-  // A value computed on the device, read on the host (synchronises).
-  absl::StatusOr<double> ReadScalar(const Tensor& t);
+  // The loss and the accuracy (each when wanted and the graph has it) into `result`: on a GPU
+  // both copied back at once, then one synchronisation, after which the step's host feeds are
+  // the caller's again.
+  absl::Status ReadResults(bool loss, bool accuracy, StepResult* result);
   // a + b into a fresh buffer, on the executor's device.
   absl::StatusOr<Tensor> Sum(const Tensor& a, const Tensor& b, bool gradient);
   // The tensor the kernels see for a feed or variable: host feeds move to the GPU here.
@@ -162,8 +166,9 @@ class Executor {
   std::vector<PooledBuffer> pool_;
   // Why the last device allocation failed (Allocate returns an invalid tensor then).
   absl::Status allocation_status_;
-  float seed_host_ = 0;  // the loss seed's host side while its copy is in flight
-  int64_t run_ = 0;      // counts ComputeGradients and Evaluate calls
+  float seed_host_ = 0;                // the loss seed's host side while its copy is in flight
+  alignas(8) char readback_[16] = {};  // the loss and accuracy copied back (ReadResults)
+  int64_t run_ = 0;                    // counts ComputeGradients and Evaluate calls
   void TrimPool();
 };
 

@@ -11,9 +11,11 @@
 #   every requires-gpu test in the bundle's tests.txt, --gtest_output=xml (150 s each);
 #   all-reduce: bin/nccl_allreduce (ours) and tools/gpu/torch_allreduce.py (torch), 2 ranks on
 #     GPU 0 with distinct NCCL_HOSTID, 8 B to 256 MiB, then their busbw ratio at >= 1 MiB;
-#   training: tools/gpu/torch_train.py (MLP 4096-8192-8192-10, batch 4096, f32 and bf16), and
-#     ours when the bundle has it; `lockstep local --gpus` on the digits MLP and the residual
-#     CNN when the CLI has it;
+#   training: tools/gpu/torch_train.py (MLP 4096-8192-8192-10, batch 4096, and the bench
+#     Transformer, batch 256; f32 and bf16; fed from the GPU and from pinned host batches), and
+#     ours (bench/train_throughput: examples/s, step, time outside it) when the bundle has it;
+#     `lockstep local --gpus` on the digits MLP, the residual CNN and the char Transformer
+#     (its data made by python3 from examples/data/fortunes.txt.gz) when the CLI has it;
 #   compute-sanitizer memcheck and racecheck over the kernel tests (//engine/..., //common/cuda),
 #     last because they are the slowest and the most expendable.
 # Writes under $OUT: report.md (one table: step, status, exit code, seconds, key figure; then
@@ -175,12 +177,12 @@ write_report() {
         echo "| $(human_bytes "$b") | $ou | $obw | $tu | $tbw | $(awk -v o="$obw" -v t="$tbw" 'BEGIN { if (t > 0) printf "%.3f", o / t; else print "-" }') |"
       done <<<"$rows"
     fi
-    if grep -q '^{' "$logs/train_torch.log" 2>/dev/null; then
+    if grep -q '^{' "$logs/train_torch.log" "$logs/train_torch_transformer.log" 2>/dev/null; then
       echo
       echo "## Training: torch eager (tools/gpu/torch_train.py)"
       echo
       echo '```'
-      grep '^{' "$logs/train_torch.log"
+      grep -h '^{' "$logs/train_torch.log" "$logs/train_torch_transformer.log" 2>/dev/null
       echo '```'
     fi
     if [ "$failed" -gt 0 ]; then
@@ -222,12 +224,11 @@ write_report() {
     done <<<"$(allreduce_rows)"
     printf '],\n "torch_train": ['
     sep=""
-    if [ -f "$logs/train_torch.log" ]; then
-      while read -r line; do
-        printf '%s\n  %s' "$sep" "$line"
-        sep=","
-      done < <(grep '^{.*}$' "$logs/train_torch.log")
-    fi
+    while read -r line; do
+      [ -n "$line" ] || continue
+      printf '%s\n  %s' "$sep" "$line"
+      sep=","
+    done < <(grep -h '^{.*}$' "$logs/train_torch.log" "$logs/train_torch_transformer.log" 2>/dev/null)
     printf ']}\n'
   } >"$json"
 }
@@ -450,28 +451,43 @@ fi
 
 if wanted train; then
   end=$(phase_end 85)
+  # torch's lines: "config[/feed]: ex/s, ms/step (GEMMs), peak" (feed: device, one batch on the
+  # GPU reused; host, a pinned host batch per step copied in as our input pipeline does).
+  torch_figure() {
+    awk '
+      function jget(line, key) {
+        if (!match(line, "\"" key "\": (\"[^\"]*\"|[-0-9.e+]+)")) return ""
+        v = substr(line, RSTART + length(key) + 4, RLENGTH - length(key) - 4)
+        gsub(/"/, "", v)
+        return v
+      }
+      /^\{/ {
+        c = jget($0, "config")
+        if (jget($0, "feed") != "") c = c "/" jget($0, "feed")
+        g = jget($0, "gemm_ms")
+        if ($0 ~ /"error"/) out = out sep c ": " jget($0, "error")
+        else out = out sep sprintf("%s: %s ex/s, %s ms/step%s, peak %.2f GiB", c,
+                                   jget($0, "examples_per_s"), jget($0, "step_ms"),
+                                   g == "" ? "" : " (GEMMs " g " ms)",
+                                   jget($0, "max_memory_allocated_bytes") / 1073741824)
+        sep = "; "
+      }
+      END { print out }' "$1"
+  }
   run_step train_torch 150 "$end" python3 "$gpu_tools/torch_train.py" --configs=f32,bf16 --warmup=5 --steps=30
-  figure=$(awk '
-    function jget(line, key) {
-      if (!match(line, "\"" key "\": (\"[^\"]*\"|[-0-9.e+]+)")) return ""
-      v = substr(line, RSTART + length(key) + 4, RLENGTH - length(key) - 4)
-      gsub(/"/, "", v)
-      return v
-    }
-    /^\{/ {
-      c = jget($0, "config")
-      if ($0 ~ /"error"/) out = out sep c ": " jget($0, "error")
-      else out = out sep sprintf("%s: %s ex/s, %s ms/step (GEMMs %s ms), peak %.2f GiB", c,
-                                 jget($0, "examples_per_s"), jget($0, "step_ms"), jget($0, "gemm_ms"),
-                                 jget($0, "max_memory_allocated_bytes") / 1073741824)
-      sep = "; "
-    }
-    END { print out }' "$STEP_LOG")
+  figure=$(torch_figure "$STEP_LOG")
   [ -n "$figure" ] || figure=$(last_line "$STEP_LOG")
   record_step train_torch "$figure"
+  run_step train_torch_transformer 120 "$end" python3 "$gpu_tools/torch_train.py" --model=transformer --configs=f32,bf16 --warmup=5 --steps=30
+  figure=$(torch_figure "$STEP_LOG")
+  [ -n "$figure" ] || figure=$(last_line "$STEP_LOG")
+  record_step train_torch_transformer "$figure"
   if [ -x "$root/bin/train_throughput" ]; then
+    # The last line: examples/s, the step, the time per step outside it, peak device memory.
     run_step train_ours 150 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096
     record_step train_ours "$(last_line "$STEP_LOG")"
+    run_step train_ours_transformer 120 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=256 --model=transformer
+    record_step train_ours_transformer "$(last_line "$STEP_LOG")"
   else
     record train_ours SKIP - 0 "ours: not built yet (the bundle has no bin/train_throughput --device=gpu)"
   fi
@@ -489,6 +505,23 @@ if wanted local; then
     # job on the GPU, two workers over NCCL.
     run_step local_residual_gpu 150 "$end" "${binenv[@]}" "$root/bin/lockstep" local --workers=2 --gpus examples/jobs/digits_residual.json
     record_step local_residual_gpu "$(grep -i 'accuracy' "$STEP_LOG" | tail -n 1 | cut -c 1-200)"
+    # The char Transformer language model (embeddings, causal attention, layer norms, GELU,
+    # Adam with clipping; TFRecord input) as a job on the GPU, two workers over NCCL. Its
+    # windows are made here from the committed text by python3, in the run's work folder,
+    # where the job's relative data paths resolve.
+    char=$work/char_transformer
+    mkdir -p "$char/examples/data"
+    run_step char_transformer_data 60 "$end" python3 examples/data/make_text_corpus.py \
+      --text examples/data/fortunes.txt.gz --out "$char/examples/data"
+    if [ "$STEP_RC" -ne 0 ]; then
+      record_step local_char_transformer_gpu "its data: $(last_line "$STEP_LOG")"
+    else
+      run_step local_char_transformer_gpu 150 "$end" bash -c 'cd "$1" && shift && exec "$@"' \
+        in_work "$char" "${binenv[@]}" "$root/bin/lockstep" local --workers=2 --gpus \
+        "$repo/examples/jobs/char_transformer.json"
+      loss=$(tr '\r' '\n' <"$STEP_LOG" | grep -o 'loss [0-9.]*' | tail -n 1)
+      record_step local_char_transformer_gpu "final ${loss:-loss: none printed}; $(grep -i 'accuracy' "$STEP_LOG" | tail -n 1 | cut -c 1-150)"
+    fi
   else
     record local_digits_gpu SKIP - 0 "not built yet: \`lockstep local\` has no --gpus"
   fi

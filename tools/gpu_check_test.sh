@@ -100,10 +100,32 @@ chmod +x "$b/bin/nccl_allreduce"
   echo "print('''$(table 10.000)''')"
 } >"$tmp/fake_tools/torch_allreduce.py"
 cat >"$tmp/fake_tools/torch_train.py" <<'EOF'
+import sys
+if "--model=transformer" in sys.argv:
+    print('{"config": "f32", "feed": "host", "examples_per_s": 5000.5, "step_ms": 20.5, "gemm_ms": null, "max_memory_allocated_bytes": 1073741824}')
+    raise SystemExit(0)
 print('{"config": "f32", "examples_per_s": 60000.5, "step_ms": 68.2, "gemm_ms": 60.1, "max_memory_allocated_bytes": 2147483648}')
 print('{"config": "bf16", "error": "RuntimeError: out of memory"}')
 raise SystemExit(1)
 EOF
+# The CLI: `local --gpus` trains the job it is given; the char Transformer's only when its
+# windows were made where it runs (the job's relative data paths resolve there).
+cat >"$b/bin/lockstep" <<'EOF'
+#!/usr/bin/env bash
+[ "$1" = local ] || exit 2
+case "$*" in *--help*) echo "usage: lockstep local [--workers=N] [--gpus] JOB"; exit 0 ;; esac
+[ -n "${LD_LIBRARY_PATH:-}" ] || { echo "no LD_LIBRARY_PATH"; exit 3; }
+case "$*" in
+  *char_transformer.json)
+    for f in examples/data/fortunes-train.tfrecord examples/data/fortunes-valid.tfrecord; do
+      [ -s "$f" ] || { echo "data.train.files: no $f in $PWD"; exit 1; }
+    done
+    printf 'step 480/960 loss 1.9000\rstep 960/960 loss 1.2345 ETA 0s\n'
+    echo "test accuracy: 0.61" ;;
+  *) echo "test accuracy: 0.97" ;;
+esac
+EOF
+chmod +x "$b/bin/lockstep"
 cat >"$tmp/path/nvidia-smi" <<'EOF'
 #!/usr/bin/env bash
 echo "NVIDIA H100 80GB HBM3, 580.65.06, 81559 MiB, 9.0"
@@ -139,7 +161,7 @@ if [ ! -f "$md" ]; then
 fi
 expect_grep '| unpack | ok | 0 |' "$md" "unpack row"
 expect_grep '| env | ok | 0 | .* | NVIDIA H100 80GB HBM3, 580.65.06' "$md" "env row"
-expect_grep '| binaries | ok | 0 | .* | all 1 of bin/ start |' "$md" "binaries row"
+expect_grep '| binaries | ok | 0 | .* | all 2 of bin/ start |' "$md" "binaries row"
 expect_grep '| test engine/kernels/cuda:fake_kernel_test | ok | 0 | .* | 2 passed, 0 failed, 1 skipped |' "$md" "passing test row"
 expect_grep '| test collectives/nccl:fake_nccl_test | FAIL | 1 | .* | 1 passed, 1 failed, 1 skipped |' "$md" "failing test row"
 expect_grep '| tests (all) | FAIL | 2 | .* | 1 of 3 binaries passed; cases: 3 passed, 1 failed, 2 skipped |' "$md" "all the tests' row"
@@ -149,7 +171,11 @@ expect_grep '| allreduce_vs_torch | FAIL | 1 | .* | ours/torch busbw at >= 1 MiB
 expect_grep '| 1 MiB | 100.00 | 5.000 | 100.00 | 10.000 | 0.500 |' "$md" "comparison table"
 expect_grep '| train_torch | FAIL | 1 | .* | f32: 60000.5 ex/s, 68.2 ms/step (GEMMs 60.1 ms), peak 2.00 GiB; bf16: RuntimeError: out of memory |' "$md" "torch training row"
 expect_grep '| train_ours | SKIP | - | 0 | ours: not built yet' "$md" "our training row"
-expect_grep '| local_digits_gpu | SKIP |' "$md" "lockstep local row"
+expect_grep '| train_torch_transformer | ok | 0 | .* | f32/host: 5000.5 ex/s, 20.5 ms/step, peak 1.00 GiB |' "$md" "torch Transformer row"
+expect_grep '"feed": "host"' "$md" "torch's lines in the report"
+expect_grep '| local_digits_gpu | ok | 0 | .* | test accuracy: 0.97 |' "$md" "lockstep local digits row"
+expect_grep '| local_char_transformer_gpu | ok | 0 | .* | final loss 1.2345; test accuracy: 0.61 |' "$md" \
+  "the char Transformer job's row (its data made by python3 where it runs)"
 expect_grep '| memcheck engine/kernels/cuda:fake_kernel_test | ok | 0 | .* | ERROR SUMMARY: 0 errors |' "$md" "memcheck row"
 expect_grep '| racecheck engine/kernels/cuda:fake_kernel_test | ok |' "$md" "racecheck row"
 # memcheck counts memory errors only: the tests provoke CUDA API errors on purpose.
@@ -166,6 +192,7 @@ assert steps["train_ours"]["exit"] is None, steps["train_ours"]
 assert r["allreduce"][1] == {"bytes": 1048576, "ours_us": 100.0, "ours_busbw": 5.0,
                              "torch_us": 100.0, "torch_busbw": 10.0}, r["allreduce"]
 assert r["torch_train"][0]["examples_per_s"] == 60000.5, r["torch_train"]
+assert r["torch_train"][2]["feed"] == "host", r["torch_train"]
 assert r["gpu"].startswith("NVIDIA H100"), r["gpu"]
 EOF
 tar -tzf "$out/logs.tar.gz" >"$tmp/logs.list" || fail "logs.tar.gz does not list"

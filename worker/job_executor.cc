@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
+#include "distribute/tensor_math.h"
 #include "distribute/trainer.h"
 #include "engine/executor.h"
 #include "engine/model_builder.h"
@@ -41,10 +42,11 @@ absl::StatusOr<engine::StepResult> Evaluate(engine::Executor& executor,
 
 // The accuracy of the updated weights on this worker's last batch: every local replica's
 // rows, weighted by their number (the first replica alone would see 1/replicas of them).
-// One forward pass per local replica, every summary window. -1 when the model has no
-// accuracy.
+// One forward pass per local replica, every summary window, on the host (a GPU replica's
+// batch, staged on its device by the input pipeline, is copied back). -1 when the model has
+// no accuracy.
 absl::StatusOr<double> LocalTrainAccuracy(engine::Executor& executor,
-                                          const distribute::Strategy& strategy,
+                                          distribute::Strategy& strategy,
                                           const distribute::Trainer& trainer,
                                           const std::vector<distribute::DistributedValues>& batch) {
   const std::vector<engine::Tensor> features = strategy.ExperimentalLocalResults(batch[0]);
@@ -53,8 +55,11 @@ absl::StatusOr<double> LocalTrainAccuracy(engine::Executor& executor,
   int64_t examples = 0;
   for (size_t r = 0; r < features.size(); ++r) {
     if (labels[r].num_elements() == 0) continue;
-    LS_ASSIGN_OR_RETURN(engine::StepResult result,
-                        Evaluate(executor, trainer, features[r], labels[r]));
+    LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu,
+                        strategy.extended().replica_gpu(static_cast<int>(r)));
+    LS_ASSIGN_OR_RETURN(engine::Tensor x, distribute::ToHost(features[r], gpu));
+    LS_ASSIGN_OR_RETURN(engine::Tensor y, distribute::ToHost(labels[r], gpu));
+    LS_ASSIGN_OR_RETURN(engine::StepResult result, Evaluate(executor, trainer, x, y));
     if (result.accuracy < 0) return -1.0;  // the graph computes no accuracy
     correct += result.accuracy * result.batch_size;
     examples += result.batch_size;
@@ -420,6 +425,7 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
   distribute::DistributeOptions dopts;
   dopts.auto_shard_policy = input.policy;
   dopts.start_step = session->restored.iterator_steps;
+  dopts.prefetch_to_device = options_.prefetch_to_device;
   LS_ASSIGN_OR_RETURN(session->dataset, session->strategy->ExperimentalDistributeDataset(
                                             input.train, spec.global_batch_size(), dopts));
   LS_ASSIGN_OR_RETURN(session->evaluator, engine::Executor::Create(&session->graph));
@@ -534,6 +540,7 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
     absl::StatusOr<distribute::TrainStepResult> r =
         s.trainer->Step(absl::MakeConstSpan(micro), preempt_requested_.load());
     if (!r.ok()) return Annotate(r.status(), absl::StrCat("step ", step));
+    r->times.input_wait = input_wait;
     recorder_.EndStep(hooked + r->times.compute, hooked + r->times.total);
     recorder_.SetPhase(v1::PHASE_EVALUATE, step);
     if (options_.on_step) options_.on_step(step, *r);

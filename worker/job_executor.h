@@ -108,6 +108,9 @@ struct JobExecutorOptions {
   std::shared_ptr<const FileRoots> file_roots;
   // All-reduce each gradient while the backward pass goes on (the default); false: after it.
   bool overlap_all_reduce = true;
+  // GPU replicas' batches staged on their devices by the input pipeline's prefetch thread
+  // (distribute::DistributeOptions::prefetch_to_device); false: copied in by each step.
+  bool prefetch_to_device = true;
   // lockstepd's metrics (steps, their phases, checkpoints, the collectives); optional, must
   // outlive the executor.
   WorkerMetrics* metrics = nullptr;

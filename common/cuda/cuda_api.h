@@ -10,7 +10,9 @@
 // have run when it returns; work on two streams is ordered only by an event (EventRecord on
 // one, StreamWaitEvent on the other); StreamSynchronize / EventSynchronize wait on the host.
 // A null CudaStream is the device's default stream. Free (not FreeAsync) waits for the device
-// first, as cudaFree does.
+// first, as cudaFree does. A copy to or from pageable host memory may make the host wait for
+// the stream and stage the bytes (the driver's bounce buffer); only page-locked memory from
+// HostAlloc is copied by the DMA engines while the host goes on.
 //
 // Errors: every method returns a status whose message starts with "CudaApi::<Method>" and
 // names its arguments: INVALID_ARGUMENT for a bad argument (a null handle, a device index out
@@ -78,6 +80,14 @@ class CudaApi {
   virtual absl::StatusOr<PoolStats> GetPoolStats(int device) = 0;
   // Sets peak_bytes_in_use to bytes_in_use.
   virtual absl::Status ResetPoolPeak(int device) = 0;
+
+  // Page-locked (pinned) host memory, as cudaHostAlloc: what truly asynchronous copies read
+  // and write (an input prefetcher's staging buffers, a loss read back without a stall).
+  // HostAlloc(0) is null; HostFree(null) does nothing; HostFree of anything else than
+  // HostAlloc's memory is INVALID_ARGUMENT. HostFree waits for the device first, as
+  // cudaFreeHost does.
+  virtual absl::StatusOr<void*> HostAlloc(size_t bytes) = 0;
+  virtual absl::Status HostFree(void* host_ptr) = 0;
 
   // Enqueued on `stream`; host buffers stay the caller's until the stream has passed them.
   virtual absl::Status MemcpyAsync(void* dst, const void* src, size_t bytes, CopyKind kind,

@@ -158,6 +158,40 @@ TYPED_TEST_P(CudaApiContractTest, PoolReusesFreedMemoryAndReportsPeak) {
   EXPECT_TRUE(api.StreamDestroy(s).ok());
 }
 
+// Pinned host memory is host memory (the host reads and writes it) that copies move
+// asynchronously; only HostAlloc's memory may be given to HostFree.
+TYPED_TEST_P(CudaApiContractTest, PinnedHostMemoryRoundTrips) {
+  CudaApi& api = *this->api_;
+  constexpr size_t kN = 3001;
+  const size_t bytes = kN * sizeof(float);
+  absl::StatusOr<void*> in = api.HostAlloc(bytes);
+  absl::StatusOr<void*> out = api.HostAlloc(bytes);
+  ASSERT_TRUE(in.ok()) << in.status();
+  ASSERT_TRUE(out.ok()) << out.status();
+  float* host_in = static_cast<float*>(*in);
+  float* host_out = static_cast<float*>(*out);
+  std::iota(host_in, host_in + kN, 2.5f);
+  std::memset(host_out, 0, bytes);
+  float* d = this->DeviceFloats(kN);
+  CudaStream s = *api.StreamCreate();
+  ASSERT_TRUE(api.MemcpyAsync(d, host_in, bytes, CopyKind::kHostToDevice, s).ok());
+  ASSERT_TRUE(api.MemcpyAsync(host_out, d, bytes, CopyKind::kDeviceToHost, s).ok());
+  ASSERT_TRUE(api.StreamSynchronize(s).ok());
+  EXPECT_EQ(std::vector<float>(host_out, host_out + kN), std::vector<float>(host_in, host_in + kN));
+  absl::StatusOr<void*> none = api.HostAlloc(0);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, nullptr);
+  EXPECT_TRUE(api.HostFree(nullptr).ok());
+  std::vector<float> pageable(4);
+  absl::Status bad = api.HostFree(pageable.data());
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_THAT(bad.message(), ::testing::HasSubstr("CudaApi::HostFree"));
+  EXPECT_TRUE(api.HostFree(*in).ok());
+  EXPECT_TRUE(api.HostFree(*out).ok());
+  EXPECT_TRUE(api.StreamDestroy(s).ok());
+  EXPECT_TRUE(api.Free(d).ok());
+}
+
 TYPED_TEST_P(CudaApiContractTest, BadArgumentsAreRefusedByName) {
   CudaApi& api = *this->api_;
   absl::Status oom = api.Malloc(size_t{1} << 50).status();
@@ -186,7 +220,8 @@ TYPED_TEST_P(CudaApiContractTest, BadArgumentsAreRefusedByName) {
 
 REGISTER_TYPED_TEST_SUITE_P(CudaApiContractTest, DevicesHaveProperties, CopiesRoundTrip,
                             MemsetSetsBytes, EventOrdersTwoStreams,
-                            PoolReusesFreedMemoryAndReportsPeak, BadArgumentsAreRefusedByName);
+                            PoolReusesFreedMemoryAndReportsPeak, PinnedHostMemoryRoundTrips,
+                            BadArgumentsAreRefusedByName);
 
 }  // namespace lockstep
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -71,6 +72,10 @@ absl::StatusOr<std::unique_ptr<FakeCudaApi>> FakeCudaApi::Create(Options options
 }
 
 FakeCudaApi::~FakeCudaApi() {
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [address, bytes] : pinned_) std::free(reinterpret_cast<void*>(address));
+  }
   for (Arena& a : arenas_) {
     if (a.device_base != nullptr) munmap(a.device_base, a.size);
     if (a.view_base != nullptr) munmap(a.view_base, a.size);
@@ -358,6 +363,49 @@ absl::Status FakeCudaApi::ResetPoolPeak(int device) {
   return absl::OkStatus();
 }
 
+bool FakeCudaApi::Pinned(const void* p, size_t bytes) const {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = pinned_.upper_bound(a);
+  if (it == pinned_.begin()) return false;
+  --it;
+  return a + bytes <= it->first + it->second;
+}
+
+absl::StatusOr<void*> FakeCudaApi::HostAlloc(size_t bytes) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Usable("HostAlloc"); !s.ok()) return s;
+  if (bytes == 0) return nullptr;
+  const size_t rounded = (bytes + 4095) / 4096 * 4096;  // whole pages, as page-locking is
+  void* p = std::aligned_alloc(4096, rounded);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("CudaApi::HostAlloc(", bytes, " bytes): out of host memory"));
+  }
+  pinned_[reinterpret_cast<uintptr_t>(p)] = rounded;
+  return p;
+}
+
+absl::Status FakeCudaApi::HostFree(void* host_ptr) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Usable("HostFree"); !s.ok()) return s;
+  if (host_ptr == nullptr) return absl::OkStatus();
+  auto it = pinned_.find(reinterpret_cast<uintptr_t>(host_ptr));
+  if (it == pinned_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaApi::HostFree(", Ptr(host_ptr),
+                     "): not the start of a HostAlloc buffer (freed twice, or pageable memory)"));
+  }
+  DrainAll();  // cudaFreeHost waits for the device: no pending copy may still read it
+  std::free(host_ptr);
+  pinned_.erase(it);
+  return absl::OkStatus();
+}
+
+FakeCudaApi::Counters FakeCudaApi::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
 absl::Status FakeCudaApi::MemcpyAsync(void* dst, const void* src, size_t bytes, CopyKind kind,
                                       CudaStream stream) {
   absl::MutexLock lock(&mu_);
@@ -389,6 +437,11 @@ absl::Status FakeCudaApi::MemcpyAsync(void* dst, const void* src, size_t bytes, 
   } else if (HostView(src) != nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("CudaApi::", call, ": source ", Ptr(src), " is device memory"));
+  }
+  if (kind != CopyKind::kDeviceToDevice) {
+    const bool pinned = Pinned(kind == CopyKind::kHostToDevice ? src : dst, bytes);
+    (pinned ? counters_.pinned_copy_bytes : counters_.pageable_copy_bytes) += bytes;
+    ++(pinned ? counters_.pinned_copies : counters_.pageable_copies);
   }
   Enqueue(*s, [to, from, bytes] {
     std::memmove(to, from, bytes);
@@ -440,6 +493,7 @@ absl::Status FakeCudaApi::StreamSynchronize(CudaStream stream) {
   if (absl::Status s = Usable("StreamSynchronize"); !s.ok()) return s;
   absl::StatusOr<Stream*> s = FindStream(stream, "StreamSynchronize");
   if (!s.ok()) return s.status();
+  ++counters_.host_waits;
   Drain(*s, (*s)->enqueued);
   return Usable("StreamSynchronize");  // a kernel that faulted while it ran
 }
@@ -488,6 +542,7 @@ absl::Status FakeCudaApi::EventSynchronize(CudaEvent event) {
   if (absl::Status s = Usable("EventSynchronize"); !s.ok()) return s;
   absl::StatusOr<Event*> e = FindEvent(event, "EventSynchronize");
   if (!e.ok()) return e.status();
+  ++counters_.host_waits;
   if ((*e)->stream != nullptr) Drain((*e)->stream, (*e)->at);
   return Usable("EventSynchronize");
 }

@@ -10,6 +10,10 @@
 //   - Injection: FailAllocation(n) fails the n-th allocation from now with RESOURCE_EXHAUSTED;
 //     InjectStickyError makes every later call fail with INTERNAL, as a CUDA context does after
 //     a kernel fault.
+//   - Pinned host memory (HostAlloc) is ordinary memory the fake keeps a list of, so that it
+//     can count what a GPU would make slow: Counters() says how many bytes every copy moved
+//     to or from pageable host memory and from or to pinned memory, and how often the host
+//     waited for a stream or an event (a profile of where a step serialises host and device).
 //   - The stream-ordered pool: FreeAsync(p, s) gives p back at once for MallocAsync on s (the
 //     stream order makes it safe) and to everyone when s has run the free; PoolStats count
 //     MallocAsync bytes (rounded up to 256), with their peak.
@@ -62,6 +66,8 @@ class FakeCudaApi final : public CudaApi {
   absl::Status FreeAsync(void* device_ptr, CudaStream stream) override;
   absl::StatusOr<PoolStats> GetPoolStats(int device) override;
   absl::Status ResetPoolPeak(int device) override;
+  absl::StatusOr<void*> HostAlloc(size_t bytes) override;
+  absl::Status HostFree(void* host_ptr) override;
   absl::Status MemcpyAsync(void* dst, const void* src, size_t bytes, CopyKind kind,
                            CudaStream stream) override;
   absl::Status MemsetAsync(void* device_ptr, int value, size_t bytes, CudaStream stream) override;
@@ -97,6 +103,15 @@ class FakeCudaApi final : public CudaApi {
   void FailAllocation(int n);
   // Every later call fails with INTERNAL naming `fault` (e.g. "an illegal memory access").
   void InjectStickyError(std::string fault);
+  // What the calls so far moved and waited for (see above); they only grow.
+  struct Counters {
+    uint64_t pageable_copy_bytes = 0;  // host<->device copies of pageable host memory
+    uint64_t pinned_copy_bytes = 0;    // host<->device copies of HostAlloc memory
+    int64_t pageable_copies = 0;
+    int64_t pinned_copies = 0;
+    int64_t host_waits = 0;  // StreamSynchronize and EventSynchronize calls
+  };
+  Counters counters() const;
   // Work enqueued on `stream` that has not run yet (tests).
   absl::StatusOr<int> PendingWork(CudaStream stream);
 
@@ -146,6 +161,8 @@ class FakeCudaApi final : public CudaApi {
   absl::StatusOr<char*> DeviceRange(const void* ptr, size_t bytes, absl::string_view call,
                                     absl::string_view role) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether [p, p + bytes) lies in one HostAlloc buffer.
+  bool Pinned(const void* p, size_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<void*> Allocate(int device, size_t bytes, bool pooled, absl::string_view call)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Release(uintptr_t address, const Allocation& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -164,6 +181,8 @@ class FakeCudaApi final : public CudaApi {
   absl::flat_hash_map<Event*, std::unique_ptr<Event>> events_ ABSL_GUARDED_BY(mu_);
   std::vector<Pool> pools_ ABSL_GUARDED_BY(mu_);  // per device
   absl::flat_hash_map<std::thread::id, int> current_device_ ABSL_GUARDED_BY(mu_);
+  std::map<uintptr_t, size_t> pinned_ ABSL_GUARDED_BY(mu_);  // HostAlloc's, by address
+  Counters counters_ ABSL_GUARDED_BY(mu_);
   int fail_countdown_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no injected failure pending
   std::optional<std::string> sticky_fault_ ABSL_GUARDED_BY(mu_);
 };

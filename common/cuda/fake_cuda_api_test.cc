@@ -62,6 +62,29 @@ TEST(FakeCudaApiTest, MissingSynchronizationReadsStaleData) {
   EXPECT_EQ(out, in);
 }
 
+// The counters tell pageable copies from pinned ones and count the host's waits: what a
+// profile of a GPU step on the fake reads.
+TEST(FakeCudaApiTest, CountersTellPinnedFromPageableCopiesAndCountHostWaits) {
+  std::unique_ptr<FakeCudaApi> fake = MakeFake();
+  float* d = static_cast<float*>(*fake->Malloc(64));
+  std::vector<float> pageable(16, 1.f);
+  float* pinned = static_cast<float*>(*fake->HostAlloc(64));
+  ASSERT_TRUE(fake->MemcpyAsync(d, pageable.data(), 64, CopyKind::kHostToDevice, nullptr).ok());
+  ASSERT_TRUE(fake->MemcpyAsync(pinned, d, 64, CopyKind::kDeviceToHost, nullptr).ok());
+  ASSERT_TRUE(fake->MemcpyAsync(d, pinned + 8, 32, CopyKind::kHostToDevice, nullptr).ok());
+  ASSERT_TRUE(fake->MemcpyAsync(d, d + 8, 32, CopyKind::kDeviceToDevice, nullptr).ok());
+  ASSERT_TRUE(fake->StreamSynchronize(nullptr).ok());
+  const FakeCudaApi::Counters c = fake->counters();
+  EXPECT_EQ(c.pageable_copy_bytes, 64u);
+  EXPECT_EQ(c.pageable_copies, 1);
+  EXPECT_EQ(c.pinned_copy_bytes, 96u);
+  EXPECT_EQ(c.pinned_copies, 2);
+  EXPECT_EQ(c.host_waits, 1);
+  EXPECT_EQ(pinned[0], 1.f);
+  EXPECT_TRUE(fake->HostFree(pinned).ok());
+  EXPECT_EQ(fake->HostFree(pinned).code(), absl::StatusCode::kInvalidArgument);
+}
+
 // Work on another stream is not ordered without an event: synchronising the reader's stream
 // leaves the writer's copy unrun, every time.
 TEST(FakeCudaApiTest, TwoStreamsWithoutAnEventAreNotOrdered) {

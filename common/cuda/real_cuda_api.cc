@@ -171,6 +171,22 @@ absl::Status RealCudaApi::ResetPoolPeak(int device) {
                absl::StrCat("ResetPoolPeak(", device, ")"));
 }
 
+absl::StatusOr<void*> RealCudaApi::HostAlloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  if (absl::Status s = Check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault),
+                             absl::StrCat("HostAlloc(", bytes, " bytes)"));
+      !s.ok()) {
+    return s;
+  }
+  return p;
+}
+
+absl::Status RealCudaApi::HostFree(void* host_ptr) {
+  if (host_ptr == nullptr) return absl::OkStatus();
+  return Check(cudaFreeHost(host_ptr), absl::StrFormat("HostFree(%p)", host_ptr));
+}
+
 absl::Status RealCudaApi::MemcpyAsync(void* dst, const void* src, size_t bytes, CopyKind kind,
                                       CudaStream stream) {
   const std::string call = absl::StrCat("MemcpyAsync(", bytes, " bytes)");

@@ -31,6 +31,8 @@ class RealCudaApi final : public CudaApi {
   absl::StatusOr<void*> MallocAsync(size_t bytes, CudaStream stream) override;
   absl::Status FreeAsync(void* device_ptr, CudaStream stream) override;
   absl::StatusOr<PoolStats> GetPoolStats(int device) override;
+  absl::StatusOr<void*> HostAlloc(size_t bytes) override;
+  absl::Status HostFree(void* host_ptr) override;
   absl::Status ResetPoolPeak(int device) override;
   absl::Status MemcpyAsync(void* dst, const void* src, size_t bytes, CopyKind kind,
                            CudaStream stream) override;

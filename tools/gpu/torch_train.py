@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
-"""PyTorch's eager training loop of the MLP that bench/train_throughput --device=gpu measures.
+"""PyTorch's eager training loop of the models that bench/train_throughput --device=gpu measures.
 
-MLP 4096-8192-8192-10 (ReLU), softmax cross-entropy, SGD with momentum 0.9, global batch 4096
-on GPU 0, synthetic data, in two configurations: f32 with TF32 off, and bf16 autocast (f32
-weights, bf16 products, as our BF16_MIXED). For each, --warmup steps, then --steps timed ones
+--model=mlp: MLP 4096-8192-8192-10 (ReLU), global batch 4096. --model=transformer: the bench
+Transformer (bench/transformer_spec.h): 2 pre-norm blocks of layer norm, 4-head causal
+self-attention, residual add, layer norm, dense 4d, GELU, dense d, residual add, over
+[128, 256] float inputs; global average pooling and a dense classifier of 10; global batch 256.
+Softmax cross-entropy, SGD with momentum 0.9, on GPU 0, synthetic data, in two configurations:
+f32 with TF32 off, and bf16 autocast (f32 weights, bf16 products, as our BF16_MIXED); and two
+feeds: "device", one batch made on the GPU and reused by every step (the fastest a loop can
+be fed), and "host", a host batch per step copied in as a pinned-memory loader does
+(DataLoader(pin_memory=True): page-locked host batches, .to("cuda", non_blocking=True)), as
+Lockstep's input pipeline feeds its steps. For each, --warmup steps, then --steps timed ones
 (torch.cuda.synchronize before and after), and prints one JSON line: examples/s, step ms,
-torch.cuda.max_memory_allocated over the loop, and the cuBLAS time of that step's products
-alone (torch.mm of the same shapes and precision, CUDA events): the bound a step can approach.
-The products of one step: forward x.W1, h1.W2, h2.W3; weight gradients dW3, dW2, dW1; input
-gradients dh2 and dh1 (the batch needs none): 8 GEMMs.
+torch.cuda.max_memory_allocated over the loop, and (MLP) the cuBLAS time of that step's
+products alone (torch.mm of the same shapes and precision, CUDA events): the bound a step can
+approach. The MLP's products of one step: forward x.W1, h1.W2, h2.W3; weight gradients dW3,
+dW2, dW1; input gradients dh2 and dh1 (the batch needs none): 8 GEMMs.
 
-  python3 tools/gpu/torch_train.py [--configs=f32,bf16] [--steps=30] [--warmup=5]
+  python3 tools/gpu/torch_train.py [--model=mlp] [--configs=f32,bf16] [--feeds=device,host]
+      [--steps=30] [--warmup=5]
 
 Exit status 0 when every configuration ran; 1 when one failed (its line says why); 3 when
 torch or a CUDA GPU is missing.
@@ -22,18 +30,29 @@ import sys
 import time
 
 LAYERS = [4096, 8192, 8192, 10]
+# The bench Transformer (bench/transformer_spec.h with vocab 0: float inputs).
+SEQ, WIDTH, HEADS, BLOCKS, CLASSES = 128, 256, 4, 2, 10
+DEFAULT_BATCH = {"mlp": 4096, "transformer": 256}
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--configs", default="f32,bf16", help="f32 (TF32 off) and/or bf16 (autocast)")
-    p.add_argument("--batch", type=int, default=4096, help="global batch")
+    p.add_argument("--model", default="mlp", choices=sorted(DEFAULT_BATCH))
+    p.add_argument("--feeds", default="device,host",
+                   help="device (one batch on the GPU, reused) and/or host (pinned, per step)")
+    p.add_argument("--batch", type=int, default=0, help="global batch (0: the model's)")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps")
     p.add_argument("--steps", type=int, default=30, help="timed steps")
     p.add_argument("--gemm_iters", type=int, default=20, help="timed runs of each product")
     p.add_argument("--lr", type=float, default=0.01)
     a = p.parse_args(argv)
     a.configs = [c for c in a.configs.split(",") if c]
+    a.feeds = [f for f in a.feeds.split(",") if f]
+    if a.batch == 0:
+        a.batch = DEFAULT_BATCH[a.model]
+    if not a.feeds or [f for f in a.feeds if f not in ("device", "host")]:
+        p.error("want --feeds from device,host (got %s)" % ",".join(a.feeds))
     bad = [c for c in a.configs if c not in ("f32", "bf16")]
     if bad or not a.configs or a.batch < 1 or a.warmup < 0 or a.steps < 1 or a.gemm_iters < 1:
         p.error("want --configs from f32,bf16 (got %s), --batch >= 1, --warmup >= 0, --steps >= 1"
@@ -72,20 +91,72 @@ def gemm_ms(torch, batch, dtype, iters):
     return total
 
 
-def run_config(torch, a, config):
+def transformer(torch):
+    """The bench Transformer: pre-norm causal blocks, average pooling, a classifier."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(WIDTH)
+            self.att = nn.MultiheadAttention(WIDTH, HEADS, batch_first=True)
+            self.ln2 = nn.LayerNorm(WIDTH)
+            self.ff = nn.Sequential(nn.Linear(WIDTH, 4 * WIDTH), nn.GELU(),
+                                    nn.Linear(4 * WIDTH, WIDTH))
+            self.register_buffer(
+                "mask", torch.triu(torch.ones(SEQ, SEQ, dtype=torch.bool), diagonal=1))
+
+        def forward(self, x):
+            h = self.ln1(x)
+            x = x + self.att(h, h, h, attn_mask=self.mask, need_weights=False)[0]
+            return x + self.ff(self.ln2(x))
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.Sequential(*[Block() for _ in range(BLOCKS)])
+            self.logits = nn.Linear(WIDTH, CLASSES)
+
+        def forward(self, x):
+            return self.logits(self.blocks(x).mean(dim=1))
+
+    return Model()
+
+
+def model_and_shapes(torch, a):
+    """The model, one example's feature shape, and the number of classes."""
+    if a.model == "transformer":
+        return transformer(torch), (SEQ, WIDTH), CLASSES
+    nn = torch.nn
+    layers = []
+    for fan_in, fan_out in zip(LAYERS[:-1], LAYERS[1:]):
+        layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
+    return nn.Sequential(*layers[:-1]), (LAYERS[0],), LAYERS[-1]
+
+
+def run_config(torch, a, config, feed):
     nn = torch.nn
     # f32 products in full precision (no TF32); the API that every torch 2.x keeps.
     torch.set_float32_matmul_precision("highest")
     torch.manual_seed(1)
-    layers = []
-    for fan_in, fan_out in zip(LAYERS[:-1], LAYERS[1:]):
-        layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
-    model = nn.Sequential(*layers[:-1]).cuda()
+    model, shape, classes = model_and_shapes(torch, a)
+    model = model.cuda()
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    x = torch.randn(a.batch, LAYERS[0], device="cuda")
-    y = torch.randint(0, LAYERS[-1], (a.batch,), device="cuda")
+    if feed == "device":
+        batches = [(torch.randn(a.batch, *shape, device="cuda"),
+                    torch.randint(0, classes, (a.batch,), device="cuda"))]
+    else:  # two page-locked host batches, alternated: a pinned loader's ring
+        batches = [(torch.randn(a.batch, *shape).pin_memory(),
+                    torch.randint(0, classes, (a.batch,)).pin_memory()) for _ in range(2)]
+    steps_made = [0]
+
     def step():
+        x, y = batches[steps_made[0] % len(batches)]
+        steps_made[0] += 1
+        if feed == "host":
+            x = x.to("cuda", non_blocking=True)
+            y = y.to("cuda", non_blocking=True)
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=(config == "bf16")):
             loss = loss_fn(model(x), y)
@@ -106,20 +177,25 @@ def run_config(torch, a, config):
     seconds = (time.perf_counter() - start) / a.steps
     peak = torch.cuda.max_memory_allocated()
     last = loss.item()
-    del model, opt, x, y, loss
+    del model, opt, batches, loss
     torch.cuda.empty_cache()
-    products = gemm_ms(torch, a.batch, torch.float32 if config == "f32" else torch.bfloat16,
-                       a.gemm_iters)
+    products = None
+    if a.model == "mlp":
+        products = gemm_ms(torch, a.batch, torch.float32 if config == "f32" else torch.bfloat16,
+                           a.gemm_iters)
     step_ms = seconds * 1e3
     return {
         "config": config,
-        "model": "mlp " + "-".join(str(n) for n in LAYERS),
+        "feed": feed,
+        "model": ("mlp " + "-".join(str(n) for n in LAYERS) if a.model == "mlp" else
+                  "transformer %dx(seq %d, width %d, %d heads, causal)" % (BLOCKS, SEQ, WIDTH,
+                                                                          HEADS)),
         "batch": a.batch,
         "steps": a.steps,
         "examples_per_s": round(a.batch / seconds, 1),
         "step_ms": round(step_ms, 3),
-        "gemm_ms": round(products, 3),
-        "step_over_gemm": round(step_ms / products, 3),
+        "gemm_ms": round(products, 3) if products else None,
+        "step_over_gemm": round(step_ms / products, 3) if products else None,
         "max_memory_allocated_bytes": peak,
         "loss_first": round(first, 5),
         "loss_last": round(last, 5),
@@ -143,14 +219,15 @@ def main(argv):
         return 3
     rc = 0
     for config in a.configs:
-        try:
-            line = run_config(torch, a, config)
-        except Exception as e:  # one failed configuration does not stop the next
-            line = {"config": config, "error": "%s: %s" % (type(e).__name__, e)}
-            rc = 1
-            torch.cuda.empty_cache()
-        print(json.dumps(line))
-        sys.stdout.flush()
+        for feed in a.feeds:
+            try:
+                line = run_config(torch, a, config, feed)
+            except Exception as e:  # one failed configuration does not stop the next
+                line = {"config": config, "feed": feed, "error": "%s: %s" % (type(e).__name__, e)}
+                rc = 1
+                torch.cuda.empty_cache()
+            print(json.dumps(line))
+            sys.stdout.flush()
     return rc
 
 
