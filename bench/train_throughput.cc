@@ -56,6 +56,7 @@
 #include "engine/variable_set.h"
 #include "worker/coordinator_client.h"
 #include "worker/job_executor.h"
+#include "worker/partition_group.h"
 #ifdef LOCKSTEP_WITH_CUDA
 #include "collectives/nccl/real_nccl_api.h"
 #include "distribute/cuda_gpu_devices.h"
@@ -232,13 +233,9 @@ int Child(int rank, int world, const std::string& store_dir) {
                                                      ? v1::CommunicationSpec::BF16
                                                      : v1::CommunicationSpec::NONE);
   spec->set_seed(5);
-  std::string list;
-  for (int w = 0; w < world; ++w) absl::StrAppend(&list, w ? "," : "", "\"127.0.0.1:", 1 + w, "\"");
-  p.set_tf_config(absl::StrCat(R"({"cluster": {"worker": [)", list,
-                               R"(]}, "task": {"type": "worker", "index": )", rank, "}}"));
-  p.set_worker_rank(rank);
-  p.set_num_workers(world);
-  p.set_is_chief(rank == 0);
+  std::vector<std::string> addresses;
+  for (int w = 0; w < world; ++w) addresses.push_back(absl::StrCat("127.0.0.1:", 1 + w));
+  worker::SetWorkerGroup(addresses, rank, &p);
   p.set_num_replicas_in_sync(world);
   p.set_shard_index(rank);
   p.set_num_shards(world);

@@ -168,7 +168,10 @@ TEST(CertificateAuthorityTest, NamesAreHostOrPodNames) {
 }
 
 // A self-signed certificate whose subject has the entries `fields` (field, value), as PEM.
-std::string CertificateWithSubject(const std::vector<std::pair<std::string, std::string>>& fields) {
+// `type`: how the entries are encoded (MBSTRING_UTF8 as `lockstep certs` writes them, or
+// V_ASN1_PRINTABLESTRING as Go's crypto/x509, which cert-manager uses, writes printable ones).
+std::string CertificateWithSubject(const std::vector<std::pair<std::string, std::string>>& fields,
+                                   int type = MBSTRING_UTF8) {
   EVP_PKEY* key = EVP_EC_gen("P-256");
   X509* cert = X509_new();
   X509_set_version(cert, 2);
@@ -178,7 +181,7 @@ std::string CertificateWithSubject(const std::vector<std::pair<std::string, std:
   X509_set_pubkey(cert, key);
   X509_NAME* name = X509_get_subject_name(cert);
   for (const auto& [field, value] : fields) {
-    X509_NAME_add_entry_by_txt(name, field.c_str(), MBSTRING_UTF8,
+    X509_NAME_add_entry_by_txt(name, field.c_str(), type,
                                reinterpret_cast<const unsigned char*>(value.data()),
                                static_cast<int>(value.size()), -1, 0);
   }
@@ -238,6 +241,21 @@ TEST(ReadCertificateSubjectTest, RefusesAmbiguousOrMalformedSubjects) {
   absl::StatusOr<CertificateSubject> garbage = ReadCertificateSubject("not a certificate");
   EXPECT_EQ(garbage.status().code(), absl::StatusCode::kInvalidArgument) << garbage.status();
   EXPECT_THAT(garbage.status().message(), HasSubstr("not a PEM certificate"));
+}
+
+// deploy/k8s: cert-manager's CSI driver requests CN=<pod name>, OU=daemon for each worker pod
+// (pods lockstep-worker-N, or lockstep-worker-N-0 with a StatefulSet per worker); they read
+// as the pod's name and the daemon role whatever string type encodes them.
+TEST(ReadCertificateSubjectTest, ReadsAPodCertificateAsCertManagerRequestsIt) {
+  for (const std::string pod : {"lockstep-worker-2", "lockstep-worker-2-0"}) {
+    for (int type : {MBSTRING_UTF8, V_ASN1_PRINTABLESTRING}) {
+      absl::StatusOr<CertificateSubject> subject =
+          ReadCertificateSubject(CertificateWithSubject({{"OU", "daemon"}, {"CN", pod}}, type));
+      ASSERT_TRUE(subject.ok()) << pod << " " << type << ": " << subject.status();
+      EXPECT_EQ(subject->common_name, pod);
+      EXPECT_EQ(subject->unit, "daemon");
+    }
+  }
 }
 
 TEST(NewBearerTokenTest, IsLongAndFresh) {

@@ -4,11 +4,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/cluster_proto.h"
 #include "common/grpc_status.h"
 #include "coordinator/grpc_diagnostics.h"
 #include "coordinator/grpc_stream_writer.h"
 #include "coordinator/job_store/job_store.h"
-#include "coordinator/task_proto.h"
 #include "spdlog/spdlog.h"
 
 namespace lockstep {

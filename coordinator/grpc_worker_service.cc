@@ -5,10 +5,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/cluster_proto.h"
 #include "common/grpc_status.h"
 #include "common/incarnation.h"
 #include "coordinator/grpc_stream_writer.h"
-#include "coordinator/task_proto.h"
 #include "spdlog/spdlog.h"
 
 namespace lockstep {
@@ -94,7 +94,6 @@ grpc::Status GrpcWorkerService::RegisterWorker(grpc::ServerContext* ctx,
   const MembershipOptions& o = membership_->options();
   response->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(o.heartbeat_interval));
   response->set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(o.heartbeat_timeout));
-  response->set_tf_config(reg->tf_config);
   jobs_->Tick();  // a restarted worker fails its job; a new one may start a pending job
   return grpc::Status::OK;
 }

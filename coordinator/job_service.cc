@@ -713,8 +713,10 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     workers.push_back(AttemptWorker{RefOf(*t), t->incarnation()});
   }
   const int attempt = record.attempt() + 1;
+  std::optional<WorkerSlot> evaluator_slot;
+  if (evaluator != nullptr) evaluator_slot = WorkerSlot{RefOf(*evaluator), evaluator->address()};
   absl::StatusOr<std::vector<v1::Partition>> parts =
-      MakePartitions(id, attempt, spec, slots, NewJobSecret());
+      MakePartitions(id, attempt, spec, slots, NewJobSecret(), evaluator_slot);
   if (!parts.ok()) {
     const std::string why = std::string(parts.status().message());
     SaveStateLocked(id, v1::FAILED, why);
@@ -724,7 +726,6 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   }
   for (v1::Partition& p : *parts) {
     p.set_job_uid(absl::StrCat(id, "@", record.created_unix_micros()));
-    p.set_has_evaluator(evaluator != nullptr);
   }
   if (evaluator != nullptr) names.push_back(RefOf(*evaluator).ToString() + " (evaluating)");
   const std::string message =
@@ -763,19 +764,9 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     }
   }
   if (evaluator != nullptr) {
-    // The chief's partition, as the evaluator's: the spec, the attempt's rendezvous prefix,
-    // secret and job uid; no replicas, no shard.
+    // The last partition is the evaluator's (MakePartitions).
     v1::Assignment a;
-    v1::Partition& p = *a.mutable_run();
-    p = (*parts)[0];
-    p.set_is_chief(false);
-    p.set_is_evaluator(true);
-    p.mutable_task()->set_type(evaluator->task().type());
-    p.mutable_task()->set_index(evaluator->task().index());
-    p.set_worker_rank(-1);
-    p.clear_replica_ids();
-    p.set_shard_index(0);
-    p.set_num_shards(0);
+    *a.mutable_run() = std::move(parts->back());
     const TaskRef ref = RefOf(*evaluator);
     evaluators_[id] = Evaluator{ref, evaluator->incarnation(), attempt, {}, false};
     PushLocked(ref, evaluator->incarnation(), std::move(a));

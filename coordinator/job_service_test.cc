@@ -6,8 +6,10 @@
 #include <fstream>
 #include <optional>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/cluster_proto.h"
 #include "coordinator/job_store/job_store_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -86,6 +88,14 @@ class JobServiceTest : public ::testing::Test {
     jobs_ = std::make_unique<JobService>(store_.get(), membership_.get(), &clock_, job_options_);
     ASSERT_TRUE(jobs_->Recover().ok());
   }
+  // The coordinator stops, its job-000001 row is replaced by the bytes `hex` (a row as
+  // another version wrote it), and this version opens the state_dir.
+  void ReopenOnStoredRecord(const std::string& hex) {
+    jobs_.reset();
+    store_.reset();
+    ASSERT_TRUE(ReplaceStoredRecord(dir_, "job-000001", absl::HexStringToBytes(hex)).ok());
+    OpenStore();
+  }
   TaskRef AddWorker(int devices = 1, const std::string& identity = "",
                     std::optional<TaskRef> task = std::nullopt) {
     RegisterRequest r;
@@ -155,8 +165,8 @@ TEST_F(JobServiceTest, PartitionsRunsAndSucceeds) {
   const v1::Partition p0 = Next(w0).run(), p1 = Next(w1).run();
   EXPECT_EQ(p0.job_id(), *id);
   EXPECT_EQ(p0.attempt(), 1);
-  EXPECT_TRUE(p0.is_chief());
-  EXPECT_FALSE(p1.is_chief());
+  EXPECT_EQ(FromProto(p0.task()), (TaskRef{"worker", 0}));  // rank 0: the chief
+  EXPECT_EQ(FromProto(p1.task()), (TaskRef{"worker", 1}));
   EXPECT_THAT(p0.replica_ids(), ::testing::ElementsAre(0, 1));
   EXPECT_THAT(p1.replica_ids(), ::testing::ElementsAre(2));
   EXPECT_EQ(p1.num_replicas_in_sync(), 3);
@@ -165,8 +175,10 @@ TEST_F(JobServiceTest, PartitionsRunsAndSucceeds) {
   EXPECT_EQ(p0.rendezvous_prefix(), absl::StrCat("jobs/", *id, "/1"));
   EXPECT_EQ(p0.secret(), p1.secret());
   EXPECT_EQ(p0.secret().size(), 64u);
-  EXPECT_THAT(p1.tf_config(), HasSubstr("127.0.0.1:5001"));
-  EXPECT_THAT(p1.tf_config(), HasSubstr("\"index\":1"));
+  // The group travels typed: the workers' registered addresses in rank order.
+  EXPECT_EQ(FromProto(p1.cluster()), FromProto(p0.cluster()));
+  EXPECT_EQ(FromProto(p1.cluster()),
+            (ClusterMap{{"worker", {"127.0.0.1:5000", "127.0.0.1:5001"}}}));
 
   int64_t seen = 0;
   ASSERT_TRUE(jobs_->NextEvent(*id, &seen, clock_.Now()).ok());
@@ -223,7 +235,7 @@ TEST_F(JobServiceTest, DeviceMemoryReachesGetAndTheChiefsProgress) {
 }
 
 // JobSpec.evaluator: the job waits for an evaluator task, which gets the chief's partition
-// marked is_evaluator (the training partitions say has_evaluator); its reports show in Get
+// as task evaluator/0 (every partition's group lists the evaluator); its reports show in Get
 // but never decide the job; a job that fails aborts it, one that succeeds lets it finish;
 // it is busy until then, and a lost evaluator costs the job nothing.
 TEST_F(JobServiceTest, AnEvaluatorSideCarIsScheduledShownAndNeverDecidesTheJob) {
@@ -236,9 +248,11 @@ TEST_F(JobServiceTest, AnEvaluatorSideCarIsScheduledShownAndNeverDecidesTheJob) 
   jobs_->Tick();
   ASSERT_EQ(State(*id), v1::RUNNING);
   const v1::Partition p0 = Next(w0).run(), p1 = Next(w1).run(), pe = Next(eval).run();
-  EXPECT_TRUE(p0.has_evaluator() && p1.has_evaluator());
-  EXPECT_TRUE(pe.is_evaluator());
-  EXPECT_FALSE(pe.is_chief());
+  EXPECT_EQ(FromProto(pe.task()), (TaskRef{"evaluator", 0}));
+  for (const v1::Partition* p : {&p0, &p1, &pe}) {
+    EXPECT_EQ(FromProto(p->cluster()).at("evaluator").size(), 1u);
+    EXPECT_EQ(FromProto(p->cluster()).at("worker").size(), 2u);
+  }
   EXPECT_EQ(pe.rendezvous_prefix(), p0.rendezvous_prefix());
   EXPECT_EQ(pe.secret(), p0.secret());
   EXPECT_EQ(pe.job_uid(), p0.job_uid());
@@ -669,6 +683,81 @@ TEST_F(JobServiceTest, ACoordinatorRestartReadoptsRunningJobsAndKeepsEveryJob) {
   EXPECT_EQ(State(*pending), v1::RUNNING);
 }
 
+// A RUNNING job as the coordinator before the typed group (Partition.cluster) stored it:
+// JobRecord bytes made from that version's job.proto and job_spec.proto by
+//   protoc --encode=lockstep.v1.JobRecord lockstep/v1/job.proto < record.txtpb
+// job-000001 "small", RestartableJob(2, 1) as its spec bytes, RUNNING in attempt 1 since
+// t=1 s, then the attempt's workers: worker/0 and worker/1, incarnations 100 and 101 (the
+// last two fields; a coordinator older still wrote none). An attempt's group never was in
+// the store, only in the Partitions pushed to its workers.
+constexpr char kStoredBeforeTheTypedGroup[] =
+    "0a0a6a6f622d3030303030311205736d616c6c1a3c0a05736d616c6c1a0b0a01081204120208041801220f0a"
+    "00220b0a09099a9999999999b93f2a070a0510033080023040380a5202100572020801780220022a2952554e"
+    "4e494e47206f6e20776f726b65722f302c20776f726b65722f312028617474656d70742031293211080110c0"
+    "843d1a097375626d69747465643233080210c0843d1a2952554e4e494e47206f6e20776f726b65722f302c20"
+    "776f726b65722f312028617474656d70742031292001380140c0843d48c0843d";
+constexpr char kStoredAttemptWorkers[] =
+    "62110a06776f726b657219640000000000000062130a06776f726b65721001196500000000000000";
+
+// Such a job is re-adopted by this version: the workers, which keep running the Partitions
+// they were given, report it on; the attempt after a failure gets the typed group.
+TEST_F(JobServiceTest, AJobStoredBeforeTheTypedGroupIsReadoptedAndRestartsTyped) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  ASSERT_EQ(incarnations_[w0], 100u);
+  ASSERT_EQ(incarnations_[w1], 101u);
+  auto id = jobs_->Submit(RestartableJob(2, 1));  // the row the old bytes replace
+  ASSERT_EQ(id.value_or(""), "job-000001");
+  ReopenOnStoredRecord(absl::StrCat(kStoredBeforeTheTypedGroup, kStoredAttemptWorkers));
+  v1::JobRecord job = jobs_->Get(*id)->job();
+  ASSERT_EQ(job.state(), v1::RUNNING) << job.reason();
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.restarts(), 0);
+  Report(w0, *id, 1, v1::JobReport::TRAINING, 5);
+  EXPECT_EQ(jobs_->Get(*id)->job().progress().step(), 5);
+  jobs_->Tick();
+  EXPECT_EQ(State(*id), v1::RUNNING);
+  // worker/1's process dies; the restart pushes the group typed.
+  Report(w0, *id, 1, v1::JobReport::FAILED, 7, "all-reduce: peer rank 1 closed the connection");
+  Report(w1, *id, 1, v1::JobReport::FAILED, 7, "killed");
+  ASSERT_EQ(State(*id), v1::RESTARTING) << jobs_->Get(*id)->job().reason();
+  clock_.Advance(absl::Seconds(1));  // past the restart's back-off
+  Beat(w0);
+  Beat(w1);
+  jobs_->Tick();
+  ASSERT_EQ(State(*id), v1::RUNNING) << jobs_->Get(*id)->job().reason();
+  v1::Assignment a1 = Next(w1);
+  if (a1.has_abort()) a1 = Next(w1);  // attempt 1's, then attempt 2's partition
+  const v1::Partition p0 = Next(w0).run(), p1 = a1.run();
+  EXPECT_EQ(p0.attempt(), 2);
+  EXPECT_EQ(p1.attempt(), 2);
+  EXPECT_EQ(FromProto(p1.cluster()),
+            (ClusterMap{{"worker", {"127.0.0.1:5000", "127.0.0.1:5001"}}}));
+  EXPECT_EQ(FromProto(p0.task()), (TaskRef{"worker", 0}));
+  EXPECT_EQ(FromProto(p1.task()), (TaskRef{"worker", 1}));
+}
+
+// A RUNNING job from a coordinator older still (no attempt workers stored) cannot be
+// re-adopted: the restart policy decides, with a reason naming why.
+TEST_F(JobServiceTest, AJobStoredWithoutItsAttemptRestartsNamingWhy) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  auto id = jobs_->Submit(RestartableJob(2, 1));
+  ASSERT_EQ(id.value_or(""), "job-000001");
+  ReopenOnStoredRecord(kStoredBeforeTheTypedGroup);
+  v1::JobRecord job = jobs_->Get(*id)->job();
+  EXPECT_EQ(job.state(), v1::RESTARTING);
+  EXPECT_THAT(job.reason(),
+              HasSubstr("coordinator restarted while the job was running (attempt 1)"));
+  clock_.Advance(absl::Seconds(1));
+  Beat(w0);
+  Beat(w1);
+  jobs_->Tick();
+  ASSERT_EQ(State(*id), v1::RUNNING) << jobs_->Get(*id)->job().reason();
+  const v1::Partition p1 = Next(w1).run();
+  EXPECT_EQ(p1.attempt(), 2);
+  EXPECT_EQ(FromProto(p1.task()), (TaskRef{"worker", 1}));
+  EXPECT_EQ(FromProto(p1.cluster()).at("worker").size(), 2u);
+}
+
 // A worker of a re-adopted attempt that does not come back is lost once the failure grace
 // has passed since the coordinator started, not before (the others need time to register).
 TEST_F(JobServiceTest, AReadoptedAttemptWhoseWorkerNeverReturnsFailsAfterTheGrace) {
@@ -852,7 +941,7 @@ TEST_F(JobServiceTest, AnElasticJobShrinksAfterTheReplacementTimeoutAndGrowsBack
   EXPECT_THAT(job.reason(), HasSubstr("2 of 3 workers: no replacement came within"));
   const v1::Partition shrunk = Next(w0).run();
   EXPECT_EQ(shrunk.attempt(), 2);
-  EXPECT_EQ(shrunk.num_workers(), 2);
+  EXPECT_EQ(FromProto(shrunk.cluster()).at("worker").size(), 2u);
   EXPECT_EQ(shrunk.num_replicas_in_sync(), 2);
   ASSERT_TRUE(Next(w1).has_run());
   // A worker is idle again: the job stops to grow, through its chief.
@@ -875,7 +964,7 @@ TEST_F(JobServiceTest, AnElasticJobShrinksAfterTheReplacementTimeoutAndGrowsBack
   ASSERT_EQ(job.state(), v1::RUNNING) << job.reason();
   EXPECT_EQ(job.attempt(), 3);
   EXPECT_EQ(job.restarts(), 1);  // the loss; not the growth
-  EXPECT_EQ(Next(w0).run().num_workers(), 3);
+  EXPECT_EQ(FromProto(Next(w0).run().cluster()).at("worker").size(), 3u);
   (void)w3;
 }
 

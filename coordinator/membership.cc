@@ -180,8 +180,6 @@ absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request
 
   out.task = task;
   out.cluster = ClusterLocked();
-  absl::StatusOr<TfConfig> tf = TfConfig::Create(out.cluster, task);
-  if (tf.ok()) out.tf_config = tf->ToJson();
   return out;
 }
 

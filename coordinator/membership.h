@@ -72,8 +72,7 @@ struct RegisterRequest {
 
 struct Registration {
   TaskRef task;
-  ClusterMap cluster;     // every task that holds an index (LOST ones included)
-  std::string tf_config;  // this task's TF_CONFIG; "" if the cluster has gaps
+  ClusterMap cluster;  // every task that holds an index (LOST ones included)
   // The incarnation this registration replaced (0 when none): its work must be aborted.
   uint64_t replaced_incarnation = 0;
   // Live tasks of other identities that use the same address (see the header comment).

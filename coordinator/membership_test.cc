@@ -42,7 +42,8 @@ TEST_F(MembershipTest, StaticRegistrationAndStatus) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->task, kW1);
   EXPECT_EQ(StateOf(kW1), v1::ALIVE);
-  EXPECT_EQ(r->tf_config, "");  // worker 0 is missing: a gap, no valid TF_CONFIG yet
+  // Worker 0 is missing: the cluster has a gap (an empty address at index 0).
+  EXPECT_EQ(r->cluster.at("worker"), (std::vector<std::string>{"", "h:1"}));
 }
 
 TEST_F(MembershipTest, DynamicRegistrationAssignsIndexesInOrder) {
@@ -51,10 +52,7 @@ TEST_F(MembershipTest, DynamicRegistrationAssignsIndexesInOrder) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->task, kW0);
   EXPECT_EQ(b->task, kW1);
-  auto tf = TfConfig::Parse(b->tf_config);
-  ASSERT_TRUE(tf.ok()) << tf.status() << b->tf_config;
-  EXPECT_EQ(tf->task(), kW1);
-  EXPECT_EQ(tf->cluster().at("worker"), (std::vector<std::string>{"h:1", "h:2"}));
+  EXPECT_EQ(b->cluster.at("worker"), (std::vector<std::string>{"h:1", "h:2"}));
   // A retried registration (same incarnation) gets the same task back.
   auto again = Register(std::nullopt, 2, "h:2");
   ASSERT_TRUE(again.ok());

@@ -1,6 +1,7 @@
 #include "coordinator/partitioner.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/cluster_proto.h"
 #include "common/secure_random.h"
 #include "common/status.h"
 #include "coordinator/job_validation.h"
@@ -21,32 +22,37 @@ int64_t CountReplicas(const v1::JobSpec& spec, const std::vector<WorkerSlot>& wo
   return n;
 }
 
-absl::StatusOr<std::vector<v1::Partition>> MakePartitions(const std::string& job_id, int attempt,
-                                                          const v1::JobSpec& spec,
-                                                          const std::vector<WorkerSlot>& workers,
-                                                          const std::string& secret) {
+absl::StatusOr<std::vector<v1::Partition>> MakePartitions(
+    const std::string& job_id, int attempt, const v1::JobSpec& spec,
+    const std::vector<WorkerSlot>& workers, const std::string& secret,
+    const std::optional<WorkerSlot>& evaluator) {
   if (workers.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("job ", job_id, ": no worker to run it on"));
   }
   const int64_t replicas = CountReplicas(spec, workers);
   LS_RETURN_IF_ERROR(CheckBatchDivisible(spec, replicas));
-  ClusterMap cluster;
-  for (const WorkerSlot& w : workers) cluster["worker"].push_back(w.address);
+  ClusterMap group;
+  for (const WorkerSlot& w : workers) group["worker"].push_back(w.address);
+  if (evaluator.has_value()) group["evaluator"].push_back(evaluator->address);
+  // Once for the group: every task's view of it is valid when one is.
+  if (absl::Status s = TfConfig::Create(group, TaskRef{"worker", 0}).status(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("job ", job_id, " attempt ", attempt,
+                                                   ": the tasks chosen make no valid group (",
+                                                   s.message(), ")"));
+  }
+  v1::ClusterSpec cluster;
+  ToProto(group, &cluster);
+
   std::vector<v1::Partition> out;
   int next_replica = 0;
   const int num_workers = static_cast<int>(workers.size());
   for (int rank = 0; rank < num_workers; ++rank) {
-    LS_ASSIGN_OR_RETURN(TfConfig tf, TfConfig::Create(cluster, TaskRef{"worker", rank}));
     v1::Partition p;
     p.set_job_id(job_id);
     p.set_attempt(attempt);
     *p.mutable_spec() = spec;
-    p.set_tf_config(tf.ToJson());
-    p.mutable_task()->set_type("worker");
-    p.mutable_task()->set_index(rank);
-    p.set_worker_rank(rank);
-    p.set_num_workers(num_workers);
-    p.set_is_chief(rank == 0);
+    *p.mutable_cluster() = cluster;
+    ToProto(TaskRef{"worker", rank}, p.mutable_task());
     const int local =
         EffectiveStrategy(spec) == v1::ONE_DEVICE ? 1 : std::max(1, workers[rank].devices);
     for (int i = 0; i < local; ++i) p.add_replica_ids(next_replica++);
@@ -55,6 +61,14 @@ absl::StatusOr<std::vector<v1::Partition>> MakePartitions(const std::string& job
     p.set_num_shards(num_workers);
     p.set_rendezvous_prefix(RendezvousPrefix(job_id, attempt));
     p.set_secret(secret);
+    out.push_back(std::move(p));
+  }
+  if (evaluator.has_value()) {
+    v1::Partition p = out.front();
+    ToProto(TaskRef{"evaluator", 0}, p.mutable_task());
+    p.clear_replica_ids();
+    p.set_shard_index(0);
+    p.set_num_shards(0);
     out.push_back(std::move(p));
   }
   return out;

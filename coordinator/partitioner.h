@@ -1,13 +1,16 @@
 // Partitioner: turns a job attempt and the workers chosen for it into one Partition per
 // worker (proto/lockstep/v1/assignment.proto), as DESIGN.md "Jobs and in-graph
 // replication" says: one replica per device of every training worker, replica ids
-// 0..N-1 in task order, worker rank 0 is the chief, one data shard per worker, the job's
-// collective group as a TF_CONFIG ({"cluster": {"worker": [addresses in rank order]}},
-// with each worker's registered address), one secret and one rendezvous prefix
-// ("jobs/<id>/<attempt>") per attempt. Stateless functions.
+// 0..N-1 in task order, worker rank 0 is the chief, one data shard per worker, one secret
+// and one rendezvous prefix ("jobs/<id>/<attempt>") per attempt. The attempt's group
+// travels typed, in TF_CONFIG's shape (Partition.cluster: {"worker": [registered addresses
+// in rank order], "evaluator": [its address] when there is one}; Partition.task:
+// worker/<rank> or evaluator/0), validated here with TF_CONFIG's rules; no JSON is made.
+// Stateless functions.
 #ifndef LOCKSTEP_COORDINATOR_PARTITIONER_H_
 #define LOCKSTEP_COORDINATOR_PARTITIONER_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,11 +32,14 @@ struct WorkerSlot {
 // Replicas in sync for `spec` over `workers` (ONE_DEVICE: 1).
 int64_t CountReplicas(const v1::JobSpec& spec, const std::vector<WorkerSlot>& workers);
 
-// INVALID_ARGUMENT when `workers` is empty or the global batch does not split evenly.
-absl::StatusOr<std::vector<v1::Partition>> MakePartitions(const std::string& job_id, int attempt,
-                                                          const v1::JobSpec& spec,
-                                                          const std::vector<WorkerSlot>& workers,
-                                                          const std::string& secret);
+// The training workers' partitions in rank order, then, when `evaluator` is set, the
+// evaluator's (task evaluator/0: the chief's spec, prefix, secret; no replicas, no shard).
+// INVALID_ARGUMENT when `workers` is empty, the global batch does not split evenly, or the
+// group breaks TF_CONFIG's rules (an address used twice or not host:port, naming it).
+absl::StatusOr<std::vector<v1::Partition>> MakePartitions(
+    const std::string& job_id, int attempt, const v1::JobSpec& spec,
+    const std::vector<WorkerSlot>& workers, const std::string& secret,
+    const std::optional<WorkerSlot>& evaluator = std::nullopt);
 
 // "jobs/<id>/<attempt>"
 std::string RendezvousPrefix(const std::string& job_id, int attempt);

@@ -1,5 +1,6 @@
 #include "coordinator/partitioner.h"
 
+#include "common/cluster_proto.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -14,7 +15,7 @@ std::vector<WorkerSlot> Workers() {
   return {{TaskRef{"worker", 3}, "10.0.0.3:2222", 2}, {TaskRef{"worker", 5}, "10.0.0.5:2222", 2}};
 }
 
-TEST(PartitionerTest, ReplicasInTaskOrderChiefFirstGroupAsTfConfig) {
+TEST(PartitionerTest, ReplicasInTaskOrderChiefFirstTypedGroup) {
   v1::JobSpec spec;
   spec.set_global_batch_size(8);
   auto parts = MakePartitions("job-000007", 2, spec, Workers(), "ab12");
@@ -24,16 +25,56 @@ TEST(PartitionerTest, ReplicasInTaskOrderChiefFirstGroupAsTfConfig) {
   EXPECT_THAT((*parts)[0].replica_ids(), ElementsAre(0, 1));
   EXPECT_THAT(p1.replica_ids(), ElementsAre(2, 3));
   EXPECT_EQ(p1.num_replicas_in_sync(), 4);
-  EXPECT_TRUE((*parts)[0].is_chief());
-  EXPECT_FALSE(p1.is_chief());
-  EXPECT_EQ(p1.worker_rank(), 1);
-  EXPECT_EQ(p1.task().index(), 1);  // its task in the job's group, not worker/5
+  // Its task in the job's group (rank 1), not its cluster id worker/5; rank 0 is the chief.
+  EXPECT_EQ(FromProto((*parts)[0].task()), (TaskRef{"worker", 0}));
+  EXPECT_EQ(FromProto(p1.task()), (TaskRef{"worker", 1}));
   EXPECT_EQ(p1.rendezvous_prefix(), "jobs/job-000007/2");
   EXPECT_EQ(p1.secret(), "ab12");
-  auto tf = TfConfig::Parse(p1.tf_config());
+  for (const v1::Partition& p : *parts) {
+    EXPECT_EQ(FromProto(p.cluster()), (ClusterMap{{"worker", {"10.0.0.3:2222", "10.0.0.5:2222"}}}));
+  }
+  absl::StatusOr<TfConfig> tf = TfConfigFromProto(p1.cluster(), p1.task());
   ASSERT_TRUE(tf.ok()) << tf.status();
-  EXPECT_THAT(tf->cluster().at("worker"), ElementsAre("10.0.0.3:2222", "10.0.0.5:2222"));
-  EXPECT_EQ(tf->task_index(), 1);
+  EXPECT_FALSE(tf->is_chief());
+  EXPECT_EQ(tf->num_workers(), 2);
+  EXPECT_EQ(tf->address(), "10.0.0.5:2222");
+}
+
+// The evaluator's partition comes last: the chief's spec, prefix and secret as task
+// evaluator/0, no replicas and no shard; every partition's group lists it.
+TEST(PartitionerTest, TheEvaluatorIsInTheGroupAndGetsTheLastPartition) {
+  v1::JobSpec spec;
+  spec.set_global_batch_size(8);
+  const WorkerSlot evaluator{TaskRef{"evaluator", 4}, "10.0.0.9:2222", 1};
+  auto parts = MakePartitions("job-000007", 1, spec, Workers(), "ab12", evaluator);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_EQ(parts->size(), 3u);
+  const v1::Partition& e = parts->back();
+  EXPECT_EQ(FromProto(e.task()), (TaskRef{"evaluator", 0}));
+  EXPECT_EQ(e.replica_ids_size(), 0);
+  EXPECT_EQ(e.num_shards(), 0);
+  EXPECT_EQ(e.secret(), "ab12");
+  EXPECT_EQ(e.rendezvous_prefix(), (*parts)[0].rendezvous_prefix());
+  const ClusterMap group = {{"worker", {"10.0.0.3:2222", "10.0.0.5:2222"}},
+                            {"evaluator", {"10.0.0.9:2222"}}};
+  for (const v1::Partition& p : *parts) EXPECT_EQ(FromProto(p.cluster()), group);
+  absl::StatusOr<TfConfig> tf = TfConfigFromProto(e.cluster(), e.task());
+  ASSERT_TRUE(tf.ok()) << tf.status();
+  EXPECT_TRUE(tf->is_evaluator());
+  EXPECT_EQ(tf->num_workers(), 2);
+}
+
+// A group TF_CONFIG would refuse is refused here, naming the job and the address, instead of
+// reaching the workers.
+TEST(PartitionerTest, AnAddressUsedTwiceIsRefusedNamingIt) {
+  v1::JobSpec spec;
+  spec.set_global_batch_size(8);
+  const WorkerSlot evaluator{TaskRef{"evaluator", 0}, "10.0.0.5:2222", 1};
+  auto parts = MakePartitions("job-000007", 3, spec, Workers(), "s", evaluator);
+  EXPECT_EQ(parts.status().code(), absl::StatusCode::kInvalidArgument) << parts.status();
+  EXPECT_THAT(parts.status().message(), HasSubstr("job job-000007 attempt 3"));
+  EXPECT_THAT(parts.status().message(), HasSubstr("cluster.worker[1]"));
+  EXPECT_THAT(parts.status().message(), HasSubstr("10.0.0.5:2222"));
 }
 
 TEST(PartitionerTest, OneDeviceIsOneReplica) {

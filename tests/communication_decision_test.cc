@@ -17,6 +17,7 @@
 #include "coordinator/gpu_requirements.h"
 #include "distribute/communication_backend.h"
 #include "worker/job_strategy.h"
+#include "worker/partition_group.h"
 
 namespace lockstep {
 namespace {
@@ -26,7 +27,7 @@ using ::testing::HasSubstr;
 v1::Partition MirroredJob(bool gpus, v1::CommunicationSpec::Implementation implementation) {
   v1::Partition p;
   p.set_job_id("job-3");
-  p.set_num_workers(1);
+  worker::SetWorkerGroup({"127.0.0.1:2000"}, 0, &p);
   p.mutable_spec()->set_strategy(v1::MIRRORED);
   p.mutable_spec()->set_gpus(gpus);
   p.mutable_spec()->mutable_communication()->set_implementation(implementation);

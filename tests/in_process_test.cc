@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/coordinator_client.h"
 #include "client/status_format.h"
+#include "common/cluster_proto.h"
 #include "common/incarnation.h"
 #include "coordinator/grpc_server.h"
 #include "gmock/gmock.h"
@@ -82,16 +83,16 @@ TEST_F(InProcessClusterTest, AgentsFormClusterWithDistinctTasks) {
   }
   EXPECT_EQ(indexes, (std::set<int>{0, 1, 2, 3}));
   EXPECT_EQ(CountAlive(), kWorkers);
-  // The TF_CONFIG each worker got back is valid and names its own task.
+  // The cluster and task each worker got back make a valid group naming its own task.
   // (The cluster it lists is the one at its registration: those registered before it.)
   ASSERT_EQ(agents_.size(), static_cast<size_t>(kWorkers));
   for (int i = 0; i < kWorkers; ++i) {
-    const std::string json = agents_[i]->registration().tf_config();
-    auto tf = TfConfig::Parse(json);
-    ASSERT_TRUE(tf.ok()) << tf.status() << ": " << json;
-    EXPECT_EQ(tf->task(), *agents_[i]->task()) << json;
-    EXPECT_LT(tf->task_index(), tf->num_workers()) << json;
-    EXPECT_EQ(tf->address(), absl::StrCat("127.0.0.1:", 30000 + i)) << json;
+    const v1::RegisterWorkerResponse r = agents_[i]->registration();
+    auto tf = TfConfigFromProto(r.cluster(), r.task());
+    ASSERT_TRUE(tf.ok()) << tf.status() << ": " << r.DebugString();
+    EXPECT_EQ(tf->task(), *agents_[i]->task()) << r.DebugString();
+    EXPECT_LT(tf->task_index(), tf->num_workers()) << r.DebugString();
+    EXPECT_EQ(tf->address(), absl::StrCat("127.0.0.1:", 30000 + i)) << r.DebugString();
   }
   // Heartbeats keep them alive past two timeouts.
   absl::Time until = absl::Now() + absl::Milliseconds(2200);

@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "client/coordinator_client.h"
 #include "client/job_format.h"
+#include "common/cluster_proto.h"
 #include "coordinator/grpc_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -93,8 +94,11 @@ TEST_F(JobsGrpcTest, PartitionReportsAndWatchToSuccess) {
   v1::Assignment a;
   ASSERT_TRUE(assignments->Read(&a));
   EXPECT_EQ(a.run().job_id(), *id);
-  EXPECT_TRUE(a.run().is_chief());
-  EXPECT_THAT(a.run().tf_config(), HasSubstr("127.0.0.1:5999"));
+  // The group arrives typed, over the real gRPC service: this worker alone, as the chief.
+  absl::StatusOr<TfConfig> group = TfConfigFromProto(a.run().cluster(), a.run().task());
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_TRUE(group->is_chief());
+  EXPECT_EQ(group->cluster(), (ClusterMap{{"worker", {"127.0.0.1:5999"}}}));
 
   std::vector<v1::JobState> seen;
   absl::Notification watching;

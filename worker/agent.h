@@ -95,7 +95,7 @@ class Agent {
   State state() const;
   // The task held now (nullopt before the first registration).
   std::optional<TaskRef> task() const;
-  // The last RegisterWorker answer (cluster, TF_CONFIG).
+  // The last RegisterWorker answer (its task, the cluster).
   v1::RegisterWorkerResponse registration() const;
   // Waits until the state is `s` or the deadline passes; true if reached.
   bool WaitForState(State s, absl::Time deadline);

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 #include "worker/checkpoint_bound.h"
+#include "worker/partition_group.h"
 
 namespace lockstep {
 namespace worker {
@@ -20,7 +21,7 @@ constexpr int kChief = 0;
 absl::StatusOr<std::unique_ptr<EvalLink>> EvalLink::Connect(const v1::Partition& partition,
                                                             collectives::Store* store,
                                                             const EvalLinkOptions& options) {
-  if (partition.is_chief() == partition.is_evaluator()) {
+  if (IsChief(partition) == IsEvaluator(partition)) {
     return absl::InvalidArgumentError(
         absl::StrCat("job ", partition.job_id(),
                      ": only the chief and the evaluator join the evaluator's link"));
@@ -32,14 +33,14 @@ absl::StatusOr<std::unique_ptr<EvalLink>> EvalLink::Connect(const v1::Partition&
   // An abortable barrier first: the transports' connect and accept loops end only at their
   // deadline, the store's waits also at Abort() (an evaluator that never comes, an attempt
   // aborted while waiting for it).
-  const int rank = partition.is_chief() ? kChief : 1;
+  const int rank = IsChief(partition) ? kChief : 1;
   LS_RETURN_IF_ERROR(store->Set(absl::StrCat("eval/ready/", rank), "ready"));
   absl::Status ready =
       store->Get(absl::StrCat("eval/ready/", 1 - rank), absl::Now() + options.connect_timeout)
           .status();
   if (!ready.ok()) {
-    return Annotate(ready, partition.is_chief() ? "waiting for the job's evaluator to join"
-                                                : "waiting for the job's chief to join");
+    return Annotate(ready, IsChief(partition) ? "waiting for the job's evaluator to join"
+                                              : "waiting for the job's chief to join");
   }
   collectives::CommunicatorConfig config;
   config.rank = rank;
@@ -52,8 +53,8 @@ absl::StatusOr<std::unique_ptr<EvalLink>> EvalLink::Connect(const v1::Partition&
   absl::StatusOr<std::unique_ptr<collectives::CollectiveCommunicator>> comm =
       collectives::CreateCommunicator(config, store);
   if (!comm.ok()) {
-    return Annotate(comm.status(), partition.is_chief() ? "connecting to the job's evaluator"
-                                                        : "connecting to the job's chief");
+    return Annotate(comm.status(), IsChief(partition) ? "connecting to the job's evaluator"
+                                                      : "connecting to the job's chief");
   }
   collectives::BlobOptions blob;
   blob.secret = partition.secret();

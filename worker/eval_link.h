@@ -54,8 +54,8 @@ struct EvalLinkOptions {
 
 class EvalLink {
  public:
-  // Joins the group as the chief (partition.is_chief()) or the evaluator
-  // (partition.is_evaluator()); INVALID_ARGUMENT for any other partition. Waits for the
+  // Joins the group as the chief (IsChief(partition)) or the evaluator
+  // (IsEvaluator(partition)); INVALID_ARGUMENT for any other partition. Waits for the
   // other side up to options.connect_timeout (or until `store` is aborted).
   static absl::StatusOr<std::unique_ptr<EvalLink>> Connect(const v1::Partition& partition,
                                                            collectives::Store* store,

@@ -12,8 +12,10 @@
 #include "collectives/blob_broadcast.h"
 #include "collectives/communicator_factory.h"
 #include "collectives/in_memory_store.h"
+#include "common/cluster_proto.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/partition_group.h"
 
 namespace lockstep {
 namespace worker {
@@ -49,8 +51,9 @@ v1::Partition Part(bool chief) {
   v1::Partition p;
   p.set_job_id("job-1");
   p.set_secret("0123456789abcdef");
-  p.set_is_chief(chief);
-  p.set_is_evaluator(!chief);
+  ToProto(ClusterMap{{"worker", {"127.0.0.1:2000"}}, {"evaluator", {"127.0.0.1:2001"}}},
+          p.mutable_cluster());
+  ToProto(chief ? TaskRef{"worker", 0} : TaskRef{"evaluator", 0}, p.mutable_task());
   return p;
 }
 
@@ -140,8 +143,7 @@ TEST(EvalLink, ALateEvaluatorGetsEveryCheckpointTheBudgetHolds) {
 TEST(EvalLink, OnlyTheChiefAndTheEvaluatorJoin) {
   collectives::InMemoryStore shared;
   v1::Partition worker = Part(true);
-  worker.set_is_chief(false);
-  worker.set_is_evaluator(false);
+  ToProto(TaskRef{"worker", 1}, worker.mutable_task());  // neither chief nor evaluator
   EXPECT_EQ(EvalLink::Connect(worker, &shared, Options()).status().code(),
             absl::StatusCode::kInvalidArgument);
 }

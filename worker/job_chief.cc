@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 #include "worker/checkpoint_copies.h"
+#include "worker/partition_group.h"
 
 namespace lockstep {
 namespace worker {
@@ -36,7 +37,7 @@ absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& 
   const v1::JobSpec& spec = partition.spec();
   const int keep = spec.checkpoint().keep() > 0 ? spec.checkpoint().keep() : 5;
   const int copies = spec.checkpoint().copies();
-  if (partition.is_chief() && !spec.checkpoint().dir().empty()) {
+  if (IsChief(partition) && !spec.checkpoint().dir().empty()) {
     // The checkpoints users see, which are also the chief's own copy.
     chief::CheckpointManager::Options co;
     co.dir = spec.checkpoint().dir();
@@ -45,7 +46,7 @@ absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& 
     co.attempt = partition.attempt();
     LS_ASSIGN_OR_RETURN(chief->checkpoints_, chief::CheckpointManager::Create(co));
   } else if (const std::string dir = CheckpointCopyDir(state_dir, partition);
-             !dir.empty() && (copies == 0 || partition.worker_rank() < copies)) {
+             !dir.empty() && (copies == 0 || WorkerRank(partition) < copies)) {
     chief::CheckpointManager::Options co;
     co.dir = dir;
     co.keep_last = keep;
@@ -62,7 +63,7 @@ absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& 
                    std::string(m.status().message()));
     }
   }
-  if (!partition.is_chief()) return chief;
+  if (!IsChief(partition)) return chief;
   if (!spec.summaries().dir().empty()) {
     chief::EventWriter::Options eo;
     eo.dir = spec.summaries().dir();

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "worker/partition_group.h"
 
 namespace lockstep::worker {
 namespace {
@@ -64,7 +65,7 @@ TEST(JobChiefCopies, AJobStartingDeletesEndedJobsCopiesBeyondTheRetention) {
   p.set_job_id("job-000004");
   p.set_job_uid("job-000004@4");
   p.set_attempt(1);
-  p.set_worker_rank(1);
+  SetWorkerGroup({"127.0.0.1:2000", "127.0.0.1:2001"}, 1, &p);
   p.mutable_spec()->mutable_checkpoint()->set_dir("ckpt");  // the chief's; this rank copies
   p.mutable_spec()->mutable_checkpoint()->set_keep(2);
   absl::StatusOr<std::unique_ptr<JobChief>> chief =

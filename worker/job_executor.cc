@@ -23,6 +23,7 @@
 #include "worker/job_restore.h"
 #include "worker/job_strategy.h"
 #include "worker/metrics_window.h"
+#include "worker/partition_group.h"
 
 namespace lockstep {
 namespace worker {
@@ -108,6 +109,7 @@ absl::StatusOr<std::unique_ptr<JobExecutor>> JobExecutor::Create(v1::Partition p
         absl::StrCat("partition.rendezvous_prefix is empty (job ", partition.job_id(),
                      "): the coordinator gives every attempt one; is this coordinator too old?"));
   }
+  LS_RETURN_IF_ERROR(CheckPartitionGroup(partition));
   if (options.file_roots != nullptr) {
     // The spec came from a client: its files must lie inside this worker's roots.
     LS_RETURN_IF_ERROR(options.file_roots->ResolveSpec(partition.mutable_spec()));
@@ -122,7 +124,7 @@ JobExecutor::JobExecutor(v1::Partition partition, JobExecutorOptions options)
       clock_(options_.clock != nullptr ? options_.clock : owned_clock_.get()),
       store_(std::make_unique<CoordinatorStore>(options_.client, partition_.rendezvous_prefix(),
                                                 clock_)),
-      recorder_(partition_.job_id(), partition_.attempt(), partition_.worker_rank(), clock_),
+      recorder_(partition_.job_id(), partition_.attempt(), WorkerRank(partition_), clock_),
       observers_({options_.metrics, &recorder_}),
       log_(clock_) {
   report_.set_job_id(partition_.job_id());
@@ -135,7 +137,7 @@ JobExecutor::~JobExecutor() = default;
 
 std::string JobExecutor::Who() const {
   return absl::StrCat("job ", partition_.job_id(), " attempt ", partition_.attempt(),
-                      " worker rank ", partition_.worker_rank());
+                      " worker rank ", WorkerRank(partition_));
 }
 
 void JobExecutor::SetState(State next, const std::string& error) {
@@ -356,17 +358,17 @@ static absl::StatusOr<int64_t> TotalSteps(const v1::JobSpec& spec, const JobInpu
 }
 
 absl::Status JobExecutor::Rendezvous() {
-  if (partition_.num_workers() <= 1) return absl::OkStatus();
+  if (NumWorkers(partition_) <= 1) return absl::OkStatus();
   // An abortable barrier first: the transports' connect and accept loops only end at their
   // deadline, while the store's waits end at Abort(). Once every worker is here, connecting
   // takes milliseconds, so an abort during start-up is honoured in time.
-  LS_RETURN_IF_ERROR(store_->Set(absl::StrCat("ready/", partition_.worker_rank()), "ready"));
+  LS_RETURN_IF_ERROR(store_->Set(absl::StrCat("ready/", WorkerRank(partition_)), "ready"));
   const absl::Time deadline = clock_->Now() + options_.rendezvous_timeout;
-  for (int r = 0; r < partition_.num_workers(); ++r) {
+  for (int r = 0; r < NumWorkers(partition_); ++r) {
     absl::StatusOr<std::string> ready = store_->Get(absl::StrCat("ready/", r), deadline);
     if (!ready.ok()) {
       return Annotate(ready.status(),
-                      absl::StrCat("waiting for worker rank ", r, " of ", partition_.num_workers(),
+                      absl::StrCat("waiting for worker rank ", r, " of ", NumWorkers(partition_),
                                    " to join (is it alive?)"));
     }
   }
@@ -431,7 +433,7 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
   LS_ASSIGN_OR_RETURN(session->evaluator, engine::Executor::Create(&session->graph));
   LS_ASSIGN_OR_RETURN(session->chief, JobChief::Create(partition_, clock_, options_.state_dir,
                                                        options_.retained_checkpoint_copies));
-  if (partition_.is_chief() && partition_.has_evaluator()) {
+  if (IsChief(partition_) && HasEvaluator(partition_)) {
     const absl::Duration timeout = spec.communication().timeout_ms() > 0
                                        ? absl::Milliseconds(spec.communication().timeout_ms())
                                        : absl::Seconds(60);
@@ -451,7 +453,7 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
 }
 
 absl::Status JobExecutor::RunLoop() {
-  if (partition_.is_evaluator()) return RunAsEvaluator();
+  if (IsEvaluator(partition_)) return RunAsEvaluator();
   const v1::JobSpec& spec = partition_.spec();
   // Input first: a local error (a missing file) shows before peers wait on us.
   LS_ASSIGN_OR_RETURN(JobInput input, BuildJobInput(spec));
@@ -517,7 +519,7 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
   MetricsWindow window(spec.global_batch_size() * batches_per_step, clock_->Now(),
                        ops.GradientAllReduceStats().totals);
   Log(absl::StrCat("training steps ", s.restored.step + 1, " to ", total_steps, " as worker rank ",
-                   partition_.worker_rank(), " of ", partition_.num_workers()));
+                   WorkerRank(partition_), " of ", NumWorkers(partition_)));
   for (int64_t step = s.restored.step + 1; step <= total_steps; ++step) {
     if (aborted()) return absl::AbortedError("aborted");
     LS_RETURN_IF_ERROR(EnterPhase(v1::PHASE_INPUT, step));

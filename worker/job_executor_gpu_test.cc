@@ -18,6 +18,7 @@
 #include "worker/chief/checkpoint.h"
 #include "worker/fake_coordinator_client.h"
 #include "worker/job_executor.h"
+#include "worker/partition_group.h"
 #include "worker/worker_metrics.h"
 
 namespace lockstep::worker {
@@ -69,12 +70,7 @@ v1::Partition OneWorker(const v1::JobSpec& spec) {
   v1::Partition p;
   p.set_job_id(spec.name());
   *p.mutable_spec() = spec;
-  p.set_tf_config(
-      R"({"cluster": {"worker": ["127.0.0.1:2000"]}, "task": {"type": "worker", "index": 0}})");
-  p.mutable_task()->set_type("worker");
-  p.set_worker_rank(0);
-  p.set_num_workers(1);
-  p.set_is_chief(true);
+  SetWorkerGroup({"127.0.0.1:2000"}, 0, &p);
   p.add_replica_ids(0);
   p.set_num_replicas_in_sync(1);
   p.set_num_shards(1);

@@ -28,6 +28,7 @@
 #include "worker/fake_coordinator_client.h"
 #include "worker/job_chief.h"
 #include "worker/job_restore.h"
+#include "worker/partition_group.h"
 #include "worker/test_hooks.h"
 
 namespace lockstep::worker {
@@ -82,17 +83,9 @@ v1::Partition PartitionOf(const v1::JobSpec& spec, int rank, int workers) {
   p.set_job_id(spec.name());
   p.set_attempt(0);
   *p.mutable_spec() = spec;
-  std::string list;
-  for (int w = 0; w < workers; ++w) {
-    absl::StrAppend(&list, w ? "," : "", "\"127.0.0.1:", 2000 + w, "\"");
-  }
-  p.set_tf_config(absl::StrCat(R"({"cluster": {"worker": [)", list,
-                               R"(]}, "task": {"type": "worker", "index": )", rank, "}}"));
-  p.mutable_task()->set_type("worker");
-  p.mutable_task()->set_index(rank);
-  p.set_worker_rank(rank);
-  p.set_num_workers(workers);
-  p.set_is_chief(rank == 0);
+  std::vector<std::string> addresses;
+  for (int w = 0; w < workers; ++w) addresses.push_back(absl::StrCat("127.0.0.1:", 2000 + w));
+  SetWorkerGroup(addresses, rank, &p);
   p.add_replica_ids(rank);
   p.set_num_replicas_in_sync(workers);
   p.set_shard_index(rank);

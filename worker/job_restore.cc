@@ -10,6 +10,7 @@
 #include "worker/checkpoint_bound.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/job_chief.h"
+#include "worker/partition_group.h"
 
 namespace lockstep {
 namespace worker {
@@ -103,8 +104,8 @@ absl::StatusOr<Restored> RestoreAttempt(const v1::Partition& partition,
   std::optional<LocalCheckpoint> local =
       NewestLocalCheckpoint(CheckpointDirs(state_dir, partition), partition.job_uid());
   const int64_t local_step = local.has_value() ? local->checkpoint.global_step() : 0;
-  const int rank = partition.worker_rank();
-  const int workers = std::max(1, partition.num_workers());
+  const int rank = WorkerRank(partition);
+  const int workers = std::max(1, NumWorkers(partition));
   RestorePlan plan{local_step, local.has_value() ? rank : -1};
   if (workers > 1) {
     LS_ASSIGN_OR_RETURN(plan, AgreeOnRestore(store, rank, workers, local_step, deadline));

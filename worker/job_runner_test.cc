@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "worker/fake_coordinator_client.h"
+#include "worker/partition_group.h"
 
 namespace lockstep::worker {
 namespace {
@@ -16,9 +17,8 @@ v1::Assignment RunAssignment(const std::string& job, int attempt, int64_t steps)
   p->set_job_id(job);
   p->set_attempt(attempt);
   p->set_rendezvous_prefix(absl::StrCat("jobs/", job, "/", attempt));
-  p->set_num_workers(1);
+  SetWorkerGroup({"127.0.0.1:2000"}, 0, p);
   p->set_num_replicas_in_sync(1);
-  p->set_is_chief(true);
   v1::JobSpec* spec = p->mutable_spec();
   spec->set_strategy(v1::ONE_DEVICE);
   spec->mutable_model()->add_input_shape(16);

@@ -9,6 +9,7 @@
 #include "distribute/mirrored_strategy.h"
 #include "distribute/multi_worker_mirrored_strategy.h"
 #include "distribute/one_device_strategy.h"
+#include "worker/partition_group.h"
 
 namespace lockstep {
 namespace worker {
@@ -50,10 +51,10 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
   const distribute::CommunicationOptions comm = JobCommunicationOptions(spec);
   const v1::StrategyKind kind = spec.strategy();
   if (kind != v1::MULTI_WORKER_MIRRORED && kind != v1::STRATEGY_KIND_UNSPECIFIED &&
-      partition.num_workers() > 1) {
+      NumWorkers(partition) > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "strategy: ", v1::StrategyKind_Name(kind), " runs on one worker, but job ",
-        partition.job_id(), " was given ", partition.num_workers(), "; use MULTI_WORKER_MIRRORED"));
+        partition.job_id(), " was given ", NumWorkers(partition), "; use MULTI_WORKER_MIRRORED"));
   }
   switch (kind) {
     case v1::ONE_DEVICE: {
@@ -77,11 +78,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       return std::unique_ptr<distribute::Strategy>(std::move(s));
     }
     default: {
-      absl::StatusOr<TfConfig> cluster = TfConfig::Parse(partition.tf_config());
-      if (!cluster.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "partition.tf_config of job ", partition.job_id(), ": ", cluster.status().message()));
-      }
+      LS_ASSIGN_OR_RETURN(TfConfig cluster, PartitionTfConfig(partition));
       if (options.store == nullptr) {
         return absl::InvalidArgumentError("MultiWorkerMirrored needs a rendezvous store");
       }
@@ -101,7 +98,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       o.connect_timeout = options.connect_timeout;
       o.observer = options.observer;
       o.cross_worker_observer = options.cross_worker_observer;
-      LS_ASSIGN_OR_RETURN(auto s, distribute::MultiWorkerMirroredStrategy::Create(*cluster, o));
+      LS_ASSIGN_OR_RETURN(auto s, distribute::MultiWorkerMirroredStrategy::Create(cluster, o));
       return std::unique_ptr<distribute::Strategy>(std::move(s));
     }
   }

@@ -1,15 +1,16 @@
 // MakeJobStrategy: the tf.distribute strategy a Partition asks for, on this worker's devices.
-//   MULTI_WORKER_MIRRORED (and unspecified): from Partition.tf_config, joining the group
-//     through `store` (scoped by the partition's rendezvous prefix) with the attempt's
-//     secret and the spec's communication options (hierarchical unless `flat`).
+//   MULTI_WORKER_MIRRORED (and unspecified): the group of Partition.cluster and .task
+//     (worker/partition_group.h), joined through `store` (scoped by the partition's
+//     rendezvous prefix) with the attempt's secret and the spec's communication options
+//     (hierarchical unless `flat`).
 //   MIRRORED, CENTRAL_STORAGE: every local device of the job's kind; ONE_DEVICE: the first
 //   one (/gpu:0 for a job that asks for GPUs, else /cpu:0).
 // The job's kind (JobSpec.gpus, JobDevices) bounds every strategy: a CPU job on a GPU host
 // stays on /cpu:N. communication.implementation is read here (ImplementationFromSpec) and
 // resolved by the strategies against their devices (distribute/communication_backend.h).
-// Errors: INVALID_ARGUMENT naming the field (tf_config, communication.implementation, a
-// single-worker strategy given several workers); the strategies' own errors (rendezvous
-// DEADLINE_EXCEEDED naming the missing peer, ABORTED after store->Abort()).
+// Errors: INVALID_ARGUMENT naming the field (partition.cluster, partition.task,
+// communication.implementation, a single-worker strategy given several workers); the strategies'
+// own errors (rendezvous DEADLINE_EXCEEDED naming the missing peer, ABORTED after store->Abort()).
 // Stateless; blocks (multi-worker) until every worker joined or the deadline passes.
 #ifndef LOCKSTEP_WORKER_JOB_STRATEGY_H_
 #define LOCKSTEP_WORKER_JOB_STRATEGY_H_

@@ -5,6 +5,7 @@
 #include "collectives/nccl/fake_nccl_world.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/partition_group.h"
 
 namespace lockstep {
 namespace worker {
@@ -22,7 +23,7 @@ TEST(JobCommunicationOptionsTest, CompressionFollowsTheSpec) {
 v1::Partition OneWorkerJob(v1::StrategyKind kind, bool gpus) {
   v1::Partition p;
   p.set_job_id("job-7");
-  p.set_num_workers(1);
+  SetWorkerGroup({"127.0.0.1:2000"}, 0, &p);
   p.mutable_spec()->set_strategy(kind);
   p.mutable_spec()->set_gpus(gpus);
   p.mutable_spec()->mutable_communication()->set_timeout_ms(20000);

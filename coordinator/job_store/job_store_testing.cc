@@ -54,7 +54,8 @@ absl::StatusOr<std::string> ReadPage(std::fstream& file, int64_t page_size, int6
 
 }  // namespace
 
-absl::Status CorruptStoredRecord(const std::string& state_dir, const std::string& id) {
+absl::Status ReplaceStoredRecord(const std::string& state_dir, const std::string& id,
+                                 const std::string& record) {
   const std::string path = state_dir + "/jobs.sqlite3";
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
@@ -62,12 +63,11 @@ absl::Status CorruptStoredRecord(const std::string& state_dir, const std::string
     sqlite3_close(db);
     return absl::InternalError(absl::StrCat("open ", path, ": ", message));
   }
-  // 0xff: a field number with wire type 7, which no protobuf message parses.
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v2(db, "UPDATE jobs SET record = x'ffffffff' WHERE id = ?1", -1, &stmt,
-                              nullptr);
+  int rc = sqlite3_prepare_v2(db, "UPDATE jobs SET record = ?2 WHERE id = ?1", -1, &stmt, nullptr);
   if (rc == SQLITE_OK) {
     sqlite3_bind_text(stmt, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_blob(stmt, 2, record.data(), static_cast<int>(record.size()), SQLITE_TRANSIENT);
     rc = sqlite3_step(stmt);
   }
   sqlite3_finalize(stmt);
@@ -77,6 +77,11 @@ absl::Status CorruptStoredRecord(const std::string& state_dir, const std::string
   if (rc != SQLITE_DONE) return absl::InternalError(absl::StrCat("update ", path, ": ", message));
   if (changed != 1) return absl::NotFoundError(absl::StrCat("no job ", id, " in ", path));
   return absl::OkStatus();
+}
+
+absl::Status CorruptStoredRecord(const std::string& state_dir, const std::string& id) {
+  // 0xff: a field number with wire type 7, which no protobuf message parses.
+  return ReplaceStoredRecord(state_dir, id, std::string(4, '\xff'));
 }
 
 absl::Status DamageStoredRecordPage(const std::string& state_dir, const std::string& id) {

@@ -9,8 +9,13 @@
 
 namespace lockstep {
 
-// Replaces the stored record of job `id` in <state_dir>/jobs.sqlite3 with bytes that do not
-// parse as a JobRecord (its state column is left as it was). NOT_FOUND for no such job.
+// Replaces the stored record of job `id` in <state_dir>/jobs.sqlite3 with `record`, as
+// bytes (a row as another version of the coordinator wrote it); its state column is left as
+// it was. NOT_FOUND for no such job.
+absl::Status ReplaceStoredRecord(const std::string& state_dir, const std::string& id,
+                                 const std::string& record);
+
+// ReplaceStoredRecord with bytes that do not parse as a JobRecord.
 absl::Status CorruptStoredRecord(const std::string& state_dir, const std::string& id);
 
 // Damages a page of <state_dir>/jobs.sqlite3 that only job `id`'s row uses, the way a bad

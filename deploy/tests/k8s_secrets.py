@@ -3,11 +3,14 @@ that return problems (k8s_test.py runs them on every render):
 
 - check_secrets: which container can read which Secret (a volume it mounts, a projected
   source, an env reference). The coordinator's Secret (its key, the clients' tokens) is read
-  by the coordinator alone; the workers' Secret (every worker's key) by the workers' init
-  container `identity` alone, which copies the CA and its own pod's pair ($POD_NAME.crt and
-  .key, nothing else) 0600 into an in-memory volume: lockstepd reads no Secret, only that
-  volume. No Secret is mounted with bits beyond 0440 (the kubelet adds group read for the
-  pod's fsGroup; the daemons refuse a key every user can read).
+  by the coordinator alone. Every worker pod holds its own key and no other worker's
+  (check_worker_keys): either cert-manager's CSI driver makes it in the pod (CN=${POD_NAME},
+  OU=daemon: the identity the coordinator binds the pod's task to), or the pod is the only
+  pod of its StatefulSet and mounts the one Secret named after it, <pod>-tls; a Secret
+  mounted by a pod template shared by several pods, or one named after another pod, is
+  another worker's key. lockstepd's --tls_* files come from that source. No Secret is
+  mounted with bits beyond 0440 (the kubelet adds group read for the pod's fsGroup; the
+  daemons refuse a key every user can read).
 - check_network: the NetworkPolicies evaluated, as a network plugin does, for sample pods
   (a worker, the coordinator, a client, another pod of the namespace, a client-labelled pod
   of another namespace, a host outside the cluster): the coordinator's gRPC port admits
@@ -17,7 +20,7 @@ import re
 
 NAMESPACE = "lockstep"
 COORDINATOR_SECRET = "lockstep-coordinator-tls"
-WORKERS_SECRET = "lockstep-worker-tls"
+CSI_DRIVER = "csi.cert-manager.io"
 
 
 def _find(objs, kind, name):
@@ -83,17 +86,10 @@ def check_secrets(objs):
                             whom = "every user" if mode & 0o007 else "its owner's writes or its group"
                             problems.append(f"{who}: Secret {secret} is mounted mode {mode:04o}, "
                                             f"open to {whom} (at most 0440)")
-    want = {COORDINATOR_SECRET: ["Deployment lockstep-coordinator/coordinator"],
-            WORKERS_SECRET: ["StatefulSet lockstep-worker/init identity"]}
-    for secret, who in sorted(readers.items()):
-        if secret not in want:
-            problems.append(f"Secret {secret} (read by {who}) is none of the deployment's: "
-                            f"{sorted(want)}")
-        elif sorted(who) != want[secret]:
-            problems.append(f"Secret {secret} is readable by {sorted(who)}; only {want[secret]} may")
-    for secret, who in want.items():
-        if secret not in readers:
-            problems.append(f"Secret {secret} is mounted by nobody (expected {who})")
+    coordinator_readers = readers.pop(COORDINATOR_SECRET, [])
+    if coordinator_readers != ["Deployment lockstep-coordinator/coordinator"]:
+        problems.append(f"Secret {COORDINATOR_SECRET} is readable by {sorted(coordinator_readers)}; "
+                        "only the coordinator may")
 
     coordinator = _find(objs, "Deployment", "lockstep-coordinator")
     if coordinator:
@@ -107,49 +103,102 @@ def check_secrets(objs):
             if secret != COORDINATOR_SECRET:
                 problems.append(f"the coordinator's --{flag} ({path}) is not in {COORDINATOR_SECRET}")
 
-    workers = _find(objs, "StatefulSet", "lockstep-worker")
-    if workers:
-        problems += _check_worker_identity(workers["spec"]["template"]["spec"])
+    workers = worker_sets(objs)
+    if not workers:
+        problems.append("no worker StatefulSet")
+    for o in workers:
+        problems += check_worker_keys(o)
+    # Secrets read by no daemon's pod are none of the deployment's (a worker's is checked above).
+    worker_readers = {f"StatefulSet {o['metadata']['name']}" for o in workers}
+    for secret, who in sorted(readers.items()):
+        if not all(any(w.startswith(r + "/") for r in worker_readers) for w in who):
+            problems.append(f"Secret {secret} (read by {who}) is none of the deployment's")
     return problems
 
 
-def _check_worker_identity(spec):
-    """lockstepd's key is its own: the init container copies only this pod's pair into an
-    in-memory volume, private (umask 077), that lockstepd reads its TLS files from."""
-    problems = []
+def worker_sets(objs):
+    return [o for o in objs if o["kind"] == "StatefulSet" and
+            o["spec"]["template"]["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "worker"]
+
+
+def pod_names(o):
+    """The names a StatefulSet gives its pods: <name>-0 .. <name>-(replicas-1)."""
+    return [f"{o['metadata']['name']}-{i}" for i in range(o["spec"].get("replicas", 1))]
+
+
+def check_worker_keys(o):
+    """Every pod of worker StatefulSet `o` holds its own key and no other worker's, and
+    lockstepd reads its TLS files from that key's volume."""
+    name = f"StatefulSet {o['metadata']['name']}"
+    spec = o["spec"]["template"]["spec"]
+    pods = pod_names(o)
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
-    lockstepd = next(c for c in spec["containers"] if c["name"] == "lockstepd")
-    init = next((c for c in spec.get("initContainers", []) if c["name"] == "identity"), None)
-    if init is None:
-        return ["the workers have no init container `identity` to pick each pod's own key"]
-    pod_name = [e for e in init.get("env", []) if e["name"] == "POD_NAME"]
-    if not pod_name or pod_name[0].get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "metadata.name":
-        problems.append("the identity init container's POD_NAME is not the pod's name")
-    script = "\n".join(init.get("command", []) + init.get("args", []))
-    source = next((m["mountPath"] for m in init.get("volumeMounts", [])
-                   if volumes.get(m["name"], {}).get("secret", {}).get("secretName") == WORKERS_SECRET),
-                  None)
-    copied = re.findall(r"\bcp\s+(.*)", script)
-    if source is None or not copied:
-        problems.append("the identity init container copies nothing out of the workers' Secret")
-    for line in copied:
-        for path in re.findall(re.escape(source or "/nonexistent") + r"/(\S+)", line):
-            if path.strip('"') not in ("ca.crt", "$POD_NAME.crt", "$POD_NAME.key"):
-                problems.append(f"the identity init container copies more than this pod's own "
-                                f"pair and the CA: cp {line}")
-        if re.search(r"\s-[a-zA-Z]*[rR]", line):
-            problems.append(f"the identity init container copies a tree: cp {line}")
-    if not re.search(r"\bumask\s+0?077\b", script):
-        problems.append("the identity init container does not make its copies private (umask 077)")
+    problems = []
+    own = f"{pods[0]}-tls" if len(pods) == 1 else None
+    for kind, containers in (("init", spec.get("initContainers", [])),
+                             ("", spec.get("containers", []))):
+        for c in containers:
+            for secret in _secrets_read_by(c, spec):
+                if secret == COORDINATOR_SECRET:
+                    continue  # reported by check_secrets
+                if secret != own:
+                    whose = (f"a Secret every one of its {len(pods)} pods mounts" if len(pods) > 1
+                             else f"not {own}, the Secret of its pod {pods[0]}")
+                    problems.append(f"{name}/{kind + ' ' if kind else ''}{c['name']} mounts another "
+                                    f"worker's key: Secret {secret} ({whose})")
+    lockstepd = next((c for c in spec["containers"] if c["name"] == "lockstepd"), None)
+    if lockstepd is None:
+        return problems + [f"{name}: no container lockstepd"]
+    sources = set()
     for flag in ("tls_ca", "tls_cert", "tls_key"):
         path = _flag(lockstepd, flag)
         m = _mount_of(lockstepd, path) if path else None
-        v = volumes.get(m["name"], {}) if m else {}
-        written = m is not None and any(
-            im["name"] == m["name"] and not im.get("readOnly") for im in init.get("volumeMounts", []))
-        if v.get("emptyDir", {}).get("medium") != "Memory" or not written:
-            problems.append(f"lockstepd's --{flag} ({path}) is not in the in-memory volume the "
-                            "identity init container writes")
+        if m is None:
+            problems.append(f"{name}: lockstepd's --{flag} ({path}) is on no volume")
+            continue
+        sources.add(m["name"])
+    for volume in sorted(sources):
+        v = volumes.get(volume, {})
+        if "csi" in v:
+            problems += _check_csi_identity(name, v["csi"], spec)
+        elif "secret" in v:
+            if v["secret"].get("secretName") != own:
+                problems.append(f"{name}: lockstepd's TLS files are in Secret "
+                                f"{v['secret'].get('secretName')}, not its own pod's ({own})")
+        else:
+            problems.append(f"{name}: lockstepd's TLS files are in volume {volume}, neither "
+                            f"cert-manager's CSI driver nor its own pod's Secret")
+    if len(sources) > 1:
+        problems.append(f"{name}: lockstepd's CA, certificate and key come from {sorted(sources)}, "
+                        "not from one identity")
+    return problems
+
+
+def _check_csi_identity(name, csi, spec):
+    """cert-manager's CSI driver makes each pod its own key, with a certificate naming that
+    pod as a daemon (CN=${POD_NAME}, OU=daemon), readable by the pod's group only."""
+    problems = []
+    attrs = csi.get("volumeAttributes", {})
+    a = lambda k: attrs.get(f"csi.cert-manager.io/{k}", "")
+    if csi.get("driver") != CSI_DRIVER:
+        problems.append(f"{name}: the TLS volume's CSI driver is {csi.get('driver')}, not {CSI_DRIVER}")
+    if not csi.get("readOnly"):
+        problems.append(f"{name}: the CSI TLS volume is not read-only")
+    if a("common-name") != "${POD_NAME}":
+        problems.append(f"{name}: the CSI certificate's CN is {a('common-name')!r}, not its own "
+                        "pod's name (${POD_NAME}): pods would share an identity")
+    if "daemon" not in [u.strip() for u in a("organizationalunits").split(",")]:
+        problems.append(f"{name}: the CSI certificate has no OU=daemon: the coordinator takes it "
+                        "for no worker")
+    if not a("issuer-name"):
+        problems.append(f"{name}: the CSI volume names no issuer")
+    usages = [u.strip() for u in a("key-usages").split(",")]
+    if "client auth" not in usages:
+        problems.append(f"{name}: the CSI certificate is not for client auth (key-usages {usages})")
+    group = spec.get("securityContext", {}).get("runAsGroup")
+    if a("fs-group") != str(group):
+        problems.append(f"{name}: the CSI files' group {a('fs-group')!r} is not the pod's group "
+                        f"{group}: lockstepd cannot read its key")
     return problems
 
 
@@ -221,7 +270,7 @@ def reachable(objs, source, target_labels, port, named_ports):
 def check_network(objs):
     problems = []
     coordinator = _find(objs, "Deployment", "lockstep-coordinator")
-    workers = _find(objs, "StatefulSet", "lockstep-worker")
+    workers = next(iter(worker_sets(objs)), None)
     if coordinator is None or workers is None:
         return ["no coordinator Deployment or worker StatefulSet to check the network of"]
 

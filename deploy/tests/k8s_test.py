@@ -4,11 +4,12 @@ every rendered object validates against the Kubernetes API's schemas offline
 (deploy/k8s/validate/validate.js: kubernetes-models, unknown fields refused), and the
 objects keep what the deployment promises: non-root, read-only, no capabilities, requests
 and limits, gRPC health probes, the coordinator's state on a claim, workers' task from their
-ordinal on a fixed data port, a disruption budget, room for a preemption checkpoint.
+ordinal (or, one StatefulSet per worker, from a TF_CONFIG naming it) on a fixed data port, a disruption budget, room for a preemption checkpoint.
 
     k8s_test.py K8S_DIR
 """
 import copy
+import json
 import os
 import re
 import shutil
@@ -17,7 +18,7 @@ import sys
 import yaml
 
 from common import fail, home, run, skip, tmpdir
-from k8s_secrets import check_network, check_secrets
+from k8s_secrets import check_network, check_secrets, worker_sets
 
 
 def render(root, name):
@@ -38,11 +39,44 @@ def duration_s(text):
     return int(m.group(1)) * (60 if m.group(2) == "m" else 1) if m else None
 
 
+def check_task(o, lockstepd):
+    """A worker's task is stable: its StatefulSet ordinal (--task_index_from_hostname), or,
+    for a single-replica StatefulSet per worker, the TF_CONFIG naming lockstep-worker-N's
+    task worker/N at its pod's own address."""
+    what = f"{o['kind']} {o['metadata']['name']}"
+    args = lockstepd.get("args", [])
+    tf = [e.get("value", "") for e in lockstepd.get("env", []) if e["name"] == "TF_CONFIG"]
+    if not tf:
+        if "--task_index_from_hostname" not in args:
+            return [f"{what}: workers do not take their task from the ordinal"]
+        return []
+    if "--task_index_from_hostname" in args:
+        return [f"{what}: both a TF_CONFIG and --task_index_from_hostname (lockstepd refuses that)"]
+    try:
+        config = json.loads(tf[0])
+        task, workers = config["task"], config["cluster"]["worker"]
+    except (ValueError, KeyError, TypeError) as e:
+        return [f"{what}: TF_CONFIG does not parse ({e}): {tf[0]}"]
+    m = re.fullmatch(r".*-(\d+)", o["metadata"]["name"])
+    pod = f"{o['metadata']['name']}-0"
+    port = next((p["containerPort"] for p in lockstepd.get("ports", []) if p.get("name") == "data"), None)
+    address = f"{pod}.{o['spec'].get('serviceName')}.{o['metadata'].get('namespace', 'lockstep')}.svc:{port}"
+    problems = []
+    if o["spec"].get("replicas", 1) != 1:
+        problems.append(f"{what}: a TF_CONFIG names one task, but {o['spec']['replicas']} pods share it")
+    if not m or task != {"type": "worker", "index": int(m.group(1))}:
+        problems.append(f"{what}: TF_CONFIG's task {task} is not the worker its name numbers")
+    elif int(m.group(1)) >= len(workers) or workers[int(m.group(1))] != address:
+        problems.append(f"{what}: TF_CONFIG's cluster does not list its pod at {address}: {workers}")
+    return problems
+
+
 def check(name, objs):
     problems = []
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
-    for want in [("Deployment", "lockstep-coordinator"), ("StatefulSet", "lockstep-worker"),
-                 ("PodDisruptionBudget", "lockstep-worker"),
+    if not worker_sets(objs):
+        problems.append("no worker StatefulSet")
+    for want in [("Deployment", "lockstep-coordinator"), ("PodDisruptionBudget", "lockstep-worker"),
                  ("PersistentVolumeClaim", "lockstep-coordinator-state")]:
         if want not in kinds:
             problems.append(f"no {want[0]} {want[1]}")
@@ -77,8 +111,7 @@ def check(name, objs):
             if not health or not health[0].endswith(f":{port}"):
                 problems.append(f"{what}/{c['name']}: probes port {port} but {health}")
             if c["name"] == "lockstepd":
-                if "--task_index_from_hostname" not in args:
-                    problems.append(f"{what}: workers do not take their task from the ordinal")
+                problems += check_task(o, c)
                 data = [a for a in args if a.startswith("--data_port=")]
                 ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
                 if not data or int(data[0].split("=")[1]) != ports.get("data"):
@@ -96,8 +129,8 @@ def check(name, objs):
         if o["metadata"]["name"] == "lockstep-coordinator":
             if not any(v.get("persistentVolumeClaim") for v in spec.get("volumes", [])):
                 problems.append("the coordinator's state is not on a PersistentVolumeClaim")
-        if not any(v.get("secret") for v in spec.get("volumes", [])):
-            problems.append(f"{what}: TLS material not from a Secret")
+        if not any(v.get("secret") or v.get("csi") for v in spec.get("volumes", [])):
+            problems.append(f"{what}: TLS material neither from a Secret nor from the CSI driver")
     return problems + check_secrets(objs) + check_network(objs)
 
 
@@ -110,19 +143,28 @@ def mutants(objs):
     out = []
     m = copy.deepcopy(objs)
     worker = find(m, "StatefulSet", "lockstep-worker")["spec"]["template"]["spec"]
-    worker["containers"][0]["volumeMounts"].append(
-        {"name": "workers-tls", "mountPath": "/etc/lockstep/workers", "readOnly": True})
-    out.append(("lockstepd mounts every worker's keys", "lockstep-worker-tls is readable by", m))
+    worker["volumes"].append({"name": "all", "secret": {"secretName": "lockstep-worker-tls"}})
+    worker["containers"][0]["volumeMounts"].append({"name": "all", "mountPath": "/etc/lockstep/all"})
+    out.append(("lockstepd mounts a Secret of every worker's keys", "mounts another worker's key", m))
+    m = copy.deepcopy(objs)
+    worker = find(m, "StatefulSet", "lockstep-worker")["spec"]["template"]["spec"]
+    worker["initContainers"] = [{"name": "identity", "volumeMounts": [{"name": "all", "mountPath": "/w"}]}]
+    worker["volumes"].append({"name": "all", "secret": {"secretName": "lockstep-worker-tls"}})
+    out.append(("an init container mounts every worker's keys", "init identity mounts another", m))
     m = copy.deepcopy(objs)
     worker = find(m, "StatefulSet", "lockstep-worker")["spec"]["template"]["spec"]
     worker["volumes"].append({"name": "coordinator", "secret": {"secretName": "lockstep-coordinator-tls"}})
     worker["containers"][0]["volumeMounts"].append({"name": "coordinator", "mountPath": "/c"})
     out.append(("a worker mounts the coordinator's Secret", "lockstep-coordinator-tls is readable by", m))
-    m = copy.deepcopy(objs)
-    init = find(m, "StatefulSet", "lockstep-worker")["spec"]["template"]["spec"]["initContainers"][0]
-    init["args"][0] = init["args"][0].replace('"/etc/lockstep/workers/$POD_NAME.key"',
-                                              "/etc/lockstep/workers/*.key")
-    out.append(("the init container copies every key", "copies more than this pod's own", m))
+    for attribute, value, want in [
+            ("common-name", "lockstep-worker-0", "not its own pod's name"),
+            ("organizationalunits", "", "no OU=daemon"),
+            ("fs-group", "0", "cannot read its key")]:
+        m = copy.deepcopy(objs)
+        worker = find(m, "StatefulSet", "lockstep-worker")["spec"]["template"]["spec"]
+        tls = next(v for v in worker["volumes"] if v["name"] == "tls")
+        tls["csi"]["volumeAttributes"][f"csi.cert-manager.io/{attribute}"] = value
+        out.append((f"the CSI certificate's {attribute} is {value!r}", want, m))
     m = copy.deepcopy(objs)
     coordinator = find(m, "Deployment", "lockstep-coordinator")["spec"]["template"]["spec"]
     next(v for v in coordinator["volumes"] if "secret" in v)["secret"]["defaultMode"] = 0o644
@@ -136,6 +178,27 @@ def mutants(objs):
     out.append(("any namespace reaches the coordinator", "can reach lockstep-coordinator:grpc", m))
     m = [o for o in copy.deepcopy(objs) if o["kind"] != "NetworkPolicy"]
     out.append(("no NetworkPolicy", "can reach", m))
+    return out
+
+
+def per_worker_mutants(objs):
+    """The per-worker-Secrets overlay broken the ways check_worker_keys must notice."""
+    def find(objs, name):
+        return next(o for o in objs if o["kind"] == "StatefulSet" and o["metadata"]["name"] == name)
+
+    out = []
+    m = copy.deepcopy(objs)
+    find(m, "lockstep-worker-1")["spec"]["replicas"] = 2
+    out.append(("two pods share worker 1's Secret", "mounts another worker's key", m))
+    m = copy.deepcopy(objs)
+    spec = find(m, "lockstep-worker-1")["spec"]["template"]["spec"]
+    next(v for v in spec["volumes"] if v["name"] == "tls")["secret"]["secretName"] = "lockstep-worker-0-0-tls"
+    out.append(("worker 1 mounts worker 0's Secret", "not lockstep-worker-1-0-tls", m))
+    m = copy.deepcopy(objs)
+    c = find(m, "lockstep-worker-2")["spec"]["template"]["spec"]["containers"][0]
+    tf = next(e for e in c["env"] if e["name"] == "TF_CONFIG")
+    tf["value"] = tf["value"].replace('"index": 2', '"index": 1')
+    out.append(("worker 2's TF_CONFIG claims worker/1", "not the worker its name numbers", m))
     return out
 
 
@@ -159,8 +222,9 @@ def main():
         objs = [o for o in yaml.safe_load_all(text) if o]
         found = check(name, objs)
         problems += [f"{name}: {p}" for p in found]
-        if name == "base" and not found:  # the checks can fail
-            for what, want, broken_objs in mutants(objs):
+        broken = {"base": mutants, "overlays/per-worker-secrets": per_worker_mutants}.get(name)
+        if broken and not found:  # the checks can fail
+            for what, want, broken_objs in broken(objs):
                 found = check(name, broken_objs)
                 if not any(want in p for p in found):
                     problems.append(f"the checks let a broken render through ({what}: no "
