@@ -23,9 +23,8 @@ uint64_t Le64(const char* p) {
 absl::Status CheckpointStreamCheck::Feed(absl::string_view bytes) {
   if (!error_.ok()) return error_;
   if (bytes.size() > total_ - received_) {
-    return Fail(absl::DataLossError(absl::StrCat("more than the ", total_,
-                                                 " bytes announced: ", received_ + bytes.size(),
-                                                 " so far")));
+    return Fail(absl::DataLossError(absl::StrCat(
+        "more than the ", total_, " bytes announced: ", received_ + bytes.size(), " so far")));
   }
   received_ += bytes.size();
   if (header_.size() < CM::kHeaderSize) {
@@ -50,9 +49,9 @@ absl::Status CheckpointStreamCheck::FeedMetadata(absl::string_view payload) {
     if (meta_.size() < 8) return absl::OkStatus();
     const uint64_t length = Le64(meta_.data());
     if (length > max_metadata_ || length > total_ - CM::kHeaderSize - 8) {
-      return Fail(absl::DataLossError(
-          absl::StrCat("metadata of ", length, " bytes: over the ", max_metadata_,
-                       " bytes allowed or the file's ", total_, " bytes")));
+      return Fail(absl::DataLossError(absl::StrCat("metadata of ", length, " bytes: over the ",
+                                                   max_metadata_, " bytes allowed or the file's ",
+                                                   total_, " bytes")));
     }
     meta_.reserve(8 + length);
   }
