@@ -158,7 +158,19 @@ absl::Status CheckpointUploader::Upload(const v1::UploadCheckpoint& directive) {
   v1::Partition partition;  // what CheckpointDirs reads
   partition.set_job_id(directive.job_id());
   partition.set_job_uid(directive.job_uid());
-  partition.mutable_spec()->mutable_checkpoint()->set_dir(directive.checkpoint_dir());
+  if (!directive.checkpoint_dir().empty()) {
+    std::string dir = directive.checkpoint_dir();
+    if (options_.file_roots != nullptr) {
+      absl::StatusOr<std::string> resolved =
+          options_.file_roots->ResolveOutput(dir, "checkpoint.dir");
+      if (!resolved.ok()) {
+        spdlog::warn("job {}: not reading checkpoints from {}: {}", directive.job_id(), dir,
+                     std::string(resolved.status().message()));
+      }
+      dir = resolved.ok() ? *resolved : "";
+    }
+    partition.mutable_spec()->mutable_checkpoint()->set_dir(dir);
+  }
   absl::StatusOr<CheckpointFile> file =
       FindCheckpointToUpload(CheckpointDirs(options_.state_dir, partition), directive.job_uid(),
                              directive.step(), directive.max_bytes());

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "lockstep/v1/coordinator.pb.h"
 #include "worker/assignment_handler.h"
+#include "worker/file_roots.h"
 
 namespace lockstep {
 namespace worker {
@@ -68,7 +69,11 @@ absl::StatusOr<CheckpointFile> FindCheckpointToUpload(const std::vector<std::str
                                                       int64_t max_bytes);
 
 struct CheckpointUploaderOptions {
-  std::string state_dir;         // lockstepd --state_dir
+  std::string state_dir;  // lockstepd --state_dir
+  // The worker's --output_root (file_roots.h): the directive's checkpoint_dir is resolved
+  // under it as the job's was (a relative one, as jobs give it), and one outside it is not
+  // read. Null: taken as it is (tests).
+  std::shared_ptr<const FileRoots> file_roots;
   size_t chunk_bytes = 1 << 20;  // under the coordinator's gRPC message limit (4 MiB)
   int max_uploads = 2;
   absl::Duration timeout = absl::Minutes(10);  // one upload, start to end

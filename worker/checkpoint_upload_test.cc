@@ -184,6 +184,28 @@ TEST(CheckpointUploaderTest, AWorkerWithoutTheCheckpointSaysWhyInItsOnlyMessage)
   EXPECT_TRUE(absl::StrContains(calls.calls[0][0].error_message(), kUid));
 }
 
+TEST(CheckpointUploaderTest, TheCheckpointDirIsResolvedUnderTheOutputRootAsJobsDo) {
+  const std::string root = TestDir("roots/out");
+  Save(root + "/rel/ckpt", 12);
+  const std::string outside = TestDir("roots/elsewhere");
+  Save(outside, 50);
+  absl::StatusOr<FileRoots> roots = FileRoots::Create({TestDir("roots/data")}, {root});
+  ASSERT_TRUE(roots.ok()) << roots.status();
+  Calls calls;
+  RecordingHandler jobs;
+  CheckpointUploader uploader(
+      &jobs, [&calls](absl::Time) { return std::make_unique<RecordingStream>(&calls); },
+      {.state_dir = TestDir("roots/state"),
+       .file_roots = std::make_shared<const FileRoots>(*std::move(roots))});
+  ASSERT_TRUE(uploader.Upload(Directive("rel/ckpt").upload_checkpoint()).ok());
+  ASSERT_TRUE(uploader.Upload(Directive(outside).upload_checkpoint()).ok());
+  ASSERT_EQ(calls.calls.size(), 2u);
+  EXPECT_EQ(calls.calls[0][0].step(), 12);
+  EXPECT_EQ(calls.calls[0][0].error_code(), 0);
+  EXPECT_EQ(calls.calls[1][0].error_code(), static_cast<int>(absl::StatusCode::kNotFound))
+      << "a directory outside --output_root is not read";
+}
+
 }  // namespace
 }  // namespace worker
 }  // namespace lockstep

@@ -415,9 +415,9 @@ int Run(sigset_t signals) {
     spdlog::error("{}", std::string(upload_channel.status().message()));
     return kExitBadConfig;
   }
-  lockstep::worker::CheckpointUploader uploads(&jobs,
-                                               lockstep::worker::GrpcUploadOpener(*upload_channel),
-                                               {.state_dir = job_options.state_dir});
+  lockstep::worker::CheckpointUploader uploads(
+      &jobs, lockstep::worker::GrpcUploadOpener(*upload_channel),
+      {.state_dir = job_options.state_dir, .file_roots = job_options.file_roots});
   options.jobs = &uploads;
 
   Agent agent(options, client->get(), lockstep::Clock::Real());
