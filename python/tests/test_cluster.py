@@ -211,7 +211,7 @@ def test_export_a_finished_job_through_the_coordinator_as_a_viewer(client, clust
         # The checkpoint itself, fetched: a whole .lsckpt of the job.
         fetched = viewer.fetch_checkpoint(job, str(tmp_path / "fetched.lsckpt"))
         assert lockstep.read_checkpoint(fetched).global_step == 20
-        with pytest.raises(lockstep.FailedPreconditionError, match="not 7"):
+        with pytest.raises(lockstep.FailedPreconditionError, match="no checkpoint of step 7"):
             viewer.fetch_checkpoint(job, str(tmp_path / "none.lsckpt"), step=7)
         assert not os.path.exists(tmp_path / "none.lsckpt")
         with pytest.raises(lockstep.NotFoundError, match="job-999999"):
