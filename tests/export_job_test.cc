@@ -83,6 +83,12 @@ TEST(ExportJobTest, AFinishedJobsCheckpointLeavesThroughTheCoordinator) {
   EXPECT_THAT(r.output, HasSubstr("from worker/0: " + chief->path));
   EXPECT_THAT(r.output, HasSubstr(" of "));  // the progress line
   ExpectSafetensorsHold(out, chief->checkpoint);
+  // ONNX with no --spec: the job's own, from describe (the graph itself is checked by
+  // tests/export_test.sh's onnx_check.py).
+  const std::string onnx = dir + "/model.onnx";
+  r = RunAsViewer(c, {"export", *id, "--format=onnx", "--output=" + onnx});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(testing::ReadFile(onnx), HasSubstr(chief->checkpoint.job_uid()));
 
   // The chief's host gone: worker/1's own copy (under its --state_dir) is sent.
   c.worker(0)->Signal(SIGKILL);
