@@ -149,5 +149,24 @@ absl::Status CoordinatorClient::GetJobLogs(
   return FromGrpcStatus(reader->Finish(), Context("GetJobLogs"));
 }
 
+absl::Status CoordinatorClient::FetchCheckpoint(
+    const v1::FetchCheckpointRequest& request,
+    const std::function<absl::Status(const v1::CheckpointChunk&)>& on_chunk, absl::Time deadline) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  std::unique_ptr<grpc::ClientReader<v1::CheckpointChunk>> reader =
+      stub_->FetchCheckpoint(&ctx, request);
+  v1::CheckpointChunk chunk;
+  while (reader->Read(&chunk)) {
+    if (absl::Status s = on_chunk(chunk); !s.ok()) {
+      ctx.TryCancel();
+      reader->Finish();
+      return s;
+    }
+    if (chunk.last()) break;
+  }
+  return FromGrpcStatus(reader->Finish(), Context("FetchCheckpoint"));
+}
+
 }  // namespace client
 }  // namespace lockstep

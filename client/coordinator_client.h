@@ -77,6 +77,14 @@ class CoordinatorClient {
   absl::Status GetJobLogs(const v1::GetJobLogsRequest& request,
                           const std::function<void(const v1::JobLogLines&)>& on_lines);
 
+  // Streams a checkpoint of the job (request.step() 0: the newest), fetched by the coordinator
+  // from a worker that holds it, into `on_chunk`: first the file's description, then its
+  // bytes in order, the last one marked `last` once the coordinator checked the whole file.
+  // An error from `on_chunk` cancels the call and is returned. The call ends by `deadline`.
+  // The coordinator's errors (NOT_FOUND, FAILED_PRECONDITION, UNAVAILABLE, DATA_LOSS, ...).
+  absl::Status FetchCheckpoint(
+      const v1::FetchCheckpointRequest& request,
+      const std::function<absl::Status(const v1::CheckpointChunk&)>& on_chunk, absl::Time deadline);
   const std::string& address() const { return address_; }
 
  private:

@@ -36,6 +36,7 @@ constexpr Rule kWorkerServiceRules[] = {
     {"SetKey", kWorkers},
     {"GetKey", kWorkers},
     {"Barrier", kWorkers},
+    {"UploadCheckpoint", kWorkers},
 };
 
 // lockstep.v1.JobService: clients only; read-only for viewers, changes for operators.
@@ -46,6 +47,7 @@ constexpr Rule kJobServiceRules[] = {
     {"WatchJob", kViewers},
     {"DumpJob", kViewers},
     {"GetJobLogs", kViewers},
+    {"FetchCheckpoint", kViewers},
     {"SubmitJob", kOperators},
     {"CancelJob", kOperators},
     {"DrainWorker", kOperators},

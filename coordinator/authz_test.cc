@@ -48,7 +48,7 @@ TEST(AuthzTest, EachTableCoversItsProtoServiceExactly) {
 
 TEST(AuthzTest, WorkerMethodsAreForWorkersOnly) {
   for (const char* m : {"RegisterWorker", "Heartbeat", "Deregister", "WatchAssignments", "SetKey",
-                        "GetKey", "Barrier"}) {
+                        "GetKey", "Barrier", "UploadCheckpoint"}) {
     EXPECT_TRUE(Authorize(Service::kWorker, m, kWorker).ok()) << m;
     for (const Principal& client : {kViewer, kOperator}) {
       absl::Status s = Authorize(Service::kWorker, m, client);
@@ -59,7 +59,7 @@ TEST(AuthzTest, WorkerMethodsAreForWorkersOnly) {
 }
 
 TEST(AuthzTest, ViewersReadOperatorsChange) {
-  for (const char* m : {"GetClusterStatus", "ListJobs", "GetJob", "WatchJob"}) {
+  for (const char* m : {"GetClusterStatus", "ListJobs", "GetJob", "WatchJob", "FetchCheckpoint"}) {
     EXPECT_TRUE(Authorize(Service::kJob, m, kViewer).ok()) << m;
     EXPECT_TRUE(Authorize(Service::kJob, m, kOperator).ok()) << m;
   }

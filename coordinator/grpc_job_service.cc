@@ -16,10 +16,11 @@ namespace coordinator {
 
 GrpcJobService::GrpcJobService(Membership* membership, JobService* jobs,
                                DiagnosticsService* diagnostics, Clock* clock, uint64_t incarnation,
-                               const GrpcAuthorizer* authorizer)
+                               const GrpcAuthorizer* authorizer, CheckpointFetch* fetch)
     : membership_(membership),
       jobs_(jobs),
       diagnostics_(diagnostics),
+      fetch_(fetch),
       incarnation_(incarnation),
       start_(clock->Now()),
       authorizer_(authorizer) {}
@@ -167,6 +168,19 @@ grpc::Status GrpcJobService::GetJobLogs(grpc::ServerContext* ctx,
   return ServeJobLogs(*diagnostics_, ctx, *request, writer, [&] {
     return authorizer_->Reauthorize(ctx, coordinator::Service::kJob, method, &generation);
   });
+}
+
+grpc::Status GrpcJobService::FetchCheckpoint(grpc::ServerContext* ctx,
+                                             const v1::FetchCheckpointRequest* request,
+                                             grpc::ServerWriter<v1::CheckpointChunk>* writer) {
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
+  if (fetch_ == nullptr) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no fetches here");
+  absl::StatusOr<WatchLimits::Slot> mine = jobs_->watches().OpenIdentityStream(identity);
+  if (!mine.ok()) return ToGrpcStatus(mine.status());
+  return ToGrpcStatus(fetch_->Fetch(
+      *request, [writer](const v1::CheckpointChunk& c) { return writer->Write(c); },
+      [ctx] { return ctx->IsCancelled(); }));
 }
 
 }  // namespace coordinator

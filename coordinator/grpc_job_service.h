@@ -25,6 +25,7 @@
 
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "coordinator/checkpoint_fetch.h"
 #include "coordinator/diagnostics_service.h"
 #include "coordinator/grpc_authorizer.h"
 #include "coordinator/job_service.h"
@@ -37,7 +38,8 @@ namespace coordinator {
 class GrpcJobService final : public v1::JobService::Service {
  public:
   GrpcJobService(Membership* membership, JobService* jobs, DiagnosticsService* diagnostics,
-                 Clock* clock, uint64_t incarnation, const GrpcAuthorizer* authorizer);
+                 Clock* clock, uint64_t incarnation, const GrpcAuthorizer* authorizer,
+                 CheckpointFetch* fetch = nullptr);
 
   grpc::Status GetClusterStatus(grpc::ServerContext* ctx,
                                 const v1::GetClusterStatusRequest* request,
@@ -61,6 +63,10 @@ class GrpcJobService final : public v1::JobService::Service {
                        v1::DumpJobResponse* response) override;
   grpc::Status GetJobLogs(grpc::ServerContext* ctx, const v1::GetJobLogsRequest* request,
                           grpc::ServerWriter<v1::JobLogLines>* writer) override;
+  // A job's checkpoint, relayed from a worker (viewers; checkpoint_fetch.h). UNIMPLEMENTED
+  // without a CheckpointFetch.
+  grpc::Status FetchCheckpoint(grpc::ServerContext* ctx, const v1::FetchCheckpointRequest* request,
+                               grpc::ServerWriter<v1::CheckpointChunk>* writer) override;
 
  private:
   // The authorizer's answer for `method` of the JobService; `*identity` as there.
@@ -70,6 +76,7 @@ class GrpcJobService final : public v1::JobService::Service {
   Membership* const membership_;
   JobService* const jobs_;
   DiagnosticsService* const diagnostics_;  // the hang verdict, flight records, log lines
+  CheckpointFetch* const fetch_;           // FetchCheckpoint
   const uint64_t incarnation_;
   const absl::Time start_;
   const GrpcAuthorizer* const authorizer_;

@@ -81,12 +81,14 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
       DiagnosticsOptions{.heartbeat_interval = s->options_.membership.heartbeat_interval});
   s->authorizer_ = std::make_unique<GrpcAuthorizer>(s->options_.tls.insecure, s->options_.tokens,
                                                     s->options_.revoked);
+  s->fetch_cluster_ = std::make_unique<JobServiceFetchCluster>(s->jobs_.get(), &s->membership_);
+  s->fetch_ = std::make_unique<CheckpointFetch>(s->fetch_cluster_.get(), s->options_.clock);
   s->worker_service_ = std::make_unique<GrpcWorkerService>(
       &s->membership_, &s->kv_, &s->barriers_, s->jobs_.get(), s->diagnostics_.get(),
-      s->options_.clock, s->incarnation_, s->authorizer_.get());
-  s->job_service_ =
-      std::make_unique<GrpcJobService>(&s->membership_, s->jobs_.get(), s->diagnostics_.get(),
-                                       s->options_.clock, s->incarnation_, s->authorizer_.get());
+      s->options_.clock, s->incarnation_, s->authorizer_.get(), s->fetch_.get());
+  s->job_service_ = std::make_unique<GrpcJobService>(
+      &s->membership_, s->jobs_.get(), s->diagnostics_.get(), s->options_.clock, s->incarnation_,
+      s->authorizer_.get(), s->fetch_.get());
   grpc::ServerBuilder builder;
   // HostPort brackets an IPv6 host ("[::]:7000"), as gRPC wants.
   std::string address = HostPort{s->options_.host, s->options_.port}.ToString();
@@ -159,6 +161,7 @@ void CoordinatorServer::Shutdown() {
   barriers_.Shutdown();
   if (jobs_ != nullptr) jobs_->Shutdown();
   if (diagnostics_ != nullptr) diagnostics_->Shutdown();
+  if (fetch_ != nullptr) fetch_->Shutdown();
   if (server_ == nullptr) return;  // Create failed before the server started
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   server_->Wait();

@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/tls_options.h"
 #include "coordinator/barriers.h"
+#include "coordinator/checkpoint_fetch.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/diagnostics_service.h"
 #include "coordinator/job_service.h"
@@ -123,6 +124,8 @@ class CoordinatorServer {
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<DiagnosticsService> diagnostics_;  // the flight records, logs and verdicts
+  std::unique_ptr<JobServiceFetchCluster> fetch_cluster_;
+  std::unique_ptr<CheckpointFetch> fetch_;  // FetchCheckpoint and UploadCheckpoint
   std::unique_ptr<GrpcAuthorizer> authorizer_;
   std::unique_ptr<GrpcWorkerService> worker_service_;
   std::unique_ptr<GrpcJobService> job_service_;

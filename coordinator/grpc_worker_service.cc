@@ -17,12 +17,13 @@ namespace coordinator {
 GrpcWorkerService::GrpcWorkerService(Membership* membership, KvStore* kv, Barriers* barriers,
                                      JobService* jobs, DiagnosticsService* diagnostics,
                                      Clock* clock, uint64_t incarnation,
-                                     const GrpcAuthorizer* authorizer)
+                                     const GrpcAuthorizer* authorizer, CheckpointFetch* fetch)
     : membership_(membership),
       kv_(kv),
       barriers_(barriers),
       jobs_(jobs),
       diagnostics_(diagnostics),
+      fetch_(fetch),
       clock_(clock),
       incarnation_(incarnation),
       authorizer_(authorizer) {}
@@ -157,6 +158,18 @@ grpc::Status GrpcWorkerService::Barrier(grpc::ServerContext* ctx, const v1::Barr
   return ToGrpcStatus(barriers_->Arrive(request->barrier_id(), request->member(),
                                         request->parties(), members,
                                         DeadlineFor(request->timeout_ms()), caller));
+}
+
+grpc::Status GrpcWorkerService::UploadCheckpoint(
+    grpc::ServerContext* ctx, grpc::ServerReader<v1::CheckpointUploadChunk>* reader,
+    v1::UploadCheckpointResponse*) {
+  std::string identity;
+  if (grpc::Status s = Authorize(ctx, __func__, &identity); !s.ok()) return s;
+  if (fetch_ == nullptr) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no fetches here");
+  absl::Status s =
+      fetch_->Upload(identity, [reader](v1::CheckpointUploadChunk* m) { return reader->Read(m); });
+  if (!s.ok()) spdlog::warn("UploadCheckpoint from {}: {}", ctx->peer(), s.ToString());
+  return ToGrpcStatus(s);
 }
 
 grpc::Status GrpcWorkerService::WatchAssignments(grpc::ServerContext* ctx,

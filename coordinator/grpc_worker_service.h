@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/barriers.h"
+#include "coordinator/checkpoint_fetch.h"
 #include "coordinator/diagnostics_service.h"
 #include "coordinator/grpc_authorizer.h"
 #include "coordinator/job_service.h"
@@ -42,7 +43,7 @@ class GrpcWorkerService final : public v1::WorkerService::Service {
  public:
   GrpcWorkerService(Membership* membership, KvStore* kv, Barriers* barriers, JobService* jobs,
                     DiagnosticsService* diagnostics, Clock* clock, uint64_t incarnation,
-                    const GrpcAuthorizer* authorizer);
+                    const GrpcAuthorizer* authorizer, CheckpointFetch* fetch = nullptr);
 
   grpc::Status RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* request,
                               v1::RegisterWorkerResponse* response) override;
@@ -56,6 +57,11 @@ class GrpcWorkerService final : public v1::WorkerService::Service {
                       v1::GetKeyResponse* response) override;
   grpc::Status Barrier(grpc::ServerContext* ctx, const v1::BarrierRequest* request,
                        v1::BarrierResponse* response) override;
+  // A worker's answer to a fetch's UploadCheckpoint (checkpoint_fetch.h);
+  // UNIMPLEMENTED without a CheckpointFetch.
+  grpc::Status UploadCheckpoint(grpc::ServerContext* ctx,
+                                grpc::ServerReader<v1::CheckpointUploadChunk>* reader,
+                                v1::UploadCheckpointResponse* response) override;
   grpc::Status WatchAssignments(grpc::ServerContext* ctx,
                                 const v1::WatchAssignmentsRequest* request,
                                 grpc::ServerWriter<v1::Assignment>* writer) override;
@@ -80,6 +86,7 @@ class GrpcWorkerService final : public v1::WorkerService::Service {
   Barriers* const barriers_;
   JobService* const jobs_;
   DiagnosticsService* const diagnostics_;  // heartbeats' flight records and log lines
+  CheckpointFetch* const fetch_;           // uploads of checkpoints clients fetch
   Clock* const clock_;
   const uint64_t incarnation_;
   const GrpcAuthorizer* const authorizer_;

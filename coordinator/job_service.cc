@@ -725,7 +725,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     return true;
   }
   for (v1::Partition& p : *parts) {
-    p.set_job_uid(absl::StrCat(id, "@", record.created_unix_micros()));
+    p.set_job_uid(JobUid(record));
   }
   if (evaluator != nullptr) names.push_back(RefOf(*evaluator).ToString() + " (evaluating)");
   const std::string message =
@@ -909,6 +909,25 @@ void JobService::AbortLocked(const JobAttempt& job, const std::vector<AttemptWor
     }
     PushLocked(w.task, w.incarnation, std::move(a));
   }
+}
+
+std::string JobUid(const v1::JobRecord& record) {
+  return absl::StrCat(record.id(), "@", record.created_unix_micros());
+}
+
+absl::Status JobService::SendDirective(const TaskRef& task, v1::Assignment directive) {
+  for (const v1::TaskStatus& t : membership_->Snapshot()) {
+    if (RefOf(t) != task) continue;
+    if (t.state() != v1::ALIVE) {
+      return absl::UnavailableError(
+          absl::StrCat(task.ToString(), " is ", v1::TaskState_Name(t.state()), ", not connected"));
+    }
+    absl::MutexLock l(&mu_);
+    PushLocked(task, t.incarnation(), std::move(directive));
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(
+      absl::StrCat(task.ToString(), " is not registered with this coordinator"));
 }
 
 void JobService::PushLocked(const TaskRef& task, uint64_t incarnation, v1::Assignment a) {

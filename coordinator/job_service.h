@@ -133,6 +133,10 @@ struct JobServiceOptions {
 absl::Duration EffectiveFailureGrace(const JobServiceOptions& options,
                                      const MembershipOptions& membership);
 
+// Partition.job_uid of `record`'s job: "<id>@<created micros>", unique across coordinators
+// and state directories; checkpoints carry it.
+std::string JobUid(const v1::JobRecord& record);
+
 class JobService {
  public:
   JobService(JobStore* store, Membership* membership, Clock* clock, JobServiceOptions options = {});
@@ -190,6 +194,10 @@ class JobService {
   bool RunsAttempt(const TaskRef& task, const std::string& job_id, int attempt);
   // The running job of each busy task, with the step it last reported (for status).
   std::map<TaskRef, std::pair<std::string, int64_t>> RunningTasks();
+  // Pushes `directive` (not a job's partition: an UploadCheckpoint) to the ALIVE `task`'s
+  // assignment stream (coordinator/checkpoint_fetch.h). UNAVAILABLE naming the task and its
+  // state when it is not ALIVE.
+  absl::Status SendDirective(const TaskRef& task, v1::Assignment directive);
   // Wakes every NextAssignment / NextEvent (they answer UNAVAILABLE).
   void Shutdown();
 

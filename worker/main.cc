@@ -28,6 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "collectives/communicator_factory.h"
+#include "common/grpc_channel.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
 #include "common/monitoring.h"
@@ -39,10 +40,12 @@
 #include "common/tls_options.h"
 #include "spdlog/spdlog.h"
 #include "worker/agent.h"
+#include "worker/checkpoint_upload.h"
 #include "worker/file_roots.h"
 #include "worker/gpu/gpu_probe.h"
 #include "worker/gpu/gpu_selection.h"
 #include "worker/gpu/worker_devices.h"
+#include "worker/grpc_checkpoint_upload.h"
 #ifdef LOCKSTEP_WITH_CUDA
 #include "collectives/nccl/real_nccl_api.h"
 #include "distribute/cuda_gpu_devices.h"
@@ -404,7 +407,18 @@ int Run(sigset_t signals) {
     };
   }
   lockstep::worker::JobRunner jobs(job_options);
-  options.jobs = &jobs;
+  // Checkpoint fetches (`lockstep export JOB`): the coordinator's upload directives are taken
+  // here, every other assignment goes on to the jobs (worker/checkpoint_upload.h).
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> upload_channel =
+      lockstep::CoordinatorChannel(coordinator, tls);
+  if (!upload_channel.ok()) {
+    spdlog::error("{}", std::string(upload_channel.status().message()));
+    return kExitBadConfig;
+  }
+  lockstep::worker::CheckpointUploader uploads(
+      &jobs, lockstep::worker::GrpcUploadOpener(*upload_channel),
+      {.state_dir = job_options.state_dir, .file_roots = job_options.file_roots});
+  options.jobs = &uploads;
 
   Agent agent(options, client->get(), lockstep::Clock::Real());
   // This thread, which called BlockSignals, stays the one that takes the signals: a SIGTERM

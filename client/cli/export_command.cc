@@ -5,8 +5,12 @@
 #include <cstdio>
 #include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "client/cli/connection.h"
 #include "client/job_format.h"
 #include "export/builtin_formats.h"
 #include "worker/chief/checkpoint.h"
@@ -24,17 +28,66 @@ int Fail(const CommandContext& ctx, const absl::Status& s) {
 absl::StatusOr<chief::CheckpointManager::Restored> ReadCheckpoint(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CHECKPOINT: \"", path,
-        "\" is no checkpoint file or directory. Exporting a job's newest checkpoint by its id "
-        "needs an RPC that fetches it through the coordinator, which Lockstep does not offer "
-        "yet: copy the checkpoint from the chief's checkpoint.dir (or a worker's --state_dir) "
-        "and export the file"));
+    return absl::NotFoundError(absl::StrCat("\"", path, "\": no such file or directory"));
   }
   if (S_ISDIR(st.st_mode)) return chief::CheckpointManager::RestoreLatest(path);
   auto checkpoint = chief::CheckpointManager::ReadFile(path);
   if (!checkpoint.ok()) return checkpoint.status();
   return chief::CheckpointManager::Restored{*std::move(checkpoint), path};
+}
+
+std::string Mib(int64_t bytes) { return absl::StrFormat("%.1f MiB", bytes / 1048576.0); }
+
+// What a JOB exports: its checkpoint, fetched through the coordinator into `temp` (checked
+// there, then read back), and its spec from describe.
+struct FetchedJob {
+  chief::CheckpointManager::Restored restored;
+  v1::JobSpec spec;
+};
+
+absl::StatusOr<FetchedJob> FetchJob(client::CoordinatorClient& coordinator,
+                                    const std::string& job_id, int64_t step,
+                                    const std::string& temp, const CommandContext& ctx) {
+  absl::StatusOr<v1::GetJobResponse> job = coordinator.GetJob(job_id);
+  if (!job.ok()) return job.status();
+  std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::FailedPreconditionError(absl::StrCat("--output: cannot write ", temp));
+  v1::CheckpointChunk header;
+  int64_t received = 0;
+  absl::Time shown = absl::Now();
+  v1::FetchCheckpointRequest request;
+  request.set_job_id(job_id);
+  request.set_step(step);
+  absl::Status fetched = coordinator.FetchCheckpoint(
+      request,
+      [&](const v1::CheckpointChunk& chunk) -> absl::Status {
+        if (header.total_bytes() == 0) {
+          header = chunk;
+          *ctx.err << "fetching step " << chunk.step() << " (" << Mib(chunk.total_bytes())
+                   << ") from " << chunk.source().type() << "/" << chunk.source().index() << ": "
+                   << chunk.source_file() << "\n";
+          return absl::OkStatus();
+        }
+        out.write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
+        if (!out) return absl::DataLossError(absl::StrCat("--output: writing ", temp, " failed"));
+        received += static_cast<int64_t>(chunk.data().size());
+        if (chunk.last() || absl::Now() - shown > absl::Seconds(1)) {
+          shown = absl::Now();
+          *ctx.err << "  " << Mib(received) << " of " << Mib(header.total_bytes()) << "\n";
+        }
+        return absl::OkStatus();
+      },
+      absl::Now() + absl::Hours(1));
+  out.close();
+  if (!fetched.ok()) return fetched;
+  if (!out) return absl::DataLossError(absl::StrCat("--output: writing ", temp, " failed"));
+  // Checked by the coordinator as it passed; read back whole here too.
+  absl::StatusOr<v1::Checkpoint> checkpoint = chief::CheckpointManager::ReadFile(temp);
+  if (!checkpoint.ok()) return checkpoint.status();
+  return FetchedJob{
+      {*std::move(checkpoint), absl::StrCat(header.source().type(), "/", header.source().index(),
+                                            ":", header.source_file())},
+      job->spec()};
 }
 
 // Writes `bytes` to `path` through a temporary file beside it, so a failed export never
@@ -65,7 +118,7 @@ int RunExport(const CommandArgs& args, const CommandContext& ctx) {
   const std::string known = absl::StrJoin(formats->names(), ", ");
   if (args.positional().size() != 1) {
     *ctx.err << "lockstep export: expected one CHECKPOINT (a .lsckpt file or a checkpoint "
-                "directory)\n";
+                "directory) or JOB (a job id)\n";
     return kExitUsage;
   }
   const std::string format_name = args.Get("format");
@@ -93,7 +146,40 @@ int RunExport(const CommandArgs& args, const CommandContext& ctx) {
     request.options.spec_json = *json;
     request.spec = &spec;
   }
-  auto restored = ReadCheckpoint(args.positional()[0]);
+  // CHECKPOINT or JOB: a path that exists is a checkpoint, anything else a job id.
+  const std::string source = args.positional()[0];
+  struct stat st;
+  absl::StatusOr<chief::CheckpointManager::Restored> restored;
+  if (stat(source.c_str(), &st) == 0) {
+    *ctx.err << "exporting the checkpoint " << (S_ISDIR(st.st_mode) ? "directory " : "file ")
+             << source << "\n";
+    restored = ReadCheckpoint(source);
+  } else {
+    int64_t step = 0;
+    if (args.Has("step") && (!absl::SimpleAtoi(args.Get("step"), &step) || step < 0)) {
+      return Fail(ctx,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "--step: expected a step (0: the newest), got \"", args.Get("step"), "\"")));
+    }
+    auto coordinator = Connect(args, ctx, "export");
+    if (coordinator == nullptr) return kExitUsage;
+    *ctx.err << "\"" << source << "\" is no file or directory here: exporting job " << source
+             << "'s "
+             << (step == 0 ? "newest checkpoint" : absl::StrCat("checkpoint of step ", step))
+             << ", fetched through the coordinator " << coordinator->address() << "\n";
+    const std::string temp = output + ".lsckpt.part";
+    absl::StatusOr<FetchedJob> job = FetchJob(*coordinator, source, step, temp, ctx);
+    std::remove(temp.c_str());
+    if (!job.ok()) return FailRpc(ctx, "export", job.status());
+    if (request.spec == nullptr) {  // the job's own spec, unless --spec gave one
+      spec = std::move(job->spec);
+      absl::StatusOr<std::string> json = client::ToJson(spec);
+      if (!json.ok()) return Fail(ctx, json.status());
+      request.options.spec_json = *json;
+      request.spec = &spec;
+    }
+    restored = std::move(job->restored);
+  }
   if (!restored.ok()) return Fail(ctx, restored.status());
   request.checkpoint = &restored->checkpoint;
   absl::StatusOr<std::string> bytes = format->write(request);
@@ -117,15 +203,20 @@ Command ExportCommand() {
       formats.ok() ? formats->names() : std::vector<std::string>{};
   Command c;
   c.name = "export";
-  c.usage = absl::StrCat("export CHECKPOINT --format=", absl::StrJoin(names, "|"),
-                         " --output=PATH [--with_optimizer_state] [--spec=JOB.json]");
+  c.usage = absl::StrCat("export CHECKPOINT|JOB --format=", absl::StrJoin(names, "|"),
+                         " --output=PATH [--with_optimizer_state] [--spec=JOB.json] [--step=N]");
   c.summary = "write a checkpoint's model or weights in a format other tools read";
-  c.options = {
+  c.options = ConnectionOptions();
+  std::vector<OptionSpec> own = {
       {"format", absl::StrCat("the export format: ", absl::StrJoin(names, ", "))},
       {"output", "the file to write"},
       {"with_optimizer_state", "add the optimizer slots (\"<variable>/<slot>\")", false},
-      {"spec", "the job's spec (JSON): the model for onnx, and the export's metadata"},
+      {"spec",
+       "the job's spec (JSON): the model for onnx, and the export's metadata (a JOB's own by "
+       "default)"},
+      {"step", "JOB: the checkpoint of this step instead of the newest"},
   };
+  c.options.insert(c.options.end(), own.begin(), own.end());
   c.run = RunExport;
   return c;
 }

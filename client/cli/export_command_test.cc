@@ -116,10 +116,16 @@ TEST(ExportCommand, BadRequestsAreRefusedNamingWhatIsWrong) {
   EXPECT_THAT(Export({dir, "--output=" + dir + "/m"}).err, HasSubstr("--format is needed"));
   EXPECT_THAT(Export({dir, "--format=npz"}).err, HasSubstr("--output is needed"));
 
-  Outcome job = Export({"job-000007", "--format=npz", "--output=" + dir + "/m"});
-  EXPECT_EQ(job.code, kExitUsage);
-  EXPECT_THAT(job.err, HasSubstr("\"job-000007\" is no checkpoint file or directory"));
-  EXPECT_THAT(job.err, HasSubstr("does not offer yet"));
+  // Not a path here: a job id, fetched through the coordinator (none listens on port 1).
+  Outcome job = Export({"job-000007", "--format=npz", "--output=" + dir + "/m", "--insecure",
+                        "--coordinator=127.0.0.1:1"});
+  EXPECT_EQ(job.code, kExitFailure);
+  EXPECT_THAT(job.err, HasSubstr("exporting job job-000007's newest checkpoint, fetched through "
+                                 "the coordinator 127.0.0.1:1"));
+  EXPECT_THAT(job.err, HasSubstr("GetJob to coordinator 127.0.0.1:1"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/m.lsckpt.part"));
+  EXPECT_THAT(Export({"job-000007", "--format=npz", "--output=" + dir + "/m", "--step=x"}).err,
+              HasSubstr("--step: expected a step"));
 
   const std::string empty = TempDir("empty");
   Outcome none = Export({empty, "--format=npz", "--output=" + dir + "/m"});

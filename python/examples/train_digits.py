@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Trains the bundled digits MLP on a running Lockstep cluster from Python, follows its loss,
-and loads the trained weights with NumPy.
+exports the trained model through the coordinator (npz) and loads its weights with NumPy.
 
     bazel-bin/client/lockstep local --keep_running --no_job &    # prints --config=PATH
     export LOCKSTEP_CONFIG=/tmp/lockstep-cluster-XXXXXX/tls/client.config
     python3 python/examples/train_digits.py
 
-Run it from the repository root: the data file is examples/data/digits.csv.gz there.
+Run it from the repository root: the data file is examples/data/digits.csv.gz there, and the
+export writes its file with bazel-bin/client/lockstep (or $LOCKSTEP_BIN, or `lockstep` on PATH).
 """
 
 import os
@@ -59,7 +60,11 @@ if state != "SUCCEEDED":
     sys.exit(f"{job} {state}: {final.reason}")
 print(f"{state}: test accuracy {final.progress.eval_accuracy:.4f}")
 
-weights = lockstep.load_weights(final.progress.checkpoint_path)
+# The job's newest checkpoint, fetched through the coordinator from a worker that holds it
+# (a viewer's token suffices), as npz: one array per variable, under its graph name.
+output = client.export(job, format="npz", output=os.path.abspath("digits-from-python.npz"))
+print(f"exported {job} as {output}")
+weights = np.load(output)
 for name, w in weights.items():
     print(f"{name} {w.shape} {w.dtype}")
 # The model by hand: logits = relu(x @ W1 + b1) @ W2 + b2.

@@ -18,15 +18,19 @@ deadline (`timeout`, default 10 s, as the CLI's); streams have one when asked.
 
 import dataclasses
 import os
+import shutil
+import subprocess
+import tempfile
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Union
 
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from lockstep import config as _config
-from lockstep.errors import InvalidArgumentError, NotFoundError, from_rpc_error
+from lockstep.errors import (FailedPreconditionError, InvalidArgumentError, NotFoundError,
+                             UnavailableError, error_class, from_rpc_error)
 from lockstep.v1 import coordinator_pb2 as pb
 from lockstep.v1 import coordinator_pb2_grpc as pb_grpc
 from lockstep.v1 import diagnostics_pb2
@@ -307,17 +311,91 @@ class Client:
         finally:
             call.cancel()
 
-    def export(self, job_or_checkpoint: str, format: str, output: str,
-               with_optimizer_state: bool = False) -> str:
-        """Exports a job's newest checkpoint (or a .lsckpt file) as ONNX, safetensors or npz.
+    def fetch_checkpoint(self, job: JobLike, output: str, step: int = 0,
+                         progress: Optional[Callable[[int, int], None]] = None,
+                         timeout: Optional[float] = 3600.0) -> str:
+        """Fetches a checkpoint of a job through the coordinator into the file `output`.
 
-        Not available yet: `lockstep export` (the other half of issue #36) is not in this
-        build. Raises NotImplementedError.
+        The newest checkpoint (or that of `step`), sent by a worker that ran the job's last
+        attempt (the chief first, else another worker's copy) and relayed by the coordinator
+        (JobService.FetchCheckpoint; a viewer's token suffices), so no shell on the chief is
+        needed. `progress(received, total)` is called as bytes arrive. The file is written
+        beside `output` and renamed into place once it read back whole (read_checkpoint:
+        length, magic, CRCs). Returns `output`. Raises NotFoundError (job),
+        FailedPreconditionError (no worker holds such a checkpoint: each task tried and why),
+        UnavailableError (no worker that ran it is connected, or the sending one stopped),
+        CheckpointError (the file is damaged).
         """
-        raise NotImplementedError(
-            "lockstep.Client.export: `lockstep export` is not in this build yet (issue #36 "
-            "adds it); until then a job's checkpoints are .lsckpt files under its "
-            "checkpoint.dir (describe(job).job.progress.checkpoint_path)")
+        from lockstep.checkpoint import read_checkpoint
+        request = pb.FetchCheckpointRequest(job_id=_job_id(job), step=step)
+        part = f"{output}.part"
+        total = received = 0
+        call = self._stub.FetchCheckpoint(request, timeout=timeout)
+        try:
+            with open(part, "wb") as f:
+                for i, chunk in enumerate(call):
+                    if i == 0:
+                        total = chunk.total_bytes
+                        continue
+                    f.write(chunk.data)
+                    received += len(chunk.data)
+                    if progress is not None:
+                        progress(received, total)
+                    if chunk.last:
+                        break
+            if received != total or total == 0:
+                raise UnavailableError(f"FetchCheckpoint of {request.job_id}: the stream ended "
+                                       f"after {received} of {total} bytes")
+            read_checkpoint(part, verify=True)
+            os.replace(part, output)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, "FetchCheckpoint", self.address) from None
+        finally:
+            call.cancel()
+            if os.path.exists(part):
+                os.remove(part)
+        return output
+
+    def export(self, job_or_checkpoint: str, format: str, output: str,
+               with_optimizer_state: bool = False, step: int = 0,
+               progress: Optional[Callable[[int, int], None]] = None) -> str:
+        """Exports a job's newest checkpoint, or a checkpoint file or directory, as `format`
+        ("safetensors", "npz" or "onnx") into `output`; returns `output`.
+
+        As `lockstep export`: a path that exists is a checkpoint, anything else a job id,
+        whose checkpoint is fetched through the coordinator (fetch_checkpoint: the newest,
+        or `step`'s) and exported with the job's own spec (describe), which ONNX needs.
+        `with_optimizer_state` adds the optimizer slots ("<variable>/<slot>").
+
+        The file itself is written by the `lockstep` CLI, so every format has one
+        implementation: $LOCKSTEP_BIN, else `lockstep` on PATH, else bazel-bin/client/lockstep
+        under the current directory. Raises FailedPreconditionError when none is found, and
+        LockstepError with the CLI's message when it refuses (INVALID_ARGUMENT for a bad
+        format), besides fetch_checkpoint's errors.
+        """
+        cli = _find_cli()
+        with tempfile.TemporaryDirectory(prefix="lockstep-export-") as tmp:
+            args = [cli, "export", "--format=" + format, "--output=" + os.fspath(output)]
+            if with_optimizer_state:
+                args.append("--with_optimizer_state")
+            if os.path.exists(job_or_checkpoint):
+                args.insert(2, os.fspath(job_or_checkpoint))
+            else:
+                job = _job_id(job_or_checkpoint)
+                spec_path = os.path.join(tmp, "spec.json")
+                with open(spec_path, "w", encoding="utf-8") as f:
+                    f.write(json_format.MessageToJson(self.describe(job).spec))
+                checkpoint = self.fetch_checkpoint(job, os.path.join(tmp, "checkpoint.lsckpt"),
+                                                   step=step, progress=progress)
+                args[2:2] = [checkpoint]
+                args.append("--spec=" + spec_path)
+            run = subprocess.run(args, capture_output=True, text=True, check=False)
+        if run.returncode != 0:
+            message = run.stderr.strip() or run.stdout.strip()
+            code = (grpc.StatusCode.INVALID_ARGUMENT if run.returncode == 2 else
+                    grpc.StatusCode.UNKNOWN)
+            raise error_class(code)(f"lockstep export: {message}", code=code)
+        return os.fspath(output)
 
     # The cluster.
 
@@ -333,6 +411,19 @@ class Client:
         request = pb.DrainWorkerRequest(undo=undo)
         request.task.type, request.task.index = kind, int(index)
         return self._call("DrainWorker", request)
+
+
+def _find_cli() -> str:
+    """The `lockstep` CLI: $LOCKSTEP_BIN, `lockstep` on PATH, or ./bazel-bin/client/lockstep."""
+    candidates = [os.environ.get("LOCKSTEP_BIN", ""), shutil.which("lockstep") or "",
+                  os.path.join("bazel-bin", "client", "lockstep")]
+    for path in candidates:
+        if path and os.access(path, os.X_OK):
+            return path
+    raise FailedPreconditionError(
+        "export writes its formats with the `lockstep` CLI, and none was found: set "
+        "$LOCKSTEP_BIN, put `lockstep` on PATH, or run from the repository root after "
+        "`bazel build //client:lockstep`")
 
 
 def _open_channel(c: _config.Connection) -> grpc.Channel:

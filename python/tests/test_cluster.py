@@ -169,9 +169,55 @@ def test_unknown_token_and_unknown_job(cluster, client):
         list(client.watch("job-999999", timeout=10))
 
 
-def test_export_is_not_available_yet(client):
-    with pytest.raises(NotImplementedError, match="lockstep export"):
-        client.export("job-000001", format="npz", output="/tmp/unused.npz")
+def read_safetensors(path):
+    """A safetensors file by its documented layout, with no Lockstep code: {name: ndarray}."""
+    data = open(path, "rb").read()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    dtypes = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64}
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = t["data_offsets"]
+        out[name] = np.frombuffer(body[begin:end], dtype=dtypes[t["dtype"]]).reshape(t["shape"])
+    return out, header.get("__metadata__", {})
+
+
+def test_export_a_finished_job_through_the_coordinator_as_a_viewer(client, cluster, tmp_path):
+    job = client.submit(digits_job(cluster, "py-export", steps=20))
+    assert lockstep.state_name(client.wait(job, timeout=JOB_TIMEOUT_S).state) == "SUCCEEDED"
+    chief = lockstep.load_weights(client.describe(job).job.progress.checkpoint_path,
+                                  with_optimizer_state=True)
+    with lockstep.Client(coordinator=cluster.address, ca=cluster.ca,
+                         token=cluster.viewer_token, env={}) as viewer:
+        seen = []
+        npz = viewer.export(job, format="npz", output=str(tmp_path / "model.npz"),
+                            progress=lambda got, total: seen.append((got, total)))
+        assert seen and seen[-1][0] == seen[-1][1] > 0, seen
+        with np.load(npz) as exported:
+            assert sorted(exported.files) == ["hidden/bias", "hidden/kernel", "logits/bias",
+                                              "logits/kernel"]
+            for name in exported.files:  # bitwise the chief's checkpoint
+                assert exported[name].tobytes() == chief[name].tobytes(), name
+        st = viewer.export(job, format="safetensors", output=str(tmp_path / "all.safetensors"),
+                           with_optimizer_state=True)
+        tensors, metadata = read_safetensors(st)
+        assert set(tensors) == set(chief)
+        for name, w in tensors.items():
+            assert w.tobytes() == chief[name].tobytes(), name
+        assert metadata["step"] == "20" and metadata["job_id"] == job
+        # The checkpoint itself, fetched: a whole .lsckpt of the job.
+        fetched = viewer.fetch_checkpoint(job, str(tmp_path / "fetched.lsckpt"))
+        assert lockstep.read_checkpoint(fetched).global_step == 20
+        with pytest.raises(lockstep.FailedPreconditionError, match="no checkpoint of step 7"):
+            viewer.fetch_checkpoint(job, str(tmp_path / "none.lsckpt"), step=7)
+        assert not os.path.exists(tmp_path / "none.lsckpt")
+        with pytest.raises(lockstep.NotFoundError, match="job-999999"):
+            viewer.export("job-999999", format="npz", output=str(tmp_path / "x.npz"))
+        with pytest.raises(lockstep.InvalidArgumentError, match="unknown format"):
+            viewer.export(job, format="pickle", output=str(tmp_path / "x.pickle"))
 
 
 def test_readme_example_trains_and_loads_the_weights(cluster):
@@ -186,3 +232,5 @@ def test_readme_example_trains_and_loads_the_weights(cluster):
     assert "SUCCEEDED: test accuracy 0.9" in run.stdout, run.stdout
     assert re.search(r"^step +\d+/2000  loss \d", run.stdout, re.M), run.stdout
     assert "hidden/kernel (64, 128) float32" in run.stdout, run.stdout
+    assert re.search(r"^exported job-\d+ as .*digits-from-python\.npz", run.stdout, re.M), \
+        run.stdout

@@ -210,3 +210,13 @@ class TestCheckpoint:
         assert e.value.code == grpc.StatusCode.DATA_LOSS
         with pytest.raises(lockstep.CheckpointError, match="cannot read"):
             lockstep.read_checkpoint(str(tmp_path / "missing.lsckpt"))
+
+
+def test_export_without_the_cli_says_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.delenv("LOCKSTEP_BIN", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    client = lockstep.Client(coordinator="127.0.0.1:1", insecure=True, env={})
+    with pytest.raises(lockstep.FailedPreconditionError, match="bazel build //client:lockstep"):
+        client.export("job-000001", format="npz", output=str(tmp_path / "m.npz"))
+    client.close()

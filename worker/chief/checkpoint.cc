@@ -341,6 +341,15 @@ absl::StatusOr<std::string> CheckpointManager::Encode(const lockstep::v1::Checkp
   return out;
 }
 
+absl::StatusOr<uint32_t> CheckpointManager::CheckHeader(const char* header,
+                                                        uint64_t payload_bytes) {
+  return chief::CheckHeader(header, payload_bytes);
+}
+
+uint32_t CheckpointManager::PayloadCrc(const char* header) {
+  return UnmaskCrc32c(GetLe32(header + 16));
+}
+
 absl::StatusOr<lockstep::v1::Checkpoint> CheckpointManager::Decode(absl::string_view bytes,
                                                                    size_t max_message_bytes) {
   if (bytes.size() < kHeaderSize) {

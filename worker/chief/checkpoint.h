@@ -124,6 +124,13 @@ class CheckpointManager {
   static absl::StatusOr<lockstep::v1::Checkpoint> Decode(
       absl::string_view bytes, size_t max_message_bytes = kMaxMessageBytes);
 
+  // The checks of a file's kHeaderSize-byte header against the `payload_bytes` that follow
+  // it: magic, header CRC, a known version, the length. Returns the version; DATA_LOSS as
+  // ReadFile (checkpoint_stream.h checks a file that arrives in pieces with it).
+  static absl::StatusOr<uint32_t> CheckHeader(const char* header, uint64_t payload_bytes);
+  // The payload CRC32C the header records (unmasked).
+  static uint32_t PayloadCrc(const char* header);
+
   // "ckpt-0000000042.job-000007@1732000000000000.lsckpt"; "ckpt-0000000042.lsckpt" for an
   // empty job_uid.
   static std::string FileName(int64_t global_step, absl::string_view job_uid = "");
