@@ -120,6 +120,24 @@ TYPED_TEST_P(DeviceGenericCnnTest, Conv2DMatchesTheCpuForwardAndGradient) {
   EXPECT_EQ(checked, 6);
 }
 
+// CONV2D under BF16_MIXED (engine/ops/products.h): forward and gradients on the device as on
+// "/cpu:0", and the forward is the f32 convolution of the input and the filter rounded to bf16
+// (im2col only copies values), which the unrounded one misses by far more (the control).
+TYPED_TEST_P(DeviceGenericCnnTest, Conv2DUnderBf16MixedConvolvesRoundedOperands) {
+  constexpr bool kBitwise = TypeParam::kBitwise;
+  const v1::NodeDef node = WindowNode(v1::CONV2D, v1::SAME, {2, 1});
+  const Tensor x = RandomTensor(Shape{3, 7, 6, 3}, 60), f = RandomTensor(Shape{3, 3, 3, 4}, 61);
+  this->CheckOp(node, {x, f}, {true, true}, kBitwise, kRelTolerance, v1::Precision::BF16_MIXED);
+  CpuDeviceEnv cpu;
+  const Tensor mixed = this->ForwardOn(this->env(), node, {x, f}, v1::Precision::BF16_MIXED);
+  const Tensor reference =
+      this->ForwardOn(cpu, node, {RoundedToBFloat16(x), RoundedToBFloat16(f)}, v1::Precision::F32);
+  const Tensor plain = this->ForwardOn(cpu, node, {x, f}, v1::Precision::F32);
+  EXPECT_TRUE(Close(mixed, reference, kBitwise));
+  EXPECT_FALSE(Close(plain, reference, /*bitwise=*/false, 1e-4))
+      << "rounding the operands to bf16 changed nothing: the control cannot fail";
+}
+
 TYPED_TEST_P(DeviceGenericCnnTest, MaxPool2DMatchesTheCpuForwardAndGradient) {
   constexpr bool kBitwise = TypeParam::kBitwise;
   struct Case {
@@ -367,6 +385,7 @@ TYPED_TEST_P(DeviceGenericCnnTest, ResidualCnnTrainsLikeTheCpu) {
 }
 
 REGISTER_TYPED_TEST_SUITE_P(DeviceGenericCnnTest, Conv2DMatchesTheCpuForwardAndGradient,
+                            Conv2DUnderBf16MixedConvolvesRoundedOperands,
                             MaxPool2DMatchesTheCpuForwardAndGradient,
                             BatchNormMatchesTheCpuForwardGradientAndUpdates,
                             SynchronizedBatchNormTrainsOnlyOnTheCpu, CnnKernelsRefuseBadLaunches,
