@@ -128,14 +128,7 @@ TYPED_TEST_P(DeviceGenericCnnTest, Conv2DUnderBf16MixedConvolvesRoundedOperands)
   const v1::NodeDef node = WindowNode(v1::CONV2D, v1::SAME, {2, 1});
   const Tensor x = RandomTensor(Shape{3, 7, 6, 3}, 60), f = RandomTensor(Shape{3, 3, 3, 4}, 61);
   this->CheckOp(node, {x, f}, {true, true}, kBitwise, kRelTolerance, v1::Precision::BF16_MIXED);
-  CpuDeviceEnv cpu;
-  const Tensor mixed = this->ForwardOn(this->env(), node, {x, f}, v1::Precision::BF16_MIXED);
-  const Tensor reference =
-      this->ForwardOn(cpu, node, {RoundedToBFloat16(x), RoundedToBFloat16(f)}, v1::Precision::F32);
-  const Tensor plain = this->ForwardOn(cpu, node, {x, f}, v1::Precision::F32);
-  EXPECT_TRUE(Close(mixed, reference, kBitwise));
-  EXPECT_FALSE(Close(plain, reference, /*bitwise=*/false, 1e-4))
-      << "rounding the operands to bf16 changed nothing: the control cannot fail";
+  this->ExpectMixedIsF32OfRoundedOperands(node, x, f, kBitwise);
 }
 
 TYPED_TEST_P(DeviceGenericCnnTest, MaxPool2DMatchesTheCpuForwardAndGradient) {

@@ -110,6 +110,15 @@ inline constexpr char kDigitsMlp[] = R"({
     {"name": "logits", "dense": {"units": 10}}
   ]})";
 
+// `t` (f32) with every element rounded to bf16.
+inline Tensor RoundedToBFloat16(const Tensor& t) {
+  Tensor r = t.Clone();
+  for (int64_t i = 0; i < r.num_elements(); ++i) {
+    r.data<float>()[i] = RoundToBFloat16(r.data<float>()[i]);
+  }
+  return r;
+}
+
 // What a training run of the digits MLP leaves (TrainDigits).
 struct TrainingRun {
   std::vector<double> losses;
@@ -238,18 +247,24 @@ class DeviceGenericTest : public ::testing::Test {
     return host.ok() ? *host : Tensor();
   }
 
+  // A two-operand product op's forward under BF16_MIXED on the device is the CPU's f32 forward
+  // of its operands rounded to bf16 (bit for bit where `bitwise`), which the f32 forward of the
+  // unrounded operands misses by more than 1e-4 (the control: bf16 keeps 8 significant bits).
+  void ExpectMixedIsF32OfRoundedOperands(const v1::NodeDef& node, const Tensor& a, const Tensor& b,
+                                         bool bitwise) {
+    CpuDeviceEnv cpu;
+    const Tensor mixed = ForwardOn(env(), node, {a, b}, v1::Precision::BF16_MIXED);
+    const Tensor reference =
+        ForwardOn(cpu, node, {RoundedToBFloat16(a), RoundedToBFloat16(b)}, v1::Precision::F32);
+    const Tensor plain = ForwardOn(cpu, node, {a, b}, v1::Precision::F32);
+    EXPECT_TRUE(Close(mixed, reference, bitwise));
+    EXPECT_FALSE(Close(plain, reference, /*bitwise=*/false, 1e-4))
+        << "rounding the operands to bf16 changed nothing: the control cannot fail";
+  }
+
   std::unique_ptr<DeviceEnv> env_;
   std::shared_ptr<OpRegistry> registry_;
 };
-
-// `t` (f32) with every element rounded to bf16.
-inline Tensor RoundedToBFloat16(const Tensor& t) {
-  Tensor r = t.Clone();
-  for (int64_t i = 0; i < r.num_elements(); ++i) {
-    r.data<float>()[i] = RoundToBFloat16(r.data<float>()[i]);
-  }
-  return r;
-}
 
 TYPED_TEST_SUITE_P(DeviceGenericTest);
 
@@ -364,16 +379,7 @@ TYPED_TEST_P(DeviceGenericTest, Bf16MixedProductsMultiplyOperandsRoundedToBf16) 
   const Tensor a = RandomTensor(Shape{33, 17}, 1), w = RandomTensor(Shape{17, 10}, 2);
   this->CheckOp(OpNode(v1::MATMUL), {a, w}, {true, true}, kBitwise, kRelTolerance,
                 v1::Precision::BF16_MIXED);
-  CpuDeviceEnv cpu;
-  const v1::NodeDef matmul = OpNode(v1::MATMUL);
-  const Tensor mixed = this->ForwardOn(this->env(), matmul, {a, w}, v1::Precision::BF16_MIXED);
-  const Tensor reference = this->ForwardOn(
-      cpu, matmul, {RoundedToBFloat16(a), RoundedToBFloat16(w)}, v1::Precision::F32);
-  const Tensor plain = this->ForwardOn(cpu, matmul, {a, w}, v1::Precision::F32);
-  EXPECT_TRUE(Close(mixed, reference, kBitwise));
-  // bf16 keeps 8 significant bits: the rounding moves a product by ~2^-9 of its terms.
-  EXPECT_FALSE(Close(plain, reference, /*bitwise=*/false, 1e-4))
-      << "rounding the operands to bf16 changed nothing: the control cannot fail";
+  this->ExpectMixedIsF32OfRoundedOperands(OpNode(v1::MATMUL), a, w, kBitwise);
 }
 
 // The digits MLP under BF16_MIXED with Adam (f32 master weights and slots): on the device as on
