@@ -472,6 +472,8 @@ if wanted train; then
   if [ -x "$root/bin/train_throughput" ]; then
     run_step train_ours 150 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096
     record_step train_ours "$(last_line "$STEP_LOG")"
+    run_step train_ours_bf16 150 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096 --precision=bf16_mixed
+    record_step train_ours_bf16 "$(last_line "$STEP_LOG")"
   else
     record train_ours SKIP - 0 "ours: not built yet (the bundle has no bin/train_throughput --device=gpu)"
   fi
