@@ -126,12 +126,17 @@ struct TrainingRun {
   std::vector<v1::NamedTensor> slots;
 };
 
-// Trains `graph` `steps` steps on `e` from its initial variables, the batches DigitsBatch(32,
-// 100..103) in turn. On a GPU, no device allocation after the first step.
-inline void TrainDigits(DeviceEnv& e, const Graph& graph, const v1::OptimizerSpec& ospec, int steps,
-                        TrainingRun* out) {
+// The batches DigitsMlpTrainsLikeTheCpu trains on: DigitsBatch(32, 100..103).
+inline std::vector<Feeds> DigitsBatches() {
   std::vector<Feeds> batches;
   for (int i = 0; i < 4; ++i) batches.push_back(DigitsBatch(32, 100 + i));
+  return batches;
+}
+
+// Trains `graph` `steps` steps on `e` from its initial variables, `batches` in turn. On a GPU,
+// no device allocation after the first step (scratch comes from the executor's pool).
+inline void TrainDigits(DeviceEnv& e, const Graph& graph, const v1::OptimizerSpec& ospec, int steps,
+                        TrainingRun* out, const std::vector<Feeds>& batches = DigitsBatches()) {
   ExecutorOptions options;
   options.device = e.device();
   options.gpu = e.gpu();
