@@ -23,6 +23,7 @@
 // the step (the wait for the input, the loop's own work) is what examples/s pays beyond the
 // step time. --prefetch_to_device=false feeds GPU replicas host batches, copied in by each
 // step, instead of batches the input pipeline staged on the device ahead of it.
+// --precision=bf16_mixed sets the model's BF16_MIXED precision (f32 by default).
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -81,6 +82,9 @@ ABSL_FLAG(bool, compare_shm_heap, false,
           "the per-round ratio of the two");
 ABSL_FLAG(std::string, compression, "none",
           "JobSpec communication.compression of the gradients: none or bf16");
+ABSL_FLAG(std::string, precision, "f32",
+          "model.precision: f32, or bf16_mixed (bf16 operands in the products, f32 accumulation, "
+          "master weights and optimizer state; graph.proto's Precision)");
 ABSL_FLAG(bool, compare_compression, false,
           "also run every multi-worker count with the other --compression in each round, and "
           "print the per-round ratio of the two");
@@ -179,8 +183,10 @@ v1::ModelSpec Mlp4096() {
 }
 
 v1::ModelSpec Model() {
-  if (IsTransformer()) return bench::TransformerSpec(TransformerShape());
-  return IsMlp4096() ? Mlp4096() : Mlp();
+  v1::ModelSpec m = IsTransformer() ? bench::TransformerSpec(TransformerShape())
+                                    : (IsMlp4096() ? Mlp4096() : Mlp());
+  if (absl::GetFlag(FLAGS_precision) == "bf16_mixed") m.set_precision(v1::Precision::BF16_MIXED);
+  return m;
 }
 
 const char* ModelName() {
@@ -352,7 +358,8 @@ double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
           absl::StrCat("--pin_workers=", variant.pin),
           absl::StrCat("--compression=", variant.bf16 ? "bf16" : "none"),
           "--device=" + absl::GetFlag(FLAGS_device),
-          absl::StrCat("--prefetch_to_device=", absl::GetFlag(FLAGS_prefetch_to_device))};
+          absl::StrCat("--prefetch_to_device=", absl::GetFlag(FLAGS_prefetch_to_device)),
+          "--precision=" + absl::GetFlag(FLAGS_precision)};
       std::vector<char*> argv = {const_cast<char*>("train_throughput")};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -468,14 +475,19 @@ int Main() {
             absl::GetFlag(FLAGS_compression).c_str());
     return 2;
   }
+  if (absl::GetFlag(FLAGS_precision) != "f32" && absl::GetFlag(FLAGS_precision) != "bf16_mixed") {
+    fprintf(stderr, "--precision: f32 or bf16_mixed, not %s\n",
+            absl::GetFlag(FLAGS_precision).c_str());
+    return 2;
+  }
   const Variant variant{absl::GetFlag(FLAGS_shm_heap), absl::GetFlag(FLAGS_pin_workers),
                         absl::GetFlag(FLAGS_compression) == "bf16"};
   printf(
-      "train_throughput: %s, global batch %d, f32, SGD, synthetic data,\n"
+      "train_throughput: %s, global batch %d, %s, SGD, synthetic data,\n"
       "one compute thread per worker process%s, %s transport%s, gradients compressed: %s; %d "
       "measured steps after %d, median of %d runs\n",
-      ModelName(), GlobalBatch(), variant.pin ? " (each on a CPU of its own)" : "",
-      absl::GetFlag(FLAGS_transport).c_str(),
+      ModelName(), GlobalBatch(), absl::GetFlag(FLAGS_precision).c_str(),
+      variant.pin ? " (each on a CPU of its own)" : "", absl::GetFlag(FLAGS_transport).c_str(),
       absl::GetFlag(FLAGS_transport) == "shm" && variant.shm_heap
           ? " (gradients in its zero-copy heap)"
           : "",

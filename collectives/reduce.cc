@@ -223,23 +223,6 @@ void Reduce16Any(DType dtype, ReduceOp op, void* inout, const void* in, size_t c
 float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
 uint16_t FloatToHalf(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 
-float BFloat16ToFloat(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-uint16_t FloatToBFloat16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0) {
-    return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
-  }
-  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);  // round to nearest even
-  return static_cast<uint16_t>((bits + rounding) >> 16);
-}
-
 void FloatsToBFloat16(const float* in, uint16_t* out, size_t count) {
   // In place, element i's bf16 lands at byte 2i, below the f32 bytes [4i, 4i+4) still to be
   // read: each block of 16 is loaded whole before its 32 bytes are stored.

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "collectives/types.h"
+#include "common/bfloat16.h"
 
 namespace lockstep {
 namespace collectives {
@@ -38,8 +39,9 @@ void BFloat16ToFloats(const uint16_t* in, float* out, size_t count);
 
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);
-float BFloat16ToFloat(uint16_t b);
-uint16_t FloatToBFloat16(float f);
+// The scalar bf16 conversions, shared with the engine (common/bfloat16.h).
+using ::lockstep::BFloat16ToFloat;
+using ::lockstep::FloatToBFloat16;
 
 }  // namespace collectives
 }  // namespace lockstep

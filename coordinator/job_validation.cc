@@ -102,6 +102,22 @@ absl::Status ValidateTfRecordSpec(const v1::DataSource& source, absl::string_vie
   return absl::OkStatus();
 }
 
+// model.precision (graph.proto's Precision): a known mode, and an explicit one only for f32
+// models (BF16_MIXED rounds f32 operands; F32 contradicts f64).
+absl::Status ValidatePrecision(const v1::ModelSpec& model) {
+  const v1::Precision::Mode p = model.precision();
+  if (!v1::Precision::Mode_IsValid(p)) {
+    return Invalid("model.precision",
+                   absl::StrCat(static_cast<int>(p), " is not a precision; use F32 or BF16_MIXED"));
+  }
+  if (p != v1::Precision::PRECISION_UNSPECIFIED && model.f64()) {
+    return Invalid("model.precision", absl::StrCat(v1::Precision::Mode_Name(p),
+                                                   " is for f32 models, but model.f64 is true; "
+                                                   "drop one of them"));
+  }
+  return absl::OkStatus();
+}
+
 // A path as text: not empty, no NUL byte, no ".." component (the worker resolves it under
 // its roots, worker/file_roots.h).
 absl::Status CheckPathText(const std::string& path, const std::string& field) {
@@ -218,6 +234,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
                                                " runs on one worker; use MULTI_WORKER_MIRRORED"));
   }
   if (!spec.has_model()) return Invalid("model", "missing");
+  LS_RETURN_IF_ERROR(ValidatePrecision(spec.model()));
   if (absl::StatusOr<engine::Graph> g = engine::BuildModel(spec.model()); !g.ok()) {
     // The builder names the field inside the model ("layers[2].dense.units: ...").
     return absl::InvalidArgumentError(absl::StrCat("model.", g.status().message()));

@@ -162,6 +162,30 @@ TEST(JobValidationTest, RefusesBadModelGraphsNamingTheField) {
   EXPECT_THAT(Refusal(named), StartsWith("model.inputs: a job's data feeds one input"));
 }
 
+TEST(JobValidationTest, PrecisionIsAKnownModeForF32ModelsNamingTheField) {
+  for (const char* mode : {"F32", "BF16_MIXED"}) {
+    v1::ModelSpec precision;  // the field as users write it, JSON
+    const auto parsed = google::protobuf::util::JsonStringToMessage(
+        absl::StrCat(R"({"precision": ")", mode, R"("})"), &precision);
+    ASSERT_TRUE(parsed.ok()) << parsed;
+    v1::JobSpec spec = CsvJob();
+    spec.mutable_model()->MergeFrom(precision);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << mode << ": " << ValidateJobSpec(spec);
+  }
+  v1::JobSpec f64 = CsvJob();
+  f64.mutable_model()->set_f64(true);
+  EXPECT_TRUE(ValidateJobSpec(f64).ok()) << ValidateJobSpec(f64);  // unspecified: f64's own
+  f64.mutable_model()->set_precision(v1::Precision::BF16_MIXED);
+  EXPECT_EQ(Refusal(f64),
+            "model.precision: BF16_MIXED is for f32 models, but model.f64 is true; drop one of "
+            "them");
+  f64.mutable_model()->set_precision(v1::Precision::F32);
+  EXPECT_THAT(Refusal(f64), StartsWith("model.precision: F32 is for f32 models"));
+  v1::JobSpec unknown = CsvJob();
+  unknown.mutable_model()->set_precision(static_cast<v1::Precision::Mode>(7));
+  EXPECT_EQ(Refusal(unknown), "model.precision: 7 is not a precision; use F32 or BF16_MIXED");
+}
+
 TEST(JobValidationTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {
   v1::JobSpec negative = CsvJob();
   negative.mutable_restart_policy()->set_max_restarts(-1);

@@ -120,6 +120,17 @@ TYPED_TEST_P(DeviceGenericCnnTest, Conv2DMatchesTheCpuForwardAndGradient) {
   EXPECT_EQ(checked, 6);
 }
 
+// CONV2D under BF16_MIXED (engine/ops/products.h): forward and gradients on the device as on
+// "/cpu:0", and the forward is the f32 convolution of the input and the filter rounded to bf16
+// (im2col only copies values), which the unrounded one misses by far more (the control).
+TYPED_TEST_P(DeviceGenericCnnTest, Conv2DUnderBf16MixedConvolvesRoundedOperands) {
+  constexpr bool kBitwise = TypeParam::kBitwise;
+  const v1::NodeDef node = WindowNode(v1::CONV2D, v1::SAME, {2, 1});
+  const Tensor x = RandomTensor(Shape{3, 7, 6, 3}, 60), f = RandomTensor(Shape{3, 3, 3, 4}, 61);
+  this->CheckOp(node, {x, f}, {true, true}, kBitwise, kRelTolerance, v1::Precision::BF16_MIXED);
+  this->ExpectMixedIsF32OfRoundedOperands(node, x, f, kBitwise);
+}
+
 TYPED_TEST_P(DeviceGenericCnnTest, MaxPool2DMatchesTheCpuForwardAndGradient) {
   constexpr bool kBitwise = TypeParam::kBitwise;
   struct Case {
@@ -295,50 +306,10 @@ void ExpectTrainsLikeTheCpu(DeviceEnv& device, const char* model_json) {
   ASSERT_TRUE(ospec.ok()) << ospec.status();
   std::vector<Feeds> batches;
   for (int i = 0; i < 3; ++i) batches.push_back(DigitsBatch(20, 200 + i));  // groups 8, 8, 4
-  struct Run {
-    std::vector<double> losses;
-    std::vector<Tensor> variables;  // host copies
-  };
-  auto train = [&](DeviceEnv& e, Run* out) {
-    ExecutorOptions options;
-    options.device = e.device();
-    options.gpu = e.gpu();
-    absl::StatusOr<std::unique_ptr<Executor>> exec = Executor::Create(&*graph, options);
-    ASSERT_TRUE(exec.ok()) << exec.status();
-    absl::StatusOr<VariableSet> init = VariableSet::Initialize(*graph);
-    ASSERT_TRUE(init.ok()) << init.status();
-    absl::StatusOr<std::vector<Tensor>> vars = e.ToDevice(init->tensors());
-    ASSERT_TRUE(vars.ok()) << vars.status();
-    absl::StatusOr<std::unique_ptr<Optimizer>> opt =
-        Optimizer::Create(*ospec, graph->Variables(), e.gpu());
-    ASSERT_TRUE(opt.ok()) << opt.status();
-    int64_t allocations_after_first = -1;
-    for (int step = 0; step < kSteps; ++step) {
-      std::vector<Tensor> grads;
-      StepOptions so;
-      so.step = step;
-      absl::StatusOr<StepResult> r =
-          (*exec)->ComputeGradients(*vars, batches[step % batches.size()], so, &grads);
-      ASSERT_TRUE(r.ok()) << r.status();
-      out->losses.push_back(r->loss);
-      absl::Status s = (*opt)->Apply(grads, &*vars);
-      ASSERT_TRUE(s.ok()) << s;
-      if (e.gpu() != nullptr && step == 0) {
-        allocations_after_first = e.gpu()->context->allocator_stats().device_allocations;
-      }
-    }
-    if (e.gpu() != nullptr) {  // the scratch (im2col, statistics) comes from the pool
-      EXPECT_EQ(e.gpu()->context->allocator_stats().device_allocations, allocations_after_first)
-          << "device allocations after the first step";
-    }
-    absl::StatusOr<std::vector<Tensor>> host = e.ToHost(*vars);
-    ASSERT_TRUE(host.ok()) << host.status();
-    out->variables = *host;
-  };
   CpuDeviceEnv cpu;
-  Run want, got;
-  ASSERT_NO_FATAL_FAILURE(train(cpu, &want));
-  ASSERT_NO_FATAL_FAILURE(train(device, &got));
+  TrainingRun want, got;
+  ASSERT_NO_FATAL_FAILURE(TrainDigits(cpu, *graph, *ospec, kSteps, &want, batches));
+  ASSERT_NO_FATAL_FAILURE(TrainDigits(device, *graph, *ospec, kSteps, &got, batches));
   ASSERT_EQ(got.losses.size(), static_cast<size_t>(kSteps));
   for (int s = 0; s < kSteps; ++s) {
     EXPECT_NEAR(got.losses[s], want.losses[s], loss_rel * std::fabs(want.losses[s]))
@@ -367,6 +338,7 @@ TYPED_TEST_P(DeviceGenericCnnTest, ResidualCnnTrainsLikeTheCpu) {
 }
 
 REGISTER_TYPED_TEST_SUITE_P(DeviceGenericCnnTest, Conv2DMatchesTheCpuForwardAndGradient,
+                            Conv2DUnderBf16MixedConvolvesRoundedOperands,
                             MaxPool2DMatchesTheCpuForwardAndGradient,
                             BatchNormMatchesTheCpuForwardGradientAndUpdates,
                             SynchronizedBatchNormTrainsOnlyOnTheCpu, CnnKernelsRefuseBadLaunches,

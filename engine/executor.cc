@@ -206,6 +206,7 @@ KernelContext Executor::MakeContext(bool training, uint64_t dropout_key) {
   ctx.allocate = [this](DType dtype, const Shape& shape) { return Allocate(dtype, shape); };
   ctx.training = training;
   ctx.dropout_key = dropout_key;
+  ctx.precision = graph_->precision();
   ctx.gpu = OnGpu() ? options_.gpu : nullptr;
   return ctx;
 }

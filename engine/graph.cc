@@ -51,6 +51,7 @@ absl::StatusOr<Graph> Graph::FromProto(const v1::GraphDef& proto,
     }
   }
   if (proto.loss() != -1) LS_RETURN_IF_ERROR(g.SetLoss(proto.loss()));
+  LS_RETURN_IF_ERROR(g.SetPrecision(proto.precision()));
   g.def_.set_output(proto.output());
   g.def_.set_accuracy(proto.accuracy());
   return g;
@@ -63,6 +64,24 @@ absl::Status Graph::SetLoss(int node) {
         absl::StrCat("graph loss index ", node, " is not a floating scalar node"));
   }
   def_.set_loss(node);
+  return absl::OkStatus();
+}
+
+absl::Status Graph::SetPrecision(v1::Precision::Mode precision) {
+  if (!v1::Precision::Mode_IsValid(precision)) {
+    return absl::InvalidArgumentError(absl::StrCat("precision: ", static_cast<int>(precision),
+                                                   " is not a precision (F32 or BF16_MIXED)"));
+  }
+  if (precision == v1::Precision::BF16_MIXED) {
+    for (int i = 0; i < num_nodes(); ++i) {
+      if (dtype(i) == DType::kF64) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("precision: BF16_MIXED rounds f32 operands, but node ", i, " (\"",
+                         node(i).name(), "\") is f64; mixed precision is for f32 models"));
+      }
+    }
+  }
+  def_.set_precision(precision);
   return absl::OkStatus();
 }
 

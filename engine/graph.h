@@ -51,6 +51,12 @@ class Graph {
   Shape shape(int i) const { return Shape::FromProto(def_.nodes(i).shape()); }
   DType dtype(int i) const { return static_cast<DType>(dtypes_[i]); }
   uint64_t seed() const { return def_.seed(); }
+  // How the products compute (graph.proto's Precision): the executor hands it to every
+  // kernel (KernelContext::precision).
+  v1::Precision::Mode precision() const { return def_.precision(); }
+  // INVALID_ARGUMENT "precision: ..." for an unknown mode, or BF16_MIXED on a graph with f64
+  // nodes (mixed precision rounds f32 operands). Call once the nodes are added.
+  absl::Status SetPrecision(v1::Precision::Mode precision);
   // Some node sums over the replicas of a sync group while it trains
   // (KernelContext::cross_replica_sum: synchronized batch normalization).
   bool SumsOverReplicas() const;

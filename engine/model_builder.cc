@@ -214,6 +214,7 @@ absl::StatusOr<Graph> BuildModel(const v1::ModelSpec& spec, const LayerRegistry&
     LS_RETURN_IF_ERROR(g.SetLoss(loss));
   }
   g.set_output(x);
+  LS_RETURN_IF_ERROR(g.SetPrecision(spec.precision()));
   return g;
 }
 

@@ -447,6 +447,33 @@ TEST(ModelBuilder, RefusesBadGraphsNamingTheField) {
               HasSubstr("inputs[0].shape[0]: 0 must be > 0"));
 }
 
+// "precision" reaches the graph (and its proto, which FromProto keeps); BF16_MIXED on an f64
+// model, an unknown name and an unknown value are refused naming the field.
+TEST(ModelBuilder, PrecisionReachesTheGraphAndIsCheckedAgainstItsDType) {
+  const std::string head =
+      R"({"inputShape": [4], "loss": "MSE", "layers": [{"dense": {"units": 3}}])";
+  absl::StatusOr<v1::ModelSpec> spec = ParseModelSpecJson(head + R"(, "precision": "BF16_MIXED"})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<Graph> g = BuildModel(*spec);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->precision(), v1::Precision::BF16_MIXED);
+  absl::StatusOr<Graph> copy = Graph::FromProto(g->proto());
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_EQ(copy->precision(), v1::Precision::BF16_MIXED);
+  EXPECT_EQ(BuildModel(*ParseModelSpecJson(head + "}"))->precision(),
+            v1::Precision::PRECISION_UNSPECIFIED);
+  EXPECT_EQ(BuildError(head + R"(, "precision": "F32"})"), "OK");
+  EXPECT_THAT(BuildError(head + R"(, "precision": "BF16_MIXED", "f64": true})"),
+              HasSubstr("precision: BF16_MIXED rounds f32 operands, but node 0 (\"features\") is "
+                        "f64; mixed precision is for f32 models"));
+  EXPECT_EQ(BuildError(head + R"(, "f64": true, "precision": "PRECISION_UNSPECIFIED"})"), "OK");
+  EXPECT_THAT(BuildError(head + R"(, "precision": "BF16"})"), HasSubstr("precision"));
+  v1::GraphDef bad = g->proto();
+  bad.set_precision(static_cast<v1::Precision::Mode>(9));
+  EXPECT_EQ(Graph::FromProto(bad).status().message(),
+            "precision: 9 is not a precision (F32 or BF16_MIXED)");
+}
+
 TEST(ModelBuilder, ParsesOptimizerSpecs) {
   auto spec = ParseOptimizerSpecJson(
       R"({"momentum": {"momentum": 0.9, "nesterov": true},

@@ -66,6 +66,9 @@ struct KernelContext {
   // Dropout masks: Philox keyed by MixKey(dropout_key, node index), counter = element.
   uint64_t dropout_key = 0;
   int node_index = 0;
+  // The graph's precision (Graph::precision): BF16_MIXED makes the GEMM-class kernels round
+  // their products' operands to bf16 (engine/ops/products.h); every other kernel ignores it.
+  v1::Precision::Mode precision = v1::Precision::PRECISION_UNSPECIFIED;
   // The GPU a CUDA kernel runs on (its stream, kernels and BLAS): the executor's
   // ExecutorOptions::gpu, borrowed. Null on a CPU device.
   const gpu::GpuDevice* gpu = nullptr;

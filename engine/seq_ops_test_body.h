@@ -36,9 +36,10 @@ class SeqOpsTest : public DeviceGenericTest<Env> {
  protected:
   // Runs `node` forward (training, with a dropout key) and backward on `e`: the output, then the
   // gradients of the needed inputs, as host tensors.
-  std::vector<Tensor> RunTraining(DeviceEnv& e, const v1::NodeDef& node,
-                                  const std::vector<Tensor>& host_in, const std::vector<bool>& need,
-                                  const Tensor& host_d_out) {
+  std::vector<Tensor> RunTraining(
+      DeviceEnv& e, const v1::NodeDef& node, const std::vector<Tensor>& host_in,
+      const std::vector<bool>& need, const Tensor& host_d_out,
+      v1::Precision::Mode precision = v1::Precision::PRECISION_UNSPECIFIED) {
     std::vector<Tensor> results;
     const Device::Type t = e.device().type();
     absl::StatusOr<std::unique_ptr<OpKernel>> k =
@@ -51,6 +52,7 @@ class SeqOpsTest : public DeviceGenericTest<Env> {
     ctx.training = true;
     ctx.dropout_key = 0x5eed;
     ctx.node_index = 7;
+    ctx.precision = precision;
     std::vector<Tensor> in = *e.ToDevice(host_in);
     Tensor out;
     absl::Status s = (*k)->Forward(ctx, in, &out);
@@ -261,6 +263,39 @@ TYPED_TEST_P(SeqOpsTest, SelfAttentionMatchesTheCpu) {
   }
 }
 
+// SELF_ATTENTION under BF16_MIXED: every product (projections, scores, P V, and the gradient's)
+// with bf16 operands. Forward and every gradient on the device as on "/cpu:0": bit for bit on the
+// fake; within 1e-2 on a GPU, where an f32 sum in another order can carry an intermediate (Q, K,
+// V, the probabilities) across a bf16 rounding boundary, a 2^-8 step of that operand. The f32
+// forward differs by more than 1e-4 (the control).
+TYPED_TEST_P(SeqOpsTest, SelfAttentionUnderBf16MixedMatchesTheCpu) {
+  constexpr bool kBitwise = TypeParam::kBitwise;
+  const int64_t d = 8;
+  const Tensor x = RandomTensor(Shape{2, 5, d}, 111),
+               wqkv = RandomTensor(Shape{d, 3 * d}, 112, -.5f, .5f),
+               wo = RandomTensor(Shape{d, d}, 113, -.5f, .5f);
+  v1::NodeDef node = SeqNode(v1::SELF_ATTENTION);
+  node.set_num_heads(2);
+  node.set_causal(true);
+  const Tensor d_out = RandomTensor(Shape{2, 5, d}, 114);
+  const std::vector<bool> need = {true, true, true};
+  CpuDeviceEnv cpu;
+  const std::vector<Tensor> want =
+      this->RunTraining(cpu, node, {x, wqkv, wo}, need, d_out, v1::Precision::BF16_MIXED);
+  const std::vector<Tensor> got =
+      this->RunTraining(this->env(), node, {x, wqkv, wo}, need, d_out, v1::Precision::BF16_MIXED);
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_EQ(want.size(), 4u);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(Close(got[i], want[i], kBitwise, kBitwise ? kRelTolerance : 1e-2))
+        << "output " << i << " (0: forward, then the input gradients)";
+  }
+  const std::vector<Tensor> f32 = this->RunTraining(cpu, node, {x, wqkv, wo}, need, d_out);
+  ASSERT_EQ(f32.size(), 4u);
+  EXPECT_FALSE(Close(f32[0], want[0], /*bitwise=*/false, 1e-4))
+      << "BF16_MIXED attention computed f32: the control cannot fail";
+}
+
 inline constexpr int kTransformerSteps = 8;
 inline constexpr int64_t kVocab = 13, kTime = 6;
 
@@ -381,6 +416,7 @@ REGISTER_TYPED_TEST_SUITE_P(SeqOpsTest, ActivationsMatchTheCpu, ElementwiseOpsMa
                             SoftmaxMatchesTheCpu, LayerNormMatchesTheCpu, ReductionsMatchTheCpu,
                             ConcatMatchesTheCpu, ArgmaxMatchesTheCpu, EmbeddingMatchesTheCpu,
                             DropoutDrawsTheCpuMask, SelfAttentionMatchesTheCpu,
+                            SelfAttentionUnderBf16MixedMatchesTheCpu,
                             TinyTransformerTrainsLikeTheCpu);
 
 }  // namespace lockstep::engine

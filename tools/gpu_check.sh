@@ -486,6 +486,8 @@ if wanted train; then
     # The last line: examples/s, the step, the time per step outside it, peak device memory.
     run_step train_ours 150 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096
     record_step train_ours "$(last_line "$STEP_LOG")"
+    run_step train_ours_bf16 150 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096 --precision=bf16_mixed
+    record_step train_ours_bf16 "$(last_line "$STEP_LOG")"
     run_step train_ours_transformer 120 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=256 --model=transformer
     record_step train_ours_transformer "$(last_line "$STEP_LOG")"
   else

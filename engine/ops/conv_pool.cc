@@ -1,12 +1,13 @@
 // CONV2D (NHWC input, HWIO filter, `strides`, `padding`; im2col then one GEMM) and
 // MAX_POOL2D (NHWC, `window`, `strides` defaulting to the window, `padding`): the
 // sliding-window ops, one shape function. Their CUDA kernels make the same computation on the
-// device: GpuKernels' Im2Col/Col2Im around BlasApi products, MaxPool/MaxPoolGrad.
-#include "engine/kernels/cpu/blas.h"
+// device: GpuKernels' Im2Col/Col2Im around BlasApi products, MaxPool/MaxPoolGrad. The products
+// compute in the graph's precision (products.h).
 #include "engine/kernels/cpu/window_ops.h"
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
 #include "engine/ops/gpu_op_kernel.h"
+#include "engine/ops/products.h"
 
 namespace lockstep::engine {
 namespace {
@@ -67,8 +68,8 @@ class Conv2DKernel final : public CpuOpKernel<T> {
     cpu::Window w = cpu::MakeWindow(in[0].shape(), f.dim(0), f.dim(1), this->node_);
     Tensor cols = ctx.allocate(DTypeOf<T>(), Shape{w.rows(), w.cols()});
     cpu::Im2Col(in[0].data<T>(), w, cols.data<T>());
-    cpu::Gemm<T>(false, false, w.rows(), f.dim(3), w.cols(), T(1), cols.data<T>(), in[1].data<T>(),
-                 T(0), out->data<T>());
+    Product<T>(ctx, false, false, w.rows(), f.dim(3), w.cols(), T(1), cols.data<T>(),
+               in[1].data<T>(), T(0), out->data<T>());
     return absl::OkStatus();
   }
 
@@ -83,12 +84,12 @@ class Conv2DKernel final : public CpuOpKernel<T> {
     if (need[1]) {  // dW = cols^T * dY
       cpu::Im2Col(in[0].data<T>(), w, cols.data<T>());
       (*d_in)[1] = this->GradientLike(ctx, in, 1);
-      cpu::Gemm<T>(true, false, w.cols(), filters, w.rows(), T(1), cols.data<T>(), dy, T(0),
-                   (*d_in)[1].data<T>());
+      Product<T>(ctx, true, false, w.cols(), filters, w.rows(), T(1), cols.data<T>(), dy, T(0),
+                 (*d_in)[1].data<T>());
     }
     if (need[0]) {  // dCols = dY * W^T, then col2im
-      cpu::Gemm<T>(false, true, w.rows(), w.cols(), filters, T(1), dy, in[1].data<T>(), T(0),
-                   cols.data<T>());
+      Product<T>(ctx, false, true, w.rows(), w.cols(), filters, T(1), dy, in[1].data<T>(), T(0),
+                 cols.data<T>());
       (*d_in)[0] = this->GradientLike(ctx, in, 0);
       cpu::Col2Im(cols.data<T>(), w, (*d_in)[0].data<T>());
     }
@@ -150,7 +151,7 @@ class Conv2DGpuKernel final : public GpuOpKernel {
     g.a = F32(cols);
     g.b = F32(in[1]);
     g.c = F32(*out);
-    return gpu.blas->Gemm(g, gpu.stream());
+    return GpuProduct(ctx, gpu, g);
   }
 
   absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
@@ -175,7 +176,7 @@ class Conv2DGpuKernel final : public GpuOpKernel {
         g.a = F32(cols);
         g.b = F32(d_out);
         g.c = F32((*d_in)[1]);
-        LS_RETURN_IF_ERROR(gpu.blas->Gemm(g, gpu.stream()));
+        LS_RETURN_IF_ERROR(GpuProduct(ctx, gpu, g));
       }
       ctx.InputGradientDone(1);
     }
@@ -190,7 +191,7 @@ class Conv2DGpuKernel final : public GpuOpKernel {
         g.a = F32(d_out);
         g.b = F32(in[1]);
         g.c = F32(cols);
-        LS_RETURN_IF_ERROR(gpu.blas->Gemm(g, gpu.stream()));
+        LS_RETURN_IF_ERROR(GpuProduct(ctx, gpu, g));
       }
       LS_RETURN_IF_ERROR(gpu.kernels->Col2Im(F32(cols), w, F32((*d_in)[0]), gpu.stream()));
     }

@@ -1,8 +1,9 @@
-// MATMUL: [m, k] x [k, n] through cpu::Gemm (CPU) or BlasApi (CUDA).
-#include "engine/kernels/cpu/blas.h"
+// MATMUL: [m, k] x [k, n] through cpu::Gemm (CPU) or BlasApi (CUDA), in the graph's
+// precision (products.h).
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
 #include "engine/ops/gpu_op_kernel.h"
+#include "engine/ops/products.h"
 
 namespace lockstep::engine {
 namespace {
@@ -24,8 +25,8 @@ class MatMulKernel final : public CpuOpKernel<T> {
   absl::Status Compute(const KernelContext& ctx, absl::Span<const Tensor> in,
                        Tensor* out) override {
     const Shape &a = in[0].shape(), &b = in[1].shape();
-    cpu::Gemm<T>(false, false, a.dim(0), b.dim(1), a.dim(1), T(1), in[0].data<T>(), in[1].data<T>(),
-                 T(0), out->data<T>());
+    Product<T>(ctx, false, false, a.dim(0), b.dim(1), a.dim(1), T(1), in[0].data<T>(),
+               in[1].data<T>(), T(0), out->data<T>());
     return absl::OkStatus();
   }
 
@@ -39,12 +40,12 @@ class MatMulKernel final : public CpuOpKernel<T> {
     // while dA is computed (KernelContext::InputGradientDone).
     if (need[1]) {  // dB = A^T * dC
       (*d_in)[1] = this->GradientLike(ctx, in, 1);
-      cpu::Gemm<T>(true, false, k, n, m, T(1), in[0].data<T>(), dy, T(0), (*d_in)[1].data<T>());
+      Product<T>(ctx, true, false, k, n, m, T(1), in[0].data<T>(), dy, T(0), (*d_in)[1].data<T>());
       ctx.InputGradientDone(1);
     }
     if (need[0]) {  // dA = dC * B^T
       (*d_in)[0] = this->GradientLike(ctx, in, 0);
-      cpu::Gemm<T>(false, true, m, k, n, T(1), dy, in[1].data<T>(), T(0), (*d_in)[0].data<T>());
+      Product<T>(ctx, false, true, m, k, n, T(1), dy, in[1].data<T>(), T(0), (*d_in)[0].data<T>());
     }
     return absl::OkStatus();
   }
@@ -56,8 +57,8 @@ class MatMulGpuKernel final : public GpuOpKernel {
   using GpuOpKernel::GpuOpKernel;
 
  protected:
-  absl::Status Compute(const KernelContext&, const gpu::GpuDevice& gpu, absl::Span<const Tensor> in,
-                       Tensor* out) override {
+  absl::Status Compute(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                       absl::Span<const Tensor> in, Tensor* out) override {
     gpu::GemmArgs g;
     g.m = in[0].shape().dim(0);
     g.k = in[0].shape().dim(1);
@@ -65,7 +66,7 @@ class MatMulGpuKernel final : public GpuOpKernel {
     g.a = F32(in[0]);
     g.b = F32(in[1]);
     g.c = F32(*out);
-    return gpu.blas->Gemm(g, gpu.stream());
+    return GpuProduct(ctx, gpu, g);
   }
 
   absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
@@ -82,7 +83,7 @@ class MatMulGpuKernel final : public GpuOpKernel {
       g.a = F32(in[0]);
       g.b = F32(d_out);
       g.c = F32((*d_in)[1]);
-      LS_RETURN_IF_ERROR(gpu.blas->Gemm(g, gpu.stream()));
+      LS_RETURN_IF_ERROR(GpuProduct(ctx, gpu, g));
       ctx.InputGradientDone(1);
     }
     if (need[0]) {  // dA [m, k] = dC B^T
@@ -95,7 +96,7 @@ class MatMulGpuKernel final : public GpuOpKernel {
       g.a = F32(d_out);
       g.b = F32(in[1]);
       g.c = F32((*d_in)[0]);
-      LS_RETURN_IF_ERROR(gpu.blas->Gemm(g, gpu.stream()));
+      LS_RETURN_IF_ERROR(GpuProduct(ctx, gpu, g));
     }
     return absl::OkStatus();
   }

@@ -2,15 +2,15 @@
 // scaled dot-product self-attention:
 //   [Q K V] = x w_qkv;  per batch row and head h (columns h*k .. h*k+k of each, k = d/heads)
 //   O_h = softmax(Q_h K_h^T / sqrt(k), masked to j <= i when `causal`) V_h;  y = [O_h] w_o.
-// Every product is a cpu::Gemm (CBLAS); the forward pass keeps QKV, the attention weights
-// and the heads' outputs for the backward pass.
+// Every product goes through products.h (cpu::Gemm, in the graph's precision); the forward pass
+// keeps QKV, the attention weights and the heads' outputs for the backward pass.
 #include <cstring>
 #include <limits>
 
-#include "engine/kernels/cpu/blas.h"
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
 #include "engine/ops/gpu_op_kernel.h"
+#include "engine/ops/products.h"
 
 namespace lockstep::engine {
 namespace {
@@ -50,26 +50,26 @@ class SelfAttentionKernel final : public CpuOpKernel<T> {
     Tensor q = ctx.allocate(DTypeOf<T>(), Shape{3, s.t, s.k});  // one head's Q, K, V
     Tensor o = ctx.allocate(DTypeOf<T>(), Shape{s.t, s.k});
     T *qh = q.data<T>(), *kh = qh + s.t * s.k, *vh = kh + s.t * s.k;
-    cpu::Gemm<T>(false, false, s.b * s.t, 3 * s.d, s.d, T(1), in[0].data<T>(), in[1].data<T>(),
-                 T(0), qkv_.data<T>());
+    Product<T>(ctx, false, false, s.b * s.t, 3 * s.d, s.d, T(1), in[0].data<T>(), in[1].data<T>(),
+               T(0), qkv_.data<T>());
     const T scale = T(1) / std::sqrt(T(s.k));
     for (int64_t b = 0; b < s.b; ++b) {
       for (int64_t h = 0; h < s.heads; ++h) {
         for (int part = 0; part < 3; ++part) Gather(s, b, h, part, qh + part * s.t * s.k);
         T* p = Probs(s, b, h);
-        cpu::Gemm<T>(false, true, s.t, s.t, s.k, scale, qh, kh, T(0), p);  // scores
+        Product<T>(ctx, false, true, s.t, s.t, s.k, scale, qh, kh, T(0), p);  // scores
         for (int64_t i = 0; i < s.t; ++i) {
           T* row = p + i * s.t;
           const int64_t n = this->node_.causal() ? i + 1 : s.t;
           cpu::SoftmaxRow(row, n, row);
           std::fill(row + n, row + s.t, T(0));
         }
-        cpu::Gemm<T>(false, false, s.t, s.k, s.t, T(1), p, vh, T(0), o.data<T>());
+        Product<T>(ctx, false, false, s.t, s.k, s.t, T(1), p, vh, T(0), o.data<T>());
         Scatter(s, o.data<T>(), b, h, heads_.data<T>(), s.d);
       }
     }
-    cpu::Gemm<T>(false, false, s.b * s.t, s.d, s.d, T(1), heads_.data<T>(), in[2].data<T>(), T(0),
-                 out->data<T>());
+    Product<T>(ctx, false, false, s.b * s.t, s.d, s.d, T(1), heads_.data<T>(), in[2].data<T>(),
+               T(0), out->data<T>());
     return absl::OkStatus();
   }
 
@@ -80,14 +80,14 @@ class SelfAttentionKernel final : public CpuOpKernel<T> {
     const T* dy = d_out.data<T>();
     if (need[2]) {  // dW_o = heads^T dY
       (*d_in)[2] = this->GradientLike(ctx, in, 2);
-      cpu::Gemm<T>(true, false, s.d, s.d, s.b * s.t, T(1), heads_.data<T>(), dy, T(0),
-                   (*d_in)[2].data<T>());
+      Product<T>(ctx, true, false, s.d, s.d, s.b * s.t, T(1), heads_.data<T>(), dy, T(0),
+                 (*d_in)[2].data<T>());
       ctx.InputGradientDone(2);
     }
     if (!need[0] && !need[1]) return absl::OkStatus();
     Tensor d_heads = ctx.allocate(DTypeOf<T>(), Shape{s.b * s.t, s.d});
-    cpu::Gemm<T>(false, true, s.b * s.t, s.d, s.d, T(1), dy, in[2].data<T>(), T(0),
-                 d_heads.data<T>());
+    Product<T>(ctx, false, true, s.b * s.t, s.d, s.d, T(1), dy, in[2].data<T>(), T(0),
+               d_heads.data<T>());
     Tensor d_qkv = ctx.allocate(DTypeOf<T>(), Shape{s.b * s.t, 3 * s.d});
     Tensor work = ctx.allocate(DTypeOf<T>(), Shape{7, s.t, std::max(s.t, s.k)});
     const int64_t stride = s.t * std::max(s.t, s.k);
@@ -106,8 +106,8 @@ class SelfAttentionKernel final : public CpuOpKernel<T> {
                       s.k * sizeof(T));
         }
         const T* p = Probs(s, b, h);
-        cpu::Gemm<T>(true, false, s.t, s.k, s.t, T(1), p, dout, T(0), dv);   // dV = P^T dO
-        cpu::Gemm<T>(false, true, s.t, s.t, s.k, T(1), dout, vh, T(0), dp);  // dP = dO V^T
+        Product<T>(ctx, true, false, s.t, s.k, s.t, T(1), p, dout, T(0), dv);   // dV = P^T dO
+        Product<T>(ctx, false, true, s.t, s.t, s.k, T(1), dout, vh, T(0), dp);  // dP = dO V^T
         for (int64_t i = 0; i < s.t; ++i) {  // dS = P * (dP - rowsum(dP * P)), scaled
           const T* pr = p + i * s.t;
           T* dr = dp + i * s.t;
@@ -115,8 +115,8 @@ class SelfAttentionKernel final : public CpuOpKernel<T> {
           for (int64_t j = 0; j < s.t; ++j) dot += dr[j] * pr[j];
           for (int64_t j = 0; j < s.t; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
         }
-        cpu::Gemm<T>(false, false, s.t, s.k, s.t, T(1), dp, kh, T(0), dq);  // dQ = dS K
-        cpu::Gemm<T>(true, false, s.t, s.k, s.t, T(1), dp, qh, T(0), dk);   // dK = dS^T Q
+        Product<T>(ctx, false, false, s.t, s.k, s.t, T(1), dp, kh, T(0), dq);  // dQ = dS K
+        Product<T>(ctx, true, false, s.t, s.k, s.t, T(1), dp, qh, T(0), dk);   // dK = dS^T Q
         Scatter(s, dq, b, h, d_qkv.data<T>(), 3 * s.d);
         Scatter(s, dk, b, h, d_qkv.data<T>() + s.d, 3 * s.d);
         Scatter(s, dv, b, h, d_qkv.data<T>() + 2 * s.d, 3 * s.d);
@@ -124,14 +124,14 @@ class SelfAttentionKernel final : public CpuOpKernel<T> {
     }
     if (need[1]) {  // dW_qkv = x^T dQKV
       (*d_in)[1] = this->GradientLike(ctx, in, 1);
-      cpu::Gemm<T>(true, false, s.d, 3 * s.d, s.b * s.t, T(1), in[0].data<T>(), d_qkv.data<T>(),
-                   T(0), (*d_in)[1].data<T>());
+      Product<T>(ctx, true, false, s.d, 3 * s.d, s.b * s.t, T(1), in[0].data<T>(), d_qkv.data<T>(),
+                 T(0), (*d_in)[1].data<T>());
       ctx.InputGradientDone(1);
     }
     if (need[0]) {  // dX = dQKV W_qkv^T
       (*d_in)[0] = this->GradientLike(ctx, in, 0);
-      cpu::Gemm<T>(false, true, s.b * s.t, s.d, 3 * s.d, T(1), d_qkv.data<T>(), in[1].data<T>(),
-                   T(0), (*d_in)[0].data<T>());
+      Product<T>(ctx, false, true, s.b * s.t, s.d, 3 * s.d, T(1), d_qkv.data<T>(), in[1].data<T>(),
+                 T(0), (*d_in)[0].data<T>());
     }
     return absl::OkStatus();
   }
@@ -184,7 +184,7 @@ class SelfAttentionGpuKernel final : public GpuOpKernel {
     qkv_heads_ = probs_ = heads_ = Tensor();  // the last step's go back to the pool first
     LS_ASSIGN_OR_RETURN(Tensor qkv, Allocate(ctx, DType::kF32, Shape{rows, 3 * d}));
     LS_RETURN_IF_ERROR(
-        Product(gpu, false, false, rows, 3 * d, d, 1.f, F32(in[0]), F32(in[1]), F32(qkv)));
+        Product(ctx, gpu, false, false, rows, 3 * d, d, 1.f, F32(in[0]), F32(in[1]), F32(qkv)));
     LS_ASSIGN_OR_RETURN(qkv_heads_, Allocate(ctx, DType::kF32, Shape{l.elements()}));
     LS_RETURN_IF_ERROR(gpu.kernels->RowsToHeads(l, F32(qkv), F32(qkv_heads_), gpu.stream()));
     const Shape scores_shape{l.batch, l.heads, l.time, l.time};
@@ -194,19 +194,19 @@ class SelfAttentionGpuKernel final : public GpuOpKernel {
                         Allocate(ctx, DType::kF32, Shape{l.batch * l.heads * l.time, l.k}));
     const float scale = Scale(l);
     for (int64_t bh = 0; bh < l.batch * l.heads; ++bh) {  // scores = Q K^T / sqrt(k)
-      LS_RETURN_IF_ERROR(Product(gpu, false, true, l.time, l.time, l.k, scale, Head(l, 0, bh),
+      LS_RETURN_IF_ERROR(Product(ctx, gpu, false, true, l.time, l.time, l.k, scale, Head(l, 0, bh),
                                  Head(l, 1, bh), F32(scores) + bh * l.time * l.time));
     }
     LS_RETURN_IF_ERROR(gpu.kernels->AttentionSoftmax(F32(scores), F32(probs_),
                                                      l.batch * l.heads * l.time, l.time,
                                                      node_.causal(), gpu.stream()));
     for (int64_t bh = 0; bh < l.batch * l.heads; ++bh) {  // O = P V
-      LS_RETURN_IF_ERROR(Product(gpu, false, false, l.time, l.k, l.time, 1.f, Probs(l, bh),
+      LS_RETURN_IF_ERROR(Product(ctx, gpu, false, false, l.time, l.k, l.time, 1.f, Probs(l, bh),
                                  Head(l, 2, bh), F32(o) + bh * l.time * l.k));
     }
     LS_ASSIGN_OR_RETURN(heads_, Allocate(ctx, DType::kF32, Shape{rows, d}));
     LS_RETURN_IF_ERROR(gpu.kernels->HeadsToRows(Single(l), F32(o), F32(heads_), gpu.stream()));
-    return Product(gpu, false, false, rows, d, d, 1.f, F32(heads_), F32(in[2]), F32(*out));
+    return Product(ctx, gpu, false, false, rows, d, d, 1.f, F32(heads_), F32(in[2]), F32(*out));
   }
 
   absl::Status Gradient(const KernelContext& ctx, const gpu::GpuDevice& gpu,
@@ -216,14 +216,14 @@ class SelfAttentionGpuKernel final : public GpuOpKernel {
     const int64_t rows = l.batch * l.time, d = l.heads * l.k, bhs = l.batch * l.heads;
     if (need[2]) {  // dW_o = heads^T dY
       LS_ASSIGN_OR_RETURN((*d_in)[2], GradientLike(ctx, in, 2));
-      LS_RETURN_IF_ERROR(
-          Product(gpu, true, false, d, d, rows, 1.f, F32(heads_), F32(d_out), F32((*d_in)[2])));
+      LS_RETURN_IF_ERROR(Product(ctx, gpu, true, false, d, d, rows, 1.f, F32(heads_), F32(d_out),
+                                 F32((*d_in)[2])));
       ctx.InputGradientDone(2);
     }
     if (!need[0] && !need[1]) return absl::OkStatus();
     LS_ASSIGN_OR_RETURN(Tensor d_heads, Allocate(ctx, DType::kF32, Shape{rows, d}));
     LS_RETURN_IF_ERROR(
-        Product(gpu, false, true, rows, d, d, 1.f, F32(d_out), F32(in[2]), F32(d_heads)));
+        Product(ctx, gpu, false, true, rows, d, d, 1.f, F32(d_out), F32(in[2]), F32(d_heads)));
     LS_ASSIGN_OR_RETURN(Tensor d_o, Allocate(ctx, DType::kF32, Shape{bhs * l.time, l.k}));
     LS_RETURN_IF_ERROR(gpu.kernels->RowsToHeads(Single(l), F32(d_heads), F32(d_o), gpu.stream()));
     LS_ASSIGN_OR_RETURN(Tensor d_qkv_heads, Allocate(ctx, DType::kF32, Shape{l.elements()}));
@@ -235,33 +235,33 @@ class SelfAttentionGpuKernel final : public GpuOpKernel {
     for (int64_t bh = 0; bh < bhs; ++bh) {
       const float* d_o_bh = F32(d_o) + bh * head;
       // dV = P^T dO;  dP = dO V^T
-      LS_RETURN_IF_ERROR(Product(gpu, true, false, l.time, l.k, l.time, 1.f, Probs(l, bh), d_o_bh,
-                                 dqkv + 2 * part + bh * head));
-      LS_RETURN_IF_ERROR(Product(gpu, false, true, l.time, l.time, l.k, 1.f, d_o_bh, Head(l, 2, bh),
-                                 F32(d_probs) + bh * square));
+      LS_RETURN_IF_ERROR(Product(ctx, gpu, true, false, l.time, l.k, l.time, 1.f, Probs(l, bh),
+                                 d_o_bh, dqkv + 2 * part + bh * head));
+      LS_RETURN_IF_ERROR(Product(ctx, gpu, false, true, l.time, l.time, l.k, 1.f, d_o_bh,
+                                 Head(l, 2, bh), F32(d_probs) + bh * square));
     }
     // dS = P * (dP - rowsum(dP * P)) / sqrt(k)
     LS_RETURN_IF_ERROR(gpu.kernels->AttentionSoftmaxGrad(
         F32(probs_), F32(d_probs), F32(d_scores), bhs * l.time, l.time, Scale(l), gpu.stream()));
     for (int64_t bh = 0; bh < bhs; ++bh) {  // dQ = dS K;  dK = dS^T Q
       const float* ds = F32(d_scores) + bh * square;
-      LS_RETURN_IF_ERROR(Product(gpu, false, false, l.time, l.k, l.time, 1.f, ds, Head(l, 1, bh),
-                                 dqkv + bh * head));
-      LS_RETURN_IF_ERROR(Product(gpu, true, false, l.time, l.k, l.time, 1.f, ds, Head(l, 0, bh),
-                                 dqkv + part + bh * head));
+      LS_RETURN_IF_ERROR(Product(ctx, gpu, false, false, l.time, l.k, l.time, 1.f, ds,
+                                 Head(l, 1, bh), dqkv + bh * head));
+      LS_RETURN_IF_ERROR(Product(ctx, gpu, true, false, l.time, l.k, l.time, 1.f, ds,
+                                 Head(l, 0, bh), dqkv + part + bh * head));
     }
     LS_ASSIGN_OR_RETURN(Tensor d_qkv, Allocate(ctx, DType::kF32, Shape{rows, 3 * d}));
     LS_RETURN_IF_ERROR(gpu.kernels->HeadsToRows(l, dqkv, F32(d_qkv), gpu.stream()));
     if (need[1]) {  // dW_qkv = x^T dQKV
       LS_ASSIGN_OR_RETURN((*d_in)[1], GradientLike(ctx, in, 1));
-      LS_RETURN_IF_ERROR(
-          Product(gpu, true, false, d, 3 * d, rows, 1.f, F32(in[0]), F32(d_qkv), F32((*d_in)[1])));
+      LS_RETURN_IF_ERROR(Product(ctx, gpu, true, false, d, 3 * d, rows, 1.f, F32(in[0]), F32(d_qkv),
+                                 F32((*d_in)[1])));
       ctx.InputGradientDone(1);
     }
     if (need[0]) {  // dX = dQKV W_qkv^T
       LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
-      LS_RETURN_IF_ERROR(
-          Product(gpu, false, true, rows, d, 3 * d, 1.f, F32(d_qkv), F32(in[1]), F32((*d_in)[0])));
+      LS_RETURN_IF_ERROR(Product(ctx, gpu, false, true, rows, d, 3 * d, 1.f, F32(d_qkv), F32(in[1]),
+                                 F32((*d_in)[0])));
     }
     return absl::OkStatus();
   }
@@ -289,10 +289,10 @@ class SelfAttentionGpuKernel final : public GpuOpKernel {
   const float* Probs(const gpu::HeadsLayout& l, int64_t bh) const {
     return F32(probs_) + bh * l.time * l.time;
   }
-  // c [m, n] = alpha op(a) op(b), row-major (BlasApi).
-  static absl::Status Product(const gpu::GpuDevice& gpu, bool trans_a, bool trans_b, int64_t m,
-                              int64_t n, int64_t k, float alpha, const float* a, const float* b,
-                              float* c) {
+  // c [m, n] = alpha op(a) op(b), row-major, in the graph's precision (products.h).
+  static absl::Status Product(const KernelContext& ctx, const gpu::GpuDevice& gpu, bool trans_a,
+                              bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                              const float* a, const float* b, float* c) {
     gpu::GemmArgs g;
     g.trans_a = trans_a;
     g.trans_b = trans_b;
@@ -303,7 +303,7 @@ class SelfAttentionGpuKernel final : public GpuOpKernel {
     g.a = a;
     g.b = b;
     g.c = c;
-    return gpu.blas->Gemm(g, gpu.stream());
+    return GpuProduct(ctx, gpu, g);
   }
 
   // From the last Forward, for Backward.

@@ -26,11 +26,26 @@ const char* EpilogueName(Epilogue e) {
   return "unknown";
 }
 
+const char* GemmOperandsName(GemmOperands o) {
+  switch (o) {
+    case GemmOperands::kF32:
+      return "f32";
+    case GemmOperands::kBF16:
+      return "bf16";
+  }
+  return "unknown";
+}
+
+size_t OperandBytes(GemmOperands o) { return o == GemmOperands::kBF16 ? 2 : 4; }
+
 absl::Status CheckGemm(const GemmArgs& g) {
   auto bad = [&](absl::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat("BlasApi::Gemm (m=", g.m, ", n=", g.n, ", k=", g.k, "): ", what));
   };
+  if (g.operands != GemmOperands::kF32 && g.operands != GemmOperands::kBF16) {
+    return bad(absl::StrCat("operands ", static_cast<int>(g.operands), " are not f32 or bf16"));
+  }
   if (g.m < 0 || g.n < 0 || g.k < 0) return bad("a dimension is negative");
   if (g.m * g.n > 0 && g.k == 0) return bad("k = 0 (an empty inner dimension) is not a product");
   if (g.m * g.n > 0 && g.c == nullptr) return bad("c is null");
@@ -63,6 +78,7 @@ ColumnMajorGemm ToColumnMajor(const GemmArgs& g) {
   c.ldc = g.n;
   c.epilogue = g.epilogue;
   c.bias = g.bias;
+  c.operands = g.operands;
   if (c.lda < 1) c.lda = 1;
   if (c.ldb < 1) c.ldb = 1;
   if (c.ldc < 1) c.ldc = 1;

@@ -8,11 +8,13 @@
 // (blas_api_contract_test.h) on the CPU that it would fail on a GPU.
 //
 // Semantics (row-major): C[m, n] = epilogue(alpha * op(A) * op(B) + beta * C), op(A) [m, k]
-// (A stored [k, m] when trans_a), op(B) [k, n] (B stored [n, k] when trans_b), all f32 and
-// packed (leading dimension = stored row length). Epilogues: bias[n] is added to every row;
-// ReLU is max(x, 0); GELU is cuBLASLt's tanh approximation,
-// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), NOT the engine's exact GELU op (which
-// therefore never fuses into a product). Calls are enqueued on the stream and return at once.
+// (A stored [k, m] when trans_a), op(B) [k, n] (B stored [n, k] when trans_b), all packed
+// (leading dimension = stored row length). A and B are f32, or both bf16 (GemmOperands::kBF16,
+// mixed precision: cuBLASLt's CUDA_R_16BF operands with CUBLAS_COMPUTE_32F, on tensor cores);
+// C, alpha, beta and the bias are f32 and the products accumulate in f32 either way. Epilogues:
+// bias[n] is added to every row; ReLU is max(x, 0); GELU is cuBLASLt's tanh approximation, 0.5 x (1
+// + tanh(sqrt(2/pi) (x + 0.044715 x^3))), NOT the engine's exact GELU op (which therefore never
+// fuses into a product). Calls are enqueued on the stream and return at once.
 //
 // Errors at the call: INVALID_ARGUMENT "BlasApi::Gemm: ..." for a negative dimension, k = 0 with
 // an output (cuBLASLt has no such product), a null buffer with elements, a bias epilogue without a
@@ -23,6 +25,7 @@
 #ifndef LOCKSTEP_ENGINE_KERNELS_GPU_BLAS_API_H_
 #define LOCKSTEP_ENGINE_KERNELS_GPU_BLAS_API_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -35,18 +38,25 @@ enum class Epilogue { kNone, kBias, kRelu, kBiasRelu, kGelu, kBiasGelu };
 bool EpilogueHasBias(Epilogue e);
 const char* EpilogueName(Epilogue e);
 
-// One row-major product (see above). Device pointers.
+// The element type of A and B: f32, or bf16 (uint16_t bits, common/bfloat16.h).
+enum class GemmOperands { kF32, kBF16 };
+const char* GemmOperandsName(GemmOperands o);
+// Bytes per element of A and B.
+size_t OperandBytes(GemmOperands o);
+
+// One row-major product (see above). Device pointers; a and b point to `operands` elements.
 struct GemmArgs {
   bool trans_a = false;
   bool trans_b = false;
   int64_t m = 0, n = 0, k = 0;
   float alpha = 1;
-  const float* a = nullptr;
-  const float* b = nullptr;
+  const void* a = nullptr;
+  const void* b = nullptr;
   float beta = 0;
   float* c = nullptr;
   Epilogue epilogue = Epilogue::kNone;
   const float* bias = nullptr;  // n elements, for the bias epilogues
+  GemmOperands operands = GemmOperands::kF32;
 };
 
 // The same product as cuBLAS sees it, column-major: C_cm[rows, cols] (ldc) =
@@ -56,15 +66,16 @@ struct ColumnMajorGemm {
   bool trans_b = false;
   int64_t rows = 0, cols = 0, depth = 0;
   float alpha = 1;
-  const float* a = nullptr;
+  const void* a = nullptr;
   int64_t lda = 1;
-  const float* b = nullptr;
+  const void* b = nullptr;
   int64_t ldb = 1;
   float beta = 0;
   float* c = nullptr;
   int64_t ldc = 1;
   Epilogue epilogue = Epilogue::kNone;
   const float* bias = nullptr;  // rows elements
+  GemmOperands operands = GemmOperands::kF32;
 };
 
 // The launch-time checks of both sides (errors as above).

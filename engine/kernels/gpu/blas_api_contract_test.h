@@ -3,7 +3,9 @@
 // small integers are exact in f32 whatever the summation order (TF32 is off), so every
 // product is compared with a naive row-major reference bit for bit; rectangular shapes of
 // distinct m, n, k in every transposition make a swapped operand or dimension fail. GELU
-// (tanh, transcendental) is compared within kGeluRelTolerance.
+// (tanh, transcendental) is compared within kGeluRelTolerance. bf16 operands (GemmOperands::
+// kBF16) hold the same small integers, exact in bf16, so their products are checked bit for bit
+// too, and a sum that bf16 cannot hold (511) shows that they accumulate in f32.
 //
 // A Backend type provides `static absl::StatusOr<BlasBackend> Make()`.
 #ifndef LOCKSTEP_ENGINE_KERNELS_GPU_BLAS_API_CONTRACT_TEST_H_
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bfloat16.h"
 #include "common/cuda/cuda_api.h"
 #include "engine/kernels/gpu/blas_api.h"
 #include "gmock/gmock.h"
@@ -94,6 +97,22 @@ class BlasApiContractTest : public ::testing::Test {
                     .ok());
     return static_cast<float*>(*p);
   }
+  // The values rounded to bf16, on the device (bf16 operands).
+  const uint16_t* UploadBf16(const std::vector<float>& host) {
+    std::vector<uint16_t> bits(host.size());
+    for (size_t i = 0; i < host.size(); ++i) bits[i] = FloatToBFloat16(host[i]);
+    absl::StatusOr<void*> p = api().Malloc(std::max<size_t>(bits.size(), 1) * sizeof(uint16_t));
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) return nullptr;
+    allocations_.push_back(*p);
+    EXPECT_TRUE(api()
+                    .MemcpyAsync(*p, bits.data(), bits.size() * sizeof(uint16_t),
+                                 CopyKind::kHostToDevice, stream_)
+                    .ok());
+    // The copy reads `bits` when the stream runs it.
+    EXPECT_TRUE(api().StreamSynchronize(stream_).ok());
+    return static_cast<const uint16_t*>(*p);
+  }
   std::vector<float> Download(const float* p, size_t n) {
     std::vector<float> host(n);
     EXPECT_TRUE(
@@ -112,13 +131,15 @@ class BlasApiContractTest : public ::testing::Test {
     const std::vector<float> b = SmallInts(g.k * g.n, seed + 1);
     const std::vector<float> c = SmallInts(g.m * g.n, seed + 2);
     const std::vector<float> bias = SmallInts(g.n, seed + 3);
-    g.a = Upload(a);
-    g.b = Upload(b);
+    const bool bf16 = g.operands == GemmOperands::kBF16;  // small integers: exact in bf16
+    g.a = bf16 ? static_cast<const void*>(UploadBf16(a)) : Upload(a);
+    g.b = bf16 ? static_cast<const void*>(UploadBf16(b)) : Upload(b);
     g.c = Upload(c);
     g.bias = EpilogueHasBias(g.epilogue) ? Upload(bias) : nullptr;
     absl::Status s = blas().Gemm(g, stream_);
     ASSERT_TRUE(s.ok()) << s;
     const std::vector<float> got = Download(g.c, g.m * g.n);
+    ASSERT_EQ(got.size(), static_cast<size_t>(g.m * g.n));
     const std::vector<double> want = ReferenceGemm(g, a, b, c, bias);
     ASSERT_EQ(got.size(), want.size());
     const bool gelu = g.epilogue == Epilogue::kGelu || g.epilogue == Epilogue::kBiasGelu;
@@ -146,21 +167,44 @@ TYPED_TEST_P(BlasApiContractTest, EveryTranspositionOfRectangularShapesIsExact) 
   };
   const Dims shapes[] = {{1, 1, 1}, {3, 5, 7}, {17, 9, 33}, {64, 10, 128}, {2, 200, 3}};
   int checked = 0;
-  for (const Dims& d : shapes) {
-    for (int t = 0; t < 4; ++t) {
-      GemmArgs g;
-      g.m = d.m;
-      g.n = d.n;
-      g.k = d.k;
-      g.trans_a = t & 1;
-      g.trans_b = t & 2;
-      SCOPED_TRACE(::testing::Message() << "m=" << d.m << " n=" << d.n << " k=" << d.k
-                                        << " trans_a=" << g.trans_a << " trans_b=" << g.trans_b);
-      this->Check(g, 100 + checked);
-      ++checked;
+  for (GemmOperands operands : {GemmOperands::kF32, GemmOperands::kBF16}) {
+    for (const Dims& d : shapes) {
+      for (int t = 0; t < 4; ++t) {
+        GemmArgs g;
+        g.m = d.m;
+        g.n = d.n;
+        g.k = d.k;
+        g.trans_a = t & 1;
+        g.trans_b = t & 2;
+        g.operands = operands;
+        SCOPED_TRACE(::testing::Message()
+                     << GemmOperandsName(operands) << " m=" << d.m << " n=" << d.n << " k=" << d.k
+                     << " trans_a=" << g.trans_a << " trans_b=" << g.trans_b);
+        this->Check(g, 100 + checked);
+        ++checked;
+      }
     }
   }
-  EXPECT_EQ(checked, 20);
+  EXPECT_EQ(checked, 40);
+}
+
+// 256 + 255 * 1 = 511: exact in f32 in any order of the sum, but not a bf16 value (bf16 holds
+// the even numbers between 256 and 512), so a product that accumulated in bf16 fails here.
+TYPED_TEST_P(BlasApiContractTest, Bf16OperandsAccumulateInF32) {
+  const int64_t k = 256;
+  std::vector<float> ones(k, 1.f), b(k, 1.f);
+  b[0] = 256.f;
+  GemmArgs g;
+  g.m = 1;
+  g.n = 1;
+  g.k = k;
+  g.operands = GemmOperands::kBF16;
+  g.a = this->UploadBf16(ones);
+  g.b = this->UploadBf16(b);
+  g.c = this->Upload({0.f});
+  ASSERT_TRUE(this->blas().Gemm(g, this->stream_).ok());
+  EXPECT_EQ(this->Download(g.c, 1)[0], 511.f);
+  EXPECT_NE(RoundToBFloat16(511.f), 511.f);  // the control: bf16 cannot hold the sum
 }
 
 TYPED_TEST_P(BlasApiContractTest, AlphaAndBetaAccumulate) {
@@ -168,13 +212,18 @@ TYPED_TEST_P(BlasApiContractTest, AlphaAndBetaAccumulate) {
   g.m = 6;
   g.n = 4;
   g.k = 5;
-  g.alpha = 2;
-  g.beta = 1;
-  this->Check(g, 7);
-  g.trans_a = true;
-  g.alpha = -1;
-  g.beta = 0.5f;
-  this->Check(g, 8);
+  for (GemmOperands operands : {GemmOperands::kF32, GemmOperands::kBF16}) {
+    SCOPED_TRACE(GemmOperandsName(operands));
+    g.operands = operands;
+    g.trans_a = false;
+    g.alpha = 2;
+    g.beta = 1;
+    this->Check(g, 7);
+    g.trans_a = true;
+    g.alpha = -1;
+    g.beta = 0.5f;
+    this->Check(g, 8);
+  }
 }
 
 TYPED_TEST_P(BlasApiContractTest, EpiloguesAddTheBiasPerColumnThenActivate) {
@@ -238,11 +287,17 @@ TYPED_TEST_P(BlasApiContractTest, RefusesBadArgumentsNamingThem) {
   s = this->blas().Gemm(g, this->stream_);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), ::testing::HasSubstr("a is null"));
+  g.a = x;
+  g.operands = static_cast<GemmOperands>(9);
+  s = this->blas().Gemm(g, this->stream_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("operands 9 are not f32 or bf16"));
 }
 
 REGISTER_TYPED_TEST_SUITE_P(BlasApiContractTest, EveryTranspositionOfRectangularShapesIsExact,
-                            AlphaAndBetaAccumulate, EpiloguesAddTheBiasPerColumnThenActivate,
-                            EmptyOutputIsANoOp, RefusesBadArgumentsNamingThem);
+                            Bf16OperandsAccumulateInF32, AlphaAndBetaAccumulate,
+                            EpiloguesAddTheBiasPerColumnThenActivate, EmptyOutputIsANoOp,
+                            RefusesBadArgumentsNamingThem);
 
 }  // namespace lockstep::engine::gpu
 

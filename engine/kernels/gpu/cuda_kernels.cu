@@ -33,6 +33,13 @@ absl::Status CudaKernels::Axpy(float a, const float* x, float* y, int64_t n, Cud
   return Launch("Axpy launch", ElementwiseShape(n), s, AxpyKernel<D>{a, {x}, {y}, n});
 }
 
+absl::Status CudaKernels::CastToBFloat16(const float* x, uint16_t* y, int64_t n, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("CastToBFloat16", n, {x, y}));
+  if (n == 0) return absl::OkStatus();
+  return Launch("CastToBFloat16 launch", ElementwiseShape(n), s,
+                CastToBFloat16Kernel<D>{{x}, {y}, n});
+}
+
 absl::Status CudaKernels::Scale(const float* x, float scale, float* y, int64_t n, CudaStream s) {
   LS_RETURN_IF_ERROR(CheckLaunch("Scale", n, {x, y}));
   if (n == 0) return absl::OkStatus();

@@ -68,6 +68,20 @@ absl::Status EmulatedKernels::Axpy(float a, const float* x, float* y, int64_t n,
   });
 }
 
+absl::Status EmulatedKernels::CastToBFloat16(const float* x, uint16_t* y, int64_t n, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("CastToBFloat16", n, {x, y}));
+  if (n == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, View(fake_, x, n, "CastToBFloat16", "x"));
+  LS_ASSIGN_OR_RETURN(void* yv, Bytes(fake_, y, n * sizeof(uint16_t), "CastToBFloat16", "y"));
+  const LaunchShape shape = Elementwise(n);
+  const uint64_t seed = options_.seed + launches_++;
+  return fake_->Launch(s, "CastToBFloat16", [=] {
+    GridEmulator emu("CastToBFloat16", seed);
+    return emu.Run(shape, CastToBFloat16Kernel<A>{emu.In<float>(xv, n, "x"),
+                                                  emu.Out<uint16_t>(yv, n, "y"), n});
+  });
+}
+
 absl::Status EmulatedKernels::Scale(const float* x, float scale, float* y, int64_t n,
                                     CudaStream s) {
   LS_RETURN_IF_ERROR(CheckLaunch("Scale", n, {x, y}));

@@ -1,8 +1,10 @@
 #include "engine/kernels/gpu/fake_blas_api.h"
 
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/bfloat16.h"
 #include "common/status.h"
 #include "engine/kernels/cpu/blas.h"
 
@@ -14,6 +16,13 @@ float GeluTanh(float x) {
   const double v = x;
   return static_cast<float>(0.5 * v *
                             (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+}
+
+std::vector<float> Widen(const void* bf16, int64_t n) {
+  const uint16_t* in = static_cast<const uint16_t*>(bf16);
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = BFloat16ToFloat(in[i]);
+  return out;
 }
 
 }  // namespace
@@ -53,7 +62,8 @@ absl::Status FakeBlasApi::ColumnMajor(const ColumnMajorGemm& g, CudaStream strea
                                                      " is not packed (", minimum,
                                                      "); the fake supports packed operands only"));
     }
-    const size_t bytes = static_cast<size_t>(o.ld * o.stored_cols) * sizeof(float);
+    const size_t element = i < 2 ? OperandBytes(g.operands) : sizeof(float);
+    const size_t bytes = static_cast<size_t>(o.ld * o.stored_cols) * element;
     LS_ASSIGN_OR_RETURN(views[i], fake_->HostRange(o.p, bytes, call, o.name));
   }
   void* bias = nullptr;
@@ -66,6 +76,13 @@ absl::Status FakeBlasApi::ColumnMajor(const ColumnMajorGemm& g, CudaStream strea
     const float* a = static_cast<const float*>(views[0]);
     const float* b = static_cast<const float*>(views[1]);
     float* c = static_cast<float*>(views[2]);
+    std::vector<float> wide_a, wide_b;  // bf16 operands, widened exactly
+    if (p.operands == GemmOperands::kBF16) {
+      wide_a = Widen(views[0], p.rows * p.depth);
+      wide_b = Widen(views[1], p.depth * p.cols);
+      a = wide_a.data();
+      b = wide_b.data();
+    }
     // C_cm stored column-major is C_cm^T row-major [cols, rows] = op_b(B)^T op_a(A)^T, and
     // B_cm stored column-major is op_b(B)^T row-major, transposed iff trans_b (likewise A).
     cpu::Gemm<float>(p.trans_b, p.trans_a, p.cols, p.rows, p.depth, p.alpha, b, a, p.beta, c);

@@ -10,6 +10,10 @@
 // cpu::Gemm with the same dimensions and transpositions as the engine's CPU MatMul does:
 // its products are bitwise the CPU's. The bias is added after the product (one rounding) and
 // the activation applied after that, as the CPU's MatMul -> BiasAdd -> ReLU do.
+// bf16 operands (GemmOperands::kBF16) are widened to f32 (exactly) and multiplied by the same
+// CPU GEMM: every product of two bf16 values is exact in f32, so this is a bf16-input,
+// f32-accumulate product, and bitwise the engine's CPU BF16_MIXED product, which hands cpu::Gemm
+// the same rounded values (engine/ops/products.h). A GPU sums in its own order.
 // Limits: operands must be packed (leading dimension = the stored column length; our
 // translation always gives that); cuBLAS would accept a larger one, the fake says so.
 //

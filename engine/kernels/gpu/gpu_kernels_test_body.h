@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bfloat16.h"
 #include "common/cuda/cuda_api.h"
 #include "engine/kernels/gpu/gpu_kernels.h"
 #include "engine/kernels/gpu/optimizer_params.h"
@@ -344,6 +345,46 @@ TYPED_TEST_P(GpuKernelsTest, FusedOptimizersAreOptimizerApplyBitForBit) {
   }
 }
 
+// The operands of BF16_MIXED products: the one bf16 rounding (common/bfloat16.h) bit for bit,
+// ties to even, NaN kept a NaN, infinities and overflow, over a grid of several blocks.
+TYPED_TEST_P(GpuKernelsTest, CastToBFloat16IsTheSharedRounding) {
+  std::vector<float> x = RandomFloats(4099, 21, -300.f, 300.f);
+  const float specials[] = {0.f,
+                            -0.f,
+                            1.00390625f,
+                            1.01171875f,
+                            3.4e38f,
+                            -3.4e38f,
+                            std::nanf(""),
+                            INFINITY,
+                            -INFINITY,
+                            1e-40f,
+                            FloatFromBits(0x7F800001u)};
+  std::copy(std::begin(specials), std::end(specials), x.begin());
+  absl::StatusOr<void*> y = this->api().Malloc(x.size() * sizeof(uint16_t));
+  ASSERT_TRUE(y.ok()) << y.status();
+  this->allocations_.push_back(*y);
+  ASSERT_TRUE(
+      this->kernels()
+          .CastToBFloat16(this->ToDevice(x), static_cast<uint16_t*>(*y), x.size(), this->stream_)
+          .ok());
+  std::vector<uint16_t> got(x.size(), 0xFFFF);
+  ASSERT_TRUE(this->api()
+                  .MemcpyAsync(got.data(), *y, got.size() * sizeof(uint16_t),
+                               CopyKind::kDeviceToHost, this->stream_)
+                  .ok());
+  ASSERT_TRUE(this->api().StreamSynchronize(this->stream_).ok());
+  int rounded = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(got[i], FloatToBFloat16(x[i])) << "element " << i << " = " << x[i];
+    rounded += BFloat16ToFloat(got[i]) != x[i] && !std::isnan(x[i]);
+  }
+  EXPECT_GT(rounded, 4000);  // random values are not bf16 values: the cast rounded them
+  absl::Status null = this->kernels().CastToBFloat16(nullptr, nullptr, 3, this->stream_);
+  EXPECT_EQ(null.code(), absl::StatusCode::kInvalidArgument) << null;
+  EXPECT_THAT(null.message(), ::testing::HasSubstr("CastToBFloat16"));
+}
+
 TYPED_TEST_P(GpuKernelsTest, BadLaunchesAreRefusedByName) {
   float* d = this->ToDevice(std::vector<float>(4, 0.f));
   absl::Status negative = this->kernels().Relu(d, d, -1, this->stream_);
@@ -453,7 +494,8 @@ TYPED_TEST_P(GpuKernelsTest, SoftmaxCrossEntropyAndAccuracyMatchTheCpuKernels) {
 REGISTER_TYPED_TEST_SUITE_P(GpuKernelsTest, AxpyIsSgdBitForBit, ScaleIsMeanGradientBitForBit,
                             AddIsAddBitForBit, ReluForwardAndGradientBitForBit,
                             SoftmaxRowsMatchesSoftmaxWithinTolerance, RowSumMatchesSum,
-                            FusedOptimizersAreOptimizerApplyBitForBit, BadLaunchesAreRefusedByName,
+                            FusedOptimizersAreOptimizerApplyBitForBit,
+                            CastToBFloat16IsTheSharedRounding, BadLaunchesAreRefusedByName,
                             BiasAddForwardAndGradientBitForBit,
                             SoftmaxCrossEntropyAndAccuracyMatchTheCpuKernels);
 

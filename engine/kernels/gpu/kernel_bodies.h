@@ -19,6 +19,7 @@
 //   XentRows / XentTotal   per-row terms, then their sum  SPARSE_SOFTMAX_CROSS_ENTROPY forward
 //   XentGrad    (softmax - smoothed one-hot) * dy / rows   its gradient
 //   ArgmaxHits / HitRate   per-row hit, then the fraction ACCURACY
+//   CastToBFloat16  y = FloatToBFloat16(x) (common/bfloat16.h)  BF16_MIXED products' operands
 // The loss and accuracy kernels run one thread per row (rows are few, classes fewer than a
 // block): each row in the CPU's order, so the emulator gives the CPU kernel's bits.
 #ifndef LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_H_
@@ -28,6 +29,7 @@
 
 #include <cstdint>
 
+#include "common/bfloat16.h"
 #include "engine/kernels/gpu/block_reduce.h"
 #include "engine/kernels/gpu/optimizer_params.h"
 #include "engine/kernels/gpu/portable.h"
@@ -43,6 +45,17 @@ struct AxpyKernel {
   LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
     for (int64_t i = FirstIndex(t); i < n; i += Stride(t))
       y.Store(i, fmaf(a, x.Load(i), y.Load(i)));
+  }
+};
+
+// The operands of BF16_MIXED products: the one bf16 rounding every layer uses.
+template <class A>
+struct CastToBFloat16Kernel {
+  typename A::template In<float> x;
+  typename A::template Out<uint16_t> y;
+  int64_t n;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t i = FirstIndex(t); i < n; i += Stride(t)) y.Store(i, FloatToBFloat16(x.Load(i)));
   }
 };
 

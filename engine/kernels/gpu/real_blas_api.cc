@@ -114,8 +114,11 @@ absl::Status RealBlasApi::Gemm(const GemmArgs& args, CudaStream stream) {
   auto check = [&](cublasStatus_t s, absl::string_view call) {
     return Check(f_->status_name, s, call);
   };
+  // bf16 operands: tensor-core products accumulated in f32 (CUBLAS_COMPUTE_32F), C in f32.
+  const bool bf16 = g.operands == GemmOperands::kBF16;
+  const cudaDataType_t operand_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute =
-      options_.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      options_.allow_tf32 && !bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
@@ -152,10 +155,10 @@ absl::Status RealBlasApi::Gemm(const GemmArgs& args, CudaStream stream) {
               "set BIAS_POINTER"));
   }
   // Stored shapes, column-major.
-  LS_RETURN_IF_ERROR(check(f_->layout_create(&a, CUDA_R_32F, g.trans_a ? g.depth : g.rows,
+  LS_RETURN_IF_ERROR(check(f_->layout_create(&a, operand_type, g.trans_a ? g.depth : g.rows,
                                              g.trans_a ? g.rows : g.depth, g.lda),
                            "MatrixLayoutCreate(A)"));
-  LS_RETURN_IF_ERROR(check(f_->layout_create(&b, CUDA_R_32F, g.trans_b ? g.cols : g.depth,
+  LS_RETURN_IF_ERROR(check(f_->layout_create(&b, operand_type, g.trans_b ? g.cols : g.depth,
                                              g.trans_b ? g.depth : g.cols, g.ldb),
                            "MatrixLayoutCreate(B)"));
   LS_RETURN_IF_ERROR(
@@ -171,9 +174,9 @@ absl::Status RealBlasApi::Gemm(const GemmArgs& args, CudaStream stream) {
   LS_RETURN_IF_ERROR(check(f_->heuristic(handle, desc, a, b, c, c, pref, 1, &result, &found),
                            "MatmulAlgoGetHeuristic"));
   if (found == 0) {
-    return absl::InternalError(absl::StrCat("cuBLASLt MatmulAlgoGetHeuristic: no algorithm for ",
-                                            g.rows, "x", g.cols, "x", g.depth, " epilogue ",
-                                            EpilogueName(g.epilogue)));
+    return absl::InternalError(absl::StrCat(
+        "cuBLASLt MatmulAlgoGetHeuristic: no algorithm for ", g.rows, "x", g.cols, "x", g.depth,
+        " ", GemmOperandsName(g.operands), " epilogue ", EpilogueName(g.epilogue)));
   }
   return check(
       f_->matmul(handle, desc, &g.alpha, g.a, a, g.b, b, &g.beta, g.c, c, g.c, c, &result.algo,

@@ -3,7 +3,9 @@
 // when a product is asked for. Each Gemm translates once (ToColumnMajor, shared with the fake),
 // describes the operands, asks cuBLASLt's heuristic for an algorithm within the workspace and
 // enqueues cublasLtMatmul on the stream. Compute is CUBLAS_COMPUTE_32F (true f32) unless
-// Options::allow_tf32 (CUBLAS_COMPUTE_32F_FAST_TF32: faster, ~1e-3 relative error).
+// Options::allow_tf32 (CUBLAS_COMPUTE_32F_FAST_TF32: faster, ~1e-3 relative error). bf16
+// operands (GemmOperands::kBF16) are CUDA_R_16BF layouts with CUBLAS_COMPUTE_32F and C in
+// CUDA_R_32F: tensor-core products accumulated in f32 (allow_tf32 does not apply).
 //
 // Errors: UNAVAILABLE naming libcublasLt.so.13 when it cannot be loaded (Create); INTERNAL
 // "cuBLASLt <call>: <status name>" for a cuBLAS failure, in this one place.
