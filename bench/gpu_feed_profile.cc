@@ -26,6 +26,7 @@
 #include "distribute/fake_gpu_devices.h"
 #include "worker/fake_coordinator_client.h"
 #include "worker/job_executor.h"
+#include "worker/partition_group.h"
 
 ABSL_FLAG(int, steps, 30, "measured steps");
 ABSL_FLAG(int, warmup, 5, "steps before measuring");
@@ -59,11 +60,7 @@ int Main() {
   spec->set_steps(warmup + steps);
   spec->mutable_summaries()->set_every_steps(warmup + steps);
   spec->set_seed(5);
-  p.set_tf_config(
-      R"({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}})");
-  p.set_worker_rank(0);
-  p.set_num_workers(1);
-  p.set_is_chief(true);
+  worker::SetWorkerGroup({"127.0.0.1:1"}, 0, &p);
   p.set_num_replicas_in_sync(1);
   p.set_num_shards(1);
   p.set_rendezvous_prefix("profile");
