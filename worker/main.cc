@@ -48,7 +48,7 @@
 #include "collectives/nccl/real_nccl_api.h"
 #include "distribute/cuda_gpu_devices.h"
 #endif
-#include "worker/grpc_coordinator_client.h"
+#include "worker/grpc_worker_service_client.h"
 #include "worker/job_runner.h"
 #include "worker/worker_config.h"
 #include "worker/worker_metrics.h"
@@ -272,7 +272,7 @@ int Run(sigset_t signals) {
         "--insecure: talking to the coordinator in plaintext, unauthenticated; anyone on the "
         "network can read and forge this worker's traffic");
   }
-  auto client = lockstep::worker::GrpcCoordinatorClient::Create(config.coordinator, config.tls);
+  auto client = lockstep::worker::GrpcWorkerServiceClient::Create(config.coordinator, config.tls);
   if (!client.ok()) {
     spdlog::error("--coordinator: {}", std::string(client.status().message()));
     return kExitBadConfig;

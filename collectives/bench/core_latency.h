@@ -14,8 +14,8 @@
 // round trips, in nanoseconds per round trip.
 // Thread model: starts and joins its own two threads; call it from any thread, but not
 // concurrently with work that should not share those CPUs.
-#ifndef LOCKSTEP_BENCH_CORE_LATENCY_H_
-#define LOCKSTEP_BENCH_CORE_LATENCY_H_
+#ifndef LOCKSTEP_COLLECTIVES_BENCH_CORE_LATENCY_H_
+#define LOCKSTEP_COLLECTIVES_BENCH_CORE_LATENCY_H_
 
 #include <string>
 #include <utility>
@@ -74,4 +74,4 @@ const char* PlacementName(Placement p);
 }  // namespace bench
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_BENCH_CORE_LATENCY_H_
+#endif  // LOCKSTEP_COLLECTIVES_BENCH_CORE_LATENCY_H_

@@ -1,4 +1,4 @@
-#include "worker/grpc_coordinator_client.h"
+#include "worker/grpc_worker_service_client.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -11,33 +11,33 @@
 
 namespace lockstep {
 namespace worker {
-absl::StatusOr<std::unique_ptr<GrpcCoordinatorClient>> GrpcCoordinatorClient::Create(
+absl::StatusOr<std::unique_ptr<GrpcWorkerServiceClient>> GrpcWorkerServiceClient::Create(
     const std::string& address, const TlsOptions& tls, absl::Duration rpc_timeout) {
   LS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, CoordinatorChannel(address, tls));
-  return std::unique_ptr<GrpcCoordinatorClient>(
-      new GrpcCoordinatorClient(address, rpc_timeout, v1::WorkerService::NewStub(channel)));
+  return std::unique_ptr<GrpcWorkerServiceClient>(
+      new GrpcWorkerServiceClient(address, rpc_timeout, v1::WorkerService::NewStub(channel)));
 }
 
-absl::StatusOr<v1::RegisterWorkerResponse> GrpcCoordinatorClient::RegisterWorker(
+absl::StatusOr<v1::RegisterWorkerResponse> GrpcWorkerServiceClient::RegisterWorker(
     const v1::RegisterWorkerRequest& request) {
   // Fails fast (UNAVAILABLE naming a refused handshake); the heartbeats drive reconnects.
   return Call(&v1::WorkerService::Stub::AsyncRegisterWorker, "RegisterWorker", request,
               rpc_timeout_);
 }
 
-absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
+absl::StatusOr<v1::HeartbeatResponse> GrpcWorkerServiceClient::Heartbeat(
     const v1::HeartbeatRequest& request) {
   return Call(&v1::WorkerService::Stub::AsyncHeartbeat, "Heartbeat", request,
               std::min(rpc_timeout_, kReconnectWait), /*wait_for_ready=*/true);
 }
 
-absl::Status GrpcCoordinatorClient::Deregister(const v1::DeregisterRequest& request) {
+absl::Status GrpcWorkerServiceClient::Deregister(const v1::DeregisterRequest& request) {
   return Call(&v1::WorkerService::Stub::AsyncDeregister, "Deregister", request, rpc_timeout_)
       .status();
 }
 
-absl::Status GrpcCoordinatorClient::SetKey(const std::string& key, const std::string& value,
-                                           bool overwrite) {
+absl::Status GrpcWorkerServiceClient::SetKey(const std::string& key, const std::string& value,
+                                             bool overwrite) {
   v1::SetKeyRequest request;
   request.set_key(key);
   request.set_value(value);
@@ -45,8 +45,8 @@ absl::Status GrpcCoordinatorClient::SetKey(const std::string& key, const std::st
   return Call(&v1::WorkerService::Stub::AsyncSetKey, "SetKey", request, rpc_timeout_).status();
 }
 
-absl::StatusOr<std::string> GrpcCoordinatorClient::GetKey(const std::string& key,
-                                                          absl::Duration timeout) {
+absl::StatusOr<std::string> GrpcWorkerServiceClient::GetKey(const std::string& key,
+                                                            absl::Duration timeout) {
   v1::GetKeyRequest request;
   request.set_key(key);
   request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
@@ -56,7 +56,7 @@ absl::StatusOr<std::string> GrpcCoordinatorClient::GetKey(const std::string& key
   return std::move(*response.mutable_value());
 }
 
-absl::Status GrpcCoordinatorClient::Barrier(const v1::BarrierRequest& request) {
+absl::Status GrpcWorkerServiceClient::Barrier(const v1::BarrierRequest& request) {
   return Call(&v1::WorkerService::Stub::AsyncBarrier, "Barrier", request,
               absl::Milliseconds(request.timeout_ms()) + rpc_timeout_)
       .status();
@@ -97,7 +97,7 @@ class GrpcAssignmentStream final : public AssignmentStream {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<AssignmentStream>> GrpcCoordinatorClient::WatchAssignments(
+absl::StatusOr<std::unique_ptr<AssignmentStream>> GrpcWorkerServiceClient::WatchAssignments(
     const v1::WatchAssignmentsRequest& request) {
   return std::unique_ptr<AssignmentStream>(
       std::make_unique<GrpcAssignmentStream>(stub_.get(), request, address_));

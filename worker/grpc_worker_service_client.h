@@ -1,11 +1,11 @@
-// GrpcCoordinatorClient: CoordinatorClient over a gRPC channel to lockstep-coordinator's
+// GrpcWorkerServiceClient: WorkerServiceClient over a gRPC channel to lockstep-coordinator's
 // lockstep.v1.WorkerService (lockstepd's client; it needs a daemon certificate).
 // Every call carries a deadline (`rpc_timeout`, plus the wait for GetKey and Barrier) and
 // fails fast when the coordinator is down (no wait-for-ready, but for heartbeats), so
 // callers decide how to retry. Unary calls go through common/grpc_unary_call.h.
 // Ownership: owns the channel and stub. Thread model: thread-safe (gRPC stubs are).
-#ifndef LOCKSTEP_WORKER_GRPC_COORDINATOR_CLIENT_H_
-#define LOCKSTEP_WORKER_GRPC_COORDINATOR_CLIENT_H_
+#ifndef LOCKSTEP_WORKER_GRPC_WORKER_SERVICE_CLIENT_H_
+#define LOCKSTEP_WORKER_GRPC_WORKER_SERVICE_CLIENT_H_
 
 #include <memory>
 #include <string>
@@ -16,16 +16,16 @@
 #include "common/grpc_unary_call.h"
 #include "common/tls_options.h"
 #include "lockstep/v1/coordinator.grpc.pb.h"
-#include "worker/coordinator_client.h"
+#include "worker/worker_service_client.h"
 
 namespace lockstep {
 namespace worker {
 
-class GrpcCoordinatorClient final : public CoordinatorClient {
+class GrpcWorkerServiceClient final : public WorkerServiceClient {
  public:
   // `address`: "host:port". INVALID_ARGUMENT when it is not one. Does not connect yet.
   // `tls`: the channel's security (common/grpc_channel.h): a daemon's certificate.
-  static absl::StatusOr<std::unique_ptr<GrpcCoordinatorClient>> Create(
+  static absl::StatusOr<std::unique_ptr<GrpcWorkerServiceClient>> Create(
       const std::string& address, const TlsOptions& tls,
       absl::Duration rpc_timeout = absl::Seconds(3));
 
@@ -56,8 +56,8 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
                      absl::StrCat(name, " to coordinator ", address_), wait_for_ready);
   }
 
-  GrpcCoordinatorClient(std::string address, absl::Duration rpc_timeout,
-                        std::unique_ptr<v1::WorkerService::Stub> stub)
+  GrpcWorkerServiceClient(std::string address, absl::Duration rpc_timeout,
+                          std::unique_ptr<v1::WorkerService::Stub> stub)
       : address_(std::move(address)), rpc_timeout_(rpc_timeout), stub_(std::move(stub)) {}
 
   // How long heartbeats wait for a channel that is reconnecting: one
@@ -73,4 +73,4 @@ class GrpcCoordinatorClient final : public CoordinatorClient {
 }  // namespace worker
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_WORKER_GRPC_COORDINATOR_CLIENT_H_
+#endif  // LOCKSTEP_WORKER_GRPC_WORKER_SERVICE_CLIENT_H_

@@ -34,8 +34,8 @@
 //
 // Returns the process exit status (0 ok, 1 a rank failed or results were wrong, 2 bad
 // flags). Call it before starting any thread: it forks.
-#ifndef LOCKSTEP_BENCH_ALLREDUCE_BENCH_H_
-#define LOCKSTEP_BENCH_ALLREDUCE_BENCH_H_
+#ifndef LOCKSTEP_COLLECTIVES_BENCH_ALLREDUCE_BENCH_H_
+#define LOCKSTEP_COLLECTIVES_BENCH_ALLREDUCE_BENCH_H_
 
 #include <cstdint>
 #include <string>
@@ -54,4 +54,4 @@ absl::StatusOr<std::vector<uint64_t>> ParseSizes(const std::string& spec);
 }  // namespace bench
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_BENCH_ALLREDUCE_BENCH_H_
+#endif  // LOCKSTEP_COLLECTIVES_BENCH_ALLREDUCE_BENCH_H_

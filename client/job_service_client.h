@@ -1,11 +1,11 @@
-// CoordinatorClient: the one client of the coordinator's client-facing service
+// JobServiceClient: the one client of the coordinator's client-facing service
 // (lockstep.v1.JobService: cluster status, jobs, draining, diagnostics), for every `lockstep`
 // command, LocalCluster, the tests and the benchmarks. gRPC stays inside. Every unary call takes
 // one path, Call(): a deadline `rpc_timeout` from now, the channel's credentials (built once in
 // Create from TlsOptions; the CLI resolves them in client/cli/connection.h), and errors as
 // absl::Status naming the RPC and the coordinator's address ("GetJob to coordinator
 // 10.0.0.1:7000: ..."), converted in common/grpc_status. lockstepd does not use it: workers
-// speak the WorkerService through worker/grpc_coordinator_client.h.
+// speak the WorkerService through worker/grpc_worker_service_client.h.
 //
 // Adding an RPC (say a viewer's GetJobLogs):
 //   1. proto/lockstep/v1/coordinator.proto: the rpc in `service JobService` and its
@@ -21,8 +21,8 @@
 //
 // Ownership: owns its channel and stub. Thread model: thread-safe (gRPC stubs are);
 // WatchJob blocks its caller until the job ends.
-#ifndef LOCKSTEP_CLIENT_COORDINATOR_CLIENT_H_
-#define LOCKSTEP_CLIENT_COORDINATOR_CLIENT_H_
+#ifndef LOCKSTEP_CLIENT_JOB_SERVICE_CLIENT_H_
+#define LOCKSTEP_CLIENT_JOB_SERVICE_CLIENT_H_
 
 #include <functional>
 #include <memory>
@@ -39,12 +39,12 @@
 namespace lockstep {
 namespace client {
 
-class CoordinatorClient {
+class JobServiceClient {
  public:
   // INVALID_ARGUMENT when `address` is not host:port. Connects lazily, with `tls`
   // (common/grpc_channel.h: the cluster CA and a bearer token or a client certificate, or
   // --insecure). `rpc_timeout` bounds every unary call.
-  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Create(
+  static absl::StatusOr<std::unique_ptr<JobServiceClient>> Create(
       const std::string& address, const TlsOptions& tls,
       absl::Duration rpc_timeout = absl::Seconds(10));
 
@@ -80,8 +80,8 @@ class CoordinatorClient {
   const std::string& address() const { return address_; }
 
  private:
-  CoordinatorClient(std::string address, absl::Duration rpc_timeout,
-                    std::unique_ptr<v1::JobService::Stub> stub)
+  JobServiceClient(std::string address, absl::Duration rpc_timeout,
+                   std::unique_ptr<v1::JobService::Stub> stub)
       : address_(std::move(address)), rpc_timeout_(rpc_timeout), stub_(std::move(stub)) {}
 
   // "<rpc> to coordinator <address>": what every error of this client starts with.
@@ -106,4 +106,4 @@ class CoordinatorClient {
 }  // namespace client
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_CLIENT_COORDINATOR_CLIENT_H_
+#endif  // LOCKSTEP_CLIENT_JOB_SERVICE_CLIENT_H_

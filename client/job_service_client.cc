@@ -1,4 +1,4 @@
-#include "client/coordinator_client.h"
+#include "client/job_service_client.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -29,19 +29,19 @@ absl::Status ParseTask(const std::string& task, v1::TaskId* out) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
+absl::StatusOr<std::unique_ptr<JobServiceClient>> JobServiceClient::Create(
     const std::string& address, const TlsOptions& tls, absl::Duration rpc_timeout) {
   LS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, CoordinatorChannel(address, tls));
-  return std::unique_ptr<CoordinatorClient>(
-      new CoordinatorClient(address, rpc_timeout, v1::JobService::NewStub(channel)));
+  return std::unique_ptr<JobServiceClient>(
+      new JobServiceClient(address, rpc_timeout, v1::JobService::NewStub(channel)));
 }
 
-absl::StatusOr<v1::GetClusterStatusResponse> CoordinatorClient::GetClusterStatus() {
+absl::StatusOr<v1::GetClusterStatusResponse> JobServiceClient::GetClusterStatus() {
   return Call(&v1::JobService::Stub::AsyncGetClusterStatus, "GetClusterStatus",
               v1::GetClusterStatusRequest());
 }
 
-absl::StatusOr<std::string> CoordinatorClient::SubmitJob(const v1::JobSpec& spec) {
+absl::StatusOr<std::string> JobServiceClient::SubmitJob(const v1::JobSpec& spec) {
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
   LS_ASSIGN_OR_RETURN(v1::SubmitJobResponse response,
@@ -49,13 +49,13 @@ absl::StatusOr<std::string> CoordinatorClient::SubmitJob(const v1::JobSpec& spec
   return response.job_id();
 }
 
-absl::StatusOr<v1::GetJobResponse> CoordinatorClient::GetJob(const std::string& id) {
+absl::StatusOr<v1::GetJobResponse> JobServiceClient::GetJob(const std::string& id) {
   v1::GetJobRequest request;
   request.set_job_id(id);
   return Call(&v1::JobService::Stub::AsyncGetJob, "GetJob", request);
 }
 
-absl::StatusOr<std::vector<v1::JobRecord>> CoordinatorClient::ListJobs(int limit) {
+absl::StatusOr<std::vector<v1::JobRecord>> JobServiceClient::ListJobs(int limit) {
   v1::ListJobsRequest request;
   request.set_limit(limit);
   LS_ASSIGN_OR_RETURN(v1::ListJobsResponse response,
@@ -63,8 +63,8 @@ absl::StatusOr<std::vector<v1::JobRecord>> CoordinatorClient::ListJobs(int limit
   return std::vector<v1::JobRecord>(response.jobs().begin(), response.jobs().end());
 }
 
-absl::StatusOr<v1::JobRecord> CoordinatorClient::CancelJob(const std::string& id,
-                                                           const std::string& reason) {
+absl::StatusOr<v1::JobRecord> JobServiceClient::CancelJob(const std::string& id,
+                                                          const std::string& reason) {
   v1::CancelJobRequest request;
   request.set_job_id(id);
   request.set_reason(reason);
@@ -73,21 +73,21 @@ absl::StatusOr<v1::JobRecord> CoordinatorClient::CancelJob(const std::string& id
   return response.job();
 }
 
-absl::StatusOr<v1::DrainWorkerResponse> CoordinatorClient::DrainWorker(const std::string& task,
-                                                                       bool undo) {
+absl::StatusOr<v1::DrainWorkerResponse> JobServiceClient::DrainWorker(const std::string& task,
+                                                                      bool undo) {
   v1::DrainWorkerRequest request;
   LS_RETURN_IF_ERROR(ParseTask(task, request.mutable_task()));
   request.set_undo(undo);
   return Call(&v1::JobService::Stub::AsyncDrainWorker, "DrainWorker", request);
 }
 
-absl::StatusOr<v1::ReleaseTaskResponse> CoordinatorClient::ReleaseTask(const std::string& task) {
+absl::StatusOr<v1::ReleaseTaskResponse> JobServiceClient::ReleaseTask(const std::string& task) {
   v1::ReleaseTaskRequest request;
   LS_RETURN_IF_ERROR(ParseTask(task, request.mutable_task()));
   return Call(&v1::JobService::Stub::AsyncReleaseTask, "ReleaseTask", request);
 }
 
-absl::StatusOr<v1::JobEvent> CoordinatorClient::WatchJob(
+absl::StatusOr<v1::JobEvent> JobServiceClient::WatchJob(
     const std::string& id, const std::function<void(const v1::JobEvent&)>& on_event,
     absl::Time deadline, const std::function<bool()>& stop, absl::Duration give_up_after) {
   absl::Status last_error;
@@ -128,13 +128,13 @@ absl::StatusOr<v1::JobEvent> CoordinatorClient::WatchJob(
       "job ", id, " did not end in time", last_error.ok() ? "" : ": ", last_error.message()));
 }
 
-absl::StatusOr<v1::DumpJobResponse> CoordinatorClient::DumpJob(const std::string& id) {
+absl::StatusOr<v1::DumpJobResponse> JobServiceClient::DumpJob(const std::string& id) {
   v1::DumpJobRequest request;
   request.set_job_id(id);
   return Call(&v1::JobService::Stub::AsyncDumpJob, "DumpJob", request);
 }
 
-absl::Status CoordinatorClient::GetJobLogs(
+absl::Status JobServiceClient::GetJobLogs(
     const v1::GetJobLogsRequest& request,
     const std::function<void(const v1::JobLogLines&)>& on_lines) {
   grpc::ClientContext ctx;

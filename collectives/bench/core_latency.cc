@@ -1,4 +1,4 @@
-#include "bench/core_latency.h"
+#include "collectives/bench/core_latency.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-#include "bench/allreduce_rank.h"
+#include "collectives/bench/allreduce_rank.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
-#include "bench/peers/peer_measurement.h"
+#include "collectives/bench/peer_measurement.h"
 #include "collectives/communicator_factory.h"
 #include "collectives/file_store.h"
 #include "collectives/fused_all_reduce.h"

@@ -1,14 +1,14 @@
 // The driver's size parsing and iteration rules, a tiny end-to-end run (2 ranks over shm and
 // tcp, no peers) that checks exit status 0 (correct results), the tables of --rounds in both
 // --interleave orders, a peer that cannot start, and --help.
-#include "bench/allreduce_bench.h"
+#include "collectives/bench/allreduce_bench.h"
 
 #include <cctype>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "bench/allreduce_rank.h"
+#include "collectives/bench/allreduce_rank.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {

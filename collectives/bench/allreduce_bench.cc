@@ -1,9 +1,7 @@
-#include "bench/allreduce_bench.h"
+#include "collectives/bench/allreduce_bench.h"
 
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,10 +18,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "bench/allreduce_peers.h"
-#include "bench/allreduce_rank.h"
-#include "bench/core_latency.h"
-#include "bench/peers/peer_measurement.h"
+#include "collectives/bench/allreduce_peers.h"
+#include "collectives/bench/allreduce_rank.h"
+#include "collectives/bench/core_latency.h"
+#include "collectives/bench/peer_measurement.h"
+#include "common/child_processes.h"
 #include "common/sched.h"
 #include "nlohmann/json.hpp"
 
@@ -230,39 +229,36 @@ absl::StatusOr<std::vector<nlohmann::json>> RunRanks(const BenchFlags& f,
   c.doubling_threshold_bytes = f.doubling_threshold_bytes;
   c.segment_bytes = f.segment_bytes;
   c.results_path = absl::StrCat(dir, "/results.jsonl");
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < f.np; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      c.rank = r;
-      if (f.bind == "true" || (f.bind == "auto" && f.transport == "shm")) {
-        // Like Open MPI's default binding (to core for np <= 2, to socket above): here one
-        // core per rank, round robin over the CPUs we may use, so two ranks never time-share
-        // a core by accident.
-        const std::vector<int> cpus = AllowedCpus();
-        if (!cpus.empty()) {
-          absl::Status pinned = SetCpuAffinity({cpus[r % cpus.size()]});
-          if (!pinned.ok()) std::fprintf(stderr, "rank %d: %s\n", r, pinned.ToString().c_str());
-        }
-      }
-      absl::Status s = RunBenchRank(c);
-      if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", r, s.ToString().c_str());
-      std::fflush(nullptr);
-      _exit(s.ok() ? 0 : 1);
-    }
-    pids.push_back(pid);
-  }
   absl::Status result;
-  for (int r = 0; r < f.np; ++r) {
-    int status = 0;
-    waitpid(pids[r], &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      if (result.ok()) result = absl::InternalError(absl::StrCat("rank ", r, " failed"));
-      for (pid_t p : pids) kill(p, SIGKILL);  // the others would wait for their deadline
+  {
+    ChildProcesses ranks;
+    for (int r = 0; r < f.np && result.ok(); ++r) {
+      result =
+          ranks
+              .Fork(absl::StrCat("rank ", r),
+                    [&, r] {
+                      c.rank = r;
+                      if (f.bind == "true" || (f.bind == "auto" && f.transport == "shm")) {
+                        // Like Open MPI's default binding (to core for np <= 2, to socket
+                        // above): here one core per rank, round robin over the CPUs we
+                        // may use, so two ranks never time-share a core by accident.
+                        const std::vector<int> cpus = AllowedCpus();
+                        if (!cpus.empty()) {
+                          absl::Status pinned = SetCpuAffinity({cpus[r % cpus.size()]});
+                          if (!pinned.ok()) {
+                            std::fprintf(stderr, "rank %d: %s\n", r, pinned.ToString().c_str());
+                          }
+                        }
+                      }
+                      absl::Status s = RunBenchRank(c);
+                      if (!s.ok()) std::fprintf(stderr, "rank %d: %s\n", r, s.ToString().c_str());
+                      return s.ok() ? 0 : 1;
+                    })
+              .status();
     }
-  }
+    // The first rank that fails stops the others (they would wait for their deadline).
+    if (result.ok()) result = ranks.WaitAll(absl::InfiniteDuration());
+  }  // Every rank is reaped here.
   std::vector<nlohmann::json> lines;
   std::ifstream in(c.results_path);
   std::string line;

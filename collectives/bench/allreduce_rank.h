@@ -8,15 +8,15 @@
 // FusedAllReduce, and that FusedAllReduce with bf16 compression (communication.compression). Rank 0
 // writes one JSON object per line to `results_path`. Thread model: runs on the calling thread of a
 // freshly forked process.
-#ifndef LOCKSTEP_BENCH_ALLREDUCE_RANK_H_
-#define LOCKSTEP_BENCH_ALLREDUCE_RANK_H_
+#ifndef LOCKSTEP_COLLECTIVES_BENCH_ALLREDUCE_RANK_H_
+#define LOCKSTEP_COLLECTIVES_BENCH_ALLREDUCE_RANK_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "bench/peers/peer_measurement.h"
+#include "collectives/bench/peer_measurement.h"
 #include "collectives/types.h"
 
 namespace lockstep {
@@ -63,4 +63,4 @@ absl::Status RunBenchRank(const RankConfig& config);
 }  // namespace bench
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_BENCH_ALLREDUCE_RANK_H_
+#endif  // LOCKSTEP_COLLECTIVES_BENCH_ALLREDUCE_RANK_H_

@@ -1,12 +1,12 @@
-// FakeCoordinatorClient: a CoordinatorClient for tests, with no network. Each RPC counts
+// FakeWorkerServiceClient: a WorkerServiceClient for tests, with no network. Each RPC counts
 // its calls and answers through a replaceable handler; the defaults accept everything
 // and keep keys in memory. Heartbeat, Deregister and Barrier also keep every request (task,
 // incarnation, barrier id and members), so that tests check what they were asked. GetKey on a
 // missing key waits for it in real time (no clock), or advances the FakeClock (if given) by the
 // requested timeout and answers DEADLINE_EXCEEDED, as a real wait would. Thread model: thread-safe;
 // handlers run without the fake's lock held.
-#ifndef LOCKSTEP_WORKER_FAKE_COORDINATOR_CLIENT_H_
-#define LOCKSTEP_WORKER_FAKE_COORDINATOR_CLIENT_H_
+#ifndef LOCKSTEP_WORKER_FAKE_WORKER_SERVICE_CLIENT_H_
+#define LOCKSTEP_WORKER_FAKE_WORKER_SERVICE_CLIENT_H_
 
 #include <deque>
 #include <functional>
@@ -18,14 +18,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
-#include "worker/coordinator_client.h"
+#include "worker/worker_service_client.h"
 
 namespace lockstep {
 namespace worker {
 
-class FakeCoordinatorClient final : public CoordinatorClient {
+class FakeWorkerServiceClient final : public WorkerServiceClient {
  public:
-  explicit FakeCoordinatorClient(FakeClock* clock = nullptr) : clock_(clock) {}
+  explicit FakeWorkerServiceClient(FakeClock* clock = nullptr) : clock_(clock) {}
 
   // Handlers; set before the client is used concurrently.
   std::function<absl::StatusOr<v1::RegisterWorkerResponse>(const v1::RegisterWorkerRequest&)>
@@ -82,4 +82,4 @@ class FakeCoordinatorClient final : public CoordinatorClient {
 }  // namespace worker
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_WORKER_FAKE_COORDINATOR_CLIENT_H_
+#endif  // LOCKSTEP_WORKER_FAKE_WORKER_SERVICE_CLIENT_H_

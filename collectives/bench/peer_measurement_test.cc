@@ -1,4 +1,4 @@
-#include "bench/peers/peer_measurement.h"
+#include "collectives/bench/peer_measurement.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "bench/peers/child_processes.h"
+#include "common/child_processes.h"
 
 #include <errno.h>
 #include <string.h>
@@ -11,19 +11,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/subprocess.h"
 
-namespace lockstep::bench {
+namespace lockstep {
 
 namespace {
-
-std::string DescribeWaitStatus(int status) {
-  if (WIFEXITED(status)) return absl::StrCat("exited with code ", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
-                        strsignal(WTERMSIG(status)), ")");
-  }
-  return absl::StrCat("ended with wait status ", status);
-}
 
 // Waits up to `timeout` for a SIGCHLD (blocked by the constructor). Returns false on timeout.
 bool WaitForSigchld(absl::Duration timeout) {
@@ -102,8 +94,8 @@ absl::Status ChildProcesses::ReapExited() {
     if (got != child.pid) continue;
     child.running = false;
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && first_failure.ok()) {
-      first_failure = absl::InternalError(absl::StrCat(child.name, " (pid ", child.pid, ") ",
-                                                       DescribeWaitStatus(status),
+      first_failure = absl::InternalError(absl::StrCat(child.name, " (pid ", child.pid,
+                                                       ") failed: ", DescribeWaitStatus(status),
                                                        "; see its messages above on stderr"));
     }
   }
@@ -129,10 +121,9 @@ absl::Status ChildProcesses::WaitAll(absl::Duration timeout) {
       (void)ReapExited();
       if (RunningCount() == 0) break;
       KillAll();
-      return absl::DeadlineExceededError(
-          absl::StrCat("the benchmark did not finish within ", absl::FormatDuration(timeout),
-                       " (--timeout_s); its processes were killed. Raise --timeout_s for "
-                       "long sweeps, or look above for a rank stuck in rendezvous"));
+      return absl::DeadlineExceededError(absl::StrCat("the child processes did not finish within ",
+                                                      absl::FormatDuration(timeout),
+                                                      " and were killed"));
     }
   }
   return absl::OkStatus();
@@ -171,4 +162,4 @@ void ChildProcesses::KillAll() {
   for (pid_t group : groups) kill(-group, SIGKILL);
 }
 
-}  // namespace lockstep::bench
+}  // namespace lockstep

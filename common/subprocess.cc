@@ -1,4 +1,4 @@
-#include "client/subprocess.h"
+#include "common/subprocess.h"
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -14,7 +14,6 @@
 extern char** environ;
 
 namespace lockstep {
-namespace client {
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(const SubprocessOptions& options) {
   if (options.argv.empty()) return absl::InvalidArgumentError("argv: empty");
@@ -130,5 +129,4 @@ std::string DescribeWaitStatus(int status) {
   return absl::StrCat("wait status ", status);
 }
 
-}  // namespace client
 }  // namespace lockstep

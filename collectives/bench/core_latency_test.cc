@@ -1,5 +1,5 @@
 // The core-to-core probe: a measurement on two CPUs, and its errors for bad options.
-#include "bench/core_latency.h"
+#include "collectives/bench/core_latency.h"
 
 #include <sched.h>
 #include <unistd.h>

@@ -1,15 +1,15 @@
-// CoordinatorClient: what a worker asks of the coordinator (its worker-facing
+// WorkerServiceClient: what a worker asks of the coordinator (its worker-facing
 // lockstep.v1.WorkerService), as an interface, so that the agent and the rendezvous store
 // are tested with fakes and know nothing of gRPC. The gRPC adapter is
-// GrpcCoordinatorClient (grpc_coordinator_client.h). Clients of the job service (the CLI)
-// use client/coordinator_client.h instead.
+// GrpcWorkerServiceClient (grpc_worker_service_client.h). Clients of the job service (the CLI)
+// use client/job_service_client.h instead.
 //
 // Every method returns the coordinator's error (see proto/lockstep/v1/coordinator.proto),
 // or UNAVAILABLE / DEADLINE_EXCEEDED when the coordinator cannot be reached in time; the
 // message names the call and the coordinator's address.
 // Thread model: implementations are thread-safe; calls may run concurrently.
-#ifndef LOCKSTEP_WORKER_COORDINATOR_CLIENT_H_
-#define LOCKSTEP_WORKER_COORDINATOR_CLIENT_H_
+#ifndef LOCKSTEP_WORKER_WORKER_SERVICE_CLIENT_H_
+#define LOCKSTEP_WORKER_WORKER_SERVICE_CLIENT_H_
 
 #include <memory>
 #include <optional>
@@ -36,9 +36,9 @@ class AssignmentStream {
   virtual void Cancel() = 0;
 };
 
-class CoordinatorClient {
+class WorkerServiceClient {
  public:
-  virtual ~CoordinatorClient() = default;
+  virtual ~WorkerServiceClient() = default;
 
   virtual absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
       const v1::RegisterWorkerRequest& request) = 0;
@@ -64,4 +64,4 @@ class CoordinatorClient {
 }  // namespace worker
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_WORKER_COORDINATOR_CLIENT_H_
+#endif  // LOCKSTEP_WORKER_WORKER_SERVICE_CLIENT_H_

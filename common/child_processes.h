@@ -1,13 +1,15 @@
-// Starts and supervises the rank processes of a peer benchmark, so that nothing outlives
-// or hangs the benchmark: the first child that fails or the watchdog deadline kills the
-// others, and every child is reaped.
+// ChildProcesses: a group of child processes that live and fail together, such as the ranks
+// of a multi-process benchmark (bench/peers, `lockstep bench allreduce`), so that nothing
+// outlives or hangs the program: the first child that fails or the watchdog deadline kills
+// the others, and every child is reaped. One child supervised on its own (a daemon, a
+// command) is common/subprocess.h's Subprocess.
 //
 // Ownership: owns the children it started; the destructor kills (SIGKILL) and reaps any
 // still running. Thread model: single-threaded. Construct it before the process starts
 // any thread (it forks) and keep one per process: it blocks SIGCHLD in the calling
 // thread while it lives, to wait for children with sigtimedwait instead of polling.
-#ifndef LOCKSTEP_BENCH_PEERS_CHILD_PROCESSES_H_
-#define LOCKSTEP_BENCH_PEERS_CHILD_PROCESSES_H_
+#ifndef LOCKSTEP_COMMON_CHILD_PROCESSES_H_
+#define LOCKSTEP_COMMON_CHILD_PROCESSES_H_
 
 #include <signal.h>
 #include <sys/types.h>
@@ -20,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace lockstep::bench {
+namespace lockstep {
 
 class ChildProcesses {
  public:
@@ -38,8 +40,9 @@ class ChildProcesses {
   absl::StatusOr<pid_t> Exec(std::string name, const std::vector<std::string>& argv);
 
   // Waits for every child. Returns OK when all exited with status 0. Otherwise kills the
-  // others and returns INTERNAL naming the first child that failed (exit code or signal),
-  // or DEADLINE_EXCEEDED when `timeout` passed first. Every child is reaped either way.
+  // others and returns INTERNAL naming the first child that failed (DescribeWaitStatus), or
+  // DEADLINE_EXCEEDED "... did not finish within <timeout>" when `timeout` passed first
+  // (callers add what to check). Every child is reaped either way.
   absl::Status WaitAll(absl::Duration timeout);
 
  private:
@@ -60,6 +63,6 @@ class ChildProcesses {
   std::vector<Child> children_;
 };
 
-}  // namespace lockstep::bench
+}  // namespace lockstep
 
-#endif  // LOCKSTEP_BENCH_PEERS_CHILD_PROCESSES_H_
+#endif  // LOCKSTEP_COMMON_CHILD_PROCESSES_H_

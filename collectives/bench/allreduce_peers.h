@@ -4,8 +4,8 @@
 // Peers live at <bazel-bin>/bench/peers/{gloo_allreduce,mpi_allreduce}; <bazel-bin> is two
 // directories above the running executable (bench/allreduce or client/lockstep), unless
 // --peers_dir says otherwise. Thread model: free functions; RunPeer blocks.
-#ifndef LOCKSTEP_BENCH_ALLREDUCE_PEERS_H_
-#define LOCKSTEP_BENCH_ALLREDUCE_PEERS_H_
+#ifndef LOCKSTEP_COLLECTIVES_BENCH_ALLREDUCE_PEERS_H_
+#define LOCKSTEP_COLLECTIVES_BENCH_ALLREDUCE_PEERS_H_
 
 #include <cstdint>
 #include <map>
@@ -45,4 +45,4 @@ absl::StatusOr<std::map<uint64_t, PeerRow>> RunPeer(const std::string& dir, cons
 }  // namespace bench
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_BENCH_ALLREDUCE_PEERS_H_
+#endif  // LOCKSTEP_COLLECTIVES_BENCH_ALLREDUCE_PEERS_H_

@@ -1,6 +1,6 @@
 // The gRPC adapter's WatchAssignments stream against a small in-process server that only
 // implements that RPC.
-#include "worker/grpc_coordinator_client.h"
+#include "worker/grpc_worker_service_client.h"
 
 #include <grpcpp/grpcpp.h>
 #include <sys/syscall.h>
@@ -67,7 +67,7 @@ class GrpcAssignmentsTest : public ::testing::Test {
     auto server = StartLoopbackServer(&service_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(server->server);
-    auto client = GrpcCoordinatorClient::Create(server->address, TlsOptions{.insecure = true});
+    auto client = GrpcWorkerServiceClient::Create(server->address, TlsOptions{.insecure = true});
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
   }
@@ -75,7 +75,7 @@ class GrpcAssignmentsTest : public ::testing::Test {
 
   AssignmentsOnlyService service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<GrpcCoordinatorClient> client_;
+  std::unique_ptr<GrpcWorkerServiceClient> client_;
 };
 
 TEST_F(GrpcAssignmentsTest, ReadsPushedAssignmentsAndCancelEndsTheStream) {
@@ -127,7 +127,7 @@ TEST_F(GrpcAssignmentsTest, ServerErrorsAreConverted) {
 
 TEST(GrpcAssignments, AnUnreachableCoordinatorIsUnavailable) {
   // Port 1 on loopback: nothing listens there (connection refused at once).
-  auto client = GrpcCoordinatorClient::Create("127.0.0.1:1", TlsOptions{.insecure = true});
+  auto client = GrpcWorkerServiceClient::Create("127.0.0.1:1", TlsOptions{.insecure = true});
   ASSERT_TRUE(client.ok());
   auto stream = (*client)->WatchAssignments(v1::WatchAssignmentsRequest());
   ASSERT_TRUE(stream.ok());

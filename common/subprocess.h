@@ -1,4 +1,5 @@
-// Subprocess: a child process started with fork+exec, owned by this object. The child
+// Subprocess: a child process started with fork+exec, owned by this object (a group of
+// forked ranks that live and fail together is common/child_processes.h). The child
 // gets an empty signal mask, optionally its own log file for stdout and stderr, and
 // PR_SET_PDEATHSIG, so it is sent `parent_death_signal` if the parent dies (even by
 // SIGKILL): `lockstep local` and the multi-process tests leave no process behind.
@@ -7,8 +8,8 @@
 // Ownership: owns the child (its pid) until it is reaped.
 // Thread model: one owner thread. PR_SET_PDEATHSIG fires when the *thread* that started
 // the child exits, so start children from a thread that lives as long as they should.
-#ifndef LOCKSTEP_CLIENT_SUBPROCESS_H_
-#define LOCKSTEP_CLIENT_SUBPROCESS_H_
+#ifndef LOCKSTEP_COMMON_SUBPROCESS_H_
+#define LOCKSTEP_COMMON_SUBPROCESS_H_
 
 #include <signal.h>
 #include <sys/types.h>
@@ -22,7 +23,6 @@
 #include "absl/time/time.h"
 
 namespace lockstep {
-namespace client {
 
 struct SubprocessOptions {
   std::vector<std::string> argv;  // argv[0] is the program's path
@@ -69,7 +69,6 @@ class Subprocess {
 // A short description of a wait status: "exit 0", "killed by SIGKILL".
 std::string DescribeWaitStatus(int status);
 
-}  // namespace client
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_CLIENT_SUBPROCESS_H_
+#endif  // LOCKSTEP_COMMON_SUBPROCESS_H_

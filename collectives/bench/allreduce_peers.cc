@@ -1,4 +1,4 @@
-#include "bench/allreduce_peers.h"
+#include "collectives/bench/allreduce_peers.h"
 
 #include <fcntl.h>
 #include <limits.h>

@@ -9,8 +9,8 @@
 //   * output: one JSON object per size per line on stdout (ToJsonLine).
 //
 // Plain value types and free functions; no state, safe from any thread.
-#ifndef LOCKSTEP_BENCH_PEERS_PEER_MEASUREMENT_H_
-#define LOCKSTEP_BENCH_PEERS_PEER_MEASUREMENT_H_
+#ifndef LOCKSTEP_COLLECTIVES_BENCH_PEER_MEASUREMENT_H_
+#define LOCKSTEP_COLLECTIVES_BENCH_PEER_MEASUREMENT_H_
 
 #include <cstdint>
 #include <string>
@@ -58,4 +58,4 @@ std::string ToJsonLine(const PeerMeasurement& m);
 
 }  // namespace lockstep::bench
 
-#endif  // LOCKSTEP_BENCH_PEERS_PEER_MEASUREMENT_H_
+#endif  // LOCKSTEP_COLLECTIVES_BENCH_PEER_MEASUREMENT_H_

@@ -1,4 +1,4 @@
-#include "client/subprocess.h"
+#include "common/subprocess.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +10,6 @@
 #include "gtest/gtest.h"
 
 namespace lockstep {
-namespace client {
 namespace {
 
 absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
@@ -70,5 +69,4 @@ TEST(SubprocessTest, WaitTimesOutAndDestructorReaps) {
 }
 
 }  // namespace
-}  // namespace client
 }  // namespace lockstep

@@ -1,7 +1,7 @@
-// CoordinatorClient's one call path against a small in-process JobService: the answer, the
+// JobServiceClient's one call path against a small in-process JobService: the answer, the
 // coordinator's error with the RPC and the address named, the deadline, an unreachable
 // coordinator, a malformed task, and WatchJob to the job's end.
-#include "client/coordinator_client.h"
+#include "client/job_service_client.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -58,7 +58,7 @@ class FakeJobService final : public v1::JobService::Service {
   absl::Notification release_;
 };
 
-class CoordinatorClientTest : public ::testing::Test {
+class JobServiceClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto server = StartLoopbackServer(&service_);
@@ -66,7 +66,7 @@ class CoordinatorClientTest : public ::testing::Test {
     server_ = std::move(server->server);
     address_ = server->address;
     auto client =
-        CoordinatorClient::Create(address_, TlsOptions{.insecure = true}, absl::Milliseconds(500));
+        JobServiceClient::Create(address_, TlsOptions{.insecure = true}, absl::Milliseconds(500));
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
   }
@@ -78,10 +78,10 @@ class CoordinatorClientTest : public ::testing::Test {
   FakeJobService service_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
-  std::unique_ptr<CoordinatorClient> client_;
+  std::unique_ptr<JobServiceClient> client_;
 };
 
-TEST_F(CoordinatorClientTest, AnswersComeBack) {
+TEST_F(JobServiceClientTest, AnswersComeBack) {
   auto job = client_->GetJob("job-1");
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->job().id(), "job-1");
@@ -90,7 +90,7 @@ TEST_F(CoordinatorClientTest, AnswersComeBack) {
   EXPECT_EQ(drained->task().task().index(), 3);
 }
 
-TEST_F(CoordinatorClientTest, ErrorsKeepTheirCodeAndNameTheRpcAndTheCoordinator) {
+TEST_F(JobServiceClientTest, ErrorsKeepTheirCodeAndNameTheRpcAndTheCoordinator) {
   auto job = client_->GetJob("job-9");
   EXPECT_EQ(job.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(job.status().message(), HasSubstr("GetJob to coordinator " + address_));
@@ -101,13 +101,13 @@ TEST_F(CoordinatorClientTest, ErrorsKeepTheirCodeAndNameTheRpcAndTheCoordinator)
   EXPECT_THAT(status.status().message(), HasSubstr("GetClusterStatus to coordinator"));
 }
 
-TEST_F(CoordinatorClientTest, EveryCallHasADeadline) {
+TEST_F(JobServiceClientTest, EveryCallHasADeadline) {
   auto jobs = client_->ListJobs();
   EXPECT_EQ(jobs.status().code(), absl::StatusCode::kDeadlineExceeded) << jobs.status();
   EXPECT_THAT(jobs.status().message(), HasSubstr("ListJobs to coordinator " + address_));
 }
 
-TEST_F(CoordinatorClientTest, AMalformedTaskIsRefusedBeforeAnyCall) {
+TEST_F(JobServiceClientTest, AMalformedTaskIsRefusedBeforeAnyCall) {
   for (const char* task : {"worker", "worker/x", "/1", "worker/-1", "worker/1/2"}) {
     auto drained = client_->DrainWorker(task, false);
     EXPECT_EQ(drained.status().code(), absl::StatusCode::kInvalidArgument) << task;
@@ -115,7 +115,7 @@ TEST_F(CoordinatorClientTest, AMalformedTaskIsRefusedBeforeAnyCall) {
   }
 }
 
-TEST_F(CoordinatorClientTest, WatchJobFollowsTheJobToItsEnd) {
+TEST_F(JobServiceClientTest, WatchJobFollowsTheJobToItsEnd) {
   std::vector<v1::JobState> seen;
   auto last =
       client_->WatchJob("job-1", [&](const v1::JobEvent& e) { seen.push_back(e.job().state()); });
@@ -127,15 +127,15 @@ TEST_F(CoordinatorClientTest, WatchJobFollowsTheJobToItsEnd) {
   EXPECT_THAT(missing.status().message(), HasSubstr("WatchJob to coordinator " + address_));
 }
 
-TEST(CoordinatorClientErrorsTest, AnUnreachableCoordinatorIsUnavailableNamingIt) {
+TEST(JobServiceClientErrorsTest, AnUnreachableCoordinatorIsUnavailableNamingIt) {
   auto client =
-      CoordinatorClient::Create("127.0.0.1:1", TlsOptions{.insecure = true}, absl::Seconds(2));
+      JobServiceClient::Create("127.0.0.1:1", TlsOptions{.insecure = true}, absl::Seconds(2));
   ASSERT_TRUE(client.ok());
   auto status = (*client)->GetClusterStatus();
   EXPECT_TRUE(absl::IsUnavailable(status.status()) || absl::IsDeadlineExceeded(status.status()))
       << status.status();
   EXPECT_THAT(status.status().message(), HasSubstr("GetClusterStatus to coordinator 127.0.0.1:1"));
-  EXPECT_EQ(CoordinatorClient::Create("no-port", TlsOptions{.insecure = true}).status().code(),
+  EXPECT_EQ(JobServiceClient::Create("no-port", TlsOptions{.insecure = true}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -1,27 +1,27 @@
-#include "worker/fake_coordinator_client.h"
+#include "worker/fake_worker_service_client.h"
 
 #include "absl/strings/str_cat.h"
 
 namespace lockstep {
 namespace worker {
 
-void FakeCoordinatorClient::Count(const std::string& rpc) {
+void FakeWorkerServiceClient::Count(const std::string& rpc) {
   absl::MutexLock l(&mu_);
   ++calls_[rpc];
 }
 
-int FakeCoordinatorClient::calls(const std::string& rpc) const {
+int FakeWorkerServiceClient::calls(const std::string& rpc) const {
   absl::MutexLock l(&mu_);
   auto it = calls_.find(rpc);
   return it == calls_.end() ? 0 : it->second;
 }
 
-std::map<std::string, std::string> FakeCoordinatorClient::keys() const {
+std::map<std::string, std::string> FakeWorkerServiceClient::keys() const {
   absl::MutexLock l(&mu_);
   return kv_;
 }
 
-absl::StatusOr<v1::RegisterWorkerResponse> FakeCoordinatorClient::RegisterWorker(
+absl::StatusOr<v1::RegisterWorkerResponse> FakeWorkerServiceClient::RegisterWorker(
     const v1::RegisterWorkerRequest& request) {
   Count("RegisterWorker");
   if (on_register) return on_register(request);
@@ -33,7 +33,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> FakeCoordinatorClient::RegisterWorker
   return r;
 }
 
-absl::StatusOr<v1::HeartbeatResponse> FakeCoordinatorClient::Heartbeat(
+absl::StatusOr<v1::HeartbeatResponse> FakeWorkerServiceClient::Heartbeat(
     const v1::HeartbeatRequest& request) {
   Count("Heartbeat");
   if (on_heartbeat) {
@@ -47,7 +47,7 @@ absl::StatusOr<v1::HeartbeatResponse> FakeCoordinatorClient::Heartbeat(
   return response;
 }
 
-absl::Status FakeCoordinatorClient::Deregister(const v1::DeregisterRequest& request) {
+absl::Status FakeWorkerServiceClient::Deregister(const v1::DeregisterRequest& request) {
   Count("Deregister");
   {
     absl::MutexLock l(&mu_);
@@ -56,8 +56,8 @@ absl::Status FakeCoordinatorClient::Deregister(const v1::DeregisterRequest& requ
   return on_deregister ? on_deregister(request) : absl::OkStatus();
 }
 
-absl::Status FakeCoordinatorClient::SetKey(const std::string& key, const std::string& value,
-                                           bool overwrite) {
+absl::Status FakeWorkerServiceClient::SetKey(const std::string& key, const std::string& value,
+                                             bool overwrite) {
   Count("SetKey");
   absl::MutexLock l(&mu_);
   auto [it, inserted] = kv_.emplace(key, value);
@@ -68,8 +68,8 @@ absl::Status FakeCoordinatorClient::SetKey(const std::string& key, const std::st
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> FakeCoordinatorClient::GetKey(const std::string& key,
-                                                          absl::Duration timeout) {
+absl::StatusOr<std::string> FakeWorkerServiceClient::GetKey(const std::string& key,
+                                                            absl::Duration timeout) {
   Count("GetKey");
   if (on_get_key) on_get_key(key);
   {
@@ -87,7 +87,7 @@ absl::StatusOr<std::string> FakeCoordinatorClient::GetKey(const std::string& key
   return absl::DeadlineExceededError(absl::StrCat("key \"", key, "\" was not set"));
 }
 
-absl::Status FakeCoordinatorClient::Barrier(const v1::BarrierRequest& request) {
+absl::Status FakeWorkerServiceClient::Barrier(const v1::BarrierRequest& request) {
   Count("Barrier");
   {
     absl::MutexLock l(&mu_);
@@ -96,9 +96,10 @@ absl::Status FakeCoordinatorClient::Barrier(const v1::BarrierRequest& request) {
   return on_barrier ? on_barrier(request) : absl::OkStatus();
 }
 
-class FakeCoordinatorClient::Stream final : public AssignmentStream {
+class FakeWorkerServiceClient::Stream final : public AssignmentStream {
  public:
-  Stream(FakeCoordinatorClient* fake, int64_t generation) : fake_(fake), generation_(generation) {}
+  Stream(FakeWorkerServiceClient* fake, int64_t generation)
+      : fake_(fake), generation_(generation) {}
 
   absl::StatusOr<std::optional<v1::Assignment>> Next() override {
     absl::MutexLock l(&fake_->mu_);
@@ -118,45 +119,45 @@ class FakeCoordinatorClient::Stream final : public AssignmentStream {
   }
 
  private:
-  FakeCoordinatorClient* const fake_;
+  FakeWorkerServiceClient* const fake_;
   const int64_t generation_;
   bool cancelled_ ABSL_GUARDED_BY(fake_->mu_) = false;
 };
 
-absl::StatusOr<std::unique_ptr<AssignmentStream>> FakeCoordinatorClient::WatchAssignments(
+absl::StatusOr<std::unique_ptr<AssignmentStream>> FakeWorkerServiceClient::WatchAssignments(
     const v1::WatchAssignmentsRequest&) {
   Count("WatchAssignments");
   absl::MutexLock l(&mu_);
   return std::unique_ptr<AssignmentStream>(std::make_unique<Stream>(this, stream_generation_));
 }
 
-void FakeCoordinatorClient::PushAssignment(v1::Assignment assignment) {
+void FakeWorkerServiceClient::PushAssignment(v1::Assignment assignment) {
   absl::MutexLock l(&mu_);
   assignments_.push_back(std::move(assignment));
 }
 
-void FakeCoordinatorClient::BreakStreams(absl::Status status) {
+void FakeWorkerServiceClient::BreakStreams(absl::Status status) {
   absl::MutexLock l(&mu_);
   break_status_ = std::move(status);
   ++stream_generation_;
 }
 
-void FakeCoordinatorClient::set_coordinator_incarnation(uint64_t incarnation) {
+void FakeWorkerServiceClient::set_coordinator_incarnation(uint64_t incarnation) {
   absl::MutexLock l(&mu_);
   coordinator_incarnation_ = incarnation;
 }
 
-std::vector<v1::HeartbeatRequest> FakeCoordinatorClient::heartbeats() const {
+std::vector<v1::HeartbeatRequest> FakeWorkerServiceClient::heartbeats() const {
   absl::MutexLock l(&mu_);
   return heartbeats_;
 }
 
-std::vector<v1::DeregisterRequest> FakeCoordinatorClient::deregisters() const {
+std::vector<v1::DeregisterRequest> FakeWorkerServiceClient::deregisters() const {
   absl::MutexLock l(&mu_);
   return deregisters_;
 }
 
-std::vector<v1::BarrierRequest> FakeCoordinatorClient::barriers() const {
+std::vector<v1::BarrierRequest> FakeWorkerServiceClient::barriers() const {
   absl::MutexLock l(&mu_);
   return barriers_;
 }
