@@ -1,5 +1,5 @@
 // bench/allreduce: the all-reduce benchmark (also `lockstep bench allreduce`).
-#include "bench/allreduce_bench.h"
+#include "collectives/bench/allreduce_bench.h"
 #include "common/process.h"
 
 int main(int argc, char** argv) {

@@ -27,8 +27,9 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/coordinator_client.h"
+#include "bench/bench_cluster.h"
 #include "client/job_format.h"
+#include "client/job_service_client.h"
 #include "client/local_cluster.h"
 #include "common/process.h"
 
@@ -42,10 +43,6 @@ ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(3), "A silent worker 
 ABSL_FLAG(uint64_t, seed, 1, "Chooses the victims and the intervals.");
 ABSL_FLAG(std::string, job, "examples/jobs/digits_mlp.json", "The job spec.");
 ABSL_FLAG(std::string, data, "examples/data/digits.csv.gz", "Its training file.");
-ABSL_FLAG(std::string, coordinator_bin, "",
-          "Default: <bazel-bin>/coordinator/lockstep-coordinator.");
-ABSL_FLAG(std::string, lockstepd_bin, "", "Default: <bazel-bin>/worker/lockstepd.");
-ABSL_FLAG(bool, insecure, false, "Plaintext gRPC (default: TLS, as `lockstep local`).");
 
 namespace lockstep {
 namespace {
@@ -66,7 +63,7 @@ struct Failure {
   int64_t restored = 0;
 };
 
-absl::StatusOr<Seen> Look(client::CoordinatorClient& jobs, const std::string& id) {
+absl::StatusOr<Seen> Look(client::JobServiceClient& jobs, const std::string& id) {
   absl::StatusOr<v1::GetJobResponse> job = jobs.GetJob(id);
   if (!job.ok()) return job.status();
   return Seen{absl::Now(), job->job().state(), job->job().attempt(), job->job().progress().step(),
@@ -80,24 +77,17 @@ double Median(std::vector<double> v) {
 }
 
 int Run() {
-  client::LocalClusterOptions o;
-  o.coordinator_bin = absl::GetFlag(FLAGS_coordinator_bin);
-  o.lockstepd_bin = absl::GetFlag(FLAGS_lockstepd_bin);
-  o.workers = absl::GetFlag(FLAGS_workers);
+  client::LocalClusterOptions o = bench::BenchClusterOptions(absl::GetFlag(FLAGS_workers));
   o.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   o.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   o.static_tf_config = true;  // a restarted lockstepd claims its task again
-  o.insecure = absl::GetFlag(FLAGS_insecure);
   // The workers take a relative path under their data roots: give them this one's, and its
   // directory as a root.
   const std::filesystem::path data = std::filesystem::weakly_canonical(absl::GetFlag(FLAGS_data));
   o.data_roots.push_back(data.parent_path().string());
-  auto cluster_or = client::LocalCluster::StartCoordinator(o);
-  if (!cluster_or.ok()) {
-    fprintf(stderr, "%s\n", cluster_or.status().ToString().c_str());
-    return 1;
-  }
-  client::LocalCluster& cluster = **cluster_or;
+  std::unique_ptr<client::LocalCluster> started = bench::StartBenchCoordinator(o);
+  if (started == nullptr) return 1;
+  client::LocalCluster& cluster = *started;
   if (absl::Status s = cluster.StartWorkers(); !s.ok()) {
     fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
@@ -120,7 +110,7 @@ int Run() {
   spec->mutable_checkpoint()->set_every_steps(absl::GetFlag(FLAGS_checkpoint_every));
   spec->clear_summaries();
   spec->mutable_restart_policy()->set_max_restarts(1000000);
-  client::CoordinatorClient& jobs = *cluster.client();
+  client::JobServiceClient& jobs = *cluster.client();
   absl::StatusOr<std::string> id = jobs.SubmitJob(*spec);
   if (!id.ok()) {
     fprintf(stderr, "%s\n", id.status().ToString().c_str());

@@ -12,41 +12,29 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "client/local_cluster.h"
+#include "bench/bench_cluster.h"
 #include "client/status_format.h"
 #include "common/process.h"
 
 ABSL_FLAG(int, workers, 8, "lockstepd processes per run.");
 ABSL_FLAG(int, runs, 5, "Runs; the median is reported.");
-ABSL_FLAG(std::string, coordinator_bin, "",
-          "Default: <bazel-bin>/coordinator/lockstep-coordinator.");
-ABSL_FLAG(std::string, lockstepd_bin, "", "Default: <bazel-bin>/worker/lockstepd.");
-ABSL_FLAG(bool, insecure, false,
-          "Plaintext gRPC for every process (default: TLS, mutual between the daemons, and an "
-          "operator token for this client, as `lockstep local` runs).");
 
 int main(int argc, char** argv) {
   lockstep::InitProcess();
   absl::ParseCommandLine(argc, argv);
-  using lockstep::client::LocalCluster;
-  lockstep::client::LocalClusterOptions o;
-  o.coordinator_bin = absl::GetFlag(FLAGS_coordinator_bin);
-  o.lockstepd_bin = absl::GetFlag(FLAGS_lockstepd_bin);
-  o.workers = absl::GetFlag(FLAGS_workers);
-  o.insecure = absl::GetFlag(FLAGS_insecure);
-  auto cluster = LocalCluster::StartCoordinator(o);
-  if (!cluster.ok()) {
-    fprintf(stderr, "%s\n", cluster.status().ToString().c_str());
-    return 1;
-  }
+  const lockstep::client::LocalClusterOptions o =
+      lockstep::bench::BenchClusterOptions(absl::GetFlag(FLAGS_workers));
+  std::unique_ptr<lockstep::client::LocalCluster> cluster =
+      lockstep::bench::StartBenchCoordinator(o);
+  if (cluster == nullptr) return 1;
   std::vector<double> ms;
   for (int run = 0; run < absl::GetFlag(FLAGS_runs); ++run) {
     absl::Time start = absl::Now();
-    if (absl::Status s = (*cluster)->StartWorkers(); !s.ok()) {
+    if (absl::Status s = cluster->StartWorkers(); !s.ok()) {
       fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;
     }
-    auto status = (*cluster)->WaitFor(
+    auto status = cluster->WaitFor(
         [&](const lockstep::v1::GetClusterStatusResponse& s) {
           return lockstep::client::CountInState(s, lockstep::v1::ALIVE) >= o.workers;
         },
@@ -58,7 +46,7 @@ int main(int argc, char** argv) {
     }
     printf("run %d: %d workers ALIVE after %.1f ms\n", run + 1, o.workers, took);
     ms.push_back(took);
-    (*cluster)->StopWorkers();  // they deregister; the next run reuses their indexes
+    cluster->StopWorkers();  // they deregister; the next run reuses their indexes
   }
   std::sort(ms.begin(), ms.end());
   printf(

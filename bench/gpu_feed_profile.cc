@@ -24,7 +24,7 @@
 #include "collectives/nccl/fake_nccl_world.h"
 #include "common/cuda/fake_cuda_api.h"
 #include "distribute/fake_gpu_devices.h"
-#include "worker/fake_coordinator_client.h"
+#include "worker/fake_worker_service_client.h"
 #include "worker/job_executor.h"
 #include "worker/partition_group.h"
 
@@ -68,7 +68,7 @@ int Main() {
 
   absl::StatusOr<distribute::FakeGpus> gpus = distribute::MakeFakeGpus(1, size_t{512} << 20);
   if (!gpus.ok()) return std::fprintf(stderr, "%s\n", gpus.status().ToString().c_str()), 1;
-  worker::FakeCoordinatorClient client;
+  worker::FakeWorkerServiceClient client;
   worker::JobExecutorOptions options;
   options.client = &client;
   options.devices.num_gpus = 1;

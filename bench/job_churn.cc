@@ -23,13 +23,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/coordinator_client.h"
+#include "client/job_service_client.h"
 #include "client/local_cluster.h"
-#include "client/subprocess.h"
 #include "common/incarnation.h"
 #include "common/net.h"
 #include "common/process.h"
-#include "worker/grpc_coordinator_client.h"
+#include "common/subprocess.h"
+#include "worker/grpc_worker_service_client.h"
 
 ABSL_FLAG(int, jobs, 10000, "Jobs submitted and finished.");
 ABSL_FLAG(int, every, 1000, "Sample the coordinator's memory every this many jobs.");
@@ -41,7 +41,7 @@ ABSL_FLAG(std::string, work_dir, "",
 
 namespace {
 
-using lockstep::client::Subprocess;
+using lockstep::Subprocess;
 
 // A field of /proc/<pid>/status in kB ("VmRSS"), or -1.
 int64_t ProcStatusKb(int pid, const std::string& field) {
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     if (mkdtemp(tmpl.data()) == nullptr) return Fail("mkdtemp", absl::InternalError(tmpl));
     dir = tmpl;
   }
-  lockstep::client::SubprocessOptions sp;
+  lockstep::SubprocessOptions sp;
   sp.argv = {bin,
              "--insecure",
              "--host=127.0.0.1",
@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   const lockstep::TlsOptions plain{.insecure = true};
 
   // The fake worker: registered, watching its assignments.
-  auto worker = lockstep::worker::GrpcCoordinatorClient::Create(address, plain);
+  auto worker = lockstep::worker::GrpcWorkerServiceClient::Create(address, plain);
   if (!worker.ok()) return Fail("worker client", worker.status());
   lockstep::v1::RegisterWorkerRequest reg;
   reg.set_address("127.0.0.1:1");
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   auto assignments = (*worker)->WatchAssignments(watch);
   if (!assignments.ok()) return Fail("WatchAssignments", assignments.status());
 
-  auto jobs = lockstep::client::CoordinatorClient::Create(address, plain, absl::Seconds(30));
+  auto jobs = lockstep::client::JobServiceClient::Create(address, plain, absl::Seconds(30));
   if (!jobs.ok()) return Fail("job client", jobs.status());
   const lockstep::v1::JobSpec spec = TinyJob();
   const int total = absl::GetFlag(FLAGS_jobs);

@@ -11,42 +11,30 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "client/local_cluster.h"
+#include "bench/bench_cluster.h"
 #include "client/status_format.h"
 #include "common/process.h"
 
 ABSL_FLAG(int, workers, 8, "lockstepd registered while measuring.");
 ABSL_FLAG(int, calls, 10000, "Timed calls (after 1000 warm-up calls).");
-ABSL_FLAG(std::string, coordinator_bin, "",
-          "Default: <bazel-bin>/coordinator/lockstep-coordinator.");
-ABSL_FLAG(std::string, lockstepd_bin, "", "Default: <bazel-bin>/worker/lockstepd.");
-ABSL_FLAG(bool, insecure, false,
-          "Plaintext gRPC for every process (default: TLS, mutual between the daemons, and an "
-          "operator token for this client, as `lockstep local` runs).");
 
 int main(int argc, char** argv) {
   lockstep::InitProcess();
   absl::ParseCommandLine(argc, argv);
-  using lockstep::client::LocalCluster;
-  lockstep::client::LocalClusterOptions o;
-  o.coordinator_bin = absl::GetFlag(FLAGS_coordinator_bin);
-  o.lockstepd_bin = absl::GetFlag(FLAGS_lockstepd_bin);
-  o.workers = absl::GetFlag(FLAGS_workers);
-  o.insecure = absl::GetFlag(FLAGS_insecure);
-  auto cluster = LocalCluster::StartCoordinator(o);
-  if (!cluster.ok()) {
-    fprintf(stderr, "%s\n", cluster.status().ToString().c_str());
-    return 1;
-  }
-  if (absl::Status s = (*cluster)->StartWorkers(); !s.ok()) {
+  const lockstep::client::LocalClusterOptions o =
+      lockstep::bench::BenchClusterOptions(absl::GetFlag(FLAGS_workers));
+  std::unique_ptr<lockstep::client::LocalCluster> cluster =
+      lockstep::bench::StartBenchCoordinator(o);
+  if (cluster == nullptr) return 1;
+  if (absl::Status s = cluster->StartWorkers(); !s.ok()) {
     fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
   }
-  if (auto s = (*cluster)->WaitForAlive(o.workers, absl::Now() + absl::Seconds(30)); !s.ok()) {
+  if (auto s = cluster->WaitForAlive(o.workers, absl::Now() + absl::Seconds(30)); !s.ok()) {
     fprintf(stderr, "%s\n", s.status().ToString().c_str());
     return 1;
   }
-  lockstep::client::CoordinatorClient* client = (*cluster)->client();
+  lockstep::client::JobServiceClient* client = cluster->client();
   for (int i = 0; i < 1000; ++i) {
     if (!client->GetClusterStatus().ok()) return 1;
   }

@@ -21,9 +21,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +36,7 @@
 #include "absl/time/clock.h"
 #include "collectives/transport/tcp/socket_util.h"
 #include "collectives/transport/tcp/tcp_transport.h"
+#include "common/child_processes.h"
 #include "common/sched.h"
 
 ABSL_FLAG(int64_t, bytes, 1 << 20, "bytes each way per bulk exchange");
@@ -132,77 +131,92 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", listening.status().ToString().c_str());
     return 1;
   }
-  auto [listen_fd, address] = std::move(listening).value();
+  UniqueFd listen_fd = std::move(listening->first);
+  const std::string address = listening->second;
   std::vector<char> send(std::max(bytes, small), 1), recv(send.size());
 
-  const pid_t child = fork();
-  if (child < 0) Die("fork");
-  const bool parent = child != 0;
-  if (!parent) {
-    // The peer must not outlive the parent, nor hold its listening socket.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    listen_fd = UniqueFd();
-  }
-  if (cpus.size() >= 2) {
-    // Best effort: without two CPUs the processes share one, which the output does not hide.
-    (void)lockstep::SetCpuAffinity({cpus[parent ? 0 : 1]});
-  }
-  // The parent's first connection carries parent -> child; with --connections=split the
-  // second carries child -> parent.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  UniqueFd first = parent ? AcceptOne(listen_fd.get())
-                          : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
-  UniqueFd second;
-  if (split) {
-    second = parent ? AcceptOne(listen_fd.get())
-                    : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
-  }
-  const int out = parent || !split ? first.get() : second.get();
-  const int in = !parent || !split ? first.get() : second.get();
-  UniqueFd third, fourth;
-  int small_out = out, small_in = in;
-  if (absl::GetFlag(FLAGS_small_lane)) {
-    third = parent ? AcceptOne(listen_fd.get())
-                   : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
-    fourth = parent ? AcceptOne(listen_fd.get())
-                    : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
-    small_out = parent ? third.get() : fourth.get();
-    small_in = parent ? fourth.get() : third.get();
-  }
+  // Both ends run the same exchange: this process the parent's, a forked child the peer's.
   std::vector<double> us;
-  for (int i = 0; i < reps; ++i) {
-    if (small > 0) {
-      for (int k = 0; k < small_count; ++k) {
-        Exchange(small_out, small_in, send.data(), recv.data(), small);
-      }
+  auto run_side = [&](bool parent) {
+    if (cpus.size() >= 2) {
+      // Best effort: without two CPUs the processes share one, which the output does not hide.
+      (void)lockstep::SetCpuAffinity({cpus[parent ? 0 : 1]});
     }
-    if (parent && print_tcp_info && (i < 3 || i == reps / 2)) {
-      for (int fd : {out, in}) {
-        tcp_info ti{};
-        socklen_t len = sizeof(ti);
-        getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len);
-        std::printf(
-            "rep %d %s: cwnd %u ssthresh %u snd_mss %u rcv_mss %u rtt %u us rcv_rtt %u us "
-            "rcv_ssthresh %u rcv_space %u ato %u us unacked %u\n",
-            i, fd == out ? "out" : "in ", ti.tcpi_snd_cwnd, ti.tcpi_snd_ssthresh, ti.tcpi_snd_mss,
-            ti.tcpi_rcv_mss, ti.tcpi_rtt, ti.tcpi_rcv_rtt, ti.tcpi_rcv_ssthresh, ti.tcpi_rcv_space,
-            ti.tcpi_ato, ti.tcpi_unacked);
-      }
+    // The parent's first connection carries parent -> child; with --connections=split the
+    // second carries child -> parent.
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    UniqueFd first = parent ? AcceptOne(listen_fd.get())
+                            : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
+    UniqueFd second;
+    if (split) {
+      second = parent ? AcceptOne(listen_fd.get())
+                      : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
     }
-    const absl::Time start = absl::Now();
-    Exchange(out, in, send.data(), recv.data(), bytes);
-    us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+    const int out = parent || !split ? first.get() : second.get();
+    const int in = !parent || !split ? first.get() : second.get();
+    UniqueFd third, fourth;
+    int small_out = out, small_in = in;
+    if (absl::GetFlag(FLAGS_small_lane)) {
+      third = parent ? AcceptOne(listen_fd.get())
+                     : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
+      fourth = parent ? AcceptOne(listen_fd.get())
+                      : Tuned(lockstep::collectives::ConnectWithRetry(address, deadline));
+      small_out = parent ? third.get() : fourth.get();
+      small_in = parent ? fourth.get() : third.get();
+    }
+    for (int i = 0; i < reps; ++i) {
+      if (small > 0) {
+        for (int k = 0; k < small_count; ++k) {
+          Exchange(small_out, small_in, send.data(), recv.data(), small);
+        }
+      }
+      if (parent && print_tcp_info && (i < 3 || i == reps / 2)) {
+        for (int fd : {out, in}) {
+          tcp_info ti{};
+          socklen_t len = sizeof(ti);
+          getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len);
+          std::printf(
+              "rep %d %s: cwnd %u ssthresh %u snd_mss %u rcv_mss %u rtt %u us rcv_rtt %u us "
+              "rcv_ssthresh %u rcv_space %u ato %u us unacked %u\n",
+              i, fd == out ? "out" : "in ", ti.tcpi_snd_cwnd, ti.tcpi_snd_ssthresh, ti.tcpi_snd_mss,
+              ti.tcpi_rcv_mss, ti.tcpi_rtt, ti.tcpi_rcv_rtt, ti.tcpi_rcv_ssthresh,
+              ti.tcpi_rcv_space, ti.tcpi_ato, ti.tcpi_unacked);
+        }
+      }
+      const absl::Time start = absl::Now();
+      Exchange(out, in, send.data(), recv.data(), bytes);
+      us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+    }
+    first = UniqueFd();
+    second = UniqueFd();
+  };
+  absl::Status peer;
+  {
+    lockstep::ChildProcesses children;
+    peer = children
+               .Fork("the peer",
+                     [&] {
+                       listen_fd = UniqueFd();  // the peer must not hold the listening socket
+                       run_side(/*parent=*/false);
+                       return 0;
+                     })
+               .status();
+    if (!peer.ok()) {
+      std::fprintf(stderr, "%s\n", peer.ToString().c_str());
+      return 1;
+    }
+    run_side(/*parent=*/true);
+    peer = children.WaitAll(absl::Seconds(60));
   }
-  first = UniqueFd();
-  second = UniqueFd();
-  if (!parent) return 0;
-  int status = 0;
-  waitpid(child, &status, 0);
   std::sort(us.begin(), us.end());
   std::printf(
       "tcp loopback, %s connections, %zu bytes each way after %d x %zu: median %.1f us, p10 "
       "%.1f, p90 %.1f (%d exchanges)\n",
       split ? "split" : "shared", bytes, small > 0 ? small_count : 0, small, us[us.size() / 2],
       us[us.size() / 10], us[us.size() * 9 / 10], reps);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  if (!peer.ok()) {
+    std::fprintf(stderr, "%s\n", peer.ToString().c_str());
+    return 1;
+  }
+  return 0;
 }

@@ -44,9 +44,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "bench/core_latency.h"
-#include "bench/peers/peer_measurement.h"
 #include "bench/transformer_spec.h"
+#include "collectives/bench/core_latency.h"
+#include "collectives/bench/peer_measurement.h"
 #include "collectives/file_store.h"
 #include "common/process.h"
 #include "common/sched.h"
@@ -55,9 +55,9 @@
 #include "engine/model_builder.h"
 #include "engine/optimizer.h"
 #include "engine/variable_set.h"
-#include "worker/coordinator_client.h"
 #include "worker/job_executor.h"
 #include "worker/partition_group.h"
+#include "worker/worker_service_client.h"
 #ifdef LOCKSTEP_WITH_CUDA
 #include "collectives/nccl/real_nccl_api.h"
 #include "distribute/cuda_gpu_devices.h"
@@ -109,9 +109,9 @@ namespace {
 
 using bench::Median;
 
-// The rendezvous of the bench's worker processes: a CoordinatorClient whose key-value
+// The rendezvous of the bench's worker processes: a WorkerServiceClient whose key-value
 // calls go to a FileStore in a temporary directory (no coordinator needed).
-class FileStoreClient final : public worker::CoordinatorClient {
+class FileStoreClient final : public worker::WorkerServiceClient {
  public:
   explicit FileStoreClient(std::string dir) : store_(std::move(dir)) {}
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(

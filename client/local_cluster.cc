@@ -154,7 +154,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::StartCoordinator(
   }
   c->coordinator_address_ = absl::StrCat("127.0.0.1:", *port);
   LS_ASSIGN_OR_RETURN(c->client_,
-                      CoordinatorClient::Create(c->coordinator_address_, c->client_tls()));
+                      JobServiceClient::Create(c->coordinator_address_, c->client_tls()));
   c->workers_.resize(o.workers + (o.evaluator ? 1 : 0));
   if (o.pin_workers) c->worker_cpus_ = CpusPerWorker(o.workers, o.cpu_devices, AllowedCpus());
   return c;

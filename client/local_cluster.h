@@ -27,9 +27,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "client/coordinator_client.h"
+#include "client/job_service_client.h"
 #include "client/local_credentials.h"
-#include "client/subprocess.h"
+#include "common/subprocess.h"
 #include "lockstep/v1/coordinator.pb.h"
 
 namespace lockstep {
@@ -91,7 +91,7 @@ class LocalCluster {
   const LocalClusterOptions& options() const { return options_; }
   std::string coordinator_address() const { return coordinator_address_; }
   // An operator's client of the coordinator (thread-safe).
-  CoordinatorClient* client() { return client_.get(); }
+  JobServiceClient* client() { return client_.get(); }
   // How a client reaches the coordinator as an operator (CA and token), or insecure.
   TlsOptions client_tls() const;
   // The same as `lockstep` CLI flags: --config=<tls>/operator.config (the CA and the
@@ -125,7 +125,7 @@ class LocalCluster {
   std::string coordinator_address_;
   std::unique_ptr<LocalCredentials> credentials_;  // null when insecure
   std::vector<std::vector<int>> worker_cpus_;      // CpusPerWorker(), when pin_workers
-  std::unique_ptr<CoordinatorClient> client_;
+  std::unique_ptr<JobServiceClient> client_;
   std::vector<std::unique_ptr<Subprocess>> workers_;
 };
 

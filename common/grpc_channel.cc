@@ -1,37 +1,10 @@
 #include "common/grpc_channel.h"
 
-#include <grpcpp/security/credentials.h>
-#include <grpcpp/security/tls_certificate_provider.h>
-#include <grpcpp/security/tls_certificate_verifier.h>
-#include <grpcpp/security/tls_credentials_options.h>
-
-#include "absl/time/time.h"
 #include "common/net.h"
 #include "common/status.h"
+#include "common/tls_credentials.h"
 
 namespace lockstep {
-namespace {
-
-std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const TlsOptions& tls) {
-  if (tls.insecure) return grpc::InsecureChannelCredentials();
-  const unsigned int reload_s = std::max<int64_t>(1, absl::ToInt64Seconds(tls.reload_interval));
-  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      tls.key_file, tls.cert_file, tls.ca_file, reload_s);
-  grpc::experimental::TlsChannelCredentialsOptions options;
-  options.set_certificate_provider(provider);
-  options.watch_root_certs();
-  if (!tls.cert_file.empty()) options.watch_identity_key_cert_pairs();
-  options.set_verify_server_certs(true);
-  options.set_certificate_verifier(
-      std::make_shared<grpc::experimental::HostNameCertificateVerifier>());
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::experimental::TlsCredentials(options);
-  if (!tls.token.empty()) {
-    creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(tls.token));
-  }
-  return creds;
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> CoordinatorChannel(const std::string& address,
                                                                   const TlsOptions& tls) {

@@ -1,5 +1,5 @@
 // UnaryCall: one unary gRPC call to the coordinator, the way both of its clients make it
-// (lockstepd's worker/grpc_coordinator_client and the CLI's client/coordinator_client): a
+// (lockstepd's worker/grpc_worker_service_client and the CLI's client/job_service_client): a
 // deadline `timeout` from now, its own completion queue, and the error converted once
 // (common/grpc_status.h) with `context` ("Heartbeat to coordinator 10.0.0.1:7000")
 // prepended.
@@ -7,9 +7,9 @@
 // The calling thread spins on the completion queue for up to kSpinBeforeBlocking before it
 // blocks: a coordinator answers in well under that, and a thread that blocked costs a
 // wake-up on the answer (what that costs, measured: bench/control_plane_tuning.md). The spin
-// is bounded, so a slow call costs at most that much CPU more. `wait_for_ready`: while the channel is not connected (the coordinator
-// restarting), wait for it up to the deadline instead of failing at once; a pending call is
-// what drives gRPC to reconnect.
+// is bounded, so a slow call costs at most that much CPU more. `wait_for_ready`: while the channel
+// is not connected (the coordinator restarting), wait for it up to the deadline instead of failing
+// at once; a pending call is what drives gRPC to reconnect.
 //
 // Thread model: any thread; calls are independent.
 #ifndef LOCKSTEP_COMMON_GRPC_UNARY_CALL_H_

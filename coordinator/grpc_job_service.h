@@ -14,7 +14,7 @@
 //
 // Adding an RPC: declare it in coordinator.proto's `service JobService`, add its row to
 // authz.cc's kJobServiceRules, override it here (first line `Authorize(ctx, __func__)`), and
-// add its method to client/coordinator_client.h.
+// add its method to client/job_service_client.h.
 //
 // Ownership: borrows the domain objects, the Clock and the authorizer; they must outlive it.
 // Thread model: gRPC calls the handlers concurrently; the domain objects are thread-safe.

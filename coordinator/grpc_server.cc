@@ -1,9 +1,6 @@
 #include "coordinator/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/security/server_credentials.h>
-#include <grpcpp/security/tls_certificate_provider.h>
-#include <grpcpp/security/tls_credentials_options.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -15,6 +12,7 @@
 #include "common/incarnation.h"
 #include "common/net.h"
 #include "common/status.h"
+#include "common/tls_credentials.h"
 #include "coordinator/grpc_authorizer.h"
 #include "coordinator/grpc_job_service.h"
 #include "coordinator/grpc_worker_service.h"
@@ -23,25 +21,6 @@
 
 namespace lockstep {
 namespace coordinator {
-namespace {
-
-// TLS with the files watched (rotated certificates are taken without a restart). A client
-// certificate is asked for and, when one is presented, verified against the cluster CA:
-// daemons must present one (authz.h admits daemon certificates only to the WorkerService), while
-// CLI clients may come with a bearer token instead.
-std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TlsOptions& tls) {
-  if (tls.insecure) return grpc::InsecureServerCredentials();
-  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      tls.key_file, tls.cert_file, tls.ca_file,
-      std::max<int64_t>(1, absl::ToInt64Seconds(tls.reload_interval)));
-  grpc::experimental::TlsServerCredentialsOptions options(provider);
-  options.watch_root_certs();
-  options.watch_identity_key_cert_pairs();
-  options.set_cert_request_type(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
-  return grpc::experimental::TlsServerCredentials(options);
-}
-
-}  // namespace
 
 CoordinatorServer::CoordinatorServer(CoordinatorServerOptions options)
     : options_(std::move(options)),
@@ -52,7 +31,9 @@ CoordinatorServer::CoordinatorServer(CoordinatorServerOptions options)
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
     CoordinatorServerOptions options) {
-  LS_RETURN_IF_ERROR(CheckTlsOptions(options.tls, /*need_identity=*/true));
+  // The TLS files checked (common/tls_credentials.h) before anything else is done.
+  LS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                      ServerCredentials(options.tls));
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer(std::move(options)));
   s->state_dir_ = s->options_.state_dir;
   if (s->state_dir_.empty()) {
@@ -92,7 +73,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
   grpc::ServerBuilder builder;
   // HostPort brackets an IPv6 host ("[::]:7000"), as gRPC wants.
   std::string address = HostPort{s->options_.host, s->options_.port}.ToString();
-  builder.AddListeningPort(address, ServerCredentials(s->options_.tls), &s->port_);
+  builder.AddListeningPort(address, credentials, &s->port_);
   builder.RegisterService(s->worker_service_.get());
   builder.RegisterService(s->job_service_.get());
   builder.SetMaxReceiveMessageSize(s->options_.max_message_bytes);

@@ -5,12 +5,13 @@
 // It serves TLS (--tls_ca, --tls_cert, --tls_key): workers present certificates from the
 // cluster CA, clients bearer tokens from --tokens_file (reloaded on SIGHUP; certificate
 // files are re-read as they change); --insecure serves plaintext and authorizes everyone.
+// The flags both daemons share are common/daemon_flags.h's; defaults and rules on the flags
+// are coordinator/coordinator_config.h's.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -18,18 +19,19 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/daemon_flags.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
 #include "common/monitoring.h"
 #include "common/net.h"
 #include "common/process.h"
 #include "common/signals.h"
+#include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/revoked_certificates.h"
 #include "spdlog/spdlog.h"
 
-ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on (\"127.0.0.1\" for loopback).");
 ABSL_FLAG(int, port, 7000, "Port to listen on; 0 picks any free port (see --port_file).");
 ABSL_FLAG(std::string, port_file, "",
           "If set, the bound port is written to this file once the server is ready.");
@@ -37,21 +39,6 @@ ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "How often workers are told to heartbeat.");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(3),
           "A worker silent for longer than this is marked LOST.");
-ABSL_FLAG(std::string, state_dir, "",
-          "Directory for the coordinator's state (created if missing): the job store "
-          "(jobs.sqlite3) and the port file. Default: $XDG_STATE_HOME/lockstep, else "
-          "$HOME/.local/state/lockstep, else /tmp/lockstep-state-$UID. One coordinator per "
-          "directory.");
-ABSL_FLAG(std::string, log_level, "info", "debug, info, warn or error.");
-ABSL_FLAG(bool, insecure, false,
-          "Serve plaintext gRPC with no authentication and no authorization: anyone who can "
-          "reach the port may do anything. Default: TLS with --tls_ca, --tls_cert, --tls_key.");
-ABSL_FLAG(std::string, tls_ca, "",
-          "PEM file: the cluster CA; workers' (and clients') certificates must be signed by it.");
-ABSL_FLAG(std::string, tls_cert, "",
-          "PEM file: the coordinator's certificate from the cluster CA, naming the host "
-          "workers and clients dial. Re-read when it changes (rotation without restart).");
-ABSL_FLAG(std::string, tls_key, "", "PEM file: the private key of --tls_cert.");
 ABSL_FLAG(std::string, tokens_file, "",
           "Clients' bearer tokens, one per line: `<token> <role> <name>`, role viewer "
           "(status, jobs, describe, watch) or operator (also submit, cancel, drain, release). "
@@ -60,14 +47,6 @@ ABSL_FLAG(std::string, revoked_certificates_file, "",
           "Certificate names (CNs) refused although the cluster CA signed them, one per line "
           "('#' comments): a stolen worker or client certificate. Their calls are "
           "UNAUTHENTICATED and their open streams end within seconds. SIGHUP reloads it.");
-ABSL_FLAG(std::string, metrics_address, "",
-          "HOST:PORT to serve Prometheus metrics on: plain HTTP, /metrics only "
-          "(lockstep_coordinator_*; port 0: any free port, logged). Empty: no metrics.");
-ABSL_FLAG(std::string, health_address, "",
-          "HOST:PORT to serve the gRPC health service (grpc.health.v1.Health) on in plaintext, "
-          "and nothing else, for Kubernetes' gRPC probes (the main port serves it too, over "
-          "TLS): NOT_SERVING while the job store loads and once shutting down. Port 0: any free "
-          "port, logged. Empty: none.");
 
 // Limits on what callers control (RESOURCE_EXHAUSTED past one, naming the flag).
 ABSL_FLAG(int, max_message_bytes, 4 << 20, "Largest gRPC request accepted, in bytes.");
@@ -147,39 +126,20 @@ bool MakeDirs(const std::string& path) {
   return true;
 }
 
-std::string DefaultStateDir() {
-  const char* xdg = std::getenv("XDG_STATE_HOME");
-  if (xdg != nullptr && *xdg == '/') return absl::StrCat(xdg, "/lockstep");
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && *home == '/') return absl::StrCat(home, "/.local/state/lockstep");
-  return absl::StrCat("/tmp/lockstep-state-", getuid());
-}
-
 int Run(sigset_t signals) {
   using lockstep::coordinator::CoordinatorServer;
+  const lockstep::DaemonFlags daemon = lockstep::ReadDaemonFlags();
   lockstep::coordinator::CoordinatorServerOptions options;
-  options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
   SetLimits(&options);
-  if (options.membership.max_task_index < 1 || options.membership.max_tasks_per_identity < 1) {
-    spdlog::error("--max_task_index ({}) and --max_tasks_per_identity ({}) must be at least 1",
-                  options.membership.max_task_index, options.membership.max_tasks_per_identity);
-    return 2;
-  }
   options.membership.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.membership.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
-  if (options.membership.heartbeat_interval <= absl::ZeroDuration() ||
-      options.membership.heartbeat_timeout <= options.membership.heartbeat_interval) {
-    spdlog::error("--heartbeat_timeout ({}) must be longer than --heartbeat_interval ({})",
-                  absl::FormatDuration(options.membership.heartbeat_timeout),
-                  absl::FormatDuration(options.membership.heartbeat_interval));
+  if (absl::Status s = lockstep::coordinator::ResolveCoordinatorConfig(
+          daemon, lockstep::coordinator::CoordinatorEnvironment::Real(), &options);
+      !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
     return 2;
   }
-
-  options.tls.insecure = absl::GetFlag(FLAGS_insecure);
-  options.tls.ca_file = absl::GetFlag(FLAGS_tls_ca);
-  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
-  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   if (options.tls.insecure) {
     spdlog::warn(
         "--insecure: serving plaintext gRPC with authentication and authorization OFF: "
@@ -210,25 +170,23 @@ int Run(sigset_t signals) {
     options.revoked = std::move(*names);
   }
 
-  std::string state_dir = absl::GetFlag(FLAGS_state_dir);
-  if (state_dir.empty()) state_dir = DefaultStateDir();
+  const std::string state_dir = options.state_dir;
   if (!MakeDirs(state_dir)) {
     spdlog::error("--state_dir {}: cannot create: {}", state_dir, std::strerror(errno));
     return 1;
   }
-  options.state_dir = state_dir;
 
   // Monitoring: metrics, and the health port, NOT_SERVING until the job store is loaded and
   // the main port open. Both outlive the server.
   lockstep::MetricsRegistry registry;
   lockstep::coordinator::CoordinatorMetrics metrics(&registry);
-  absl::StatusOr<std::unique_ptr<lockstep::HealthServer>> health = lockstep::ServeMonitoring(
-      absl::GetFlag(FLAGS_metrics_address), absl::GetFlag(FLAGS_health_address), &registry);
+  absl::StatusOr<std::unique_ptr<lockstep::HealthServer>> health =
+      lockstep::ServeMonitoring(daemon.metrics_address, daemon.health_address, &registry);
   if (!health.ok()) {
     spdlog::error("{}", std::string(health.status().message()));
     return 2;
   }
-  if (!absl::GetFlag(FLAGS_metrics_address).empty()) options.metrics = &metrics;
+  if (!daemon.metrics_address.empty()) options.metrics = &metrics;
 
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Create(options);
   if (!server.ok()) {
@@ -311,7 +269,8 @@ int main(int argc, char** argv) {
       "lockstep-coordinator --tls_ca=CA --tls_cert=CERT --tls_key=KEY --tokens_file=FILE "
       "[--port=7000] [--port_file=PATH] [--heartbeat_timeout=3s] | --insecure");
   absl::ParseCommandLine(argc, argv);
-  absl::Status logging = lockstep::InitLogging("coordinator", absl::GetFlag(FLAGS_log_level));
+  absl::Status logging =
+      lockstep::InitLogging("coordinator", lockstep::ReadDaemonFlags().log_level);
   if (!logging.ok()) {
     fprintf(stderr, "%s\n", logging.ToString().c_str());
     return 2;

@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/local_cluster.h"
 #include "client/status_format.h"
-#include "client/subprocess.h"
 #include "common/sched.h"
+#include "common/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -143,7 +143,7 @@ TEST_F(ClusterTest, SigtermDeregistersAndExitsZero) {
   cluster_->worker(0)->Signal(SIGTERM);
   auto status = cluster_->worker(0)->Wait(absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(status.ok());
-  EXPECT_EQ(client::DescribeWaitStatus(*status), "exit 0");
+  EXPECT_EQ(DescribeWaitStatus(*status), "exit 0");
   EXPECT_EQ(Row(*cluster_->Status(), 0).state(), v1::DEREGISTERED);
 }
 
@@ -152,7 +152,7 @@ TEST_F(ClusterTest, SecondProcessClaimingLiveTaskIsRefused) {
   // holder; it keeps retrying, so stop it once the refusal is logged. (Under another
   // certificate it would be PERMISSION_DENIED: the task is bound to worker-0's identity.)
   std::string log = absl::StrCat(getenv("TEST_TMPDIR"), "/dup.log");
-  client::SubprocessOptions o;
+  SubprocessOptions o;
   o.argv = {Runfile("worker/lockstepd"),
             absl::StrCat("--coordinator=", cluster_->coordinator_address()),
             absl::StrCat("--tf_config=", TmpDir("cluster"), "/tf_config.0.json")};
@@ -160,7 +160,7 @@ TEST_F(ClusterTest, SecondProcessClaimingLiveTaskIsRefused) {
   ASSERT_TRUE(tls.ok()) << tls.status();
   for (const std::string& f : client::LocalCredentials::Flags(*tls)) o.argv.push_back(f);
   o.log_file = log;
-  auto p = client::Subprocess::Start(o);
+  auto p = Subprocess::Start(o);
   ASSERT_TRUE(p.ok());
   absl::Time limit = absl::Now() + absl::Seconds(10);
   while (ReadFile(log).find("ALREADY_EXISTS") == std::string::npos && absl::Now() < limit) {
@@ -177,12 +177,12 @@ TEST(CliTest, UnreachableCoordinatorFailsFastWithMessage) {
   std::string dir = TmpDir("gone");
   auto credentials = client::LocalCredentials::Create(dir + "/tls");
   ASSERT_TRUE(credentials.ok()) << credentials.status();
-  client::SubprocessOptions o;
+  SubprocessOptions o;
   o.argv = {Runfile("coordinator/lockstep-coordinator"), "--port=0",
             absl::StrCat("--port_file=", dir, "/port"),
             absl::StrCat("--state_dir=", dir, "/state")};
   for (const std::string& f : credentials->CoordinatorFlags()) o.argv.push_back(f);
-  auto c = client::Subprocess::Start(o);
+  auto c = Subprocess::Start(o);
   ASSERT_TRUE(c.ok());
   std::string port;
   absl::Time limit = absl::Now() + absl::Seconds(10);

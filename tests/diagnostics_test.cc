@@ -11,10 +11,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/coordinator_client.h"
 #include "client/job_format.h"
+#include "client/job_service_client.h"
 #include "client/local_cluster.h"
-#include "client/subprocess.h"
+#include "common/subprocess.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -52,8 +52,8 @@ class DiagnosticsTest : public ::testing::Test {
     cluster_ = std::move(*cluster);
     ASSERT_TRUE(cluster_->StartWorkers().ok());
     ASSERT_TRUE(cluster_->WaitForAlive(3, absl::Now() + absl::Seconds(20)).ok());
-    auto jobs = client::CoordinatorClient::Create(cluster_->coordinator_address(),
-                                                  cluster_->client_tls(), absl::Seconds(10));
+    auto jobs = client::JobServiceClient::Create(cluster_->coordinator_address(),
+                                                 cluster_->client_tls(), absl::Seconds(10));
     ASSERT_TRUE(jobs.ok());
     jobs_ = std::move(*jobs);
   }
@@ -147,7 +147,7 @@ class DiagnosticsTest : public ::testing::Test {
   }
 
   std::unique_ptr<client::LocalCluster> cluster_;
-  std::unique_ptr<client::CoordinatorClient> jobs_;
+  std::unique_ptr<client::JobServiceClient> jobs_;
 };
 
 TEST_F(DiagnosticsTest, AWorkerStalledInItsInputIsNamed) {
@@ -167,9 +167,9 @@ TEST_F(DiagnosticsTest, AStoppedWorkerIsNamedWithinTwoHeartbeats) {
   auto id = jobs_->SubmitJob(EndlessJob(dir()));
   ASSERT_TRUE(id.ok()) << id.status();
   WaitForStep(*id, 20);
-  client::Subprocess* hung = cluster_->worker(1);
+  Subprocess* hung = cluster_->worker(1);
   struct Resume {
-    client::Subprocess* p;
+    Subprocess* p;
     ~Resume() { p->Signal(SIGCONT); }
   } resume{hung};
   hung->Signal(SIGSTOP);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/coordinator_client.h"
+#include "client/job_service_client.h"
 #include "client/local_cluster.h"
 #include "export/safetensors.h"
 #include "gmock/gmock.h"

@@ -21,7 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/coordinator_client.h"
+#include "client/job_service_client.h"
 #include "client/local_credentials.h"
 #include "common/certs.h"
 #include "common/grpc_channel.h"
@@ -33,7 +33,7 @@
 #include "gtest/gtest.h"
 #include "lockstep/v1/coordinator.grpc.pb.h"
 #include "tests/test_util.h"
-#include "worker/grpc_coordinator_client.h"
+#include "worker/grpc_worker_service_client.h"
 
 namespace lockstep {
 namespace {
@@ -60,8 +60,8 @@ class HostileWorkerTest : public ::testing::Test {
     attacker_ = Worker("attacker");
     victim_task_ = Register(*victim_, 0);
     ASSERT_FALSE(victim_task_.type().empty());
-    operator_ = client::CoordinatorClient::Create(server_->local_address(),
-                                                  credentials_->Operator(), absl::Seconds(5))
+    operator_ = client::JobServiceClient::Create(server_->local_address(), credentials_->Operator(),
+                                                 absl::Seconds(5))
                     .value();
     absl::StatusOr<std::string> id = operator_->SubmitJob(OneWorkerJob());
     ASSERT_TRUE(id.ok()) << id.status();
@@ -74,14 +74,14 @@ class HostileWorkerTest : public ::testing::Test {
     ASSERT_FALSE(attacker_task_.type().empty());
   }
 
-  std::unique_ptr<worker::GrpcCoordinatorClient> Worker(const std::string& name) {
-    return std::move(worker::GrpcCoordinatorClient::Create(server_->local_address(),
-                                                           credentials_->Daemon(name).value(),
-                                                           absl::Seconds(5))
+  std::unique_ptr<worker::GrpcWorkerServiceClient> Worker(const std::string& name) {
+    return std::move(worker::GrpcWorkerServiceClient::Create(server_->local_address(),
+                                                             credentials_->Daemon(name).value(),
+                                                             absl::Seconds(5))
                          .value());
   }
 
-  v1::TaskId Register(worker::GrpcCoordinatorClient& w, int index) {
+  v1::TaskId Register(worker::GrpcWorkerServiceClient& w, int index) {
     v1::RegisterWorkerRequest r;
     r.mutable_task()->set_type("worker");
     r.mutable_task()->set_index(index);
@@ -177,9 +177,9 @@ class HostileWorkerTest : public ::testing::Test {
 
   std::unique_ptr<client::LocalCredentials> credentials_;
   std::unique_ptr<coordinator::CoordinatorServer> server_;
-  std::unique_ptr<worker::GrpcCoordinatorClient> victim_;
-  std::unique_ptr<worker::GrpcCoordinatorClient> attacker_;
-  std::unique_ptr<client::CoordinatorClient> operator_;
+  std::unique_ptr<worker::GrpcWorkerServiceClient> victim_;
+  std::unique_ptr<worker::GrpcWorkerServiceClient> attacker_;
+  std::unique_ptr<client::JobServiceClient> operator_;
   std::map<int, uint64_t> incarnations_;
   std::map<std::string, std::string> tokens_;
   v1::TaskId victim_task_;
@@ -200,8 +200,8 @@ TEST_F(HostileWorkerTest, DiagnosticsForSomeoneElsesJobAreNotKept) {
   v1::GetJobLogsRequest request;
   request.set_job_id(job_id_);
   std::vector<std::string> lines;
-  auto viewer = client::CoordinatorClient::Create(server_->local_address(), credentials_->Viewer(),
-                                                  absl::Seconds(5))
+  auto viewer = client::JobServiceClient::Create(server_->local_address(), credentials_->Viewer(),
+                                                 absl::Seconds(5))
                     .value();
   absl::Status logs = viewer->GetJobLogs(request, [&](const v1::JobLogLines& m) {
     for (const v1::LogLine& l : m.lines()) {
@@ -417,7 +417,7 @@ TEST(ServerThreadsTest, StreamsPastTheThreadQuotaAreRefusedAndTheServerRecovers)
   auto server = coordinator::CoordinatorServer::Create(o);
   ASSERT_TRUE(server.ok()) << server.status();
   const TlsOptions plain{.insecure = true};
-  auto jobs = client::CoordinatorClient::Create((*server)->local_address(), plain).value();
+  auto jobs = client::JobServiceClient::Create((*server)->local_address(), plain).value();
   v1::JobSpec spec = HostileWorkerTest::OneWorkerJob();
   spec.set_num_workers(3);  // there are none: it stays PENDING
   absl::StatusOr<std::string> id = jobs->SubmitJob(spec);

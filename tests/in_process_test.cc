@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/coordinator_client.h"
+#include "client/job_service_client.h"
 #include "client/status_format.h"
 #include "common/cluster_proto.h"
 #include "common/incarnation.h"
@@ -15,7 +15,7 @@
 #include "tests/test_util.h"
 #include "worker/agent.h"
 #include "worker/coordinator_store.h"
-#include "worker/grpc_coordinator_client.h"
+#include "worker/grpc_worker_service_client.h"
 
 namespace lockstep {
 namespace {
@@ -40,12 +40,12 @@ class InProcessClusterTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     viewer_ = std::move(
-        client::CoordinatorClient::Create(server_->local_address(), credentials->Viewer()).value());
+        client::JobServiceClient::Create(server_->local_address(), credentials->Viewer()).value());
     for (int i = 0; i < kWorkers; ++i) {
       auto tls = credentials->Daemon(absl::StrCat("worker-", i));
       ASSERT_TRUE(tls.ok()) << tls.status();
-      clients_.push_back(
-          std::move(worker::GrpcCoordinatorClient::Create(server_->local_address(), *tls).value()));
+      clients_.push_back(std::move(
+          worker::GrpcWorkerServiceClient::Create(server_->local_address(), *tls).value()));
       worker::AgentOptions a;  // dynamic registration
       a.address = absl::StrCat("127.0.0.1:", 30000 + i);
       a.incarnation = NewIncarnation();
@@ -69,8 +69,8 @@ class InProcessClusterTest : public ::testing::Test {
   }
 
   std::unique_ptr<coordinator::CoordinatorServer> server_;
-  std::unique_ptr<client::CoordinatorClient> viewer_;  // status, as a viewer client
-  std::vector<std::unique_ptr<worker::CoordinatorClient>> clients_;
+  std::unique_ptr<client::JobServiceClient> viewer_;  // status, as a viewer client
+  std::vector<std::unique_ptr<worker::WorkerServiceClient>> clients_;
   std::vector<std::unique_ptr<Agent>> agents_;
   std::vector<std::thread> threads_;
 };
@@ -181,7 +181,7 @@ TEST(InProcessErrorsTest, UnreachableCoordinatorIsUnavailable) {
   std::string address = (*server)->local_address();
   (*server)->Shutdown();
   server->reset();
-  auto jobs = client::CoordinatorClient::Create(address, credentials->Viewer(), absl::Seconds(2));
+  auto jobs = client::JobServiceClient::Create(address, credentials->Viewer(), absl::Seconds(2));
   ASSERT_TRUE(jobs.ok());
   absl::Time start = absl::Now();
   auto status = (*jobs)->GetClusterStatus();
@@ -191,7 +191,7 @@ TEST(InProcessErrorsTest, UnreachableCoordinatorIsUnavailable) {
   EXPECT_THAT(std::string(status.status().message()), HasSubstr(address));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   // The worker's own client of the worker service says the same of its calls.
-  auto daemon = worker::GrpcCoordinatorClient::Create(
+  auto daemon = worker::GrpcWorkerServiceClient::Create(
       address, credentials->Daemon("worker-0").value(), absl::Seconds(2));
   ASSERT_TRUE(daemon.ok());
   auto registered = (*daemon)->RegisterWorker(v1::RegisterWorkerRequest());

@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "client/coordinator_client.h"
 #include "client/job_format.h"
 #include "common/cluster_proto.h"
+#include "client/job_service_client.h"
 #include "coordinator/grpc_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,7 +48,7 @@ class JobsGrpcTest : public ::testing::Test {
     server_ = std::move(*server);
     stub_ = v1::WorkerService::NewStub(
         grpc::CreateChannel(server_->local_address(), grpc::InsecureChannelCredentials()));
-    jobs_ = std::move(client::CoordinatorClient::Create(
+    jobs_ = std::move(client::JobServiceClient::Create(
                           server_->local_address(), TlsOptions{.insecure = true}, absl::Seconds(5))
                           .value());
     grpc::ClientContext ctx;
@@ -78,7 +78,7 @@ class JobsGrpcTest : public ::testing::Test {
 
   std::unique_ptr<coordinator::CoordinatorServer> server_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
-  std::unique_ptr<client::CoordinatorClient> jobs_;
+  std::unique_ptr<client::JobServiceClient> jobs_;
   v1::TaskId task_;
 };
 

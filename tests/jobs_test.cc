@@ -1,5 +1,5 @@
 // Jobs end to end, multi-process: a real lockstep-coordinator and lockstepd on loopback,
-// driven through the real `lockstep` CLI and the CoordinatorClient. Training is the bundled
+// driven through the real `lockstep` CLI and the JobServiceClient. Training is the bundled
 // digits MLP (seconds). Fault injection: a worker SIGKILLed, a worker SIGSTOPped (hung), the
 // coordinator SIGKILLed. Heartbeats are every 150 ms (timeout 3 s); every child is reaped
 // by LocalCluster/Subprocess destructors, also when an assertion fails (a stopped worker is
@@ -19,10 +19,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "client/coordinator_client.h"
 #include "client/job_format.h"
+#include "client/job_service_client.h"
 #include "client/local_cluster.h"
-#include "client/subprocess.h"
+#include "common/subprocess.h"
 #include "common/tfrecord.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
@@ -204,8 +204,8 @@ class JobsTest : public ::testing::Test {
     Connect();
   }
   void Connect() {
-    auto jobs = client::CoordinatorClient::Create(cluster_->coordinator_address(),
-                                                  cluster_->client_tls(), absl::Seconds(10));
+    auto jobs = client::JobServiceClient::Create(cluster_->coordinator_address(),
+                                                 cluster_->client_tls(), absl::Seconds(10));
     ASSERT_TRUE(jobs.ok());
     jobs_ = std::move(*jobs);
   }
@@ -348,7 +348,7 @@ class JobsTest : public ::testing::Test {
 
   std::unique_ptr<client::LocalCluster> old_cluster_;
   std::unique_ptr<client::LocalCluster> cluster_;
-  std::unique_ptr<client::CoordinatorClient> jobs_;
+  std::unique_ptr<client::JobServiceClient> jobs_;
 };
 
 // The bundled job as it is (AUTO sharding, which is DATA rebatching for its in-memory
@@ -596,10 +596,10 @@ TEST_F(JobsTest, StoppedWorkerFailsTheJobNamingItAndOthersLeave) {
   auto id = jobs_->SubmitJob(EndlessJob(dir()));
   ASSERT_TRUE(id.ok()) << id.status();
   WaitForStep(*id, 5, /*workers=*/2);  // describe then has a row for the stopped worker too
-  client::Subprocess* hung = cluster_->worker(1);
+  Subprocess* hung = cluster_->worker(1);
   // Resumed whatever happens below, so that teardown's SIGTERM can end it.
   struct Resume {
-    client::Subprocess* p;
+    Subprocess* p;
     ~Resume() { p->Signal(SIGCONT); }
   } resume{hung};
   hung->Signal(SIGSTOP);
@@ -867,8 +867,8 @@ TEST(EvaluatorTest, EvaluatesEveryCheckpointOnceAndWritesEvalSummaries) {
   ASSERT_TRUE((*cluster)->StartWorkers().ok());
   auto status = (*cluster)->WaitForAlive(3, absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(status.ok()) << status.status();
-  auto jobs = client::CoordinatorClient::Create((*cluster)->coordinator_address(),
-                                                (*cluster)->client_tls(), absl::Seconds(10));
+  auto jobs = client::JobServiceClient::Create((*cluster)->coordinator_address(),
+                                               (*cluster)->client_tls(), absl::Seconds(10));
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   v1::JobSpec spec = DigitsJob(o.work_dir + "/job");
   spec.set_epochs(6);
@@ -955,8 +955,8 @@ TEST(ElasticTest, AJobShrinksToTheSurvivorsAndGrowsBackWhenAWorkerReturns) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ASSERT_TRUE((*cluster)->StartWorkers().ok());
   ASSERT_TRUE((*cluster)->WaitForAlive(3, absl::Now() + absl::Seconds(20)).ok());
-  auto jobs = client::CoordinatorClient::Create((*cluster)->coordinator_address(),
-                                                (*cluster)->client_tls(), absl::Seconds(10));
+  auto jobs = client::JobServiceClient::Create((*cluster)->coordinator_address(),
+                                               (*cluster)->client_tls(), absl::Seconds(10));
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   v1::JobSpec spec = DigitsJob(o.work_dir + "/job");
   spec.set_epochs(600);  // 17400 steps: long enough to shrink and grow while it trains

@@ -21,8 +21,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "client/coordinator_client.h"
 #include "client/job_format.h"
+#include "client/job_service_client.h"
 #include "common/ci_skip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -140,8 +140,8 @@ class NetnsFaultTest : public ::testing::Test {
     cluster_ = std::make_unique<NetnsCluster>(net_, o);
     ASSERT_TRUE(cluster_->StartCoordinator().ok()) << cluster_->log("coordinator");
     ASSERT_TRUE(cluster_->StartWorkers().ok());
-    auto jobs = client::CoordinatorClient::Create(cluster_->coordinator_address(),
-                                                  cluster_->client_tls(), absl::Seconds(10));
+    auto jobs = client::JobServiceClient::Create(cluster_->coordinator_address(),
+                                                 cluster_->client_tls(), absl::Seconds(10));
     ASSERT_TRUE(jobs.ok()) << jobs.status();
     jobs_ = std::move(*jobs);
   }
@@ -295,7 +295,7 @@ class NetnsFaultTest : public ::testing::Test {
   std::string work_dir_;
   absl::Time started_ = absl::InfinitePast();
   std::unique_ptr<NetnsCluster> cluster_;
-  std::unique_ptr<client::CoordinatorClient> jobs_;
+  std::unique_ptr<client::JobServiceClient> jobs_;
   std::vector<int> partitioned_;
   std::vector<int> delayed_;
   std::vector<int> lossy_;

@@ -16,11 +16,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "client/local_cluster.h"
-#include "client/subprocess.h"
 #include "common/ci_skip.h"
 #include "common/health_check.h"
 #include "common/http_get.h"
 #include "common/net.h"
+#include "common/subprocess.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -92,15 +92,14 @@ class PrometheusTest : public ::testing::Test {
   }
 
   // Starts a daemon with metrics and health on port 0; returns the two ports in `ports`.
-  std::unique_ptr<client::Subprocess> StartDaemon(const std::string& name,
-                                                  std::vector<std::string> argv,
-                                                  std::pair<int, int>* ports) {
+  std::unique_ptr<Subprocess> StartDaemon(const std::string& name, std::vector<std::string> argv,
+                                          std::pair<int, int>* ports) {
     argv.push_back("--metrics_address=127.0.0.1:0");
     argv.push_back("--health_address=127.0.0.1:0");
-    client::SubprocessOptions o;
+    SubprocessOptions o;
     o.argv = std::move(argv);
     o.log_file = absl::StrCat(dir_, "/", name, ".log");
-    auto p = client::Subprocess::Start(o);
+    auto p = Subprocess::Start(o);
     EXPECT_TRUE(p.ok()) << p.status();
     if (!p.ok()) return nullptr;
     const absl::Time deadline = absl::Now() + absl::Seconds(20);
@@ -114,7 +113,7 @@ class PrometheusTest : public ::testing::Test {
   }
 
   // lockstep-coordinator (insecure, heartbeats every 150 ms), its port in dir_/port.
-  std::unique_ptr<client::Subprocess> StartCoordinator(std::pair<int, int>* ports) {
+  std::unique_ptr<Subprocess> StartCoordinator(std::pair<int, int>* ports) {
     return StartDaemon(
         "coordinator",
         {Runfile("coordinator/lockstep-coordinator"), "--insecure", "--host=127.0.0.1", "--port=0",
@@ -123,8 +122,8 @@ class PrometheusTest : public ::testing::Test {
         ports);
   }
 
-  std::unique_ptr<client::Subprocess> StartWorker(int i, const std::string& coordinator,
-                                                  std::pair<int, int>* ports) {
+  std::unique_ptr<Subprocess> StartWorker(int i, const std::string& coordinator,
+                                          std::pair<int, int>* ports) {
     std::vector<std::string> argv = {Runfile("worker/lockstepd"), "--coordinator=" + coordinator,
                                      "--insecure",
                                      absl::StrCat("--state_dir=", dir_, "/worker-", i)};
@@ -206,7 +205,7 @@ TEST_F(PrometheusTest, PrometheusScrapesACluster) {
       ready_by));
 
   std::vector<std::pair<int, int>> worker_ports(2);
-  std::vector<std::unique_ptr<client::Subprocess>> workers;
+  std::vector<std::unique_ptr<Subprocess>> workers;
   for (int i = 0; i < 2; ++i) {
     workers.push_back(StartWorker(i, address, &worker_ports[i]));
     ASSERT_NE(workers.back(), nullptr);
@@ -231,11 +230,11 @@ TEST_F(PrometheusTest, PrometheusScrapesACluster) {
   std::ofstream(config) << "global:\n  scrape_interval: 500ms\n  scrape_timeout: 450ms\n"
                         << "scrape_configs:\n  - job_name: lockstep\n    static_configs:\n"
                         << "      - targets: [" << absl::StrJoin(targets, ", ") << "]\n";
-  client::SubprocessOptions po;
+  SubprocessOptions po;
   po.argv = {kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + dir_ + "/tsdb",
              "--web.listen-address=127.0.0.1:0"};
   po.log_file = dir_ + "/prometheus.log";
-  auto prometheus = client::Subprocess::Start(po);
+  auto prometheus = Subprocess::Start(po);
   ASSERT_TRUE(prometheus.ok()) << prometheus.status();
   absl::StatusOr<int> web = WaitForLoggedPort(
       po.log_file, "msg=\"Listening on\" address=", absl::Now() + absl::Seconds(30));

@@ -21,7 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "client/local_cluster.h"
 #include "client/local_credentials.h"
-#include "client/subprocess.h"
+#include "common/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -97,8 +97,7 @@ TEST(SecretFilesTest, AWorkerRefusesAKeyOthersCanReadAndStartsWithAPrivateOne) {
   ASSERT_TRUE((*cluster)->StartWorker(0).ok());
   absl::StatusOr<int> status = (*cluster)->worker(0)->Wait(absl::Now() + absl::Seconds(15));
   ASSERT_TRUE(status.ok()) << "lockstepd did not exit: " << status.status();
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2)
-      << client::DescribeWaitStatus(*status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << DescribeWaitStatus(*status);
   const std::string log = ReadFile(o.work_dir + "/lockstepd.0.log");
   EXPECT_THAT(log, HasSubstr("--tls_key: " + tls->key_file + " is open to every user"));
   EXPECT_THAT(log, HasSubstr("chmod 600 " + tls->key_file));
@@ -139,7 +138,7 @@ std::vector<pid_t> ChildrenOf(pid_t parent) {
 
 TEST(SecretFilesTest, LocalWritesItsSecretsPrivateAndPassesNoneOnACommandLine) {
   const std::string dir = TmpDir("local");
-  client::SubprocessOptions sp;
+  SubprocessOptions sp;
   sp.argv = {Runfile("client/lockstep"),
              "local",
              "--workers=2",
@@ -149,7 +148,7 @@ TEST(SecretFilesTest, LocalWritesItsSecretsPrivateAndPassesNoneOnACommandLine) {
              "--lockstepd_bin=" + Runfile("worker/lockstepd"),
              "--work_dir=" + dir};
   sp.log_file = dir + "/local.out";
-  auto local = client::Subprocess::Start(sp);
+  auto local = Subprocess::Start(sp);
   ASSERT_TRUE(local.ok()) << local.status();
   const std::string out = WaitForText(sp.log_file, "running; ", absl::Seconds(45));
   ASSERT_THAT(out, HasSubstr("running; ")) << out;
@@ -192,7 +191,7 @@ TEST(SecretFilesTest, LocalWritesItsSecretsPrivateAndPassesNoneOnACommandLine) {
   (*local)->Signal(SIGINT);
   absl::StatusOr<int> exit = (*local)->Wait(absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(exit.ok()) << exit.status();
-  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << client::DescribeWaitStatus(*exit);
+  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << DescribeWaitStatus(*exit);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "client/coordinator_client.h"
+#include "client/job_service_client.h"
 #include "client/local_cluster.h"
 #include "client/local_credentials.h"
 #include "client/status_format.h"
@@ -29,7 +29,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
-#include "worker/grpc_coordinator_client.h"
+#include "worker/grpc_worker_service_client.h"
 
 namespace lockstep {
 namespace {
@@ -56,18 +56,18 @@ class SecurityTest : public ::testing::Test {
   }
 
   // A client of the worker-facing service (as lockstepd's), with any credentials.
-  std::unique_ptr<worker::GrpcCoordinatorClient> WorkerClient(const TlsOptions& tls) {
+  std::unique_ptr<worker::GrpcWorkerServiceClient> WorkerClient(const TlsOptions& tls) {
     return std::move(
-        worker::GrpcCoordinatorClient::Create(server_->local_address(), tls, absl::Seconds(3))
+        worker::GrpcWorkerServiceClient::Create(server_->local_address(), tls, absl::Seconds(3))
             .value());
   }
-  std::unique_ptr<worker::GrpcCoordinatorClient> Worker(const std::string& name) {
+  std::unique_ptr<worker::GrpcWorkerServiceClient> Worker(const std::string& name) {
     return WorkerClient(credentials_->Daemon(name).value());
   }
   // A client of the client-facing job service (as the CLI's), with any credentials.
-  std::unique_ptr<client::CoordinatorClient> Jobs(const TlsOptions& tls) {
+  std::unique_ptr<client::JobServiceClient> Jobs(const TlsOptions& tls) {
     return std::move(
-        client::CoordinatorClient::Create(server_->local_address(), tls, absl::Seconds(3)).value());
+        client::JobServiceClient::Create(server_->local_address(), tls, absl::Seconds(3)).value());
   }
 
   static v1::RegisterWorkerRequest Registration(int index, uint64_t incarnation) {
@@ -262,7 +262,7 @@ TEST(IdentityBindingTest, OneWorkerCertificateCannotTakeOverTheCluster) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string address = (*server)->local_address();
   auto worker = [&](const std::string& name) {
-    return std::move(worker::GrpcCoordinatorClient::Create(
+    return std::move(worker::GrpcWorkerServiceClient::Create(
                          address, credentials->Daemon(name).value(), absl::Seconds(3))
                          .value());
   };
@@ -292,7 +292,7 @@ TEST(IdentityBindingTest, OneWorkerCertificateCannotTakeOverTheCluster) {
   EXPECT_TRUE(w2.ok()) << w2.status();
 
   // worker/1 goes silent: LOST, and still host1's.
-  auto client = client::CoordinatorClient::Create(address, credentials->Viewer()).value();
+  auto client = client::JobServiceClient::Create(address, credentials->Viewer()).value();
   auto state_of = [&](int index) {
     absl::StatusOr<v1::GetClusterStatusResponse> status = client->GetClusterStatus();
     if (!status.ok()) return v1::TASK_STATE_UNSPECIFIED;
@@ -322,7 +322,7 @@ TEST(IdentityBindingTest, OneWorkerCertificateCannotTakeOverTheCluster) {
   auto by_viewer = client->ReleaseTask("worker/1");
   EXPECT_EQ(by_viewer.status().code(), absl::StatusCode::kPermissionDenied) << by_viewer.status();
   EXPECT_THAT(by_viewer.status().message(), HasSubstr("ReleaseTask is for operator only"));
-  auto as_worker = client::CoordinatorClient::Create(address, credentials->Daemon("host2").value())
+  auto as_worker = client::JobServiceClient::Create(address, credentials->Daemon("host2").value())
                        .value()
                        ->ReleaseTask("worker/1");
   EXPECT_EQ(as_worker.status().code(), absl::StatusCode::kPermissionDenied) << as_worker.status();
@@ -382,8 +382,8 @@ TEST(InsecureTest, EverythingIsAllowedAndStatusSaysSo) {
   o.tls.insecure = true;
   auto server = coordinator::CoordinatorServer::Create(o);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto daemon = worker::GrpcCoordinatorClient::Create((*server)->local_address(),
-                                                      TlsOptions{.insecure = true});
+  auto daemon = worker::GrpcWorkerServiceClient::Create((*server)->local_address(),
+                                                        TlsOptions{.insecure = true});
   ASSERT_TRUE(daemon.ok());
   v1::RegisterWorkerRequest r;
   r.set_address("127.0.0.1:31000");
@@ -391,7 +391,7 @@ TEST(InsecureTest, EverythingIsAllowedAndStatusSaysSo) {
   EXPECT_TRUE((*daemon)->RegisterWorker(r).ok());
   // Under --insecure either service takes anyone.
   auto jobs =
-      client::CoordinatorClient::Create((*server)->local_address(), TlsOptions{.insecure = true});
+      client::JobServiceClient::Create((*server)->local_address(), TlsOptions{.insecure = true});
   ASSERT_TRUE(jobs.ok());
   auto status = (*jobs)->GetClusterStatus();
   ASSERT_TRUE(status.ok()) << status.status();
@@ -440,7 +440,7 @@ TEST(LimitsTest, EveryQuantityACallerControlsIsLimited) {
   auto server = coordinator::CoordinatorServer::Create(o);
   ASSERT_TRUE(server.ok()) << server.status();
   const TlsOptions plain{.insecure = true};
-  auto worker = worker::GrpcCoordinatorClient::Create((*server)->local_address(), plain);
+  auto worker = worker::GrpcWorkerServiceClient::Create((*server)->local_address(), plain);
   ASSERT_TRUE(worker.ok());
 
   absl::Status big = (*worker)->SetKey("big", std::string(128 << 10, 'x'), false);
@@ -460,8 +460,7 @@ TEST(LimitsTest, EveryQuantityACallerControlsIsLimited) {
   EXPECT_EQ(barriers.code(), absl::StatusCode::kResourceExhausted) << barriers;
   EXPECT_THAT(barriers.message(), HasSubstr("--max_barriers_per_job"));
 
-  auto jobs =
-      client::CoordinatorClient::Create((*server)->local_address(), plain, absl::Seconds(5));
+  auto jobs = client::JobServiceClient::Create((*server)->local_address(), plain, absl::Seconds(5));
   ASSERT_TRUE(jobs.ok());
   absl::Status model = (*jobs)->SubmitJob(SyntheticJob(64)).status();
   EXPECT_EQ(model.code(), absl::StatusCode::kResourceExhausted) << model;
@@ -516,8 +515,8 @@ TEST(FileRootsTest, AJobsFilesOutsideTheWorkersRootsFailItNamingTheField) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ASSERT_TRUE((*cluster)->StartWorkers().ok());
   ASSERT_TRUE((*cluster)->WaitForAlive(1, absl::Now() + absl::Seconds(20)).ok());
-  auto jobs = client::CoordinatorClient::Create((*cluster)->coordinator_address(),
-                                                TlsOptions{.insecure = true}, absl::Seconds(10));
+  auto jobs = client::JobServiceClient::Create((*cluster)->coordinator_address(),
+                                               TlsOptions{.insecure = true}, absl::Seconds(10));
   ASSERT_TRUE(jobs.ok());
   const std::string outside = TmpDir("roots_outside");
   v1::JobSpec secret = testing::DigitsJob(o.work_dir + "/job");
@@ -635,7 +634,7 @@ TEST(SecureByDefaultTest, ClusterByHandWithLockstepCerts) {
   }
   ASSERT_EQ(chmod((dir + "/tokens").c_str(), 0600), 0);  // the coordinator refuses others'
 
-  client::SubprocessOptions c;
+  SubprocessOptions c;
   c.argv = {Runfile("coordinator/lockstep-coordinator"),
             "--host=127.0.0.1",
             "--port=0",
@@ -646,18 +645,18 @@ TEST(SecureByDefaultTest, ClusterByHandWithLockstepCerts) {
             "--tls_key=" + tls + "/coordinator-host.key",
             "--tokens_file=" + dir + "/tokens"};
   c.log_file = dir + "/coordinator.log";
-  auto coordinator = client::Subprocess::Start(c);
+  auto coordinator = Subprocess::Start(c);
   ASSERT_TRUE(coordinator.ok());
   absl::StatusOr<int> port = WaitForPortFile(dir + "/port", absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(port.ok()) << port.status();
   const std::string address = absl::StrCat("127.0.0.1:", *port);
 
-  client::SubprocessOptions w;
+  SubprocessOptions w;
   w.argv = {Runfile("worker/lockstepd"), "--coordinator=" + address, "--tls_ca=" + tls + "/ca.crt",
             "--tls_cert=" + tls + "/host1.crt", "--tls_key=" + tls + "/host1.key"};
   w.unset_env = {"TF_CONFIG", "LOCKSTEP_COORDINATOR"};
   w.log_file = dir + "/lockstepd.log";
-  auto worker = client::Subprocess::Start(w);
+  auto worker = Subprocess::Start(w);
   ASSERT_TRUE(worker.ok());
 
   // `lockstep status` as the viewer until its output holds `expected` or `limit` passes.

@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/job_format.h"
-#include "client/subprocess.h"
 #include "common/status.h"
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 
 namespace lockstep {
@@ -36,14 +36,14 @@ std::string ReadFile(const std::string& path) {
 
 Result RunTool(std::vector<std::string> argv, const std::string& log,
                std::vector<std::pair<std::string, std::string>> env, absl::Duration limit) {
-  client::SubprocessOptions o;
+  SubprocessOptions o;
   o.argv = std::move(argv);
   o.log_file = log;
   o.env = std::move(env);
   unlink(log.c_str());
   Result r;
   absl::Time start = absl::Now();
-  auto p = client::Subprocess::Start(o);
+  auto p = Subprocess::Start(o);
   if (!p.ok()) {
     r.output = p.status().ToString();
     return r;

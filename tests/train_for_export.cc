@@ -33,7 +33,7 @@
 #include "engine/executor.h"
 #include "engine/model_builder.h"
 #include "worker/chief/checkpoint.h"
-#include "worker/fake_coordinator_client.h"
+#include "worker/fake_worker_service_client.h"
 #include "worker/job_executor.h"
 
 namespace lockstep {
@@ -143,7 +143,7 @@ int Main(int argc, char** argv) {
       coordinator::MakePartitions(spec->name(), 0, *spec, {slot}, coordinator::NewJobSecret());
   if (!partitions.ok()) return Fail(std::string(partitions.status().message()));
 
-  worker::FakeCoordinatorClient client;
+  worker::FakeWorkerServiceClient client;
   worker::JobExecutorOptions options;
   options.client = &client;
   options.rendezvous_timeout = absl::Seconds(20);

@@ -26,7 +26,7 @@ const char* Agent::StateName(State s) {
   return "?";
 }
 
-Agent::Agent(AgentOptions options, CoordinatorClient* client, Clock* clock)
+Agent::Agent(AgentOptions options, WorkerServiceClient* client, Clock* clock)
     : options_(std::move(options)), client_(client), clock_(clock), task_(options_.task) {}
 
 std::string Agent::Who() const {

@@ -52,7 +52,7 @@
 #include "common/tf_config.h"
 #include "lockstep/v1/cluster.pb.h"
 #include "worker/assignment_handler.h"
-#include "worker/coordinator_client.h"
+#include "worker/worker_service_client.h"
 
 namespace lockstep {
 namespace worker {
@@ -80,7 +80,7 @@ class Agent {
   enum class State { kRegistering, kAlive, kStopping, kStopped, kFailed };
   static const char* StateName(State s);
 
-  Agent(AgentOptions options, CoordinatorClient* client, Clock* clock);
+  Agent(AgentOptions options, WorkerServiceClient* client, Clock* clock);
   ~Agent();
 
   // Runs the state machine until Stop() (returns OK once deregistered, or when the
@@ -121,7 +121,7 @@ class Agent {
   std::string Who() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AgentOptions options_;
-  CoordinatorClient* const client_;
+  WorkerServiceClient* const client_;
   Clock* const clock_;
 
   mutable absl::Mutex mu_;

@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/agent.h"
-#include "worker/fake_coordinator_client.h"
+#include "worker/fake_worker_service_client.h"
 
 namespace lockstep {
 namespace worker {
@@ -110,7 +110,7 @@ class AgentJobsTest : public ::testing::Test {
   std::atomic<bool> lose_next_heartbeat_{false};
   // The next heartbeat answers NOT_FOUND: a restarted coordinator forgot the task.
   std::atomic<bool> forget_next_heartbeat_{false};
-  FakeCoordinatorClient client_;
+  FakeWorkerServiceClient client_;
   RecordingHandler handler_;
   std::unique_ptr<Agent> agent_;
   std::thread thread_;

@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "worker/fake_coordinator_client.h"
+#include "worker/fake_worker_service_client.h"
 
 namespace lockstep {
 namespace worker {
@@ -36,7 +36,7 @@ bool Eventually(F pred) {
 }
 
 TEST(AgentTest, RetriesUntilCoordinatorAnswersThenHeartbeatsAndDeregisters) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   std::atomic<int> attempts{0};
   client.on_register =
       [&](const v1::RegisterWorkerRequest& req) -> absl::StatusOr<v1::RegisterWorkerResponse> {
@@ -73,7 +73,7 @@ TEST(AgentTest, RetriesUntilCoordinatorAnswersThenHeartbeatsAndDeregisters) {
 }
 
 TEST(AgentTest, ReRegistersWhenToldLost) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   std::atomic<int> beats{0};
   client.on_heartbeat = [&](const v1::HeartbeatRequest& req) {
     EXPECT_EQ(req.incarnation(), 42u);
@@ -88,7 +88,7 @@ TEST(AgentTest, ReRegistersWhenToldLost) {
 }
 
 TEST(AgentTest, OnAliveFollowsEnteringAndLeavingAlive) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   std::atomic<int> beats{0};
   client.on_heartbeat = [&](const v1::HeartbeatRequest&) {
     return ++beats == 2 ? absl::AbortedError("worker/0 was marked LOST") : absl::OkStatus();
@@ -118,7 +118,7 @@ TEST(AgentTest, OnAliveFollowsEnteringAndLeavingAlive) {
 }
 
 TEST(AgentTest, DynamicRegistrationKeepsAssignedTask) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   std::vector<bool> had_task;
   absl::Mutex mu;
   client.on_register =
@@ -156,7 +156,7 @@ TEST(AgentTest, DynamicRegistrationKeepsAssignedTask) {
 }
 
 TEST(AgentTest, InvalidArgumentIsPermanent) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   client.on_register =
       [](const v1::RegisterWorkerRequest&) -> absl::StatusOr<v1::RegisterWorkerResponse> {
     return absl::InvalidArgumentError("address: bad");
@@ -169,7 +169,7 @@ TEST(AgentTest, InvalidArgumentIsPermanent) {
 }
 
 TEST(AgentTest, StopWhileRegisteringDoesNotDeregister) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   client.on_register =
       [](const v1::RegisterWorkerRequest&) -> absl::StatusOr<v1::RegisterWorkerResponse> {
     return absl::UnavailableError("down");

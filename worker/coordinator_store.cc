@@ -8,7 +8,7 @@
 namespace lockstep {
 namespace worker {
 
-CoordinatorStore::CoordinatorStore(CoordinatorClient* client, std::string prefix, Clock* clock,
+CoordinatorStore::CoordinatorStore(WorkerServiceClient* client, std::string prefix, Clock* clock,
                                    absl::Duration poll_slice)
     : client_(client), prefix_(std::move(prefix)), clock_(clock), poll_slice_(poll_slice) {}
 

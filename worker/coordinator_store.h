@@ -15,7 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "collectives/store.h"
 #include "common/clock.h"
-#include "worker/coordinator_client.h"
+#include "worker/worker_service_client.h"
 
 namespace lockstep {
 namespace worker {
@@ -23,7 +23,7 @@ namespace worker {
 class CoordinatorStore final : public collectives::Store {
  public:
   // `prefix`: e.g. "job-17/attempt-0"; must not be empty.
-  CoordinatorStore(CoordinatorClient* client, std::string prefix, Clock* clock,
+  CoordinatorStore(WorkerServiceClient* client, std::string prefix, Clock* clock,
                    absl::Duration poll_slice = absl::Milliseconds(200));
 
   absl::Status Set(absl::string_view key, absl::string_view value) override;
@@ -36,7 +36,7 @@ class CoordinatorStore final : public collectives::Store {
   std::string Scoped(absl::string_view key) const;
   bool aborted() const;
 
-  CoordinatorClient* const client_;
+  WorkerServiceClient* const client_;
   const std::string prefix_;
   Clock* const clock_;
   const absl::Duration poll_slice_;

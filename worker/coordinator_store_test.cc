@@ -2,7 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/fake_coordinator_client.h"
+#include "worker/fake_worker_service_client.h"
 
 namespace lockstep {
 namespace worker {
@@ -12,7 +12,7 @@ using ::testing::HasSubstr;
 
 TEST(CoordinatorStoreTest, KeysAreScopedByPrefix) {
   FakeClock clock;
-  FakeCoordinatorClient client(&clock);
+  FakeWorkerServiceClient client(&clock);
   CoordinatorStore a(&client, "job-1/attempt-0", &clock);
   CoordinatorStore b(&client, "job-1/attempt-1", &clock);
   ASSERT_TRUE(a.Set("rank0/addr", "h:1").ok());
@@ -26,7 +26,7 @@ TEST(CoordinatorStoreTest, KeysAreScopedByPrefix) {
 
 TEST(CoordinatorStoreTest, SetIsWriteOnce) {
   FakeClock clock;
-  FakeCoordinatorClient client(&clock);
+  FakeWorkerServiceClient client(&clock);
   CoordinatorStore s(&client, "j/0", &clock);
   ASSERT_TRUE(s.Set("k", "1").ok());
   EXPECT_TRUE(absl::IsAlreadyExists(s.Set("k", "2")));
@@ -34,7 +34,7 @@ TEST(CoordinatorStoreTest, SetIsWriteOnce) {
 
 TEST(CoordinatorStoreTest, GetWaitsInSlicesUntilDeadlineAndNamesKey) {
   FakeClock clock;
-  FakeCoordinatorClient client(&clock);  // a missing key advances the clock by the slice
+  FakeWorkerServiceClient client(&clock);  // a missing key advances the clock by the slice
   CoordinatorStore s(&client, "j/0", &clock, absl::Milliseconds(100));
   auto v = s.Get("nccl_id", clock.Now() + absl::Seconds(1));
   EXPECT_TRUE(absl::IsDeadlineExceeded(v.status()));
@@ -44,7 +44,7 @@ TEST(CoordinatorStoreTest, GetWaitsInSlicesUntilDeadlineAndNamesKey) {
 
 TEST(CoordinatorStoreTest, KeyPublishedDuringWaitIsReturned) {
   FakeClock clock;
-  FakeCoordinatorClient client(&clock);
+  FakeWorkerServiceClient client(&clock);
   CoordinatorStore s(&client, "j/0", &clock, absl::Milliseconds(100));
   client.on_get_key = [&](const std::string& key) {
     if (client.calls("GetKey") == 3) client.SetKey(key, "late", false).IgnoreError();
@@ -56,7 +56,7 @@ TEST(CoordinatorStoreTest, KeyPublishedDuringWaitIsReturned) {
 
 TEST(CoordinatorStoreTest, AbortStopsPendingAndLaterCalls) {
   FakeClock clock;
-  FakeCoordinatorClient client(&clock);
+  FakeWorkerServiceClient client(&clock);
   CoordinatorStore s(&client, "j/0", &clock, absl::Milliseconds(100));
   client.on_get_key = [&](const std::string&) {
     if (client.calls("GetKey") == 2) s.Abort();
@@ -68,7 +68,7 @@ TEST(CoordinatorStoreTest, AbortStopsPendingAndLaterCalls) {
 
 TEST(CoordinatorStoreTest, DeadlineInThePastAsksOnceAndAnswers) {
   FakeClock clock;
-  FakeCoordinatorClient client(&clock);
+  FakeWorkerServiceClient client(&clock);
   CoordinatorStore s(&client, "j/0", &clock);
   EXPECT_TRUE(absl::IsDeadlineExceeded(s.Get("k", clock.Now()).status()));
   EXPECT_EQ(client.calls("GetKey"), 1);

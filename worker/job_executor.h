@@ -67,7 +67,6 @@
 #include "engine/executor.h"
 #include "engine/graph.h"
 #include "lockstep/v1/assignment.pb.h"
-#include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
 #include "worker/eval_link.h"
 #include "worker/file_roots.h"
@@ -79,12 +78,13 @@
 #include "worker/job_restore.h"
 #include "worker/test_hooks.h"
 #include "worker/worker_metrics.h"
+#include "worker/worker_service_client.h"
 
 namespace lockstep {
 namespace worker {
 
 struct JobExecutorOptions {
-  CoordinatorClient* client = nullptr;  // rendezvous key-value store; not owned
+  WorkerServiceClient* client = nullptr;  // rendezvous key-value store; not owned
   Clock* clock = nullptr;               // null: the real clock
   distribute::LocalDevices devices;
   // NCCL for GPU jobs (lockstepd loads it at start in a CUDA build on a GPU host).

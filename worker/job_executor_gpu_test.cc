@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/chief/checkpoint.h"
-#include "worker/fake_coordinator_client.h"
+#include "worker/fake_worker_service_client.h"
 #include "worker/job_executor.h"
 #include "worker/partition_group.h"
 #include "worker/worker_metrics.h"
@@ -84,7 +84,7 @@ v1::Partition OneWorker(const v1::JobSpec& spec) {
 v1::JobReport RunJob(const v1::JobSpec& spec, const distribute::LocalDevices& devices,
                      WorkerMetrics* metrics = nullptr,
                      std::function<void(int64_t, const v1::JobReport&)> on_step = nullptr) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   JobExecutorOptions options;
   options.client = &client;
   options.devices = devices;

@@ -25,7 +25,7 @@
 #include "worker/chief/event_writer.h"
 #include "worker/chief/weights_match.h"
 #include "worker/coordinator_store.h"
-#include "worker/fake_coordinator_client.h"
+#include "worker/fake_worker_service_client.h"
 #include "worker/job_chief.h"
 #include "worker/job_restore.h"
 #include "worker/partition_group.h"
@@ -102,7 +102,7 @@ v1::Partition PartitionOf(const v1::JobSpec& spec, int rank, int workers) {
 constexpr absl::Duration kRendezvousTimeout = absl::Seconds(20);
 constexpr absl::Duration kFailFastBound = absl::Seconds(5);
 
-std::unique_ptr<JobExecutor> MakeExecutor(const v1::Partition& p, CoordinatorClient* client,
+std::unique_ptr<JobExecutor> MakeExecutor(const v1::Partition& p, WorkerServiceClient* client,
                                           TestHooks hooks = {}) {
   JobExecutorOptions options;
   options.client = client;
@@ -157,7 +157,7 @@ bool WaitForStep(const JobExecutor& e, int64_t step, absl::Duration timeout) {
 // With file roots (lockstepd --data_root/--output_root), a partition whose files lie outside
 // them is refused before anything runs, naming the field; inside, its paths are resolved.
 TEST(JobExecutor, FilesOutsideTheWorkersRootsAreRefusedNamingTheField) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   const v1::JobSpec spec = DigitsSpec("roots", 1);
   JobExecutorOptions options;
   options.client = &client;
@@ -185,7 +185,7 @@ TEST(JobExecutor, FilesOutsideTheWorkersRootsAreRefusedNamingTheField) {
 }
 
 TEST(JobExecutor, OneWorkerTrainsDigitsWithCheckpointAndSummaries) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   const v1::JobSpec spec = DigitsSpec("one-worker", 20);
   auto executor = MakeExecutor(PartitionOf(spec, 0, 1), &client);
   ASSERT_NE(executor, nullptr);
@@ -231,7 +231,7 @@ TEST(JobExecutor, OneWorkerTrainsDigitsWithCheckpointAndSummaries) {
 }
 
 TEST(JobExecutor, TwoWorkersOverTcpTrainDigitsIdentically) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   const v1::JobSpec spec = DigitsSpec("two-workers", 20);
   std::vector<std::unique_ptr<JobExecutor>> executors;
   for (int w = 0; w < 2; ++w) executors.push_back(MakeExecutor(PartitionOf(spec, w, 2), &client));
@@ -284,7 +284,7 @@ TEST(JobExecutor, TwoWorkersOverTcpTrainDigitsIdentically) {
 // with the job's defaults (AUTO sharding, which is DATA rebatching for in-memory data, and
 // shuffling by (seed, epoch)).
 TEST(JobExecutor, OneAndTwoWorkersEndWithTheSameWeights) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   v1::JobSpec one_spec = DigitsSpec("equal-1", 2);
   v1::JobSpec two_spec = DigitsSpec("equal-2", 2);
   auto one = MakeExecutor(PartitionOf(one_spec, 0, 1), &client);
@@ -310,7 +310,7 @@ TEST(JobExecutor, OneAndTwoWorkersEndWithTheSameWeights) {
 // keeping its checkpoint copies under `state_dir`; `on_step` as JobExecutorOptions'.
 std::unique_ptr<JobExecutor> MakeRestartableExecutor(
     const v1::JobSpec& spec, int rank, int workers, int attempt, const std::string& state_dir,
-    CoordinatorClient* client,
+    WorkerServiceClient* client,
     std::function<void(int64_t, const distribute::TrainStepResult&)> on_step = nullptr) {
   v1::Partition p = PartitionOf(spec, rank, workers);
   p.set_attempt(attempt);
@@ -372,7 +372,7 @@ TEST(JobExecutor, ARestartResumesFromTheNewestCopyAndEndsBitwiseEqual) {
     layers->SwapElements(layers->size() - 1, layers->size() - 2);  // before the logits
     return spec;
   };
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   const v1::JobSpec reference = make_spec("restart-reference");
   std::vector<std::unique_ptr<JobExecutor>> uninterrupted;
   for (int w = 0; w < 2; ++w) {
@@ -430,7 +430,7 @@ TEST(JobExecutor, ARestartResumesFromTheNewestCopyAndEndsBitwiseEqual) {
 // the global batch's), and a restart of the accumulating job resumes at the checkpoint's
 // micro-batch (its input position counts K batches a step) and ends bitwise equal.
 TEST(JobExecutor, AccumulatedMicroBatchesMatchOneLargerBatchAndRestartBitwise) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   auto make_spec = [](const std::string& name, int64_t batch, int k) {
     v1::JobSpec spec = DigitsSpec(name, 0);
     spec.set_steps(40);  // within one epoch of 32 (each epoch drops its partial batch)
@@ -495,7 +495,7 @@ TEST(JobExecutor, AccumulatedMicroBatchesMatchOneLargerBatchAndRestartBitwise) {
 // checkpoint, and report PREEMPTED; the next attempt resumes from exactly that step and
 // ends bitwise equal to an uninterrupted run.
 TEST(JobExecutor, APreemptedGroupStopsAfterOneStepWithACheckpointAndResumesThere) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   v1::JobSpec reference = DigitsSpec("preempt-reference", 0);
   reference.set_steps(90);
   reference.set_eval_every_steps(0);
@@ -585,7 +585,7 @@ TEST(JobExecutor, NewestLocalCheckpointSkipsCorruptAndOtherJobsFiles) {
 
 // Agreement over the store: the highest step wins, from the lowest rank holding it.
 TEST(JobExecutor, AgreeOnRestoreTakesTheHighestStepFromTheLowestRank) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   const int64_t steps[3] = {20, 40, 40};
   std::vector<absl::StatusOr<RestorePlan>> plans(3);
   std::vector<std::thread> threads;
@@ -630,7 +630,7 @@ TEST(JobExecutor, TheRestoredCheckpointTravelsAuthenticatedAndBounded) {
 }
 
 TEST(JobExecutor, AbortMidTrainingReturnsAtOnce) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   v1::JobSpec spec = DigitsSpec("abort", 1);
   spec.set_epochs(0);
   spec.set_steps(1000000);
@@ -651,7 +651,7 @@ TEST(JobExecutor, AbortMidTrainingReturnsAtOnce) {
 // test hook: worker 0 waits in a collective worker 1 never entered; the job log says so;
 // Abort ends the stall.
 TEST(JobExecutor, FlightRecordsShowWhoNeverEnteredTheCollective) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   v1::JobSpec spec = DigitsSpec("stall", 1);
   spec.set_epochs(0);
   spec.set_steps(1000000);
@@ -703,7 +703,7 @@ TEST(JobExecutor, FlightRecordsShowWhoNeverEnteredTheCollective) {
 }
 
 TEST(JobExecutor, AbortDuringRendezvousReturnsAtOnce) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   v1::JobSpec spec = DigitsSpec("abort-rendezvous", 1);
   // Worker 1 of 2 never shows up: worker 0 waits in the rendezvous until aborted.
   auto executor = MakeExecutor(PartitionOf(spec, 0, 2), &client);
@@ -722,7 +722,7 @@ TEST(JobExecutor, AbortDuringRendezvousReturnsAtOnce) {
 }
 
 TEST(JobExecutor, PeerLostMakesTheOtherFailFastNamingIt) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   v1::JobSpec spec = DigitsSpec("peer-lost", 1);
   spec.set_epochs(0);
   spec.set_steps(1000000);

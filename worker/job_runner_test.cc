@@ -4,8 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "worker/fake_coordinator_client.h"
+#include "worker/fake_worker_service_client.h"
 #include "worker/partition_group.h"
+#include "worker/fake_worker_service_client.h"
 
 namespace lockstep::worker {
 namespace {
@@ -41,7 +42,7 @@ v1::Assignment AbortAssignment(const std::string& job, int attempt) {
   return a;
 }
 
-JobExecutorOptions Options(CoordinatorClient* client) {
+JobExecutorOptions Options(WorkerServiceClient* client) {
   JobExecutorOptions o;
   o.client = client;
   return o;
@@ -50,7 +51,7 @@ JobExecutorOptions Options(CoordinatorClient* client) {
 absl::Time Soon() { return absl::Now() + absl::Seconds(20); }
 
 TEST(JobRunner, RunsAPartitionAndRepeatsItsFinalReportThenForgetsIt) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   JobRunner runner(Options(&client), /*final_report_repeats=*/2);
   runner.Handle(RunAssignment("job-1", 0, 30));
   runner.Handle(RunAssignment("job-1", 0, 30));  // a duplicate push is ignored
@@ -69,7 +70,7 @@ TEST(JobRunner, RunsAPartitionAndRepeatsItsFinalReportThenForgetsIt) {
 }
 
 TEST(JobRunner, AbortJobStopsItWithinTwoSeconds) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   JobRunner runner(Options(&client));
   runner.Handle(RunAssignment("job-1", 0, 100000000));
   EXPECT_EQ(runner.running(), 1);
@@ -86,7 +87,7 @@ TEST(JobRunner, AbortJobStopsItWithinTwoSeconds) {
 // reason kept; the strategy's collectives are told the lost rank (distribute's tests show
 // NCCL's then name it).
 TEST(JobRunner, PeerLossNoticeStopsItWithinTwoSeconds) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   JobRunner runner(Options(&client));
   runner.Handle(RunAssignment("job-1", 0, 100000000));
   EXPECT_EQ(runner.running(), 1);
@@ -104,7 +105,7 @@ TEST(JobRunner, PeerLossNoticeStopsItWithinTwoSeconds) {
 }
 
 TEST(JobRunner, ANewerAttemptReplacesTheOlder) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   JobRunner runner(Options(&client));
   runner.Handle(RunAssignment("job-1", 0, 100000000));
   runner.Handle(RunAssignment("job-1", 1, 10));
@@ -118,7 +119,7 @@ TEST(JobRunner, ANewerAttemptReplacesTheOlder) {
 }
 
 TEST(JobRunner, APartitionThatCannotStartIsReportedFailed) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   JobRunner runner(Options(&client));
   v1::Assignment bad = RunAssignment("job-bad", 0, 10);
   bad.mutable_run()->clear_rendezvous_prefix();
@@ -131,7 +132,7 @@ TEST(JobRunner, APartitionThatCannotStartIsReportedFailed) {
 }
 
 TEST(JobRunner, DropAllAbortsEveryJob) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   JobRunner runner(Options(&client));
   runner.Handle(RunAssignment("job-1", 0, 100000000));
   runner.Handle(RunAssignment("job-2", 0, 100000000));

@@ -18,9 +18,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "bench/peers/child_processes.h"
 #include "bench/peers/gloo_collective.h"
 #include "bench/peers/peer_sweep.h"
+#include "common/child_processes.h"
 
 ABSL_FLAG(int, np, 2, "Number of rank processes to start on this machine (1..64).");
 ABSL_FLAG(std::string, sizes, "8:64M",
@@ -102,6 +102,12 @@ int Main(int argc, char** argv) {
               .status();
     }
     if (status.ok()) status = children.WaitAll(absl::Seconds(timeout_s));
+    if (absl::IsDeadlineExceeded(status)) {
+      status = absl::DeadlineExceededError(
+          absl::StrCat(status.message(),
+                       " (--timeout_s): raise --timeout_s for long sweeps, or look above "
+                       "for a rank stuck in rendezvous"));
+    }
   }  // Every rank is reaped here.
   std::error_code ignored;
   std::filesystem::remove_all(store_dir, ignored);

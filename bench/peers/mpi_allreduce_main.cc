@@ -20,9 +20,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "bench/peers/child_processes.h"
 #include "bench/peers/mpi_collective.h"
 #include "bench/peers/peer_sweep.h"
+#include "common/child_processes.h"
 
 ABSL_FLAG(int, np, 2, "Number of MPI ranks to start on this machine (1..64).");
 ABSL_FLAG(std::string, sizes, "8:64M",
@@ -75,6 +75,12 @@ int LaunchUnderMpirun(int argc, char** argv, int np, const std::string& btl, int
     status = children.Exec("mpirun", command).status();
     // The ranks' own alarm fires first; this also covers a stuck mpirun.
     if (status.ok()) status = children.WaitAll(absl::Seconds(timeout_s + 10));
+    if (absl::IsDeadlineExceeded(status)) {
+      status = absl::DeadlineExceededError(
+          absl::StrCat(status.message(),
+                       " (--timeout_s): raise --timeout_s for long sweeps, or look above "
+                       "for a rank stuck in rendezvous"));
+    }
   }
   if (!status.ok()) return Fail(status.ToString());
   return 0;

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "bench/peers/peer_measurement.h"
 #include "bench/peers/size_range.h"
+#include "collectives/bench/peer_measurement.h"
 #include "common/status.h"
 
 namespace lockstep::bench {

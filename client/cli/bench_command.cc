@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "bench/allreduce_bench.h"
+#include "collectives/bench/allreduce_bench.h"
 #include "engine/kernels/cpu/blas.h"
 
 namespace lockstep {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "client/subprocess.h"
+#include "common/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -43,12 +43,12 @@ struct CliRun {
 
 // Runs the lockstep CLI from the runfiles with `args`, its output in TmpPath(name).
 CliRun Lockstep(const std::string& name, std::vector<std::string> args) {
-  client::SubprocessOptions o;
+  SubprocessOptions o;
   o.argv = {absl::StrCat(std::getenv("TEST_SRCDIR"), "/lockstep/client/lockstep")};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
   o.log_file = TmpPath(name + ".out");
   CliRun run;
-  auto p = client::Subprocess::Start(o);
+  auto p = Subprocess::Start(o);
   if (!p.ok()) {
     run.output = p.status().ToString();
     return run;

@@ -128,19 +128,19 @@ absl::StatusOr<Connection> ResolveConnection(const CommandArgs& args, const EnvL
   return c;
 }
 
-std::unique_ptr<client::CoordinatorClient> Connect(const CommandArgs& args,
-                                                   const CommandContext& ctx,
-                                                   const std::string& command,
-                                                   absl::Duration rpc_timeout,
-                                                   const EnvLookup& env) {
+std::unique_ptr<client::JobServiceClient> Connect(const CommandArgs& args,
+                                                  const CommandContext& ctx,
+                                                  const std::string& command,
+                                                  absl::Duration rpc_timeout,
+                                                  const EnvLookup& env) {
   absl::StatusOr<Connection> connection = ResolveConnection(args, env);
   if (!connection.ok()) {
     *ctx.err << "lockstep " << command << ": " << connection.status().message() << "\n";
     return nullptr;
   }
   WarnIfInsecure(*connection, ctx);
-  absl::StatusOr<std::unique_ptr<client::CoordinatorClient>> client =
-      client::CoordinatorClient::Create(connection->address, connection->tls, rpc_timeout);
+  absl::StatusOr<std::unique_ptr<client::JobServiceClient>> client =
+      client::JobServiceClient::Create(connection->address, connection->tls, rpc_timeout);
   if (!client.ok()) {
     *ctx.err << "lockstep " << command << ": " << client.status().message() << "\n";
     return nullptr;

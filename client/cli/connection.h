@@ -1,7 +1,7 @@
 // Where and how a `lockstep` command reaches the coordinator: its address and the channel's
 // security (the cluster CA, the client's bearer token, optionally a client certificate, or
 // --insecure), resolved here and nowhere else; Connect() turns them into the one
-// client::CoordinatorClient every command uses. Each setting comes from, in order: the
+// client::JobServiceClient every command uses. Each setting comes from, in order: the
 // command's flags, the environment, the config file. The config file is kubectl-style, `key: value`
 // lines (`#` comments):
 //   coordinator: coord.example.com:7000
@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/cli/command.h"
-#include "client/coordinator_client.h"
+#include "client/job_service_client.h"
 #include "common/tls_options.h"
 
 namespace lockstep {
@@ -54,11 +54,11 @@ absl::StatusOr<Connection> ResolveConnection(const CommandArgs& args,
 // How every command reaches the coordinator: ResolveConnection(args), a warning on ctx.err
 // under --insecure, and a client whose unary calls last at most `rpc_timeout`. On failure
 // prints "lockstep <command>: <why>" on ctx.err and returns null (exit kExitUsage).
-std::unique_ptr<client::CoordinatorClient> Connect(const CommandArgs& args,
-                                                   const CommandContext& ctx,
-                                                   const std::string& command,
-                                                   absl::Duration rpc_timeout = absl::Seconds(10),
-                                                   const EnvLookup& env = RealEnv);
+std::unique_ptr<client::JobServiceClient> Connect(const CommandArgs& args,
+                                                  const CommandContext& ctx,
+                                                  const std::string& command,
+                                                  absl::Duration rpc_timeout = absl::Seconds(10),
+                                                  const EnvLookup& env = RealEnv);
 
 // Under --insecure, says on ctx.err that nothing is authenticated.
 void WarnIfInsecure(const Connection& connection, const CommandContext& ctx);

@@ -35,7 +35,7 @@ class ConnectionTest : public ::testing::Test {
   }
 
   // Connect() as a command named "test" runs it, with this test's environment.
-  std::unique_ptr<client::CoordinatorClient> ConnectWith(const std::vector<std::string>& argv) {
+  std::unique_ptr<client::JobServiceClient> ConnectWith(const std::vector<std::string>& argv) {
     auto args = CommandArgs::Parse(argv, ConnectionOptions());
     EXPECT_TRUE(args.ok()) << args.status();
     if (!args.ok()) return nullptr;

@@ -7,8 +7,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli/connection.h"
-#include "client/coordinator_client.h"
 #include "client/job_format.h"
+#include "client/job_service_client.h"
 #include "client/terminal_text.h"
 #include "lockstep/v1/coordinator.pb.h"
 
@@ -21,7 +21,7 @@ constexpr absl::Duration kRpcTimeout = absl::Seconds(30);
 int RunDump(const CommandArgs& args, const CommandContext& ctx) {
   const std::string id = OneJobId(args, ctx, "dump");
   if (id.empty()) return kExitUsage;
-  std::unique_ptr<client::CoordinatorClient> coordinator = Connect(args, ctx, "dump", kRpcTimeout);
+  std::unique_ptr<client::JobServiceClient> coordinator = Connect(args, ctx, "dump", kRpcTimeout);
   if (coordinator == nullptr) return kExitUsage;
   absl::StatusOr<v1::DumpJobResponse> dump = coordinator->DumpJob(id);
   if (!dump.ok()) return FailRpc(ctx, "dump", dump.status());
@@ -46,7 +46,7 @@ int RunLogs(const CommandArgs& args, const CommandContext& ctx) {
     request.mutable_task()->set_type("worker");
     request.mutable_task()->set_index(*worker);
   }
-  std::unique_ptr<client::CoordinatorClient> coordinator = Connect(args, ctx, "logs", kRpcTimeout);
+  std::unique_ptr<client::JobServiceClient> coordinator = Connect(args, ctx, "logs", kRpcTimeout);
   if (coordinator == nullptr) return kExitUsage;
   absl::Status s = coordinator->GetJobLogs(request, [&](const v1::JobLogLines& message) {
     const std::string who =

@@ -3,7 +3,7 @@
 //   logs JOB [--worker N] [--follow]  the workers' log lines of the job; --follow streams
 //                                     new ones until the job ends
 // They call the coordinator's DumpJob and GetJobLogs RPCs (viewer role) through the
-// CoordinatorClient that cli::Connect gives (connection.h).
+// JobServiceClient that cli::Connect gives (connection.h).
 #ifndef LOCKSTEP_CLIENT_CLI_DIAGNOSE_COMMANDS_H_
 #define LOCKSTEP_CLIENT_CLI_DIAGNOSE_COMMANDS_H_
 

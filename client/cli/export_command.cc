@@ -45,7 +45,7 @@ struct FetchedJob {
   v1::JobSpec spec;
 };
 
-absl::StatusOr<FetchedJob> FetchJob(client::CoordinatorClient& coordinator,
+absl::StatusOr<FetchedJob> FetchJob(client::JobServiceClient& coordinator,
                                     const std::string& job_id, int64_t step,
                                     const std::string& temp, const CommandContext& ctx) {
   absl::StatusOr<v1::GetJobResponse> job = coordinator.GetJob(job_id);

@@ -52,7 +52,7 @@ int PrintJson(const google::protobuf::Message& m, const CommandContext& ctx,
 // WatchToEnd as JSON lines (--output=json): one JobEvent per line while the job has not
 // ended, then its final JobRecord on one line. Specs are left out (`describe` shows
 // them); errors go to ctx.err, so ctx.out holds JSON only.
-int WatchToEndAsJson(client::CoordinatorClient& jobs, const std::string& id,
+int WatchToEndAsJson(client::JobServiceClient& jobs, const std::string& id,
                      const CommandContext& ctx) {
   bool print_failed = false;
   absl::StatusOr<v1::JobEvent> last = jobs.WatchJob(
@@ -183,9 +183,9 @@ int RunCancel(const CommandArgs& args, const CommandContext& ctx) {
 
 // The client of a `command` on one TASK (drain, release), after checking --output (`*json`)
 // and that one TASK is given; nullptr (after printing why) on a usage error.
-std::unique_ptr<client::CoordinatorClient> ConnectForTask(const CommandArgs& args,
-                                                          const CommandContext& ctx,
-                                                          const std::string& command, bool* json) {
+std::unique_ptr<client::JobServiceClient> ConnectForTask(const CommandArgs& args,
+                                                         const CommandContext& ctx,
+                                                         const std::string& command, bool* json) {
   bool output_ok;
   *json = JsonOutput(args, ctx, command, &output_ok);
   if (!output_ok) return nullptr;
@@ -240,7 +240,7 @@ bool IsTerminal(const CommandContext& ctx) {
   return ctx.out == &std::cout && isatty(STDOUT_FILENO) == 1;
 }
 
-int WatchToEnd(client::CoordinatorClient& jobs, const std::string& id, const CommandContext& ctx,
+int WatchToEnd(client::JobServiceClient& jobs, const std::string& id, const CommandContext& ctx,
                bool live, v1::JobRecord* final, const std::function<bool()>& stop) {
   // Rate for the ETA: steps between the first and the latest progress seen.
   int64_t first_step = -1;

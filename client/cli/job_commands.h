@@ -1,5 +1,5 @@
 // The job subcommands: `submit`, `watch`, `jobs`, `describe`, `cancel`, `drain`, `release`
-// (client/coordinator_client.h underneath, from cli::Connect). WatchToEnd is shared with
+// (client/job_service_client.h underneath, from cli::Connect). WatchToEnd is shared with
 // `lockstep local`.
 #ifndef LOCKSTEP_CLIENT_CLI_JOB_COMMANDS_H_
 #define LOCKSTEP_CLIENT_CLI_JOB_COMMANDS_H_
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "client/cli/command.h"
-#include "client/coordinator_client.h"
+#include "client/job_service_client.h"
 
 namespace lockstep {
 namespace cli {
@@ -25,7 +25,7 @@ Command ReleaseCommand();
 // kExitOk when the job SUCCEEDED, kExitFailure otherwise; the final record in `*final`
 // when given.
 // `stop` (may be null) ends the watch early once the stream breaks (lockstep local: Ctrl-C).
-int WatchToEnd(client::CoordinatorClient& jobs, const std::string& id, const CommandContext& ctx,
+int WatchToEnd(client::JobServiceClient& jobs, const std::string& id, const CommandContext& ctx,
                bool live, v1::JobRecord* final = nullptr,
                const std::function<bool()>& stop = nullptr);
 

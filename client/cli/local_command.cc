@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cli/job_commands.h"
-#include "client/coordinator_client.h"
 #include "client/job_format.h"
+#include "client/job_service_client.h"
 #include "client/local_cluster.h"
 #include "client/status_format.h"
 #include "common/secret_file.h"
@@ -83,7 +83,7 @@ void PrepareLocalJob(v1::JobSpec* spec, const std::vector<std::string>& roots,
 // are. kExitOk when it SUCCEEDED.
 int TrainLocal(client::LocalCluster& cluster, const v1::JobSpec& spec, const std::string& path,
                const SignalWatcher& signals, const CommandContext& ctx) {
-  client::CoordinatorClient& jobs = *cluster.client();
+  client::JobServiceClient& jobs = *cluster.client();
   absl::StatusOr<std::string> id = jobs.SubmitJob(spec);
   if (!id.ok()) {
     *ctx.err << "lockstep local: the coordinator refused " << path << ": " << id.status().message()
@@ -131,7 +131,7 @@ std::string WriteClientConfig(const client::LocalCluster& cluster) {
 // The first of workers 0..n-1 whose process has exited, or -1.
 int ExitedWorker(client::LocalCluster& cluster, int n) {
   for (int w = 0; w < n; ++w) {
-    client::Subprocess* p = cluster.worker(w);
+    Subprocess* p = cluster.worker(w);
     if (p != nullptr && !p->running()) return w;
   }
   return -1;

@@ -14,8 +14,7 @@ int RunStatus(const CommandArgs& args, const CommandContext& ctx) {
     return kExitUsage;
   }
   // 3 s per call: an unreachable coordinator is reported well within 5 s.
-  std::unique_ptr<client::CoordinatorClient> client =
-      Connect(args, ctx, "status", absl::Seconds(3));
+  std::unique_ptr<client::JobServiceClient> client = Connect(args, ctx, "status", absl::Seconds(3));
   if (client == nullptr) return kExitUsage;
   absl::StatusOr<v1::GetClusterStatusResponse> status = client->GetClusterStatus();
   if (!status.ok()) {

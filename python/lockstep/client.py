@@ -1,6 +1,6 @@
 """Client: the coordinator's client-facing JobService (cluster status, jobs, logs) from Python.
 
-The Python counterpart of client/coordinator_client.h and the `lockstep` CLI's job commands:
+The Python counterpart of client/job_service_client.h and the `lockstep` CLI's job commands:
 the same credentials (lockstep.config resolves them as the CLI does), the same RPCs, and
 errors as LockstepError exceptions (lockstep.errors) naming the RPC, the coordinator and,
 for a refused spec, the JobSpec field.

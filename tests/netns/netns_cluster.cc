@@ -67,7 +67,7 @@ absl::Status NetnsCluster::StartCoordinator() {
   }
   const std::string port_file = options_.work_dir + "/coordinator.port";
   unlink(port_file.c_str());
-  client::SubprocessOptions sp;
+  SubprocessOptions sp;
   sp.argv = net_->ExecPrefix(0);
   // "::" listens on IPv6 and IPv4 alike; the fixed port lets a restarted coordinator be found.
   sp.argv.insert(
@@ -83,7 +83,7 @@ absl::Status NetnsCluster::StartCoordinator() {
   if (coordinator_starts_++ > 0) {
     sp.log_file = absl::StrCat(options_.work_dir, "/coordinator.", coordinator_starts_, ".log");
   }
-  LS_ASSIGN_OR_RETURN(coordinator_, client::Subprocess::Start(sp));
+  LS_ASSIGN_OR_RETURN(coordinator_, Subprocess::Start(sp));
   absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Now() + absl::Seconds(10));
   if (!port.ok()) return Annotate(port.status(), "lockstep-coordinator (see " + sp.log_file + ")");
   return absl::OkStatus();
@@ -98,7 +98,7 @@ absl::Status NetnsCluster::StartWorker(int i) {
   LS_ASSIGN_OR_RETURN(TfConfig tf, TfConfig::Create(cluster, TaskRef{"worker", i}));
   const std::string tf_path = absl::StrCat(options_.work_dir, "/tf_config.", i, ".json");
   std::ofstream(tf_path) << tf.ToJson();
-  client::SubprocessOptions sp;
+  SubprocessOptions sp;
   sp.argv = net_->ExecPrefix(i + 1);
   sp.argv.insert(sp.argv.end(), {options_.lockstepd_bin, "--coordinator=" + coordinator_address(),
                                  "--tf_config=" + tf_path, "--transport=tcp", "--cpu_devices=1",
@@ -115,7 +115,7 @@ absl::Status NetnsCluster::StartWorker(int i) {
     sp.log_file =
         absl::StrCat(options_.work_dir, "/", worker_log_name(i), ".", worker_starts_[i], ".log");
   }
-  LS_ASSIGN_OR_RETURN(workers_[i], client::Subprocess::Start(sp));
+  LS_ASSIGN_OR_RETURN(workers_[i], Subprocess::Start(sp));
   return absl::OkStatus();
 }
 

@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/local_credentials.h"
-#include "client/subprocess.h"
+#include "common/subprocess.h"
 #include "tests/netns/netns_network.h"
 
 namespace lockstep {
@@ -60,8 +60,8 @@ class NetnsCluster {
   absl::Status StartWorker(int i);
   absl::Status StartWorkers();
 
-  client::Subprocess* coordinator() { return coordinator_.get(); }
-  client::Subprocess* worker(int i) { return workers_[i].get(); }
+  Subprocess* coordinator() { return coordinator_.get(); }
+  Subprocess* worker(int i) { return workers_[i].get(); }
   // host:port of the coordinator on host 0 ("10.77.0.1:7000", "[fd00::1]:7000").
   std::string coordinator_address() const;
   std::string worker_address(int i) const;
@@ -85,8 +85,8 @@ class NetnsCluster {
 
   NetnsNetwork* const net_;
   const NetnsClusterOptions options_;
-  std::unique_ptr<client::Subprocess> coordinator_;
-  std::vector<std::unique_ptr<client::Subprocess>> workers_;
+  std::unique_ptr<Subprocess> coordinator_;
+  std::vector<std::unique_ptr<Subprocess>> workers_;
   int coordinator_starts_ = 0;
   std::vector<int> worker_starts_;
 };
