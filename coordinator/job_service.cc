@@ -11,8 +11,6 @@
 #include "absl/strings/str_split.h"
 #include "common/incarnation.h"
 #include "common/status.h"
-#include "coordinator/gpu_requirements.h"
-#include "coordinator/job_validation.h"
 #include "coordinator/partitioner.h"
 #include "spdlog/spdlog.h"
 
@@ -137,6 +135,17 @@ absl::Status JobService::Recover() {
   const absl::Time now = clock_->Now();
   for (const v1::JobRecord& job : jobs) {
     v1::JobSpec stored;
+    if (!JobStore::IsTerminal(job.state()) && job.plan().empty() &&
+        stored.ParseFromString(job.spec())) {
+      // Stored by a coordinator from before plans: lowered now (again at its next start), or
+      // FAILED naming why its spec no longer lowers.
+      if (absl::Status lowered = PlanOf(job, stored).status(); !lowered.ok()) {
+        const std::string why(lowered.message());
+        SaveStateLocked(job.id(), v1::FAILED, why);
+        ChangedLocked(job.id(), absl::StrCat("FAILED: ", why));
+        continue;
+      }
+    }
     if (job.state() == v1::RUNNING && job.attempt_workers_size() > 0 &&
         stored.ParseFromString(job.spec())) {
       // Its workers train on (the data plane needs no coordinator) and register again with
@@ -186,59 +195,49 @@ absl::Status JobService::Recover() {
   return absl::OkStatus();
 }
 
-absl::Status JobService::CheckElastic(const v1::JobSpec& spec,
-                                      const std::vector<WorkerSlot>& alive) const {
-  const v1::RestartPolicy& policy = spec.restart_policy();
-  if (policy.min_workers() <= 0) return absl::OkStatus();
-  const absl::Duration heartbeat_timeout = membership_->options().heartbeat_timeout;
-  if (policy.replacement_timeout_ms() > 0 &&
-      absl::Milliseconds(policy.replacement_timeout_ms()) < heartbeat_timeout) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("restart_policy.replacement_timeout_ms: ", policy.replacement_timeout_ms(),
-                     " is shorter than the coordinator's heartbeat timeout (",
-                     absl::FormatDuration(heartbeat_timeout),
-                     "): a lost worker is not even known to be lost by then"));
+jobspec::ClusterFacts JobService::FactsOf(const std::vector<v1::TaskStatus>& tasks) const {
+  jobspec::ClusterFacts facts;
+  for (const v1::TaskStatus& t : tasks) {
+    if (t.state() != v1::ALIVE || !IsTrainingTask(t)) continue;
+    jobspec::WorkerFacts w{0, 0};
+    for (const v1::Device& d : t.devices()) ++(d.kind() == v1::Device::GPU ? w.gpus : w.cpu_devices);
+    facts.workers.push_back(w);
   }
-  const int per_worker = alive.empty() ? 1 : std::max(1, alive[0].devices);
-  const int most = policy.max_workers() > 0 ? policy.max_workers()
-                   : spec.num_workers() > 0 ? spec.num_workers()
-                                            : std::max<int>(alive.size(), policy.min_workers());
-  std::vector<int> usable, elsewhere;
-  for (int c = 1; c <= std::max(most, 2 * most); ++c) {
-    if (spec.global_batch_size() % (static_cast<int64_t>(c) * per_worker) != 0) continue;
-    (c >= policy.min_workers() && c <= most ? usable : elsewhere).push_back(c);
+  facts.heartbeat_timeout = membership_->options().heartbeat_timeout;
+  facts.limits = limits_;
+  return facts;
+}
+
+absl::StatusOr<v1::JobPlan> JobService::PlanOf(const v1::JobRecord& record,
+                                               const v1::JobSpec& spec) const {
+  v1::JobPlan plan;
+  if (!record.plan().empty()) {
+    if (!plan.ParseFromString(record.plan())) {
+      return absl::DataLossError("the stored job plan cannot be parsed");
+    }
+    return plan;
   }
-  if (usable.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("restart_policy.min_workers: no worker count from ", policy.min_workers(),
-                     " to ", most, " splits global_batch_size ", spec.global_batch_size(),
-                     " over its replicas (", per_worker, " per worker); counts that would: ",
-                     elsewhere.empty() ? "none" : absl::StrJoin(elsewhere, ", ")));
+  // Stored by a coordinator from before plans: its spec was accepted against the workers
+  // then; the spec's rules and the decisions are made now.
+  jobspec::ClusterFacts facts = FactsOf({});
+  facts.check_workers = false;
+  absl::StatusOr<v1::JobPlan> lowered = jobspec::LowerJobSpec(spec, facts);
+  if (!lowered.ok()) {
+    return absl::Status(
+        lowered.status().code(),
+        absl::StrCat("the job was stored by a coordinator from before job plans, and its spec "
+                     "does not lower now: ",
+                     lowered.status().message()));
   }
-  return absl::OkStatus();
+  return lowered;
 }
 
 absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
-  LS_RETURN_IF_ERROR(ValidateJobSpec(spec));
-  // The batch must split over the replicas of the workers the job would get now; when
-  // none are ALIVE yet this is checked again at scheduling.
-  std::vector<WorkerSlot> slots;
-  std::vector<v1::TaskStatus> alive;  // for CheckGpuRequirements
-  for (const v1::TaskStatus& t : membership_->Snapshot()) {
-    if (t.state() == v1::ALIVE && IsTrainingTask(t)) {
-      alive.push_back(t);
-      slots.push_back(WorkerSlot{RefOf(t), t.address(), ReplicaDevices(t, spec.gpus())});
-    }
-  }
-  const int needed = WorkersNeeded(spec);
-  if (needed > 0 && static_cast<int>(slots.size()) >= needed) slots.resize(needed);
-  const bool known = needed == 0 || static_cast<int>(slots.size()) == needed;
-  if (known) LS_RETURN_IF_ERROR(CheckBatchDivisible(spec, CountReplicas(spec, slots)));
-  // With no workers known yet, one replica would hold the whole batch.
-  LS_RETURN_IF_ERROR(CheckModelSize(spec, limits_, known ? CountReplicas(spec, slots) : 1));
-  LS_RETURN_IF_ERROR(CheckElastic(spec, slots));
-  LS_RETURN_IF_ERROR(CheckGpuRequirements(spec, alive));
-  // The output directories are the workers' to check (job_validation.h): nothing on this
+  // The spec against the workers ALIVE now: when the job's workers are not all there yet,
+  // the batch split is checked again at scheduling (MakePartitions).
+  LS_ASSIGN_OR_RETURN(const v1::JobPlan plan,
+                      jobspec::LowerJobSpec(spec, FactsOf(membership_->Snapshot())));
+  // The output directories are the workers' to check (jobspec/rules.h): nothing on this
   // host's file system is looked at.
   absl::MutexLock l(&mu_);
   if (shutdown_) return absl::UnavailableError("the coordinator is shutting down");
@@ -249,7 +248,8 @@ absl::StatusOr<std::string> JobService::Submit(const v1::JobSpec& spec) {
                      " jobs are already queued (PENDING or RESTARTING), the limit (coordinator "
                      "flag --max_pending_jobs); wait for some to start or cancel them"));
   }
-  LS_ASSIGN_OR_RETURN(v1::JobRecord record, store_->Create(spec.name(), spec.SerializeAsString()));
+  LS_ASSIGN_OR_RETURN(v1::JobRecord record, store_->Create(spec.name(), spec.SerializeAsString(),
+                                                           plan.SerializeAsString()));
   scheduler_.Enqueue(record.id());
   ChangedLocked(record.id(), "submitted: PENDING");
   ScheduleLocked();
@@ -681,7 +681,16 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     ChangedLocked(id, "FAILED: the stored spec cannot be parsed");
     return true;
   }
-  const WorkerNeed need = scheduler_.NeedFor(id, spec);
+  absl::StatusOr<v1::JobPlan> plan = PlanOf(record, spec);
+  if (!plan.ok()) {
+    const std::string why(plan.status().message());
+    SaveStateLocked(id, v1::FAILED, why);
+    retire_due_ = true;
+    ChangedLocked(id, absl::StrCat("FAILED: ", why));
+    return true;
+  }
+  const bool gpus = plan->devices().kind() == v1::DevicePlan::GPU;
+  const WorkerNeed need = scheduler_.NeedFor(id, *plan);
   if (clock_->Now() < need.not_before) return false;  // backing off; the others wait too
   auto busy = [this](const TaskRef& t) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsBusyLocked(t); };
   std::optional<std::vector<const v1::TaskStatus*>> chosen =
@@ -691,7 +700,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
       clock_->Now() >= need.shrink_after) {
     // Elastic: no replacement came in time; go on with the workers there are.
     chosen = ChooseElastic(need.workers, need.min_workers, spec.global_batch_size(), tasks, busy,
-                           spec.gpus());
+                           gpus);
     if (chosen.has_value()) {
       shrunk = absl::StrCat("; ", chosen->size(), " of ", need.workers,
                             " workers: no replacement came within "
@@ -708,7 +717,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   std::vector<std::string> names;
   std::vector<AttemptWorker> workers;
   for (const v1::TaskStatus* t : *chosen) {
-    slots.push_back(WorkerSlot{RefOf(*t), t->address(), ReplicaDevices(*t, spec.gpus())});
+    slots.push_back(WorkerSlot{RefOf(*t), t->address(), ReplicaDevices(*t, gpus)});
     names.push_back(RefOf(*t).ToString());
     workers.push_back(AttemptWorker{RefOf(*t), t->incarnation()});
   }
@@ -725,6 +734,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   for (v1::Partition& p : *parts) {
     p.set_job_uid(absl::StrCat(id, "@", record.created_unix_micros()));
     p.set_has_evaluator(evaluator != nullptr);
+    *p.mutable_plan() = *plan;
   }
   if (evaluator != nullptr) names.push_back(RefOf(*evaluator).ToString() + " (evaluating)");
   const std::string message =

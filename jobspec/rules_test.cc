@@ -1,4 +1,4 @@
-#include "coordinator/job_validation.h"
+#include "jobspec/rules.h"
 
 #include <functional>
 #include <string>
@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace lockstep {
-namespace coordinator {
+namespace jobspec {
 namespace {
 
 using ::testing::HasSubstr;
@@ -47,30 +47,30 @@ v1::JobSpec TfRecordJob() {
 
 // The message of an INVALID_ARGUMENT refusal ("" and a test failure otherwise).
 std::string Refusal(const v1::JobSpec& spec) {
-  absl::Status s = ValidateJobSpec(spec);
+  absl::Status s = CheckSpecRules(spec);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   return std::string(s.message());
 }
 
-TEST(JobValidationTest, AcceptsRunnableSpecs) {
-  EXPECT_TRUE(ValidateJobSpec(CsvJob()).ok()) << ValidateJobSpec(CsvJob());
+TEST(SpecRulesTest, AcceptsRunnableSpecs) {
+  EXPECT_TRUE(CheckSpecRules(CsvJob()).ok()) << CheckSpecRules(CsvJob());
   v1::JobSpec steps = CsvJob();  // streamed files with an eval source: fine with steps
   steps.set_epochs(0);
   steps.set_steps(100);
   steps.mutable_data()->set_eval_fraction(0);
   steps.mutable_data()->mutable_eval()->add_files("data/eval.csv");
-  EXPECT_TRUE(ValidateJobSpec(steps).ok()) << ValidateJobSpec(steps);
+  EXPECT_TRUE(CheckSpecRules(steps).ok()) << CheckSpecRules(steps);
   v1::JobSpec synthetic = CsvJob();
   synthetic.mutable_data()->clear_train();
   synthetic.mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
   synthetic.mutable_data()->mutable_train()->set_synthetic_examples(640);
-  EXPECT_TRUE(ValidateJobSpec(synthetic).ok()) << ValidateJobSpec(synthetic);
+  EXPECT_TRUE(CheckSpecRules(synthetic).ok()) << CheckSpecRules(synthetic);
   v1::JobSpec ring = CsvJob();
   ring.mutable_communication()->set_implementation(v1::CommunicationSpec::RING);
-  EXPECT_TRUE(ValidateJobSpec(ring).ok()) << ValidateJobSpec(ring);
+  EXPECT_TRUE(CheckSpecRules(ring).ok()) << CheckSpecRules(ring);
 }
 
-TEST(JobValidationTest, EpochsNeedAKnownEpochSize) {
+TEST(SpecRulesTest, EpochsNeedAKnownEpochSize) {
   v1::JobSpec with_eval = CsvJob();
   with_eval.mutable_data()->mutable_eval()->add_files("data/eval.csv");
   EXPECT_THAT(Refusal(with_eval), StartsWith("epochs: with a data.eval source"));
@@ -88,7 +88,7 @@ TEST(JobValidationTest, EpochsNeedAKnownEpochSize) {
   EXPECT_THAT(Refusal(tiny), StartsWith("epochs: data.train has 63 synthetic examples"));
 }
 
-TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
+TEST(SpecRulesTest, RefusesWhatTheWorkersCannotRun) {
   v1::JobSpec records = CsvJob();
   records.mutable_data()->mutable_train()->set_format(v1::DataSource::RECORDS);
   EXPECT_THAT(Refusal(records), StartsWith("data.train.format: RECORDS is not supported"));
@@ -107,13 +107,13 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
   init_from.mutable_init_from()->set_path("models/digits.safetensors");
   EXPECT_THAT(Refusal(init_from), StartsWith("init_from.format: missing or unknown: SAFETENSORS"));
   init_from.mutable_init_from()->set_format(v1::InitFrom::SAFETENSORS);
-  EXPECT_TRUE(ValidateJobSpec(init_from).ok());
+  EXPECT_TRUE(CheckSpecRules(init_from).ok());
   init_from.mutable_init_from()->set_path("");
   EXPECT_THAT(Refusal(init_from), StartsWith("init_from.path: empty path"));
   init_from.mutable_init_from()->set_path("../digits.safetensors");
   EXPECT_THAT(Refusal(init_from), StartsWith("init_from.path: '../digits.safetensors' has a '..'"));
 
-  // NCCL depends on the workers' GPUs: coordinator/gpu_requirements_test.cc.
+  // NCCL depends on the workers' GPUs: lower_test.cc.
   v1::JobSpec encrypted_mirrored = CsvJob();
   encrypted_mirrored.set_strategy(v1::MIRRORED);
   encrypted_mirrored.mutable_communication()->set_encrypt(true);
@@ -123,7 +123,7 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
   v1::JobSpec encrypted = CsvJob();
   encrypted.set_strategy(v1::MULTI_WORKER_MIRRORED);
   encrypted.mutable_communication()->set_encrypt(true);
-  EXPECT_TRUE(ValidateJobSpec(encrypted).ok()) << ValidateJobSpec(encrypted);
+  EXPECT_TRUE(CheckSpecRules(encrypted).ok()) << CheckSpecRules(encrypted);
 
   for (v1::StrategyKind one_worker : {v1::ONE_DEVICE, v1::MIRRORED, v1::CENTRAL_STORAGE}) {
     v1::JobSpec compressed = CsvJob();
@@ -134,7 +134,7 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
                                         "that workers exchange, but ",
                                         v1::StrategyKind_Name(one_worker), " runs on one worker")));
     compressed.mutable_communication()->set_compression(v1::CommunicationSpec::NONE);
-    EXPECT_TRUE(ValidateJobSpec(compressed).ok()) << ValidateJobSpec(compressed);
+    EXPECT_TRUE(CheckSpecRules(compressed).ok()) << CheckSpecRules(compressed);
   }
   v1::JobSpec unknown_compression = CsvJob();
   unknown_compression.mutable_communication()->set_compression(
@@ -145,11 +145,11 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
     v1::JobSpec compressed = CsvJob();
     compressed.set_strategy(multi);
     compressed.mutable_communication()->set_compression(v1::CommunicationSpec::BF16);
-    EXPECT_TRUE(ValidateJobSpec(compressed).ok()) << ValidateJobSpec(compressed);
+    EXPECT_TRUE(CheckSpecRules(compressed).ok()) << CheckSpecRules(compressed);
   }
 }
 
-TEST(JobValidationTest, RefusesBadModelGraphsNamingTheField) {
+TEST(SpecRulesTest, RefusesBadModelGraphsNamingTheField) {
   v1::JobSpec unknown = CsvJob();
   unknown.mutable_model()->mutable_layers(0)->add_inputs("x");
   EXPECT_THAT(Refusal(unknown),
@@ -162,7 +162,7 @@ TEST(JobValidationTest, RefusesBadModelGraphsNamingTheField) {
   EXPECT_THAT(Refusal(named), StartsWith("model.inputs: a job's data feeds one input"));
 }
 
-TEST(JobValidationTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {
+TEST(SpecRulesTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {
   v1::JobSpec negative = CsvJob();
   negative.mutable_restart_policy()->set_max_restarts(-1);
   EXPECT_THAT(Refusal(negative), StartsWith("restart_policy.max_restarts: -1 must be >= 0"));
@@ -193,23 +193,23 @@ TEST(JobValidationTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {
   elastic.mutable_restart_policy()->set_replacement_timeout_ms(-1);
   EXPECT_THAT(Refusal(elastic), StartsWith("restart_policy.replacement_timeout_ms: -1"));
   elastic.mutable_restart_policy()->set_replacement_timeout_ms(5000);
-  EXPECT_TRUE(ValidateJobSpec(elastic).ok()) << ValidateJobSpec(elastic);
+  EXPECT_TRUE(CheckSpecRules(elastic).ok()) << CheckSpecRules(elastic);
   elastic.set_strategy(v1::MIRRORED);
   EXPECT_THAT(Refusal(elastic), HasSubstr("elastic worker counts need MULTI_WORKER_MIRRORED"));
 
   v1::JobSpec ok = CsvJob();
   ok.mutable_restart_policy()->set_max_restarts(2);
   ok.mutable_checkpoint()->set_every_steps(50);
-  EXPECT_TRUE(ValidateJobSpec(ok).ok()) << ValidateJobSpec(ok);
+  EXPECT_TRUE(CheckSpecRules(ok).ok()) << CheckSpecRules(ok);
 }
 
-TEST(JobValidationTest, TfRecordDataNeedsAFeatureSpecThatFillsTheModelInput) {
-  EXPECT_TRUE(ValidateJobSpec(TfRecordJob()).ok()) << ValidateJobSpec(TfRecordJob());
+TEST(SpecRulesTest, TfRecordDataNeedsAFeatureSpecThatFillsTheModelInput) {
+  EXPECT_TRUE(CheckSpecRules(TfRecordJob()).ok()) << CheckSpecRules(TfRecordJob());
   v1::JobSpec float_label = TfRecordJob();
   float_label.mutable_data()->mutable_train()->mutable_tfrecord()->mutable_label()->add_shape(1);
   float_label.mutable_data()->mutable_train()->mutable_tfrecord()->mutable_label()->set_dtype(
       v1::TfRecordFeature::FLOAT);
-  EXPECT_TRUE(ValidateJobSpec(float_label).ok()) << ValidateJobSpec(float_label);
+  EXPECT_TRUE(CheckSpecRules(float_label).ok()) << CheckSpecRules(float_label);
 
   // Each bad spec is refused naming the field to fix.
   const std::pair<std::function<void(v1::TfRecordSpec*)>, std::string> cases[] = {
@@ -254,7 +254,7 @@ TEST(JobValidationTest, TfRecordDataNeedsAFeatureSpecThatFillsTheModelInput) {
   EXPECT_THAT(Refusal(eval), StartsWith("data.eval.tfrecord.features[0].name: missing"));
 }
 
-TEST(JobValidationTest, RefusesABadOptimizerNamingTheField) {
+TEST(SpecRulesTest, RefusesABadOptimizerNamingTheField) {
   v1::JobSpec empty = CsvJob();
   empty.mutable_optimizer()->Clear();  // "optimizer": {}
   EXPECT_THAT(Refusal(empty), StartsWith("optimizer.kind: set one of sgd, momentum, adam"));
@@ -278,10 +278,10 @@ TEST(JobValidationTest, RefusesABadOptimizerNamingTheField) {
 
   v1::JobSpec adam = CsvJob();  // defaults filled in: valid
   adam.mutable_optimizer()->mutable_adam();
-  EXPECT_TRUE(ValidateJobSpec(adam).ok()) << ValidateJobSpec(adam);
+  EXPECT_TRUE(CheckSpecRules(adam).ok()) << CheckSpecRules(adam);
 }
 
-TEST(JobValidationTest, RefusesPathsThatClimbOutNamingTheField) {
+TEST(SpecRulesTest, RefusesPathsThatClimbOutNamingTheField) {
   v1::JobSpec up = CsvJob();
   up.mutable_data()->mutable_train()->add_files("data/../../etc/passwd");
   EXPECT_THAT(Refusal(up), StartsWith("data.train.files[1]: 'data/../../etc/passwd' has a '..'"));
@@ -298,10 +298,10 @@ TEST(JobValidationTest, RefusesPathsThatClimbOutNamingTheField) {
   v1::JobSpec fine = CsvJob();
   fine.mutable_data()->mutable_train()->set_files(0, "digits..v2/train.csv");
   fine.mutable_checkpoint()->set_dir("runs/a/ckpt");
-  EXPECT_TRUE(ValidateJobSpec(fine).ok()) << ValidateJobSpec(fine);
+  EXPECT_TRUE(CheckSpecRules(fine).ok()) << CheckSpecRules(fine);
 }
 
-TEST(JobValidationTest, RefusesModelsAndBatchesOverTheLimitsNamingTheFlag) {
+TEST(SpecRulesTest, RefusesModelsAndBatchesOverTheLimitsNamingTheFlag) {
   const JobLimits limits;        // the defaults
   v1::JobSpec small = CsvJob();  // 8*4 + 4 parameters
   EXPECT_TRUE(CheckModelSize(small, limits, 1).ok());
@@ -323,7 +323,7 @@ TEST(JobValidationTest, RefusesModelsAndBatchesOverTheLimitsNamingTheFlag) {
   v1::JobSpec huge = CsvJob();
   huge.mutable_model()->mutable_layers(0)->mutable_dense()->set_units(int64_t{1} << 16);
   huge.mutable_model()->add_layers()->mutable_dense()->set_units(int64_t{1} << 16);
-  ASSERT_TRUE(ValidateJobSpec(huge).ok()) << ValidateJobSpec(huge);
+  ASSERT_TRUE(CheckSpecRules(huge).ok()) << CheckSpecRules(huge);
   EXPECT_THAT(CheckModelSize(huge, limits, 1).message(), HasSubstr("--max_model_parameters"));
 
   // The global batch: one replica would hold it all, eight hold an eighth each.
@@ -336,24 +336,6 @@ TEST(JobValidationTest, RefusesModelsAndBatchesOverTheLimitsNamingTheFlag) {
   EXPECT_TRUE(CheckModelSize(batch, JobLimits{.max_batch_bytes = int64_t{64} << 30}, 1024).ok());
 }
 
-// ValidateForReplicas, what tests and examples check a job file with, refuses what Submit
-// refuses of the spec alone: a bad field, a batch that does not split, a model over a limit.
-TEST(JobValidationTest, ValidateForReplicasRunsSubmitsChecksOfTheSpec) {
-  const v1::JobSpec fine = CsvJob();  // global batch 64
-  EXPECT_TRUE(ValidateForReplicas(fine, JobLimits{}, 4).ok()) << ValidateForReplicas(fine, {}, 4);
-  v1::JobSpec bad = fine;
-  bad.set_global_batch_size(0);
-  const absl::Status field = ValidateForReplicas(bad, JobLimits{}, 1);
-  EXPECT_EQ(field.code(), absl::StatusCode::kInvalidArgument) << field;
-  EXPECT_THAT(std::string(field.message()), ::testing::StartsWith("global_batch_size: ")) << field;
-  const absl::Status split = ValidateForReplicas(fine, JobLimits{}, 3);
-  EXPECT_EQ(split.code(), absl::StatusCode::kInvalidArgument) << split;
-  EXPECT_THAT(split.message(), HasSubstr("not divisible by the 3 replicas")) << split;
-  const absl::Status size = ValidateForReplicas(fine, JobLimits{.max_model_parameters = 35}, 1);
-  EXPECT_EQ(size.code(), absl::StatusCode::kResourceExhausted) << size;
-  EXPECT_THAT(size.message(), HasSubstr("--max_model_parameters")) << size;
-}
-
 }  // namespace
-}  // namespace coordinator
+}  // namespace jobspec
 }  // namespace lockstep
