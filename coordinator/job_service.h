@@ -61,6 +61,12 @@
 // coordinator's memory and its store stay flat however many jobs come and go
 // (bench/job_churn measures it). GetJob of a deleted job is NOT_FOUND.
 //
+// Files (one class, split along its seams): job_service.cc (construction, key access,
+// draining, the mailboxes), job_service_submit.cc (submit and queue: lowering, scheduling,
+// partitions), job_service_attempts.cc (attempts and reports: Tick, failures, restarts,
+// elastic growth, the evaluator), job_service_watch.cc (WatchJob, WatchAssignments),
+// job_service_recovery.cc (Recover, unsaved store writes, retention).
+//
 // Ownership: borrows the JobStore, the Membership and the Clock (they must outlive it).
 // Thread model: every method is thread-safe (one mutex; the store and membership have
 // their own and never call back). NextAssignment and NextEvent block up to a deadline;
@@ -88,8 +94,8 @@
 #include "coordinator/scheduler.h"
 #include "coordinator/watch_limits.h"
 #include "jobspec/lower.h"
-#include "lockstep/v1/job_plan.pb.h"
 #include "lockstep/v1/coordinator.pb.h"
+#include "lockstep/v1/job_plan.pb.h"
 
 namespace lockstep {
 namespace coordinator {
