@@ -49,6 +49,7 @@
 #include "engine/model_builder.h"
 #include "engine/optimizer.h"
 #include "engine/variable_set.h"
+#include "jobspec/lower.h"
 #include "worker/coordinator_client.h"
 #include "worker/job_executor.h"
 #ifdef LOCKSTEP_WITH_CUDA
@@ -214,6 +215,7 @@ int Child(int rank, int world, const std::string& store_dir) {
   *spec->mutable_model() = Model();
   *spec->mutable_optimizer() = Sgd();
   spec->mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
+  spec->mutable_data()->mutable_train()->set_synthetic_examples(GlobalBatch());  // one batch
   spec->set_global_batch_size(GlobalBatch());
   spec->set_steps(warmup + steps);
   spec->mutable_summaries()->set_every_steps(warmup + steps);
@@ -236,6 +238,16 @@ int Child(int rank, int world, const std::string& store_dir) {
   p.set_num_shards(world);
   p.set_rendezvous_prefix("bench");
   p.set_secret("bench-secret");
+  // Lowered as the coordinator lowers a submitted job: `world` workers, one replica each.
+  spec->set_gpus(OnGpu());
+  jobspec::ClusterFacts facts;
+  facts.workers.assign(world, jobspec::WorkerFacts{1, OnGpu() ? 1 : 0});
+  absl::StatusOr<v1::JobPlan> plan = jobspec::LowerJobSpec(*spec, facts);
+  if (!plan.ok()) {
+    ChildError(rank, plan.status().ToString());
+    return 1;
+  }
+  *p.mutable_plan() = *std::move(plan);
 
   FileStoreClient client(store_dir);
   absl::Time start, end;
@@ -246,7 +258,6 @@ int Child(int rank, int world, const std::string& store_dir) {
 #endif
   if (OnGpu()) {
 #ifdef LOCKSTEP_WITH_CUDA
-    spec->set_gpus(true);
     absl::StatusOr<std::shared_ptr<distribute::GpuDeviceSet>> gpus = distribute::MakeCudaGpus({0});
     if (!gpus.ok()) {
       ChildError(rank, gpus.status().ToString());

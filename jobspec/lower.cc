@@ -19,7 +19,9 @@ constexpr int kDefaultKeep = 5;                             // checkpoint.keep
 constexpr int64_t kDefaultSummaryEverySteps = 10;           // summaries.every_steps
 
 // Replicas one worker runs for the job: its devices of the job's kind (at least 1).
-int ReplicasOn(const WorkerFacts& w, bool gpus) { return std::max(1, gpus ? w.gpus : w.cpu_devices); }
+int ReplicasOn(const WorkerFacts& w, bool gpus) {
+  return std::max(1, gpus ? w.gpus : w.cpu_devices);
+}
 
 // The workers the job would get now (WorkersNeeded of them, when that many are there).
 std::vector<int> SlotsNow(const v1::JobSpec& spec, const ClusterFacts& cluster, bool* known) {

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "jobspec/test_jobs.h"
 
 namespace lockstep {
 namespace jobspec {
@@ -16,22 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-// A job every rule accepts: a small MLP on CSV files with a held-out fraction.
-v1::JobSpec CsvJob() {
-  v1::JobSpec spec;
-  spec.mutable_model()->add_input_shape(8);
-  spec.mutable_model()->add_layers()->mutable_dense()->set_units(4);
-  spec.mutable_model()->set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
-  spec.mutable_optimizer()->mutable_sgd();
-  spec.mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0.1);
-  spec.mutable_data()->mutable_train()->add_files("data/train.csv");
-  spec.mutable_data()->mutable_train()->set_format(v1::DataSource::CSV);
-  spec.mutable_data()->set_eval_fraction(0.2);
-  spec.set_global_batch_size(64);
-  spec.set_epochs(3);
-  return spec;
-}
 
 // Two CPU workers with two devices each.
 ClusterFacts TwoCpuWorkers() {
@@ -119,7 +104,8 @@ std::vector<Rule> Rules() {
       {"checkpoint.dir", [](S& s, F&) { s.mutable_checkpoint()->set_dir("a/../../b"); }},
       {"summaries.dir", [](S& s, F&) { s.mutable_summaries()->set_dir("../tb"); }},
       {"summaries.every_steps", [](S& s, F&) { s.mutable_summaries()->set_every_steps(-1); }},
-      {"init_from.path", [](S& s, F&) { s.mutable_init_from()->set_format(v1::InitFrom::SAFETENSORS); }},
+      {"init_from.path",
+       [](S& s, F&) { s.mutable_init_from()->set_format(v1::InitFrom::SAFETENSORS); }},
       {"init_from.format", [](S& s, F&) { s.mutable_init_from()->set_path("w.safetensors"); }},
       {"communication.bytes_per_pack",
        [](S& s, F&) { s.mutable_communication()->set_bytes_per_pack(-1); }},
@@ -158,7 +144,8 @@ std::vector<Rule> Rules() {
          s.set_strategy(v1::MIRRORED);
          s.mutable_restart_policy()->set_min_workers(1);
        }},
-      {"restart_policy.min_workers", [](S& s, F&) { s.mutable_restart_policy()->set_min_workers(1); }},
+      {"restart_policy.min_workers",
+       [](S& s, F&) { s.mutable_restart_policy()->set_min_workers(1); }},
       {"restart_policy.min_workers",
        [](S& s, F&) {
          s.set_num_workers(2);
@@ -166,8 +153,7 @@ std::vector<Rule> Rules() {
          s.mutable_restart_policy()->set_max_restarts(1);
          s.mutable_checkpoint()->set_every_steps(10);
        }},
-      {"checkpoint.every_steps",
-       [](S& s, F&) { s.mutable_restart_policy()->set_max_restarts(2); }},
+      {"checkpoint.every_steps", [](S& s, F&) { s.mutable_restart_policy()->set_max_restarts(2); }},
       // Rules that need the cluster (lower.cc).
       {"global_batch_size", [](S& s, F&) { s.set_global_batch_size(6); }},  // 4 replicas
       {"model", [](S&, F& f) { f.limits.max_model_parameters = 10; },
@@ -192,7 +178,9 @@ std::vector<Rule> Rules() {
        }},
       {"gpus", [](S& s, F&) { s.set_gpus(true); }},
       {"communication.implementation",
-       [](S& s, F&) { s.mutable_communication()->set_implementation(v1::CommunicationSpec::NCCL); }},
+       [](S& s, F&) {
+         s.mutable_communication()->set_implementation(v1::CommunicationSpec::NCCL);
+       }},
       {"communication.implementation",
        [](S& s, F& f) {
          f.workers[0].gpus = 2;
@@ -204,11 +192,11 @@ std::vector<Rule> Rules() {
 }
 
 TEST(LowerJobSpec, EveryRuleRefusesNamingItsField) {
-  ASSERT_TRUE(LowerJobSpec(CsvJob(), TwoCpuWorkers()).ok())
-      << LowerJobSpec(CsvJob(), TwoCpuWorkers()).status();
+  ASSERT_TRUE(LowerJobSpec(SmallCsvJob(), TwoCpuWorkers()).ok())
+      << LowerJobSpec(SmallCsvJob(), TwoCpuWorkers()).status();
   int i = 0;
   for (const Rule& rule : Rules()) {
-    v1::JobSpec spec = CsvJob();
+    v1::JobSpec spec = SmallCsvJob();
     ClusterFacts facts = TwoCpuWorkers();
     rule.breaks(spec, facts);
     const absl::StatusOr<v1::JobPlan> plan = LowerJobSpec(spec, facts);
@@ -221,7 +209,7 @@ TEST(LowerJobSpec, EveryRuleRefusesNamingItsField) {
 }
 
 TEST(LowerJobSpec, FillsEveryDefault) {
-  absl::StatusOr<v1::JobPlan> plan = LowerJobSpec(CsvJob(), TwoCpuWorkers());
+  absl::StatusOr<v1::JobPlan> plan = LowerJobSpec(SmallCsvJob(), TwoCpuWorkers());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->version(), kPlanVersion);
   EXPECT_EQ(plan->strategy(), v1::MULTI_WORKER_MIRRORED);
@@ -243,7 +231,7 @@ TEST(LowerJobSpec, FillsEveryDefault) {
   EXPECT_EQ(plan->checkpoint().every_steps(), 0);
   EXPECT_EQ(plan->summary_every_steps(), 10);
 
-  v1::JobSpec given = CsvJob();
+  v1::JobSpec given = SmallCsvJob();
   given.set_strategy(v1::ONE_DEVICE);
   given.set_epochs(0);
   given.set_steps(5);
@@ -283,7 +271,7 @@ TEST(LowerJobSpec, ResolvesTheCollectiveBackendPerReplicaKind) {
   mixed.workers[1].gpus = 2;
   for (const auto implementation :
        {v1::CommunicationSpec::AUTO, v1::CommunicationSpec::IMPLEMENTATION_UNSPECIFIED}) {
-    v1::JobSpec cpu = CsvJob();
+    v1::JobSpec cpu = SmallCsvJob();
     cpu.mutable_communication()->set_implementation(implementation);
     absl::StatusOr<v1::JobPlan> plan = LowerJobSpec(cpu, mixed);
     ASSERT_TRUE(plan.ok()) << plan.status();
@@ -297,12 +285,12 @@ TEST(LowerJobSpec, ResolvesTheCollectiveBackendPerReplicaKind) {
     EXPECT_EQ(plan->communication().backend(), v1::CommunicationPlan::NCCL);
     EXPECT_EQ(plan->devices().kind(), v1::DevicePlan::GPU);
   }
-  v1::JobSpec ring = CsvJob();
+  v1::JobSpec ring = SmallCsvJob();
   ring.mutable_communication()->set_implementation(v1::CommunicationSpec::RING);
   absl::StatusOr<v1::JobPlan> plan = LowerJobSpec(ring, TwoCpuWorkers());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->communication().backend(), v1::CommunicationPlan::LOCKSTEP_RING);
-  v1::JobSpec nccl = CsvJob();
+  v1::JobSpec nccl = SmallCsvJob();
   nccl.set_gpus(true);
   nccl.set_global_batch_size(24);
   nccl.mutable_communication()->set_implementation(v1::CommunicationSpec::NCCL);
@@ -312,17 +300,17 @@ TEST(LowerJobSpec, ResolvesTheCollectiveBackendPerReplicaKind) {
 }
 
 TEST(LowerJobSpec, GpuMessagesCountTheWorkersAndSayHowToOfferGpus) {
-  v1::JobSpec gpu = CsvJob();
+  v1::JobSpec gpu = SmallCsvJob();
   gpu.set_gpus(true);
   absl::Status none = LowerJobSpec(gpu, TwoCpuWorkers()).status();
   EXPECT_THAT(std::string(none.message()), StartsWith("gpus: the job asks for GPU replicas"));
   EXPECT_THAT(std::string(none.message()), HasSubstr("none of the 2 ALIVE training worker(s)"));
-  v1::JobSpec nccl = CsvJob();
+  v1::JobSpec nccl = SmallCsvJob();
   nccl.mutable_communication()->set_implementation(v1::CommunicationSpec::NCCL);
   absl::Status cpu = LowerJobSpec(nccl, TwoCpuWorkers()).status();
   EXPECT_THAT(std::string(cpu.message()), HasSubstr("set `gpus: true`"));
   // With no worker known yet the batch split waits for scheduling; the rest is decided.
-  EXPECT_TRUE(LowerJobSpec(CsvJob(), ClusterFacts{}).ok());
+  EXPECT_TRUE(LowerJobSpec(SmallCsvJob(), ClusterFacts{}).ok());
   EXPECT_EQ(LowerJobSpec(gpu, ClusterFacts{}).status().code(), absl::StatusCode::kInvalidArgument);
   // A stored job lowered again (accepted against the workers before): today's workers are
   // not asked again, the spec's own rules and the decisions are.
@@ -340,10 +328,10 @@ TEST(LowerJobSpec, GpuMessagesCountTheWorkersAndSayHowToOfferGpus) {
 TEST(LowerJobSpec, OneWorkerFactsAreAJobTrainedInOneProcess) {
   const ClusterFacts three = ClusterFacts::OneWorker(3);
   ASSERT_EQ(three.workers.size(), 1u);
-  absl::Status split = LowerJobSpec(CsvJob(), three).status();
+  absl::Status split = LowerJobSpec(SmallCsvJob(), three).status();
   EXPECT_THAT(std::string(split.message()), StartsWith("global_batch_size: 64 is not divisible"));
-  EXPECT_TRUE(LowerJobSpec(CsvJob(), ClusterFacts::OneWorker(4)).ok());
-  v1::JobSpec gpu = CsvJob();
+  EXPECT_TRUE(LowerJobSpec(SmallCsvJob(), ClusterFacts::OneWorker(4)).ok());
+  v1::JobSpec gpu = SmallCsvJob();
   gpu.set_gpus(true);
   EXPECT_TRUE(LowerJobSpec(gpu, ClusterFacts::OneWorker(2, /*gpus=*/true)).ok());
 }

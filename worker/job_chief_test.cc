@@ -67,6 +67,7 @@ TEST(JobChiefCopies, AJobStartingDeletesEndedJobsCopiesBeyondTheRetention) {
   p.set_worker_rank(1);
   p.mutable_spec()->mutable_checkpoint()->set_dir("ckpt");  // the chief's; this rank copies
   p.mutable_spec()->mutable_checkpoint()->set_keep(2);
+  p.mutable_plan()->mutable_checkpoint()->set_keep(2);  // what the lowering makes of it
   absl::StatusOr<std::unique_ptr<JobChief>> chief =
       JobChief::Create(p, Clock::Real(), state, /*retained_copy_jobs=*/1);
   ASSERT_TRUE(chief.ok()) << chief.status();
