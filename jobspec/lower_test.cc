@@ -26,6 +26,20 @@ ClusterFacts TwoCpuWorkers() {
   return facts;
 }
 
+// data.train as TFRECORD: feature "x" ([8] floats, model.input_shape) and label "y".
+v1::TfRecordSpec& TfRecord(v1::JobSpec& s) {
+  v1::DataSource& train = *s.mutable_data()->mutable_train();
+  train.set_format(v1::DataSource::TFRECORD);
+  v1::TfRecordSpec& t = *train.mutable_tfrecord();
+  v1::TfRecordFeature& x = *t.add_features();
+  x.set_name("x");
+  x.add_shape(8);
+  x.set_dtype(v1::TfRecordFeature::FLOAT);
+  t.mutable_label()->set_name("y");
+  t.mutable_label()->set_dtype(v1::TfRecordFeature::INT64);
+  return t;
+}
+
 struct Rule {
   std::string field;  // what the message starts with, before ": "
   std::function<void(v1::JobSpec&, ClusterFacts&)> breaks;
@@ -69,6 +83,23 @@ std::vector<Rule> Rules() {
        [](S& s, F&) { s.mutable_data()->mutable_train()->set_format(v1::DataSource::TFRECORD); }},
       {"data.train.tfrecord",
        [](S& s, F&) { s.mutable_data()->mutable_train()->mutable_tfrecord(); }},
+      {"data.train.tfrecord.features", [](S& s, F&) { TfRecord(s).clear_features(); }},
+      {"data.train.tfrecord.features[0].name",
+       [](S& s, F&) { TfRecord(s).mutable_features(0)->clear_name(); }},
+      {"data.train.tfrecord.features[0].shape[0]",
+       [](S& s, F&) { TfRecord(s).mutable_features(0)->set_shape(0, 0); }},
+      {"data.train.tfrecord.features[0].dtype",
+       [](S& s, F&) { TfRecord(s).mutable_features(0)->clear_dtype(); }},
+      {"data.train.tfrecord.features[1].name",
+       [](S& s, F&) {
+         v1::TfRecordSpec& t = TfRecord(s);
+         *t.add_features() = t.features(0);
+       }},
+      {"data.train.tfrecord.features",
+       [](S& s, F&) { TfRecord(s).mutable_features(0)->set_shape(0, 9); }},
+      {"data.train.tfrecord.label", [](S& s, F&) { TfRecord(s).clear_label(); }},
+      {"data.train.tfrecord.label.shape",
+       [](S& s, F&) { TfRecord(s).mutable_label()->add_shape(2); }},
       {"data.train.synthetic_examples",
        [](S& s, F&) {
          s.mutable_data()->mutable_train()->clear_files();
@@ -98,6 +129,12 @@ std::vector<Rule> Rules() {
       {"steps, epochs", [](S& s, F&) { s.set_steps(10); }},
       {"epochs", [](S& s, F&) { s.mutable_data()->mutable_eval()->add_files("data/eval.csv"); }},
       {"epochs", [](S& s, F&) { s.mutable_data()->set_eval_fraction(0); }},
+      {"epochs",
+       [](S& s, F&) {
+         s.mutable_data()->mutable_train()->clear_files();
+         s.mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
+         s.mutable_data()->mutable_train()->set_synthetic_examples(10);  // < one batch of 64
+       }},
       {"eval_every_steps", [](S& s, F&) { s.set_eval_every_steps(-1); }},
       {"checkpoint.every_steps", [](S& s, F&) { s.mutable_checkpoint()->set_every_steps(-1); }},
       {"checkpoint.keep", [](S& s, F&) { s.mutable_checkpoint()->set_keep(-1); }},
@@ -157,6 +194,8 @@ std::vector<Rule> Rules() {
       // Rules that need the cluster (lower.cc).
       {"global_batch_size", [](S& s, F&) { s.set_global_batch_size(6); }},  // 4 replicas
       {"model", [](S&, F& f) { f.limits.max_model_parameters = 10; },
+       absl::StatusCode::kResourceExhausted},
+      {"model", [](S&, F& f) { f.limits.max_model_bytes = 16; },
        absl::StatusCode::kResourceExhausted},
       {"global_batch_size", [](S&, F& f) { f.limits.max_batch_bytes = 16; },
        absl::StatusCode::kResourceExhausted},
