@@ -55,6 +55,7 @@
 #include "engine/model_builder.h"
 #include "engine/optimizer.h"
 #include "engine/variable_set.h"
+#include "jobspec/lower.h"
 #include "worker/job_executor.h"
 #include "worker/partition_group.h"
 #include "worker/worker_service_client.h"
@@ -229,6 +230,7 @@ int Child(int rank, int world, const std::string& store_dir) {
   *spec->mutable_model() = Model();
   *spec->mutable_optimizer() = Sgd();
   spec->mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
+  spec->mutable_data()->mutable_train()->set_synthetic_examples(GlobalBatch());  // one batch
   spec->set_global_batch_size(GlobalBatch());
   spec->set_steps(warmup + steps);
   spec->mutable_summaries()->set_every_steps(warmup + steps);
@@ -247,6 +249,16 @@ int Child(int rank, int world, const std::string& store_dir) {
   p.set_num_shards(world);
   p.set_rendezvous_prefix("bench");
   p.set_secret("bench-secret");
+  // Lowered as the coordinator lowers a submitted job: `world` workers, one replica each.
+  spec->set_gpus(OnGpu());
+  jobspec::ClusterFacts facts;
+  facts.workers.assign(world, jobspec::WorkerFacts{1, OnGpu() ? 1 : 0});
+  absl::StatusOr<v1::JobPlan> plan = jobspec::LowerJobSpec(*spec, facts);
+  if (!plan.ok()) {
+    ChildError(rank, plan.status().ToString());
+    return 1;
+  }
+  *p.mutable_plan() = *std::move(plan);
 
   FileStoreClient client(store_dir);
   absl::Time start, end;
@@ -257,7 +269,6 @@ int Child(int rank, int world, const std::string& store_dir) {
 #endif
   if (OnGpu()) {
 #ifdef LOCKSTEP_WITH_CUDA
-    spec->set_gpus(true);
     absl::StatusOr<std::shared_ptr<distribute::GpuDeviceSet>> gpus = distribute::MakeCudaGpus({0});
     if (!gpus.ok()) {
       ChildError(rank, gpus.status().ToString());

@@ -54,12 +54,18 @@
 // A stored record that cannot be read back is a FAILED job (job_store.h).
 //
 // Limits (JobServiceOptions, coordinator flags): the jobs queued (PENDING and RESTARTING) at
-// once, a job's model and batch (JobLimits, job_validation.h), and the open WatchJob and
+// once, a job's model and batch (JobLimits, jobspec/rules.h), and the open WatchJob and
 // WatchAssignments streams (WatchLimits); past one, RESOURCE_EXHAUSTED naming the flag.
 // Retention: only the newest `retained_jobs` ended jobs are kept; older ones are deleted
 // from the store and from memory (once every worker left their last attempt), so the
 // coordinator's memory and its store stay flat however many jobs come and go
 // (bench/job_churn measures it). GetJob of a deleted job is NOT_FOUND.
+//
+// Files (one class, split along its seams): job_service.cc (construction, key access,
+// draining, the mailboxes), job_service_submit.cc (submit and queue: lowering, scheduling,
+// partitions), job_service_attempts.cc (attempts and reports: Tick, failures, restarts,
+// elastic growth, the evaluator), job_service_watch.cc (WatchJob, WatchAssignments),
+// job_service_recovery.cc (Recover, unsaved store writes, retention).
 //
 // Ownership: borrows the JobStore, the Membership and the Clock (they must outlive it).
 // Thread model: every method is thread-safe (one mutex; the store and membership have
@@ -83,12 +89,13 @@
 #include "common/clock.h"
 #include "coordinator/job_attempt.h"
 #include "coordinator/job_store/job_store.h"
-#include "coordinator/job_validation.h"
 #include "coordinator/membership.h"
 #include "coordinator/partitioner.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/watch_limits.h"
+#include "jobspec/lower.h"
 #include "lockstep/v1/coordinator.pb.h"
+#include "lockstep/v1/job_plan.pb.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -116,7 +123,7 @@ struct JobServiceOptions {
   // heartbeat_interval (the interval covers the sweep that marks it LOST).
   absl::Duration failure_grace = absl::Seconds(5);
   // What one job may ask for (model parameters and bytes, the batch per replica).
-  JobLimits limits;
+  jobspec::JobLimits limits;
   // Jobs queued (PENDING or RESTARTING) at once; Submit answers RESOURCE_EXHAUSTED beyond.
   int max_pending_jobs = 1000;
   // Ended jobs kept (in the store and in memory); older ones are deleted. 0: keep every one.
@@ -145,10 +152,11 @@ class JobService {
   // PENDING and RESTARTING jobs are queued. Call once, before serving.
   absl::Status Recover();
 
-  // Validates (INVALID_ARGUMENT naming the field: the spec, the batch against the workers
-  // ALIVE now; the output directories are the workers' to check, not probed here; RESOURCE_
-  // EXHAUSTED for a model or batch over the limits, or when max_pending_jobs are queued),
-  // stores (durably, before returning) and schedules the job. Returns its id.
+  // Lowers the spec against the workers ALIVE now (jobspec/lower.h: INVALID_ARGUMENT naming
+  // the field; RESOURCE_EXHAUSTED for a model or batch over the limits; the output
+  // directories are the workers' to check, not probed here), refuses it when
+  // max_pending_jobs are queued (RESOURCE_EXHAUSTED), stores spec and plan (durably, before
+  // returning) and schedules the job. Returns its id. Every partition carries the plan.
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   // NOT_FOUND naming the id.
   absl::StatusOr<v1::GetJobResponse> Get(const std::string& id);
@@ -221,11 +229,13 @@ class JobService {
     std::deque<v1::Assignment> queue;
   };
 
-  // Submit's checks of an elastic restart policy that need the cluster: the replacement
-  // timeout against the heartbeat timeout, and that some worker count in the range splits
-  // the global batch over the replicas of the `alive` workers (INVALID_ARGUMENT naming the
-  // field and the counts that would).
-  absl::Status CheckElastic(const v1::JobSpec& spec, const std::vector<WorkerSlot>& alive) const;
+  // The cluster's facts for LowerJobSpec: the ALIVE training workers of `tasks` and their
+  // devices, the heartbeat timeout, the limits.
+  jobspec::ClusterFacts FactsOf(const std::vector<v1::TaskStatus>& tasks) const;
+  // The plan `record` was stored with; a record from a coordinator from before plans is
+  // lowered again (ClusterFacts::check_workers false). INVALID_ARGUMENT naming why a spec
+  // no longer lowers; DATA_LOSS when the stored plan cannot be parsed.
+  absl::StatusOr<v1::JobPlan> PlanOf(const v1::JobRecord& record, const v1::JobSpec& spec) const;
   // Starts the queued jobs that can start, oldest first (Scheduler), after letting go of the
   // workers that left ended attempts.
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -282,7 +292,7 @@ class JobService {
   Clock* const clock_;
   const absl::Duration failure_grace_;  // EffectiveFailureGrace
   const std::function<void(const std::string&)> on_attempt_ended_;
-  const JobLimits limits_;
+  const jobspec::JobLimits limits_;
   const int max_pending_jobs_;
   const int retained_jobs_;
   WatchLimits watches_;

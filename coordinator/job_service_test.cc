@@ -1173,6 +1173,49 @@ TEST_F(JobServiceTest, CorruptStoredJobIsFailedAndTheOthersRun) {
   EXPECT_EQ(Next(w1).run().job_id(), *second);
 }
 
+// Every partition carries the plan the spec was lowered to at submit, the same one the
+// store keeps beside the spec.
+TEST_F(JobServiceTest, SubmitLowersOnceAndShipsThePlanInEveryPartition) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  v1::JobSpec spec = SmallJob();
+  spec.mutable_checkpoint()->set_keep(0);  // a default the plan fills
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  const v1::Partition p0 = Next(w0).run(), p1 = Next(w1).run();
+  EXPECT_EQ(p0.plan().version(), jobspec::kPlanVersion);
+  EXPECT_EQ(p0.plan().strategy(), v1::MULTI_WORKER_MIRRORED);
+  EXPECT_EQ(p0.plan().communication().backend(), v1::CommunicationPlan::LOCKSTEP);
+  EXPECT_EQ(p0.plan().checkpoint().keep(), 5);
+  EXPECT_EQ(p0.plan().SerializeAsString(), p1.plan().SerializeAsString());
+  EXPECT_EQ(store_->Get(*id)->plan(), p0.plan().SerializeAsString());
+}
+
+// A record stored by a coordinator from before plans (no plan in its row) is lowered when the
+// job is recovered and started: it runs as before. One whose spec no longer lowers is FAILED
+// naming why, and the others run.
+TEST_F(JobServiceTest, AStoredJobWithoutAPlanIsLoweredOnRecoveryOrFailsNamingWhy) {
+  auto old = store_->Create("old", SmallJob().SerializeAsString());
+  v1::JobSpec bad = SmallJob();
+  bad.set_global_batch_size(0);  // accepted once by a coordinator with other rules
+  auto refused = store_->Create("bad", bad.SerializeAsString());
+  ASSERT_TRUE(old.ok() && refused.ok());
+  jobs_.reset();
+  store_.reset();
+  OpenStore();  // asserts that Recover() succeeds
+  EXPECT_EQ(State(refused->id()), v1::FAILED);
+  EXPECT_THAT(jobs_->Get(refused->id())->job().reason(),
+              HasSubstr("stored by a coordinator from before job plans"));
+  EXPECT_THAT(jobs_->Get(refused->id())->job().reason(), HasSubstr("global_batch_size: 0"));
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  jobs_->Tick();
+  EXPECT_EQ(State(old->id()), v1::RUNNING);
+  const v1::Partition p0 = Next(w0).run();
+  EXPECT_EQ(p0.job_id(), old->id());
+  EXPECT_EQ(p0.plan().version(), jobspec::kPlanVersion);
+  EXPECT_EQ(p0.plan().strategy(), v1::MULTI_WORKER_MIRRORED);
+  EXPECT_TRUE(Next(w1).has_run());
+}
+
 // A row SQLite itself cannot read (a damaged page of the job's record) costs that job only:
 // the coordinator starts (it used to exit: listing the jobs failed as a whole), answers the
 // job FAILED naming the store and SQLite's error, and runs the others.

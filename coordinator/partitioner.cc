@@ -4,7 +4,7 @@
 #include "common/cluster_proto.h"
 #include "common/secure_random.h"
 #include "common/status.h"
-#include "coordinator/job_validation.h"
+#include "jobspec/rules.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -16,7 +16,7 @@ std::string RendezvousPrefix(const std::string& job_id, int attempt) {
 std::string NewJobSecret() { return SecureRandomHex(32); }
 
 int64_t CountReplicas(const v1::JobSpec& spec, const std::vector<WorkerSlot>& workers) {
-  if (EffectiveStrategy(spec) == v1::ONE_DEVICE) return workers.empty() ? 0 : 1;
+  if (jobspec::EffectiveStrategy(spec) == v1::ONE_DEVICE) return workers.empty() ? 0 : 1;
   int64_t n = 0;
   for (const WorkerSlot& w : workers) n += std::max(1, w.devices);
   return n;
@@ -30,7 +30,7 @@ absl::StatusOr<std::vector<v1::Partition>> MakePartitions(
     return absl::InvalidArgumentError(absl::StrCat("job ", job_id, ": no worker to run it on"));
   }
   const int64_t replicas = CountReplicas(spec, workers);
-  LS_RETURN_IF_ERROR(CheckBatchDivisible(spec, replicas));
+  LS_RETURN_IF_ERROR(jobspec::CheckBatchDivisible(spec, replicas));
   ClusterMap group;
   for (const WorkerSlot& w : workers) group["worker"].push_back(w.address);
   if (evaluator.has_value()) group["evaluator"].push_back(evaluator->address);
@@ -54,7 +54,7 @@ absl::StatusOr<std::vector<v1::Partition>> MakePartitions(
     *p.mutable_cluster() = cluster;
     ToProto(TaskRef{"worker", rank}, p.mutable_task());
     const int local =
-        EffectiveStrategy(spec) == v1::ONE_DEVICE ? 1 : std::max(1, workers[rank].devices);
+        jobspec::EffectiveStrategy(spec) == v1::ONE_DEVICE ? 1 : std::max(1, workers[rank].devices);
     for (int i = 0; i < local; ++i) p.add_replica_ids(next_replica++);
     p.set_num_replicas_in_sync(static_cast<int32_t>(replicas));
     p.set_shard_index(rank);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "coordinator/job_validation.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -13,11 +12,6 @@ bool IsTrainingTask(const v1::TaskStatus& task) {
 
 TaskRef RefOf(const v1::TaskStatus& task) {
   return TaskRef{task.task().type(), task.task().index()};
-}
-
-int WorkersNeeded(const v1::JobSpec& spec) {
-  if (spec.num_workers() > 0) return spec.num_workers();
-  return EffectiveStrategy(spec) == v1::MULTI_WORKER_MIRRORED ? 0 : 1;
 }
 
 Schedulable SchedulableWorkers(const std::vector<v1::TaskStatus>& tasks,
@@ -75,10 +69,10 @@ void Scheduler::Remove(const std::string& id) {
   needs_.erase(id);
 }
 
-WorkerNeed Scheduler::NeedFor(const std::string& id, const v1::JobSpec& spec) const {
+WorkerNeed Scheduler::NeedFor(const std::string& id, const v1::JobPlan& plan) const {
   auto it = needs_.find(id);
   WorkerNeed need = it != needs_.end() ? it->second : WorkerNeed{};
-  if (need.workers == 0) need.workers = WorkersNeeded(spec);
+  if (need.workers == 0) need.workers = plan.workers();
   return need;
 }
 

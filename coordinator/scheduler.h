@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "coordinator/membership.h"
 #include "lockstep/v1/cluster.pb.h"
-#include "lockstep/v1/job_spec.pb.h"
+#include "lockstep/v1/job_plan.pb.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -24,9 +24,6 @@ namespace coordinator {
 // A task of the training group: type "worker" or "chief".
 bool IsTrainingTask(const v1::TaskStatus& task);
 TaskRef RefOf(const v1::TaskStatus& task);
-// Workers a job's spec asks for: num_workers, or 1 for the one-worker strategies; 0 means
-// "every ALIVE training worker" (MULTI_WORKER_MIRRORED without num_workers).
-int WorkersNeeded(const v1::JobSpec& spec);
 
 // The ALIVE training workers that are not drained, and those of them not `busy`, in task
 // order: what every choice below picks from.
@@ -58,7 +55,7 @@ std::optional<std::vector<const v1::TaskStatus*>> ChooseElastic(
 // What the next attempt of a queued job needs.
 struct WorkerNeed {
   // Exactly this many workers (a restart keeps the group configuration of the attempt it
-  // replaces); 0: the spec decides (WorkersNeeded).
+  // replaces); 0: the job's plan decides (JobPlan.workers).
   int workers = 0;
   // Elastic (restart_policy.min_workers > 0): from `shrink_after` on, any usable count from
   // min_workers up to `workers` will do (ChooseElastic).
@@ -77,8 +74,8 @@ class Scheduler {
   // The queued ids, oldest first.
   std::vector<std::string> Queue() const { return {queue_.begin(), queue_.end()}; }
   // What the next attempt of `id` needs: what Enqueue said, with `workers` 0 replaced by the
-  // spec's count (0 still: every ALIVE worker).
-  WorkerNeed NeedFor(const std::string& id, const v1::JobSpec& spec) const;
+  // plan's count (0 still: every ALIVE worker).
+  WorkerNeed NeedFor(const std::string& id, const v1::JobPlan& plan) const;
 
  private:
   std::set<std::string> queue_;

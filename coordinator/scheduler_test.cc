@@ -54,12 +54,12 @@ TEST(SchedulerTest, QueuesOldestFirstAndARestartKeepsItsWorkerCount) {
   s.Enqueue("job-000002");
   s.Enqueue("job-000001", WorkerNeed{3});
   EXPECT_EQ(s.Queue(), (std::vector<std::string>{"job-000001", "job-000002"}));
-  v1::JobSpec every;
-  every.set_strategy(v1::MULTI_WORKER_MIRRORED);
+  v1::JobPlan every;  // MULTI_WORKER_MIRRORED without num_workers
+  every.set_workers(0);
   EXPECT_EQ(s.NeedFor("job-000001", every).workers, 3);  // the attempt it replaces had 3
   EXPECT_EQ(s.NeedFor("job-000002", every).workers, 0);  // every ALIVE worker
-  v1::JobSpec one;
-  one.set_strategy(v1::MIRRORED);
+  v1::JobPlan one;  // a one-worker strategy
+  one.set_workers(1);
   EXPECT_EQ(s.NeedFor("job-000002", one).workers, 1);
   s.Remove("job-000001");
   EXPECT_EQ(s.Queue(), (std::vector<std::string>{"job-000002"}));

@@ -10,13 +10,11 @@ absl::StatusOr<std::unique_ptr<CentralStorageStrategy>> CentralStorageStrategy::
     const CentralStorageStrategyOptions& options) {
   StrategyConfig config;
   config.name = "CentralStorageStrategy";
-  LS_RETURN_IF_ERROR(CheckCompression(options.communication.compression, config.name));
   LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
   config.gpus = options.available.gpus;
-  // The values reduce on the host whatever the backend; NCCL requests are still checked.
-  LS_RETURN_IF_ERROR(CheckBackend(options.communication.implementation, config.devices,
-                                  BuiltWithCuda(), config.name)
-                         .status());
+  // The values reduce on the host whatever the backend; an NCCL request is still checked.
+  LS_RETURN_IF_ERROR(
+      CheckBackend(options.communication, config.devices, BuiltWithCuda(), config.name).status());
   config.communication = options.communication;
   config.variable_kind = DistributedVariable::Kind::kCentral;
   const int n = static_cast<int>(config.devices.size());

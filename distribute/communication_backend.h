@@ -1,10 +1,10 @@
-// The one decision of which collectives carry a job's replicas (the spec's
-// communication.implementation), made by every layer that needs it with the facts it has:
-//   submit      coordinator/gpu_requirements.cc: GPU replicas when an ALIVE worker offers a GPU
-//   strategies  distribute/devices.cc (CheckBackend): the resolved replica devices and this
-//               binary's build
-//   worker      worker/job_strategy.cc: the spec's field, read here (ImplementationFromSpec)
-// so that they cannot disagree. The table (ResolveBackend):
+// The table of which collectives carry a job's replicas (the spec's
+// communication.implementation). A job's backend is decided once, when the coordinator lowers
+// the spec (jobspec/lower.h, against the workers' devices), and carried in its plan; the
+// strategies take the planned backend as given (CommunicationOptions::backend) and consult the
+// table themselves only when built directly, without a plan (distribute/devices.cc:
+// CheckBackend, with the resolved replica devices and this binary's build). The table
+// (ResolveBackend):
 //   implementation   replicas  build has CUDA  ->
 //   AUTO (or unset)  GPU       yes                kNccl
 //   AUTO (or unset)  CPU       any                kLockstep (collectives/: ring, halving-doubling)

@@ -70,15 +70,18 @@ TEST(CommunicationBackendTest, ReadsTheSpecsField) {
   EXPECT_EQ(ImplementationFromSpec(v1::CommunicationSpec::NCCL), Implementation::kNccl);
 }
 
-// The strategies' check: the same decisions for their resolved devices, the strategy named.
+// The strategies' check without a plan: the same decisions for their resolved devices, the
+// strategy named. (With a plan's backend it checks only this worker's facts: strategy_test.)
 TEST(CommunicationBackendTest, StrategiesCheckAgreesWithTheTable) {
   const std::vector<engine::Device> cpus = {engine::Device::Cpu(0), engine::Device::Cpu(1)};
   const std::vector<engine::Device> gpus = {engine::Device(engine::Device::Type::kCuda, 0)};
   int row = 0;
   for (const Row& r : kTable) {
     SCOPED_TRACE(row++);
-    absl::StatusOr<CollectiveBackend> got = CheckBackend(
-        r.implementation, r.replicas == kGpu ? gpus : cpus, r.cuda, "MirroredStrategy");
+    CommunicationOptions options;
+    options.implementation = r.implementation;
+    absl::StatusOr<CollectiveBackend> got =
+        CheckBackend(options, r.replicas == kGpu ? gpus : cpus, r.cuda, "MirroredStrategy");
     absl::StatusOr<CollectiveBackend> want = ResolveBackend({r.implementation, r.replicas, r.cuda});
     ASSERT_EQ(got.status().code(), want.status().code());
     if (got.ok()) {
@@ -90,7 +93,7 @@ TEST(CommunicationBackendTest, StrategiesCheckAgreesWithTheTable) {
   }
   std::vector<engine::Device> mixed = cpus;
   mixed.push_back(gpus[0]);
-  EXPECT_EQ(CheckBackend(Implementation::kAuto, mixed, true, "MirroredStrategy").status().code(),
+  EXPECT_EQ(CheckBackend(CommunicationOptions{}, mixed, true, "MirroredStrategy").status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

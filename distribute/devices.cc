@@ -55,21 +55,12 @@ absl::StatusOr<std::vector<engine::Device>> ResolveDevices(const std::vector<std
   return out;
 }
 
-absl::Status CheckCompression(collectives::Compression compression,
-                              const std::string& strategy_name) {
-  if (compression == collectives::Compression::kNone) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      strategy_name, ": communication compression ", collectives::CompressionName(compression),
-      " halves the gradients that workers exchange, and this strategy runs on one worker; use "
-      "MultiWorkerMirroredStrategy or no compression"));
-}
-
-absl::StatusOr<CollectiveBackend> CheckBackend(CommunicationOptions::Implementation implementation,
+absl::StatusOr<CollectiveBackend> CheckBackend(const CommunicationOptions& communication,
                                                const std::vector<engine::Device>& devices,
                                                bool built_with_cuda,
                                                const std::string& strategy_name) {
   BackendQuery query;
-  query.implementation = implementation;
+  query.implementation = communication.implementation;
   query.built_with_cuda = built_with_cuda;
   bool cpu = false;
   bool gpu = false;
@@ -79,6 +70,17 @@ absl::StatusOr<CollectiveBackend> CheckBackend(CommunicationOptions::Implementat
   if (cpu && gpu) {
     return absl::InvalidArgumentError(
         absl::StrCat(strategy_name, ": devices mix /cpu:N and /gpu:N; one replica kind per job"));
+  }
+  if (communication.backend.has_value()) {
+    // Decided by the job's plan: only what this worker has is checked.
+    if (*communication.backend == CollectiveBackend::kNccl && !built_with_cuda) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          strategy_name,
+          ": this worker cannot run the job's plan: it carries the replicas' collectives over "
+          "NCCL, and this worker has no NCCL (lockstepd built without --config=cuda); a fact "
+          "of this worker, not a rule of the job"));
+    }
+    return *communication.backend;
   }
   query.replicas = gpu ? ReplicaKind::kGpu : ReplicaKind::kCpu;
   absl::StatusOr<CollectiveBackend> backend = ResolveBackend(query);

@@ -23,19 +23,16 @@ absl::StatusOr<std::vector<engine::Device>> ResolveDevices(const std::vector<std
 // Whether this binary was built with CUDA (and so NCCL). False in the default build.
 bool BuiltWithCuda();
 
-// The collectives that carry replicas on `devices` (all of one kind, else INVALID_ARGUMENT)
-// for `implementation`, `built_with_cuda` saying whether NCCL is there (BuiltWithCuda(), or
-// a fake NCCL in tests): ResolveBackend (communication_backend.h), its error prefixed with
-// `strategy_name`.
-absl::StatusOr<CollectiveBackend> CheckBackend(CommunicationOptions::Implementation implementation,
+// The collectives that carry replicas on `devices` (all of one kind, else INVALID_ARGUMENT).
+// With communication.backend given (a job's plan decided it): that backend, once this worker
+// can run it (FAILED_PRECONDITION naming the fact when NCCL is asked of a worker without it,
+// `built_with_cuda` false). Without: ResolveBackend (communication_backend.h) of
+// communication.implementation, `built_with_cuda` saying whether NCCL is there
+// (BuiltWithCuda(), or a fake NCCL in tests), its error prefixed with `strategy_name`.
+absl::StatusOr<CollectiveBackend> CheckBackend(const CommunicationOptions& communication,
                                                const std::vector<engine::Device>& devices,
                                                bool built_with_cuda,
                                                const std::string& strategy_name);
-
-// INVALID_ARGUMENT for a compression other than kNone: it halves what workers exchange, and
-// `strategy_name` runs on one worker (its replicas reduce in host memory or in process).
-absl::Status CheckCompression(collectives::Compression compression,
-                              const std::string& strategy_name);
 
 }  // namespace lockstep::distribute
 

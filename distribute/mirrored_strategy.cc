@@ -34,12 +34,11 @@ absl::StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
     const MirroredStrategyOptions& options) {
   StrategyConfig config;
   config.name = "MirroredStrategy";
-  LS_RETURN_IF_ERROR(CheckCompression(options.communication.compression, config.name));
   LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
   config.gpus = options.available.gpus;
-  LS_ASSIGN_OR_RETURN(const CollectiveBackend backend,
-                      CheckBackend(options.communication.implementation, config.devices,
-                                   HasNccl(options.nccl), config.name));
+  LS_ASSIGN_OR_RETURN(
+      const CollectiveBackend backend,
+      CheckBackend(options.communication, config.devices, HasNccl(options.nccl), config.name));
   config.communication = options.communication;
   const int n = static_cast<int>(config.devices.size());
   const CrossDeviceOpsKind kind = options.cross_device_ops.value_or(

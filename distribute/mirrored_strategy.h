@@ -37,7 +37,7 @@ struct MirroredStrategyOptions {
 
 class MirroredStrategy final : public Strategy {
  public:
-  // Errors as ResolveDevices, CheckBackend, CheckCompression and NcclAllReduce::Create;
+  // Errors as ResolveDevices, CheckBackend and NcclAllReduce::Create;
   // INVALID_ARGUMENT for kNcclAllReduce when the replicas' collectives are not NCCL.
   static absl::StatusOr<std::unique_ptr<MirroredStrategy>> Create(
       const MirroredStrategyOptions& options = {});

@@ -31,9 +31,9 @@ absl::StatusOr<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   config.num_workers = cluster.num_workers();
   LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
   config.gpus = options.available.gpus;
-  LS_ASSIGN_OR_RETURN(const CollectiveBackend backend,
-                      CheckBackend(options.communication.implementation, config.devices,
-                                   HasNccl(options.nccl), config.name));
+  LS_ASSIGN_OR_RETURN(
+      const CollectiveBackend backend,
+      CheckBackend(options.communication, config.devices, HasNccl(options.nccl), config.name));
   config.communication = options.communication;
   config.cluster_resolver = cluster;
   if (config.num_workers > 1 && options.store == nullptr) {

@@ -60,9 +60,14 @@ class Strategy;
 
 // tf.distribute.experimental.CommunicationOptions.
 struct CommunicationOptions {
-  // Resolved per replica kind by ResolveBackend (communication_backend.h).
+  // Resolved per replica kind by ResolveBackend (communication_backend.h), unless `backend`
+  // is given. kRing also keeps Lockstep's collectives on the ring algorithm.
   using Implementation = distribute::Implementation;
   Implementation implementation = Implementation::kAuto;
+  // The backend a job's plan decided (jobspec/lower.h, worker/job_strategy.h): the strategy
+  // takes it as given and checks only the facts of this worker (NCCL in its build), never
+  // the choice. Unset (a strategy built directly): `implementation` is resolved.
+  std::optional<CollectiveBackend> backend;
   // Cross-worker fusion: tensors are packed into all-reduces of at most this many bytes
   // (0: the collectives' default pack size, 4 MiB).
   size_t bytes_per_pack = 0;
@@ -80,7 +85,8 @@ struct CommunicationOptions {
   // the all-reduce and widened back before the optimizer applies them
   // (collectives::FusedAllReduce); variables and optimizer state stay f32. Losses, metrics,
   // ReplicaContext::AllReduce and CrossWorkerSum (so the Trainer's path without overlap)
-  // stay f32. The strategies of one worker refuse kBF16 (CheckCompression).
+  // stay f32. The strategies of one worker exchange nothing between workers and ignore it
+  // (a job's lowering refuses BF16 for them: jobspec/rules.h).
   collectives::Compression compression = collectives::Compression::kNone;
 };
 

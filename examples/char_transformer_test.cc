@@ -2,19 +2,20 @@
 // (2 causal self-attention blocks over the fortunes corpus, examples/data/README.md),
 // trained on one replica in this process with the job's model, optimizer, batch and steps:
 // its validation loss per character falls below the figure the README states. The job file
-// is first checked as the coordinator checks a submitted job (ValidateForReplicas), so that
-// what trains here is also accepted by `lockstep submit` and `lockstep local`.
+// goes through the lowering the coordinator runs at submit (jobspec/lower.h) first, and the
+// test trains what the plan says (its training source, its evaluation source), so that what
+// trains here is what `lockstep submit` and `lockstep local` accept and run.
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
-#include "coordinator/job_validation.h"
 #include "data/example_reader.h"
 #include "data/split.h"
 #include "examples/local_trainer.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "jobspec/lower.h"
 #include "lockstep/v1/job_spec.pb.h"
 
 namespace lockstep::examples {
@@ -40,17 +41,18 @@ absl::StatusOr<data::Element> ReadWindows(const std::string& file) {
 }
 
 // With an eval source the workers stream the training files and cannot know an epoch's
-// size: the coordinator takes `steps` only, and so does this test.
-TEST(CharTransformer, JobFileIsAcceptedAsTheCoordinatorAcceptsASubmission) {
+// size: the lowering takes `steps` only, and so does this test.
+TEST(CharTransformer, JobFileLowersAsTheCoordinatorLowersASubmission) {
   v1::JobSpec job = ReadJob("examples/jobs/char_transformer.json");
   for (const int replicas : {1, 2, 4}) {
-    const absl::Status valid =
-        coordinator::ValidateForReplicas(job, coordinator::JobLimits{}, replicas);
-    EXPECT_TRUE(valid.ok()) << replicas << " replicas: " << valid;
+    const absl::StatusOr<v1::JobPlan> plan =
+        jobspec::LowerJobSpec(job, jobspec::ClusterFacts::OneWorker(replicas));
+    EXPECT_TRUE(plan.ok()) << replicas << " replicas: " << plan.status();
   }
   job.set_epochs(6);
   job.set_steps(0);
-  const absl::Status epochs = coordinator::ValidateForReplicas(job, coordinator::JobLimits{}, 1);
+  const absl::Status epochs =
+      jobspec::LowerJobSpec(job, jobspec::ClusterFacts::OneWorker(1)).status();
   EXPECT_EQ(epochs.code(), absl::StatusCode::kInvalidArgument) << epochs;
   EXPECT_THAT(std::string(epochs.message()), ::testing::StartsWith("epochs: ")) << epochs;
   EXPECT_THAT(std::string(epochs.message()), ::testing::HasSubstr("give steps instead")) << epochs;
@@ -58,11 +60,17 @@ TEST(CharTransformer, JobFileIsAcceptedAsTheCoordinatorAcceptsASubmission) {
 
 TEST(CharTransformer, ValidationLossFallsBelow2Point05) {
   const v1::JobSpec job = ReadJob("examples/jobs/char_transformer.json");
-  const absl::Status accepted = coordinator::ValidateForReplicas(job, coordinator::JobLimits{}, 1);
-  ASSERT_TRUE(accepted.ok()) << accepted;
+  const absl::StatusOr<v1::JobPlan> plan =
+      jobspec::LowerJobSpec(job, jobspec::ClusterFacts::OneWorker(1));
+  ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_GT(job.steps(), 0);
-  auto train = ReadWindows("examples/data/fortunes-train.tfrecord");
-  auto valid = ReadWindows("examples/data/fortunes-valid.tfrecord");
+  // What the plan decided: one CPU replica, evaluation on the job's eval source.
+  ASSERT_EQ(plan->devices().kind(), v1::DevicePlan::CPU);
+  ASSERT_EQ(plan->input().eval(), v1::InputPlan::SOURCE);
+  ASSERT_EQ(job.data().train().files_size(), 1);
+  ASSERT_EQ(job.data().eval().files_size(), 1);
+  auto train = ReadWindows(job.data().train().files(0));
+  auto valid = ReadWindows(job.data().eval().files(0));
   ASSERT_TRUE(train.ok()) << train.status();
   ASSERT_TRUE(valid.ok()) << valid.status();
   ASSERT_EQ(train->labels.shape(), (engine::Shape{5148, 64}));

@@ -5,13 +5,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "coordinator/job_validation.h"
 #include "engine/model_builder.h"
 #include "examples/digits_data.h"
 #include "examples/local_trainer.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "jobspec/lower.h"
 #include "lockstep/v1/job_spec.pb.h"
 
 namespace lockstep::examples {
@@ -84,9 +84,10 @@ TEST(Digits, JobFilesHoldTheseModelsAndAreAcceptedAsSubmitted) {
         << job_file << " vs " << model_file;
     EXPECT_TRUE(MessageDifferencer::Equals(job.optimizer(), *optimizer)) << job_file;
     for (const int replicas : {1, 2, 3}) {  // `lockstep local` starts 3 workers by default
-      const absl::Status accepted =
-          coordinator::ValidateForReplicas(job, coordinator::JobLimits{}, replicas);
-      EXPECT_TRUE(accepted.ok()) << job_file << " on " << replicas << " replicas: " << accepted;
+      const absl::StatusOr<v1::JobPlan> accepted =
+          jobspec::LowerJobSpec(job, jobspec::ClusterFacts::OneWorker(replicas));
+      EXPECT_TRUE(accepted.ok()) << job_file << " on " << replicas
+                                 << " replicas: " << accepted.status();
     }
   }
 }

@@ -28,10 +28,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/job_format.h"
-#include "coordinator/job_validation.h"
 #include "coordinator/partitioner.h"
 #include "engine/executor.h"
 #include "engine/model_builder.h"
+#include "jobspec/lower.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/fake_worker_service_client.h"
 #include "worker/job_executor.h"
@@ -133,15 +133,16 @@ int Main(int argc, char** argv) {
     spec->mutable_init_from()->set_format(v1::InitFrom::SAFETENSORS);
     spec->mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0);
   }
-  if (absl::Status s = coordinator::ValidateJobSpec(*spec); !s.ok()) {
-    return Fail(std::string(s.message()));
-  }
+  absl::StatusOr<v1::JobPlan> plan =
+      jobspec::LowerJobSpec(*spec, jobspec::ClusterFacts::OneWorker(1));
+  if (!plan.ok()) return Fail(std::string(plan.status().message()));
   coordinator::WorkerSlot slot;
   slot.task = {"worker", 0};
   slot.address = "127.0.0.1:1";
   auto partitions =
       coordinator::MakePartitions(spec->name(), 0, *spec, {slot}, coordinator::NewJobSecret());
   if (!partitions.ok()) return Fail(std::string(partitions.status().message()));
+  *partitions->front().mutable_plan() = *plan;
 
   worker::FakeWorkerServiceClient client;
   worker::JobExecutorOptions options;

@@ -10,7 +10,7 @@
 //   - the path is resolved with realpath(3), symlinks included (an output directory that
 //     does not exist yet: its nearest existing ancestor, then the rest, which cannot hold a
 //     symlink since it does not exist), and must lie inside the real path of one root.
-// The coordinator refuses ".." at submit (coordinator/job_validation.h); only the worker
+// The coordinator refuses ".." at submit (jobspec/rules.h); only the worker
 // knows its roots and its file system.
 // Limitation: the check and the later open are two steps; a user who can swap a symlink
 // inside a root between them could still escape it. Roots should hold only files their

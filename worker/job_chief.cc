@@ -35,8 +35,8 @@ absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& 
     }
   }
   const v1::JobSpec& spec = partition.spec();
-  const int keep = spec.checkpoint().keep() > 0 ? spec.checkpoint().keep() : 5;
-  const int copies = spec.checkpoint().copies();
+  const int keep = partition.plan().checkpoint().keep();
+  const int copies = partition.plan().checkpoint().copies();
   if (IsChief(partition) && !spec.checkpoint().dir().empty()) {
     // The checkpoints users see, which are also the chief's own copy.
     chief::CheckpointManager::Options co;

@@ -68,6 +68,7 @@ TEST(JobChiefCopies, AJobStartingDeletesEndedJobsCopiesBeyondTheRetention) {
   SetWorkerGroup({"127.0.0.1:2000", "127.0.0.1:2001"}, 1, &p);
   p.mutable_spec()->mutable_checkpoint()->set_dir("ckpt");  // the chief's; this rank copies
   p.mutable_spec()->mutable_checkpoint()->set_keep(2);
+  p.mutable_plan()->mutable_checkpoint()->set_keep(2);  // what the lowering makes of it
   absl::StatusOr<std::unique_ptr<JobChief>> chief =
       JobChief::Create(p, Clock::Real(), state, /*retained_copy_jobs=*/1);
   ASSERT_TRUE(chief.ok()) << chief.status();

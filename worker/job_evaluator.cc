@@ -48,10 +48,11 @@ absl::Status RunEvaluator(const v1::Partition& partition, collectives::Store* st
                           const EvalLinkOptions& link_options, Clock* clock,
                           const EvaluatorHooks& hooks) {
   const v1::JobSpec& spec = partition.spec();
-  LS_ASSIGN_OR_RETURN(JobInput input, BuildJobInput(spec));
-  if (!input.eval.has_value()) {
-    return absl::FailedPreconditionError(
-        "evaluator.enabled: the job has no eval data; set data.eval or data.eval_fraction > 0");
+  LS_ASSIGN_OR_RETURN(JobInput input, BuildJobInput(spec, partition.plan().input()));
+  if (!input.eval.has_value()) {  // the lowering refuses an evaluator without eval data
+    return absl::FailedPreconditionError(absl::StrCat(
+        "partition.plan.input of job ", partition.job_id(),
+        ": no evaluation data for the evaluator task (a plan the coordinator cannot have made)"));
   }
   LS_ASSIGN_OR_RETURN(engine::Graph graph, engine::BuildModel(spec.model()));
   LS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Executor> executor, engine::Executor::Create(&graph));

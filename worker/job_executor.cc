@@ -14,6 +14,7 @@
 #include "distribute/trainer.h"
 #include "engine/executor.h"
 #include "engine/model_builder.h"
+#include "jobspec/lower.h"
 #include "spdlog/spdlog.h"
 #include "worker/chief/event_writer.h"
 #include "worker/init_from.h"
@@ -102,8 +103,17 @@ absl::StatusOr<std::unique_ptr<JobExecutor>> JobExecutor::Create(v1::Partition p
   if (options.client == nullptr) {
     return absl::InvalidArgumentError("JobExecutorOptions.client is null");
   }
-  // The spec was validated, and the attempt's rendezvous prefix made, by the coordinator
-  // (coordinator/job_validation, JobService); this only refuses what it cannot run at all.
+  // The spec was lowered into the partition's plan, and the attempt's rendezvous prefix
+  // made, by the coordinator (jobspec/lower.h, JobService): the plan is executed as it is;
+  // this only refuses a partition that carries none it can read.
+  if (partition.plan().version() != jobspec::kPlanVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("partition.plan of job ", partition.job_id(), ": ",
+                     partition.plan().version() == 0
+                         ? "missing (the coordinator is from before job plans; upgrade it)"
+                         : absl::StrCat("version ", partition.plan().version()),
+                     "; this worker executes plans of version ", jobspec::kPlanVersion));
+  }
   if (partition.rendezvous_prefix().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("partition.rendezvous_prefix is empty (job ", partition.job_id(),
@@ -383,7 +393,8 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
     if (v.trainable) gradient_sizes.push_back(v.shape.num_elements() * engine::SizeOf(v.dtype));
   }
   JobStrategyOptions so;
-  so.shm_heap_bytes = spec.communication().disable_shm_heap() ? 0 : ShmHeapBytes(gradient_sizes);
+  so.shm_heap_bytes =
+      partition_.plan().communication().shm_heap() ? ShmHeapBytes(gradient_sizes) : 0;
   so.devices = options_.devices;
   so.nccl = options_.nccl;
   so.store = store_.get();
@@ -434,9 +445,8 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
   LS_ASSIGN_OR_RETURN(session->chief, JobChief::Create(partition_, clock_, options_.state_dir,
                                                        options_.retained_checkpoint_copies));
   if (IsChief(partition_) && HasEvaluator(partition_)) {
-    const absl::Duration timeout = spec.communication().timeout_ms() > 0
-                                       ? absl::Milliseconds(spec.communication().timeout_ms())
-                                       : absl::Seconds(60);
+    const absl::Duration timeout =
+        absl::Milliseconds(partition_.plan().communication().timeout_ms());
     session->eval_sender = std::make_unique<CheckpointSender>(
         partition_,
         std::make_unique<CoordinatorStore>(options_.client, partition_.rendezvous_prefix(), clock_),
@@ -456,7 +466,7 @@ absl::Status JobExecutor::RunLoop() {
   if (IsEvaluator(partition_)) return RunAsEvaluator();
   const v1::JobSpec& spec = partition_.spec();
   // Input first: a local error (a missing file) shows before peers wait on us.
-  LS_ASSIGN_OR_RETURN(JobInput input, BuildJobInput(spec));
+  LS_ASSIGN_OR_RETURN(JobInput input, BuildJobInput(spec, partition_.plan().input()));
   LS_ASSIGN_OR_RETURN(const int64_t total_steps, TotalSteps(spec, input));
   UpdateReport([&](v1::JobReport& r) { r.set_total_steps(total_steps); });
   LS_RETURN_IF_ERROR(Rendezvous());
@@ -482,8 +492,8 @@ absl::Status JobExecutor::RunLoop() {
 
 absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total_steps) {
   const v1::JobSpec& spec = partition_.spec();
-  const int64_t summary_every =
-      spec.summaries().every_steps() > 0 ? spec.summaries().every_steps() : 10;
+  const v1::JobPlan& plan = partition_.plan();
+  const int64_t summary_every = plan.summary_every_steps();
   const int64_t batches_per_step = BatchesPerStep(spec);
   auto checkpoint = [&](int64_t step) -> absl::Status {
     recorder_.SetPhase(v1::PHASE_CHECKPOINT, step);
@@ -578,7 +588,7 @@ absl::Status JobExecutor::Train(Session& s, const JobInput& input, int64_t total
       LS_RETURN_IF_ERROR(evaluate(step));
     }
     const bool checkpointed =
-        spec.checkpoint().every_steps() > 0 && step % spec.checkpoint().every_steps() == 0;
+        plan.checkpoint().every_steps() > 0 && step % plan.checkpoint().every_steps() == 0;
     if (checkpointed && !last) LS_RETURN_IF_ERROR(checkpoint(step));
     if (r->stop && !last) {
       // Every worker of the group learnt it after this same step: each writes its copy.

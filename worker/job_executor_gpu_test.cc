@@ -15,6 +15,7 @@
 #include "engine/model_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "jobspec/lower.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/fake_worker_service_client.h"
 #include "worker/job_executor.h"
@@ -76,6 +77,10 @@ v1::Partition OneWorker(const v1::JobSpec& spec) {
   p.set_num_shards(1);
   p.set_rendezvous_prefix(absl::StrCat("jobs/", spec.name(), "/0"));
   p.set_secret("0123456789abcdef");
+  absl::StatusOr<v1::JobPlan> plan =
+      jobspec::LowerJobSpec(spec, jobspec::ClusterFacts::OneWorker(1, spec.gpus()));
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (plan.ok()) *p.mutable_plan() = *plan;
   return p;
 }
 

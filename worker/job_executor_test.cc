@@ -20,6 +20,7 @@
 #include "engine/model_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "jobspec/lower.h"
 #include "worker/checkpoint_bound.h"
 #include "worker/chief/checkpoint.h"
 #include "worker/chief/event_writer.h"
@@ -35,6 +36,7 @@ namespace lockstep::worker {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
@@ -92,6 +94,12 @@ v1::Partition PartitionOf(const v1::JobSpec& spec, int rank, int workers) {
   p.set_num_shards(workers);
   p.set_rendezvous_prefix(absl::StrCat("jobs/", spec.name(), "/0"));
   p.set_secret("0123456789abcdef");
+  // As the coordinator lowers it at submit (`workers` workers of one CPU device).
+  jobspec::ClusterFacts facts;
+  facts.workers.assign(workers, jobspec::WorkerFacts{1, 0});
+  absl::StatusOr<v1::JobPlan> plan = jobspec::LowerJobSpec(spec, facts);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (plan.ok()) *p.mutable_plan() = *plan;
   return p;
 }
 
@@ -228,6 +236,40 @@ TEST(JobExecutor, OneWorkerTrainsDigitsWithCheckpointAndSummaries) {
         chief::summary_tags::kApplyMs}) {
     EXPECT_EQ(tags.count(std::string(tag)), 1u) << "no " << tag << " scalar in the event file";
   }
+}
+
+// The worker executes the plan it is given and re-decides nothing from the spec. This plan
+// is one the coordinator refuses to make of this spec (the spec holds nothing out, so
+// `epochs` is refused: "epochs: with data.eval_fraction 0 ..."), made by hand: it holds 0.2
+// out, checkpoints every 10 steps and keeps 3. The job trains one epoch of the held-out
+// split, evaluates on it and checkpoints as planned, not as the spec says.
+TEST(JobExecutor, RunsAHandMadePlanTheCoordinatorWouldRefuseExactlyAsPlanned) {
+  FakeCoordinatorClient client;
+  v1::JobSpec spec = DigitsSpec("hand-plan", 1);
+  v1::Partition p = PartitionOf(spec, 0, 1);  // lowered with eval_fraction 0.2
+  spec.mutable_data()->set_eval_fraction(0);
+  *p.mutable_spec() = spec;
+  const absl::Status refused =
+      jobspec::LowerJobSpec(spec, jobspec::ClusterFacts::OneWorker(1)).status();
+  EXPECT_THAT(std::string(refused.message()), StartsWith("epochs: with data.eval_fraction 0"));
+  ASSERT_EQ(p.plan().input().eval(), v1::InputPlan::HELD_OUT);
+  p.mutable_plan()->mutable_checkpoint()->set_every_steps(10);  // the spec says 300
+  p.mutable_plan()->mutable_checkpoint()->set_keep(3);          // the spec says 2
+  auto executor = MakeExecutor(p, &client);
+  ASSERT_NE(executor, nullptr);
+  const v1::JobReport r = executor->Run();
+  ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
+  EXPECT_EQ(r.total_steps(), 1438 / 32);  // one epoch of the 80% the plan holds in
+  EXPECT_GE(r.eval_accuracy(), 0);        // evaluated on the 20% it holds out
+  std::vector<std::string> kept;
+  for (const auto& e : std::filesystem::directory_iterator(spec.checkpoint().dir())) {
+    kept.push_back(e.path().filename().string());
+  }
+  std::sort(kept.begin(), kept.end());
+  // Every 10 steps, the newest 3 kept (the spec would give only the final one).
+  EXPECT_EQ(kept, (std::vector<std::string>{chief::CheckpointManager::FileName(30),
+                                            chief::CheckpointManager::FileName(40),
+                                            chief::CheckpointManager::FileName(1438 / 32)}));
 }
 
 TEST(JobExecutor, TwoWorkersOverTcpTrainDigitsIdentically) {

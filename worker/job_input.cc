@@ -66,23 +66,15 @@ data::Dataset SourceDataset(const v1::DataSource& source, std::vector<std::strin
   return ds;
 }
 
-absl::Status CheckFiles(const v1::DataSource& source, absl::string_view field) {
-  if (source.files().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".files: no input files; give at least one CSV or TFRecord file"));
-  }
-  return absl::OkStatus();
-}
-
 // Shuffled by (seed, epoch), batched with the remainder dropped, repeated forever. With
 // DATA sharding every worker shuffles the whole set identically, batches it by the global
 // batch and keeps its own slice of rows of each global batch (tf.distribute's rebatching):
 // the global batch of every step is the same whatever the number of workers, so a job's
 // weights do not depend on how many workers ran it (within float rounding).
-data::Dataset TrainPipeline(data::Dataset ds, const v1::JobSpec& spec, const ShardSpec& shard,
-                            int64_t batch_size, int64_t shuffle_buffer) {
-  if (!spec.data().no_shuffle()) {
-    ds = ds.Shuffle(shuffle_buffer, spec.seed(), /*reshuffle_each_iteration=*/true);
+data::Dataset TrainPipeline(data::Dataset ds, const v1::InputPlan& plan, uint64_t seed,
+                            const ShardSpec& shard, int64_t batch_size, int64_t shuffle_buffer) {
+  if (plan.shuffle()) {
+    ds = ds.Shuffle(shuffle_buffer, seed, /*reshuffle_each_iteration=*/true);
   }
   if (shard.num_shards > 1) {
     const int64_t begin = shard.shard_index * batch_size;
@@ -152,20 +144,11 @@ TrainEpoch TrainEpochOf(const JobInput& input, const distribute::ShardSpec& shar
   return epoch;
 }
 
-absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec) {
+absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec, const v1::InputPlan& plan) {
   const v1::DataSpec& data = spec.data();
   if (data.train().format() == v1::DataSource::SYNTHETIC) return SyntheticInput(spec);
-  if (data.train().format() == v1::DataSource::RECORDS) {
-    return absl::UnimplementedError(
-        "data.train.format RECORDS is not supported by the job executor yet; use CSV");
-  }
-  LS_RETURN_IF_ERROR(CheckFiles(data.train(), "data.train"));
-  if (data.eval_fraction() < 0 || data.eval_fraction() >= 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data.eval_fraction: ", data.eval_fraction(), " is outside [0, 1)"));
-  }
   JobInput input;
-  switch (data.auto_shard_policy()) {
+  switch (plan.auto_shard_policy()) {
     case v1::FILE:
       input.policy = distribute::AutoShardPolicy::kFile;
       break;
@@ -180,28 +163,27 @@ absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec) {
       break;
   }
   const v1::DataSource train_source = data.train();
-  if (data.has_eval() && !data.eval().files().empty()) {
-    LS_RETURN_IF_ERROR(CheckFiles(data.eval(), "data.eval"));
+  if (plan.eval() == v1::InputPlan::SOURCE) {
     LS_ASSIGN_OR_RETURN(data::Element eval,
                         data::ReadAll(SourceDataset(data.eval(), {data.eval().files().begin(),
                                                                   data.eval().files().end()})));
     input.eval = std::move(eval);
   }
-  if (data.eval_fraction() > 0 && !input.eval.has_value()) {
+  if (plan.eval() == v1::InputPlan::HELD_OUT) {
     // Held-out split: everything in memory, split by the job seed.
     LS_ASSIGN_OR_RETURN(data::Element all,
                         data::ReadAll(SourceDataset(train_source, {train_source.files().begin(),
                                                                    train_source.files().end()})));
-    LS_ASSIGN_OR_RETURN(auto split, data::TrainTestSplit(all, data.eval_fraction(), spec.seed()));
+    LS_ASSIGN_OR_RETURN(auto split, data::TrainTestSplit(all, plan.eval_fraction(), spec.seed()));
     input.eval = std::move(split.second);
     data::Element train = std::move(split.first);
     input.train_examples = train.features.shape().dim(0);
     const int64_t n = input.train_examples;
-    input.train.make = [train, spec, n](
+    input.train.make = [train, plan, seed = spec.seed(), n](
                            const ShardSpec& shard,
                            int64_t batch_size) -> absl::StatusOr<std::unique_ptr<BatchIterator>> {
       data::Dataset ds = TrainPipeline(data::Dataset::FromTensors(train.features, train.labels),
-                                       spec, shard, batch_size, n);
+                                       plan, seed, shard, batch_size, n);
       LS_ASSIGN_OR_RETURN(auto it, ds.MakeIterator());
       return distribute::AsBatchIterator(std::move(it));
     };
@@ -209,11 +191,11 @@ absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec) {
   }
   // Streamed files: the strategy may hand this worker a subset (FILE sharding).
   input.train.files = {train_source.files().begin(), train_source.files().end()};
-  input.train.make = [train_source, spec](
+  input.train.make = [train_source, plan, seed = spec.seed()](
                          const ShardSpec& shard,
                          int64_t batch_size) -> absl::StatusOr<std::unique_ptr<BatchIterator>> {
     data::Dataset ds =
-        TrainPipeline(SourceDataset(train_source, shard.files), spec, shard, batch_size,
+        TrainPipeline(SourceDataset(train_source, shard.files), plan, seed, shard, batch_size,
                       /*shuffle_buffer=*/4096);
     LS_ASSIGN_OR_RETURN(auto it, ds.MakeIterator());
     return distribute::AsBatchIterator(std::move(it));

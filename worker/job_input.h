@@ -1,7 +1,8 @@
 // JobInput: a job's input pipeline built from its DataSpec, for one worker of a partition.
 //
 //   CSV (plain or .gz):   read with the spec's label column / header, features multiplied
-//                         by feature_scale. With eval_fraction > 0 and no eval source, the
+//                         by feature_scale. When the plan holds evaluation data out
+//                         (InputPlan.HELD_OUT: eval_fraction > 0, no eval source), the
 //                         whole file set is read into memory and split deterministically by
 //                         the job seed (data::TrainTestSplit), so every worker holds out the
 //                         same examples; otherwise the files are streamed (FILE sharding can
@@ -32,6 +33,7 @@
 #include "data/element.h"
 #include "distribute/auto_shard.h"
 #include "distribute/distributed_dataset.h"
+#include "lockstep/v1/job_plan.pb.h"
 #include "lockstep/v1/job_spec.pb.h"
 
 namespace lockstep {
@@ -60,9 +62,10 @@ struct TrainEpoch {
 TrainEpoch TrainEpochOf(const JobInput& input, const distribute::ShardSpec& shard,
                         int64_t batch_size);
 
-// INVALID_ARGUMENT naming the field ("data.train.files", "data.eval_fraction", ...) for a
-// spec that cannot be read; read errors name the file and line (CSV) or record (TFRECORD).
-absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec);
+// The input `plan` decided (JobPlan.input: evaluation data, sharding, shuffling) of the
+// spec's sources, which the lowering checked (jobspec/rules.h): nothing of the spec is
+// checked again. Read errors name the file and line (CSV) or record (TFRECORD).
+absl::StatusOr<JobInput> BuildJobInput(const v1::JobSpec& spec, const v1::InputPlan& plan);
 
 }  // namespace worker
 }  // namespace lockstep

@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "jobspec/lower.h"
 #include "worker/fake_worker_service_client.h"
 #include "worker/partition_group.h"
-#include "worker/fake_worker_service_client.h"
 
 namespace lockstep::worker {
 namespace {
@@ -28,9 +28,14 @@ v1::Assignment RunAssignment(const std::string& job, int attempt, int64_t steps)
   spec->mutable_optimizer()->mutable_sgd();
   spec->mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0.1);
   spec->mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
+  spec->mutable_data()->mutable_train()->set_synthetic_examples(8);
   spec->set_global_batch_size(8);
   spec->set_steps(steps);
   spec->set_seed(3);
+  absl::StatusOr<v1::JobPlan> plan =
+      jobspec::LowerJobSpec(*spec, jobspec::ClusterFacts::OneWorker(1));
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (plan.ok()) *p->mutable_plan() = *plan;
   return a;
 }
 

@@ -14,52 +14,49 @@
 namespace lockstep {
 namespace worker {
 
-distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec) {
-  const v1::CommunicationSpec& c = spec.communication();
+distribute::CommunicationOptions JobCommunicationOptions(const v1::CommunicationPlan& plan) {
   distribute::CommunicationOptions options;
-  // Resolved per replica kind by the strategies (distribute/communication_backend.h).
-  options.implementation = distribute::ImplementationFromSpec(c.implementation());
-  options.bytes_per_pack = c.bytes_per_pack() > 0 ? static_cast<size_t>(c.bytes_per_pack()) : 0;
-  options.timeout = absl::Milliseconds(c.timeout_ms() > 0 ? c.timeout_ms() : 60000);
-  options.encrypt = c.encrypt();
-  options.compression = c.compression() == v1::CommunicationSpec::BF16
-                            ? collectives::Compression::kBF16
-                            : collectives::Compression::kNone;
+  options.backend = plan.backend() == v1::CommunicationPlan::NCCL
+                        ? distribute::CollectiveBackend::kNccl
+                        : distribute::CollectiveBackend::kLockstep;
+  if (plan.backend() == v1::CommunicationPlan::LOCKSTEP_RING) {
+    options.implementation = distribute::Implementation::kRing;  // the ring algorithm only
+  }
+  options.bytes_per_pack = static_cast<size_t>(plan.bytes_per_pack());
+  options.timeout = absl::Milliseconds(plan.timeout_ms());
+  options.encrypt = plan.encrypt();
+  options.compression =
+      plan.bf16_compression() ? collectives::Compression::kBF16 : collectives::Compression::kNone;
   return options;
 }
 
-absl::StatusOr<distribute::LocalDevices> JobDevices(const v1::JobSpec& spec,
+absl::StatusOr<distribute::LocalDevices> JobDevices(const v1::DevicePlan& plan,
                                                     const distribute::LocalDevices& worker) {
   distribute::LocalDevices devices = worker;
-  if (!spec.gpus()) {
+  if (plan.kind() != v1::DevicePlan::GPU) {
     devices.num_gpus = 0;  // a CPU job stays on /cpu:N, also on a GPU host
     return devices;
   }
   if (worker.num_gpus == 0) {
     return absl::FailedPreconditionError(
-        "gpus: the job asks for GPU replicas, but this worker offers none (lockstepd --gpus in "
-        "a --config=cuda build on a GPU host)");
+        "this worker cannot run the job's plan: it puts the replicas on GPUs, and this worker "
+        "offers none (lockstepd --gpus in a --config=cuda build on a GPU host); a fact of this "
+        "worker, not a rule of the job");
   }
   return devices;
 }
 
 absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
     const v1::Partition& partition, const JobStrategyOptions& job_options) {
-  const v1::JobSpec& spec = partition.spec();
+  const v1::JobPlan& plan = partition.plan();
   JobStrategyOptions options = job_options;
-  LS_ASSIGN_OR_RETURN(options.devices, JobDevices(spec, job_options.devices));
-  const distribute::CommunicationOptions comm = JobCommunicationOptions(spec);
-  const v1::StrategyKind kind = spec.strategy();
-  if (kind != v1::MULTI_WORKER_MIRRORED && kind != v1::STRATEGY_KIND_UNSPECIFIED &&
-      NumWorkers(partition) > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strategy: ", v1::StrategyKind_Name(kind), " runs on one worker, but job ",
-        partition.job_id(), " was given ", NumWorkers(partition), "; use MULTI_WORKER_MIRRORED"));
-  }
-  switch (kind) {
+  LS_ASSIGN_OR_RETURN(options.devices, JobDevices(plan.devices(), job_options.devices));
+  const distribute::CommunicationOptions comm = JobCommunicationOptions(plan.communication());
+  switch (plan.strategy()) {
     case v1::ONE_DEVICE: {
-      LS_ASSIGN_OR_RETURN(auto s, distribute::OneDeviceStrategy::Create(
-                                      spec.gpus() ? "/gpu:0" : "/cpu:0", options.devices));
+      const bool gpu = plan.devices().kind() == v1::DevicePlan::GPU;
+      LS_ASSIGN_OR_RETURN(auto s, distribute::OneDeviceStrategy::Create(gpu ? "/gpu:0" : "/cpu:0",
+                                                                        options.devices));
       return std::unique_ptr<distribute::Strategy>(std::move(s));
     }
     case v1::MIRRORED: {
@@ -77,7 +74,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       LS_ASSIGN_OR_RETURN(auto s, distribute::CentralStorageStrategy::Create(o));
       return std::unique_ptr<distribute::Strategy>(std::move(s));
     }
-    default: {
+    case v1::MULTI_WORKER_MIRRORED: {
       LS_ASSIGN_OR_RETURN(TfConfig cluster, PartitionTfConfig(partition));
       if (options.store == nullptr) {
         return absl::InvalidArgumentError("MultiWorkerMirrored needs a rendezvous store");
@@ -86,7 +83,7 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       o.available = options.devices;
       o.communication = comm;
       o.nccl = options.nccl;
-      o.hierarchical = !spec.communication().flat();
+      o.hierarchical = plan.communication().hierarchical();
       o.communication.shm_heap_bytes = options.shm_heap_bytes;
       o.store = options.store;
       o.key_prefix = "strategy";  // the store itself is scoped by the rendezvous prefix
@@ -101,6 +98,12 @@ absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(
       LS_ASSIGN_OR_RETURN(auto s, distribute::MultiWorkerMirroredStrategy::Create(cluster, o));
       return std::unique_ptr<distribute::Strategy>(std::move(s));
     }
+    default:
+      // Never in a lowered plan: a partition without one (a coordinator from before plans),
+      // which JobExecutor::Create refuses first.
+      return absl::InvalidArgumentError(
+          absl::StrCat("partition.plan.strategy of job ", partition.job_id(), ": ",
+                       v1::StrategyKind_Name(plan.strategy()), " is not a lowered strategy"));
   }
 }
 

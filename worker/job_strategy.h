@@ -1,16 +1,18 @@
-// MakeJobStrategy: the tf.distribute strategy a Partition asks for, on this worker's devices.
-//   MULTI_WORKER_MIRRORED (and unspecified): the group of Partition.cluster and .task
-//     (worker/partition_group.h), joined through `store` (scoped by the partition's
-//     rendezvous prefix) with the attempt's secret and the spec's communication options
-//     (hierarchical unless `flat`).
-//   MIRRORED, CENTRAL_STORAGE: every local device of the job's kind; ONE_DEVICE: the first
-//   one (/gpu:0 for a job that asks for GPUs, else /cpu:0).
-// The job's kind (JobSpec.gpus, JobDevices) bounds every strategy: a CPU job on a GPU host
-// stays on /cpu:N. communication.implementation is read here (ImplementationFromSpec) and
-// resolved by the strategies against their devices (distribute/communication_backend.h).
-// Errors: INVALID_ARGUMENT naming the field (partition.cluster, partition.task,
-// communication.implementation, a single-worker strategy given several workers); the strategies'
-// own errors (rendezvous DEADLINE_EXCEEDED naming the missing peer, ABORTED after store->Abort()).
+// MakeJobStrategy: the tf.distribute strategy a Partition's plan (Partition.plan, lowered by
+// the coordinator: jobspec/lower.h) names, on this worker's devices. The plan decided
+// everything; nothing of the spec is checked again here:
+//   MULTI_WORKER_MIRRORED: the group of Partition.cluster and .task (worker/partition_group.h),
+//     joined through `store`
+//     (scoped by the partition's rendezvous prefix) with the attempt's secret and the plan's
+//     communication (backend, packs, timeout, hierarchical or flat, encryption, compression).
+//   MIRRORED, CENTRAL_STORAGE: every local device of the plan's kind; ONE_DEVICE: the first
+//   one (/gpu:0 for GPU replicas, else /cpu:0).
+// The plan's device kind bounds every strategy: a CPU job on a GPU host stays on /cpu:N.
+// What is still checked is what only this worker knows, and the message says it is a fact
+// of this worker: the GPUs the plan puts replicas on (FAILED_PRECONDITION), NCCL in this
+// build (distribute/devices.h: CheckBackend). Errors otherwise: INVALID_ARGUMENT for a
+// partition the coordinator cannot have sent (no cluster or task, no store); the strategies' own
+// (rendezvous DEADLINE_EXCEEDED naming the missing peer, ABORTED after store->Abort()).
 // Stateless; blocks (multi-worker) until every worker joined or the deadline passes.
 #ifndef LOCKSTEP_WORKER_JOB_STRATEGY_H_
 #define LOCKSTEP_WORKER_JOB_STRATEGY_H_
@@ -54,14 +56,14 @@ struct JobStrategyOptions {
 // buffer of its shape), and 1 MiB.
 size_t ShmHeapBytes(const std::vector<size_t>& gradient_bytes);
 
-// The spec's communication options (defaults: AUTO, 4 MiB packs, 60 s timeout, no
-// compression).
-distribute::CommunicationOptions JobCommunicationOptions(const v1::JobSpec& spec);
+// The plan's communication as the strategies take it: the backend given (not resolved
+// again), its packs, timeout, encryption and compression.
+distribute::CommunicationOptions JobCommunicationOptions(const v1::CommunicationPlan& plan);
 
-// The devices a job's replicas may use on a worker that has `worker`: its GPUs when the spec
-// asks for them (FAILED_PRECONDITION naming `gpus` when it has none), else its CPU devices
-// only.
-absl::StatusOr<distribute::LocalDevices> JobDevices(const v1::JobSpec& spec,
+// The devices a job's replicas may use on a worker that has `worker`: its GPUs for GPU
+// replicas (FAILED_PRECONDITION, a fact of this worker, when it has none), else its CPU
+// devices only.
+absl::StatusOr<distribute::LocalDevices> JobDevices(const v1::DevicePlan& plan,
                                                     const distribute::LocalDevices& worker);
 
 absl::StatusOr<std::unique_ptr<distribute::Strategy>> MakeJobStrategy(

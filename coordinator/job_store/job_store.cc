@@ -330,12 +330,14 @@ absl::Status JobStore::SqliteError(int rc, absl::string_view what) {
                                                 sqlite3_errmsg(db_), " (sqlite code ", rc, ")"));
 }
 
-absl::StatusOr<JobRecord> JobStore::Create(absl::string_view name, std::string spec) {
+absl::StatusOr<JobRecord> JobStore::Create(absl::string_view name, std::string spec,
+                                           std::string plan) {
   absl::MutexLock lock(&mu_);
   const int64_t now = NowMicros();
   JobRecord record;
   record.set_name(std::string(name));
   record.set_spec(std::move(spec));
+  record.set_plan(std::move(plan));
   record.set_state(v1::PENDING);
   record.set_reason("submitted");
   record.set_created_unix_micros(now);

@@ -90,9 +90,10 @@ class JobStore {
   JobStore& operator=(const JobStore&) = delete;
 
   // Stores a new PENDING job with a fresh id ("job-000001", "job-000002", ...: never
-  // reused, sorting as submitted) and returns it. `spec` is the serialized JobSpec.
-  absl::StatusOr<lockstep::v1::JobRecord> Create(absl::string_view name, std::string spec)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // reused, sorting as submitted) and returns it. `spec` is the serialized JobSpec, `plan`
+  // the serialized JobPlan it was lowered to (jobspec/lower.h).
+  absl::StatusOr<lockstep::v1::JobRecord> Create(absl::string_view name, std::string spec,
+                                                 std::string plan = "") ABSL_LOCKS_EXCLUDED(mu_);
 
   // NOT_FOUND naming the id when there is no such job.
   absl::StatusOr<lockstep::v1::JobRecord> Get(absl::string_view id) ABSL_LOCKS_EXCLUDED(mu_);

@@ -4,7 +4,7 @@ status code the coordinator answers with (coordinator.proto lists them per RPC).
 Every error carries the gRPC status code (`code`, a grpc.StatusCode), the coordinator's own
 message (`details`), the RPC (`rpc`) and, when the message starts with the JobSpec field it
 is about, that field (`field`, e.g. "global_batch_size" or "model.layers[2].dense.units"):
-the coordinator's validation (coordinator/job_validation.h) opens every refusal with the
+the coordinator's lowering (jobspec/lower.h) opens every refusal with the
 field in the proto's names, "field: what is wrong". A refusal about several fields names
 them all ("steps, epochs: exactly one must be positive"): `fields` holds each, `field` the
 first.

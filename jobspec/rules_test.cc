@@ -1,4 +1,4 @@
-#include "coordinator/job_validation.h"
+#include "jobspec/rules.h"
 
 #include <functional>
 #include <string>
@@ -8,33 +8,18 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "jobspec/test_jobs.h"
 
 namespace lockstep {
-namespace coordinator {
+namespace jobspec {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-// A valid spec: a small MLP on CSV files with a held-out fraction (epochs are knowable).
-v1::JobSpec CsvJob() {
-  v1::JobSpec spec;
-  spec.mutable_model()->add_input_shape(8);
-  spec.mutable_model()->add_layers()->mutable_dense()->set_units(4);
-  spec.mutable_model()->set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
-  spec.mutable_optimizer()->mutable_sgd();
-  spec.mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0.1);
-  spec.mutable_data()->mutable_train()->add_files("data/train.csv");
-  spec.mutable_data()->mutable_train()->set_format(v1::DataSource::CSV);
-  spec.mutable_data()->set_eval_fraction(0.2);
-  spec.set_global_batch_size(64);
-  spec.set_epochs(3);
-  return spec;
-}
-
 // CsvJob's model (input [8]) on TFRecord files, the data source written as users write it.
 v1::JobSpec TfRecordJob() {
-  v1::JobSpec spec = CsvJob();
+  v1::JobSpec spec = SmallCsvJob();
   const auto parsed = google::protobuf::util::JsonStringToMessage(
       R"({"files": ["data/train-0.tfrecord", "data/train-1.tfrecord"], "format": "TFRECORD",
           "tfrecord": {"features": [{"name": "pixels", "shape": [2, 3], "dtype": "FLOAT"},
@@ -47,86 +32,86 @@ v1::JobSpec TfRecordJob() {
 
 // The message of an INVALID_ARGUMENT refusal ("" and a test failure otherwise).
 std::string Refusal(const v1::JobSpec& spec) {
-  absl::Status s = ValidateJobSpec(spec);
+  absl::Status s = CheckSpecRules(spec);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   return std::string(s.message());
 }
 
-TEST(JobValidationTest, AcceptsRunnableSpecs) {
-  EXPECT_TRUE(ValidateJobSpec(CsvJob()).ok()) << ValidateJobSpec(CsvJob());
-  v1::JobSpec steps = CsvJob();  // streamed files with an eval source: fine with steps
+TEST(SpecRulesTest, AcceptsRunnableSpecs) {
+  EXPECT_TRUE(CheckSpecRules(SmallCsvJob()).ok()) << CheckSpecRules(SmallCsvJob());
+  v1::JobSpec steps = SmallCsvJob();  // streamed files with an eval source: fine with steps
   steps.set_epochs(0);
   steps.set_steps(100);
   steps.mutable_data()->set_eval_fraction(0);
   steps.mutable_data()->mutable_eval()->add_files("data/eval.csv");
-  EXPECT_TRUE(ValidateJobSpec(steps).ok()) << ValidateJobSpec(steps);
-  v1::JobSpec synthetic = CsvJob();
+  EXPECT_TRUE(CheckSpecRules(steps).ok()) << CheckSpecRules(steps);
+  v1::JobSpec synthetic = SmallCsvJob();
   synthetic.mutable_data()->clear_train();
   synthetic.mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
   synthetic.mutable_data()->mutable_train()->set_synthetic_examples(640);
-  EXPECT_TRUE(ValidateJobSpec(synthetic).ok()) << ValidateJobSpec(synthetic);
-  v1::JobSpec ring = CsvJob();
+  EXPECT_TRUE(CheckSpecRules(synthetic).ok()) << CheckSpecRules(synthetic);
+  v1::JobSpec ring = SmallCsvJob();
   ring.mutable_communication()->set_implementation(v1::CommunicationSpec::RING);
-  EXPECT_TRUE(ValidateJobSpec(ring).ok()) << ValidateJobSpec(ring);
+  EXPECT_TRUE(CheckSpecRules(ring).ok()) << CheckSpecRules(ring);
 }
 
-TEST(JobValidationTest, EpochsNeedAKnownEpochSize) {
-  v1::JobSpec with_eval = CsvJob();
+TEST(SpecRulesTest, EpochsNeedAKnownEpochSize) {
+  v1::JobSpec with_eval = SmallCsvJob();
   with_eval.mutable_data()->mutable_eval()->add_files("data/eval.csv");
   EXPECT_THAT(Refusal(with_eval), StartsWith("epochs: with a data.eval source"));
   EXPECT_THAT(Refusal(with_eval), HasSubstr("give steps instead"));
 
-  v1::JobSpec streamed = CsvJob();
+  v1::JobSpec streamed = SmallCsvJob();
   streamed.mutable_data()->set_eval_fraction(0);
   EXPECT_THAT(Refusal(streamed), StartsWith("epochs: with data.eval_fraction 0"));
   EXPECT_THAT(Refusal(streamed), HasSubstr("give steps instead"));
 
-  v1::JobSpec tiny = CsvJob();
+  v1::JobSpec tiny = SmallCsvJob();
   tiny.mutable_data()->clear_train();
   tiny.mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
   tiny.mutable_data()->mutable_train()->set_synthetic_examples(63);
   EXPECT_THAT(Refusal(tiny), StartsWith("epochs: data.train has 63 synthetic examples"));
 }
 
-TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
-  v1::JobSpec records = CsvJob();
+TEST(SpecRulesTest, RefusesWhatTheWorkersCannotRun) {
+  v1::JobSpec records = SmallCsvJob();
   records.mutable_data()->mutable_train()->set_format(v1::DataSource::RECORDS);
   EXPECT_THAT(Refusal(records), StartsWith("data.train.format: RECORDS is not supported"));
 
-  v1::JobSpec eval_records = CsvJob();
+  v1::JobSpec eval_records = SmallCsvJob();
   eval_records.mutable_data()->mutable_eval()->add_files("data/eval.bin");
   eval_records.mutable_data()->mutable_eval()->set_format(v1::DataSource::RECORDS);
   EXPECT_THAT(Refusal(eval_records), StartsWith("data.eval.format: RECORDS is not supported"));
 
-  v1::JobSpec eval_synthetic = CsvJob();
+  v1::JobSpec eval_synthetic = SmallCsvJob();
   eval_synthetic.mutable_data()->mutable_eval()->set_format(v1::DataSource::SYNTHETIC);
   eval_synthetic.mutable_data()->mutable_eval()->set_synthetic_examples(10);
   EXPECT_THAT(Refusal(eval_synthetic), StartsWith("data.eval.format: SYNTHETIC"));
 
-  v1::JobSpec init_from = CsvJob();
+  v1::JobSpec init_from = SmallCsvJob();
   init_from.mutable_init_from()->set_path("models/digits.safetensors");
   EXPECT_THAT(Refusal(init_from), StartsWith("init_from.format: missing or unknown: SAFETENSORS"));
   init_from.mutable_init_from()->set_format(v1::InitFrom::SAFETENSORS);
-  EXPECT_TRUE(ValidateJobSpec(init_from).ok());
+  EXPECT_TRUE(CheckSpecRules(init_from).ok());
   init_from.mutable_init_from()->set_path("");
   EXPECT_THAT(Refusal(init_from), StartsWith("init_from.path: empty path"));
   init_from.mutable_init_from()->set_path("../digits.safetensors");
   EXPECT_THAT(Refusal(init_from), StartsWith("init_from.path: '../digits.safetensors' has a '..'"));
 
-  // NCCL depends on the workers' GPUs: coordinator/gpu_requirements_test.cc.
-  v1::JobSpec encrypted_mirrored = CsvJob();
+  // NCCL depends on the workers' GPUs: lower_test.cc.
+  v1::JobSpec encrypted_mirrored = SmallCsvJob();
   encrypted_mirrored.set_strategy(v1::MIRRORED);
   encrypted_mirrored.mutable_communication()->set_encrypt(true);
   EXPECT_THAT(Refusal(encrypted_mirrored),
               StartsWith("communication.encrypt: encrypts the TCP traffic between workers, but "
                          "MIRRORED runs on one worker"));
-  v1::JobSpec encrypted = CsvJob();
+  v1::JobSpec encrypted = SmallCsvJob();
   encrypted.set_strategy(v1::MULTI_WORKER_MIRRORED);
   encrypted.mutable_communication()->set_encrypt(true);
-  EXPECT_TRUE(ValidateJobSpec(encrypted).ok()) << ValidateJobSpec(encrypted);
+  EXPECT_TRUE(CheckSpecRules(encrypted).ok()) << CheckSpecRules(encrypted);
 
   for (v1::StrategyKind one_worker : {v1::ONE_DEVICE, v1::MIRRORED, v1::CENTRAL_STORAGE}) {
-    v1::JobSpec compressed = CsvJob();
+    v1::JobSpec compressed = SmallCsvJob();
     compressed.set_strategy(one_worker);
     compressed.mutable_communication()->set_compression(v1::CommunicationSpec::BF16);
     EXPECT_THAT(Refusal(compressed),
@@ -134,27 +119,27 @@ TEST(JobValidationTest, RefusesWhatTheWorkersCannotRun) {
                                         "that workers exchange, but ",
                                         v1::StrategyKind_Name(one_worker), " runs on one worker")));
     compressed.mutable_communication()->set_compression(v1::CommunicationSpec::NONE);
-    EXPECT_TRUE(ValidateJobSpec(compressed).ok()) << ValidateJobSpec(compressed);
+    EXPECT_TRUE(CheckSpecRules(compressed).ok()) << CheckSpecRules(compressed);
   }
-  v1::JobSpec unknown_compression = CsvJob();
+  v1::JobSpec unknown_compression = SmallCsvJob();
   unknown_compression.mutable_communication()->set_compression(
       static_cast<v1::CommunicationSpec::Compression>(7));
   EXPECT_THAT(Refusal(unknown_compression),
               StartsWith("communication.compression: 7 is not a compression"));
   for (v1::StrategyKind multi : {v1::MULTI_WORKER_MIRRORED, v1::STRATEGY_KIND_UNSPECIFIED}) {
-    v1::JobSpec compressed = CsvJob();
+    v1::JobSpec compressed = SmallCsvJob();
     compressed.set_strategy(multi);
     compressed.mutable_communication()->set_compression(v1::CommunicationSpec::BF16);
-    EXPECT_TRUE(ValidateJobSpec(compressed).ok()) << ValidateJobSpec(compressed);
+    EXPECT_TRUE(CheckSpecRules(compressed).ok()) << CheckSpecRules(compressed);
   }
 }
 
-TEST(JobValidationTest, RefusesBadModelGraphsNamingTheField) {
-  v1::JobSpec unknown = CsvJob();
+TEST(SpecRulesTest, RefusesBadModelGraphsNamingTheField) {
+  v1::JobSpec unknown = SmallCsvJob();
   unknown.mutable_model()->mutable_layers(0)->add_inputs("x");
   EXPECT_THAT(Refusal(unknown),
               StartsWith("model.layers[0].inputs[0]: no layer or model input named 'x'"));
-  v1::JobSpec named = CsvJob();
+  v1::JobSpec named = SmallCsvJob();
   named.mutable_model()->clear_input_shape();
   v1::ModelInput* in = named.mutable_model()->add_inputs();
   in->set_name("features");
@@ -162,47 +147,47 @@ TEST(JobValidationTest, RefusesBadModelGraphsNamingTheField) {
   EXPECT_THAT(Refusal(named), StartsWith("model.inputs: a job's data feeds one input"));
 }
 
-TEST(JobValidationTest, PrecisionIsAKnownModeForF32ModelsNamingTheField) {
+TEST(SpecRulesTest, PrecisionIsAKnownModeForF32ModelsNamingTheField) {
   for (const char* mode : {"F32", "BF16_MIXED"}) {
     v1::ModelSpec precision;  // the field as users write it, JSON
     const auto parsed = google::protobuf::util::JsonStringToMessage(
         absl::StrCat(R"({"precision": ")", mode, R"("})"), &precision);
     ASSERT_TRUE(parsed.ok()) << parsed;
-    v1::JobSpec spec = CsvJob();
+    v1::JobSpec spec = SmallCsvJob();
     spec.mutable_model()->MergeFrom(precision);
-    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << mode << ": " << ValidateJobSpec(spec);
+    EXPECT_TRUE(CheckSpecRules(spec).ok()) << mode << ": " << CheckSpecRules(spec);
   }
-  v1::JobSpec f64 = CsvJob();
+  v1::JobSpec f64 = SmallCsvJob();
   f64.mutable_model()->set_f64(true);
-  EXPECT_TRUE(ValidateJobSpec(f64).ok()) << ValidateJobSpec(f64);  // unspecified: f64's own
+  EXPECT_TRUE(CheckSpecRules(f64).ok()) << CheckSpecRules(f64);  // unspecified: f64's own
   f64.mutable_model()->set_precision(v1::Precision::BF16_MIXED);
   EXPECT_EQ(Refusal(f64),
             "model.precision: BF16_MIXED is for f32 models, but model.f64 is true; drop one of "
             "them");
   f64.mutable_model()->set_precision(v1::Precision::F32);
   EXPECT_THAT(Refusal(f64), StartsWith("model.precision: F32 is for f32 models"));
-  v1::JobSpec unknown = CsvJob();
+  v1::JobSpec unknown = SmallCsvJob();
   unknown.mutable_model()->set_precision(static_cast<v1::Precision::Mode>(7));
   EXPECT_EQ(Refusal(unknown), "model.precision: 7 is not a precision; use F32 or BF16_MIXED");
 }
 
-TEST(JobValidationTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {
-  v1::JobSpec negative = CsvJob();
+TEST(SpecRulesTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {
+  v1::JobSpec negative = SmallCsvJob();
   negative.mutable_restart_policy()->set_max_restarts(-1);
   EXPECT_THAT(Refusal(negative), StartsWith("restart_policy.max_restarts: -1 must be >= 0"));
 
   // Restarts without periodic checkpoints would redo every step: refused, saying so.
-  v1::JobSpec no_checkpoints = CsvJob();
+  v1::JobSpec no_checkpoints = SmallCsvJob();
   no_checkpoints.mutable_restart_policy()->set_max_restarts(2);
   no_checkpoints.mutable_checkpoint()->set_every_steps(0);
   EXPECT_THAT(Refusal(no_checkpoints), StartsWith("checkpoint.every_steps: 0"));
   EXPECT_THAT(Refusal(no_checkpoints), HasSubstr("redo all the steps"));
 
-  v1::JobSpec copies = CsvJob();
+  v1::JobSpec copies = SmallCsvJob();
   copies.mutable_checkpoint()->set_copies(-2);
   EXPECT_THAT(Refusal(copies), StartsWith("checkpoint.copies: -2 must be >= 0"));
 
-  v1::JobSpec elastic = CsvJob();
+  v1::JobSpec elastic = SmallCsvJob();
   elastic.set_strategy(v1::MULTI_WORKER_MIRRORED);
   elastic.mutable_checkpoint()->set_every_steps(50);
   elastic.mutable_restart_policy()->set_max_restarts(2);
@@ -217,23 +202,23 @@ TEST(JobValidationTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {
   elastic.mutable_restart_policy()->set_replacement_timeout_ms(-1);
   EXPECT_THAT(Refusal(elastic), StartsWith("restart_policy.replacement_timeout_ms: -1"));
   elastic.mutable_restart_policy()->set_replacement_timeout_ms(5000);
-  EXPECT_TRUE(ValidateJobSpec(elastic).ok()) << ValidateJobSpec(elastic);
+  EXPECT_TRUE(CheckSpecRules(elastic).ok()) << CheckSpecRules(elastic);
   elastic.set_strategy(v1::MIRRORED);
   EXPECT_THAT(Refusal(elastic), HasSubstr("elastic worker counts need MULTI_WORKER_MIRRORED"));
 
-  v1::JobSpec ok = CsvJob();
+  v1::JobSpec ok = SmallCsvJob();
   ok.mutable_restart_policy()->set_max_restarts(2);
   ok.mutable_checkpoint()->set_every_steps(50);
-  EXPECT_TRUE(ValidateJobSpec(ok).ok()) << ValidateJobSpec(ok);
+  EXPECT_TRUE(CheckSpecRules(ok).ok()) << CheckSpecRules(ok);
 }
 
-TEST(JobValidationTest, TfRecordDataNeedsAFeatureSpecThatFillsTheModelInput) {
-  EXPECT_TRUE(ValidateJobSpec(TfRecordJob()).ok()) << ValidateJobSpec(TfRecordJob());
+TEST(SpecRulesTest, TfRecordDataNeedsAFeatureSpecThatFillsTheModelInput) {
+  EXPECT_TRUE(CheckSpecRules(TfRecordJob()).ok()) << CheckSpecRules(TfRecordJob());
   v1::JobSpec float_label = TfRecordJob();
   float_label.mutable_data()->mutable_train()->mutable_tfrecord()->mutable_label()->add_shape(1);
   float_label.mutable_data()->mutable_train()->mutable_tfrecord()->mutable_label()->set_dtype(
       v1::TfRecordFeature::FLOAT);
-  EXPECT_TRUE(ValidateJobSpec(float_label).ok()) << ValidateJobSpec(float_label);
+  EXPECT_TRUE(CheckSpecRules(float_label).ok()) << CheckSpecRules(float_label);
 
   // Each bad spec is refused naming the field to fix.
   const std::pair<std::function<void(v1::TfRecordSpec*)>, std::string> cases[] = {
@@ -278,56 +263,56 @@ TEST(JobValidationTest, TfRecordDataNeedsAFeatureSpecThatFillsTheModelInput) {
   EXPECT_THAT(Refusal(eval), StartsWith("data.eval.tfrecord.features[0].name: missing"));
 }
 
-TEST(JobValidationTest, RefusesABadOptimizerNamingTheField) {
-  v1::JobSpec empty = CsvJob();
+TEST(SpecRulesTest, RefusesABadOptimizerNamingTheField) {
+  v1::JobSpec empty = SmallCsvJob();
   empty.mutable_optimizer()->Clear();  // "optimizer": {}
   EXPECT_THAT(Refusal(empty), StartsWith("optimizer.kind: set one of sgd, momentum, adam"));
 
-  v1::JobSpec beta1 = CsvJob();
+  v1::JobSpec beta1 = SmallCsvJob();
   beta1.mutable_optimizer()->mutable_adam()->set_beta1(2);
   EXPECT_THAT(Refusal(beta1), StartsWith("optimizer.adam.beta1: "));
 
-  v1::JobSpec momentum = CsvJob();
+  v1::JobSpec momentum = SmallCsvJob();
   momentum.mutable_optimizer()->mutable_momentum()->set_momentum(1.5);
   EXPECT_THAT(Refusal(momentum), StartsWith("optimizer.momentum.momentum: "));
 
-  v1::JobSpec no_schedule = CsvJob();
+  v1::JobSpec no_schedule = SmallCsvJob();
   no_schedule.mutable_optimizer()->clear_learning_rate();
   EXPECT_THAT(Refusal(no_schedule), StartsWith("optimizer.learning_rate.schedule: "));
 
-  v1::JobSpec decay = CsvJob();
+  v1::JobSpec decay = SmallCsvJob();
   decay.mutable_optimizer()->mutable_learning_rate()->mutable_step_decay()->set_initial(0.1);
   decay.mutable_optimizer()->mutable_learning_rate()->mutable_step_decay()->set_decay_rate(0.5);
   EXPECT_THAT(Refusal(decay), StartsWith("optimizer.learning_rate.step_decay.decay_steps: "));
 
-  v1::JobSpec adam = CsvJob();  // defaults filled in: valid
+  v1::JobSpec adam = SmallCsvJob();  // defaults filled in: valid
   adam.mutable_optimizer()->mutable_adam();
-  EXPECT_TRUE(ValidateJobSpec(adam).ok()) << ValidateJobSpec(adam);
+  EXPECT_TRUE(CheckSpecRules(adam).ok()) << CheckSpecRules(adam);
 }
 
-TEST(JobValidationTest, RefusesPathsThatClimbOutNamingTheField) {
-  v1::JobSpec up = CsvJob();
+TEST(SpecRulesTest, RefusesPathsThatClimbOutNamingTheField) {
+  v1::JobSpec up = SmallCsvJob();
   up.mutable_data()->mutable_train()->add_files("data/../../etc/passwd");
   EXPECT_THAT(Refusal(up), StartsWith("data.train.files[1]: 'data/../../etc/passwd' has a '..'"));
-  v1::JobSpec ckpt = CsvJob();
+  v1::JobSpec ckpt = SmallCsvJob();
   ckpt.mutable_checkpoint()->set_dir("/var/lib/lockstepd/output/../../../root");
   EXPECT_THAT(Refusal(ckpt), StartsWith("checkpoint.dir: "));
-  v1::JobSpec tb = CsvJob();
+  v1::JobSpec tb = SmallCsvJob();
   tb.mutable_summaries()->set_dir("..");
   EXPECT_THAT(Refusal(tb), StartsWith("summaries.dir: "));
-  v1::JobSpec nul = CsvJob();
+  v1::JobSpec nul = SmallCsvJob();
   nul.mutable_data()->mutable_train()->set_files(0, std::string("a\0b", 3));
   EXPECT_THAT(Refusal(nul), StartsWith("data.train.files[0]: the path holds a NUL byte"));
   // Relative paths and names that merely contain dots are fine (the worker resolves them).
-  v1::JobSpec fine = CsvJob();
+  v1::JobSpec fine = SmallCsvJob();
   fine.mutable_data()->mutable_train()->set_files(0, "digits..v2/train.csv");
   fine.mutable_checkpoint()->set_dir("runs/a/ckpt");
-  EXPECT_TRUE(ValidateJobSpec(fine).ok()) << ValidateJobSpec(fine);
+  EXPECT_TRUE(CheckSpecRules(fine).ok()) << CheckSpecRules(fine);
 }
 
-TEST(JobValidationTest, RefusesModelsAndBatchesOverTheLimitsNamingTheFlag) {
-  const JobLimits limits;        // the defaults
-  v1::JobSpec small = CsvJob();  // 8*4 + 4 parameters
+TEST(SpecRulesTest, RefusesModelsAndBatchesOverTheLimitsNamingTheFlag) {
+  const JobLimits limits;             // the defaults
+  v1::JobSpec small = SmallCsvJob();  // 8*4 + 4 parameters
   EXPECT_TRUE(CheckModelSize(small, limits, 1).ok());
   EXPECT_TRUE(CheckModelSize(small, JobLimits{.max_model_parameters = 36}, 1).ok());
   absl::Status params = CheckModelSize(small, JobLimits{.max_model_parameters = 35}, 1);
@@ -336,7 +321,7 @@ TEST(JobValidationTest, RefusesModelsAndBatchesOverTheLimitsNamingTheFlag) {
   EXPECT_THAT(params.message(), HasSubstr("--max_model_parameters"));
 
   // 36 f32 parameters, their gradients and Adam's two slots: 576 bytes.
-  v1::JobSpec adam = CsvJob();
+  v1::JobSpec adam = SmallCsvJob();
   adam.mutable_optimizer()->mutable_adam();
   EXPECT_TRUE(CheckModelSize(adam, JobLimits{.max_model_bytes = 576}, 1).ok());
   absl::Status bytes = CheckModelSize(adam, JobLimits{.max_model_bytes = 575}, 1);
@@ -344,14 +329,14 @@ TEST(JobValidationTest, RefusesModelsAndBatchesOverTheLimitsNamingTheFlag) {
   EXPECT_THAT(bytes.message(), HasSubstr("--max_model_bytes"));
 
   // Two layers of 2^16 units: 2^32 parameters in the second, over the default.
-  v1::JobSpec huge = CsvJob();
+  v1::JobSpec huge = SmallCsvJob();
   huge.mutable_model()->mutable_layers(0)->mutable_dense()->set_units(int64_t{1} << 16);
   huge.mutable_model()->add_layers()->mutable_dense()->set_units(int64_t{1} << 16);
-  ASSERT_TRUE(ValidateJobSpec(huge).ok()) << ValidateJobSpec(huge);
+  ASSERT_TRUE(CheckSpecRules(huge).ok()) << CheckSpecRules(huge);
   EXPECT_THAT(CheckModelSize(huge, limits, 1).message(), HasSubstr("--max_model_parameters"));
 
   // The global batch: one replica would hold it all, eight hold an eighth each.
-  v1::JobSpec batch = CsvJob();
+  v1::JobSpec batch = SmallCsvJob();
   batch.set_global_batch_size(int64_t{1} << 30);
   absl::Status one = CheckModelSize(batch, JobLimits{.max_batch_bytes = int64_t{64} << 30}, 1);
   EXPECT_EQ(one.code(), absl::StatusCode::kResourceExhausted) << one;
@@ -360,24 +345,6 @@ TEST(JobValidationTest, RefusesModelsAndBatchesOverTheLimitsNamingTheFlag) {
   EXPECT_TRUE(CheckModelSize(batch, JobLimits{.max_batch_bytes = int64_t{64} << 30}, 1024).ok());
 }
 
-// ValidateForReplicas, what tests and examples check a job file with, refuses what Submit
-// refuses of the spec alone: a bad field, a batch that does not split, a model over a limit.
-TEST(JobValidationTest, ValidateForReplicasRunsSubmitsChecksOfTheSpec) {
-  const v1::JobSpec fine = CsvJob();  // global batch 64
-  EXPECT_TRUE(ValidateForReplicas(fine, JobLimits{}, 4).ok()) << ValidateForReplicas(fine, {}, 4);
-  v1::JobSpec bad = fine;
-  bad.set_global_batch_size(0);
-  const absl::Status field = ValidateForReplicas(bad, JobLimits{}, 1);
-  EXPECT_EQ(field.code(), absl::StatusCode::kInvalidArgument) << field;
-  EXPECT_THAT(std::string(field.message()), ::testing::StartsWith("global_batch_size: ")) << field;
-  const absl::Status split = ValidateForReplicas(fine, JobLimits{}, 3);
-  EXPECT_EQ(split.code(), absl::StatusCode::kInvalidArgument) << split;
-  EXPECT_THAT(split.message(), HasSubstr("not divisible by the 3 replicas")) << split;
-  const absl::Status size = ValidateForReplicas(fine, JobLimits{.max_model_parameters = 35}, 1);
-  EXPECT_EQ(size.code(), absl::StatusCode::kResourceExhausted) << size;
-  EXPECT_THAT(size.message(), HasSubstr("--max_model_parameters")) << size;
-}
-
 }  // namespace
-}  // namespace coordinator
+}  // namespace jobspec
 }  // namespace lockstep

@@ -1,4 +1,4 @@
-#include "coordinator/job_validation.h"
+#include "jobspec/rules.h"
 
 #include <algorithm>
 #include <limits>
@@ -13,7 +13,7 @@
 #include "engine/optimizer.h"
 
 namespace lockstep {
-namespace coordinator {
+namespace jobspec {
 namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view what) {
@@ -220,7 +220,12 @@ v1::StrategyKind EffectiveStrategy(const v1::JobSpec& spec) {
                                                           : spec.strategy();
 }
 
-absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+int WorkersNeeded(const v1::JobSpec& spec) {
+  if (spec.num_workers() > 0) return spec.num_workers();
+  return EffectiveStrategy(spec) == v1::MULTI_WORKER_MIRRORED ? 0 : 1;
+}
+
+absl::Status CheckSpecRules(const v1::JobSpec& spec) {
   const v1::StrategyKind strategy = EffectiveStrategy(spec);
   if (!v1::StrategyKind_IsValid(strategy)) {
     return Invalid("strategy", absl::StrCat("unknown strategy ", spec.strategy()));
@@ -297,7 +302,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     }
   }
   const v1::CommunicationSpec& comm = spec.communication();
-  // NCCL needs GPU workers: checked at submit against the cluster (gpu_requirements.h).
+  // communication.implementation against the replicas' kind and the workers: lower.cc.
   if (comm.bytes_per_pack() < 0) {
     return Invalid("communication.bytes_per_pack",
                    absl::StrCat(comm.bytes_per_pack(), " must be >= 0"));
@@ -456,12 +461,5 @@ absl::Status CheckBatchDivisible(const v1::JobSpec& spec, int64_t num_replicas) 
                               num_replicas));
 }
 
-absl::Status ValidateForReplicas(const v1::JobSpec& spec, const JobLimits& limits,
-                                 int64_t num_replicas) {
-  LS_RETURN_IF_ERROR(ValidateJobSpec(spec));
-  LS_RETURN_IF_ERROR(CheckBatchDivisible(spec, num_replicas));
-  return CheckModelSize(spec, limits, num_replicas);
-}
-
-}  // namespace coordinator
+}  // namespace jobspec
 }  // namespace lockstep
