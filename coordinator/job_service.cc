@@ -179,7 +179,7 @@ absl::Status JobService::Recover() {
         SaveStateLocked(job.id(), v1::FAILED,
                         absl::StrCat(why, NoRestartsLeft(job.restarts(), max_restarts)));
       }
-    } else if (job.state() == v1::PENDING || job.state() == v1::RESTARTING) {
+    } else if (CanApply(JobTransition::kStartAttempt, job.state())) {
       scheduler_.Enqueue(job.id());
     }
   }
@@ -292,7 +292,7 @@ absl::StatusOr<v1::JobRecord> JobService::Cancel(const std::string& id, const st
   absl::MutexLock l(&mu_);
   LS_ASSIGN_OR_RETURN(v1::JobRecord record, store_->Get(id));
   OverlayUnsavedLocked(record);
-  if (JobStore::IsTerminal(record.state())) {
+  if (IsTerminalJobState(record.state())) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " already ended: ", v1::JobState_Name(record.state()),
                      record.reason().empty() ? "" : absl::StrCat(" (", record.reason(), ")")));
@@ -547,7 +547,7 @@ void JobService::SaveUnsavedLocked() {
       if (status.ok()) {
         spdlog::info("job {}: the job store took its {} after {} failed writes", it->first,
                      v1::JobState_Name(retry.state), retry.failures);
-        if (JobStore::IsTerminal(retry.state)) retire_due_ = true;
+        if (IsTerminalJobState(retry.state)) retire_due_ = true;
       } else {
         spdlog::warn("job {}: not stored as {}: {}", it->first, v1::JobState_Name(retry.state),
                      status.ToString());
@@ -655,7 +655,7 @@ void JobService::ScheduleLocked() {
     // Its RESTARTING (or an end) is not stored yet: it starts once the store took it.
     if (unsaved_.count(id) > 0) continue;
     absl::StatusOr<v1::JobRecord> record = store_->Get(id);
-    if (!record.ok() || (record->state() != v1::PENDING && record->state() != v1::RESTARTING)) {
+    if (!record.ok() || !CanApply(JobTransition::kStartAttempt, record->state())) {
       scheduler_.Remove(id);
       continue;
     }
@@ -903,7 +903,7 @@ void JobService::EndLocked(const std::string& id, v1::JobState state, const std:
   ended_.insert_or_assign(id, std::move(job));
   active_.erase(it);
   ChangedLocked(id, absl::StrCat(v1::JobState_Name(state), ": ", reason));
-  if (JobStore::IsTerminal(state)) retire_due_ = true;
+  if (IsTerminalJobState(state)) retire_due_ = true;
 }
 
 void JobService::AbortLocked(const JobAttempt& job, const std::vector<AttemptWorker>& workers,
