@@ -336,7 +336,7 @@ void RunShape(const Shape& s, int rounds, double min_ms, Workspace& ws) {
 
 // The passes bf16 gradient compression adds, and the reduction it changes, on 1 M elements.
 void RunGradientKernels(int rounds, double min_ms) {
-  using lockstep::collectives::DType;
+  using lockstep::DType;
   using lockstep::collectives::Reduce;
   using lockstep::collectives::ReduceOp;
   const size_t n = size_t{1} << 20;

@@ -49,7 +49,6 @@ ABSL_FLAG(int, timeout_s, 300, "bound of the whole run; the ranks are killed aft
 namespace lockstep::bench {
 namespace {
 
-using collectives::DType;
 using collectives::FileStore;
 using collectives::ReduceOp;
 using collectives::nccl::NcclCommunicator;

@@ -41,8 +41,8 @@ ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads");
 
 namespace {
 
+using lockstep::DType;
 using lockstep::bench::Median;
-using lockstep::engine::DType;
 using lockstep::engine::Shape;
 using lockstep::engine::Tensor;
 

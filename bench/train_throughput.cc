@@ -449,7 +449,7 @@ double BareEngineStep() {
   std::vector<int64_t> dims = {batch};
   const v1::ModelSpec model = Model();
   for (int64_t d : model.input_shape()) dims.push_back(d);
-  engine::Tensor x = engine::Tensor::Zeros(engine::DType::kF32, engine::Shape(dims));
+  engine::Tensor x = engine::Tensor::Zeros(DType::kF32, engine::Shape(dims));
   std::vector<int64_t> labels(batch);
   for (int i = 0; i < batch; ++i) labels[i] = i % 10;
   engine::Tensor y = engine::Tensor::FromVector<int64_t>(labels, engine::Shape{batch});

@@ -44,8 +44,11 @@ std::array<int64_t, 8> Words(const std::string& header) {
 
 class BlobBroadcastTest : public ::testing::TestWithParam<TransportKind> {};
 
+// Lengths around the 8-byte word the payload travels in: none, 1, a word less one, a word,
+// a word and a bit, and large with a ragged tail.
 TEST_P(BlobBroadcastTest, EveryRankGetsTheRootsBytesOfAnySize) {
-  for (size_t n : {size_t{0}, size_t{5}, size_t{8}, size_t{(1 << 20) + 3}}) {
+  for (size_t n :
+       {size_t{0}, size_t{1}, size_t{5}, size_t{7}, size_t{8}, size_t{9}, size_t{(1 << 20) + 3}}) {
     auto group = MakeGroup(GetParam(), 3);
     ASSERT_TRUE(group.ok()) << group.status();
     std::vector<std::string> got(3);
@@ -154,6 +157,35 @@ TEST_P(BlobBroadcastTest, ARootOverTheBoundFailsWithItsReceivers) {
     EXPECT_THAT(status[r].message(), HasSubstr("rank 0 announced"));
   }
   EXPECT_EQ(bytes[0], Pattern(65)) << "the root keeps its bytes";
+}
+
+// The root sends its header, then goes away before the payload: its communicator destroyed,
+// so its sockets close as a killed process's do (the kernel closes them the same way). TCP
+// only: an in-process group has no process to lose. The receiver, waiting for the payload,
+// fails fast with the peer's failure, never at its deadline, and hands on nothing.
+TEST(BlobBroadcastTcpTest, ARootThatDiesMidBroadcastFailsItsReceiverFast) {
+  auto group = MakeGroup(TransportKind::kTcp, 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  const BlobOptions options = Options(1 << 20);
+  const std::string payload = Pattern(4096);
+  absl::Status received;
+  std::string bytes = "stale";
+  absl::Duration took;
+  RunRanks(2, [&](int r) {
+    if (r == 0) {
+      std::array<int64_t, 8> words = Words(EncodeBlobHeader(options, 0, payload));
+      ASSERT_TRUE((*group)[0]->Broadcast(words.data(), 8, DType::kI64, 0, Soon()).ok());
+      (*group)[0].reset();  // gone before the payload
+      return;
+    }
+    const absl::Time start = absl::Now();
+    received = BroadcastBlob(*(*group)[1], &bytes, 0, options, Soon());
+    took = absl::Now() - start;
+  });
+  EXPECT_FALSE(received.ok());
+  EXPECT_NE(received.code(), absl::StatusCode::kDeadlineExceeded) << received;
+  EXPECT_LT(took, kFailFastBound) << received;
+  EXPECT_NE(bytes, payload);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, BlobBroadcastTest,

@@ -1,19 +1,17 @@
-// Element types and reduction operators of the collectives, and their sizes and names.
+// The reduction operators, transports, algorithms and compressions of the collectives, and
+// their names. The element type is DType (common/dtype.h), the one engine/'s tensors use too.
 //
 // `collectives` never includes engine/: callers hand in raw buffers (void* + count + DType).
-// DType mirrors lockstep.v1.DType's numeric kinds; conversion from the proto lives with the
-// caller that has both (distribute/), to keep this package free of proto dependencies.
 #ifndef LOCKSTEP_COLLECTIVES_TYPES_H_
 #define LOCKSTEP_COLLECTIVES_TYPES_H_
 
 #include <cstddef>
 #include <cstdint>
 
+#include "common/dtype.h"
+
 namespace lockstep {
 namespace collectives {
-
-// f16 and bf16 are reduced in f32 and rounded back after every pairwise step.
-enum class DType : uint8_t { kF32, kF64, kF16, kBF16, kI32, kI64 };
 
 // kMean is kSum followed by a division by the world size (integer division for integers).
 enum class ReduceOp : uint8_t { kSum, kProd, kMin, kMax, kMean };
@@ -31,8 +29,6 @@ enum class AllReduceAlgorithm : uint8_t { kAuto, kRing, kHalvingDoubling, kRecur
 // travel as they are.
 enum class Compression : uint8_t { kNone, kBF16 };
 
-size_t DTypeSize(DType dtype);
-const char* DTypeName(DType dtype);
 const char* ReduceOpName(ReduceOp op);
 const char* TransportKindName(TransportKind kind);
 const char* CompressionName(Compression compression);

@@ -274,7 +274,7 @@ absl::StatusOr<v1::JobLogLines> DiagnosticsService::NextLogs(const v1::GetJobLog
   absl::StatusOr<v1::GetJobResponse> job = jobs_->Get(request.job_id());
   if (!job.ok()) return job.status();
   const absl::Time now = clock_->Now();
-  if (JobStore::IsTerminal(job->job().state()) && cursor->job_ended == absl::InfiniteFuture()) {
+  if (IsTerminalJobState(job->job().state()) && cursor->job_ended == absl::InfiniteFuture()) {
     cursor->job_ended = now;
   }
   v1::JobLogLines end;

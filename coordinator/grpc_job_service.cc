@@ -142,7 +142,7 @@ grpc::Status GrpcJobService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJ
   return ServeStream<v1::JobEvent>(
       ctx, writer,
       [&](absl::Time deadline) { return jobs_->NextEvent(request->job_id(), &seen, deadline); },
-      [](const v1::JobEvent& e) { return JobStore::IsTerminal(e.job().state()); },
+      [](const v1::JobEvent& e) { return IsTerminalJobState(e.job().state()); },
       [&] {
         return authorizer_->Reauthorize(ctx, coordinator::Service::kJob, method, &generation);
       });

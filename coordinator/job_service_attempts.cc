@@ -244,7 +244,7 @@ void JobService::EndLocked(const std::string& id, v1::JobState state, const std:
   ended_.insert_or_assign(id, std::move(job));
   active_.erase(it);
   ChangedLocked(id, absl::StrCat(v1::JobState_Name(state), ": ", reason));
-  if (JobStore::IsTerminal(state)) retire_due_ = true;
+  if (IsTerminalJobState(state)) retire_due_ = true;
 }
 
 void JobService::AbortLocked(const JobAttempt& job, const std::vector<AttemptWorker>& workers,

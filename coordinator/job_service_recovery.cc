@@ -25,7 +25,7 @@ absl::Status JobService::Recover() {
   const absl::Time now = clock_->Now();
   for (const v1::JobRecord& job : jobs) {
     v1::JobSpec stored;
-    if (!JobStore::IsTerminal(job.state()) && job.plan().empty() &&
+    if (!IsTerminalJobState(job.state()) && job.plan().empty() &&
         stored.ParseFromString(job.spec())) {
       // Stored by a coordinator from before plans: lowered now (again at its next start), or
       // FAILED naming why its spec no longer lowers.
@@ -78,7 +78,7 @@ absl::Status JobService::Recover() {
         SaveStateLocked(job.id(), v1::FAILED,
                         absl::StrCat(why, NoRestartsLeft(job.restarts(), max_restarts)));
       }
-    } else if (job.state() == v1::PENDING || job.state() == v1::RESTARTING) {
+    } else if (CanApply(JobTransition::kStartAttempt, job.state())) {
       scheduler_.Enqueue(job.id());
     }
   }
@@ -130,7 +130,7 @@ void JobService::SaveUnsavedLocked() {
       if (status.ok()) {
         spdlog::info("job {}: the job store took its {} after {} failed writes", it->first,
                      v1::JobState_Name(retry.state), retry.failures);
-        if (JobStore::IsTerminal(retry.state)) retire_due_ = true;
+        if (IsTerminalJobState(retry.state)) retire_due_ = true;
       } else {
         spdlog::warn("job {}: not stored as {}: {}", it->first, v1::JobState_Name(retry.state),
                      status.ToString());

@@ -118,7 +118,7 @@ absl::StatusOr<v1::JobRecord> JobService::Cancel(const std::string& id, const st
   absl::MutexLock l(&mu_);
   LS_ASSIGN_OR_RETURN(v1::JobRecord record, store_->Get(id));
   OverlayUnsavedLocked(record);
-  if (JobStore::IsTerminal(record.state())) {
+  if (IsTerminalJobState(record.state())) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " already ended: ", v1::JobState_Name(record.state()),
                      record.reason().empty() ? "" : absl::StrCat(" (", record.reason(), ")")));
@@ -150,7 +150,7 @@ void JobService::ScheduleLocked() {
     // Its RESTARTING (or an end) is not stored yet: it starts once the store took it.
     if (unsaved_.count(id) > 0) continue;
     absl::StatusOr<v1::JobRecord> record = store_->Get(id);
-    if (!record.ok() || (record->state() != v1::PENDING && record->state() != v1::RESTARTING)) {
+    if (!record.ok() || !CanApply(JobTransition::kStartAttempt, record->state())) {
       scheduler_.Remove(id);
       continue;
     }

@@ -79,7 +79,7 @@ absl::Status CsvReader::ParseLine(Element* out) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": ", n - 1, " features do not fill feature_shape ", shape.ToString()));
   }
-  engine::Tensor features(engine::DType::kF32, shape);
+  engine::Tensor features(DType::kF32, shape);
   float* f = features.data<float>();
   double label_value = 0;
   for (int64_t i = 0; i < n; ++i) {

@@ -68,7 +68,7 @@ class SyntheticIterator final : public Iterator {
         labels_(engine::MixKey(seed, engine::HashName("synthetic/labels"))) {}
   absl::StatusOr<bool> Next(Element* out) override {
     if (next_ >= n_) return false;
-    engine::Tensor f(engine::DType::kF32, shape_);
+    engine::Tensor f(DType::kF32, shape_);
     const int64_t width = f.num_elements();
     for (int64_t j = 0; j < width; ++j) {
       f.data<float>()[j] = static_cast<float>(features_.Uniform(next_ * width + j));
@@ -516,7 +516,7 @@ Dataset Dataset::Normalize(std::vector<float> mean, std::vector<float> stddev) c
       return absl::InvalidArgumentError(
           absl::StrCat("Normalize: ", mean.size(), " means for features ", f.DebugString()));
     }
-    engine::Tensor out(engine::DType::kF32, f.shape());  // never write a shared buffer
+    engine::Tensor out(DType::kF32, f.shape());  // never write a shared buffer
     const float* x = f.data<float>();
     float* y = out.data<float>();
     for (int64_t i = 0; i < f.num_elements(); ++i) {

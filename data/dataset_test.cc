@@ -201,8 +201,8 @@ TEST(Dataset, BadArgumentsSurfaceAtMakeIterator) {
   EXPECT_EQ(Range(4).Shuffle(0, 1).Batch(2, false).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Range(4).Normalize({1}, {0}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Dataset::FromTensors(engine::Tensor::Zeros(engine::DType::kF32, engine::Shape{3, 2}),
-                                 engine::Tensor::Zeros(engine::DType::kI64, engine::Shape{4}))
+  EXPECT_EQ(Dataset::FromTensors(engine::Tensor::Zeros(DType::kF32, engine::Shape{3, 2}),
+                                 engine::Tensor::Zeros(DType::kI64, engine::Shape{4}))
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);

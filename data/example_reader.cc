@@ -118,7 +118,7 @@ absl::Status ExampleReader::Parse(const std::string& record, Element* out) {
     *ints = want_int ? &feature.int64_list() : nullptr;
     return absl::OkStatus();
   };
-  engine::Tensor features(engine::DType::kF32, feature_shape_);
+  engine::Tensor features(DType::kF32, feature_shape_);
   float* dst = features.data<float>();
   for (const ExampleFeature& f : options_.features) {
     const v1::FloatList* floats = nullptr;

@@ -93,7 +93,7 @@ TEST(ExampleReaderTest, ReadsWhatAnIndependentWriterWrote) {
     const float* f = e.features.data<float>();
     const std::vector<float> want = {i + 0.5f, i + 1.5f, i + 2.5f, i + 3.5f, float(i), float(-i)};
     EXPECT_EQ(std::vector<float>(f, f + 6), want) << "example " << i;
-    ASSERT_EQ(e.labels.dtype(), engine::DType::kI64);
+    ASSERT_EQ(e.labels.dtype(), DType::kI64);
     EXPECT_EQ(e.labels.data<int64_t>()[0], i % 3) << "example " << i;
   }
 }
@@ -107,7 +107,7 @@ TEST(ExampleReaderTest, OneFeatureKeepsItsShapeAndAFloatLabelIsATarget) {
   ASSERT_EQ(all->size(), 3u);
   EXPECT_EQ((*all)[0].features.shape(), (engine::Shape{2, 2}));
   EXPECT_EQ((*all)[0].features.data<float>()[3], 8.5f);
-  ASSERT_EQ((*all)[2].labels.dtype(), engine::DType::kF32);
+  ASSERT_EQ((*all)[2].labels.dtype(), DType::kF32);
   EXPECT_EQ((*all)[2].labels.data<float>()[0], 7 * 0.25f);
 }
 
@@ -119,7 +119,7 @@ TEST(ExampleReaderTest, AVectorLabelIsATensorOfItsShape) {
   o.label = {"ids", engine::Shape{2}, Kind::kInt64};
   absl::StatusOr<Element> all = ReadAll(Dataset::TfRecord({File("good-0.tfrecord")}, o));
   ASSERT_TRUE(all.ok()) << all.status();
-  ASSERT_EQ(all->labels.dtype(), engine::DType::kI64);
+  ASSERT_EQ(all->labels.dtype(), DType::kI64);
   ASSERT_EQ(all->labels.shape(), (engine::Shape{5, 2}));
   EXPECT_EQ(all->labels.data<int64_t>()[6], 3);
   EXPECT_EQ(all->labels.data<int64_t>()[7], -3);

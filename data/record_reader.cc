@@ -67,7 +67,7 @@ absl::StatusOr<bool> FixedRecordReader::Next(Element* out) {
       engine::Shape shape = options_.feature_shape.rank() > 0
                                 ? options_.feature_shape
                                 : engine::Shape{options_.num_features};
-      engine::Tensor features(engine::DType::kF32, shape);
+      engine::Tensor features(DType::kF32, shape);
       float* f = features.data<float>();
       const unsigned char* src = record_.data() + options_.feature_offset;
       for (int64_t i = 0; i < options_.num_features; ++i) {

@@ -44,8 +44,7 @@ class FusedReducer final : public GradientReducer {
         deadline_(deadline) {}
   void Add(engine::Tensor* value) override {
     added_.push_back(value);
-    fused_.Add(CollectiveBuffer(*value), value->num_elements(), ToCollectiveDType(value->dtype()),
-               deadline_);
+    fused_.Add(CollectiveBuffer(*value), value->num_elements(), value->dtype(), deadline_);
   }
   absl::Status Finish() override {
     absl::Status s = fused_.Finish();
@@ -88,8 +87,8 @@ std::unique_ptr<PendingAllReduce> CollectiveOps::AllReduceAsync(int local_replic
   // SUM on the wire and the division here, so that MEAN means the same for every dtype and
   // every kind of CrossDeviceOps.
   collectives::Handle h = comms_[local_replica]->AllReduceAsync(
-      CollectiveBuffer(*value), CollectiveBuffer(*value), value->num_elements(),
-      ToCollectiveDType(value->dtype()), collectives::ReduceOp::kSum, deadline);
+      CollectiveBuffer(*value), CollectiveBuffer(*value), value->num_elements(), value->dtype(),
+      collectives::ReduceOp::kSum, deadline);
   return std::make_unique<CollectivePending>(std::move(h), value, op, num_in_sync_,
                                              absl::OkStatus());
 }

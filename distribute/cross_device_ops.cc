@@ -68,7 +68,7 @@ absl::Status FusedAllReduceSum(collectives::CollectiveCommunicator* comm,
       comm, collectives::ReduceOp::kSum,
       bytes_per_pack == 0 ? collectives::kDefaultBytesPerPack : bytes_per_pack);
   for (engine::Tensor* t : values) {
-    fused.Add(t->raw_data(), t->num_elements(), ToCollectiveDType(t->dtype()), deadline);
+    fused.Add(t->raw_data(), t->num_elements(), t->dtype(), deadline);
   }
   return fused.Finish();
 }

@@ -23,7 +23,7 @@ std::string DistributedValues::DebugString() const {
   for (size_t i = 0; i < values_.size(); ++i) {
     const engine::Tensor& t = values_[i];
     std::string s = absl::StrCat(i, ": ", t.valid() ? t.DebugString() : "null");
-    if (t.valid() && t.dtype() != engine::DType::kF16 && t.dtype() != engine::DType::kBF16) {
+    if (t.valid() && t.dtype() != DType::kF16 && t.dtype() != DType::kBF16) {
       std::vector<std::string> elems;
       for (int64_t j = 0; j < std::min<int64_t>(t.num_elements(), 8); ++j) {
         elems.push_back(absl::StrCat(t.AsDouble(j)));

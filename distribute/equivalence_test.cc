@@ -22,7 +22,6 @@
 namespace lockstep::distribute {
 namespace {
 
-using engine::DType;
 using engine::Shape;
 using engine::Tensor;
 

@@ -68,7 +68,7 @@ void HierarchicalReducer::Add(int local_replica, ReduceOp op, engine::Tensor* va
     if (!s.ok() && step->status.ok()) step->status = s;
   }
   if (s.ok()) {
-    step->fused->Add(sum.raw_data(), sum.num_elements(), ToCollectiveDType(sum.dtype()), deadline);
+    step->fused->Add(sum.raw_data(), sum.num_elements(), sum.dtype(), deadline);
   }
 }
 

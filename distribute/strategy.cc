@@ -271,12 +271,12 @@ absl::Status Strategy::BroadcastFromChief(Tensor* t) {
     LS_ASSIGN_OR_RETURN(Tensor host, ToHost(*t, gpu));
     host = HostCopy(host, engine::Device::Cpu(0));
     LS_RETURN_IF_ERROR(config_.cross_worker->Broadcast(host.raw_data(), host.num_elements(),
-                                                       ToCollectiveDType(host.dtype()),
+                                                       host.dtype(),
                                                        /*root=*/0, Deadline()));
     return CopyInto(host, t, gpu);
   }
-  return config_.cross_worker->Broadcast(t->raw_data(), t->num_elements(),
-                                         ToCollectiveDType(t->dtype()), /*root=*/0, Deadline());
+  return config_.cross_worker->Broadcast(t->raw_data(), t->num_elements(), t->dtype(), /*root=*/0,
+                                         Deadline());
 }
 
 absl::StatusOr<DistributedValues> Strategy::CheckLocal(const RunArg& value,

@@ -8,7 +8,6 @@
 
 namespace lockstep::distribute {
 
-using engine::DType;
 using engine::Shape;
 using engine::Tensor;
 
@@ -28,7 +27,7 @@ absl::Status CheckSupported(const Tensor& t, const char* what) {
     case DType::kI64:
       return absl::OkStatus();
     default:
-      return absl::InvalidArgumentError(absl::StrCat(what, ": dtype ", engine::DTypeName(t.dtype()),
+      return absl::InvalidArgumentError(absl::StrCat(what, ": dtype ", DTypeName(t.dtype()),
                                                      " is not supported (f32, f64, i32, i64)"));
   }
 }
@@ -57,24 +56,6 @@ void SumRowsTyped(const Tensor& x, int64_t rows, int64_t row_size, Tensor* out) 
 }
 
 }  // namespace
-
-collectives::DType ToCollectiveDType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return collectives::DType::kF32;
-    case DType::kF64:
-      return collectives::DType::kF64;
-    case DType::kF16:
-      return collectives::DType::kF16;
-    case DType::kBF16:
-      return collectives::DType::kBF16;
-    case DType::kI32:
-      return collectives::DType::kI32;
-    case DType::kI64:
-      return collectives::DType::kI64;
-  }
-  return collectives::DType::kF32;
-}
 
 absl::Status AddInto(const Tensor& x, Tensor* acc) {
   if (auto s = CheckSupported(x, "AddInto"); !s.ok()) return s;

@@ -25,9 +25,6 @@
 
 namespace lockstep::distribute {
 
-// The collectives' element type for an engine dtype.
-collectives::DType ToCollectiveDType(engine::DType dtype);
-
 // *acc += x, element-wise; same dtype and shape.
 absl::Status AddInto(const engine::Tensor& x, engine::Tensor* acc);
 // *t /= divisor (integer division for integer dtypes, as tf.distribute's MEAN).

@@ -281,7 +281,7 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
   }
   // Output 0: this replica's share of the global mean loss and whether it asks to stop (summed
   // over the replicas, so any request is seen by all); then the gradients.
-  Tensor head = Tensor::Zeros(engine::DType::kF64, engine::Shape({2}));
+  Tensor head = Tensor::Zeros(DType::kF64, engine::Shape({2}));
   head.data<double>()[0] = loss;
   head.data<double>()[1] = request_stop ? 1.0 : 0.0;
   std::vector<Tensor> out = {std::move(head)};

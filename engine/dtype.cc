@@ -4,47 +4,6 @@
 
 namespace lockstep::engine {
 
-size_t SizeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return 4;
-    case DType::kF64:
-      return 8;
-    case DType::kF16:
-      return 2;
-    case DType::kBF16:
-      return 2;
-    case DType::kI32:
-      return 4;
-    case DType::kI64:
-      return 8;
-  }
-  return 0;
-}
-
-std::string DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF64:
-      return "f64";
-    case DType::kF16:
-      return "f16";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kI32:
-      return "i32";
-    case DType::kI64:
-      return "i64";
-  }
-  return "?";
-}
-
-bool IsFloating(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kF16 ||
-         dtype == DType::kBF16;
-}
-
 v1::DType DTypeToProto(DType dtype) {
   switch (dtype) {
     case DType::kF32:

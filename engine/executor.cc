@@ -109,7 +109,7 @@ bool Executor::IsTrainableVariable(int node) const {
 
 Tensor Executor::Allocate(DType dtype, const Shape& shape, bool gradient) {
   gradient = gradient && options_.gradient_allocator != nullptr && !OnGpu();
-  const size_t bytes = shape.num_elements() * SizeOf(dtype);
+  const size_t bytes = shape.num_elements() * DTypeSize(dtype);
   for (PooledBuffer& b : pool_) {
     if (b.tensor.use_count() == 1 && b.gradient == gradient && b.tensor.dtype() == dtype &&
         b.tensor.num_bytes() == bytes) {

@@ -133,7 +133,7 @@ absl::StatusOr<Tensor> Tensor::FromProto(const v1::TensorProto& proto) {
   // The size comes from the shape and is checked against the content before anything is
   // allocated: a corrupt checkpoint's shape must neither overflow the count nor make us
   // allocate more than the bytes it brought.
-  uint64_t bytes = SizeOf(*dtype);
+  uint64_t bytes = DTypeSize(*dtype);
   for (int64_t d : shape.dims()) {
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
       return absl::InvalidArgumentError(absl::StrCat("tensor ", DTypeName(*dtype), shape.ToString(),

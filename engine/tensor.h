@@ -60,7 +60,7 @@ class Tensor {
   const Shape& shape() const { return shape_; }
   const Device& device() const { return device_; }
   int64_t num_elements() const { return shape_.num_elements(); }
-  size_t num_bytes() const { return num_elements() * SizeOf(dtype_); }
+  size_t num_bytes() const { return num_elements() * DTypeSize(dtype_); }
 
   // Host memory: aborts on a GPU tensor (see above).
   void* raw_data() { return HostBuffer(); }

@@ -420,7 +420,7 @@ absl::Status CheckModelSize(const v1::JobSpec& spec, const JobLimits& limits,
   for (const engine::VariableInfo& v : graph.Variables()) {
     const int64_t n = ElementsPerExample(v.shape);
     parameters = SaturatingAdd(parameters, n);
-    variable_bytes = SaturatingAdd(variable_bytes, SaturatingMul(n, engine::SizeOf(v.dtype)));
+    variable_bytes = SaturatingAdd(variable_bytes, SaturatingMul(n, DTypeSize(v.dtype)));
   }
   if (parameters > limits.max_model_parameters) {
     return TooLarge("model", "parameters", parameters, limits.max_model_parameters,
@@ -437,8 +437,8 @@ absl::Status CheckModelSize(const v1::JobSpec& spec, const JobLimits& limits,
   int64_t per_example = 0;
   for (int i = 0; i < graph.num_nodes(); ++i) {
     if (graph.node(i).op() == v1::VARIABLE) continue;
-    per_example = SaturatingAdd(per_example, SaturatingMul(ElementsPerExample(graph.shape(i)),
-                                                           engine::SizeOf(graph.dtype(i))));
+    per_example = SaturatingAdd(
+        per_example, SaturatingMul(ElementsPerExample(graph.shape(i)), DTypeSize(graph.dtype(i))));
   }
   const int64_t replicas = std::max<int64_t>(1, num_replicas);
   const int64_t per_replica = (spec.global_batch_size() + replicas - 1) / replicas;

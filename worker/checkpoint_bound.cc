@@ -37,7 +37,7 @@ absl::StatusOr<int64_t> CheckpointBytesBound(const v1::JobSpec& spec) {
     }
     const int64_t copies = 1 + (v.trainable ? slots : 0);
     const int64_t content =
-        SaturatingMul(v.shape.num_elements(), static_cast<int64_t>(engine::SizeOf(v.dtype)));
+        SaturatingMul(v.shape.num_elements(), static_cast<int64_t>(DTypeSize(v.dtype)));
     bound = SaturatingAdd(bound, SaturatingMul(SaturatingAdd(content, TensorFraming(v)), copies));
   }
   return bound;

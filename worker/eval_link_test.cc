@@ -208,9 +208,8 @@ class RawChief {
   void Send(std::string bytes) {
     ASSERT_NE(comm_, nullptr);
     bytes.resize((bytes.size() + 7) / 8 * 8, '\0');
-    const absl::Status s =
-        comm_->Broadcast(bytes.data(), bytes.size() / 8, collectives::DType::kI64, 0,
-                         absl::Now() + absl::Seconds(20));
+    const absl::Status s = comm_->Broadcast(bytes.data(), bytes.size() / 8, DType::kI64, 0,
+                                            absl::Now() + absl::Seconds(20));
     EXPECT_TRUE(s.ok()) << s;
   }
 

@@ -390,7 +390,7 @@ absl::Status JobExecutor::StartSession(const JobInput& input, Session* session) 
   LS_ASSIGN_OR_RETURN(session->graph, engine::BuildModel(spec.model()));
   std::vector<size_t> gradient_sizes;
   for (const engine::VariableInfo& v : session->graph.Variables()) {
-    if (v.trainable) gradient_sizes.push_back(v.shape.num_elements() * engine::SizeOf(v.dtype));
+    if (v.trainable) gradient_sizes.push_back(v.shape.num_elements() * DTypeSize(v.dtype));
   }
   JobStrategyOptions so;
   so.shm_heap_bytes =

@@ -22,7 +22,6 @@ namespace bench {
 namespace {
 
 using collectives::Communicator;
-using collectives::DType;
 using collectives::ReduceOp;
 
 double NowUs() {

@@ -80,24 +80,6 @@ bool ParsesAsRecord(absl::string_view blob, JobRecord* record) {
 
 }  // namespace
 
-bool JobStore::IsTerminal(JobState state) {
-  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
-}
-
-bool JobStore::IsValidTransition(JobState from, JobState to) {
-  switch (from) {
-    case v1::PENDING:
-      return to == v1::RUNNING || to == v1::CANCELLED || to == v1::FAILED;
-    case v1::RUNNING:
-      return to == v1::SUCCEEDED || to == v1::FAILED || to == v1::CANCELLED || to == v1::PENDING ||
-             to == v1::RESTARTING;
-    case v1::RESTARTING:
-      return to == v1::RUNNING || to == v1::CANCELLED || to == v1::FAILED;
-    default:
-      return false;
-  }
-}
-
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(Options options) {
   Clock* clock = options.clock != nullptr ? options.clock : Clock::Real();
   const std::string& dir = options.state_dir;
@@ -474,7 +456,7 @@ absl::StatusOr<std::vector<std::string>> JobStore::EndedBeyond(int keep) {
   for (const Row& row : rows) {
     RowRead read = ReadRowLocked(row);
     // A row SQLite cannot read cannot be deleted either (see Delete): it counts for nothing.
-    if (!read.error.empty() || !IsTerminal(read.state)) continue;
+    if (!read.error.empty() || !IsTerminalJobState(read.state)) continue;
     if (++ended > std::max(0, keep)) ids.push_back(row.id);
   }
   std::reverse(ids.begin(), ids.end());
@@ -522,7 +504,7 @@ absl::Status JobStore::Delete(const std::vector<std::string>& ids) {
     if (rc == SQLITE_DONE) continue;
     if (rc != SQLITE_ROW) return rollback(SqliteError(rc, absl::StrCat("read job ", id)));
     const auto state = static_cast<JobState>(sqlite3_column_int64(select.get(), 0));
-    if (!IsTerminal(state)) {
+    if (!IsTerminalJobState(state)) {
       return rollback(absl::FailedPreconditionError(absl::StrCat(
           "job ", id, " is ", v1::JobState_Name(state), ": only ended jobs are deleted")));
     }
@@ -542,10 +524,10 @@ absl::Status JobStore::Delete(const std::vector<std::string>& ids) {
 
 absl::Status JobStore::TransitionLocked(JobRecord& record, JobState to, absl::string_view reason,
                                         bool counts_as_restart) {
-  if (!IsValidTransition(record.state(), to)) {
+  if (!FindJobTransition(record.state(), to).has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", record.id(), " is ", v1::JobState_Name(record.state()), ", cannot become ",
-        v1::JobState_Name(to), IsTerminal(record.state()) ? " (it has ended)" : ""));
+        v1::JobState_Name(to), IsTerminalJobState(record.state()) ? " (it has ended)" : ""));
   }
   const int64_t now = NowMicros();
   if (to == v1::RUNNING) record.set_attempt(record.attempt() + 1);

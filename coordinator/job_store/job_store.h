@@ -3,28 +3,10 @@
 // fsynced before the method returns, so a job the coordinator accepted survives a crash
 // or restart; reopening the store finds every job as it was last written.
 //
-// Job state machine (UpdateState refuses anything else with FAILED_PRECONDITION):
-//
-//              Create()
-//                 |
-//                 v
-//   +-------> PENDING ----------------------+
-//   |             |                         |
-//   | (attempt+1) | scheduled               | CancelJob
-//   |             v                         v
-//   +-------- RUNNING ---------------> CANCELLED <---+
-//              |  ^  \                               |
-//              |  |   \ a worker lost or failed,     |
-//              |  |    v restarts left (restarts+1)  |
-//              |  +- RESTARTING ---------------------+
-//              |  next attempt      |
-//        +-----+-----+              |  (refused at scheduling)
-//        v           v              v
-//    SUCCEEDED     FAILED <---------+---- PENDING (refused when scheduled, e.g. the global
-//                                         batch does not split over the workers found)
-//
-// SUCCEEDED, FAILED and CANCELLED are terminal. Entering RUNNING increments `attempt`,
-// entering RESTARTING `restarts` (not for a preemption).
+// The job state machine is the table of named transitions in job_transitions.h: UpdateState
+// and StartAttempt refuse any other move with FAILED_PRECONDITION, and leave the record as it
+// was. Entering RUNNING increments `attempt`, entering RESTARTING `restarts` (not for a
+// preemption).
 // Every transition is appended to JobRecord.transitions with its time, reason and attempt.
 //
 // A record that cannot be read back (its bytes do not parse as a JobRecord: a torn or
@@ -59,6 +41,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "coordinator/job_store/job_transitions.h"
 #include "lockstep/v1/job.pb.h"
 
 struct sqlite3;
@@ -142,10 +125,6 @@ class JobStore {
   // one whose row SQLite cannot read (it could not delete it), is skipped. Ids are never reused
   // (the AUTOINCREMENT key remembers the highest).
   absl::Status Delete(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Whether the state machine allows from -> to.
-  static bool IsValidTransition(lockstep::v1::JobState from, lockstep::v1::JobState to);
-  static bool IsTerminal(lockstep::v1::JobState state);
 
   const std::string& path() const { return path_; }
 

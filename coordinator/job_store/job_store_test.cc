@@ -114,26 +114,7 @@ TEST_F(JobStoreTest, FollowsTheStateMachineAndRecordsTransitions) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(JobStoreTransitionTest, TransitionTable) {
-  const std::vector<JobState> all = {v1::JOB_STATE_UNSPECIFIED,
-                                     v1::PENDING,
-                                     v1::RUNNING,
-                                     v1::SUCCEEDED,
-                                     v1::FAILED,
-                                     v1::CANCELLED};
-  const std::vector<std::pair<JobState, JobState>> allowed = {
-      {v1::PENDING, v1::RUNNING},   {v1::PENDING, v1::CANCELLED}, {v1::PENDING, v1::FAILED},
-      {v1::RUNNING, v1::SUCCEEDED}, {v1::RUNNING, v1::FAILED},    {v1::RUNNING, v1::CANCELLED},
-      {v1::RUNNING, v1::PENDING}};
-  for (JobState from : all) {
-    for (JobState to : all) {
-      bool expected =
-          std::find(allowed.begin(), allowed.end(), std::make_pair(from, to)) != allowed.end();
-      EXPECT_EQ(JobStore::IsValidTransition(from, to), expected)
-          << v1::JobState_Name(from) << " -> " << v1::JobState_Name(to);
-    }
-  }
-}
+// The transition table itself, and the store against every row: job_transitions_test.cc.
 
 TEST_F(JobStoreTest, ProgressOnlyWhileRunning) {
   auto store = OpenStore();

@@ -30,7 +30,7 @@ absl::Status WantDevice(const DeviceContext& c, const Tensor& t, absl::string_vi
 }  // namespace
 
 absl::StatusOr<Tensor> AllocateTensor(DeviceContext& context, DType dtype, const Shape& shape) {
-  const size_t bytes = shape.num_elements() * SizeOf(dtype);
+  const size_t bytes = shape.num_elements() * DTypeSize(dtype);
   // A zero-element tensor still needs a non-null buffer (valid()): the allocator gives null
   // for 0 bytes, so take its smallest block.
   LS_ASSIGN_OR_RETURN(void* p, context.Allocate(bytes == 0 ? 1 : bytes));

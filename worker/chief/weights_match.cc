@@ -30,8 +30,7 @@ absl::Status WeightsMatch(const v1::Checkpoint& a, const v1::Checkpoint& b, doub
       return absl::FailedPreconditionError(absl::StrCat(
           "variable ", name, " cannot be read: ", (x.ok() ? y : x).status().message()));
     }
-    if (x->dtype() != engine::DType::kF32 || y->dtype() != engine::DType::kF32 ||
-        x->shape() != y->shape()) {
+    if (x->dtype() != DType::kF32 || y->dtype() != DType::kF32 || x->shape() != y->shape()) {
       return absl::FailedPreconditionError(
           absl::StrCat("variable ", name, ": expected f32 tensors of one shape, got ",
                        x->DebugString(), " and ", y->DebugString()));

@@ -49,9 +49,19 @@
 // SIGBUS in the middle of a collective; every rank maps them with MAP_POPULATE, so no call
 // takes a page fault on its first pass over a ring or the heap.
 //
-// Connect(): segment names go through the Store ("<prefix>/shm/<rank>"); once every rank has
-// mapped every segment ("<prefix>/shm_mapped/<rank>"), each rank unlinks its own, so no
-// segment outlives the group even when a process is killed.
+// Connect() runs four named phases, as NCCL's transports name theirs
+// (shm_transport_connect.cc):
+//   CanConnect   the options can form a group at all (before anything is made)
+//   Setup        create, reserve and map this rank's segment, fill its header, advertise
+//                its name through the Store ("<prefix>/shm/<rank>")
+//   ConnectPeers map every peer's advertised segment, check its header, watch its process
+//   AgreeOnPaths agree on CMA and the heap ("<prefix>/shm_mapped/<rank>"); once every rank
+//                has mapped every segment, each unlinks its own, so no segment outlives the
+//                group even when a process is killed
+// and the destructor the fifth, Free: unmap the peers' segments, unlink this rank's own if
+// Connect failed before AgreeOnPaths. The data path (rings, slots, waiting) is in
+// shm_transport.cc; single copy (CMA) and the zero-copy heap in shm_single_copy.cc; the
+// segment's layout in shm_layout.h, its system calls in shm_segment.h.
 // Ownership: owns its mappings. Thread model: see Transport.
 #ifndef LOCKSTEP_COLLECTIVES_TRANSPORT_SHM_SHM_TRANSPORT_H_
 #define LOCKSTEP_COLLECTIVES_TRANSPORT_SHM_SHM_TRANSPORT_H_
@@ -65,14 +75,16 @@
 #include "absl/time/time.h"
 #include "collectives/store.h"
 #include "collectives/transport/piece_cursor.h"
-#include "collectives/transport/tcp/socket_util.h"
+#include "collectives/transport/shm/shm_layout.h"
+#include "collectives/transport/shm/shm_peer_watch.h"
 #include "collectives/transport/transport.h"
 
 namespace lockstep {
 namespace collectives {
 
-// Messages of at most this many bytes take the small-message path (lines, see above).
-constexpr size_t kShmSmallMessageBytes = 256;
+namespace shm {
+class OwnSegment;
+}  // namespace shm
 
 struct ShmOptions {
   size_t ring_bytes = 2 << 20;  // per ordered pair of ranks; a multiple of 64
@@ -148,10 +160,9 @@ class ShmTransport final : public Transport {
   bool direct_enabled() const { return direct_; }
 
  private:
-  struct Header;
-  struct Ring;
-  struct Slot;
-  class OwnSegment;
+  using Header = shm::SegmentHeader;
+  using Ring = shm::RingControl;
+  using Slot = shm::Slot;
   struct Mapping {
     void* base = nullptr;
     size_t bytes = 0;
@@ -165,6 +176,14 @@ class ShmTransport final : public Transport {
   };
 
   ShmTransport(int rank, int size, const ShmOptions& options);
+
+  // The connect phases (see above), in the order Connect() runs them.
+  static absl::Status CanConnect(const ShmOptions& options);
+  absl::Status Setup(const std::string& key_prefix, Store* store);
+  absl::Status ConnectPeers(const std::string& key_prefix, Store* store, absl::Time deadline);
+  absl::Status AgreeOnPaths(const std::string& key_prefix, Store* store, absl::Time deadline);
+  void Free();
+
   Header* header(int r) const;
   Ring* ring(int owner, int sender) const;
   char* ring_data(int owner, int sender) const;
@@ -195,17 +214,6 @@ class ShmTransport final : public Transport {
   void RingRead(int owner, int sender, uint64_t at, void* dst, size_t n) const;
   bool ProbeCma(int peer) const;
   absl::Status CheckPeer(int peer, const char* what) const;
-  // Connect(): how this rank will tell that `peer`'s process died (PeerProcess).
-  void WatchPeerProcess(int peer);
-  bool PeerProcessDead(int peer) const;
-
-  // How a peer's death is seen: a pidfd (readable once it exited; immune to pid reuse), its
-  // /proc/<pid>/stat where pidfds are missing, or not at all when it runs in another PID
-  // namespace (its pid means nothing here; its crash then shows at the caller's deadline).
-  struct PeerProcess {
-    enum Watch { kUnknown, kPidfd, kProc } watch = kUnknown;
-    UniqueFd pidfd;
-  };
 
   const int rank_;
   const int size_;
@@ -213,11 +221,11 @@ class ShmTransport final : public Transport {
   int spin_ = 0;
   int yield_ = 0;
   const size_t slot_bytes_;
-  const size_t heap_offset_;         // where the heap starts in a segment (all ranks alike)
-  size_t segment_bytes_;             // this rank's (without the heap when it could not be reserved)
-  std::shared_ptr<OwnSegment> own_;  // this rank's segment (mapped); shared with heap buffers
-  std::vector<Mapping> segments_;    // segments_[r]: rank r's segment
-  std::vector<PeerProcess> peer_processes_;  // [peer]
+  const size_t heap_offset_;  // where the heap starts in a segment (all ranks alike)
+  size_t segment_bytes_;      // this rank's (without the heap when it could not be reserved)
+  std::shared_ptr<shm::OwnSegment> own_;  // this rank's segment (mapped); shared with heap buffers
+  std::vector<Mapping> segments_;         // segments_[r]: rank r's segment
+  std::vector<shm::PeerProcessWatch> peer_processes_;  // [peer]: how its death is seen
   std::vector<uint64_t> seen_tail_;   // [peer]: its ring's tail as last read (<= the real one)
   std::vector<uint64_t> small_sent_;  // [peer]: small messages written to it so far
   std::vector<uint64_t> small_seen_consumed_;  // [peer]: its slots_consumed as last read
