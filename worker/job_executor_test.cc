@@ -244,7 +244,7 @@ TEST(JobExecutor, OneWorkerTrainsDigitsWithCheckpointAndSummaries) {
 // out, checkpoints every 10 steps and keeps 3. The job trains one epoch of the held-out
 // split, evaluates on it and checkpoints as planned, not as the spec says.
 TEST(JobExecutor, RunsAHandMadePlanTheCoordinatorWouldRefuseExactlyAsPlanned) {
-  FakeCoordinatorClient client;
+  FakeWorkerServiceClient client;
   v1::JobSpec spec = DigitsSpec("hand-plan", 1);
   v1::Partition p = PartitionOf(spec, 0, 1);  // lowered with eval_fraction 0.2
   spec.mutable_data()->set_eval_fraction(0);
