@@ -115,8 +115,9 @@ class DevicePrefetchTest : public ::testing::Test {
 };
 
 TEST_F(DevicePrefetchTest, StepsComeStagedOnTheDeviceInOrderThroughPinnedMemory) {
-  auto ds = Dataset({});
+  // Before the dataset exists: its prefetch thread stages (and counts) steps from the start.
   const FakeCudaApi::Counters before = gpus_.api->counters();
+  auto ds = Dataset({});
   for (int step = 0; step < 5; ++step) {
     auto next = ds->Next();
     ASSERT_TRUE(next.ok()) << next.status();

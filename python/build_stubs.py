@@ -37,6 +37,7 @@ PROTOS = [
     "lockstep/v1/example.proto",
     "lockstep/v1/graph.proto",
     "lockstep/v1/job.proto",
+    "lockstep/v1/job_plan.proto",
     "lockstep/v1/job_spec.proto",
     "lockstep/v1/model.proto",
     "lockstep/v1/tensor.proto",
