@@ -44,13 +44,19 @@ $PY tests/onnx_check.py check "$OUT/model.onnx" "$OUT/rows.f32" "$OUT/forward/fo
 
 # The other bundled models, the same way: the residual CNN (conv2d, batch norm with its moving
 # statistics, a residual add, max pooling) on the digits rows, and the char Transformer
-# (embeddings, layer norm, causal self-attention, GELU, residual adds) on seeded token rows,
-# its control the causal mask of the first attention layer.
+# (embeddings, layer norm, causal self-attention, GELU, residual adds) on the first rows of its
+# job's eval data (data.eval of examples/jobs/char_transformer.json, the "tokens" int64
+# feature read from the TFRecord file by tests/onnx_check.py), its control the causal mask of
+# the first attention layer.
 tests/train_for_export --job=examples/jobs/digits_residual.json \
   --data=examples/data/digits.csv.gz --out="$OUT/cnn" --steps=6 --forward="$OUT/rows.f32"
 "$CLI" export "$OUT/cnn/ckpt" --format=onnx --output="$OUT/cnn.onnx" --spec="$OUT/cnn/spec.json"
 $PY tests/onnx_check.py check "$OUT/cnn.onnx" "$OUT/rows.f32" "$OUT/cnn/forward.f32" 6
-$PY tests/onnx_check.py tokens "$OUT/tokens.f32" 6 64 96
+lm_eval=$($PY -c 'import json, sys; print(*json.load(open(sys.argv[1]))["data"]["eval"]["files"])' \
+  examples/jobs/char_transformer.json)
+[ "$lm_eval" = examples/data/fortunes-valid.tfrecord ] ||
+  { echo "FAIL: the char Transformer's eval source is '$lm_eval', not the file read here"; exit 1; }
+$PY tests/onnx_check.py records "$lm_eval" tokens "$OUT/tokens.f32" 6
 tests/train_for_export --job=examples/jobs/char_transformer.json \
   --data=examples/data/fortunes-train.tfrecord --out="$OUT/lm" --steps=4 \
   --forward="$OUT/tokens.f32"
