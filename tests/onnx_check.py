@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks `lockstep export --format=onnx` with ONNX's own tools and a small NumPy evaluator.
 
-  onnx_check.py rows DATA.csv.gz ROWS.f32 N
-      the first N rows' features (every column but the last, the label), raw, as float32
+  onnx_check.py in_data DATA.csv.gz ROWS.f32
+      every row of ROWS.f32 (train_for_export --eval_rows: a job's eval rows, raw) is the
+      features (every column but the last, the label) of a row of the CSV file, and the
+      rows are not simply the file's first rows (the held-out split is a permutation)
   onnx_check.py records DATA.tfrecord FEATURE ROWS.f32 N
       the int64 feature FEATURE of the first N tf.train.Example records of a TFRecord file
       (a job's eval source), as the float rows train_for_export --forward reads (token ids
@@ -133,10 +135,16 @@ def evaluate(model, features):
     return values[model.graph.output[0].name]
 
 
-def rows(data, out, n):
+def in_data(data, rows_path):
     with gzip.open(data, "rt") as f:
-        table = [[float(v) for v in r[:-1]] for r, _ in zip(csv.reader(f), range(int(n)))]
-    np.asarray(table, dtype="<f4").tofile(out)
+        table = np.asarray([[float(v) for v in r[:-1]] for r in csv.reader(f)], dtype="<f4")
+    x = np.fromfile(rows_path, dtype="<f4").reshape(-1, table.shape[1])
+    known = {r.tobytes() for r in table}
+    problems = [f"row {i} of {rows_path} is no row of {data}"
+                for i, r in enumerate(x) if r.tobytes() not in known]
+    if np.array_equal(x, table[: x.shape[0]]):
+        problems.append(f"{rows_path} holds the first rows of {data}, not a held-out split")
+    return problems
 
 
 def tfrecords(path):
@@ -260,15 +268,14 @@ def check(path, rows_path, forward_path, step, control="feature_scale"):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "rows":
-        rows(*sys.argv[2:5])
-        sys.exit(0)
     if sys.argv[1] == "records":
         records(*sys.argv[2:6])
         sys.exit(0)
-    found = check(*sys.argv[2:7])
+    found = in_data(*sys.argv[2:4]) if sys.argv[1] == "in_data" else check(*sys.argv[2:7])
     for p in found:
         print("FAIL:", p)
-    if not found:
+    if not found and sys.argv[1] == "in_data":
+        print("OK: every row of", sys.argv[3], "is a row of", sys.argv[2])
+    elif not found:
         print("OK:", sys.argv[2], "passes onnx.checker and matches Lockstep's forward pass")
     sys.exit(1 if found else 0)
