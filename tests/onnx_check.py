@@ -152,12 +152,14 @@ def tfrecords(path):
     data, the data's masked CRC32C u32 (little-endian)."""
     with open(path, "rb") as f:
         while header := f.read(12):
+            if len(header) != 12:
+                raise ValueError(f"{path}: a record's header is cut short")
             length, length_crc = struct.unpack("<QI", header)
             if masked_crc32c(header[:8]) != length_crc:
                 raise ValueError(f"{path}: a record's length fails its CRC")
-            data = f.read(length)
-            (data_crc,) = struct.unpack("<I", f.read(4))
-            if len(data) != length or masked_crc32c(data) != data_crc:
+            data, trailer = f.read(length), f.read(4)
+            if (len(data) != length or len(trailer) != 4 or
+                    masked_crc32c(data) != struct.unpack("<I", trailer)[0]):
                 raise ValueError(f"{path}: a record's data is cut short or fails its CRC")
             yield data
 
