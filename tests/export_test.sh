@@ -16,7 +16,7 @@ OUT="${TEST_TMPDIR:-$(mktemp -d)}/export"
 rm -rf "$OUT"
 
 tests/train_for_export --job=examples/jobs/digits_mlp.json \
-  --data=examples/data/digits.csv.gz --out="$OUT" --steps=12
+  --data=examples/data/digits.csv.gz --out="$OUT" --steps=12 --eval_rows=64
 ckpt=$(ls "$OUT"/ckpt/*.lsckpt)
 step=$(awk '$1 == "step" {print $2}' "$OUT/report.txt")
 [ "$step" = 12 ] || { echo "FAIL: the job ran $step steps, want 12"; exit 1; }
@@ -32,25 +32,38 @@ $PY tests/export_check.py npz "$OUT/all.npz" "$OUT/dump" --slots
 $PY tests/export_check.py safetensors "$OUT/model.safetensors" "$OUT/dump" --step=12
 $PY tests/export_check.py safetensors "$OUT/all.safetensors" "$OUT/dump" --slots --step=12 --spec
 
-# ONNX: checked by onnx.checker and run by a NumPy evaluator on raw rows of the data, against
-# Lockstep's own forward pass on the same rows (tests/onnx_check.py).
+# ONNX: checked by onnx.checker and run by a NumPy evaluator on raw rows of the job's eval
+# data (the first 64 of the data.evalFraction the job holds out of digits.csv.gz by its seed,
+# each checked to be a row of the file as Python's csv reads it), against Lockstep's own
+# forward pass on the same rows (tests/onnx_check.py).
 "$CLI" export "$ckpt" --format=onnx --output="$OUT/model.onnx" --spec="$OUT/spec.json"
-$PY tests/onnx_check.py rows examples/data/digits.csv.gz "$OUT/rows.f32" 64
+$PY tests/onnx_check.py in_data examples/data/digits.csv.gz "$OUT/eval_rows.f32"
 tests/train_for_export --job=examples/jobs/digits_mlp.json \
-  --data=examples/data/digits.csv.gz --out="$OUT/forward" --steps=12 --forward="$OUT/rows.f32"
+  --data=examples/data/digits.csv.gz --out="$OUT/forward" --steps=12 \
+  --forward="$OUT/eval_rows.f32"
 cmp "$OUT/forward/dump/variable0.bin" "$OUT/dump/variable0.bin" ||
   { echo "FAIL: two runs of the same job differ"; exit 1; }
-$PY tests/onnx_check.py check "$OUT/model.onnx" "$OUT/rows.f32" "$OUT/forward/forward.f32" 12
+$PY tests/onnx_check.py check "$OUT/model.onnx" "$OUT/eval_rows.f32" "$OUT/forward/forward.f32" 12
 
 # The other bundled models, the same way: the residual CNN (conv2d, batch norm with its moving
-# statistics, a residual add, max pooling) on the digits rows, and the char Transformer
-# (embeddings, layer norm, causal self-attention, GELU, residual adds) on seeded token rows,
-# its control the causal mask of the first attention layer.
+# statistics, a residual add, max pooling) on the same eval rows (its job holds out the same
+# split: the same file, fraction and seed, checked here), and the char Transformer
+# (embeddings, layer norm, causal self-attention, GELU, residual adds) on the first rows of its
+# job's eval data (data.eval of examples/jobs/char_transformer.json, the "tokens" int64
+# feature read from the TFRecord file by tests/onnx_check.py), its control the causal mask of
+# the first attention layer.
 tests/train_for_export --job=examples/jobs/digits_residual.json \
-  --data=examples/data/digits.csv.gz --out="$OUT/cnn" --steps=6 --forward="$OUT/rows.f32"
+  --data=examples/data/digits.csv.gz --out="$OUT/cnn" --steps=6 \
+  --forward="$OUT/eval_rows.f32" --eval_rows=64
+cmp "$OUT/cnn/eval_rows.f32" "$OUT/eval_rows.f32" ||
+  { echo "FAIL: the residual CNN's job holds out other eval rows than the MLP's"; exit 1; }
 "$CLI" export "$OUT/cnn/ckpt" --format=onnx --output="$OUT/cnn.onnx" --spec="$OUT/cnn/spec.json"
-$PY tests/onnx_check.py check "$OUT/cnn.onnx" "$OUT/rows.f32" "$OUT/cnn/forward.f32" 6
-$PY tests/onnx_check.py tokens "$OUT/tokens.f32" 6 64 96
+$PY tests/onnx_check.py check "$OUT/cnn.onnx" "$OUT/eval_rows.f32" "$OUT/cnn/forward.f32" 6
+lm_eval=$($PY -c 'import json, sys; print(*json.load(open(sys.argv[1]))["data"]["eval"]["files"])' \
+  examples/jobs/char_transformer.json)
+[ "$lm_eval" = examples/data/fortunes-valid.tfrecord ] ||
+  { echo "FAIL: the char Transformer's eval source is '$lm_eval', not the file read here"; exit 1; }
+$PY tests/onnx_check.py records "$lm_eval" tokens "$OUT/tokens.f32" 6
 tests/train_for_export --job=examples/jobs/char_transformer.json \
   --data=examples/data/fortunes-train.tfrecord --out="$OUT/lm" --steps=4 \
   --forward="$OUT/tokens.f32"
@@ -64,9 +77,10 @@ sys.exit(t.elem_type != onnx.TensorProto.INT64)' "$OUT/lm.onnx" ||
 # pooling with uneven SAME pads, a branch concatenated, sigmoid, global average pooling,
 # layer norm, softmax and flatten mid-model.
 tests/train_for_export --job=tests/onnx_layers_job.json \
-  --data=examples/data/digits.csv.gz --out="$OUT/zoo" --steps=6 --forward="$OUT/rows.f32"
+  --data=examples/data/digits.csv.gz --out="$OUT/zoo" --steps=6 \
+  --forward="$OUT/eval_rows.f32"
 "$CLI" export "$OUT/zoo/ckpt" --format=onnx --output="$OUT/zoo.onnx" --spec="$OUT/zoo/spec.json"
-$PY tests/onnx_check.py check "$OUT/zoo.onnx" "$OUT/rows.f32" "$OUT/zoo/forward.f32" 6
+$PY tests/onnx_check.py check "$OUT/zoo.onnx" "$OUT/eval_rows.f32" "$OUT/zoo/forward.f32" 6
 
 # Wrong inputs: the variables-only export is not taken for one with slots, a job id is
 # refused saying why, and an unknown format names the flag.
@@ -82,6 +96,11 @@ if "$CLI" export "$ckpt" --format=pickle --output="$OUT/x" 2>"$OUT/err"; then
   echo "FAIL: an unknown format was accepted"; exit 1
 fi
 grep -q -- '--format: unknown format "pickle"' "$OUT/err" || { cat "$OUT/err"; exit 1; }
+if tests/train_for_export --job=examples/jobs/digits_mlp.json \
+  --data=examples/data/digits.csv.gz --out="$OUT/many" --steps=1 --eval_rows=5000 2>"$OUT/err"; then
+  echo "FAIL: more eval rows than the job holds out were written"; exit 1
+fi
+grep -q -- '--eval_rows: 5000 is outside \[1, 359\]' "$OUT/err" || { cat "$OUT/err"; exit 1; }
 # initFrom: one step at a learning rate of 0, so the checkpoint holds what the job started from.
 tests/train_for_export --job=examples/jobs/digits_mlp.json \
   --data=examples/data/digits.csv.gz --out="$OUT/init" --steps=1 \

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Checks `lockstep export --format=onnx` with ONNX's own tools and a small NumPy evaluator.
 
-  onnx_check.py rows DATA.csv.gz ROWS.f32 N
-      the first N rows' features (every column but the last, the label), raw, as float32
-  onnx_check.py tokens ROWS.f32 N WIDTH VOCAB
-      N rows of WIDTH token ids drawn in [0, VOCAB) (seeded), as the float features a
-      language model's embedding takes
+  onnx_check.py in_data DATA.csv.gz ROWS.f32
+      every row of ROWS.f32 (train_for_export --eval_rows: a job's eval rows, raw) is the
+      features (every column but the last, the label) of a row of the CSV file, and the
+      rows are not simply the file's first rows (the held-out split is a permutation)
+  onnx_check.py records DATA.tfrecord FEATURE ROWS.f32 N
+      the int64 feature FEATURE of the first N tf.train.Example records of a TFRecord file
+      (a job's eval source), as the float rows train_for_export --forward reads (token ids
+      are exact in float32); read here with the framing's CRCs checked, sharing no code with
+      Lockstep's reader
   onnx_check.py check MODEL.onnx ROWS.f32 FORWARD.f32 STEP [CONTROL]
       onnx.checker (full_check: with strict shape inference) passes; the graph's input has a
       symbolic batch dimension; the metadata names the job and STEP; the NumPy evaluator
@@ -17,14 +21,20 @@
 The evaluator is written from the ONNX operator documents (no onnxruntime in Debian), one
 NumPy function per op export/onnx_layers.cc emits.
 """
-import math
 import csv
 import gzip
+import math
+import os
+import struct
 import sys
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tools"))
+from tfrecord_example import masked_crc32c  # noqa: E402
 
 
 def attribute(node, name, default):
@@ -125,15 +135,96 @@ def evaluate(model, features):
     return values[model.graph.output[0].name]
 
 
-def rows(data, out, n):
+def in_data(data, rows_path):
     with gzip.open(data, "rt") as f:
-        table = [[float(v) for v in r[:-1]] for r, _ in zip(csv.reader(f), range(int(n)))]
-    np.asarray(table, dtype="<f4").tofile(out)
+        table = np.asarray([[float(v) for v in r[:-1]] for r in csv.reader(f)], dtype="<f4")
+    x = np.fromfile(rows_path, dtype="<f4").reshape(-1, table.shape[1])
+    known = {r.tobytes() for r in table}
+    problems = [f"row {i} of {rows_path} is no row of {data}"
+                for i, r in enumerate(x) if r.tobytes() not in known]
+    if np.array_equal(x, table[: x.shape[0]]):
+        problems.append(f"{rows_path} holds the first rows of {data}, not a held-out split")
+    return problems
 
 
-def tokens(out, n, width, vocab):
-    rng = np.random.default_rng(36)
-    rng.integers(0, int(vocab), size=(int(n), int(width))).astype("<f4").tofile(out)
+def tfrecords(path):
+    """The data of each record of a TFRecord file: length u64, its masked CRC32C u32, the
+    data, the data's masked CRC32C u32 (little-endian)."""
+    with open(path, "rb") as f:
+        while header := f.read(12):
+            if len(header) != 12:
+                raise ValueError(f"{path}: a record's header is cut short")
+            length, length_crc = struct.unpack("<QI", header)
+            if masked_crc32c(header[:8]) != length_crc:
+                raise ValueError(f"{path}: a record's length fails its CRC")
+            data, trailer = f.read(length), f.read(4)
+            if (len(data) != length or len(trailer) != 4 or
+                    masked_crc32c(data) != struct.unpack("<I", trailer)[0]):
+                raise ValueError(f"{path}: a record's data is cut short or fails its CRC")
+            yield data
+
+
+def varint(data, i):
+    """The protobuf varint at data[i:] and the index after it."""
+    value, shift = 0, 0
+    while True:
+        value |= (data[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if not data[i - 1] & 0x80:
+            return value, i
+
+
+def fields(message):
+    """(field number, value) of a protobuf message's bytes: an int for a varint, bytes for
+    a length-delimited field (the only wire types tf.train.Example uses)."""
+    i = 0
+    while i < len(message):
+        key, i = varint(message, i)
+        if key & 7 == 0:
+            value, i = varint(message, i)
+        elif key & 7 == 2:
+            size, i = varint(message, i)
+            value, i = message[i:i + size], i + size
+        else:
+            raise ValueError(f"wire type {key & 7} in a tf.train.Example")
+        yield key >> 3, value
+
+
+def int64_feature(example, name):
+    """Example{features = 1: Features{map<string, Feature> feature = 1}}, Feature{int64_list
+    = 3: Int64List{repeated int64 value = 1}}, packed or one varint each: the values of
+    the feature `name`."""
+    for _, features in fields(example):
+        for _, entry in fields(features):
+            entry = dict(fields(entry))
+            if entry.get(1) != name.encode():
+                continue
+            values = []
+            for number, kind in fields(entry.get(2, b"")):
+                if number != 3:
+                    raise ValueError(f"feature {name}: not an int64_list (Feature field {number})")
+                for _, v in fields(kind):
+                    if isinstance(v, int):
+                        values.append(v)
+                        continue
+                    i = 0
+                    while i < len(v):
+                        value, i = varint(v, i)
+                        values.append(value)
+            return [v - (1 << 64) if v >= 1 << 63 else v for v in values]
+    raise ValueError(f"feature {name}: not in the record")
+
+
+def records(data, name, out, n):
+    table = [int64_feature(r, name) for r, _ in zip(tfrecords(data), range(int(n)))]
+    if len(table) != int(n) or len({len(r) for r in table}) != 1:
+        raise ValueError(f"{data}: want {n} records of one width of {name}, got "
+                         f"{[len(r) for r in table]}")
+    rows = np.asarray(table, dtype="<f4")
+    if not np.array_equal(rows.astype(np.int64), np.asarray(table, dtype=np.int64)):
+        raise ValueError(f"{data}: {name} holds values float32 does not carry exactly")
+    rows.tofile(out)
 
 
 def check(path, rows_path, forward_path, step, control="feature_scale"):
@@ -179,15 +270,14 @@ def check(path, rows_path, forward_path, step, control="feature_scale"):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "rows":
-        rows(*sys.argv[2:5])
+    if sys.argv[1] == "records":
+        records(*sys.argv[2:6])
         sys.exit(0)
-    if sys.argv[1] == "tokens":
-        tokens(*sys.argv[2:6])
-        sys.exit(0)
-    found = check(*sys.argv[2:7])
+    found = in_data(*sys.argv[2:4]) if sys.argv[1] == "in_data" else check(*sys.argv[2:7])
     for p in found:
         print("FAIL:", p)
-    if not found:
+    if not found and sys.argv[1] == "in_data":
+        print("OK: every row of", sys.argv[3], "is a row of", sys.argv[2])
+    elif not found:
         print("OK:", sys.argv[2], "passes onnx.checker and matches Lockstep's forward pass")
     sys.exit(1 if found else 0)

@@ -12,8 +12,13 @@
 //                         model's input, as the data files hold them): Lockstep's own
 //                         forward pass on them (the job's featureScale, then the model,
 //                         Executor::Evaluate) with the checkpoint's variables, raw floats
+//   OUT/eval_rows.f32     with --eval_rows=N: the first N rows of the job's eval data (its
+//                         data.eval source, or the data.eval_fraction held out of data.train
+//                         by the job's seed, as the workers build it), raw as the files hold
+//                         them (before featureScale), float32: the rows to give --forward
 // Usage: train_for_export --job=JOB.json --data=digits.csv.gz --out=DIR --steps=N
 //                         [--init_from=EXPORT.safetensors] [--forward=ROWS.f32]
+//                         [--eval_rows=N]
 // With --init_from the job starts from that export (JobSpec.init_from) at a learning rate of
 // 0, so its checkpoint holds the variables it started from.
 #include <cstring>
@@ -35,6 +40,7 @@
 #include "worker/chief/checkpoint.h"
 #include "worker/fake_worker_service_client.h"
 #include "worker/job_executor.h"
+#include "worker/job_input.h"
 
 namespace lockstep {
 namespace {
@@ -104,6 +110,29 @@ absl::Status Forward(const v1::JobSpec& spec, const v1::Checkpoint& checkpoint,
   return absl::OkStatus();
 }
 
+// The first `count` rows of the job's eval data, unscaled (the job's input built without its
+// featureScale: the same files, split and seed), as float32 to `out_path`.
+absl::Status EvalRows(v1::JobSpec spec, int64_t count, const std::string& out_path) {
+  spec.mutable_data()->mutable_train()->clear_feature_scale();
+  spec.mutable_data()->mutable_eval()->clear_feature_scale();
+  absl::StatusOr<worker::JobInput> input = worker::BuildJobInput(spec);
+  if (!input.ok()) return input.status();
+  if (!input->eval.has_value()) return absl::InvalidArgumentError("--eval_rows: no eval data");
+  const engine::Tensor& features = input->eval->features;
+  const int64_t n = features.shape().dim(0);
+  if (count <= 0 || count > n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--eval_rows: ", count, " is outside [1, ", n, "], the eval rows"));
+  }
+  if (features.dtype() != engine::DType::kF32) {
+    return absl::InvalidArgumentError("--eval_rows: the eval features are not float32");
+  }
+  std::ofstream(out_path, std::ios::binary)
+      .write(static_cast<const char*>(features.raw_data()),
+             static_cast<std::streamsize>(features.num_bytes() / n * count));
+  return absl::OkStatus();
+}
+
 void Dump(const std::string& dir, const std::string& kind, const v1::NamedTensor& t, int index,
           std::ofstream& manifest) {
   const std::string file = absl::StrCat(kind, index, ".bin");
@@ -166,6 +195,10 @@ int Main(int argc, char** argv) {
   }
   for (const v1::NamedTensor& s : restored->checkpoint.optimizer_slots()) {
     Dump(out + "/dump", "slot", s, i++, manifest);
+  }
+  if (!flags["eval_rows"].empty()) {
+    absl::Status s = EvalRows(*spec, std::stoll(flags["eval_rows"]), out + "/eval_rows.f32");
+    if (!s.ok()) return Fail(std::string(s.message()));
   }
   if (!flags["forward"].empty()) {
     absl::Status s = Forward(*spec, restored->checkpoint, flags["forward"], out + "/forward.f32");
