@@ -114,8 +114,11 @@ absl::Status Forward(const v1::JobSpec& spec, const v1::Checkpoint& checkpoint,
 // featureScale: the same files, split and seed), as float32 to `out_path`.
 absl::Status EvalRows(v1::JobSpec spec, int64_t count, const std::string& out_path) {
   spec.mutable_data()->mutable_train()->clear_feature_scale();
-  spec.mutable_data()->mutable_eval()->clear_feature_scale();
-  absl::StatusOr<worker::JobInput> input = worker::BuildJobInput(spec);
+  if (spec.data().has_eval()) spec.mutable_data()->mutable_eval()->clear_feature_scale();
+  absl::StatusOr<v1::JobPlan> plan =
+      jobspec::LowerJobSpec(spec, jobspec::ClusterFacts::OneWorker(1));
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<worker::JobInput> input = worker::BuildJobInput(spec, plan->input());
   if (!input.ok()) return input.status();
   if (!input->eval.has_value()) return absl::InvalidArgumentError("--eval_rows: no eval data");
   const engine::Tensor& features = input->eval->features;
@@ -124,7 +127,7 @@ absl::Status EvalRows(v1::JobSpec spec, int64_t count, const std::string& out_pa
     return absl::InvalidArgumentError(
         absl::StrCat("--eval_rows: ", count, " is outside [1, ", n, "], the eval rows"));
   }
-  if (features.dtype() != engine::DType::kF32) {
+  if (features.dtype() != DType::kF32) {
     return absl::InvalidArgumentError("--eval_rows: the eval features are not float32");
   }
   std::ofstream(out_path, std::ios::binary)
