@@ -58,7 +58,7 @@ TEST(SchedulerTest, QueuesOldestFirstAndARestartKeepsItsWorkerCount) {
   every.set_workers(0);
   EXPECT_EQ(s.NeedFor("job-000001", every).workers, 3);  // the attempt it replaces had 3
   EXPECT_EQ(s.NeedFor("job-000002", every).workers, 0);  // every ALIVE worker
-  v1::JobPlan one;  // a one-worker strategy
+  v1::JobPlan one;                                       // a one-worker strategy
   one.set_workers(1);
   EXPECT_EQ(s.NeedFor("job-000002", one).workers, 1);
   s.Remove("job-000001");

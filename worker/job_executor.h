@@ -85,7 +85,7 @@ namespace worker {
 
 struct JobExecutorOptions {
   WorkerServiceClient* client = nullptr;  // rendezvous key-value store; not owned
-  Clock* clock = nullptr;               // null: the real clock
+  Clock* clock = nullptr;                 // null: the real clock
   distribute::LocalDevices devices;
   // NCCL for GPU jobs (lockstepd loads it at start in a CUDA build on a GPU host).
   distribute::NcclEnvironment nccl;

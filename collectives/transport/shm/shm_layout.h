@@ -36,8 +36,8 @@ constexpr size_t kRingCtlBytes = 192;
 // lines.
 constexpr size_t kSlotBytes = RoundUp(8 + kShmSmallMessageBytes, 64);
 constexpr size_t kSmallSlots = 32;
-// Whole pages, so the ring data after it keeps its offset within a page (with a 10 KiB area,
-// ring data started half a page later and 1 KiB all-reduces took 3.0-3.2 us, not 0.4 us).
+// Whole pages, so the ring data after it keeps its offset within a page (the measurement:
+// bench/transport_tuning.md, "The small-message slot area").
 constexpr size_t kSlotAreaBytes = RoundUp(kSmallSlots * kSlotBytes, 4096);
 constexpr size_t kBounceBytes = 128 << 10;      // CMA pieces for a reduction: stay in L2
 constexpr size_t kCmaCopyPieceBytes = 1 << 20;  // CMA pieces copied in place (abort checks)
