@@ -12,9 +12,12 @@ absl::StatusOr<std::unique_ptr<CentralStorageStrategy>> CentralStorageStrategy::
   config.name = "CentralStorageStrategy";
   LS_ASSIGN_OR_RETURN(config.devices, ResolveDevices(options.devices, options.available));
   config.gpus = options.available.gpus;
-  // The values reduce on the host whatever the backend; an NCCL request is still checked.
-  LS_RETURN_IF_ERROR(
-      CheckBackend(options.communication, config.devices, BuiltWithCuda(), config.name).status());
+  // The values reduce on the host whatever the backend, so NCCL is never used: GPU replicas
+  // with engine devices (a CUDA build's, or the tests' fakes) pass the check without it; a
+  // request that contradicts the devices (RING on GPUs, NCCL on CPUs) is still refused.
+  LS_RETURN_IF_ERROR(CheckBackend(options.communication, config.devices,
+                                  BuiltWithCuda() || options.available.gpus != nullptr, config.name)
+                         .status());
   config.communication = options.communication;
   config.variable_kind = DistributedVariable::Kind::kCentral;
   const int n = static_cast<int>(config.devices.size());

@@ -11,6 +11,7 @@
 // rank 1's as the CPU's replica-order reduction does, and so the same float operations
 // happen in the same order. (On a real GPU the same comparison holds within 1e-4 relative:
 // gpu_strategy_cuda_test.) A control shows the comparison can fail (another learning rate).
+// (CentralStorage and gradient accumulation on GPU replicas: gpu_central_accumulation_test.)
 // Also: a checkpoint taken from GPU replicas restores bit for bit and continues as an
 // uninterrupted run; a device out of memory is RESOURCE_EXHAUSTED naming the device; a GPU
 // replica without a GPU device is FAILED_PRECONDITION naming it.
@@ -239,21 +240,6 @@ TEST_F(GpuStrategyTest, ExplicitCopiesRefuseWhatTheyCannotDo) {
   const engine::Tensor wrong = engine::Tensor::FromVector<float>({1, 2}, engine::Shape{2});
   EXPECT_EQ(CopyInto(wrong, &*on1, gpus_.devices->Find(1)).code(),
             absl::StatusCode::kInvalidArgument);
-}
-
-TEST_F(GpuStrategyTest, GradientAccumulationOnGpusIsRefusedClearly) {
-  MirroredStrategyOptions o;
-  o.available = Gpus();
-  o.nccl.api = &nccl_;
-  o.communication.timeout = absl::Seconds(20);
-  auto mirrored = MirroredStrategy::Create(o);
-  ASSERT_TRUE(mirrored.ok()) << mirrored.status();
-  engine::Graph graph = DigitsGraph();
-  TrainerOptions accumulate = DigitsTrainerOptions(0.1);
-  accumulate.optimizer.set_gradient_accumulation_steps(2);
-  auto t = Trainer::Create(mirrored->get(), &graph, accumulate);
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << t.status();
-  EXPECT_THAT(t.status().message(), HasSubstr("gradient_accumulation_steps"));
 }
 
 // Two workers (threads, as two processes would be) of MultiWorkerMirrored, one GPU each, each

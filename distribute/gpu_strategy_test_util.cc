@@ -68,30 +68,35 @@ absl::Status TrainSteps(Strategy& strategy, Trainer& trainer, int first, int n,
                         std::vector<double>* losses, int64_t global_batch) {
   const int replicas = strategy.num_local_replicas();
   const std::vector<engine::Device>& devices = strategy.extended().worker_devices();
+  const int k = trainer.accumulation_steps();
   for (int step = first; step < first + n; ++step) {
-    const std::vector<Tensor> batch = DigitsBatch(global_batch, step);
-    const int64_t per = global_batch / replicas;
-    std::vector<DistributedValues> inputs;
-    for (const Tensor& t : batch) {
-      std::vector<Tensor> parts;
-      for (int r = 0; r < replicas; ++r) {
-        LS_ASSIGN_OR_RETURN(Tensor part, SliceAxis0(t, r * per, (r + 1) * per));
-        parts.push_back(HostCopy(part, devices[r]));
+    std::vector<std::vector<DistributedValues>> micro(k);
+    for (int m = 0; m < k; ++m) {
+      const std::vector<Tensor> batch = DigitsBatch(global_batch, int64_t{step} * k + m);
+      const int64_t per = global_batch / replicas;
+      for (const Tensor& t : batch) {
+        std::vector<Tensor> parts;
+        for (int r = 0; r < replicas; ++r) {
+          LS_ASSIGN_OR_RETURN(Tensor part, SliceAxis0(t, r * per, (r + 1) * per));
+          parts.push_back(HostCopy(part, devices[r]));
+        }
+        micro[m].push_back(DistributedValues::PerReplica(std::move(parts)));
       }
-      inputs.push_back(DistributedValues::PerReplica(std::move(parts)));
     }
-    absl::StatusOr<TrainStepResult> result = trainer.Step(inputs);
+    absl::StatusOr<TrainStepResult> result = trainer.Step(absl::MakeConstSpan(micro));
     if (!result.ok()) return Annotate(result.status(), absl::StrCat("step ", step));
     if (losses != nullptr) losses->push_back(result->loss);
   }
   return absl::OkStatus();
 }
 
-TrainedRun TrainDigits(Strategy& strategy, int steps, double learning_rate, int64_t global_batch) {
+TrainedRun TrainDigits(Strategy& strategy, int steps, double learning_rate, int64_t global_batch,
+                       int accumulation_steps, bool momentum) {
   TrainedRun run;
   engine::Graph graph = DigitsGraph();
-  TrainerOptions options = DigitsTrainerOptions(learning_rate);
+  TrainerOptions options = DigitsTrainerOptions(learning_rate, momentum);
   options.global_batch_size = global_batch;
+  options.optimizer.set_gradient_accumulation_steps(accumulation_steps);
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(&strategy, &graph, options);
   EXPECT_TRUE(trainer.ok()) << trainer.status();
   if (!trainer.ok()) return run;

@@ -32,14 +32,16 @@ TrainerOptions DigitsTrainerOptions(double learning_rate, bool momentum = false)
 // Step `step`'s global batch: 64 pixels in [0, 1] per example, a label they determine.
 std::vector<engine::Tensor> DigitsBatch(int64_t batch, int64_t step);
 // Steps [first, first + n) of `trainer`, each batch split among the strategy's replicas;
-// each step's loss appended to *losses when not null.
+// each step's loss appended to *losses when not null. A trainer accumulating K micro-batches
+// gets K batches per step (step s: batches s*K .. s*K + K-1).
 absl::Status TrainSteps(Strategy& strategy, Trainer& trainer, int first, int n,
                         std::vector<double>* losses = nullptr,
                         int64_t global_batch = kDigitsGlobalBatch);
-// A fresh trainer on `strategy` trained `steps` steps (failures are test failures: the
-// result is then empty).
+// A fresh trainer on `strategy` trained `steps` steps, accumulating `accumulation_steps`
+// micro-batches per step (failures are test failures: the result is then empty).
 TrainedRun TrainDigits(Strategy& strategy, int steps, double learning_rate = 0.1,
-                       int64_t global_batch = kDigitsGlobalBatch);
+                       int64_t global_batch = kDigitsGlobalBatch, int accumulation_steps = 1,
+                       bool momentum = false);
 // The trainer's variables and optimizer slots on the host, as a worker checkpoints them.
 absl::StatusOr<v1::Checkpoint> MakeCheckpoint(const Trainer& trainer);
 // Every tensor of `got` equals `want`'s within `rel` relative (0: bit for bit), element

@@ -154,6 +154,17 @@ class StrategyExtended {
   // Where updates to this strategy's variables must be reduced to.
   Destination variable_destination() const;
 
+  // What local replica `local_replica` computes with, in its device's memory, in `variables`'
+  // order: a mirrored variable's own copy; a central variable's host copy on a CPU replica.
+  // On a GPU replica a central variable's current host value is copied (one explicit
+  // host->device copy per variable, then one synchronisation) into the variable's buffer for
+  // that replica (DistributedVariable::replica_buffer: allocated on the first read, reused by
+  // every later one, so no allocation per step). Call it from the replica's thread once per
+  // step, after the previous update (tf.distribute's read of a central variable on a compute
+  // device). FAILED_PRECONDITION naming a GPU without device handles; the device's errors.
+  absl::StatusOr<std::vector<engine::Tensor>> ReadForReplica(
+      const std::vector<DistributedVariable>& variables, int local_replica) const;
+
   // Applies reduced gradients to variables: fn(copy, variables, gradients) is called once
   // per copy of the variables (each local replica's copy for mirrored variables, the one
   // central copy for CentralStorage), with `variables` aliasing that copy's tensors and

@@ -242,4 +242,40 @@ absl::Status CopyInto(const Tensor& host, Tensor* dst, const engine::gpu::GpuDev
   return gpu->context->Synchronize();
 }
 
+absl::Status AddInto(const Tensor& x, Tensor* acc, const engine::gpu::GpuDevice* gpu) {
+  if (acc == nullptr || !acc->valid() || !x.valid()) {
+    return absl::InvalidArgumentError("AddInto: a null tensor");
+  }
+  if (x.on_host() && acc->on_host()) return AddInto(x, acc);
+  if (x.device() != acc->device()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot add ", x.DebugString(), " into ",
+                                                   acc->DebugString(),
+                                                   ": they are on different devices"));
+  }
+  if (x.dtype() != DType::kF32 || acc->dtype() != DType::kF32 || x.shape() != acc->shape()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot add ", x.DebugString(), " into ", acc->DebugString(),
+                     " on a GPU: two f32 tensors of one shape are needed"));
+  }
+  LS_RETURN_IF_ERROR(CheckGpu(acc->device(), gpu, "AddInto"));
+  if (gpu->kernels == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("AddInto: no GPU kernels for ", acc->device().name()));
+  }
+  float* y = static_cast<float*>(acc->raw_device_data());
+  const float* a = static_cast<const float*>(x.raw_device_data());
+  return gpu->kernels->Add(y, a, y, acc->num_elements(), gpu->stream());
+}
+
+absl::StatusOr<Tensor> CloneWhereItLies(const Tensor& x, const engine::gpu::GpuDevice* gpu) {
+  if (!x.valid() || x.on_host()) return x.valid() ? x.Clone() : x;
+  LS_RETURN_IF_ERROR(CheckGpu(x.device(), gpu, "CloneWhereItLies"));
+  LS_ASSIGN_OR_RETURN(Tensor out, engine::gpu::AllocateTensor(*gpu->context, x.dtype(), x.shape()));
+  if (x.num_bytes() > 0) {
+    LS_RETURN_IF_ERROR(
+        gpu->context->CopyOnDevice(out.raw_device_data(), x.raw_device_data(), x.num_bytes()));
+  }
+  return out;
+}
+
 }  // namespace lockstep::distribute

@@ -27,6 +27,17 @@ namespace lockstep::distribute {
 
 // *acc += x, element-wise; same dtype and shape.
 absl::Status AddInto(const engine::Tensor& x, engine::Tensor* acc);
+// *acc += x where both lie: on the host as above; two f32 tensors of one GPU through `gpu`'s
+// Add kernel (its handles), enqueued on its compute stream (ordered with the executor's and
+// NCCL's work there; y = a + b rounds as the host's acc += x). INVALID_ARGUMENT for tensors on
+// different devices, another dtype on a GPU, or mismatched shapes; FAILED_PRECONDITION
+// without `gpu` for device tensors. Gradient accumulation uses it (distribute/trainer.h).
+absl::Status AddInto(const engine::Tensor& x, engine::Tensor* acc,
+                     const engine::gpu::GpuDevice* gpu);
+// A deep copy of `x` where it lies: Clone on the host; a device-to-device copy on `gpu`
+// (allocated from its caching allocator, enqueued on its stream).
+absl::StatusOr<engine::Tensor> CloneWhereItLies(const engine::Tensor& x,
+                                                const engine::gpu::GpuDevice* gpu);
 // *t /= divisor (integer division for integer dtypes, as tf.distribute's MEAN).
 absl::Status DivideBy(double divisor, engine::Tensor* t);
 // Sum over axis 0: [n, d...] -> [d...]. Rank 0 is refused.

@@ -34,16 +34,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(Strategy* strategy,
   const bool on_gpus = std::any_of(replicas.begin(), replicas.end(), [](const engine::Device& d) {
     return d.type() == engine::Device::Type::kCuda;
   });
-  if (on_gpus && strategy->extended().variable_destination() == Destination::kHost) {
-    return absl::UnimplementedError(
-        absl::StrCat(strategy->name(),
-                     " on GPU replicas: central variables on the host cannot feed a GPU "
-                     "executor yet; use MirroredStrategy"));
-  }
-  if (on_gpus && options.optimizer.gradient_accumulation_steps() > 1) {
-    return absl::UnimplementedError(
-        "optimizer.gradient_accumulation_steps > 1 on GPU replicas is not supported yet");
-  }
   std::unique_ptr<Trainer> t(new Trainer(strategy, graph, std::move(options)));
   // Gradients reduce in place on the devices only over NCCL; other cross-device ops on GPU
   // replicas stage them through host memory (StrategyExtended::BatchReduceTo), so not overlapped.
@@ -152,10 +142,10 @@ absl::StatusOr<engine::Feeds> Trainer::ZeroBatch() const {
 absl::Status Trainer::ProbeGradientOrder() {
   // One backward pass on a one-example batch of zeros records the hook's order.
   LS_ASSIGN_OR_RETURN(engine::Feeds feeds, ZeroBatch());
-  std::vector<Tensor> vars;
-  for (const DistributedVariable& v : variables_) {
-    // A device copy is only read by the backward pass; a host one is cloned as before.
-    vars.push_back(v.Read(0).on_host() ? v.Read(0).Clone() : v.Read(0));
+  LS_ASSIGN_OR_RETURN(std::vector<Tensor> vars, strategy_->extended().ReadForReplica(variables_, 0));
+  // A device tensor is only read by the backward pass; a host one is cloned as before.
+  for (Tensor& v : vars) {
+    if (v.on_host()) v = v.Clone();
   }
   engine::StepOptions step;
   step.on_gradient_ready = [this](int i) { gradient_order_.push_back(i); };
@@ -170,11 +160,14 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
                                                          bool overlap, bool request_stop) {
   const int r = ctx.local_replica_id();
   const int k = accumulation_steps_;
-  std::vector<Tensor> vars;
-  for (const DistributedVariable& v : variables_) vars.push_back(v.Read(r));
+  // Its own copies, or the central values copied onto its device (the strategy decides).
+  LS_ASSIGN_OR_RETURN(std::vector<Tensor> vars, strategy_->extended().ReadForReplica(variables_, r));
+  // Null on a CPU replica.
+  LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu, strategy_->extended().replica_gpu(r));
   StepTimes& times = replica_times_[r];
-  // The first K-1 micro-batches' gradients, summed in ordinary memory (the executor may
-  // place gradients in the all-reduce's memory, which each backward pass reuses).
+  // The first K-1 micro-batches' gradients, summed where they lie (host memory, or the
+  // replica's device memory through its Add kernel), apart from the gradients themselves (the
+  // executor may place them in the all-reduce's memory, which each backward pass reuses).
   std::vector<Tensor> accumulated;
   std::vector<Tensor> grads;
   std::unique_ptr<GradientReducer> reducer;
@@ -201,7 +194,7 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
       step.on_gradient_ready = [&](int i) {
         if (!grads[i].valid()) return;
         if (!accumulated.empty() && accumulated[i].valid()) {
-          status.Update(AddInto(accumulated[i], &grads[i]));
+          status.Update(AddInto(accumulated[i], &grads[i], gpu));
         }
         reducer->Add(&grads[i]);
       };
@@ -228,10 +221,7 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
           grads.push_back(Tensor::Zeros(v.dtype(), v.shape()));
           continue;
         }
-        absl::StatusOr<const engine::gpu::GpuDevice*> gpu = strategy_->extended().replica_gpu(r);
-        absl::StatusOr<Tensor> zeros =
-            gpu.ok() ? engine::gpu::ZerosOnDevice(*(*gpu)->context, v.dtype(), v.shape())
-                     : absl::StatusOr<Tensor>(gpu.status());
+        absl::StatusOr<Tensor> zeros = engine::gpu::ZerosOnDevice(*gpu->context, v.dtype(), v.shape());
         if (!zeros.ok()) {
           status.Update(zeros.status());
           break;
@@ -250,11 +240,15 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
     if (result.ok()) loss += result->loss * step.loss_scale;
     if (!status.ok() || last) break;
     if (accumulated.empty()) {
-      for (const Tensor& g : grads) accumulated.push_back(g.valid() ? g.Clone() : Tensor());
+      for (size_t i = 0; i < grads.size() && status.ok(); ++i) {
+        absl::StatusOr<Tensor> copy = CloneWhereItLies(grads[i], gpu);
+        status.Update(copy.status());
+        accumulated.push_back(copy.ok() ? *std::move(copy) : Tensor());
+      }
     } else {
       for (size_t i = 0; i < grads.size() && status.ok(); ++i) {
         if (grads[i].valid() && accumulated[i].valid()) {
-          status.Update(AddInto(grads[i], &accumulated[i]));
+          status.Update(AddInto(grads[i], &accumulated[i], gpu));
         }
       }
     }
@@ -268,7 +262,7 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
   if (!overlap && !accumulated.empty()) {
     for (size_t i = 0; i < grads.size(); ++i) {
       if (grads[i].valid() && accumulated[i].valid()) {
-        LS_RETURN_IF_ERROR(AddInto(accumulated[i], &grads[i]));
+        LS_RETURN_IF_ERROR(AddInto(accumulated[i], &grads[i], gpu));
       }
     }
   }

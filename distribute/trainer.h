@@ -16,9 +16,10 @@
 // equivalence test checks OneDevice, Mirrored, CentralStorage and MultiWorkerMirrored.
 //
 // Gradient accumulation (optimizer.gradient_accumulation_steps K > 1): one step is K
-// micro-batches. Each replica sums its gradients of the first K-1 in ordinary memory (no
-// collective), adds the sum into the last one's gradients as the backward pass finalises
-// them, and only those are all-reduced and applied: one all-reduce and one update per K,
+// micro-batches. Each replica sums its gradients of the first K-1 where they lie (host memory,
+// or on a GPU replica its device memory through the Add kernel: AddInto with the replica's
+// GpuDevice; no collective), adds the sum into the last one's gradients as the backward pass
+// finalises them, and only those are all-reduced and applied: one all-reduce and one update per K,
 // with the loss scaled by local_batch / (global_batch * K), so a step equals one step on
 // the K micro-batches concatenated (within float rounding). Micro-batch m of step s keys
 // dropout as step s*K + m.
@@ -35,7 +36,12 @@
 // copied onto the device by the executor as they enter; the loss comes back as a host number.
 // Over NCCL the gradients are all-reduced in place in device memory (overlapped); other
 // cross-device ops stage them through the host (BatchReduceTo), without overlap.
-// CentralStorage and gradient accumulation on GPU replicas are refused (UNIMPLEMENTED).
+// CentralStorage on GPU replicas (tf.distribute's semantics): the variables and the optimizer
+// stay on the host; each step every replica reads them through
+// StrategyExtended::ReadForReplica (one explicit host->device copy per variable into a device
+// buffer the variable keeps for that replica), computes its gradients on its device, and
+// BatchReduceTo brings each gradient back (one device->host copy per gradient and replica),
+// sums them on the host in replica order, and Update applies them once with the host optimizer.
 //
 // Variables are created in the strategy's scope from VariableSet::Initialize(graph); with
 // several workers the chief's values are broadcast, so every replica starts identical.
