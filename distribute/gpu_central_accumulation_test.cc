@@ -224,7 +224,8 @@ TEST_F(GpuCentralAccumulationTest, AccumulationOnMirroredAndCentralGpusMatchesTh
   ASSERT_TRUE(mirrored_cpu != nullptr && central_cpu != nullptr);
   for (int k : {2, 3}) {
     SCOPED_TRACE(absl::StrCat("K = ", k));
-    const TrainedRun want = TrainDigits(*mirrored_cpu, kDigitsSteps / 2, 0.1, kDigitsGlobalBatch, k);
+    const TrainedRun want =
+        TrainDigits(*mirrored_cpu, kDigitsSteps / 2, 0.1, kDigitsGlobalBatch, k);
     ASSERT_FALSE(want.weights.empty());
     for (CrossDeviceOpsKind kind :
          {CrossDeviceOpsKind::kNcclAllReduce, CrossDeviceOpsKind::kReduceToOneDevice}) {
@@ -258,7 +259,8 @@ TEST_F(GpuCentralAccumulationTest, AccumulationOnMirroredAndCentralGpusMatchesTh
 TEST_F(GpuCentralAccumulationTest, DeviceAddIntoAndCloneWhereTheyLie) {
   const engine::Device gpu1(engine::Device::Type::kCuda, 1);
   const engine::gpu::GpuDevice* dev = gpus_.devices->Find(1);
-  const engine::Tensor x = engine::Tensor::FromVector<float>({0.1f, -2.5f, 1e-8f}, engine::Shape{3});
+  const engine::Tensor x =
+      engine::Tensor::FromVector<float>({0.1f, -2.5f, 1e-8f}, engine::Shape{3});
   const engine::Tensor y = engine::Tensor::FromVector<float>({0.2f, 2.5f, 3.f}, engine::Shape{3});
   engine::Tensor host_sum = y.Clone();
   ASSERT_TRUE(AddInto(x, &host_sum, nullptr).ok());  // host tensors: the host's AddInto
@@ -276,8 +278,8 @@ TEST_F(GpuCentralAccumulationTest, DeviceAddIntoAndCloneWhereTheyLie) {
   // Refusals: a host tensor into a device one, another dtype, no handles.
   engine::Tensor host_acc = y.Clone();
   EXPECT_EQ(AddInto(*dx, &host_acc, dev).code(), absl::StatusCode::kInvalidArgument);
-  auto ints = CopyToDevice(engine::Tensor::FromVector<int32_t>({1, 2, 3}, engine::Shape{3}), gpu1,
-                           dev);
+  auto ints =
+      CopyToDevice(engine::Tensor::FromVector<int32_t>({1, 2, 3}, engine::Shape{3}), gpu1, dev);
   ASSERT_TRUE(ints.ok()) << ints.status();
   absl::Status wrong_dtype = AddInto(*ints, &*ints, dev);
   EXPECT_EQ(wrong_dtype.code(), absl::StatusCode::kInvalidArgument);

@@ -78,8 +78,8 @@ absl::StatusOr<std::vector<Tensor>> StrategyExtended::ReadForReplica(
   if (copied) {
     absl::Status s = gpu->context->Synchronize();
     if (!s.ok()) {
-      return Annotate(s, absl::StrCat("copying central variables to ",
-                                      worker_devices()[local_replica].name()));
+      return Annotate(
+          s, absl::StrCat("copying central variables to ", worker_devices()[local_replica].name()));
     }
   }
   return out;

@@ -142,7 +142,8 @@ absl::StatusOr<engine::Feeds> Trainer::ZeroBatch() const {
 absl::Status Trainer::ProbeGradientOrder() {
   // One backward pass on a one-example batch of zeros records the hook's order.
   LS_ASSIGN_OR_RETURN(engine::Feeds feeds, ZeroBatch());
-  LS_ASSIGN_OR_RETURN(std::vector<Tensor> vars, strategy_->extended().ReadForReplica(variables_, 0));
+  LS_ASSIGN_OR_RETURN(std::vector<Tensor> vars,
+                      strategy_->extended().ReadForReplica(variables_, 0));
   // A device tensor is only read by the backward pass; a host one is cloned as before.
   for (Tensor& v : vars) {
     if (v.on_host()) v = v.Clone();
@@ -161,7 +162,8 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
   const int r = ctx.local_replica_id();
   const int k = accumulation_steps_;
   // Its own copies, or the central values copied onto its device (the strategy decides).
-  LS_ASSIGN_OR_RETURN(std::vector<Tensor> vars, strategy_->extended().ReadForReplica(variables_, r));
+  LS_ASSIGN_OR_RETURN(std::vector<Tensor> vars,
+                      strategy_->extended().ReadForReplica(variables_, r));
   // Null on a CPU replica.
   LS_ASSIGN_OR_RETURN(const engine::gpu::GpuDevice* gpu, strategy_->extended().replica_gpu(r));
   StepTimes& times = replica_times_[r];
@@ -221,7 +223,8 @@ absl::StatusOr<std::vector<Tensor>> Trainer::ReplicaStep(ReplicaContext& ctx,
           grads.push_back(Tensor::Zeros(v.dtype(), v.shape()));
           continue;
         }
-        absl::StatusOr<Tensor> zeros = engine::gpu::ZerosOnDevice(*gpu->context, v.dtype(), v.shape());
+        absl::StatusOr<Tensor> zeros =
+            engine::gpu::ZerosOnDevice(*gpu->context, v.dtype(), v.shape());
         if (!zeros.ok()) {
           status.Update(zeros.status());
           break;

@@ -2,8 +2,9 @@
 // cosine decay, evaluation, checkpoints, summaries) through JobExecutor with ONE_DEVICE on
 // /gpu:0 of fake GPUs (distribute/fake_gpu_devices.h: FakeCudaApi, the grid emulator, the
 // fake BLAS) ends with the checkpoint of the same job on /cpu:0, bit for bit (the fake runs
-// the CPU's arithmetic), and the same evaluation accuracy. A job that asks for GPUs on a
-// worker without GPU devices fails naming the device.
+// the CPU's arithmetic), and the same evaluation accuracy; so does a CentralStorage job that
+// accumulates gradients. A job that asks for GPUs on a worker without GPU devices fails naming
+// the device.
 #include <fstream>
 #include <functional>
 #include <map>
@@ -209,6 +210,51 @@ TEST(JobExecutorGpu, ReportsTheGpuPeakWhichStopsGrowingAfterTheFirstStep) {
   EXPECT_LT(smaller.device_memory(0).peak_bytes(), final_memory.peak_bytes());
   EXPECT_GE(smaller.device_memory(0).reserved_bytes(), final_memory.reserved_bytes());
   EXPECT_LT(smaller.device_memory(0).device_allocations(), final_memory.device_allocations());
+}
+
+// CentralStorage with gradient accumulation (K = 2) on the fake /gpu:0 through the job path
+// (lowering, the worker's strategy, the trainer): the same checkpoint as on /cpu:0, bit for
+// bit; the variables stayed on the host (the device held only the replica's buffers and the
+// step's tensors).
+TEST(JobExecutorGpu, CentralStorageAccumulatingJobOnAFakeGpuEndsWithTheCpuCheckpoint) {
+  absl::StatusOr<distribute::LocalDevices> with_gpu = OneFakeGpu();
+  ASSERT_TRUE(with_gpu.ok()) << with_gpu.status();
+  auto central = [](const std::string& name, bool gpus) {
+    v1::JobSpec spec = DigitsOnOneDevice(name, gpus);
+    spec.set_strategy(v1::CENTRAL_STORAGE);
+    spec.mutable_optimizer()->set_gradient_accumulation_steps(2);
+    spec.set_epochs(0);
+    spec.set_steps(30);
+    return spec;
+  };
+  const v1::JobSpec gpu_spec = central("central-gpu-job", /*gpus=*/true);
+  const v1::JobReport gpu = RunJob(gpu_spec, *with_gpu);
+  ASSERT_EQ(gpu.phase(), v1::JobReport::DONE) << gpu.error();
+  const v1::JobSpec cpu_spec = central("central-cpu-job", /*gpus=*/false);
+  const v1::JobReport cpu = RunJob(cpu_spec, distribute::LocalDevices{});
+  ASSERT_EQ(cpu.phase(), v1::JobReport::DONE) << cpu.error();
+  EXPECT_EQ(gpu.step(), 30);
+  EXPECT_EQ(gpu.step(), cpu.step());
+  EXPECT_EQ(gpu.eval_accuracy(), cpu.eval_accuracy());
+  auto g = chief::CheckpointManager::RestoreLatest(gpu_spec.checkpoint().dir());
+  auto c = chief::CheckpointManager::RestoreLatest(cpu_spec.checkpoint().dir());
+  ASSERT_TRUE(g.ok() && c.ok());
+  EXPECT_EQ(g->checkpoint.global_step(), 30);
+  ASSERT_EQ(g->checkpoint.variables_size(), c->checkpoint.variables_size());
+  ASSERT_GT(c->checkpoint.variables_size(), 0);
+  for (int i = 0; i < c->checkpoint.variables_size(); ++i) {
+    EXPECT_EQ(g->checkpoint.variables(i).SerializeAsString(),
+              c->checkpoint.variables(i).SerializeAsString())
+        << c->checkpoint.variables(i).name();
+  }
+  ASSERT_EQ(g->checkpoint.optimizer_slots_size(), c->checkpoint.optimizer_slots_size());
+  for (int i = 0; i < c->checkpoint.optimizer_slots_size(); ++i) {
+    EXPECT_EQ(g->checkpoint.optimizer_slots(i).SerializeAsString(),
+              c->checkpoint.optimizer_slots(i).SerializeAsString())
+        << c->checkpoint.optimizer_slots(i).name();
+  }
+  // The replica computed on the device.
+  EXPECT_GT(with_gpu->gpus->Find(0)->context->allocator_stats().peak_bytes_in_use, 0u);
 }
 
 TEST(JobExecutorGpu, AGpuJobOnAWorkerWithoutGpuDevicesFailsNamingTheDevice) {
