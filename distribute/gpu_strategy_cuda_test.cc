@@ -3,11 +3,13 @@
 // (RealCudaApi, the CUDA kernels, cuBLASLt with TF32 off) against OneDeviceStrategy on
 // /cpu:0: every weight within 1e-4 relative (products and sums round differently on a GPU;
 // training 50 steps at this learning rate does not amplify that past 1e-4), the losses
-// within 1e-4. A checkpoint from the GPU restores bit for bit.
+// within 1e-4. CentralStorage and gradient accumulation (K = 2) on /gpu:0 against /cpu:0 within
+// 1e-4 too. A checkpoint from the GPU restores bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "distribute/central_storage_strategy.h"
 #include "distribute/cuda_gpu_devices.h"
 #include "distribute/gpu_strategy_test_util.h"
 #include "distribute/one_device_strategy.h"
@@ -41,6 +43,44 @@ TEST(GpuStrategyCudaTest, FiftySgdStepsOnGpu0MatchTheCpuEngine) {
       (*gpus)->Find(0)->context->properties().name.c_str(), got.losses.back(), want.losses.back(),
       static_cast<unsigned long long>(
           (*gpus)->Find(0)->context->allocator_stats().peak_bytes_in_use));
+}
+
+// CentralStorage on /gpu:0 (variables and SGD on the host, the replica's buffers refreshed by
+// one host->device copy per variable and step) and gradient accumulation (K = 2, summed by the
+// Add kernel) on /gpu:0, each against the same job on /cpu:0 within 1e-4 relative.
+TEST(GpuStrategyCudaTest, CentralStorageAndAccumulationOnGpu0MatchTheCpuEngine) {
+  absl::StatusOr<std::shared_ptr<GpuDeviceSet>> gpus = MakeCudaGpus({0});
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  LocalDevices devices;
+  devices.num_gpus = 1;
+  devices.gpus = *gpus;
+  CentralStorageStrategyOptions on_gpu;
+  on_gpu.devices = {"/gpu:0"};
+  on_gpu.available = devices;
+  auto central_gpu = CentralStorageStrategy::Create(on_gpu);
+  ASSERT_TRUE(central_gpu.ok()) << central_gpu.status();
+  CentralStorageStrategyOptions on_cpu;
+  on_cpu.devices = {"/cpu:0"};
+  auto central_cpu = CentralStorageStrategy::Create(on_cpu);
+  ASSERT_TRUE(central_cpu.ok()) << central_cpu.status();
+  const TrainedRun want = TrainDigits(**central_cpu, kSteps);
+  const TrainedRun got = TrainDigits(**central_gpu, kSteps);
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  EXPECT_TRUE(SameWeights(got.weights, want.weights, /*rel=*/1e-4));
+  EXPECT_LT(got.losses.back(), got.losses.front());
+
+  auto gpu = OneDeviceStrategy::Create("/gpu:0", devices);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu = OneDeviceStrategy::Create("/cpu:0");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const TrainedRun want_k2 = TrainDigits(**cpu, kSteps / 2, 0.1, kDigitsGlobalBatch, 2);
+  const TrainedRun got_k2 = TrainDigits(**gpu, kSteps / 2, 0.1, kDigitsGlobalBatch, 2);
+  ASSERT_EQ(got_k2.losses.size(), want_k2.losses.size());
+  EXPECT_TRUE(SameWeights(got_k2.weights, want_k2.weights, /*rel=*/1e-4));
+  for (size_t i = 0; i < want_k2.losses.size(); ++i) {
+    EXPECT_NEAR(got_k2.losses[i], want_k2.losses[i], 1e-4 * std::fabs(want_k2.losses[i]))
+        << "step " << i;
+  }
 }
 
 TEST(GpuStrategyCudaTest, CheckpointFromTheGpuRestoresBitForBit) {
