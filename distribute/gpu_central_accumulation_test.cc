@@ -17,10 +17,9 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/nccl/fake_nccl_api.h"
-#include "collectives/nccl/fake_nccl_world.h"
 #include "distribute/central_storage_strategy.h"
 #include "distribute/fake_gpu_devices.h"
+#include "distribute/fake_gpu_fixture.h"
 #include "distribute/gpu_strategy_test_util.h"
 #include "distribute/mirrored_strategy.h"
 #include "distribute/one_device_strategy.h"
@@ -29,26 +28,10 @@
 namespace lockstep::distribute {
 namespace {
 
-using collectives::nccl::FakeNcclApi;
-using collectives::nccl::FakeNcclWorld;
 using ::testing::HasSubstr;
 
-class GpuCentralAccumulationTest : public ::testing::Test {
+class GpuCentralAccumulationTest : public TwoFakeGpusTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<FakeGpus> gpus = MakeFakeGpus(2);
-    ASSERT_TRUE(gpus.ok()) << gpus.status();
-    gpus_ = *std::move(gpus);
-    world_.UseDeviceMemory(gpus_.api.get());
-  }
-
-  LocalDevices Gpus() const {
-    LocalDevices d;
-    d.num_gpus = 2;
-    d.gpus = gpus_.devices;
-    return d;
-  }
-
   std::unique_ptr<Strategy> CentralOnGpus() {
     CentralStorageStrategyOptions o;
     o.available = Gpus();
@@ -80,10 +63,6 @@ class GpuCentralAccumulationTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::unique_ptr<Strategy>(std::move(*s)) : nullptr;
   }
-
-  FakeGpus gpus_;
-  FakeNcclWorld world_;
-  FakeNcclApi nccl_{&world_};
 };
 
 TEST_F(GpuCentralAccumulationTest, CentralStorageOverTwoGpusMatchesTwoCpuDevicesBitForBit) {

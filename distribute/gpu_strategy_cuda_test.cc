@@ -19,41 +19,53 @@ namespace {
 
 constexpr int kSteps = 50;
 
-TEST(GpuStrategyCudaTest, FiftySgdStepsOnGpu0MatchTheCpuEngine) {
+// This machine's /gpu:0 as a worker offers it (RealCudaApi, the CUDA kernels, cuBLASLt).
+absl::StatusOr<LocalDevices> RealGpu0() {
   absl::StatusOr<std::shared_ptr<GpuDeviceSet>> gpus = MakeCudaGpus({0});
-  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  if (!gpus.ok()) return gpus.status();
   LocalDevices devices;
   devices.num_gpus = 1;
-  devices.gpus = *gpus;
-  auto gpu = OneDeviceStrategy::Create("/gpu:0", devices);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  auto cpu = OneDeviceStrategy::Create("/cpu:0");
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  const TrainedRun want = TrainDigits(**cpu, kSteps);
-  const TrainedRun got = TrainDigits(**gpu, kSteps);
+  devices.gpus = *std::move(gpus);
+  return devices;
+}
+
+// `got` trained as `want` did: every weight and every step's loss within 1e-4 relative.
+void ExpectCloseRuns(const TrainedRun& got, const TrainedRun& want) {
   ASSERT_EQ(got.losses.size(), want.losses.size());
   EXPECT_TRUE(SameWeights(got.weights, want.weights, /*rel=*/1e-4));
   for (size_t i = 0; i < want.losses.size(); ++i) {
     EXPECT_NEAR(got.losses[i], want.losses[i], 1e-4 * std::fabs(want.losses[i])) << "step " << i;
   }
   EXPECT_LT(got.losses.back(), got.losses.front());
+}
+
+TEST(GpuStrategyCudaTest, FiftySgdStepsOnGpu0MatchTheCpuEngine) {
+  absl::StatusOr<LocalDevices> real = RealGpu0();
+  ASSERT_TRUE(real.ok()) << real.status();
+  const LocalDevices& devices = *real;
+  auto gpu = OneDeviceStrategy::Create("/gpu:0", devices);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu = OneDeviceStrategy::Create("/cpu:0");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const TrainedRun want = TrainDigits(**cpu, kSteps);
+  const TrainedRun got = TrainDigits(**gpu, kSteps);
+  ExpectCloseRuns(got, want);
   std::printf(
       "gpu_strategy_cuda_test: 50 steps on %s, final loss %.6f (cpu %.6f), peak device "
       "bytes %llu\n",
-      (*gpus)->Find(0)->context->properties().name.c_str(), got.losses.back(), want.losses.back(),
+      devices.gpus->Find(0)->context->properties().name.c_str(), got.losses.back(),
+      want.losses.back(),
       static_cast<unsigned long long>(
-          (*gpus)->Find(0)->context->allocator_stats().peak_bytes_in_use));
+          devices.gpus->Find(0)->context->allocator_stats().peak_bytes_in_use));
 }
 
 // CentralStorage on /gpu:0 (variables and SGD on the host, the replica's buffers refreshed by
 // one host->device copy per variable and step) and gradient accumulation (K = 2, summed by the
 // Add kernel) on /gpu:0, each against the same job on /cpu:0 within 1e-4 relative.
 TEST(GpuStrategyCudaTest, CentralStorageAndAccumulationOnGpu0MatchTheCpuEngine) {
-  absl::StatusOr<std::shared_ptr<GpuDeviceSet>> gpus = MakeCudaGpus({0});
-  ASSERT_TRUE(gpus.ok()) << gpus.status();
-  LocalDevices devices;
-  devices.num_gpus = 1;
-  devices.gpus = *gpus;
+  absl::StatusOr<LocalDevices> real = RealGpu0();
+  ASSERT_TRUE(real.ok()) << real.status();
+  const LocalDevices& devices = *real;
   CentralStorageStrategyOptions on_gpu;
   on_gpu.devices = {"/gpu:0"};
   on_gpu.available = devices;
@@ -65,9 +77,7 @@ TEST(GpuStrategyCudaTest, CentralStorageAndAccumulationOnGpu0MatchTheCpuEngine) 
   ASSERT_TRUE(central_cpu.ok()) << central_cpu.status();
   const TrainedRun want = TrainDigits(**central_cpu, kSteps);
   const TrainedRun got = TrainDigits(**central_gpu, kSteps);
-  ASSERT_EQ(got.losses.size(), want.losses.size());
-  EXPECT_TRUE(SameWeights(got.weights, want.weights, /*rel=*/1e-4));
-  EXPECT_LT(got.losses.back(), got.losses.front());
+  ExpectCloseRuns(got, want);
 
   auto gpu = OneDeviceStrategy::Create("/gpu:0", devices);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
@@ -75,20 +85,13 @@ TEST(GpuStrategyCudaTest, CentralStorageAndAccumulationOnGpu0MatchTheCpuEngine) 
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   const TrainedRun want_k2 = TrainDigits(**cpu, kSteps / 2, 0.1, kDigitsGlobalBatch, 2);
   const TrainedRun got_k2 = TrainDigits(**gpu, kSteps / 2, 0.1, kDigitsGlobalBatch, 2);
-  ASSERT_EQ(got_k2.losses.size(), want_k2.losses.size());
-  EXPECT_TRUE(SameWeights(got_k2.weights, want_k2.weights, /*rel=*/1e-4));
-  for (size_t i = 0; i < want_k2.losses.size(); ++i) {
-    EXPECT_NEAR(got_k2.losses[i], want_k2.losses[i], 1e-4 * std::fabs(want_k2.losses[i]))
-        << "step " << i;
-  }
+  ExpectCloseRuns(got_k2, want_k2);
 }
 
 TEST(GpuStrategyCudaTest, CheckpointFromTheGpuRestoresBitForBit) {
-  absl::StatusOr<std::shared_ptr<GpuDeviceSet>> gpus = MakeCudaGpus({0});
-  ASSERT_TRUE(gpus.ok()) << gpus.status();
-  LocalDevices devices;
-  devices.num_gpus = 1;
-  devices.gpus = *gpus;
+  absl::StatusOr<LocalDevices> real = RealGpu0();
+  ASSERT_TRUE(real.ok()) << real.status();
+  const LocalDevices& devices = *real;
   auto gpu = OneDeviceStrategy::Create("/gpu:0", devices);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   engine::Graph graph = DigitsGraph();

@@ -29,6 +29,7 @@
 #include "collectives/nccl/fake_nccl_api.h"
 #include "collectives/nccl/fake_nccl_world.h"
 #include "distribute/fake_gpu_devices.h"
+#include "distribute/fake_gpu_fixture.h"
 #include "distribute/gpu_strategy_test_util.h"
 #include "distribute/mirrored_strategy.h"
 #include "distribute/multi_worker_mirrored_strategy.h"
@@ -42,26 +43,7 @@ using collectives::nccl::FakeNcclApi;
 using collectives::nccl::FakeNcclWorld;
 using ::testing::HasSubstr;
 
-class GpuStrategyTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<FakeGpus> gpus = MakeFakeGpus(2);
-    ASSERT_TRUE(gpus.ok()) << gpus.status();
-    gpus_ = *std::move(gpus);
-    world_.UseDeviceMemory(gpus_.api.get());
-  }
-
-  LocalDevices Gpus() const {
-    LocalDevices d;
-    d.num_gpus = 2;
-    d.gpus = gpus_.devices;
-    return d;
-  }
-
-  FakeGpus gpus_;
-  FakeNcclWorld world_;
-  FakeNcclApi nccl_{&world_};
-};
+using GpuStrategyTest = TwoFakeGpusTest;
 
 TEST_F(GpuStrategyTest, OneDeviceOnGpuTrainsTheCpuWeightsBitForBit) {
   auto cpu = OneDeviceStrategy::Create("/cpu:0");

@@ -119,6 +119,28 @@ absl::StatusOr<distribute::LocalDevices> OneFakeGpu() {
   return devices;
 }
 
+// The latest checkpoints in `got_dir` and `want_dir` hold the same step, variables and
+// optimizer slots, bit for bit.
+void ExpectSameLatestCheckpoint(const std::string& got_dir, const std::string& want_dir) {
+  auto g = chief::CheckpointManager::RestoreLatest(got_dir);
+  auto c = chief::CheckpointManager::RestoreLatest(want_dir);
+  ASSERT_TRUE(g.ok() && c.ok());
+  EXPECT_EQ(g->checkpoint.global_step(), c->checkpoint.global_step());
+  ASSERT_EQ(g->checkpoint.variables_size(), c->checkpoint.variables_size());
+  ASSERT_GT(c->checkpoint.variables_size(), 0);
+  for (int i = 0; i < c->checkpoint.variables_size(); ++i) {
+    EXPECT_EQ(g->checkpoint.variables(i).SerializeAsString(),
+              c->checkpoint.variables(i).SerializeAsString())
+        << c->checkpoint.variables(i).name();
+  }
+  ASSERT_EQ(g->checkpoint.optimizer_slots_size(), c->checkpoint.optimizer_slots_size());
+  for (int i = 0; i < c->checkpoint.optimizer_slots_size(); ++i) {
+    EXPECT_EQ(g->checkpoint.optimizer_slots(i).SerializeAsString(),
+              c->checkpoint.optimizer_slots(i).SerializeAsString())
+        << c->checkpoint.optimizer_slots(i).name();
+  }
+}
+
 TEST(JobExecutorGpu, DigitsJobOnAFakeGpuEndsWithTheCpuCheckpointBitForBit) {
   absl::StatusOr<distribute::LocalDevices> with_gpu = OneFakeGpu();
   ASSERT_TRUE(with_gpu.ok()) << with_gpu.status();
@@ -132,22 +154,7 @@ TEST(JobExecutorGpu, DigitsJobOnAFakeGpuEndsWithTheCpuCheckpointBitForBit) {
   EXPECT_EQ(gpu.step(), cpu.step());
   EXPECT_EQ(gpu.eval_accuracy(), cpu.eval_accuracy());
   EXPECT_GE(gpu.eval_accuracy(), 0.9);
-  auto g = chief::CheckpointManager::RestoreLatest(gpu_spec.checkpoint().dir());
-  auto c = chief::CheckpointManager::RestoreLatest(cpu_spec.checkpoint().dir());
-  ASSERT_TRUE(g.ok() && c.ok());
-  EXPECT_EQ(g->checkpoint.global_step(), c->checkpoint.global_step());
-  ASSERT_EQ(g->checkpoint.variables_size(), c->checkpoint.variables_size());
-  for (int i = 0; i < c->checkpoint.variables_size(); ++i) {
-    EXPECT_EQ(g->checkpoint.variables(i).SerializeAsString(),
-              c->checkpoint.variables(i).SerializeAsString())
-        << c->checkpoint.variables(i).name();
-  }
-  ASSERT_EQ(g->checkpoint.optimizer_slots_size(), c->checkpoint.optimizer_slots_size());
-  for (int i = 0; i < c->checkpoint.optimizer_slots_size(); ++i) {
-    EXPECT_EQ(g->checkpoint.optimizer_slots(i).SerializeAsString(),
-              c->checkpoint.optimizer_slots(i).SerializeAsString())
-        << c->checkpoint.optimizer_slots(i).name();
-  }
+  ExpectSameLatestCheckpoint(gpu_spec.checkpoint().dir(), cpu_spec.checkpoint().dir());
   // The variables and Adam's slots lived in the fake GPU's memory, and the report says how
   // much; a CPU job reports no device memory.
   EXPECT_GT(with_gpu->gpus->Find(0)->context->allocator_stats().peak_bytes_in_use, 0u);
@@ -236,23 +243,10 @@ TEST(JobExecutorGpu, CentralStorageAccumulatingJobOnAFakeGpuEndsWithTheCpuCheckp
   EXPECT_EQ(gpu.step(), 30);
   EXPECT_EQ(gpu.step(), cpu.step());
   EXPECT_EQ(gpu.eval_accuracy(), cpu.eval_accuracy());
+  ExpectSameLatestCheckpoint(gpu_spec.checkpoint().dir(), cpu_spec.checkpoint().dir());
   auto g = chief::CheckpointManager::RestoreLatest(gpu_spec.checkpoint().dir());
-  auto c = chief::CheckpointManager::RestoreLatest(cpu_spec.checkpoint().dir());
-  ASSERT_TRUE(g.ok() && c.ok());
+  ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->checkpoint.global_step(), 30);
-  ASSERT_EQ(g->checkpoint.variables_size(), c->checkpoint.variables_size());
-  ASSERT_GT(c->checkpoint.variables_size(), 0);
-  for (int i = 0; i < c->checkpoint.variables_size(); ++i) {
-    EXPECT_EQ(g->checkpoint.variables(i).SerializeAsString(),
-              c->checkpoint.variables(i).SerializeAsString())
-        << c->checkpoint.variables(i).name();
-  }
-  ASSERT_EQ(g->checkpoint.optimizer_slots_size(), c->checkpoint.optimizer_slots_size());
-  for (int i = 0; i < c->checkpoint.optimizer_slots_size(); ++i) {
-    EXPECT_EQ(g->checkpoint.optimizer_slots(i).SerializeAsString(),
-              c->checkpoint.optimizer_slots(i).SerializeAsString())
-        << c->checkpoint.optimizer_slots(i).name();
-  }
   // The replica computed on the device.
   EXPECT_GT(with_gpu->gpus->Find(0)->context->allocator_stats().peak_bytes_in_use, 0u);
 }
