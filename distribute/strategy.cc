@@ -1,7 +1,6 @@
 #include "distribute/strategy.h"
 
 #include "absl/strings/str_cat.h"
-#include "collectives/blob_broadcast.h"
 #include "common/status.h"
 #include "distribute/tensor_math.h"
 #include "spdlog/spdlog.h"
