@@ -3,7 +3,9 @@
 // engine's graph kernels so that reductions have one fixed, documented order.
 //
 // Every arithmetic function works on f32, f64, i32 and i64 host tensors and answers
-// INVALID_ARGUMENT (naming both shapes, the dtype, or a tensor on a GPU) instead of crashing.
+// INVALID_ARGUMENT (naming both shapes, the dtype, or a tensor on a GPU) instead of crashing;
+// the AddInto and CloneWhereItLies that take a GpuDevice also work on f32 device tensors
+// (gradient accumulation on GPU replicas), through the device's kernels and stream.
 //
 // The explicit host<->device copies of the distribution layer are here too (the only ones
 // it makes): variables to a GPU replica's memory at creation, restore and broadcast, and back
