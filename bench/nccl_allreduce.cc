@@ -12,10 +12,7 @@
 // Needs a GPU and libnccl.so.2 on LD_LIBRARY_PATH; without them each rank says what is missing
 // and the binary exits 1.
 #include <cuda_runtime_api.h>
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -33,6 +30,7 @@
 #include "collectives/file_store.h"
 #include "collectives/nccl/nccl_communicator.h"
 #include "collectives/nccl/real_nccl_api.h"
+#include "common/child_processes.h"
 #include "common/clock.h"
 #include "common/cuda/cuda_status.h"
 
@@ -162,6 +160,18 @@ absl::Status RunRank(int rank, const Config& config, FileStore* store) {
   return absl::OkStatus();
 }
 
+// A rank's process: its NCCL host, the store, the sweep; the process's exit status.
+int RankProcess(int rank, const Config& config, bool same_host, const std::string& dir) {
+  if (!same_host) setenv("NCCL_HOSTID", absl::StrCat("lockstep-bench-host-", rank).c_str(), 1);
+  FileStore store(dir);
+  const absl::Status s = RunRank(rank, config, &store);
+  if (!s.ok()) {
+    std::fprintf(stderr, "nccl_allreduce: rank %d of %d failed: %s\n", rank, config.np,
+                 s.ToString().c_str());
+  }
+  return s.ok() ? 0 : 2;
+}
+
 // Forks the ranks (before anything touches CUDA), then waits for them until the timeout.
 int Run(const Config& config, bool same_host) {
   char dir[] = "/tmp/lockstep_nccl_bench_XXXXXX";
@@ -169,67 +179,25 @@ int Run(const Config& config, bool same_host) {
     std::perror("nccl_allreduce: mkdtemp");
     return 1;
   }
-  std::vector<pid_t> ranks;
-  for (int rank = 0; rank < config.np; ++rank) {
-    const pid_t pid = fork();
-    if (pid < 0) {
-      std::perror("nccl_allreduce: fork");
-      for (pid_t p : ranks) kill(p, SIGKILL);
-      return 1;
-    }
-    if (pid == 0) {
-      if (!same_host) {
-        setenv("NCCL_HOSTID", absl::StrCat("lockstep-bench-host-", rank).c_str(), 1);
-      }
-      FileStore store(dir);
-      const absl::Status s = RunRank(rank, config, &store);
-      if (!s.ok()) {
-        std::fprintf(stderr, "nccl_allreduce: rank %d of %d failed: %s\n", rank, config.np,
-                     s.ToString().c_str());
-      }
-      std::fflush(stdout);
-      _exit(s.ok() ? 0 : 2);
-    }
-    ranks.push_back(pid);
+  ChildProcesses ranks;
+  absl::Status done = absl::OkStatus();
+  for (int rank = 0; rank < config.np && done.ok(); ++rank) {
+    done = ranks
+               .Fork(absl::StrCat("rank ", rank),
+                     [&, rank] { return RankProcess(rank, config, same_host, dir); })
+               .status();
   }
   // Each rank bounds itself by its deadline; this is the backstop. A failed rank's peers would
-  // wait for it until then: they are killed at once.
-  const absl::Time deadline = absl::Now() + config.timeout + absl::Seconds(10);
-  int failed = 0;
-  int left = config.np;
-  bool killed = false;
-  auto kill_rest = [&](const char* why) {
-    if (killed) return;
-    killed = true;
-    std::fprintf(stderr, "nccl_allreduce: %s; killing the ranks still running\n", why);
-    for (pid_t pid : ranks) {
-      if (pid > 0) kill(pid, SIGKILL);
-    }
-  };
-  while (left > 0) {
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      for (pid_t& p : ranks) {
-        if (p == pid) p = -1;
-      }
-      --left;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        ++failed;
-        kill_rest("a rank failed");
-      }
-      continue;
-    }
-    if (pid < 0) break;  // no children left
-    if (absl::Now() > deadline) kill_rest("the run passed --timeout_s");
-    absl::SleepFor(absl::Milliseconds(20));
+  // wait for it until then: WaitAll kills them at once.
+  if (done.ok()) {
+    done = ranks.WaitAll(config.timeout + absl::Seconds(10));
+  } else {
+    ranks.KillAll();
   }
   std::filesystem::remove_all(dir);
-  if (failed > 0) {
-    std::fprintf(stderr,
-                 "nccl_allreduce: %d of %d ranks failed or were killed (their messages "
-                 "are above)\n",
-                 failed, config.np);
+  if (!done.ok()) {
+    std::fprintf(stderr, "nccl_allreduce: %s; the ranks still running were killed\n",
+                 done.ToString().c_str());
     return 1;
   }
   return 0;

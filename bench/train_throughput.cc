@@ -24,16 +24,16 @@
 // step time. --prefetch_to_device=false feeds GPU replicas host batches, copied in by each
 // step, instead of batches the input pipeline staged on the device ahead of it.
 // --precision=bf16_mixed sets the model's BF16_MIXED precision (f32 by default).
-#include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -48,6 +48,7 @@
 #include "collectives/bench/core_latency.h"
 #include "collectives/bench/peer_measurement.h"
 #include "collectives/file_store.h"
+#include "common/child_processes.h"
 #include "common/process.h"
 #include "common/sched.h"
 #include "distribute/trainer.h"
@@ -339,83 +340,78 @@ struct Variant {
 // the input wait before the step (part of the time outside it).
 using Phases = std::array<double, 6>;
 
+// The worker processes of every run, killed at exit if any still runs. Made first thing in
+// Main(), before any thread starts: ChildProcesses blocks SIGCHLD, and threads started later
+// inherit that.
+ChildProcesses& WorkerProcesses() {
+  static ChildProcesses workers;
+  return workers;
+}
+
+// This binary's path: a worker is this binary run with --child_rank.
+std::string SelfPath() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? "/proc/self/exe" : self.string();
+}
+
 // One run with `world` worker processes; worker 0's examples/s, or -1 on failure. Worker 0's
 // step phases go to *phases when it is not null.
 double RunOnce(int world, int run, Variant variant, Phases* phases = nullptr) {
   char tmpl[] = "/tmp/lockstep-train-throughput-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return -1;
   const std::string dir = tmpl;
-  int out[2];
-  if (pipe(out) != 0) return -1;
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      if (r == 0) dup2(out[1], 1);
-      close(out[0]);
-      close(out[1]);
-      const std::string args[] = {
-          "--child_rank=" + std::to_string(r),
-          "--child_world=" + std::to_string(world),
-          "--child_store=" + dir,
-          "--warmup=" + std::to_string(absl::GetFlag(FLAGS_warmup)),
-          "--steps=" + std::to_string(absl::GetFlag(FLAGS_steps)),
-          "--batch=" + std::to_string(GlobalBatch()),
-          "--model=" + absl::GetFlag(FLAGS_model),
-          "--transport=" + absl::GetFlag(FLAGS_transport),
-          absl::StrCat("--overlap=", absl::GetFlag(FLAGS_overlap)),
-          absl::StrCat("--bytes_per_pack=", absl::GetFlag(FLAGS_bytes_per_pack)),
-          absl::StrCat("--shm_heap=", variant.shm_heap),
-          absl::StrCat("--pin_workers=", variant.pin),
-          absl::StrCat("--compression=", variant.bf16 ? "bf16" : "none"),
-          "--device=" + absl::GetFlag(FLAGS_device),
-          absl::StrCat("--prefetch_to_device=", absl::GetFlag(FLAGS_prefetch_to_device)),
-          "--precision=" + absl::GetFlag(FLAGS_precision)};
-      std::vector<char*> argv = {const_cast<char*>("train_throughput")};
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv("/proc/self/exe", argv.data());
-      _exit(127);
-    }
-    pids.push_back(pid);
+  const std::string out = dir + "/worker0.out";  // worker 0's figures
+  ChildProcesses& workers = WorkerProcesses();
+  absl::Status done = absl::OkStatus();
+  for (int r = 0; r < world && done.ok(); ++r) {
+    const std::string args[] = {
+        "--child_rank=" + std::to_string(r),
+        "--child_world=" + std::to_string(world),
+        "--child_store=" + dir,
+        "--warmup=" + std::to_string(absl::GetFlag(FLAGS_warmup)),
+        "--steps=" + std::to_string(absl::GetFlag(FLAGS_steps)),
+        "--batch=" + std::to_string(GlobalBatch()),
+        "--model=" + absl::GetFlag(FLAGS_model),
+        "--transport=" + absl::GetFlag(FLAGS_transport),
+        absl::StrCat("--overlap=", absl::GetFlag(FLAGS_overlap)),
+        absl::StrCat("--bytes_per_pack=", absl::GetFlag(FLAGS_bytes_per_pack)),
+        absl::StrCat("--shm_heap=", variant.shm_heap),
+        absl::StrCat("--pin_workers=", variant.pin),
+        absl::StrCat("--compression=", variant.bf16 ? "bf16" : "none"),
+        "--device=" + absl::GetFlag(FLAGS_device),
+        absl::StrCat("--prefetch_to_device=", absl::GetFlag(FLAGS_prefetch_to_device)),
+        "--precision=" + absl::GetFlag(FLAGS_precision)};
+    std::vector<std::string> argv = {SelfPath()};
+    argv.insert(argv.end(), std::begin(args), std::end(args));
+    done = workers.Exec(absl::StrCat("worker ", r), argv, r == 0 ? out : "").status();
   }
-  close(out[1]);
+  if (done.ok()) {
+    done = workers.WaitAll(absl::Seconds(absl::GetFlag(FLAGS_timeout_s)));
+  } else {
+    workers.KillAll();
+  }
+  const bool ok = done.ok();
   std::string text;
-  // Read worker 0's output; the pipe closes when it exits. Bounded by a SIGALRM-free poll.
-  const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
-  fcntl(out[0], F_SETFL, O_NONBLOCK);
-  char buf[256];
-  while (absl::Now() < deadline) {
-    const ssize_t n = read(out[0], buf, sizeof(buf));
-    if (n > 0) {
-      text.append(buf, n);
-    } else if (n == 0) {
-      break;
-    } else {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+  {
+    std::ifstream f(out);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
   }
-  close(out[0]);
-  bool ok = true;
-  for (pid_t pid : pids) {
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (absl::Now() >= deadline) kill(pid, SIGKILL);
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
   double eps = -1;
   const size_t at = text.find("EPS ");
   if (!ok || at == std::string::npos ||
       !absl::SimpleAtod(text.substr(at + 4, text.find('\n', at) - at - 4), &eps)) {
     const size_t error = text.find("ERROR ");
-    // On stdout too, after the header: the run's last line says why (tools/gpu_check.sh).
+    // On stdout too, after the header: the run's last line says why (tools/gpu_check.sh):
+    // worker 0's error, or else which worker failed or that the run passed --timeout_s.
     printf("run %d with %d worker(s) failed%s%s\n", run, world,
-           error == std::string::npos ? "" : ": ",
+           error == std::string::npos && ok ? "" : ": ",
            error == std::string::npos
-               ? ""
+               ? std::string(done.message()).c_str()
                : text.substr(error + 6, text.find('\n', error) - error - 6).c_str());
     fflush(stdout);
     return -1;
@@ -472,6 +468,7 @@ double BareEngineStep() {
 }
 
 int Main() {
+  WorkerProcesses();
   std::vector<int> counts;
   for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_workers), ',')) {
     int n = 0;

@@ -1,6 +1,7 @@
 #include "common/child_processes.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -62,24 +63,36 @@ absl::StatusOr<pid_t> ChildProcesses::Fork(std::string name, const std::function
   return pid;
 }
 
-absl::StatusOr<pid_t> ChildProcesses::Exec(std::string name, const std::vector<std::string>& argv) {
+absl::StatusOr<pid_t> ChildProcesses::Exec(std::string name, const std::vector<std::string>& argv,
+                                           const std::string& stdout_file) {
   if (argv.empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": empty command"));
   std::vector<char*> c_argv;
   for (const std::string& arg : argv) c_argv.push_back(const_cast<char*>(arg.c_str()));
   c_argv.push_back(nullptr);
+  int out_fd = -1;
+  if (!stdout_file.empty()) {
+    out_fd = open(stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out_fd < 0) {
+      return absl::InternalError(
+          absl::StrCat(name, ": cannot open its stdout_file ", stdout_file, ": ", strerror(errno)));
+    }
+  }
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid < 0) {
+    if (out_fd >= 0) close(out_fd);
     return absl::InternalError(absl::StrCat("fork for ", name, " failed: ", strerror(errno)));
   }
   if (pid == 0) {
     setpgid(0, 0);
     sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    if (out_fd >= 0) dup2(out_fd, STDOUT_FILENO);
     execvp(c_argv[0], c_argv.data());
     std::fprintf(stderr, "%s: cannot execute %s: %s (is it installed and in PATH?)\n", name.c_str(),
                  c_argv[0], strerror(errno));
     _exit(127);
   }
+  if (out_fd >= 0) close(out_fd);
   setpgid(pid, pid);  // Also here, so that KillAll reaches the group even before exec.
   children_.push_back(Child{std::move(name), pid, /*own_group=*/true});
   return pid;

@@ -36,14 +36,21 @@ class ChildProcesses {
   absl::StatusOr<pid_t> Fork(std::string name, const std::function<int()>& body);
 
   // Forks and executes argv[0] (searched in PATH) in a new process group, so that a
-  // launcher such as mpirun and whatever it starts can be stopped together.
-  absl::StatusOr<pid_t> Exec(std::string name, const std::vector<std::string>& argv);
+  // launcher such as mpirun and whatever it starts can be stopped together. `stdout_file`
+  // (not ""): the child's stdout goes to that file, created or truncated (a rank whose
+  // figures the caller reads); INTERNAL naming it when it cannot be opened.
+  absl::StatusOr<pid_t> Exec(std::string name, const std::vector<std::string>& argv,
+                             const std::string& stdout_file = "");
 
   // Waits for every child. Returns OK when all exited with status 0. Otherwise kills the
   // others and returns INTERNAL naming the first child that failed (DescribeWaitStatus), or
   // DEADLINE_EXCEEDED "... did not finish within <timeout>" when `timeout` passed first
   // (callers add what to check). Every child is reaped either way.
   absl::Status WaitAll(absl::Duration timeout);
+
+  // Stops every running child now (SIGTERM to a process group, up to 3 s to go, then
+  // SIGKILL; SIGKILL to a forked child) and reaps it: when starting the group failed midway.
+  void KillAll();
 
  private:
   struct Child {
@@ -55,8 +62,6 @@ class ChildProcesses {
 
   // Reaps every child that has exited; returns the first failure seen, if any.
   absl::Status ReapExited();
-  // Stops every running child (SIGTERM to process groups, then SIGKILL) and reaps it.
-  void KillAll();
   int RunningCount() const;
 
   sigset_t old_mask_;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -42,18 +43,37 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(const SubprocessOp
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  int log_fd = -1;
-  if (!options.log_file.empty()) {
-    log_fd = open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log_fd < 0) {
+  // The files of stdout and stderr ("": log_file's; both "": inherited).
+  const std::string out_path = options.stdout_file.empty() ? options.log_file : options.stdout_file;
+  const std::string err_path = options.stderr_file.empty() ? options.log_file : options.stderr_file;
+  std::vector<int> fds;
+  auto close_fds = [&fds] {
+    for (int fd : fds) close(fd);
+  };
+  auto open_log = [&](const std::string& path, const char* field) -> absl::StatusOr<int> {
+    if (path.empty()) return -1;
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
       return absl::InternalError(
-          absl::StrCat("cannot open log file ", options.log_file, ": ", std::strerror(errno)));
+          absl::StrCat("cannot open ", field, " ", path, ": ", std::strerror(errno)));
     }
+    fds.push_back(fd);
+    return fd;
+  };
+  absl::StatusOr<int> out_fd =
+      open_log(out_path, options.stdout_file.empty() ? "log file" : "stdout_file");
+  absl::StatusOr<int> err_fd = out_fd;
+  if (out_fd.ok() && err_path != out_path) {
+    err_fd = open_log(err_path, options.stderr_file.empty() ? "log file" : "stderr_file");
+  }
+  if (!out_fd.ok() || !err_fd.ok()) {
+    close_fds();
+    return !out_fd.ok() ? out_fd.status() : err_fd.status();
   }
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
-    if (log_fd >= 0) close(log_fd);
+    close_fds();
     return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   }
   if (pid == 0) {
@@ -63,17 +83,18 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(const SubprocessOp
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (log_fd >= 0) {
-      dup2(log_fd, STDOUT_FILENO);
-      dup2(log_fd, STDERR_FILENO);
-    }
+    if (*out_fd >= 0) dup2(*out_fd, STDOUT_FILENO);
+    if (*err_fd >= 0) dup2(*err_fd, STDERR_FILENO);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
-  if (log_fd >= 0) close(log_fd);
+  // Also here, so that SignalGroup reaches the group even before the child ran setpgid.
+  if (options.new_process_group) setpgid(pid, pid);
+  close_fds();
   size_t slash = program.rfind('/');
   return std::unique_ptr<Subprocess>(
-      new Subprocess(pid, slash == std::string::npos ? program : program.substr(slash + 1)));
+      new Subprocess(pid, slash == std::string::npos ? program : program.substr(slash + 1),
+                     options.new_process_group));
 }
 
 Subprocess::~Subprocess() {
@@ -101,6 +122,14 @@ bool Subprocess::running() { return !Reap(/*block=*/false); }
 
 void Subprocess::Signal(int sig) {
   if (!Reap(/*block=*/false)) kill(pid_, sig);
+}
+
+void Subprocess::SignalGroup(int sig) {
+  if (own_group_) {
+    kill(-pid_, sig);
+  } else {
+    Signal(sig);
+  }
 }
 
 absl::StatusOr<int> Subprocess::Wait(absl::Time deadline) {

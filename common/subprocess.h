@@ -31,9 +31,14 @@ struct SubprocessOptions {
   // Variables removed from the child's environment.
   std::vector<std::string> unset_env;
   std::string log_file;  // "": inherit stdout/stderr
+  // One stream on a file of its own instead of log_file's (or the inherited one), for a
+  // program whose stdout is data (JSON lines) and whose stderr is its messages. Appended to.
+  std::string stdout_file;
+  std::string stderr_file;
   int parent_death_signal = SIGTERM;
   // The child leads a process group of its own, so that a terminal's Ctrl-C reaches only
-  // this process (which then stops its children in order).
+  // this process (which then stops its children in order), and SignalGroup reaches what it
+  // started (a launcher's ranks).
   bool new_process_group = false;
 };
 
@@ -50,6 +55,10 @@ class Subprocess {
   bool running();
   // Sends `sig` if the child still runs.
   void Signal(int sig);
+  // Sends `sig` to the child's process group (options.new_process_group): the child and
+  // what it started, even once the child itself has exited. Without a group of its own, the
+  // same as Signal (the group would be the caller's).
+  void SignalGroup(int sig);
   // Waits until the child exits or `deadline` passes. Returns its wait status
   // (WIFEXITED / WEXITSTATUS apply) or DEADLINE_EXCEEDED.
   absl::StatusOr<int> Wait(absl::Time deadline);
@@ -57,11 +66,13 @@ class Subprocess {
   int Stop(absl::Duration grace);
 
  private:
-  Subprocess(pid_t pid, std::string name) : pid_(pid), name_(std::move(name)) {}
+  Subprocess(pid_t pid, std::string name, bool own_group)
+      : pid_(pid), name_(std::move(name)), own_group_(own_group) {}
   bool Reap(bool block);
 
   pid_t pid_;
   std::string name_;
+  const bool own_group_;
   bool reaped_ = false;
   int wait_status_ = 0;
 };

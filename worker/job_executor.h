@@ -44,6 +44,11 @@
 // Ownership: borrows the client and clock (must outlive it); owns the store, strategy,
 // trainer and writers, all released when Run() returns. Thread model: Run() on one thread
 // (once); Abort() and report() from any thread.
+//
+// Files, by responsibility: job_executor.cc (the lifecycle: Create, the states and the
+// report, Abort / PeerLost / Preempt, Run, the rendezvous), job_executor_start.cc (the
+// session one run trains with: strategy, trainer, restore, input, writers) and
+// job_executor_train.cc (the step loop and its summary, evaluation and checkpoint cadences).
 #ifndef LOCKSTEP_WORKER_JOB_EXECUTOR_H_
 #define LOCKSTEP_WORKER_JOB_EXECUTOR_H_
 
@@ -180,10 +185,11 @@ class JobExecutor {
   // Every worker of the attempt has joined (an abortable barrier in the store).
   absl::Status Rendezvous();
   // Fills `session`: the strategy (published for Abort(); the caller unpublishes it before
-  // the session is destroyed), variables, restore, input pipeline and writers.
+  // the session is destroyed), variables, restore, input pipeline and writers
+  // (job_executor_start.cc).
   absl::Status StartSession(const JobInput& input, Session* session);
   // The training loop: steps, summaries (one MetricsWindow feeds the report and the chief's
-  // scalars), evaluation, checkpoints, and the stop of a preemption.
+  // scalars), evaluation, checkpoints, and the stop of a preemption (job_executor_train.cc).
   absl::Status Train(Session& session, const JobInput& input, int64_t total_steps);
   // Registers the strategy for Abort() (null to unregister); ABORTED if already aborted.
   absl::Status Publish(distribute::Strategy* strategy);

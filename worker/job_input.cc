@@ -1,5 +1,6 @@
 #include "worker/job_input.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -130,6 +131,21 @@ absl::StatusOr<JobInput> SyntheticInput(const v1::JobSpec& spec) {
 }
 
 }  // namespace
+
+int64_t BatchesPerStep(const v1::JobSpec& spec) {
+  return std::max(1, spec.optimizer().gradient_accumulation_steps());
+}
+
+absl::StatusOr<int64_t> TotalSteps(const v1::JobSpec& spec, const JobInput& input) {
+  if (spec.steps() > 0) return spec.steps();
+  const int64_t per_step = spec.global_batch_size() * BatchesPerStep(spec);
+  if (input.train_examples < per_step) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "epochs: the training set's size is unknown or smaller than one step's batch (",
+        input.train_examples, " examples, a step takes ", per_step, "); give steps instead"));
+  }
+  return spec.epochs() * (input.train_examples / per_step);
+}
 
 TrainEpoch TrainEpochOf(const JobInput& input, const distribute::ShardSpec& shard,
                         int64_t batch_size) {

@@ -62,6 +62,13 @@ struct TrainEpoch {
 TrainEpoch TrainEpochOf(const JobInput& input, const distribute::ShardSpec& shard,
                         int64_t batch_size);
 
+// Micro-batches per step: optimizer.gradient_accumulation_steps, at least 1.
+int64_t BatchesPerStep(const v1::JobSpec& spec);
+
+// The job's steps: `steps`, or `epochs` of the training set. INVALID_ARGUMENT naming
+// `epochs` when the training set's size is unknown or smaller than one step's batch.
+absl::StatusOr<int64_t> TotalSteps(const v1::JobSpec& spec, const JobInput& input);
+
 // The input `plan` decided (JobPlan.input: evaluation data, sharding, shuffling) of the
 // spec's sources, which the lowering checked (jobspec/rules.h): nothing of the spec is
 // checked again. Read errors name the file and line (CSV) or record (TFRECORD).

@@ -249,5 +249,34 @@ TEST(JobInput, TheEvaluationDataIsThePlans) {
   EXPECT_EQ(streamed->train_examples, -1);
 }
 
+TEST(JobInput, TheJobsStepsAreItsStepsOrItsEpochsOfWholeSteps) {
+  v1::JobSpec spec;
+  spec.set_global_batch_size(10);
+  spec.mutable_optimizer()->set_gradient_accumulation_steps(3);  // a step takes 30 examples
+  JobInput input;
+  input.train_examples = 95;
+  spec.set_steps(7);
+  EXPECT_EQ(BatchesPerStep(spec), 3);
+  EXPECT_EQ(*TotalSteps(spec, input), 7);
+  spec.set_steps(0);
+  spec.set_epochs(2);
+  EXPECT_EQ(*TotalSteps(spec, input), 6);  // 3 whole steps per epoch, the 5 left dropped
+  spec.mutable_optimizer()->set_gradient_accumulation_steps(0);
+  EXPECT_EQ(BatchesPerStep(spec), 1);
+  EXPECT_EQ(*TotalSteps(spec, input), 18);
+}
+
+TEST(JobInput, EpochsOfAnUnknownOrTooSmallTrainingSetNameTheField) {
+  v1::JobSpec spec;
+  spec.set_global_batch_size(10);
+  spec.set_epochs(1);
+  JobInput input;  // streamed: size unknown (-1)
+  absl::StatusOr<int64_t> steps = TotalSteps(spec, input);
+  EXPECT_TRUE(absl::IsInvalidArgument(steps.status())) << steps.status();
+  EXPECT_THAT(steps.status().message(), ::testing::HasSubstr("epochs"));
+  input.train_examples = 9;
+  EXPECT_TRUE(absl::IsInvalidArgument(TotalSteps(spec, input).status()));
+}
+
 }  // namespace
 }  // namespace lockstep::worker

@@ -1,25 +1,39 @@
 #include "collectives/bench/allreduce_peers.h"
 
-#include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/status.h"
+#include "common/subprocess.h"
 #include "nlohmann/json.hpp"
 
 namespace lockstep {
 namespace bench {
+
+namespace {
+
+// The whole file at `path` ("" when it cannot be read).
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return text.str();
+}
+
+}  // namespace
 
 std::vector<PeerSpec> PeersFor(const std::string& transport, const std::string& which) {
   std::vector<PeerSpec> all;
@@ -55,58 +69,39 @@ absl::StatusOr<std::map<uint64_t, PeerRow>> RunPeer(const std::string& dir, cons
     return absl::NotFoundError(absl::StrCat(path, " not found; build //bench/peers:", peer.program,
                                             " or pass --peers_dir"));
   }
-  int out[2];
-  char err_path[] = "/tmp/lockstep-peer-stderr.XXXXXX";
-  int err_fd = mkstemp(err_path);
-  if (pipe(out) != 0 || err_fd < 0) return absl::InternalError("pipe/mkstemp failed");
-  unlink(err_path);
-  pid_t pid = fork();
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    setpgid(0, 0);  // its own process group: a timeout kills every rank it started
-    dup2(out[1], 1);
-    dup2(err_fd, 2);
-    close(out[0]);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(path.c_str()));
-    for (auto& a : peer.args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(path.c_str(), argv.data());
-    _exit(127);
+  char tmp[] = "/tmp/lockstep-peer-XXXXXX";
+  if (mkdtemp(tmp) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
   }
-  close(out[1]);
-  std::string text;
-  const absl::Time deadline = absl::Now() + timeout;
-  bool timed_out = false;
-  char buf[4096];
-  while (true) {
-    pollfd p{out[0], POLLIN, 0};
-    int left =
-        static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
-    int rc = poll(&p, 1, std::min(left, 1000));
-    if (rc > 0) {
-      ssize_t n = read(out[0], buf, sizeof(buf));
-      if (n <= 0) break;
-      text.append(buf, n);
-    } else if (absl::Now() >= deadline) {
-      timed_out = true;
-      kill(-pid, SIGKILL);
-      break;
+  const std::string out_dir = tmp;
+  struct RemoveDir {
+    const std::string& dir;
+    ~RemoveDir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
     }
+  } remove_dir{out_dir};
+  SubprocessOptions options;
+  options.argv = {path};
+  options.argv.insert(options.argv.end(), peer.args.begin(), peer.args.end());
+  options.stdout_file = out_dir + "/stdout";  // its JSON lines
+  options.stderr_file = out_dir + "/stderr";  // its messages, for an error
+  options.parent_death_signal = SIGKILL;
+  options.new_process_group = true;  // a timeout kills every rank it started
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> child, Subprocess::Start(options));
+  absl::StatusOr<int> status = child->Wait(absl::Now() + timeout);
+  const bool timed_out = !status.ok();
+  if (timed_out || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    // The launcher's ranks too, whether it timed out or failed.
+    child->SignalGroup(SIGKILL);
+    if (timed_out) status = child->Wait(absl::Now() + absl::Seconds(10));
+    std::string err = ReadAll(options.stderr_file);
+    if (err.size() > 600) err = err.substr(err.size() - 600);
+    return absl::UnavailableError(absl::StrCat(
+        peer.impl, timed_out ? " timed out" : " failed", " (",
+        status.ok() ? DescribeWaitStatus(*status) : status.status().ToString(), "): ", err));
   }
-  close(out[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  std::string err;
-  lseek(err_fd, 0, SEEK_SET);
-  ssize_t n;
-  while ((n = read(err_fd, buf, sizeof(buf))) > 0) err.append(buf, n);
-  close(err_fd);
-  if (err.size() > 600) err = err.substr(err.size() - 600);
-  if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::UnavailableError(absl::StrCat(peer.impl, timed_out ? " timed out" : " failed",
-                                               " (status ", status, "): ", err));
-  }
+  const std::string text = ReadAll(options.stdout_file);
   std::map<uint64_t, PeerRow> rows;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (line.empty() || line[0] != '{') continue;
