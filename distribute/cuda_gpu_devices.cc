@@ -7,7 +7,7 @@
 
 namespace lockstep::distribute {
 
-absl::StatusOr<std::shared_ptr<GpuDeviceSet>> MakeCudaGpus(const std::vector<int>& indices) {
+absl::StatusOr<std::shared_ptr<GpuDeviceSet>> MakeCudaGpus(const std::vector<int>& ordinals) {
   LS_ASSIGN_OR_RETURN(std::unique_ptr<RealCudaApi> real, RealCudaApi::Create());
   std::shared_ptr<CudaApi> api = std::move(real);
   CudaApi* raw = api.get();
@@ -25,7 +25,7 @@ absl::StatusOr<std::shared_ptr<GpuDeviceSet>> MakeCudaGpus(const std::vector<int
                         engine::gpu::RealBlasApi::Create(raw));
     return std::unique_ptr<engine::gpu::BlasApi>(std::move(blas));
   };
-  return GpuDeviceSet::Create(std::move(api), indices, backend);
+  return GpuDeviceSet::Create(std::move(api), ordinals, backend);
 }
 
 }  // namespace lockstep::distribute

@@ -1,6 +1,6 @@
 // Real GPUs for the strategies (--config=cuda only): a GpuDeviceSet over RealCudaApi with the
 // CUDA kernels (CudaKernels) and cuBLASLt (RealBlasApi, TF32 off), one BLAS handle per device.
-// lockstepd builds its replicas' GPUs with it (worker/gpu/engine_gpus.h); the requires-gpu
+// lockstepd builds its replicas' GPUs with it (worker/main.cc); the requires-gpu
 // strategy test too.
 #ifndef LOCKSTEP_DISTRIBUTE_CUDA_GPU_DEVICES_H_
 #define LOCKSTEP_DISTRIBUTE_CUDA_GPU_DEVICES_H_
@@ -13,9 +13,9 @@
 
 namespace lockstep::distribute {
 
-// GPUs `indices` (CUDA ordinals). UNAVAILABLE naming what is missing (the driver,
-// libcublasLt) on a host that cannot run them.
-absl::StatusOr<std::shared_ptr<GpuDeviceSet>> MakeCudaGpus(const std::vector<int>& indices);
+// The GPUs at CUDA ordinals `ordinals`, ordinals[i] named /gpu:i (GpuDeviceSet::Create).
+// UNAVAILABLE naming what is missing (the driver, libcublasLt) on a host that cannot run them.
+absl::StatusOr<std::shared_ptr<GpuDeviceSet>> MakeCudaGpus(const std::vector<int>& ordinals);
 
 }  // namespace lockstep::distribute
 

@@ -9,8 +9,15 @@
 namespace lockstep::distribute {
 
 absl::StatusOr<FakeGpus> MakeFakeGpus(int count, size_t memory_bytes) {
+  std::vector<int> ordinals;
+  for (int i = 0; i < count; ++i) ordinals.push_back(i);
+  return MakeFakeGpusAt(count, ordinals, memory_bytes);
+}
+
+absl::StatusOr<FakeGpus> MakeFakeGpusAt(int visible, const std::vector<int>& ordinals,
+                                        size_t memory_bytes) {
   FakeCudaApi::Options options;
-  options.device_count = count;
+  options.device_count = visible;
   options.memory_bytes = memory_bytes;
   LS_ASSIGN_OR_RETURN(std::unique_ptr<FakeCudaApi> owned, FakeCudaApi::Create(options));
   FakeGpus out;
@@ -27,9 +34,7 @@ absl::StatusOr<FakeGpus> MakeFakeGpus(int count, size_t memory_bytes) {
       [fake](engine::gpu::DeviceContext&) -> absl::StatusOr<std::unique_ptr<engine::gpu::BlasApi>> {
     return std::make_unique<engine::gpu::FakeBlasApi>(fake);
   };
-  std::vector<int> indices;
-  for (int i = 0; i < count; ++i) indices.push_back(i);
-  LS_ASSIGN_OR_RETURN(out.devices, GpuDeviceSet::Create(out.api, indices, backend));
+  LS_ASSIGN_OR_RETURN(out.devices, GpuDeviceSet::Create(out.api, ordinals, backend));
   return out;
 }
 

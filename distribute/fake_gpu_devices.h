@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/cuda/fake_cuda_api.h"
@@ -23,6 +24,11 @@ struct FakeGpus {
 
 // `count` fake GPUs, /gpu:0 .. /gpu:count-1, of `memory_bytes` each.
 absl::StatusOr<FakeGpus> MakeFakeGpus(int count, size_t memory_bytes = size_t{256} << 20);
+
+// A host whose fake CUDA shows `visible` GPUs, of which the set holds `ordinals` in order:
+// ordinals[i] is /gpu:i (lockstepd --gpus=1,3). The set's errors for an ordinal >= visible.
+absl::StatusOr<FakeGpus> MakeFakeGpusAt(int visible, const std::vector<int>& ordinals,
+                                        size_t memory_bytes = size_t{256} << 20);
 
 }  // namespace lockstep::distribute
 

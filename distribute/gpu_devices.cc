@@ -8,22 +8,26 @@
 namespace lockstep::distribute {
 
 absl::StatusOr<std::shared_ptr<GpuDeviceSet>> GpuDeviceSet::Create(std::shared_ptr<CudaApi> api,
-                                                                   const std::vector<int>& indices,
+                                                                   const std::vector<int>& ordinals,
                                                                    const Backend& backend) {
   if (api == nullptr || !backend.kernels || !backend.blas) {
     return absl::InvalidArgumentError(
         "GpuDeviceSet: a CUDA API and a backend that makes kernels and BLAS are required");
   }
   std::shared_ptr<GpuDeviceSet> set(new GpuDeviceSet(std::move(api), backend.name));
-  for (int index : indices) {
-    if (set->Find(index) != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("GpuDeviceSet: /gpu:", index, " given twice"));
+  for (int ordinal : ordinals) {
+    const int index = static_cast<int>(set->entries_.size());
+    for (const auto& e : set->entries_) {
+      if (e->context->device() == ordinal) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("GpuDeviceSet: CUDA device ", ordinal, " given twice"));
+      }
     }
     auto e = std::make_unique<Entry>();
-    e->index = index;
-    const std::string where = absl::StrCat("building /gpu:", index, " (", backend.name, ")");
+    const std::string where =
+        absl::StrCat("building /gpu:", index, " (CUDA device ", ordinal, ", ", backend.name, ")");
     absl::StatusOr<std::unique_ptr<engine::gpu::DeviceContext>> context =
-        engine::gpu::DeviceContext::Create(set->api_.get(), index);
+        engine::gpu::DeviceContext::Create(set->api_.get(), ordinal, index);
     if (!context.ok()) return Annotate(context.status(), where);
     e->context = *std::move(context);
     absl::StatusOr<std::unique_ptr<engine::gpu::GpuKernels>> kernels = backend.kernels(*e->context);
@@ -51,10 +55,8 @@ GpuDeviceSet::~GpuDeviceSet() {
 }
 
 const engine::gpu::GpuDevice* GpuDeviceSet::Find(int index) const {
-  for (const auto& e : entries_) {
-    if (e->index == index) return &e->handles;
-  }
-  return nullptr;
+  if (index < 0 || index >= static_cast<int>(entries_.size())) return nullptr;
+  return &entries_[index]->handles;
 }
 
 absl::StatusOr<const engine::gpu::GpuDevice*> GpuDeviceSet::ForReplica(
@@ -65,15 +67,15 @@ absl::StatusOr<const engine::gpu::GpuDevice*> GpuDeviceSet::ForReplica(
     return absl::FailedPreconditionError(absl::StrCat(
         "replica device ", device.name(), " has no GPU device built for it (",
         set == nullptr ? std::string("this worker gave its strategy no GPU devices")
-                       : absl::StrCat("this worker built ", set->indices().size(), " GPU(s)"),
+                       : absl::StrCat("this worker built ", set->ordinals().size(), " GPU(s)"),
         "; LocalDevices::gpus)"));
   }
   return gpu;
 }
 
-std::vector<int> GpuDeviceSet::indices() const {
+std::vector<int> GpuDeviceSet::ordinals() const {
   std::vector<int> out;
-  for (const auto& e : entries_) out.push_back(e->index);
+  for (const auto& e : entries_) out.push_back(e->context->device());
   return out;
 }
 

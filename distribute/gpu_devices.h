@@ -43,29 +43,32 @@ class GpuDeviceSet {
         blas;
   };
 
-  // Builds devices `indices` (CUDA ordinals) over `api`. INVALID_ARGUMENT for a repeated index
-  // or an incomplete backend; the context's, kernels' and BLAS's errors naming the device.
+  // Builds one device per CUDA ordinal of `ordinals` over `api`, named by position as
+  // TensorFlow names a process's GPUs: ordinals[i] is "/gpu:i" (lockstepd --gpus=1,3 gives
+  // /gpu:0 on CUDA device 1 and /gpu:1 on CUDA device 3, as CUDA_VISIBLE_DEVICES=1,3 would).
+  // INVALID_ARGUMENT for a repeated ordinal or an incomplete backend; the context's, kernels'
+  // and BLAS's errors naming the device (INVALID_ARGUMENT for an ordinal the API lacks).
   static absl::StatusOr<std::shared_ptr<GpuDeviceSet>> Create(std::shared_ptr<CudaApi> api,
-                                                              const std::vector<int>& indices,
+                                                              const std::vector<int>& ordinals,
                                                               const Backend& backend);
   ~GpuDeviceSet();
   GpuDeviceSet(const GpuDeviceSet&) = delete;
   GpuDeviceSet& operator=(const GpuDeviceSet&) = delete;
 
-  // The handles of "/gpu:index"; null when this set did not build it.
+  // The handles of "/gpu:index" (its context's device() is the CUDA ordinal under it); null
+  // when this set did not build it.
   const engine::gpu::GpuDevice* Find(int index) const;
   // The handles of `device` for a replica: FAILED_PRECONDITION naming it when it is a GPU this
   // set lacks (or there is no set: `set` may be null); null for a CPU device.
   static absl::StatusOr<const engine::gpu::GpuDevice*> ForReplica(const GpuDeviceSet* set,
                                                                   const engine::Device& device);
-  // The devices' CUDA ordinals, in the order given to Create.
-  std::vector<int> indices() const;
+  // The devices' CUDA ordinals, in the order given to Create (/gpu:0 first).
+  std::vector<int> ordinals() const;
   CudaApi& api() { return *api_; }
   const std::string& backend_name() const { return backend_name_; }
 
  private:
-  struct Entry {
-    int index = 0;
+  struct Entry {  // entries_[i] is /gpu:i
     std::unique_ptr<engine::gpu::DeviceContext> context;
     std::unique_ptr<engine::gpu::GpuKernels> kernels;
     std::unique_ptr<engine::gpu::BlasApi> blas;

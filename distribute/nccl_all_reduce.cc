@@ -51,12 +51,14 @@ absl::StatusOr<std::unique_ptr<NcclAllReduce>> NcclAllReduce::Create(
       o.store = store;
       o.key = options.key;
       o.api = env.api;
-      o.device = options.devices[r].index();
-      o.stream = env.stream ? env.stream(o.device) : nullptr;
-      if (!env.stream && options.gpus != nullptr) {
-        if (const engine::gpu::GpuDevice* gpu = options.gpus->Find(o.device)) {
-          o.stream = static_cast<collectives::nccl::DeviceStream>(gpu->stream());
-        }
+      // NCCL takes the CUDA ordinal under the replica's /gpu:N (GpuDeviceSet::Create).
+      const int index = options.devices[r].index();
+      const engine::gpu::GpuDevice* gpu =
+          options.gpus != nullptr ? options.gpus->Find(index) : nullptr;
+      o.device = gpu != nullptr ? gpu->context->device() : index;
+      o.stream = env.stream ? env.stream(index) : nullptr;
+      if (!env.stream && gpu != nullptr) {
+        o.stream = static_cast<collectives::nccl::DeviceStream>(gpu->stream());
       }
       o.clock = clock;
       o.signal = signal;

@@ -42,6 +42,13 @@ if ! gpu_tests=$(bazel query 'attr(tags, "requires-gpu", tests(//...))' 2>/dev/n
   echo "gpu_bundle: bazel query failed; run it by hand to see why" >&2
   exit 1
 fi
+# tools/gpu_check.sh compares the bundle with the tree's BUILD files as tools/gpu_tests.py reads
+# them: the two must agree, and no CUDA-only test may escape the tag (it would run nowhere).
+python3 tools/gpu_tests.py check . || exit 1
+if ! diff <(python3 tools/gpu_tests.py list .) <(printf '%s\n' $gpu_tests | LC_ALL=C sort) >&2; then
+  echo "gpu_bundle: tools/gpu_tests.py (<) and bazel query (>) disagree on the requires-gpu tests" >&2
+  exit 1
+fi
 # shellcheck disable=SC2206
 binaries=(//worker:lockstepd //coordinator:lockstep-coordinator //client:lockstep $tools)
 # shellcheck disable=SC2206

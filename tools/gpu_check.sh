@@ -13,16 +13,25 @@
 #     GPU 0 with distinct NCCL_HOSTID, 8 B to 256 MiB, then their busbw ratio at >= 1 MiB;
 #   training: tools/gpu/torch_train.py (MLP 4096-8192-8192-10, batch 4096, and the bench
 #     Transformer, batch 256; f32 and bf16; fed from the GPU and from pinned host batches), and
-#     ours (bench/train_throughput: examples/s, step, time outside it) when the bundle has it;
-#     `lockstep local --gpus` on the digits MLP, the residual CNN and the char Transformer
-#     (its data made by python3 from examples/data/fortunes.txt.gz) when the CLI has it;
+#     ours (bench/train_throughput: examples/s, step, time outside it) when the bundle has it,
+#     judged against torch's host-fed loop (train_vs_torch: >= 1.0x its examples/s, peak
+#     device memory <= 1.2x its max_memory_allocated);
+#   `lockstep local --gpus` on the digits MLP (>= 96% test accuracy), the residual CNN and the
+#     char Transformer (its data made by python3 from examples/data/fortunes.txt.gz) when the
+#     CLI has it;
 #   compute-sanitizer memcheck and racecheck over the kernel tests (//engine/..., //common/cuda),
 #     last because they are the slowest and the most expendable.
 # Writes under $OUT: report.md (one table: step, status, exit code, seconds, key figure; then
 # the all-reduce comparison and the training lines), report.json, and logs.tar.gz (every step's
 # log and the gtest XML). The report is written even when steps fail or the run is interrupted.
 # The whole run keeps to GPU_CHECK_BUDGET_S (default 330 s): steps get what is left of their
-# phase's share, and are skipped, saying so, once it is spent.
+# phase's share, and are skipped, saying so, once it is spent. The setup (unpack, bundle, env,
+# libs, binaries) keeps to GPU_CHECK_SETUP_S (default 150 s) from the start, whatever the
+# budget; so no run lasts longer than max(setup, budget) + 5 s (a step's kill grace) + the
+# report: 335 s by default, under the 8 minutes of device time a GPU loan gives a run.
+# bundle: the bundle's tests.txt against the requires-gpu tests of the source tree this script
+# is in (GPU_CHECK_TREE names another), read from its BUILD files by tools/gpu_tests.py: a
+# bundle built before a test was added fails that row, naming the test.
 # GPU_CHECK_STEPS (default binaries,tests,allreduce,train,local,sanitizer) picks the phases;
 # unpack, env and libs always run. Rerun a part: GPU_CHECK_STEPS=allreduce tools/gpu_check.sh ...
 # Exit status: 0 when every step passed, 1 when one failed, 2 for bad arguments.
@@ -52,13 +61,16 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 2
 
 budget=${GPU_CHECK_BUDGET_S:-330}
-if ! [[ "$budget" =~ ^[0-9]+$ ]]; then
-  echo "gpu_check: GPU_CHECK_BUDGET_S=$budget: want whole seconds" >&2
-  exit 2
-fi
+setup=${GPU_CHECK_SETUP_S:-150}
+for v in "GPU_CHECK_BUDGET_S=$budget" "GPU_CHECK_SETUP_S=$setup"; do
+  if ! [[ "${v#*=}" =~ ^[0-9]+$ ]]; then
+    echo "gpu_check: $v: want whole seconds" >&2
+    exit 2
+  fi
+done
 phases=",${GPU_CHECK_STEPS:-binaries,tests,allreduce,train,local,sanitizer},"
 start=$SECONDS
-setup_end=$((budget + 150))  # unpack, env and libs run whatever the budget
+setup_end=$setup  # unpack, bundle, env, libs and binaries run whatever the budget
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
 logs=$work/logs
 mkdir -p "$logs/xml"
@@ -70,6 +82,11 @@ export TEST_TMPDIR=$work/test_tmp
 mkdir -p "$TEST_TMPDIR"
 
 log() { echo "gpu_check [$((SECONDS - start)) s]: $*" >&2; }
+# Seconds left until END (seconds since the start), at most WANT: left_s WANT END.
+left_s() {
+  local left=$(($2 - (SECONDS - start)))
+  [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
 wanted() { [[ "$phases" == *",$1,"* ]]; }
 
 # record STEP STATUS EXIT SECONDS FIGURE: one row of the report.
@@ -266,6 +283,19 @@ if [ "$STEP_RC" -ne 0 ] || [ -z "$root" ]; then
   exit 1
 fi
 record_step unpack "$(find "$root" -type f | wc -l) files, $(wc -l <"$root/tests.txt") tests in tests.txt"
+# Every requires-gpu test of the source tree is in the bundle (tools/gpu_tests.py reads the
+# tree's BUILD files; a bundle made before a test was added lacks it).
+tree=${GPU_CHECK_TREE:-$repo}
+if [ -f "$tree/tools/gpu_tests.py" ]; then
+  run_step bundle 30 "$setup_end" python3 "$tree/tools/gpu_tests.py" missing "$tree" "$root/tests.txt"
+  case "$STEP_RC" in
+    0) record_step bundle "tests.txt holds every requires-gpu test of the tree" ;;
+    3) record bundle SKIP - "$STEP_SECS" "no BUILD files with requires-gpu tests at $tree" ;;
+    *) record_step bundle "tests.txt lacks $(grep -c '^//' "$STEP_LOG") requires-gpu test(s) of the tree (rebuild it with tools/gpu_bundle.sh): $(grep '^//' "$STEP_LOG" | tr '\n' ' ')$(grep -v '^//' "$STEP_LOG" | head -n 1)" ;;
+  esac
+else
+  record bundle SKIP - 0 "no tools/gpu_tests.py at $tree: the bundle is not checked against a tree"
+fi
 # The torch scripts that came with this script (a bundle built earlier may hold older ones);
 # the bundle's copy where the tree has none. GPU_CHECK_TOOLS names another folder of them.
 gpu_tools=${GPU_CHECK_TOOLS:-$repo/tools/gpu}
@@ -276,7 +306,7 @@ gpu_tools=${GPU_CHECK_TOOLS:-$repo/tools/gpu}
 run_step env 30 "$setup_end" nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
 if [ "$STEP_RC" -eq 0 ]; then
   gpu=$(head -n 1 "$STEP_LOG")
-  timeout 30 nvidia-smi >>"$STEP_LOG" 2>&1
+  [ "$(left_s 30 "$setup_end")" -ge 2 ] && timeout "$(left_s 30 "$setup_end")" nvidia-smi >>"$STEP_LOG" 2>&1
   record_step env "$gpu (nvidia-smi's output in the log)"
 elif ! command -v nvidia-smi >/dev/null; then
   record_step env "no nvidia-smi on this machine: no NVIDIA driver here"
@@ -326,7 +356,12 @@ binenv=(env "LD_LIBRARY_PATH=$root/lib${nvlibs:+:$nvlibs}${LD_LIBRARY_PATH:+:$LD
 check_binaries() {
   local f out rc bad=0
   for f in "$1"/bin/*; do
-    out=$(timeout 20 "${binenv[@]}" "$f" --help 2>&1 </dev/null)
+    if [ "$(left_s 20 "$setup_end")" -lt 2 ]; then
+      echo "$(basename "$f"): not checked: the setup's time (GPU_CHECK_SETUP_S=$setup) is spent"
+      bad=$((bad + 1))
+      continue
+    fi
+    out=$(timeout "$(left_s 20 "$setup_end")" "${binenv[@]}" "$f" --help 2>&1 </dev/null)
     rc=$?
     if [ "$rc" -eq 127 ] || [ "$rc" -eq 124 ] || grep -q 'error while loading\|not found (required by' <<<"$out"; then
       echo "$(basename "$f"): exit $rc: $(grep -v '^[[:space:]]*$' <<<"$out" | head -n 2 | tr '\n' ' ')"
@@ -474,6 +509,30 @@ if wanted train; then
       }
       END { print out }' "$1"
   }
+  # train_vs_torch NAME OURS_LOG TORCH_LOG CONFIG: a row judging ours (train_throughput's
+  # "N examples/s ... peak device bytes B") against torch's CONFIG line (its host feed where it
+  # has one): examples/s >= 1.0x torch's, peak device memory <= 1.2x its max_memory_allocated.
+  train_vs_torch() {
+    local ours_eps ours_peak line figure rc
+    ours_eps=$(grep -o '[0-9.]* examples/s' "$2" | tail -n 1 | cut -d' ' -f1)
+    ours_peak=$(grep -o 'peak device bytes [0-9]*' "$2" | tail -n 1 | awk '{ print $4 }')
+    line=$(grep -h '^{' "$3" 2>/dev/null | grep "\"config\": \"$4\"" | grep -v '"error"' |
+      awk '/"feed": "host"/ { print; found = 1; exit } NR == 1 { first = $0 } END { if (!found && first != "") print first }')
+    if [ -z "$ours_eps" ] || [ -z "$line" ]; then
+      record "$1" FAIL 1 0 "nothing to compare: $([ -z "$ours_eps" ] && echo "ours printed no examples/s" || echo "torch has no $4 line")"
+      return
+    fi
+    figure=$(awk -v o="$ours_eps" -v op="$ours_peak" -v l="$line" 'BEGIN {
+        match(l, /"examples_per_s": [0-9.e+]+/); t = substr(l, RSTART + 18, RLENGTH - 18) + 0
+        match(l, /"max_memory_allocated_bytes": [0-9.e+]+/); tp = substr(l, RSTART + 30, RLENGTH - 30) + 0
+        ok = t > 0 && o / t >= 1.0
+        out = sprintf("ours/torch examples/s %.2fx (goal >= 1.0x)", t > 0 ? o / t : 0)
+        if (op != "" && tp > 0) { ok = ok && op / tp <= 1.2; out = out sprintf("; peak %.2fx torch max_memory_allocated (goal <= 1.2x)", op / tp) }
+        else { ok = 0; out = out "; no peak to compare" }
+        print out; exit ok ? 0 : 1 }')
+    rc=$?
+    record "$1" "$([ "$rc" -eq 0 ] && echo ok || echo FAIL)" "$rc" 0 "$figure"
+  }
   run_step train_torch 150 "$end" python3 "$gpu_tools/torch_train.py" --configs=f32,bf16 --warmup=5 --steps=30
   figure=$(torch_figure "$STEP_LOG")
   [ -n "$figure" ] || figure=$(last_line "$STEP_LOG")
@@ -486,8 +545,11 @@ if wanted train; then
     # The last line: examples/s, the step, the time per step outside it, peak device memory.
     run_step train_ours 150 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096
     record_step train_ours "$(last_line "$STEP_LOG")"
+    # Issue #33's goals beside torch's eager loop fed from pinned host batches, as ours is.
+    train_vs_torch train_vs_torch "$STEP_LOG" "$logs/train_torch.log" f32
     run_step train_ours_bf16 150 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096 --precision=bf16_mixed
     record_step train_ours_bf16 "$(last_line "$STEP_LOG")"
+    train_vs_torch train_vs_torch_bf16 "$STEP_LOG" "$logs/train_torch.log" bf16
     run_step train_ours_transformer 120 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=256 --model=transformer
     record_step train_ours_transformer "$(last_line "$STEP_LOG")"
   else
@@ -500,9 +562,15 @@ fi
 if wanted local; then
   end=$(phase_end 85)
   if [ -x "$root/bin/lockstep" ] &&
-    timeout 20 "${binenv[@]}" "$root/bin/lockstep" local --help 2>&1 | grep -q -- '--gpus'; then
+    [ "$(left_s 20 "$end")" -ge 2 ] &&
+    timeout "$(left_s 20 "$end")" "${binenv[@]}" "$root/bin/lockstep" local --help 2>&1 | grep -q -- '--gpus'; then
     run_step local_digits_gpu 150 "$end" "${binenv[@]}" "$root/bin/lockstep" local --workers=2 --gpus examples/jobs/digits_mlp.json
-    record_step local_digits_gpu "$(grep -i 'accuracy' "$STEP_LOG" | tail -n 1 | cut -c 1-200)"
+    figure=$(grep -i 'accuracy' "$STEP_LOG" | tail -n 1 | cut -c 1-200)
+    # Issue #33's bar for the digits MLP on GPUs: >= 96% test accuracy.
+    if [ "$STEP_RC" -eq 0 ] && ! awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/) a = $i } END { exit (a != "" && a >= 0.96) ? 0 : 1 }' <<<"$figure"; then
+      STEP_RC=1 figure="${figure:-no accuracy printed}; want >= 0.96"
+    fi
+    record_step local_digits_gpu "$figure"
     # The residual CNN (convolutions, virtual-batch norms, the skip ADD, global pooling) as a
     # job on the GPU, two workers over NCCL.
     run_step local_residual_gpu 150 "$end" "${binenv[@]}" "$root/bin/lockstep" local --workers=2 --gpus examples/jobs/digits_residual.json

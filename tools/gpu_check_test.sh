@@ -3,7 +3,10 @@
 # parse, bad arguments are refused, and on a fake bundle (shell scripts standing in for the
 # test binaries, the all-reduce bench, nvidia-smi and compute-sanitizer; fake torch scripts
 # through GPU_CHECK_TOOLS) the run reaches its report with the right rows, figures, JSON and
-# logs. No Bazel, no GPU.
+# logs. No Bazel, no GPU. Also: tools/gpu_tests.py finds every requires-gpu test of this
+# source tree (which it reads through its runfile's link: never cached) and breaks no rule, so
+# that a bundle cannot miss one unnoticed; a bundle that lacks one fails gpu_check.sh's bundle
+# row; and the run keeps to its time bound when every step hangs.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 check=$here/gpu_check.sh
@@ -20,7 +23,7 @@ expect_grep() {  # PATTERN FILE WHAT
 for f in "$here/gpu_check.sh" "$here/gpu_bundle.sh" "$here/gpu_check_test.sh"; do
   bash -n "$f" || fail "$f does not parse"
 done
-for f in "$here/gpu/torch_allreduce.py" "$here/gpu/torch_train.py"; do
+for f in "$here/gpu/torch_allreduce.py" "$here/gpu/torch_train.py" "$here/gpu_tests.py"; do
   python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])' "$f" ||
     fail "$f does not parse"
 done
@@ -33,6 +36,54 @@ if ! python3 -c 'import torch' 2>/dev/null; then
 fi
 python3 "$here/gpu/torch_allreduce.py" --min_bytes=3 >"$tmp/args.out" 2>&1
 [ $? -eq 2 ] || fail "torch_allreduce.py --min_bytes=3 was not refused"
+
+# tools/gpu_tests.py on a tree of its own: what it lists, and each rule failing.
+scan=$here/gpu_tests.py
+t=$tmp/scan_tree
+mkdir -p "$t/a/b" "$t/c" "$t/engine" "$tmp/empty_tree"
+cat >"$t/a/b/BUILD.bazel" <<'BUILD'
+load("//third_party/cuda:cuda.bzl", "cuda_test")
+cuda_test(name = "k_test", srcs = ["k_test.cc"])
+cc_test(name = "tagged_test", tags = ["external"] + ["requires-gpu"], deps = [":x"])
+cc_test(name = "cpu_test", deps = ["//engine:device_test_env"])
+BUILD
+python3 "$scan" list "$t" >"$tmp/scan.out" 2>&1
+[ "$(tr '\n' ' ' <"$tmp/scan.out")" = "//a/b:k_test //a/b:tagged_test " ] ||
+  fail "gpu_tests.py list: $(cat "$tmp/scan.out")"
+python3 "$scan" check "$t" >"$tmp/scan.out" 2>&1 || fail "gpu_tests.py check: $(cat "$tmp/scan.out")"
+cat >"$t/c/BUILD.bazel" <<'BUILD'
+cc_test(name = "c_test", deps = ["//engine:real_gpu_env"])
+BUILD
+cat >"$t/engine/BUILD.bazel" <<'BUILD'
+cc_test(name = "real_test", target_compatible_with = ONLY_WITH_CUDA)
+cuda_test(name = "data_test", data = ["x.csv"])
+cc_test(name = "env_test", deps = [":real_gpu_env"])
+BUILD
+python3 "$scan" check "$t" >"$tmp/scan.out" 2>&1 && fail "gpu_tests.py check passed a broken tree"
+expect_grep "//c:c_test is CUDA-only (it depends on //engine:real_gpu_env)" "$tmp/scan.out" \
+  "a test on a real GPU without the tag"
+expect_grep "//engine:env_test is CUDA-only" "$tmp/scan.out" "a package-relative real GPU dependency"
+expect_grep "//engine:real_test is CUDA-only (target_compatible_with CUDA)" "$tmp/scan.out" \
+  "a CUDA-only test without the tag"
+expect_grep "//engine:data_test is requires-gpu with data" "$tmp/scan.out" "a requires-gpu test with data"
+printf '//a/b:k_test tests/a/b/k_test\n' >"$tmp/tests.txt"
+python3 "$scan" missing "$t" "$tmp/tests.txt" >"$tmp/scan.out" 2>&1
+[ $? -eq 1 ] || fail "gpu_tests.py missing did not fail"
+expect_grep "^//a/b:tagged_test$" "$tmp/scan.out" "the test the bundle lacks"
+python3 "$scan" missing "$tmp/empty_tree" "$tmp/tests.txt" >/dev/null 2>&1
+[ $? -eq 3 ] || fail "gpu_tests.py missing on a tree without GPU tests did not exit 3"
+
+# This source tree: every CUDA-only test is requires-gpu (so in the bundle) and none needs a
+# file the bundle lacks. The runfile links into the checkout.
+src=$(cd "$(dirname "$(readlink -f "$scan")")/.." && pwd)
+if [ -f "$src/WORKSPACE" ]; then
+  python3 "$scan" check "$src" >"$tmp/scan.out" 2>&1 || fail "this tree: $(cat "$tmp/scan.out")"
+  n=$(python3 "$scan" list "$src" | grep -c '^//')
+  echo "this tree: $n requires-gpu tests"
+  [ "$n" -ge 10 ] || fail "this tree lists only $n requires-gpu tests (10 when this check was written)"
+else
+  fail "$scan does not link into a source tree ($src)"
+fi
 
 # Arguments.
 OUT='' "$check" "$tmp/nothing" >"$tmp/usage.out" 2>&1
@@ -126,6 +177,13 @@ case "$*" in
 esac
 EOF
 chmod +x "$b/bin/lockstep"
+# Ours: half torch's examples/s, 1.1x its peak.
+cat >"$b/bin/train_throughput" <<'EOF'
+#!/usr/bin/env bash
+case "$*" in *--help*) echo "usage: train_throughput --device=gpu ..."; exit 0 ;; esac
+echo "gpu: 1 worker(s) 30000.2 examples/s (median), peak device bytes 2362232012 (2252.8 MiB)"
+EOF
+chmod +x "$b/bin/train_throughput"
 cat >"$tmp/path/nvidia-smi" <<'EOF'
 #!/usr/bin/env bash
 echo "NVIDIA H100 80GB HBM3, 580.65.06, 81559 MiB, 9.0"
@@ -147,9 +205,16 @@ EOF
 chmod +x "$tmp/path/"*
 
 tar -C "$tmp/stage" -czf "$tmp/fake.tar.gz" lockstep-gpu
+# The source tree the bundle is checked against: its tests and one the bundle lacks.
+tree=$tmp/tree
+mkdir -p "$tree/tools" "$tree/engine/kernels/cuda" "$tree/collectives/nccl"
+cp "$scan" "$tree/tools/"
+echo 'cuda_test(name = "fake_kernel_test")' >"$tree/engine/kernels/cuda/BUILD.bazel"
+printf 'cuda_test(name = "%s")\n' fake_nccl_test gone_test new_gpu_test >"$tree/collectives/nccl/BUILD.bazel"
 out=$tmp/out
 start=$SECONDS
-PATH=$tmp/path:$PATH OUT=$out GPU_CHECK_BUDGET_S=60 GPU_CHECK_TOOLS=$tmp/fake_tools "$check" "$tmp/fake.tar.gz" >"$tmp/run.out" 2>&1
+PATH=$tmp/path:$PATH OUT=$out GPU_CHECK_BUDGET_S=60 GPU_CHECK_TOOLS=$tmp/fake_tools GPU_CHECK_TREE=$tree \
+  "$check" "$tmp/fake.tar.gz" >"$tmp/run.out" 2>&1
 rc=$?
 echo "fake run: exit $rc in $((SECONDS - start)) s"
 [ "$rc" -eq 1 ] || fail "the fake run exited $rc, want 1 (one test fails)"
@@ -160,8 +225,10 @@ if [ ! -f "$md" ]; then
   exit 1
 fi
 expect_grep '| unpack | ok | 0 |' "$md" "unpack row"
+expect_grep '| bundle | FAIL | 1 | .* | tests.txt lacks 1 requires-gpu test(s) of the tree (rebuild it with tools/gpu_bundle.sh): //collectives/nccl:new_gpu_test' \
+  "$md" "the bundle row naming the test it lacks"
 expect_grep '| env | ok | 0 | .* | NVIDIA H100 80GB HBM3, 580.65.06' "$md" "env row"
-expect_grep '| binaries | ok | 0 | .* | all 2 of bin/ start |' "$md" "binaries row"
+expect_grep '| binaries | ok | 0 | .* | all 3 of bin/ start |' "$md" "binaries row"
 expect_grep '| test engine/kernels/cuda:fake_kernel_test | ok | 0 | .* | 2 passed, 0 failed, 1 skipped |' "$md" "passing test row"
 expect_grep '| test collectives/nccl:fake_nccl_test | FAIL | 1 | .* | 1 passed, 1 failed, 1 skipped |' "$md" "failing test row"
 expect_grep '| tests (all) | FAIL | 2 | .* | 1 of 3 binaries passed; cases: 3 passed, 1 failed, 2 skipped |' "$md" "all the tests' row"
@@ -170,7 +237,11 @@ expect_grep '| allreduce_ours | ok | 0 | .* | 8 B: 40.00 us; 1 MiB: busbw 5.000 
 expect_grep '| allreduce_vs_torch | FAIL | 1 | .* | ours/torch busbw at >= 1 MiB: min 0.500x' "$md" "comparison row"
 expect_grep '| 1 MiB | 100.00 | 5.000 | 100.00 | 10.000 | 0.500 |' "$md" "comparison table"
 expect_grep '| train_torch | FAIL | 1 | .* | f32: 60000.5 ex/s, 68.2 ms/step (GEMMs 60.1 ms), peak 2.00 GiB; bf16: RuntimeError: out of memory |' "$md" "torch training row"
-expect_grep '| train_ours | SKIP | - | 0 | ours: not built yet' "$md" "our training row"
+expect_grep '| train_ours | ok | 0 | .* | gpu: 1 worker(s) 30000.2 examples/s' "$md" "our training row"
+expect_grep '| train_vs_torch | FAIL | 1 | 0 | ours/torch examples/s 0.50x (goal >= 1.0x); peak 1.10x torch max_memory_allocated (goal <= 1.2x) |' \
+  "$md" "ours against torch's f32 loop"
+expect_grep '| train_vs_torch_bf16 | FAIL | 1 | 0 | nothing to compare: torch has no bf16 line |' "$md" \
+  "ours against torch's bf16 loop, which failed"
 expect_grep '| train_torch_transformer | ok | 0 | .* | f32/host: 5000.5 ex/s, 20.5 ms/step, peak 1.00 GiB |' "$md" "torch Transformer row"
 expect_grep '"feed": "host"' "$md" "torch's lines in the report"
 expect_grep '| local_digits_gpu | ok | 0 | .* | test accuracy: 0.97 |' "$md" "lockstep local digits row"
@@ -188,7 +259,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 steps = {s["step"]: s for s in r["steps"]}
 assert steps["test collectives/nccl:fake_nccl_test"]["exit"] == 1, steps
-assert steps["train_ours"]["exit"] is None, steps["train_ours"]
+assert steps["train_ours"]["exit"] == 0, steps["train_ours"]
+assert steps["train_vs_torch"]["status"] == "FAIL", steps["train_vs_torch"]
 assert r["allreduce"][1] == {"bytes": 1048576, "ours_us": 100.0, "ours_busbw": 5.0,
                              "torch_us": 100.0, "torch_busbw": 10.0}, r["allreduce"]
 assert r["torch_train"][0]["examples_per_s"] == 60000.5, r["torch_train"]
@@ -209,6 +281,39 @@ rc=$?
 expect_grep '| test engine/kernels/cuda:fake_kernel_test | SKIP | 125 | 0 | skipped: the run.s budget' \
   "$out2/report.md" "a test skipped for the budget"
 if grep -q '| allreduce_ours' "$out2/report.md"; then fail "GPU_CHECK_STEPS=tests ran the all-reduce"; fi
+
+# Every step hanging: the run still ends within max(setup, budget) + a step's kill grace,
+# with its report. And the defaults keep a run under the 8 minutes of device time a GPU loan
+# gives it (the report and the logs' archive: 15 s more at most).
+h=$tmp/hang/lockstep-gpu
+mkdir -p "$h/bin" "$h/tests/engine/k" "$tmp/hang_path" "$tmp/hang_tools"
+printf '#!/usr/bin/env bash\nexec sleep 600\n' >"$tmp/sleeper"
+chmod +x "$tmp/sleeper"
+for f in "$h/bin/lockstep" "$h/bin/nccl_allreduce" "$h/bin/train_throughput" "$h/tests/engine/k/k_test" \
+  "$tmp/hang_path/nvidia-smi" "$tmp/hang_path/compute-sanitizer"; do
+  cp "$tmp/sleeper" "$f"
+done
+echo "//engine/k:k_test tests/engine/k/k_test" >"$h/tests.txt"
+printf 'import time\ntime.sleep(600)\n' >"$tmp/hang_tools/torch_train.py"
+cp "$tmp/hang_tools/torch_train.py" "$tmp/hang_tools/torch_allreduce.py"
+t0=$SECONDS
+PATH=$tmp/hang_path:$PATH OUT=$tmp/out_hang GPU_CHECK_SETUP_S=6 GPU_CHECK_BUDGET_S=12 \
+  GPU_CHECK_TOOLS=$tmp/hang_tools GPU_CHECK_TREE=$tmp/empty_tree "$check" "$h" >"$tmp/run_hang.out" 2>&1
+took=$((SECONDS - t0))
+echo "every step hanging: $took s (setup 6 s, budget 12 s)"
+[ "$took" -le 25 ] || fail "with every step hanging the run took $took s, want <= 12 + 5 + the report"
+[ -f "$tmp/out_hang/report.md" ] || fail "no report after a run whose steps all hung"
+expect_grep '| env | FAIL | 124 |' "$tmp/out_hang/report.md" "a hanging nvidia-smi"
+default_budget=$(sed -n 's/^budget=${GPU_CHECK_BUDGET_S:-\([0-9]*\)}$/\1/p' "$check")
+default_setup=$(sed -n 's/^setup=${GPU_CHECK_SETUP_S:-\([0-9]*\)}$/\1/p' "$check")
+if [ -z "$default_budget" ] || [ -z "$default_setup" ]; then
+  fail "gpu_check.sh's default budget or setup time not found"
+else
+  worst=$((default_budget > default_setup ? default_budget : default_setup))
+  worst=$((worst + 5 + 15))
+  echo "default worst case: $worst s of device time"
+  [ "$worst" -le 480 ] || fail "gpu_check.sh's defaults allow $worst s, over the 8 minutes (480 s)"
+fi
 
 if [ "$failures" -ne 0 ]; then
   echo "--- the fake run's output" >&2

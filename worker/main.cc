@@ -61,8 +61,8 @@ ABSL_FLAG(std::string, tf_config, "", "File holding TF_CONFIG JSON (default: $TF
 ABSL_FLAG(int, cpu_devices, 1, "Number of logical CPU devices this worker offers.");
 ABSL_FLAG(std::string, gpus, "",
           "GPUs this worker offers, one replica each: all, none, or CUDA device numbers such as "
-          "0,1 (counted after CUDA_VISIBLE_DEVICES). Default: every visible GPU in a "
-          "--config=cuda build, none otherwise.");
+          "1,3 (counted after CUDA_VISIBLE_DEVICES); the i-th offered GPU is the worker's "
+          "/gpu:i. Default: every visible GPU in a --config=cuda build, none otherwise.");
 ABSL_FLAG(std::string, address, "",
           "host:port this worker is reached at. Default: its address in TF_CONFIG, else a "
           "free port on --host, reserved for the data plane.");
@@ -151,8 +151,7 @@ struct CudaJobResources {
 // NCCL for GPU jobs' collectives (distribute/nccl_all_reduce.h), loaded once, and each GPU
 // replica's context, CUDA kernels and cuBLASLt handle (distribute/gpu_devices.h). Without
 // NCCL, GPU jobs whose communication resolves to NCCL fail naming libnccl.so.2. The worker's
-// /gpu:N is CUDA device N, so --gpus must select 0..n-1 (narrow with CUDA_VISIBLE_DEVICES
-// otherwise).
+// /gpu:N is the N-th GPU --gpus selects, on its own CUDA ordinal (GpuDeviceSet::Create).
 void SetUpCuda(const std::vector<lockstep::worker::GpuInfo>& gpus, CudaJobResources* resources,
                lockstep::worker::JobExecutorOptions* job_options) {
   if (gpus.empty()) return;
@@ -166,15 +165,6 @@ void SetUpCuda(const std::vector<lockstep::worker::GpuInfo>& gpus, CudaJobResour
   job_options->nccl.api = resources->nccl.get();
   std::vector<int> ordinals;
   for (const lockstep::worker::GpuInfo& g : gpus) ordinals.push_back(g.ordinal);
-  bool dense = true;
-  for (size_t i = 0; i < ordinals.size(); ++i) dense = dense && ordinals[i] == static_cast<int>(i);
-  if (!dense) {
-    spdlog::warn(
-        "GPU jobs cannot run: --gpus selects CUDA devices {} but the replicas' /gpu:N "
-        "are CUDA devices 0..{}; select them with CUDA_VISIBLE_DEVICES instead",
-        absl::StrJoin(ordinals, ","), ordinals.size() - 1);
-    return;
-  }
   absl::StatusOr<std::shared_ptr<lockstep::distribute::GpuDeviceSet>> engine_gpus =
       lockstep::distribute::MakeCudaGpus(ordinals);
   if (engine_gpus.ok()) {
@@ -249,7 +239,8 @@ int Run(sigset_t signals) {
   }
   if (!devices->warning.empty()) spdlog::warn("{}", devices->warning);
   if (!devices->gpus.empty()) {
-    spdlog::info("lockstepd offers {}", lockstep::worker::DescribeGpus(devices->gpus));
+    spdlog::info("lockstepd offers {}: {}", lockstep::worker::DescribeGpus(devices->gpus),
+                 lockstep::worker::DescribeOffered(devices->gpus));
   }
   for (const lockstep::v1::Device& d : devices->registered) options.devices.push_back(d);
 

@@ -28,8 +28,7 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes) {
     if (it != cached_.end() && it->first <= 2 * size) {
       void* p = it->second;
       in_use_[p] = it->first;
-      stats_.bytes_in_use += it->first;
-      stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+      Count(it->first, /*reserve=*/false);
       ++stats_.allocations;
       ++stats_.cache_hits;
       cached_.erase(it);
@@ -60,12 +59,36 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes) {
         p.status().message()));
   }
   in_use_[*p] = size;
-  stats_.bytes_in_use += size;
-  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-  stats_.bytes_reserved += size;
+  Count(size, /*reserve=*/true);
   ++stats_.device_allocations;
   ++stats_.allocations;
   return *p;
+}
+
+void CachingAllocator::Count(size_t bytes, bool reserve) {
+  stats_.bytes_in_use += bytes;
+  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  if (reserve) stats_.bytes_reserved += bytes;
+}
+
+absl::StatusOr<std::shared_ptr<char>> CachingAllocator::AllocateOutside(size_t bytes) {
+  const size_t size = bytes == 0 ? 1 : bytes;
+  absl::StatusOr<void*> p = api_->Malloc(size);
+  absl::MutexLock lock(&mu_);
+  if (!p.ok()) {
+    if (p.status().code() != absl::StatusCode::kResourceExhausted) return p.status();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "device ", device_, ": out of memory allocating ", size, " bytes outside the cache (",
+        stats_.bytes_in_use, " bytes in use, peak ", stats_.peak_bytes_in_use, ", ",
+        stats_.bytes_reserved, " reserved): ", p.status().message()));
+  }
+  Count(size, /*reserve=*/true);
+  return std::shared_ptr<char>(static_cast<char*>(*p), [this, size](char* q) {
+    (void)api_->Free(q);
+    absl::MutexLock lock(&mu_);
+    stats_.bytes_in_use -= size;
+    stats_.bytes_reserved -= size;
+  });
 }
 
 absl::Status CachingAllocator::Free(void* p) {

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -59,10 +60,20 @@ class CachingAllocator {
   // Gives every cached block back to the device pool (FreeAsync on the stream).
   absl::Status ReleaseCache();
 
+  // Device memory for work on another stream (InputStager's slots, which its copy stream
+  // writes): straight from the device (CudaApi::Malloc, outside the stream-ordered cache), but
+  // counted in bytes_in_use, its peak and bytes_reserved from allocation to release, as torch's
+  // max_memory_allocated counts an input batch, so a job's reported peak includes its input.
+  // Not in device_allocations (the cache's). The returned pointer's deleter frees it
+  // (cudaFree waits for the device) and uncounts it; it must go before the allocator.
+  // RESOURCE_EXHAUSTED naming the device and the statistics when the device has no room.
+  absl::StatusOr<std::shared_ptr<char>> AllocateOutside(size_t bytes);
+
   AllocatorStats Stats() const;
   void ResetPeak();
 
  private:
+  void Count(size_t bytes, bool reserve) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives back the cached blocks, taken out of the cache under the lock by the caller.
   absl::Status FreeBlocks(const std::multimap<size_t, void*>& blocks);
 

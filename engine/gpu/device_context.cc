@@ -1,11 +1,22 @@
 #include "engine/gpu/device_context.h"
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 
 namespace lockstep::engine::gpu {
 
 absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::Create(CudaApi* api, int device) {
+  return Create(api, device, device);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::Create(CudaApi* api, int device,
+                                                                     int index) {
+  if (index < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DeviceContext: /gpu:", index, " (CUDA device ", device, ") is not a name"));
+  }
   LS_ASSIGN_OR_RETURN(int count, api->DeviceCount());
   if (device < 0 || device >= count) {
     return absl::InvalidArgumentError(absl::StrCat("DeviceContext: no GPU ", device, " (", count,
@@ -15,13 +26,14 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::Create(CudaApi* ap
   LS_RETURN_IF_ERROR(api->SetDevice(device));
   LS_ASSIGN_OR_RETURN(CudaStream stream, api->StreamCreate());
   return std::unique_ptr<DeviceContext>(
-      new DeviceContext(api, device, std::move(properties), stream));
+      new DeviceContext(api, device, index, std::move(properties), stream));
 }
 
-DeviceContext::DeviceContext(CudaApi* api, int device, DeviceProperties properties,
+DeviceContext::DeviceContext(CudaApi* api, int device, int index, DeviceProperties properties,
                              CudaStream stream)
     : api_(api),
       device_(device),
+      index_(index),
       properties_(std::move(properties)),
       stream_(stream),
       allocator_(std::make_unique<CachingAllocator>(api, device, stream)) {}
@@ -37,12 +49,22 @@ absl::Status DeviceContext::Current() const { return api_->SetDevice(device_); }
 
 absl::Status DeviceContext::Named(absl::Status s) const {
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat("GPU ", device_, ": ", s.message()));
+  const std::string who = index_ == device_
+                              ? absl::StrCat("GPU ", device_)
+                              : absl::StrCat("GPU ", index_, " (CUDA device ", device_, ")");
+  return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
 }
 
 absl::StatusOr<void*> DeviceContext::Allocate(size_t bytes) {
   LS_RETURN_IF_ERROR(Named(Current()));
   absl::StatusOr<void*> p = allocator_->Allocate(bytes);
+  if (!p.ok()) return Named(p.status());
+  return p;
+}
+
+absl::StatusOr<std::shared_ptr<char>> DeviceContext::AllocateOutside(size_t bytes) {
+  LS_RETURN_IF_ERROR(Named(Current()));
+  absl::StatusOr<std::shared_ptr<char>> p = allocator_->AllocateOutside(bytes);
   if (!p.ok()) return Named(p.status());
   return p;
 }

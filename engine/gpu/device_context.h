@@ -24,14 +24,19 @@ namespace lockstep::engine::gpu {
 
 class DeviceContext {
  public:
-  // INVALID_ARGUMENT when `device` is not one of the API's devices; the API's errors otherwise
-  // (UNAVAILABLE without a usable GPU).
+  // INVALID_ARGUMENT when `device` (a CUDA ordinal) is not one of the API's devices; the API's
+  // errors otherwise (UNAVAILABLE without a usable GPU). The engine names it "/gpu:`index`":
+  // its position among the worker's GPUs, as TensorFlow's device id maps onto the platform's
+  // (lockstepd --gpus=1,3: /gpu:0 is CUDA device 1, /gpu:1 is CUDA device 3). Without
+  // `index`, the name is the ordinal.
   static absl::StatusOr<std::unique_ptr<DeviceContext>> Create(CudaApi* api, int device);
+  static absl::StatusOr<std::unique_ptr<DeviceContext>> Create(CudaApi* api, int device, int index);
   ~DeviceContext();
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;
 
-  int device() const { return device_; }
+  int device() const { return device_; }  // the CUDA ordinal: what CudaApi calls take
+  int index() const { return index_; }    // the engine's /gpu:N (Device, tensors' names)
   const DeviceProperties& properties() const { return properties_; }
   CudaStream stream() const { return stream_; }
   CudaApi& api() { return *api_; }
@@ -39,6 +44,10 @@ class DeviceContext {
   // Device memory from the caching allocator (see CachingAllocator).
   absl::StatusOr<void*> Allocate(size_t bytes);
   absl::Status Free(void* device_ptr);
+  // Device memory for work on another stream, counted in the allocator's statistics
+  // (CachingAllocator::AllocateOutside: InputStager's slots). The pointer must go before
+  // the context.
+  absl::StatusOr<std::shared_ptr<char>> AllocateOutside(size_t bytes);
   AllocatorStats allocator_stats() const { return allocator_->Stats(); }
   // The peak of the bytes in use starts again from the bytes in use now (a new job).
   void ResetAllocatorPeak() { allocator_->ResetPeak(); }
@@ -52,12 +61,14 @@ class DeviceContext {
   absl::Status Synchronize();
 
  private:
-  DeviceContext(CudaApi* api, int device, DeviceProperties properties, CudaStream stream);
+  DeviceContext(CudaApi* api, int device, int index, DeviceProperties properties,
+                CudaStream stream);
   absl::Status Current() const;
   absl::Status Named(absl::Status s) const;
 
   CudaApi* const api_;
   const int device_;
+  const int index_;
   const DeviceProperties properties_;
   const CudaStream stream_;
   std::unique_ptr<CachingAllocator> allocator_;

@@ -6,7 +6,7 @@
 namespace lockstep::engine::gpu {
 namespace {
 
-Device Of(const DeviceContext& c) { return Device(Device::Type::kCuda, c.device()); }
+Device Of(const DeviceContext& c) { return Device(Device::Type::kCuda, c.index()); }
 
 absl::Status WantHost(const DeviceContext& c, const Tensor& t, absl::string_view call) {
   if (!t.valid()) return absl::InvalidArgumentError(absl::StrCat(call, ": an empty tensor"));

@@ -25,7 +25,7 @@ struct GpuDevice {
   GpuKernels* kernels = nullptr;
   BlasApi* blas = nullptr;
 
-  Device device() const { return Device(Device::Type::kCuda, context->device()); }
+  Device device() const { return Device(Device::Type::kCuda, context->index()); }
   CudaStream stream() const { return context->stream(); }
 };
 

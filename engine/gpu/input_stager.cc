@@ -225,14 +225,13 @@ absl::StatusOr<InputStager::Staged> InputStager::Fill(int k, const std::vector<T
                   static_cast<const char*>(t.raw_data()) + begin * row_bytes, bytes[c]);
     }
     if (slot.device[c] == nullptr || slot.device_bytes[c] < bytes[c]) {
-      // Device memory of the stager's own, outside the compute stream's caching allocator:
-      // the copy stream writes it, and the allocator's blocks are ordered on the compute
-      // stream only. Free waits for the device (the old buffer's last reads).
+      // Device memory outside the compute stream's cache (the copy stream writes it, and
+      // the cache's blocks are ordered on the compute stream only), counted in its
+      // statistics: a job's reported peak includes its input slots. Free waits for the
+      // device (the old buffer's last reads).
       slot.device[c].reset();
       const size_t want = bytes[c] == 0 ? 1 : bytes[c];
-      LS_ASSIGN_OR_RETURN(void* d, api.Malloc(want));
-      slot.device[c] =
-          std::shared_ptr<char>(static_cast<char*>(d), [&api](char* p) { (void)api.Free(p); });
+      LS_ASSIGN_OR_RETURN(slot.device[c], st.context->AllocateOutside(want));
       slot.device_bytes[c] = want;
     }
   }
@@ -252,7 +251,7 @@ absl::StatusOr<InputStager::Staged> InputStager::Fill(int k, const std::vector<T
   auto lease = std::make_shared<Lease>(state_, k);
   Staged out;
   out.slot = k;
-  const Device device(Device::Type::kCuda, st.context->device());
+  const Device device(Device::Type::kCuda, st.context->index());
   for (size_t c = 0; c < components.size(); ++c) {
     std::vector<int64_t> dims = components[c].shape().dims();
     dims[0] = end - begin;

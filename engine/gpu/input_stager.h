@@ -7,9 +7,10 @@
 //
 // Slots: the stager owns `slots` of them, each a pinned buffer and device buffers for one
 // batch (grown to the largest batch seen, then reused: no allocation per step). The device
-// buffers are the stager's own (CudaApi::Malloc), not the compute stream's caching
-// allocator's, whose blocks are ordered on that stream alone; so a job's reported device
-// memory (the allocator's) leaves out its input slots. Stage fills a
+// buffers are not the compute stream's cached blocks, which are ordered on that stream alone:
+// they come from DeviceContext::AllocateOutside (CudaApi::Malloc), which counts them in the
+// allocator's statistics, so a job's reported device peak includes its input slots (as
+// torch's max_memory_allocated includes the batch). Stage fills a
 // free slot and returns device tensors over its memory; the slot is free again when the last
 // of those tensors goes. Stage blocks while every slot is staged or held (the bound on memory
 // and on how far the producer runs ahead), until one is released or Cancel is called.

@@ -81,6 +81,42 @@ TEST_F(InputStagerTest, StagesTheRowsOfEveryComponentFromPinnedMemory) {
   EXPECT_EQ(after.pageable_copies - before.pageable_copies, 2) << "only the two reads back";
 }
 
+// The slots' device buffers count in the device's allocator statistics (what a job reports
+// as its peak, as torch's max_memory_allocated counts the batch): staging grows bytes in use,
+// the peak and the reservation by exactly the slot's bytes, reusing a slot adds nothing, and
+// the stager's end gives them back.
+TEST_F(InputStagerTest, SlotBytesCountInTheDevicesPeak) {
+  const AllocatorStats before = context_->allocator_stats();
+  auto stager = MakeStager(2);
+  const uint64_t slot_bytes = 4 * 3 * 4 + 4 * 8;  // [4, 3] f32 and [4] i64
+  absl::StatusOr<InputStager::Staged> a = stager->Stage(Batch(8, 0), 0, 4);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const AllocatorStats one = context_->allocator_stats();
+  EXPECT_EQ(one.bytes_in_use - before.bytes_in_use, slot_bytes);
+  EXPECT_EQ(one.peak_bytes_in_use - before.peak_bytes_in_use, slot_bytes);
+  EXPECT_EQ(one.bytes_reserved - before.bytes_reserved, slot_bytes);
+  EXPECT_EQ(one.device_allocations, before.device_allocations) << "the cache's, not these";
+  absl::StatusOr<InputStager::Staged> b = stager->Stage(Batch(8, 0), 4, 8);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(context_->allocator_stats().peak_bytes_in_use - before.peak_bytes_in_use,
+            2 * slot_bytes);
+  ASSERT_TRUE(stager->Ready(a->slot).ok());
+  ASSERT_TRUE(stager->Ready(b->slot).ok());
+  *a = InputStager::Staged();  // slot released, and refilled with a batch no larger
+  absl::StatusOr<InputStager::Staged> c = stager->Stage(Batch(8, 0), 0, 4);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(context_->allocator_stats().peak_bytes_in_use - before.peak_bytes_in_use,
+            2 * slot_bytes);
+  ASSERT_TRUE(stager->Ready(c->slot).ok());
+  *b = InputStager::Staged();
+  *c = InputStager::Staged();
+  stager.reset();
+  const AllocatorStats after = context_->allocator_stats();
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(after.bytes_reserved, before.bytes_reserved);
+  EXPECT_EQ(after.peak_bytes_in_use - before.peak_bytes_in_use, 2 * slot_bytes);
+}
+
 // Without Ready the compute stream is not ordered after the copy stream: the fake's lazy
 // streams leave the copy unrun, and the batch reads as whatever the slot held.
 TEST_F(InputStagerTest, AMissingReadyReadsStaleData) {

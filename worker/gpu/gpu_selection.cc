@@ -129,4 +129,14 @@ std::string DescribeGpus(const std::vector<GpuInfo>& gpus) {
   return absl::StrCat(gpus.size(), " GPU(s): ", absl::StrJoin(parts, ", "));
 }
 
+std::string DescribeOffered(const std::vector<GpuInfo>& gpus) {
+  if (gpus.empty()) return "no GPU";
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    parts.push_back(absl::StrCat("/gpu:", i, " = CUDA device ", gpus[i].ordinal, " (",
+                                 gpus[i].product, ", ", gpus[i].pci_bus_id, ")"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 }  // namespace lockstep::worker

@@ -27,6 +27,9 @@ struct GpuInfo {
 
 // What --gpus asks for: every visible GPU (empty flag or "all"), none ("none"), or the listed
 // CUDA device numbers ("0,1"), which count among the GPUs CUDA_VISIBLE_DEVICES leaves visible.
+// Whatever the numbers, the worker names the GPUs it offers by position, as TensorFlow does:
+// the i-th offered GPU is its /gpu:i, on its own CUDA ordinal (--gpus=1,3: /gpu:0 is CUDA
+// device 1, /gpu:1 CUDA device 3; the same names as CUDA_VISIBLE_DEVICES=1,3 gives).
 struct GpuRequest {
   enum class Mode { kAll, kNone, kList };
   Mode mode = Mode::kAll;
@@ -63,6 +66,10 @@ std::vector<v1::Device> GpuDevices(const std::vector<GpuInfo>& gpus);
 
 // "2 GPU(s): 0 NVIDIA H100 80GB HBM3 (sm_90, 0000:18:00.0), 1 ...", or "no GPU".
 std::string DescribeGpus(const std::vector<GpuInfo>& gpus);
+
+// The worker's names of the GPUs it offers: "/gpu:0 = CUDA device 1 (NVIDIA H200,
+// 0000:11:00.0), /gpu:1 = CUDA device 3 (...)", or "no GPU".
+std::string DescribeOffered(const std::vector<GpuInfo>& gpus);
 
 }  // namespace lockstep::worker
 
