@@ -217,14 +217,6 @@ TYPED_TEST_P(DeviceGenericCnnTest, SynchronizedBatchNormMatchesTheCpu) {
   node.set_epsilon(1e-3f);
   node.set_momentum(0.9f);
   node.set_synchronized(true);
-  // [3, 2, 2, 5]: 12 rows of 5 channels, values of both signs away from 0 (their f64 sums are
-  // not all exact, the squared deviations never are).
-  const std::vector<Tensor> host_in = {
-      RandomTensor(Shape{3, 2, 2, 5}, 90, -3.f, 5.f), RandomTensor(Shape{5}, 91, 0.5f, 1.5f),
-      RandomTensor(Shape{5}, 92), RandomTensor(Shape{5}, 93, -0.5f, 0.5f),
-      RandomTensor(Shape{5}, 94, 0.5f, 2.f)};
-  ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, /*training=*/false));
-  ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, /*training=*/true));
   // Other replicas' sums: 7 more rows, and per call values that are not this replica's.
   auto others = [](int call, Tensor* values) {
     double* v = values->data<double>();
@@ -234,8 +226,21 @@ TYPED_TEST_P(DeviceGenericCnnTest, SynchronizedBatchNormMatchesTheCpu) {
       v[i] += rows ? 7 : 0.75 * v[i] + 0.125 * (i + 1) + call;
     }
   };
-  ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, true, others));
-  ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, true, others, /*phantom=*/true));
+  // Values of both signs away from 0 (their f64 sums are not all exact, the squared
+  // deviations never are): 12 rows of 5 channels, and 4 rows of 130 channels (more channels
+  // and elements than a grid of 2 blocks of 64 threads: every grid-stride loop turns).
+  std::vector<Tensor> host_in;
+  for (const Shape& shape : {Shape{3, 2, 2, 5}, Shape{4, 130}}) {
+    SCOPED_TRACE(shape.ToString());
+    const int64_t c = shape[-1];
+    host_in = {RandomTensor(shape, 90, -3.f, 5.f), RandomTensor(Shape{c}, 91, 0.5f, 1.5f),
+               RandomTensor(Shape{c}, 92), RandomTensor(Shape{c}, 93, -0.5f, 0.5f),
+               RandomTensor(Shape{c}, 94, 0.5f, 2.f)};
+    ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, /*training=*/false));
+    ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, /*training=*/true));
+    ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, true, others));
+    ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, true, others, /*phantom=*/true));
+  }
 
   std::unique_ptr<OpKernel> k = *this->registry_->CreateKernel(this->type(), node, DType::kF32);
   KernelContext ctx;
@@ -301,6 +306,14 @@ TYPED_TEST_P(DeviceGenericCnnTest, CnnKernelsRefuseBadLaunches) {
   EXPECT_THAT(st.message(), ::testing::HasSubstr("BatchNormGrad: buffer 1 is null"));
   st = k.BatchNormMovingUpdates(pp, pp, pp, d, 0.9f, pp, nullptr, s);
   EXPECT_THAT(st.message(), ::testing::HasSubstr("BatchNormMovingUpdates: buffer 3 is null"));
+  st = k.SyncBatchNormSum(xp, nullptr, 32, 3, nullptr, s);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("SyncBatchNormSum: buffer 0 is null"));
+  st = k.SyncBatchNormGradSums(xp, xp, pp, -1, 3, nullptr, pp, pp, s);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("SyncBatchNormGradSums: negative element count"));
+  st = k.SyncBatchNormInput(xp, xp, pp, pp, nullptr, 32, 3, xp, s);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("SyncBatchNormInput: buffer 2 is null"));
+  st = k.BatchNormApply(xp, pp, pp, pp, 32, 3, nullptr, s);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("BatchNormApply: buffer 1 is null"));
   // The device is still usable: a good launch runs after the refused ones.
   ASSERT_TRUE(k.MaxPool(xp, w, yp, s).ok());
   EXPECT_TRUE(this->env().ToHost(y).ok());
