@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "collectives/nccl/fake_nccl_api.h"
 #include "collectives/nccl/fake_nccl_world.h"
 #include "distribute/fake_gpu_devices.h"
@@ -35,17 +34,20 @@ using engine::Tensor;
 constexpr int kFullSteps = 6;
 constexpr int64_t kPartialRows = 5;  // the last step's batch: all of it replica 0's
 
-engine::Graph SyncBatchNormGraph(bool synchronized) {
-  absl::StatusOr<v1::ModelSpec> spec = engine::ParseModelSpecJson(absl::StrCat(R"({
+// The model, its batch norm synchronized or not (SYNC below).
+constexpr char kModel[] = R"({
     "inputShape": [64], "seed": 13, "loss": "SPARSE_CATEGORICAL_CROSSENTROPY",
     "layers": [
       {"name": "hidden", "dense": {"units": 12}},
-      {"name": "bn", "batch_norm": {"momentum": 0.8, "synchronized": )",
-                                                                   synchronized ? "true" : "false",
-                                                                   R"(}},
+      {"name": "bn", "batch_norm": {"momentum": 0.8, "synchronized": SYNC}},
       {"relu": {}},
       {"name": "logits", "dense": {"units": 10}}
-    ]})"));
+    ]})";
+
+engine::Graph SyncBatchNormGraph(bool synchronized) {
+  std::string json = kModel;
+  json.replace(json.find("SYNC"), 4, synchronized ? "true" : "false");
+  absl::StatusOr<v1::ModelSpec> spec = engine::ParseModelSpecJson(json);
   EXPECT_TRUE(spec.ok()) << spec.status();
   absl::StatusOr<engine::Graph> graph = engine::BuildModel(*spec);
   EXPECT_TRUE(graph.ok()) << graph.status();

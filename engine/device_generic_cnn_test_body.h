@@ -73,10 +73,9 @@ class DeviceGenericCnnTest : public DeviceGenericTest<Env> {
   using OtherReplicas = std::function<void(int call, Tensor* values)>;
   void CheckBatchNorm(const v1::NodeDef& node, const std::vector<Tensor>& host_in, bool training,
                       OtherReplicas other_replicas = nullptr, bool phantom = false) {
-    SCOPED_TRACE(absl::StrCat("virtual_batch_size ", node.virtual_batch_size(),
-                              training ? ", training" : ", inference",
-                              other_replicas ? ", synchronized over replicas" : "",
-                              phantom ? ", phantom batch" : ""));
+    SCOPED_TRACE(absl::StrCat(
+        "virtual_batch_size ", node.virtual_batch_size(), training ? ", training" : ", inference",
+        other_replicas ? ", synchronized over replicas" : "", phantom ? ", phantom batch" : ""));
     CpuDeviceEnv cpu;
     std::vector<Tensor> want, got;
     std::vector<Tensor> want_partials, got_partials;

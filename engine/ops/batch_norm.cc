@@ -424,27 +424,25 @@ class BatchNormGpuKernel final : public GpuOpKernel {
   }
 
  private:
-  bool Synchronized(const KernelContext& ctx) const {
-    return ctx.training && node_.synchronized();
-  }
+  bool Synchronized(const KernelContext& ctx) const { return ctx.training && node_.synchronized(); }
 
   // Synchronized training, as the CPU kernel's ComputeSynchronized: two passes of per-channel
   // f64 partial sums on the device (of x, then of the squared deviations from the global
   // mean), each copied to the host, summed over the replicas there and its result copied
   // back; then y and the moving statistics' updates on the device. Host staging costs, per
-  // layer and step, two device->host copies of c doubles (plus the stream synchronizations
-  // they need) and two host->device copies (c doubles, 3c floats), besides the
-  // cross-replica sums themselves: small beside the layer's activations, but a latency the
-  // device waits through. The statistics stay on the device for the gradient.
+  // layer and step, two device->host copies of c doubles and two host->device copies (c
+  // doubles, 3c floats), each followed by a stream synchronization (four; the uploads' wait
+  // only for their copy, the stream being idle), besides the cross-replica sums themselves:
+  // few bytes beside the layer's activations, but latency the device waits through. The
+  // statistics stay on the device for the gradient.
   absl::Status ComputeSynchronized(const KernelContext& ctx, const gpu::GpuDevice& gpu,
                                    absl::Span<const Tensor> in, Tensor* out) {
     const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;
     const int64_t local = ctx.phantom_batch ? 0 : rows;  // a phantom batch adds nothing
     const float* x = F32(in[0]);
     LS_ASSIGN_OR_RETURN(Tensor device_sums, Allocate(ctx, DType::kF64, Shape{c}));
-    LS_RETURN_IF_ERROR(gpu.kernels->SyncBatchNormSum(x, nullptr, local, c,
-                                                     device_sums.device_data<double>(),
-                                                     gpu.stream()));
+    LS_RETURN_IF_ERROR(gpu.kernels->SyncBatchNormSum(
+        x, nullptr, local, c, device_sums.device_data<double>(), gpu.stream()));
     Tensor sums(DType::kF64, Shape{c + 1});  // sum x per channel, then rows
     LS_RETURN_IF_ERROR(ToHost(gpu, device_sums, c, sums.data<double>()));
     double* sum = sums.data<double>();
@@ -456,8 +454,8 @@ class BatchNormGpuKernel final : public GpuOpKernel {
     for (int64_t j = 0; j < c; ++j) mean.data<double>()[j] = sum[j] / global_rows_;
     LS_RETURN_IF_ERROR(ToDevice(gpu, mean, &device_sums));
     LS_ASSIGN_OR_RETURN(Tensor device_squares, Allocate(ctx, DType::kF64, Shape{c}));
-    LS_RETURN_IF_ERROR(gpu.kernels->SyncBatchNormSum(x, device_sums.device_data<double>(), local,
-                                                     c, device_squares.device_data<double>(),
+    LS_RETURN_IF_ERROR(gpu.kernels->SyncBatchNormSum(x, device_sums.device_data<double>(), local, c,
+                                                     device_squares.device_data<double>(),
                                                      gpu.stream()));
     Tensor squares(DType::kF64, Shape{c});
     LS_RETURN_IF_ERROR(ToHost(gpu, device_squares, c, squares.data<double>()));
@@ -486,14 +484,16 @@ class BatchNormGpuKernel final : public GpuOpKernel {
   // As BackwardSynchronized on the CPU: this replica's f64 sums of dy and dy * xhat on the
   // device (and from them dgamma, dbeta, this replica's share), copied to the host and summed
   // over the replicas; their global means copied back for dx. A phantom batch's dx is zero.
-  // Host staging: one device->host copy of 2c doubles and one host->device copy of 2c floats.
+  // Host staging: one device->host copy of 2c doubles and one host->device copy of 2c floats,
+  // each followed by a stream synchronization.
   absl::Status GradientSynchronized(const KernelContext& ctx, const gpu::GpuDevice& gpu,
                                     absl::Span<const Tensor> in, const Tensor& d_out,
                                     const std::vector<bool>& need, std::vector<Tensor>* d_in) {
     const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;
     const int64_t local = ctx.phantom_batch ? 0 : rows;
     if (!sync_stats_.valid() || sync_stats_.num_elements() != 3 * c) {
-      return absl::InternalError(absl::StrCat(node_.name(), ": backward pass without a forward pass"));
+      return absl::InternalError(
+          absl::StrCat(node_.name(), ": backward pass without a forward pass"));
     }
     LS_ASSIGN_OR_RETURN(Tensor device_sums, Allocate(ctx, DType::kF64, Shape{2, c}));
     Tensor params[2];  // gamma's and beta's gradients, or scratch where they are not wanted
@@ -539,8 +539,8 @@ class BatchNormGpuKernel final : public GpuOpKernel {
   }
   static absl::Status ToDevice(const gpu::GpuDevice& gpu, const Tensor& host, Tensor* device) {
     if (host.num_elements() == 0) return absl::OkStatus();
-    LS_RETURN_IF_ERROR(gpu.context->CopyToDevice(device->raw_device_data(), host.raw_data(),
-                                                 host.num_bytes()));
+    LS_RETURN_IF_ERROR(
+        gpu.context->CopyToDevice(device->raw_device_data(), host.raw_data(), host.num_bytes()));
     return gpu.context->Synchronize();
   }
 

@@ -155,9 +155,9 @@ absl::Status CudaKernels::SyncBatchNormGradSums(const float* x, const float* dy,
   LS_RETURN_IF_ERROR(CheckLaunch(k, rows * c, {x, dy}));
   LS_RETURN_IF_ERROR(CheckLaunch(k, c, {stats, sums, d_gamma, d_beta}));
   if (c == 0) return absl::OkStatus();
-  return Launch("SyncBatchNormGradSums launch", c, s,
-                SyncBatchNormGradSumsKernel<D>{{x}, {dy}, {stats}, {sums}, {d_gamma}, {d_beta},
-                                               rows, c});
+  return Launch(
+      "SyncBatchNormGradSums launch", c, s,
+      SyncBatchNormGradSumsKernel<D>{{x}, {dy}, {stats}, {sums}, {d_gamma}, {d_beta}, rows, c});
 }
 
 absl::Status CudaKernels::SyncBatchNormInput(const float* x, const float* dy, const float* gamma,

@@ -248,10 +248,10 @@ absl::Status EmulatedKernels::SyncBatchNormSum(const float* x, const double* mea
   const bool deviations = mean != nullptr;
   const LaunchShape channels = Elementwise(c);
   return EnqueueOn(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
-    return emu.Run(channels, SyncBatchNormSumKernel<A>{emu.In<float>(xv, n, "x"),
-                                                       emu.In<double>(mv, deviations ? c : 0, "mean"),
-                                                       emu.Out<double>(sv, c, "sums"), rows, c,
-                                                       deviations});
+    return emu.Run(channels,
+                   SyncBatchNormSumKernel<A>{emu.In<float>(xv, n, "x"),
+                                             emu.In<double>(mv, deviations ? c : 0, "mean"),
+                                             emu.Out<double>(sv, c, "sums"), rows, c, deviations});
   });
 }
 
@@ -297,12 +297,12 @@ absl::Status EmulatedKernels::SyncBatchNormGradSums(const float* x, const float*
   LS_ASSIGN_OR_RETURN(void* dbv, Floats(fake_, k, d_beta, c, "d_beta"));
   const LaunchShape channels = Elementwise(c);
   return EnqueueOn(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
-    return emu.Run(channels, SyncBatchNormGradSumsKernel<A>{
-                                 emu.In<float>(xv, n, "x"), emu.In<float>(dyv, n, "dy"),
-                                 emu.In<float>(sv, 3 * c, "stats"),
-                                 emu.Out<double>(sumv, 2 * c, "sums"),
-                                 emu.Out<float>(dgv, c, "d_gamma"), emu.Out<float>(dbv, c, "d_beta"),
-                                 rows, c});
+    return emu.Run(
+        channels,
+        SyncBatchNormGradSumsKernel<A>{
+            emu.In<float>(xv, n, "x"), emu.In<float>(dyv, n, "dy"),
+            emu.In<float>(sv, 3 * c, "stats"), emu.Out<double>(sumv, 2 * c, "sums"),
+            emu.Out<float>(dgv, c, "d_gamma"), emu.Out<float>(dbv, c, "d_beta"), rows, c});
   });
 }
 
