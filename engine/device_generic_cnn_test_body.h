@@ -16,6 +16,7 @@
 #define LOCKSTEP_ENGINE_DEVICE_GENERIC_CNN_TEST_BODY_H_
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,8 +30,12 @@ class DeviceGenericCnnTest : public DeviceGenericTest<Env> {
  protected:
   // BATCH_NORM's forward (and, training, its two state updates), then the gradients of x,
   // gamma and beta for a fixed d_out, on device type t.
+  // Synchronized training: `sum` stands for the other replicas' cross_replica_sum, and
+  // `phantom` marks a replica past the end of a partial batch.
+  using ReplicaSum = std::function<absl::Status(Tensor*)>;
   void RunBatchNorm(Device::Type t, DeviceEnv& e, const v1::NodeDef& node,
-                    const std::vector<Tensor>& host_in, bool training, std::vector<Tensor>* outs) {
+                    const std::vector<Tensor>& host_in, bool training, std::vector<Tensor>* outs,
+                    ReplicaSum sum = nullptr, bool phantom = false) {
     absl::StatusOr<std::unique_ptr<OpKernel>> k =
         this->registry_->CreateKernel(t, node, DType::kF32);
     ASSERT_TRUE(k.ok()) << k.status();
@@ -38,6 +43,8 @@ class DeviceGenericCnnTest : public DeviceGenericTest<Env> {
     ctx.allocate = [&e](DType d, const Shape& s) { return e.Allocate(d, s); };
     ctx.gpu = e.gpu();
     ctx.training = training;
+    ctx.cross_replica_sum = std::move(sum);
+    ctx.phantom_batch = phantom;
     std::vector<Tensor> updates(host_in.size());
     ctx.update_state = [&updates](int input, Tensor delta) { updates[input] = std::move(delta); };
     absl::StatusOr<std::vector<Tensor>> in = e.ToDevice(host_in);
@@ -59,13 +66,37 @@ class DeviceGenericCnnTest : public DeviceGenericTest<Env> {
     for (int i = 0; i < 3; ++i) outs->push_back(d_in[i]);
   }
 
-  void CheckBatchNorm(const v1::NodeDef& node, const std::vector<Tensor>& host_in, bool training) {
-    SCOPED_TRACE(absl::StrCat("virtual_batch_size ", node.virtual_batch_size(),
-                              training ? ", training" : ", inference"));
+  // Runs BATCH_NORM on "/cpu:0" and on the device, and compares every output. With
+  // `other_replicas` (synchronized training): each cross_replica_sum call's values become
+  // other_replicas(call, values), the same on both sides, and the values each side handed over
+  // (its partial sums) must match too.
+  using OtherReplicas = std::function<void(int call, Tensor* values)>;
+  void CheckBatchNorm(const v1::NodeDef& node, const std::vector<Tensor>& host_in, bool training,
+                      OtherReplicas other_replicas = nullptr, bool phantom = false) {
+    SCOPED_TRACE(absl::StrCat(
+        "virtual_batch_size ", node.virtual_batch_size(), training ? ", training" : ", inference",
+        other_replicas ? ", synchronized over replicas" : "", phantom ? ", phantom batch" : ""));
     CpuDeviceEnv cpu;
     std::vector<Tensor> want, got;
-    ASSERT_NO_FATAL_FAILURE(RunBatchNorm(Device::Type::kCpu, cpu, node, host_in, training, &want));
-    ASSERT_NO_FATAL_FAILURE(RunBatchNorm(this->type(), this->env(), node, host_in, training, &got));
+    std::vector<Tensor> want_partials, got_partials;
+    auto recording = [&other_replicas](std::vector<Tensor>* partials) -> ReplicaSum {
+      if (!other_replicas) return nullptr;
+      return [&other_replicas, partials](Tensor* values) {
+        EXPECT_TRUE(values->on_host()) << "cross_replica_sum takes host tensors";
+        partials->push_back(values->Clone());
+        other_replicas(static_cast<int>(partials->size()) - 1, values);
+        return absl::OkStatus();
+      };
+    };
+    ASSERT_NO_FATAL_FAILURE(RunBatchNorm(Device::Type::kCpu, cpu, node, host_in, training, &want,
+                                         recording(&want_partials), phantom));
+    ASSERT_NO_FATAL_FAILURE(RunBatchNorm(this->type(), this->env(), node, host_in, training, &got,
+                                         recording(&got_partials), phantom));
+    ASSERT_EQ(got_partials.size(), want_partials.size());
+    for (size_t i = 0; i < want_partials.size(); ++i) {
+      EXPECT_TRUE(Close(got_partials[i], want_partials[i], Env::kBitwise))
+          << "cross_replica_sum call " << i << " (sum x and rows, squares, sum dy and dy * xhat)";
+    }
     ASSERT_EQ(got.size(), want.size());
     absl::StatusOr<std::vector<Tensor>> host = this->env().ToHost(got);
     ASSERT_TRUE(host.ok()) << host.status();
@@ -175,35 +206,57 @@ TYPED_TEST_P(DeviceGenericCnnTest, BatchNormMatchesTheCpuForwardGradientAndUpdat
   EXPECT_EQ(checked, 6);
 }
 
-// Synchronized statistics: inference runs everywhere; training is refused on a GPU, naming the
-// node, and runs on the CPU.
-TYPED_TEST_P(DeviceGenericCnnTest, SynchronizedBatchNormTrainsOnlyOnTheCpu) {
+// Synchronized statistics, on every device: inference; training alone (the replica's batch);
+// training among other replicas (a cross_replica_sum that adds their sums), where the partial
+// sums handed over and every output match the CPU's; a phantom batch (no examples of its own:
+// y from the others' statistics, zero gradients); and the refusals: no examples in the whole
+// sync group, a gradient without a forward pass, a gradient for the moving statistics.
+TYPED_TEST_P(DeviceGenericCnnTest, SynchronizedBatchNormMatchesTheCpu) {
   v1::NodeDef node = OpNode(v1::BATCH_NORM);
   node.set_epsilon(1e-3f);
   node.set_momentum(0.9f);
   node.set_synchronized(true);
-  const std::vector<Tensor> host_in = {RandomTensor(Shape{6, 4}, 90), RandomTensor(Shape{4}, 91),
-                                       RandomTensor(Shape{4}, 92), RandomTensor(Shape{4}, 93),
-                                       RandomTensor(Shape{4}, 94, 0.5f, 2.f)};
-  ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, /*training=*/false));
-  if (this->env().gpu() == nullptr) {
+  // Other replicas' sums: 7 more rows, and per call values that are not this replica's.
+  auto others = [](int call, Tensor* values) {
+    double* v = values->data<double>();
+    const int64_t n = values->num_elements();
+    for (int64_t i = 0; i < n; ++i) {
+      const bool rows = call == 0 && i == n - 1;  // the first call's row count
+      v[i] += rows ? 7 : 0.75 * v[i] + 0.125 * (i + 1) + call;
+    }
+  };
+  // Values of both signs away from 0 (their f64 sums are not all exact, the squared
+  // deviations never are): 12 rows of 5 channels, and 4 rows of 130 channels (more channels
+  // and elements than a grid of 2 blocks of 64 threads: every grid-stride loop turns).
+  std::vector<Tensor> host_in;
+  for (const Shape& shape : {Shape{3, 2, 2, 5}, Shape{4, 130}}) {
+    SCOPED_TRACE(shape.ToString());
+    const int64_t c = shape[-1];
+    host_in = {RandomTensor(shape, 90, -3.f, 5.f), RandomTensor(Shape{c}, 91, 0.5f, 1.5f),
+               RandomTensor(Shape{c}, 92), RandomTensor(Shape{c}, 93, -0.5f, 0.5f),
+               RandomTensor(Shape{c}, 94, 0.5f, 2.f)};
+    ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, /*training=*/false));
     ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, /*training=*/true));
-    return;
+    ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, true, others));
+    ASSERT_NO_FATAL_FAILURE(this->CheckBatchNorm(node, host_in, true, others, /*phantom=*/true));
   }
+
   std::unique_ptr<OpKernel> k = *this->registry_->CreateKernel(this->type(), node, DType::kF32);
   KernelContext ctx;
   ctx.allocate = [this](DType d, const Shape& s) { return this->env().Allocate(d, s); };
   ctx.gpu = this->env().gpu();
   ctx.training = true;
   std::vector<Tensor> in = *this->env().ToDevice(host_in);
-  Tensor out;
-  absl::Status s = k->Forward(ctx, in, &out);
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
-  EXPECT_THAT(s.message(), ::testing::HasSubstr("BATCH_NORM node " + node.name()));
-  EXPECT_THAT(s.message(), ::testing::HasSubstr("synchronized"));
   std::vector<Tensor> d_in(5);
-  s = k->Backward(ctx, in, in[0], in[0], {true, true, true, false, false}, &d_in);
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  absl::Status s = k->Backward(ctx, in, in[0], in[0], {true, true, true, false, false}, &d_in);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("without a forward pass"));
+  // A phantom batch alone: the sync group has no examples.
+  ctx.phantom_batch = true;
+  Tensor out;
+  s = k->Forward(ctx, in, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr(node.name() + ": no replica of the sync group"));
   // The moving statistics take no gradient, on every device.
   ctx.training = false;
   s = k->Backward(ctx, in, in[0], in[0], {true, false, false, true, false}, &d_in);
@@ -252,6 +305,14 @@ TYPED_TEST_P(DeviceGenericCnnTest, CnnKernelsRefuseBadLaunches) {
   EXPECT_THAT(st.message(), ::testing::HasSubstr("BatchNormGrad: buffer 1 is null"));
   st = k.BatchNormMovingUpdates(pp, pp, pp, d, 0.9f, pp, nullptr, s);
   EXPECT_THAT(st.message(), ::testing::HasSubstr("BatchNormMovingUpdates: buffer 3 is null"));
+  st = k.SyncBatchNormSum(xp, nullptr, 32, 3, nullptr, s);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("SyncBatchNormSum: buffer 0 is null"));
+  st = k.SyncBatchNormGradSums(xp, xp, pp, -1, 3, nullptr, pp, pp, s);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("SyncBatchNormGradSums: negative element count"));
+  st = k.SyncBatchNormInput(xp, xp, pp, pp, nullptr, 32, 3, xp, s);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("SyncBatchNormInput: buffer 2 is null"));
+  st = k.BatchNormApply(xp, pp, pp, pp, 32, 3, nullptr, s);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("BatchNormApply: buffer 1 is null"));
   // The device is still usable: a good launch runs after the refused ones.
   ASSERT_TRUE(k.MaxPool(xp, w, yp, s).ok());
   EXPECT_TRUE(this->env().ToHost(y).ok());
@@ -341,7 +402,7 @@ REGISTER_TYPED_TEST_SUITE_P(DeviceGenericCnnTest, Conv2DMatchesTheCpuForwardAndG
                             Conv2DUnderBf16MixedConvolvesRoundedOperands,
                             MaxPool2DMatchesTheCpuForwardAndGradient,
                             BatchNormMatchesTheCpuForwardGradientAndUpdates,
-                            SynchronizedBatchNormTrainsOnlyOnTheCpu, CnnKernelsRefuseBadLaunches,
+                            SynchronizedBatchNormMatchesTheCpu, CnnKernelsRefuseBadLaunches,
                             ConvBatchNormPoolModelTrainsLikeTheCpu, ResidualCnnTrainsLikeTheCpu);
 
 }  // namespace lockstep::engine

@@ -12,9 +12,12 @@
 // statistics take no gradient.
 //
 // The CUDA kernel makes the same computation (GpuKernels' BatchNorm, BatchNormMovingUpdates,
-// BatchNormGrad), virtual batches included; synchronized statistics in training are refused on
-// a GPU (UNIMPLEMENTED naming the node): their sums cross the replicas in the middle of the
-// kernel, through KernelContext::cross_replica_sum on host tensors.
+// BatchNormGrad), virtual batches included. Synchronized statistics in training on a GPU: the
+// device computes this replica's per-channel f64 partial sums (SyncBatchNormSum,
+// SyncBatchNormGradSums) in the CPU kernel's order, the op copies them to the host, sums them
+// over the replicas there (cross_replica_sum works on host tensors) and copies what the device
+// needs back; the host math between the passes is the CPU kernel's own (SyncStatistics,
+// SyncGradientMeans), so the GPU gives the CPU's bits.
 #include "engine/ops/builtin_ops.h"
 #include "engine/ops/cpu_op_kernel.h"
 #include "engine/ops/gpu_op_kernel.h"
@@ -45,6 +48,37 @@ absl::StatusOr<TypedShape> BatchNormShape(const v1::NodeDef& node,
     return ShapeError(node, "synchronized statistics exclude virtual_batch_size groups");
   }
   return in[0];
+}
+
+// Synchronized training's host math between the cross-replica sums, shared by the CPU and the
+// CUDA kernel (so both round the same f64 values to the same floats).
+//
+// The global batch's row count from the summed counts: FAILED_PRECONDITION naming the node
+// when no replica of the sync group has examples.
+absl::StatusOr<double> GlobalRows(const v1::NodeDef& node, double summed_rows) {
+  if (!(summed_rows > 0)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(node.name(), ": no replica of the sync group has examples"));
+  }
+  return summed_rows;
+}
+
+// stats [3, c] (mean, variance, rstd) from the global sums of x and of (x - mean)^2.
+template <typename T>
+void SyncStatistics(const double* sum, const double* squares, double rows, double epsilon,
+                    int64_t c, T* stats) {
+  T *mean = stats, *var = mean + c, *rstd = var + c;
+  for (int64_t j = 0; j < c; ++j) {
+    mean[j] = T(sum[j] / rows);
+    var[j] = T(squares[j] / rows);
+    rstd[j] = T(1 / std::sqrt(squares[j] / rows + epsilon));
+  }
+}
+
+// means [2, c] (mean dy, mean dy * xhat) from the global sums [2, c] of dy and dy * xhat.
+template <typename T>
+void SyncGradientMeans(const double* sums, double rows, int64_t c, T* means) {
+  for (int64_t j = 0; j < 2 * c; ++j) means[j] = T(sums[j] / rows);
 }
 
 // Rows [begin, end) of [rows, c] that share statistics: a group of virtual_batch_size
@@ -197,11 +231,7 @@ class BatchNormKernel final : public CpuOpKernel<T> {
     }
     sum[c] = static_cast<double>(rows);
     LS_RETURN_IF_ERROR(ctx.SumOverReplicas(&sums));
-    global_rows_ = sum[c];
-    if (!(global_rows_ > 0)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(this->node_.name(), ": no replica of the sync group has examples"));
-    }
+    LS_ASSIGN_OR_RETURN(global_rows_, GlobalRows(this->node_, sum[c]));
     Tensor squares = ctx.allocate(DType::kF64, Shape{c});  // squared deviations
     double* sq = squares.data<double>();
     std::fill(sq, sq + c, 0.0);
@@ -213,13 +243,8 @@ class BatchNormKernel final : public CpuOpKernel<T> {
     }
     LS_RETURN_IF_ERROR(ctx.SumOverReplicas(&squares));
     sync_stats_.assign(3 * c, T(0));  // mean, variance, rstd
-    T *mean = sync_stats_.data(), *var = mean + c, *rstd = var + c;
-    const double eps = this->node_.epsilon();
-    for (int64_t j = 0; j < c; ++j) {
-      mean[j] = T(sum[j] / global_rows_);
-      var[j] = T(sq[j] / global_rows_);
-      rstd[j] = T(1 / std::sqrt(sq[j] / global_rows_ + eps));
-    }
+    SyncStatistics(sum, sq, global_rows_, this->node_.epsilon(), c, sync_stats_.data());
+    const T *mean = sync_stats_.data(), *rstd = mean + 2 * c;
     Normalize(in, {0, c == 0 ? 0 : in[0].num_elements() / c}, mean, rstd, out);
     // Every replica computes the same update; the gradient all-reduce averages it.
     ReportMovingUpdates(ctx, in, mean, T(1));
@@ -263,10 +288,7 @@ class BatchNormKernel final : public CpuOpKernel<T> {
     std::fill(dx, dx + in[0].num_elements(), T(0));
     Tensor coefficients = ctx.allocate(DTypeOf<T>(), Shape{2, c});
     T *mean_dy = coefficients.data<T>(), *mean_dyx = mean_dy + c;
-    for (int64_t j = 0; j < c; ++j) {
-      mean_dy[j] = T(sum_dy[j] / global_rows_);
-      mean_dyx[j] = T(sum_dyx[j] / global_rows_);
-    }
+    SyncGradientMeans(sum_dy, global_rows_, c, mean_dy);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t j = 0; j < c; ++j) {
         const T xhat = (x[r * c + j] - mean[j]) * rstd[j];
@@ -347,7 +369,7 @@ class BatchNormGpuKernel final : public GpuOpKernel {
  protected:
   absl::Status Compute(const KernelContext& ctx, const gpu::GpuDevice& gpu,
                        absl::Span<const Tensor> in, Tensor* out) override {
-    LS_RETURN_IF_ERROR(RefuseSynchronized(ctx));
+    if (Synchronized(ctx)) return ComputeSynchronized(ctx, gpu, in, out);
     const gpu::BatchNormDims d = DeviceGroups(node_, ctx.training, in[0]);
     LS_ASSIGN_OR_RETURN(Tensor stats, Allocate(ctx, DType::kF32, Shape{d.groups, 3, d.c}));
     LS_RETURN_IF_ERROR(gpu.kernels->BatchNorm(
@@ -371,7 +393,7 @@ class BatchNormGpuKernel final : public GpuOpKernel {
       return absl::InvalidArgumentError(absl::StrCat(
           node_.name(), ": the moving statistics take no gradient; make them non-trainable"));
     }
-    LS_RETURN_IF_ERROR(RefuseSynchronized(ctx));
+    if (Synchronized(ctx)) return GradientSynchronized(ctx, gpu, in, d_out, need, d_in);
     const gpu::BatchNormDims d = DeviceGroups(node_, ctx.training, in[0]);
     LS_ASSIGN_OR_RETURN(Tensor stats, Allocate(ctx, DType::kF32, Shape{d.groups, 3, d.c}));
     LS_ASSIGN_OR_RETURN(Tensor sums, Allocate(ctx, DType::kF32, Shape{d.groups, 2, d.c}));
@@ -402,13 +424,130 @@ class BatchNormGpuKernel final : public GpuOpKernel {
   }
 
  private:
-  absl::Status RefuseSynchronized(const KernelContext& ctx) const {
-    if (!ctx.training || !node_.synchronized()) return absl::OkStatus();
-    return absl::UnimplementedError(absl::StrCat(
-        "BATCH_NORM node ", node_.name(),
-        ": synchronized batch statistics have no CUDA kernel (their sums cross the replicas "
-        "inside the op); train it on CPU devices or without batchNorm.synchronized"));
+  bool Synchronized(const KernelContext& ctx) const { return ctx.training && node_.synchronized(); }
+
+  // Synchronized training, as the CPU kernel's ComputeSynchronized: two passes of per-channel
+  // f64 partial sums on the device (of x, then of the squared deviations from the global
+  // mean), each copied to the host, summed over the replicas there and its result copied
+  // back; then y and the moving statistics' updates on the device. Host staging costs, per
+  // layer and step, two device->host copies of c doubles and two host->device copies (c
+  // doubles, 3c floats), each followed by a stream synchronization (four; the uploads' wait
+  // only for their copy, the stream being idle), besides the cross-replica sums themselves:
+  // few bytes beside the layer's activations, but latency the device waits through. The
+  // statistics stay on the device for the gradient.
+  absl::Status ComputeSynchronized(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                                   absl::Span<const Tensor> in, Tensor* out) {
+    const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;
+    const int64_t local = ctx.phantom_batch ? 0 : rows;  // a phantom batch adds nothing
+    const float* x = F32(in[0]);
+    LS_ASSIGN_OR_RETURN(Tensor device_sums, Allocate(ctx, DType::kF64, Shape{c}));
+    LS_RETURN_IF_ERROR(gpu.kernels->SyncBatchNormSum(
+        x, nullptr, local, c, device_sums.device_data<double>(), gpu.stream()));
+    Tensor sums(DType::kF64, Shape{c + 1});  // sum x per channel, then rows
+    LS_RETURN_IF_ERROR(ToHost(gpu, device_sums, c, sums.data<double>()));
+    double* sum = sums.data<double>();
+    sum[c] = static_cast<double>(local);
+    LS_RETURN_IF_ERROR(ctx.SumOverReplicas(&sums));
+    LS_ASSIGN_OR_RETURN(global_rows_, GlobalRows(node_, sum[c]));
+
+    Tensor mean(DType::kF64, Shape{c});  // the global mean, f64, as the CPU subtracts it
+    for (int64_t j = 0; j < c; ++j) mean.data<double>()[j] = sum[j] / global_rows_;
+    LS_RETURN_IF_ERROR(ToDevice(gpu, mean, &device_sums));
+    LS_ASSIGN_OR_RETURN(Tensor device_squares, Allocate(ctx, DType::kF64, Shape{c}));
+    LS_RETURN_IF_ERROR(gpu.kernels->SyncBatchNormSum(x, device_sums.device_data<double>(), local, c,
+                                                     device_squares.device_data<double>(),
+                                                     gpu.stream()));
+    Tensor squares(DType::kF64, Shape{c});
+    LS_RETURN_IF_ERROR(ToHost(gpu, device_squares, c, squares.data<double>()));
+    LS_RETURN_IF_ERROR(ctx.SumOverReplicas(&squares));
+
+    Tensor stats(DType::kF32, Shape{3, c});  // mean, variance, rstd
+    SyncStatistics(sum, squares.data<double>(), global_rows_, node_.epsilon(), c,
+                   stats.data<float>());
+    LS_ASSIGN_OR_RETURN(sync_stats_, Allocate(ctx, DType::kF32, Shape{1, 3, c}));
+    LS_RETURN_IF_ERROR(ToDevice(gpu, stats, &sync_stats_));
+    LS_RETURN_IF_ERROR(gpu.kernels->BatchNormApply(x, F32(in[1]), F32(in[2]), F32(sync_stats_),
+                                                   rows, c, F32(*out), gpu.stream()));
+    // Every replica computes the same update; the gradient all-reduce averages it.
+    gpu::BatchNormDims one;
+    one.rows = rows, one.c = c, one.group_rows = rows;
+    LS_ASSIGN_OR_RETURN(Tensor delta_mean, Allocate(ctx, DType::kF32, Shape{c}));
+    LS_ASSIGN_OR_RETURN(Tensor delta_variance, Allocate(ctx, DType::kF32, Shape{c}));
+    LS_RETURN_IF_ERROR(gpu.kernels->BatchNormMovingUpdates(
+        F32(sync_stats_), F32(in[3]), F32(in[4]), one, static_cast<float>(node_.momentum()),
+        F32(delta_mean), F32(delta_variance), gpu.stream()));
+    ctx.UpdateState(3, std::move(delta_mean));
+    ctx.UpdateState(4, std::move(delta_variance));
+    return absl::OkStatus();
   }
+
+  // As BackwardSynchronized on the CPU: this replica's f64 sums of dy and dy * xhat on the
+  // device (and from them dgamma, dbeta, this replica's share), copied to the host and summed
+  // over the replicas; their global means copied back for dx. A phantom batch's dx is zero.
+  // Host staging: one device->host copy of 2c doubles and one host->device copy of 2c floats,
+  // each followed by a stream synchronization.
+  absl::Status GradientSynchronized(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                                    absl::Span<const Tensor> in, const Tensor& d_out,
+                                    const std::vector<bool>& need, std::vector<Tensor>* d_in) {
+    const int64_t c = in[0].shape()[-1], rows = c == 0 ? 0 : in[0].num_elements() / c;
+    const int64_t local = ctx.phantom_batch ? 0 : rows;
+    if (!sync_stats_.valid() || sync_stats_.num_elements() != 3 * c) {
+      return absl::InternalError(
+          absl::StrCat(node_.name(), ": backward pass without a forward pass"));
+    }
+    LS_ASSIGN_OR_RETURN(Tensor device_sums, Allocate(ctx, DType::kF64, Shape{2, c}));
+    Tensor params[2];  // gamma's and beta's gradients, or scratch where they are not wanted
+    for (int k = 1; k < 3; ++k) {
+      if (need[k]) {
+        LS_ASSIGN_OR_RETURN(params[k - 1], GradientLike(ctx, in, k));
+      } else {
+        LS_ASSIGN_OR_RETURN(params[k - 1], Allocate(ctx, DType::kF32, Shape{c}));
+      }
+    }
+    LS_RETURN_IF_ERROR(gpu.kernels->SyncBatchNormGradSums(
+        F32(in[0]), F32(d_out), F32(sync_stats_), local, c, device_sums.device_data<double>(),
+        F32(params[0]), F32(params[1]), gpu.stream()));
+    for (int k = 1; k < 3; ++k) {
+      if (!need[k]) continue;
+      (*d_in)[k] = params[k - 1];
+      ctx.InputGradientDone(k);
+    }
+    Tensor sums(DType::kF64, Shape{2, c});  // sum dy, sum dy * xhat
+    LS_RETURN_IF_ERROR(ToHost(gpu, device_sums, 2 * c, sums.data<double>()));
+    LS_RETURN_IF_ERROR(ctx.SumOverReplicas(&sums));
+    if (!need[0]) return absl::OkStatus();
+    LS_ASSIGN_OR_RETURN((*d_in)[0], GradientLike(ctx, in, 0));
+    float* dx = F32((*d_in)[0]);
+    if (local == 0) return gpu.context->Zero(dx, in[0].num_elements() * sizeof(float));
+    Tensor means(DType::kF32, Shape{2, c});  // mean dy, mean dy * xhat
+    SyncGradientMeans(sums.data<double>(), global_rows_, c, means.data<float>());
+    LS_ASSIGN_OR_RETURN(Tensor device_means, Allocate(ctx, DType::kF32, Shape{2, c}));
+    LS_RETURN_IF_ERROR(ToDevice(gpu, means, &device_means));
+    return gpu.kernels->SyncBatchNormInput(F32(in[0]), F32(d_out), F32(in[1]), F32(sync_stats_),
+                                           F32(device_means), rows, c, dx, gpu.stream());
+  }
+
+  // The explicit copies of synchronized training's per-channel vectors. Both wait for the
+  // stream: the host reads what the device summed, and the host buffer of an upload is free
+  // once it returns.
+  static absl::Status ToHost(const gpu::GpuDevice& gpu, const Tensor& device, int64_t n,
+                             double* host) {
+    if (n == 0) return absl::OkStatus();
+    LS_RETURN_IF_ERROR(gpu.context->CopyToHost(host, device.device_data<double>(),
+                                               static_cast<size_t>(n) * sizeof(double)));
+    return gpu.context->Synchronize();
+  }
+  static absl::Status ToDevice(const gpu::GpuDevice& gpu, const Tensor& host, Tensor* device) {
+    if (host.num_elements() == 0) return absl::OkStatus();
+    LS_RETURN_IF_ERROR(
+        gpu.context->CopyToDevice(device->raw_device_data(), host.raw_data(), host.num_bytes()));
+    return gpu.context->Synchronize();
+  }
+
+  // Synchronized training: the global batch's statistics [1, 3, c] on the device from the last
+  // Compute (for Gradient, which this replica's thread calls next), and its rows.
+  Tensor sync_stats_;
+  double global_rows_ = 0;
 };
 
 }  // namespace

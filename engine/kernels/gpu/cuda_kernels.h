@@ -59,6 +59,17 @@ class CudaKernels final : public GpuKernels {
                              const BatchNormDims& d, bool training, float epsilon, float* stats,
                              float* sums, float* d_gamma, float* d_beta, float* dx,
                              CudaStream s) override;
+  absl::Status SyncBatchNormSum(const float* x, const double* mean, int64_t rows, int64_t c,
+                                double* sums, CudaStream s) override;
+  absl::Status BatchNormApply(const float* x, const float* gamma, const float* beta,
+                              const float* stats, int64_t rows, int64_t c, float* y,
+                              CudaStream s) override;
+  absl::Status SyncBatchNormGradSums(const float* x, const float* dy, const float* stats,
+                                     int64_t rows, int64_t c, double* sums, float* d_gamma,
+                                     float* d_beta, CudaStream s) override;
+  absl::Status SyncBatchNormInput(const float* x, const float* dy, const float* gamma,
+                                  const float* stats, const float* means, int64_t rows, int64_t c,
+                                  float* dx, CudaStream s) override;
 
   // Sequence models (cuda_kernels_seq.cu)
   absl::Status Activation(ActivationOp op, const float* x, float* y, int64_t n,

@@ -124,4 +124,52 @@ absl::Status CudaKernels::BatchNormGrad(const float* x, const float* dy, const f
                 BatchNormInputKernel<D>{{x}, {dy}, {gamma}, {stats}, {sums}, {dx}, d, training});
 }
 
+absl::Status CudaKernels::SyncBatchNormSum(const float* x, const double* mean, int64_t rows,
+                                           int64_t c, double* sums, CudaStream s) {
+  const char* k = "SyncBatchNormSum";
+  LS_RETURN_IF_ERROR(CheckLaunch(k, rows * c, {x}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, c, {sums}));
+  if (c == 0) return absl::OkStatus();
+  return Launch("SyncBatchNormSum launch", c, s,
+                SyncBatchNormSumKernel<D>{{x}, {mean}, {sums}, rows, c, mean != nullptr});
+}
+
+absl::Status CudaKernels::BatchNormApply(const float* x, const float* gamma, const float* beta,
+                                         const float* stats, int64_t rows, int64_t c, float* y,
+                                         CudaStream s) {
+  const char* k = "BatchNormApply";
+  const int64_t n = rows * c;
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n, {x, y}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, c, {gamma, beta, stats}));
+  if (n == 0) return absl::OkStatus();
+  BatchNormDims d;
+  d.rows = rows, d.c = c, d.group_rows = rows;
+  return Launch("BatchNormApply launch", n, s,
+                BatchNormApplyKernel<D>{{x}, {gamma}, {beta}, {stats}, {y}, d});
+}
+
+absl::Status CudaKernels::SyncBatchNormGradSums(const float* x, const float* dy, const float* stats,
+                                                int64_t rows, int64_t c, double* sums,
+                                                float* d_gamma, float* d_beta, CudaStream s) {
+  const char* k = "SyncBatchNormGradSums";
+  LS_RETURN_IF_ERROR(CheckLaunch(k, rows * c, {x, dy}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, c, {stats, sums, d_gamma, d_beta}));
+  if (c == 0) return absl::OkStatus();
+  return Launch(
+      "SyncBatchNormGradSums launch", c, s,
+      SyncBatchNormGradSumsKernel<D>{{x}, {dy}, {stats}, {sums}, {d_gamma}, {d_beta}, rows, c});
+}
+
+absl::Status CudaKernels::SyncBatchNormInput(const float* x, const float* dy, const float* gamma,
+                                             const float* stats, const float* means, int64_t rows,
+                                             int64_t c, float* dx, CudaStream s) {
+  const char* k = "SyncBatchNormInput";
+  const int64_t n = rows * c;
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n, {x, dy, dx}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, c, {gamma, stats, means}));
+  if (n == 0) return absl::OkStatus();
+  return Launch("SyncBatchNormInput launch", n, s,
+                SyncBatchNormInputKernel<D>{{x}, {dy}, {gamma}, {stats}, {means}, {dx}, rows, c});
+}
+
 }  // namespace lockstep::engine::gpu

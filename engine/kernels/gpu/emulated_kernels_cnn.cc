@@ -20,6 +20,14 @@ absl::StatusOr<void*> Floats(FakeCudaApi* fake, const char* kernel, const float*
                          absl::StrCat("Launch(", kernel, ")"), name);
 }
 
+// The fake's host view of `n` doubles at `p` (null for none).
+absl::StatusOr<void*> Doubles(FakeCudaApi* fake, const char* kernel, const double* p, int64_t n,
+                              const char* name) {
+  if (n == 0 || p == nullptr) return nullptr;
+  return fake->HostRange(p, static_cast<size_t>(n) * sizeof(double),
+                         absl::StrCat("Launch(", kernel, ")"), name);
+}
+
 // Enqueues run(emulator) on the stream as launch `kernel` (a string literal).
 template <class Fn>
 absl::Status EnqueueOn(FakeCudaApi* fake, CudaStream s, const char* kernel, uint64_t seed, Fn run) {
@@ -224,6 +232,102 @@ absl::Status EmulatedKernels::BatchNormGrad(const float* x, const float* dy, con
                                     emu.In<float>(gv, d.c, "gamma"), emu.In<float>(sv, ns, "stats"),
                                     emu.In<float>(sumv, nsum, "sums"), emu.Out<float>(dxv, n, "dx"),
                                     d, training});
+  });
+}
+
+absl::Status EmulatedKernels::SyncBatchNormSum(const float* x, const double* mean, int64_t rows,
+                                               int64_t c, double* sums, CudaStream s) {
+  const char* k = "SyncBatchNormSum";
+  const int64_t n = rows * c;
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n, {x}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, c, {sums}));
+  if (c == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, Floats(fake_, k, x, n, "x"));
+  LS_ASSIGN_OR_RETURN(void* mv, Doubles(fake_, k, mean, c, "mean"));
+  LS_ASSIGN_OR_RETURN(void* sv, Doubles(fake_, k, sums, c, "sums"));
+  const bool deviations = mean != nullptr;
+  const LaunchShape channels = Elementwise(c);
+  return EnqueueOn(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
+    return emu.Run(channels,
+                   SyncBatchNormSumKernel<A>{emu.In<float>(xv, n, "x"),
+                                             emu.In<double>(mv, deviations ? c : 0, "mean"),
+                                             emu.Out<double>(sv, c, "sums"), rows, c, deviations});
+  });
+}
+
+absl::Status EmulatedKernels::BatchNormApply(const float* x, const float* gamma, const float* beta,
+                                             const float* stats, int64_t rows, int64_t c, float* y,
+                                             CudaStream s) {
+  const char* k = "BatchNormApply";
+  const int64_t n = rows * c;
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n, {x, y}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, c, {gamma, beta}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, 3 * c, {stats}));
+  if (n == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, Floats(fake_, k, x, n, "x"));
+  LS_ASSIGN_OR_RETURN(void* gv, Floats(fake_, k, gamma, c, "gamma"));
+  LS_ASSIGN_OR_RETURN(void* bv, Floats(fake_, k, beta, c, "beta"));
+  LS_ASSIGN_OR_RETURN(void* sv, Floats(fake_, k, stats, 3 * c, "stats"));
+  LS_ASSIGN_OR_RETURN(void* yv, Floats(fake_, k, y, n, "y"));
+  BatchNormDims d;
+  d.rows = rows, d.c = c, d.group_rows = rows;
+  const LaunchShape per_element = Elementwise(n);
+  return EnqueueOn(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
+    return emu.Run(per_element, BatchNormApplyKernel<A>{
+                                    emu.In<float>(xv, n, "x"), emu.In<float>(gv, c, "gamma"),
+                                    emu.In<float>(bv, c, "beta"), emu.In<float>(sv, 3 * c, "stats"),
+                                    emu.Out<float>(yv, n, "y"), d});
+  });
+}
+
+absl::Status EmulatedKernels::SyncBatchNormGradSums(const float* x, const float* dy,
+                                                    const float* stats, int64_t rows, int64_t c,
+                                                    double* sums, float* d_gamma, float* d_beta,
+                                                    CudaStream s) {
+  const char* k = "SyncBatchNormGradSums";
+  const int64_t n = rows * c;
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n, {x, dy}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, c, {stats, sums, d_gamma, d_beta}));
+  if (c == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, Floats(fake_, k, x, n, "x"));
+  LS_ASSIGN_OR_RETURN(void* dyv, Floats(fake_, k, dy, n, "dy"));
+  LS_ASSIGN_OR_RETURN(void* sv, Floats(fake_, k, stats, 3 * c, "stats"));
+  LS_ASSIGN_OR_RETURN(void* sumv, Doubles(fake_, k, sums, 2 * c, "sums"));
+  LS_ASSIGN_OR_RETURN(void* dgv, Floats(fake_, k, d_gamma, c, "d_gamma"));
+  LS_ASSIGN_OR_RETURN(void* dbv, Floats(fake_, k, d_beta, c, "d_beta"));
+  const LaunchShape channels = Elementwise(c);
+  return EnqueueOn(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
+    return emu.Run(
+        channels,
+        SyncBatchNormGradSumsKernel<A>{
+            emu.In<float>(xv, n, "x"), emu.In<float>(dyv, n, "dy"),
+            emu.In<float>(sv, 3 * c, "stats"), emu.Out<double>(sumv, 2 * c, "sums"),
+            emu.Out<float>(dgv, c, "d_gamma"), emu.Out<float>(dbv, c, "d_beta"), rows, c});
+  });
+}
+
+absl::Status EmulatedKernels::SyncBatchNormInput(const float* x, const float* dy,
+                                                 const float* gamma, const float* stats,
+                                                 const float* means, int64_t rows, int64_t c,
+                                                 float* dx, CudaStream s) {
+  const char* k = "SyncBatchNormInput";
+  const int64_t n = rows * c;
+  LS_RETURN_IF_ERROR(CheckLaunch(k, n, {x, dy, dx}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, c, {gamma, stats, means}));
+  if (n == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, Floats(fake_, k, x, n, "x"));
+  LS_ASSIGN_OR_RETURN(void* dyv, Floats(fake_, k, dy, n, "dy"));
+  LS_ASSIGN_OR_RETURN(void* gv, Floats(fake_, k, gamma, c, "gamma"));
+  LS_ASSIGN_OR_RETURN(void* sv, Floats(fake_, k, stats, 3 * c, "stats"));
+  LS_ASSIGN_OR_RETURN(void* mv, Floats(fake_, k, means, 2 * c, "means"));
+  LS_ASSIGN_OR_RETURN(void* dxv, Floats(fake_, k, dx, n, "dx"));
+  const LaunchShape per_element = Elementwise(n);
+  return EnqueueOn(fake_, s, k, options_.seed + launches_++, [=](GridEmulator& emu) {
+    return emu.Run(per_element,
+                   SyncBatchNormInputKernel<A>{
+                       emu.In<float>(xv, n, "x"), emu.In<float>(dyv, n, "dy"),
+                       emu.In<float>(gv, c, "gamma"), emu.In<float>(sv, 3 * c, "stats"),
+                       emu.In<float>(mv, 2 * c, "means"), emu.Out<float>(dxv, n, "dx"), rows, c});
   });
 }
 

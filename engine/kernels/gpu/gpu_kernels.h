@@ -106,6 +106,29 @@ class GpuKernels {
                                      const BatchNormDims& d, bool training, float epsilon,
                                      float* stats, float* sums, float* d_gamma, float* d_beta,
                                      float* dx, CudaStream s) = 0;
+  // Synchronized batch norm in training (engine/ops/batch_norm.cc): the per-channel partial
+  // sums of this replica's `rows` rows of x [rows, c] (0: a phantom batch), in f64 in the CPU
+  // kernel's order, which the op sums over the replicas on the host; then the normalization
+  // and the gradient from the global batch's statistics.
+  //
+  // sums [c] = sum of x, or with `mean` [c] (f64, not null) the sum of (x - mean)^2.
+  virtual absl::Status SyncBatchNormSum(const float* x, const double* mean, int64_t rows, int64_t c,
+                                        double* sums, CudaStream s) = 0;
+  // y [rows, c] = gamma * (x - mean) * rstd + beta with the given stats [3, c] (mean, variance,
+  // rstd), as BatchNorm applies them.
+  virtual absl::Status BatchNormApply(const float* x, const float* gamma, const float* beta,
+                                      const float* stats, int64_t rows, int64_t c, float* y,
+                                      CudaStream s) = 0;
+  // sums [2, c] = sum dy, sum dy * xhat (f64) over `rows` rows, xhat from stats [3, c];
+  // d_gamma, d_beta [c] = those sums in f32 (this replica's share).
+  virtual absl::Status SyncBatchNormGradSums(const float* x, const float* dy, const float* stats,
+                                             int64_t rows, int64_t c, double* sums, float* d_gamma,
+                                             float* d_beta, CudaStream s) = 0;
+  // dx [rows, c] = rstd * (dy * gamma - gamma * (mean_dy + xhat * mean_dyx)), means [2, c] =
+  // mean_dy, mean_dyx over the global batch.
+  virtual absl::Status SyncBatchNormInput(const float* x, const float* dy, const float* gamma,
+                                          const float* stats, const float* means, int64_t rows,
+                                          int64_t c, float* dx, CudaStream s) = 0;
   // Sequence models (kernel_bodies_seq.h): the ops of a Transformer, each the device side of
   // its CPU kernel in engine/ops/. Shapes as rows x cols are row-major.
   virtual absl::Status Activation(ActivationOp op, const float* x, float* y, int64_t n,

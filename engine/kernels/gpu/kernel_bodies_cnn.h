@@ -15,13 +15,18 @@
 //   BatchNormSums   per (group, channel): sum dy, sum dy * xhat                  its gradient
 //   BatchNormParams dgamma, dbeta: the groups' sums added in group order
 //   BatchNormInput  dx
+//   SyncBatchNormSum        per channel, f64: sum x, or sum (x - mean)^2        synchronized
+//   SyncBatchNormGradSums   per channel, f64: sum dy, sum dy * xhat; dgamma, dbeta  BATCH_NORM
+//   SyncBatchNormInput      dx from the global batch's means of dy and dy * xhat
 //
 // The CPU scatters (col2im, max pooling's gradient) and accumulates per channel down the rows;
 // here each output element has one thread that gathers its terms in the CPU's order (the
 // windows covering an input position in (oy, ox) order, the rows of a channel in row order),
 // so no atomics and the CPU's bits. Per-channel sums run one thread per (group, channel) down
 // the rows: exact, but serial in the rows (a block reduction would be faster on a GPU and no
-// longer the CPU's bits; that trade is for a measured model to decide).
+// longer the CPU's bits; that trade is for a measured model to decide). The synchronized
+// statistics' partial sums (SyncBatchNorm*) do the same in f64, as the CPU kernel's
+// ComputeSynchronized and BackwardSynchronized: the op sums them over the replicas on the host.
 #ifndef LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_CNN_H_
 #define LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_CNN_H_
 
@@ -345,6 +350,89 @@ struct BatchNormInputKernel {
       const float sum_dy = sums.Load((g * 2 + 0) * d.c + j);
       const float sum_dyx = sums.Load((g * 2 + 1) * d.c + j);
       dx.Store(i, rstd * fmaf(v, gam, -(gam * fmaf(xhat, sum_dyx, sum_dy) / d.Count(g))));
+    }
+  }
+};
+
+// Synchronized batch norm's partial sums (engine/ops/batch_norm.cc, ComputeSynchronized), per
+// channel j of this replica's `rows` rows of x [rows, c] (0 rows: a phantom batch, all zeros),
+// in f64 down the rows as the CPU adds them:
+//   mean absent   sums[j] = 0 + x_0j + x_1j + ...                 (each x widened, exact)
+//   mean [c]      sums[j] = fma(d, d, sums[j]) down the rows, d = x - mean[j]  (fused by GCC)
+template <class A>
+struct SyncBatchNormSumKernel {
+  typename A::template In<float> x;
+  typename A::template In<double> mean;  // read only when `deviations`
+  typename A::template Out<double> sums;
+  int64_t rows, c;
+  bool deviations;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t j = FirstIndex(t); j < c; j += Stride(t)) {
+      double s = 0.0;
+      if (deviations) {
+        const double m = mean.Load(j);
+        for (int64_t r = 0; r < rows; ++r) {
+          const double d = double(x.Load(r * c + j)) - m;
+          s = fma(d, d, s);
+        }
+      } else {
+        for (int64_t r = 0; r < rows; ++r) s += double(x.Load(r * c + j));
+      }
+      sums.Store(j, s);
+    }
+  }
+};
+
+// The gradient's partial sums (BackwardSynchronized), per channel down this replica's rows,
+// with stats [3, c] (the global batch's mean, variance, rstd):
+//   sums [2, c]  sum dy;  sum double(dy * xhat), xhat = (x - mean) * rstd, the product in f32
+//   d_gamma = float(sum dy * xhat), d_beta = float(sum dy): this replica's share
+template <class A>
+struct SyncBatchNormGradSumsKernel {
+  typename A::template In<float> x;
+  typename A::template In<float> dy;
+  typename A::template In<float> stats;
+  typename A::template Out<double> sums;
+  typename A::template Out<float> d_gamma;
+  typename A::template Out<float> d_beta;
+  int64_t rows, c;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t j = FirstIndex(t); j < c; j += Stride(t)) {
+      const float mean = stats.Load(j), rstd = stats.Load(2 * c + j);
+      double sum_dy = 0.0, sum_dyx = 0.0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float v = dy.Load(r * c + j);
+        sum_dy += double(v);
+        sum_dyx += double(v * ((x.Load(r * c + j) - mean) * rstd));
+      }
+      sums.Store(j, sum_dy);
+      sums.Store(c + j, sum_dyx);
+      d_gamma.Store(j, float(sum_dyx));
+      d_beta.Store(j, float(sum_dy));
+    }
+  }
+};
+
+// dx [rows, c] = rstd * fmaf(dy, gamma, -(gamma * fmaf(xhat, mean_dyx, mean_dy))), xhat =
+// (x - mean) * rstd, with stats [3, c] and means [2, c] (mean dy, mean dy * xhat over the
+// global batch): the CPU's rstd * (dy * gamma - gamma * (mean_dy + xhat * mean_dyx)), fused
+// by GCC.
+template <class A>
+struct SyncBatchNormInputKernel {
+  typename A::template In<float> x;
+  typename A::template In<float> dy;
+  typename A::template In<float> gamma;
+  typename A::template In<float> stats;
+  typename A::template In<float> means;
+  typename A::template Out<float> dx;
+  int64_t rows, c;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t i = FirstIndex(t); i < rows * c; i += Stride(t)) {
+      const int64_t j = i % c;
+      const float gam = gamma.Load(j), rstd = stats.Load(2 * c + j);
+      const float xhat = (x.Load(i) - stats.Load(j)) * rstd;
+      const float inner = fmaf(xhat, means.Load(c + j), means.Load(j));
+      dx.Store(i, rstd * fmaf(dy.Load(i), gam, -(gam * inner)));
     }
   }
 };
