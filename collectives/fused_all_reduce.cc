@@ -7,26 +7,50 @@
 namespace lockstep {
 namespace collectives {
 
-namespace {
-
-void Widen(float* data, size_t count) {
-  BFloat16ToFloats(reinterpret_cast<const uint16_t*>(data), data, count);
-}
-
-}  // namespace
-
 FusedAllReduce::FusedAllReduce(CollectiveCommunicator* comm, ReduceOp op, size_t bytes_per_pack,
-                               Compression compression)
+                               Compression compression, Bf16Codec* codec)
     : comm_(comm),
       op_(op),
       bytes_per_pack_(std::max<size_t>(bytes_per_pack, 1)),
-      compression_(compression) {}
+      compression_(compression),
+      codec_(codec) {}
 
 FusedAllReduce::~FusedAllReduce() {
   for (size_t i = 0; i < in_use_; ++i) {
     if (buckets_[i]->handle) buckets_[i]->handle->Wait().IgnoreError();
+    for (const Narrowed& n : buckets_[i]->narrowed) Widen(n, /*ok=*/false).IgnoreError();
   }
-  for (auto& d : direct_) d.handle->Wait().IgnoreError();
+  for (auto& d : direct_) {
+    d.handle->Wait().IgnoreError();
+    if (d.narrowed.count > 0) Widen(d.narrowed, /*ok=*/false).IgnoreError();
+  }
+}
+
+bool FusedAllReduce::Narrow(float* data, size_t count, Narrowed* narrowed) {
+  if (codec_ == nullptr) {
+    FloatsToBFloat16(data, reinterpret_cast<uint16_t*>(data), count);
+    *narrowed = {data, count, data};
+    return true;
+  }
+  absl::StatusOr<void*> wire = codec_->Narrow(data, count);
+  if (!wire.ok()) {
+    if (narrow_error_.ok()) narrow_error_ = wire.status();
+    return false;
+  }
+  *narrowed = {data, count, *wire};
+  return true;
+}
+
+absl::Status FusedAllReduce::Widen(const Narrowed& n, bool ok) {
+  if (codec_ == nullptr) {
+    if (ok) BFloat16ToFloats(static_cast<const uint16_t*>(n.wire), n.data, n.count);
+    return absl::OkStatus();
+  }
+  if (!ok) {
+    codec_->Discard(n.wire);
+    return absl::OkStatus();
+  }
+  return codec_->Widen(n.wire, n.data, n.count);
 }
 
 FusedAllReduce::Bucket& FusedAllReduce::OpenBucket(DType dtype) {
@@ -54,11 +78,11 @@ void FusedAllReduce::Launch(Bucket& b) {
 void FusedAllReduce::Add(void* data, size_t count, DType dtype, absl::Time deadline) {
   const size_t bytes = count * DTypeSize(dtype);
   if (bytes == 0) return;
-  Narrowed narrowed{nullptr, 0};
+  Narrowed narrowed{nullptr, 0, nullptr};
   DType wire = dtype;
   if (compression_ == Compression::kBF16 && dtype == DType::kF32) {
-    narrowed = {static_cast<float*>(data), count};
-    FloatsToBFloat16(narrowed.data, static_cast<uint16_t*>(data), count);
+    if (!Narrow(static_cast<float*>(data), count, &narrowed)) return;
+    data = narrowed.wire;
     wire = DType::kBF16;
   }
   if (bytes >= bytes_per_pack_) {
@@ -96,20 +120,21 @@ absl::Status FusedAllReduce::Finish() {
     ++started_;
   }
   // Compressed tensors are widened as their bucket completes, while later ones still run.
-  absl::Status first;  // in bucket order: an earlier bucket's error is the cause
+  // A tensor left out (its narrowing failed) is the cause of what its peers then see.
+  absl::Status first = narrow_error_;  // then in bucket order: an earlier bucket's error
+  narrow_error_ = absl::OkStatus();
   for (size_t i = 0; i < in_use_; ++i) {
     Bucket& b = *buckets_[i];
     absl::Status s = &b == last ? last_status : b.handle->Wait();
     if (!s.ok() && first.ok()) first = s;
-    if (first.ok()) {
-      for (const Narrowed& n : b.narrowed) Widen(n.data, n.count);
-    }
+    for (const Narrowed& n : b.narrowed) first.Update(Widen(n, first.ok()));
+    b.narrowed.clear();
     b.handle.reset();
   }
   for (Direct& d : direct_) {
     absl::Status s = d.handle->Wait();
     if (!s.ok() && first.ok()) first = s;
-    if (first.ok() && d.narrowed.count > 0) Widen(d.narrowed.data, d.narrowed.count);
+    if (d.narrowed.count > 0) first.Update(Widen(d.narrowed, first.ok()));
   }
   direct_.clear();
   in_use_ = 0;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -432,6 +434,99 @@ TEST(CompressedFusionTest, FailedCommunicatorFailsFinish) {
   fused.Add(big.data(), big.size(), DType::kF32, deadline);
   fused.Add(small.data(), small.size(), DType::kF32, deadline);
   EXPECT_EQ(fused.Finish().code(), absl::StatusCode::kAborted);
+}
+
+// A Bf16Codec standing for device memory: narrows into scratch of its own (never the tensor's
+// bytes), widens from it, and counts what it holds; `fail_at` fails that Narrow call.
+class ScratchCodec final : public Bf16Codec {
+ public:
+  explicit ScratchCodec(int fail_at = -1) : fail_at_(fail_at) {}
+  absl::StatusOr<void*> Narrow(float* data, size_t count) override {
+    if (narrows_++ == fail_at_) return absl::ResourceExhaustedError("scratch: out of memory");
+    auto wire = std::make_unique<uint16_t[]>(count);
+    for (size_t i = 0; i < count; ++i) wire[i] = FloatToBFloat16(data[i]);
+    void* p = wire.get();
+    held_[p] = std::move(wire);
+    return p;
+  }
+  absl::Status Widen(void* wire, float* data, size_t count) override {
+    const uint16_t* w = static_cast<const uint16_t*>(wire);
+    for (size_t i = 0; i < count; ++i) data[i] = BFloat16ToFloat(w[i]);
+    ++widens_;
+    return held_.erase(wire) == 1 ? absl::OkStatus() : absl::InternalError("not held");
+  }
+  void Discard(void* wire) override {
+    ++discards_;
+    held_.erase(wire);
+  }
+  size_t held() const { return held_.size(); }
+  int widens_ = 0;
+  int discards_ = 0;
+
+ private:
+  const int fail_at_;
+  int narrows_ = 0;
+  std::map<void*, std::unique_ptr<uint16_t[]>> held_;
+};
+
+// With a codec the result is bitwise the in-place compression's, the tensors' own bytes are
+// never the wire's, and every scratch is given back, over several steps.
+TEST(CompressedFusionTest, CodecGivesTheInPlaceResultAndReleasesItsScratch) {
+  const int n = 3;
+  auto group = MakeGroup(TransportKind::kInProc, n);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<std::vector<std::vector<float>>> with(n), without(n);
+  std::vector<ScratchCodec> codecs(n);
+  RunRanks(n, [&](int r) {
+    FusedAllReduce in_place((*group)[r].get(), ReduceOp::kSum, 256, Compression::kBF16);
+    FusedAllReduce coded((*group)[r].get(), ReduceOp::kSum, 256, Compression::kBF16, &codecs[r]);
+    for (int step = 0; step < 2; ++step) {
+      for (auto* out : {&with[r], &without[r]}) {
+        FusedAllReduce& fused = out == &with[r] ? coded : in_place;
+        const absl::Time deadline = absl::Now() + absl::Seconds(20);
+        out->clear();
+        for (int k = 0; k < 6; ++k) {
+          out->emplace_back(5 + 30 * k, 0.f);
+          for (size_t i = 0; i < out->back().size(); ++i) {
+            out->back()[i] = 0.1f * (r + 1) + 0.37f * k + 0.013f * i + step;
+          }
+        }
+        for (auto& t : *out) fused.Add(t.data(), t.size(), DType::kF32, deadline);
+        ASSERT_TRUE(fused.Finish().ok());
+      }
+    }
+  });
+  for (int r = 0; r < n; ++r) {
+    for (size_t k = 0; k < with[r].size(); ++k) {
+      ASSERT_EQ(0, std::memcmp(with[r][k].data(), without[r][k].data(), with[r][k].size() * 4))
+          << "rank " << r << " tensor " << k;
+    }
+    EXPECT_EQ(codecs[r].widens_, 12);
+    EXPECT_EQ(codecs[r].held(), 0u);
+  }
+  // The control: compression changed the sums (they are not the f32 ones).
+  float f32_sum = 0;
+  for (int r = 0; r < n; ++r) f32_sum += 0.1f * (r + 1) + 0.37f * 5 + 0.013f * 7 + 1;
+  EXPECT_NE(with[0][5][7], f32_sum);
+}
+
+// A Narrow that fails leaves its tensor out and is what Finish returns; the scratch of the
+// others is released, not widened.
+TEST(CompressedFusionTest, CodecFailureFailsFinishAndReleasesTheScratch) {
+  auto group = MakeGroup(TransportKind::kInProc, 1);
+  ASSERT_TRUE(group.ok()) << group.status();
+  ScratchCodec codec(/*fail_at=*/1);
+  FusedAllReduce fused((*group)[0].get(), ReduceOp::kSum, 1000, Compression::kBF16, &codec);
+  std::vector<float> a(10, 1.f), b(10, 2.f), c(400, 3.f);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  fused.Add(a.data(), a.size(), DType::kF32, deadline);
+  fused.Add(b.data(), b.size(), DType::kF32, deadline);  // fails
+  fused.Add(c.data(), c.size(), DType::kF32, deadline);
+  absl::Status s = fused.Finish();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(codec.held(), 0u);
+  EXPECT_EQ(codec.widens_, 0);
+  EXPECT_EQ(codec.discards_, 2);
 }
 
 }  // namespace

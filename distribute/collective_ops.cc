@@ -34,11 +34,11 @@ class CollectivePending final : public PendingAllReduce {
 class FusedReducer final : public GradientReducer {
  public:
   FusedReducer(collectives::CollectiveCommunicator* comm, size_t bytes_per_pack,
-               collectives::Compression compression, ReduceOp op, int num_in_sync,
-               absl::Time deadline)
+               collectives::Compression compression, collectives::Bf16Codec* codec, ReduceOp op,
+               int num_in_sync, absl::Time deadline)
       : fused_(comm, collectives::ReduceOp::kSum,
                bytes_per_pack == 0 ? collectives::kDefaultBytesPerPack : bytes_per_pack,
-               compression),
+               compression, codec),
         op_(op),
         num_in_sync_(num_in_sync),
         deadline_(deadline) {}
@@ -68,12 +68,14 @@ class FusedReducer final : public GradientReducer {
 CollectiveOps::CollectiveOps(
     std::vector<std::unique_ptr<collectives::CollectiveCommunicator>> replica_comms,
     int num_replicas_in_sync, collectives::CollectiveCommunicator* cross_worker,
-    size_t bytes_per_pack, collectives::Compression compression)
+    size_t bytes_per_pack, collectives::Compression compression,
+    std::vector<std::unique_ptr<collectives::Bf16Codec>> codecs)
     : comms_(std::move(replica_comms)),
       num_in_sync_(num_replicas_in_sync),
       cross_worker_(cross_worker),
       bytes_per_pack_(bytes_per_pack),
-      compression_(compression) {}
+      compression_(compression),
+      codecs_(std::move(codecs)) {}
 
 std::unique_ptr<PendingAllReduce> CollectiveOps::AllReduceAsync(int local_replica, ReduceOp op,
                                                                 engine::Tensor* value,
@@ -98,8 +100,10 @@ std::unique_ptr<GradientReducer> CollectiveOps::MakeGradientReducer(int local_re
   if (local_replica < 0 || local_replica >= static_cast<int>(comms_.size())) {
     return CrossDeviceOps::MakeGradientReducer(local_replica, op, deadline);  // reports it
   }
+  collectives::Bf16Codec* codec =
+      local_replica < static_cast<int>(codecs_.size()) ? codecs_[local_replica].get() : nullptr;
   return std::make_unique<FusedReducer>(comms_[local_replica].get(), bytes_per_pack_, compression_,
-                                        op, num_in_sync_, deadline);
+                                        codec, op, num_in_sync_, deadline);
 }
 
 absl::Status CollectiveOps::CrossWorkerSum(const std::vector<engine::Tensor*>& values,

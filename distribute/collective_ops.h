@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "collectives/fused_all_reduce.h"
 #include "distribute/cross_device_ops.h"
 
 namespace lockstep::distribute {
@@ -20,11 +21,14 @@ namespace lockstep::distribute {
 class CollectiveOps final : public CrossDeviceOps {
  public:
   // `replica_comms[i]` is local replica i's rank (its size is num_replicas_in_sync).
-  // `compression` applies to the gradient packs (MakeGradientReducer) only.
+  // `compression` applies to the gradient packs (MakeGradientReducer) only; `codecs[i]`
+  // (empty, or null entries: narrowing on the host) narrows and widens local replica i's
+  // packs where its gradients are device memory (DeviceBf16Codec).
   CollectiveOps(std::vector<std::unique_ptr<collectives::CollectiveCommunicator>> replica_comms,
                 int num_replicas_in_sync, collectives::CollectiveCommunicator* cross_worker,
                 size_t bytes_per_pack,
-                collectives::Compression compression = collectives::Compression::kNone);
+                collectives::Compression compression = collectives::Compression::kNone,
+                std::vector<std::unique_ptr<collectives::Bf16Codec>> codecs = {});
 
   CrossDeviceOpsKind kind() const override { return CrossDeviceOpsKind::kCollective; }
   std::unique_ptr<PendingAllReduce> AllReduceAsync(int local_replica, ReduceOp op,
@@ -52,6 +56,7 @@ class CollectiveOps final : public CrossDeviceOps {
   collectives::CollectiveCommunicator* const cross_worker_;
   const size_t bytes_per_pack_;
   const collectives::Compression compression_;
+  const std::vector<std::unique_ptr<collectives::Bf16Codec>> codecs_;
 };
 
 }  // namespace lockstep::distribute

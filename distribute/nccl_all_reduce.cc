@@ -6,6 +6,7 @@
 #include "collectives/in_memory_store.h"
 #include "collectives/nccl/nccl_communicator.h"
 #include "common/status.h"
+#include "distribute/device_bf16_codec.h"
 #include "distribute/devices.h"
 
 namespace lockstep::distribute {
@@ -26,11 +27,14 @@ absl::StatusOr<std::unique_ptr<NcclAllReduce>> NcclAllReduce::Create(
           absl::StrCat("NcclAllReduce: replica device ", d.name(), " is not a GPU"));
     }
   }
-  if (options.gpus != nullptr &&
-      options.communication.compression != collectives::Compression::kNone) {
+  // BF16 compression of device gradients narrows and widens with kernels on the stream the
+  // communicator uses: the compute stream (a stream of env.stream's would need events).
+  const bool device_bf16 = options.gpus != nullptr &&
+                           options.communication.compression == collectives::Compression::kBF16;
+  if (device_bf16 && env.stream) {
     return absl::InvalidArgumentError(
-        "NcclAllReduce: communication.compression BF16 is not offered on GPU replicas' device "
-        "buffers yet (the narrowing runs on the host); use compression NONE");
+        "NcclAllReduce: communication.compression BF16 on GPU replicas runs NCCL on each "
+        "device's compute stream; leave NcclEnvironment::stream unset");
   }
   auto signal =
       env.signal != nullptr ? env.signal : std::make_shared<collectives::nccl::AbortSignal>();
@@ -76,9 +80,17 @@ absl::StatusOr<std::unique_ptr<NcclAllReduce>> NcclAllReduce::Create(
     }
     owned.push_back(*std::move(comms[r]));
   }
+  // Replicas with a device narrow on it (DeviceBf16Codec); without one (host values placed
+  // on /gpu:N, as in tests without device handles) FusedAllReduce narrows on the host.
+  std::vector<std::unique_ptr<collectives::Bf16Codec>> codecs(n);
+  for (int r = 0; r < n && device_bf16; ++r) {
+    if (const engine::gpu::GpuDevice* gpu = options.gpus->Find(options.devices[r].index())) {
+      codecs[r] = std::make_unique<DeviceBf16Codec>(gpu);
+    }
+  }
   auto ops = std::make_unique<CollectiveOps>(
       std::move(owned), options.num_replicas_in_sync, options.cross_worker,
-      options.communication.bytes_per_pack, options.communication.compression);
+      options.communication.bytes_per_pack, options.communication.compression, std::move(codecs));
   return std::unique_ptr<NcclAllReduce>(
       new NcclAllReduce(std::move(signal), std::move(ops), options.cross_worker));
 }

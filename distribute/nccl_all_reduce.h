@@ -6,6 +6,9 @@
 // group of num_replicas_in_sync, the unique id exchanged through `store`. Gradient packs are
 // fused per bytes_per_pack (collectives::FusedAllReduce: one NCCL group per pack) and run on
 // each communicator's own thread and stream, overlapping the replica's backward pass.
+// communication.compression BF16 narrows each pack's f32 gradients to bf16 device scratch,
+// all-reduces it as ncclBfloat16 and widens the result back, all on the device's compute
+// stream (DeviceBf16Codec, device_bf16_codec.h).
 //
 // Failure: Abort() aborts every local communicator; PeerLost(rank, reason) (the
 // coordinator's notice that a peer is gone) goes to the attempt's AbortSignal, so the pending
@@ -70,7 +73,8 @@ struct NcclAllReduceOptions {
 
 class NcclAllReduce final : public CrossDeviceOps {
  public:
-  // INVALID_ARGUMENT without an api or for a device that is not a GPU; otherwise the NCCL
+  // INVALID_ARGUMENT without an api, for a device that is not a GPU, or for BF16 compression
+  // of device gradients with env.stream set; otherwise the NCCL
   // init's errors (NcclCommunicator::Create) of the first local replica that failed, naming
   // its rank.
   static absl::StatusOr<std::unique_ptr<NcclAllReduce>> Create(const NcclAllReduceOptions& options);

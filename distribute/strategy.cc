@@ -135,8 +135,12 @@ absl::StatusOr<std::vector<DistributedValues>> Strategy::RunMulti(const ReplicaF
   auto run_replica = [&](int r) {
     std::vector<Tensor> replica_args;
     for (const DistributedValues& v : local_args) replica_args.push_back(v.component(r));
-    ReplicaContext ctx(config_.worker_index * n + r, r, num_replicas_in_sync(), config_.devices[r],
-                       config_.cross_device_ops.get(), config_.communication.timeout);
+    const engine::Device& device = config_.devices[r];
+    ReplicaContext ctx(config_.worker_index * n + r, r, num_replicas_in_sync(), device,
+                       config_.cross_device_ops.get(), config_.communication.timeout,
+                       config_.gpus != nullptr && device.type() == engine::Device::Type::kCuda
+                           ? config_.gpus->Find(device.index())
+                           : nullptr);
     results[r] = fn(ctx, replica_args);
     // A failed replica would leave the others waiting in their all-reduces: end them.
     if (!results[r].ok() && n > 1) config_.cross_device_ops->Abort();

@@ -85,8 +85,9 @@ struct CommunicationOptions {
   // the all-reduce and widened back before the optimizer applies them
   // (collectives::FusedAllReduce); variables and optimizer state stay f32. Losses, metrics,
   // ReplicaContext::AllReduce and CrossWorkerSum (so the Trainer's path without overlap)
-  // stay f32. The strategies of one worker exchange nothing between workers and ignore it
-  // (a job's lowering refuses BF16 for them: jobspec/rules.h).
+  // stay f32. Mirrored over NCCL compresses its GPUs' packs too (on the device:
+  // DeviceBf16Codec); the other strategies of one worker ignore it (a job's lowering refuses
+  // BF16 for one-worker jobs: jobspec/rules.h).
   collectives::Compression compression = collectives::Compression::kNone;
 };
 

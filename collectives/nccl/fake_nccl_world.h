@@ -9,7 +9,14 @@
 //                   rank 1's combined in, ...; f16/bf16 rounded after each step); avg is the
 //                   sum divided by nranks (integer division for integers, as NCCL's
 //                   SumPostDiv; NCCL pre-multiplies floats by 1/nranks instead, which may
-//                   differ in the last bit when nranks is not a power of two)
+//                   differ in the last bit when nranks is not a power of two).
+//                   bf16 (ncclBfloat16, what BF16 gradient compression sends) sums as
+//                   acc = rank 0's value; for r = 1 .. nranks-1: acc = bf16(f32(acc) +
+//                   f32(rank r's)), each step rounded to nearest even (common/bfloat16.h).
+//                   Real NCCL also adds two bf16 values in f32 and rounds once per step, but
+//                   in its ring's or tree's order (each chunk starts at another rank), so
+//                   with more than two ranks it agrees with this reference only within
+//                   bf16's rounding (about nranks * 2^-8 of the sum of magnitudes)
 //   broadcast       the root's send
 //   all-gather      rank r's `count` elements at recv[r * count]
 //   reduce-scatter  block r (count elements) of every rank's send, reduced, in rank r's recv

@@ -82,6 +82,21 @@ absl::Status EmulatedKernels::CastToBFloat16(const float* x, uint16_t* y, int64_
   });
 }
 
+absl::Status EmulatedKernels::CastFromBFloat16(const uint16_t* x, float* y, int64_t n,
+                                               CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("CastFromBFloat16", n, {x, y}));
+  if (n == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, Bytes(fake_, x, n * sizeof(uint16_t), "CastFromBFloat16", "x"));
+  LS_ASSIGN_OR_RETURN(void* yv, View(fake_, y, n, "CastFromBFloat16", "y"));
+  const LaunchShape shape = Elementwise(n);
+  const uint64_t seed = options_.seed + launches_++;
+  return fake_->Launch(s, "CastFromBFloat16", [=] {
+    GridEmulator emu("CastFromBFloat16", seed);
+    return emu.Run(shape, CastFromBFloat16Kernel<A>{emu.In<uint16_t>(xv, n, "x"),
+                                                    emu.Out<float>(yv, n, "y"), n});
+  });
+}
+
 absl::Status EmulatedKernels::Scale(const float* x, float scale, float* y, int64_t n,
                                     CudaStream s) {
   LS_RETURN_IF_ERROR(CheckLaunch("Scale", n, {x, y}));

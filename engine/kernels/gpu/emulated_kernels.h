@@ -28,6 +28,7 @@ class EmulatedKernels final : public GpuKernels {
 
   absl::Status Axpy(float a, const float* x, float* y, int64_t n, CudaStream s) override;
   absl::Status CastToBFloat16(const float* x, uint16_t* y, int64_t n, CudaStream s) override;
+  absl::Status CastFromBFloat16(const uint16_t* x, float* y, int64_t n, CudaStream s) override;
   absl::Status Scale(const float* x, float scale, float* y, int64_t n, CudaStream s) override;
   absl::Status Add(const float* a, const float* b, float* y, int64_t n, CudaStream s) override;
   absl::Status Relu(const float* x, float* y, int64_t n, CudaStream s) override;

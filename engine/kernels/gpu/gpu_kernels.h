@@ -43,6 +43,9 @@ class GpuKernels {
   // y[i] = x[i] rounded to bf16 (common/bfloat16.h: to nearest even, NaN stays NaN): the
   // operands of mixed-precision products (BlasApi's GemmOperands::kBF16).
   virtual absl::Status CastToBFloat16(const float* x, uint16_t* y, int64_t n, CudaStream s) = 0;
+  // y[i] = x[i] widened to f32 (exact): BF16 compression's all-reduced gradients back into
+  // their f32 tensors (distribute/device_bf16_codec.h). x and y must not overlap.
+  virtual absl::Status CastFromBFloat16(const uint16_t* x, float* y, int64_t n, CudaStream s) = 0;
   // One variable's fused update: v and w (and m, s) updated in place.
   virtual absl::Status Momentum(const MomentumParams& p, const float* g, float* v, float* w,
                                 int64_t n, CudaStream s) = 0;

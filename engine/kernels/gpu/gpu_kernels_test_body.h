@@ -385,6 +385,51 @@ TYPED_TEST_P(GpuKernelsTest, CastToBFloat16IsTheSharedRounding) {
   EXPECT_THAT(null.message(), ::testing::HasSubstr("CastToBFloat16"));
 }
 
+// BF16 compression's widening: every one of the 65536 bf16 bit patterns (zeros, subnormals,
+// infinities, NaNs with their payloads) widened as the CPU widens them (common/bfloat16.h,
+// which collectives' BFloat16ToFloats gives 8 at a time), bit for bit, over a grid of several
+// blocks; and the narrowing then widening of f32 values is the CPU's round trip.
+TYPED_TEST_P(GpuKernelsTest, CastFromBFloat16IsTheCpuWidening) {
+  std::vector<uint16_t> x(65536);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint16_t>(i);
+  absl::StatusOr<void*> xd = this->api().Malloc(x.size() * sizeof(uint16_t));
+  absl::StatusOr<void*> yd = this->api().Malloc(x.size() * sizeof(float));
+  ASSERT_TRUE(xd.ok() && yd.ok());
+  this->allocations_.push_back(*xd);
+  this->allocations_.push_back(*yd);
+  ASSERT_TRUE(this->api()
+                  .MemcpyAsync(*xd, x.data(), x.size() * sizeof(uint16_t), CopyKind::kHostToDevice,
+                               this->stream_)
+                  .ok());
+  ASSERT_TRUE(this->kernels()
+                  .CastFromBFloat16(static_cast<const uint16_t*>(*xd), static_cast<float*>(*yd),
+                                    x.size(), this->stream_)
+                  .ok());
+  const std::vector<float> got = this->ToHost(static_cast<float*>(*yd), x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(FloatBits(got[i]), FloatBits(BFloat16ToFloat(x[i]))) << "bf16 bits " << x[i];
+    ASSERT_EQ(FloatBits(got[i]), static_cast<uint32_t>(x[i]) << 16) << "bf16 bits " << x[i];
+  }
+  // Narrow then widen on the device: each value is its bf16 rounding (the compression's loss).
+  const std::vector<float> v = RandomFloats(3001, 23, -50.f, 50.f);
+  uint16_t* narrowed = static_cast<uint16_t*>(*xd);
+  ASSERT_TRUE(
+      this->kernels().CastToBFloat16(this->ToDevice(v), narrowed, v.size(), this->stream_).ok());
+  ASSERT_TRUE(this->kernels()
+                  .CastFromBFloat16(narrowed, static_cast<float*>(*yd), v.size(), this->stream_)
+                  .ok());
+  const std::vector<float> back = this->ToHost(static_cast<float*>(*yd), v.size());
+  int changed = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(FloatBits(back[i]), FloatBits(RoundToBFloat16(v[i]))) << "element " << i;
+    changed += back[i] != v[i];
+  }
+  EXPECT_GT(changed, 2900);  // the round trip is lossy for random values: the check can fail
+  absl::Status null = this->kernels().CastFromBFloat16(nullptr, nullptr, 3, this->stream_);
+  EXPECT_EQ(null.code(), absl::StatusCode::kInvalidArgument) << null;
+  EXPECT_THAT(null.message(), ::testing::HasSubstr("CastFromBFloat16"));
+}
+
 TYPED_TEST_P(GpuKernelsTest, BadLaunchesAreRefusedByName) {
   float* d = this->ToDevice(std::vector<float>(4, 0.f));
   absl::Status negative = this->kernels().Relu(d, d, -1, this->stream_);
@@ -495,8 +540,8 @@ REGISTER_TYPED_TEST_SUITE_P(GpuKernelsTest, AxpyIsSgdBitForBit, ScaleIsMeanGradi
                             AddIsAddBitForBit, ReluForwardAndGradientBitForBit,
                             SoftmaxRowsMatchesSoftmaxWithinTolerance, RowSumMatchesSum,
                             FusedOptimizersAreOptimizerApplyBitForBit,
-                            CastToBFloat16IsTheSharedRounding, BadLaunchesAreRefusedByName,
-                            BiasAddForwardAndGradientBitForBit,
+                            CastToBFloat16IsTheSharedRounding, CastFromBFloat16IsTheCpuWidening,
+                            BadLaunchesAreRefusedByName, BiasAddForwardAndGradientBitForBit,
                             SoftmaxCrossEntropyAndAccuracyMatchTheCpuKernels);
 
 }  // namespace lockstep::engine::gpu

@@ -19,7 +19,9 @@
 //   XentRows / XentTotal   per-row terms, then their sum  SPARSE_SOFTMAX_CROSS_ENTROPY forward
 //   XentGrad    (softmax - smoothed one-hot) * dy / rows   its gradient
 //   ArgmaxHits / HitRate   per-row hit, then the fraction ACCURACY
-//   CastToBFloat16  y = FloatToBFloat16(x) (common/bfloat16.h)  BF16_MIXED products' operands
+//   CastToBFloat16  y = FloatToBFloat16(x) (common/bfloat16.h)  BF16_MIXED products' operands,
+//                   BF16 compression's narrowing of gradients over NCCL
+//   CastFromBFloat16 y = BFloat16ToFloat(x) (exact)          BF16 compression's widening
 // The loss and accuracy kernels run one thread per row (rows are few, classes fewer than a
 // block): each row in the CPU's order, so the emulator gives the CPU kernel's bits.
 #ifndef LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_H_
@@ -56,6 +58,18 @@ struct CastToBFloat16Kernel {
   int64_t n;
   LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
     for (int64_t i = FirstIndex(t); i < n; i += Stride(t)) y.Store(i, FloatToBFloat16(x.Load(i)));
+  }
+};
+
+// BF16 compression's widening of all-reduced gradients: exact (the top 16 bits of an f32),
+// the device side of collectives' BFloat16ToFloats.
+template <class A>
+struct CastFromBFloat16Kernel {
+  typename A::template In<uint16_t> x;
+  typename A::template Out<float> y;
+  int64_t n;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    for (int64_t i = FirstIndex(t); i < n; i += Stride(t)) y.Store(i, BFloat16ToFloat(x.Load(i)));
   }
 };
 
