@@ -28,6 +28,7 @@
 #include "common/incarnation.h"
 #include "common/net.h"
 #include "common/process.h"
+#include "common/protocol_version.h"
 #include "common/subprocess.h"
 #include "worker/grpc_worker_service_client.h"
 
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
   lockstep::v1::RegisterWorkerRequest reg;
   reg.set_address("127.0.0.1:1");
   reg.set_incarnation(lockstep::NewIncarnation());
+  reg.set_protocol_version(lockstep::kProtocolVersion);
   reg.add_devices()->set_name("CPU:0");
   auto registered = (*worker)->RegisterWorker(reg);
   if (!registered.ok()) return Fail("RegisterWorker", registered.status());

@@ -77,6 +77,62 @@ std::string GpuMemoryLine(const v1::GetJobResponse& r) {
                       reserved.Where(), ")\n");
 }
 
+std::string Ms(int64_t ms) { return absl::FormatDuration(absl::Milliseconds(ms)); }
+
+// The plan's decisions (job_plan.proto), a few lines under "Plan:"; `spec` only says where
+// a decision came from (AUTO, a default).
+std::string FormatPlan(const v1::JobPlan& p, const v1::JobSpec& spec) {
+  const v1::DevicePlan& d = p.devices();
+  const std::string kind = d.kind() == v1::DevicePlan::GPU ? "GPU" : "CPU";
+  std::string out = absl::StrCat(
+      "Plan:      version ", p.version(), ", ", v1::StrategyKind_Name(p.strategy()), " on ",
+      p.workers() > 0 ? absl::StrCat(p.workers(), " worker(s)") : "every ALIVE training worker",
+      "\n");
+  absl::StrAppend(&out, "  replicas:      ",
+                  d.per_worker() > 0 ? absl::StrCat(d.per_worker(), " ", kind, " per worker")
+                                     : absl::StrCat("one per ", kind, " device of each worker"),
+                  "\n");
+  const v1::CommunicationPlan& c = p.communication();
+  const v1::CommunicationSpec::Implementation asked = spec.communication().implementation();
+  absl::StrAppend(&out, "  communication: ", v1::CommunicationPlan::Backend_Name(c.backend()),
+                  asked == v1::CommunicationSpec::AUTO ||
+                          asked == v1::CommunicationSpec::IMPLEMENTATION_UNSPECIFIED
+                      ? " (from AUTO)"
+                      : "",
+                  ", packs ", Bytes(c.bytes_per_pack()), ", timeout ", Ms(c.timeout_ms()),
+                  c.hierarchical() ? ", hierarchical" : ", flat", c.encrypt() ? ", encrypted" : "",
+                  c.bf16_compression() ? ", bf16 compression" : "",
+                  c.shm_heap() ? "" : ", no shm heap", "\n");
+  const v1::CheckpointPlan& k = p.checkpoint();
+  absl::StrAppend(
+      &out, "  checkpoints:   ",
+      k.every_steps() > 0 ? absl::StrCat("every ", k.every_steps(), " steps") : "at the end only",
+      ", keep ", k.keep(), ", ",
+      k.copies() > 0 ? absl::StrCat("a copy on ", k.copies(), " worker(s)")
+                     : "a copy on every worker",
+      "\n");
+  const v1::InputPlan& in = p.input();
+  std::string eval = "none";
+  if (in.eval() == v1::InputPlan::SOURCE) eval = "data.eval";
+  if (in.eval() == v1::InputPlan::HELD_OUT) {
+    eval = absl::StrFormat("%g of data.train held out", in.eval_fraction());
+  }
+  absl::StrAppend(&out, "  input:         eval ", eval, ", sharding ",
+                  v1::AutoShardPolicy_Name(in.auto_shard_policy()),
+                  in.shuffle() ? ", shuffled" : ", not shuffled", "; summaries every ",
+                  p.summary_every_steps(), " steps\n");
+  const v1::RestartPlan& r = p.restart();
+  absl::StrAppend(&out, "  restarts:      ", r.max_restarts(), " allowed");
+  if (r.min_workers() > 0) {
+    absl::StrAppend(
+        &out, "; elastic: at least ", r.min_workers(), " workers, at most ",
+        r.max_workers() > 0 ? absl::StrCat(r.max_workers()) : "every ALIVE training worker",
+        ", replacement timeout ", Ms(r.replacement_timeout_ms()));
+  }
+  absl::StrAppend(&out, "\n");
+  return out;
+}
+
 }  // namespace
 
 bool JobEnded(v1::JobState state) {
@@ -155,7 +211,7 @@ std::string FormatJobDescription(const v1::GetJobResponse& r) {
   std::string out = absl::StrCat("Job:       ", j.id(), " (", j.name(), ")\n",
                                  "State:     ", v1::JobState_Name(j.state()), "\n");
   if (!j.reason().empty()) absl::StrAppend(&out, "Reason:    ", j.reason(), "\n");
-  const int max_restarts = r.spec().restart_policy().max_restarts();
+  const int max_restarts = r.plan().restart().max_restarts();
   absl::StrAppend(&out, "Attempt:   ", j.attempt(),
                   max_restarts > 0 ? absl::StrCat(" (restarts: ", j.restarts(), " of ",
                                                   max_restarts, " allowed)")
@@ -165,10 +221,11 @@ std::string FormatJobDescription(const v1::GetJobResponse& r) {
     absl::StrAppend(&out, "Restored:  from the checkpoint of step ", j.progress().restored_step(),
                     "\n");
   }
-  absl::StrAppend(&out, "Strategy:  ", v1::StrategyKind_Name(r.spec().strategy()),
-                  ", global batch ", r.spec().global_batch_size(), "\n",
+  absl::StrAppend(&out, "Batch:     ", r.spec().global_batch_size(), " (global)\n",
                   "Created:   ", absl::FormatTime(absl::FromUnixMicros(j.created_unix_micros())),
                   "\n");
+  absl::StrAppend(&out, r.has_plan() ? FormatPlan(r.plan(), r.spec())
+                                     : "Plan:      none (a job stored before job plans)\n");
   absl::StrAppend(&out, GpuMemoryLine(r));
   absl::StrAppend(&out, "Progress:\n  ", FormatJobResult(j));
   absl::StrAppend(&out, "Transitions:\n");

@@ -29,7 +29,9 @@ absl::StatusOr<v1::JobSpec> ReadJobSpecFile(const std::string& path);
 // One row per job: ID, NAME, STATE, ATTEMPT, STEP, LOSS, EVAL ACC, AGE, REASON.
 std::string FormatJobsTable(const std::vector<v1::JobRecord>& jobs, absl::Time now);
 
-// Everything about one job: state, reason, transitions, progress, per-worker reports, spec.
+// Everything about one job: state, reason, its plan's decisions (strategy, replicas,
+// communication backend with AUTO resolved, packs and timeout, checkpoints, input, restarts),
+// transitions, progress, per-worker reports.
 std::string FormatJobDescription(const v1::GetJobResponse& job);
 // The hang verdict and stragglers of a running job ("" when it has none), each line after
 // `prefix`: "HANG:      all-reduce #12 (4 MiB): ...", "STRAGGLER: worker/2: ...".

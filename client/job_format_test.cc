@@ -109,6 +109,74 @@ TEST(JobFormatTest, DescribeShowsTheGpuMemoryPeak) {
                               "/gpu:0)\n"));
 }
 
+// describe shows what the spec was lowered to, in a few lines: the strategy and workers, the
+// replicas, the backend (saying when AUTO chose it), packs and timeout, checkpoints, the
+// evaluation input and the restart policy as the plan filled it.
+TEST(JobFormatTest, DescribeShowsThePlansDecisions) {
+  v1::GetJobResponse r;
+  r.mutable_job()->set_id("job-000005");
+  r.mutable_job()->set_state(v1::PENDING);
+  r.mutable_spec()->set_global_batch_size(64);
+  EXPECT_THAT(FormatJobDescription(r),
+              HasSubstr("Plan:      none (a job stored before job plans)"));
+  v1::JobPlan& p = *r.mutable_plan();
+  p.set_version(2);
+  p.set_strategy(v1::MULTI_WORKER_MIRRORED);
+  p.mutable_devices()->set_kind(v1::DevicePlan::GPU);
+  p.mutable_communication()->set_backend(v1::CommunicationPlan::NCCL);
+  p.mutable_communication()->set_bytes_per_pack(4 << 20);
+  p.mutable_communication()->set_timeout_ms(60000);
+  p.mutable_communication()->set_hierarchical(true);
+  p.mutable_communication()->set_shm_heap(true);
+  p.mutable_checkpoint()->set_every_steps(50);
+  p.mutable_checkpoint()->set_keep(5);
+  p.mutable_input()->set_eval(v1::InputPlan::HELD_OUT);
+  p.mutable_input()->set_eval_fraction(0.2);
+  p.mutable_input()->set_auto_shard_policy(v1::AUTO);
+  p.mutable_input()->set_shuffle(true);
+  p.set_summary_every_steps(10);
+  p.mutable_restart()->set_max_restarts(3);
+  p.mutable_restart()->set_min_workers(2);
+  p.mutable_restart()->set_replacement_timeout_ms(10000);
+  std::string text = FormatJobDescription(r);
+  EXPECT_THAT(text, HasSubstr("Attempt:   0 (restarts: 0 of 3 allowed)\n"));
+  EXPECT_THAT(text, HasSubstr("Plan:      version 2, MULTI_WORKER_MIRRORED on every ALIVE training "
+                              "worker\n"));
+  EXPECT_THAT(text, HasSubstr("  replicas:      one per GPU device of each worker\n"));
+  EXPECT_THAT(text, HasSubstr("  communication: NCCL (from AUTO), packs 4.0 MiB, timeout 1m, "
+                              "hierarchical\n"));
+  EXPECT_THAT(text, HasSubstr("  checkpoints:   every 50 steps, keep 5, a copy on every worker\n"));
+  EXPECT_THAT(text, HasSubstr("  input:         eval 0.2 of data.train held out, sharding AUTO, "
+                              "shuffled; summaries every 10 steps\n"));
+  EXPECT_THAT(text, HasSubstr("  restarts:      3 allowed; elastic: at least 2 workers, at most "
+                              "every ALIVE training worker, replacement timeout 10s\n"));
+
+  // Chosen by the spec, not AUTO; one device; the other eval inputs.
+  r.mutable_spec()->mutable_communication()->set_implementation(v1::CommunicationSpec::RING);
+  p.set_strategy(v1::ONE_DEVICE);
+  p.set_workers(1);
+  p.mutable_devices()->set_kind(v1::DevicePlan::CPU);
+  p.mutable_devices()->set_per_worker(1);
+  p.mutable_communication()->set_backend(v1::CommunicationPlan::LOCKSTEP_RING);
+  p.mutable_communication()->set_bytes_per_pack(1536 << 10);
+  p.mutable_communication()->set_hierarchical(false);
+  p.mutable_communication()->set_encrypt(true);
+  p.mutable_checkpoint()->set_every_steps(0);
+  p.mutable_checkpoint()->set_copies(1);
+  p.mutable_input()->set_eval(v1::InputPlan::SOURCE);
+  p.mutable_restart()->set_min_workers(0);
+  text = FormatJobDescription(r);
+  EXPECT_THAT(text, HasSubstr("Plan:      version 2, ONE_DEVICE on 1 worker(s)\n"));
+  EXPECT_THAT(text, HasSubstr("  replicas:      1 CPU per worker\n"));
+  EXPECT_THAT(text, HasSubstr("  communication: LOCKSTEP_RING, packs 1.5 MiB, timeout 1m, flat, "
+                              "encrypted\n"));
+  EXPECT_THAT(text, HasSubstr("  checkpoints:   at the end only, keep 5, a copy on 1 worker(s)\n"));
+  EXPECT_THAT(text, HasSubstr("  input:         eval data.eval,"));
+  EXPECT_THAT(text, HasSubstr("  restarts:      3 allowed\n"));
+  p.mutable_input()->set_eval(v1::InputPlan::NONE);
+  EXPECT_THAT(FormatJobDescription(r), HasSubstr("  input:         eval none,"));
+}
+
 // --output=json: an indented object for one answer; one line per object for streams.
 TEST(JobFormatTest, JsonIndentedOrOnOneLine) {
   v1::JobRecord j;

@@ -69,6 +69,7 @@ grpc::Status GrpcWorkerService::RegisterWorker(grpc::ServerContext* ctx,
   r.devices.assign(request->devices().begin(), request->devices().end());
   r.incarnation = request->incarnation();
   r.identity = identity;
+  r.protocol_version = request->protocol_version();  // 0 from a worker that sends none
   absl::StatusOr<Registration> reg = membership_->Register(r);
   if (!reg.ok()) {
     spdlog::warn("RegisterWorker from {} refused: {}", ctx->peer(), reg.status().ToString());

@@ -19,11 +19,12 @@ bool IsRelayedFailure(absl::string_view failure) {
   return absl::StrContains(failure, "peer rank") || absl::StrContains(failure, "left the group");
 }
 
-JobAttempt::JobAttempt(std::string job_id, int attempt, v1::JobSpec spec,
+JobAttempt::JobAttempt(std::string job_id, int attempt, v1::JobSpec spec, v1::JobPlan plan,
                        std::vector<AttemptWorker> workers, absl::Time started)
     : job_id_(std::move(job_id)),
       attempt_(attempt),
       spec_(std::move(spec)),
+      plan_(std::move(plan)),
       workers_(std::move(workers)),
       started_(started) {}
 

@@ -31,6 +31,7 @@
 #include "coordinator/membership.h"
 #include "lockstep/v1/assignment.pb.h"
 #include "lockstep/v1/cluster.pb.h"
+#include "lockstep/v1/job_plan.pb.h"
 #include "lockstep/v1/job_spec.pb.h"
 
 namespace lockstep {
@@ -54,8 +55,10 @@ class JobAttempt {
   // What the workers' reports say of the attempt.
   enum class Outcome { kUndecided, kSucceeded, kFailed, kPreempted };
 
-  JobAttempt(std::string job_id, int attempt, v1::JobSpec spec, std::vector<AttemptWorker> workers,
-             absl::Time started = absl::InfinitePast());
+  // `spec` as submitted and `plan`, what it was lowered to (restarts, elastic counts and
+  // devices are read from the plan).
+  JobAttempt(std::string job_id, int attempt, v1::JobSpec spec, v1::JobPlan plan,
+             std::vector<AttemptWorker> workers, absl::Time started = absl::InfinitePast());
 
   // ---- Transitions ----
   // A report of one of its workers while RUNNING or FAILING. The chief's is the job's
@@ -108,6 +111,7 @@ class JobAttempt {
   const std::string& job_id() const { return job_id_; }
   int attempt() const { return attempt_; }
   const v1::JobSpec& spec() const { return spec_; }
+  const v1::JobPlan& plan() const { return plan_; }
   State state() const { return state_; }
   const std::vector<AttemptWorker>& workers() const { return workers_; }
   int size() const { return static_cast<int>(workers_.size()); }
@@ -124,6 +128,7 @@ class JobAttempt {
   std::string job_id_;
   int attempt_;
   v1::JobSpec spec_;
+  v1::JobPlan plan_;
   std::vector<AttemptWorker> workers_;  // rank order
   absl::Time started_;
   State state_ = State::kRunning;

@@ -14,7 +14,7 @@ const absl::Time kNow = absl::FromUnixSeconds(1000);
 constexpr absl::Duration kGrace = absl::Seconds(5);
 
 JobAttempt TwoWorkers() {
-  return JobAttempt("job-000001", 2, v1::JobSpec(), {{kW0, 10}, {kW1, 11}});
+  return JobAttempt("job-000001", 2, v1::JobSpec(), v1::JobPlan(), {{kW0, 10}, {kW1, 11}});
 }
 
 v1::JobReport Report(v1::JobReport::Phase phase, int64_t step = 7, const std::string& error = "") {

@@ -100,8 +100,6 @@
 namespace lockstep {
 namespace coordinator {
 
-// restart_policy.replacement_timeout_ms 0.
-constexpr absl::Duration kDefaultReplacementTimeout = absl::Seconds(10);
 // An attempt that fails sooner than this after it started makes the next restart wait
 // (doubling from 0.5 s with each such attempt in a row, up to kMaxRestartBackoff).
 constexpr absl::Duration kQuickFailure = absl::Seconds(10);
@@ -158,7 +156,8 @@ class JobService {
   // max_pending_jobs are queued (RESOURCE_EXHAUSTED), stores spec and plan (durably, before
   // returning) and schedules the job. Returns its id. Every partition carries the plan.
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
-  // NOT_FOUND naming the id.
+  // The job's record, spec, plan (what it was lowered to; for a job stored before plans that
+  // has not ended, what it will run with), reports and evaluator. NOT_FOUND naming the id.
   absl::StatusOr<v1::GetJobResponse> Get(const std::string& id);
   absl::StatusOr<std::vector<v1::JobRecord>> List(int limit);
   // NOT_FOUND; FAILED_PRECONDITION when the job already ended.
@@ -232,9 +231,11 @@ class JobService {
   // The cluster's facts for LowerJobSpec: the ALIVE training workers of `tasks` and their
   // devices, the heartbeat timeout, the limits.
   jobspec::ClusterFacts FactsOf(const std::vector<v1::TaskStatus>& tasks) const;
-  // The plan `record` was stored with; a record from a coordinator from before plans is
-  // lowered again (ClusterFacts::check_workers false). INVALID_ARGUMENT naming why a spec
-  // no longer lowers; DATA_LOSS when the stored plan cannot be parsed.
+  // The plan `record` was stored with, brought to this version (jobspec::UpgradePlan: an
+  // older plan's missing sections decided from `spec`); a record from a coordinator from
+  // before plans is lowered again (ClusterFacts::check_workers false). INVALID_ARGUMENT
+  // naming why a spec no longer lowers; FAILED_PRECONDITION for a plan of a newer
+  // coordinator (naming both versions); DATA_LOSS when the stored plan cannot be parsed.
   absl::StatusOr<v1::JobPlan> PlanOf(const v1::JobRecord& record, const v1::JobSpec& spec) const;
   // Starts the queued jobs that can start, oldest first (Scheduler), after letting go of the
   // workers that left ended attempts.
@@ -256,8 +257,8 @@ class JobService {
                    const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushLocked(const TaskRef& task, uint64_t incarnation, v1::Assignment a)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What the attempt after `job` needs: `workers`, and for an elastic job (restart_policy.
-  // min_workers) fewer after the replacement timeout.
+  // What the attempt after `job` needs: `workers`, and for an elastic job (its plan's
+  // restart.min_workers) fewer after the plan's replacement timeout.
   WorkerNeed RestartNeedLocked(const JobAttempt& job, int workers) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Elastic jobs running on fewer than their most workers while training workers are idle:

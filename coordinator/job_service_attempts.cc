@@ -136,7 +136,7 @@ void JobService::Tick() {
 void JobService::FailLocked(const std::string& id, const std::string& reason) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
-  const int max_restarts = it->second.spec().restart_policy().max_restarts();
+  const int max_restarts = it->second.plan().restart().max_restarts();
   absl::StatusOr<v1::JobRecord> record = store_->Get(id);
   if (record.ok() && record->restarts() < max_restarts) {
     WorkerNeed need = RestartNeedLocked(it->second, it->second.size());
@@ -170,13 +170,10 @@ void JobService::FailLocked(const std::string& id, const std::string& reason) {
 WorkerNeed JobService::RestartNeedLocked(const JobAttempt& job, int workers) const {
   WorkerNeed need;
   need.workers = workers;
-  const v1::RestartPolicy& policy = job.spec().restart_policy();
-  if (policy.min_workers() > 0) {
-    need.min_workers = policy.min_workers();
-    const absl::Duration timeout = policy.replacement_timeout_ms() > 0
-                                       ? absl::Milliseconds(policy.replacement_timeout_ms())
-                                       : kDefaultReplacementTimeout;
-    need.shrink_after = clock_->Now() + timeout;
+  const v1::RestartPlan& restart = job.plan().restart();
+  if (restart.min_workers() > 0) {
+    need.min_workers = restart.min_workers();
+    need.shrink_after = clock_->Now() + absl::Milliseconds(restart.replacement_timeout_ms());
   }
   return need;
 }
@@ -188,24 +185,23 @@ void JobService::GrowLocked(const std::vector<v1::TaskStatus>& tasks) {
   const int alive = static_cast<int>(workers.alive.size());
   if (idle == 0) return;
   for (auto& [id, job] : active_) {
-    const v1::JobSpec& spec = job.spec();
-    if (spec.restart_policy().min_workers() <= 0 || job.resize_to() > 0 ||
+    const v1::RestartPlan& restart = job.plan().restart();
+    if (restart.min_workers() <= 0 || job.resize_to() > 0 ||
         job.state() != JobAttempt::State::kRunning) {
       continue;
     }
-    int most = spec.restart_policy().max_workers() > 0 ? spec.restart_policy().max_workers()
-               : spec.num_workers() > 0                ? spec.num_workers()
-                                                       : alive;
-    most = std::min(most, job.size() + idle);
-    // Replicas per worker as the chief has them; a count is usable when they divide the
-    // global batch.
+    // The plan's most (0: every ALIVE training worker), as far as idle workers allow.
+    const int most =
+        std::min(restart.max_workers() > 0 ? restart.max_workers() : alive, job.size() + idle);
+    // Replicas per worker as the plan puts them on the chief; a count is usable when they
+    // divide the global batch.
     int per_worker = 1;
     for (const v1::TaskStatus& t : tasks) {
-      if (RefOf(t) == job.workers()[0].task) per_worker = ReplicaDevices(t, spec.gpus());
+      if (RefOf(t) == job.workers()[0].task) per_worker = ReplicasOn(t, job.plan().devices());
     }
     int target = 0;
     for (int c = most; c > job.size(); --c) {
-      if (spec.global_batch_size() % (static_cast<int64_t>(c) * per_worker) == 0) {
+      if (job.spec().global_batch_size() % (static_cast<int64_t>(c) * per_worker) == 0) {
         target = c;
         break;
       }

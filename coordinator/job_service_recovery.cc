@@ -1,8 +1,8 @@
 // JobService, recovery and the store: re-adopting a restarted coordinator's RUNNING attempts
-// and queueing its PENDING and RESTARTING jobs (a job stored before plans is lowered now or
-// FAILED naming why), the writes the store did not take (kept unsaved, retried with a
-// backoff, shown overlaid), and retiring ended jobs beyond retained_jobs. Thread model:
-// job_service.h (one mutex).
+// and queueing its PENDING and RESTARTING jobs (a job stored before plans is lowered now, an
+// older plan brought to this version, or the job FAILED naming why), the writes the store did not
+// take (kept unsaved, retried with a backoff, shown overlaid), and retiring ended jobs beyond
+// retained_jobs. Thread model: job_service.h (one mutex).
 #include <algorithm>
 #include <utility>
 
@@ -24,20 +24,20 @@ absl::Status JobService::Recover() {
   retire_due_ = true;  // a store kept by a coordinator with a longer retention is trimmed
   const absl::Time now = clock_->Now();
   for (const v1::JobRecord& job : jobs) {
-    v1::JobSpec stored;
-    if (!IsTerminalJobState(job.state()) && job.plan().empty() &&
-        stored.ParseFromString(job.spec())) {
-      // Stored by a coordinator from before plans: lowered now (again at its next start), or
-      // FAILED naming why its spec no longer lowers.
-      if (absl::Status lowered = PlanOf(job, stored).status(); !lowered.ok()) {
-        const std::string why(lowered.message());
-        SaveStateLocked(job.id(), v1::FAILED, why);
-        ChangedLocked(job.id(), absl::StrCat("FAILED: ", why));
-        continue;
-      }
+    if (IsTerminalJobState(job.state())) continue;
+    // The plan it runs with: as stored, brought to this version, or (stored before plans)
+    // lowered now, again at its next start; FAILED naming why when there is none.
+    v1::JobSpec spec;
+    absl::StatusOr<v1::JobPlan> plan =
+        spec.ParseFromString(job.spec()) ? PlanOf(job, spec)
+                                         : absl::DataLossError("the stored spec cannot be parsed");
+    if (!plan.ok()) {
+      const std::string why(plan.status().message());
+      SaveStateLocked(job.id(), v1::FAILED, why);
+      ChangedLocked(job.id(), absl::StrCat("FAILED: ", why));
+      continue;
     }
-    if (job.state() == v1::RUNNING && job.attempt_workers_size() > 0 &&
-        stored.ParseFromString(job.spec())) {
+    if (job.state() == v1::RUNNING && job.attempt_workers_size() > 0) {
       // Its workers train on (the data plane needs no coordinator) and register again with
       // their incarnations; their reports take the attempt on from here. One that does not
       // come back within the failure grace is lost, as any other.
@@ -45,8 +45,8 @@ absl::Status JobService::Recover() {
       for (const v1::AttemptWorkerRecord& w : job.attempt_workers()) {
         workers.push_back(AttemptWorker{TaskRef{w.task_type(), w.task_index()}, w.incarnation()});
       }
-      active_.insert_or_assign(job.id(), JobAttempt(job.id(), job.attempt(), std::move(stored),
-                                                    std::move(workers), now));
+      active_.insert_or_assign(job.id(), JobAttempt(job.id(), job.attempt(), std::move(spec),
+                                                    *std::move(plan), std::move(workers), now));
       if (job.has_attempt_evaluator()) {
         // Its evaluator too: busy, its reports and key-value access count, and it is lost
         // only as the workers are, when it has not registered again within the grace.
@@ -62,9 +62,7 @@ absl::Status JobService::Recover() {
     if (job.state() == v1::RUNNING) {
       // Its attempt is not stored (a record from an older coordinator): the restart policy
       // decides.
-      v1::JobSpec spec;
-      const int max_restarts =
-          spec.ParseFromString(job.spec()) ? spec.restart_policy().max_restarts() : 0;
+      const int max_restarts = plan->restart().max_restarts();
       const std::string why = absl::StrCat(
           "coordinator restarted while the job was running "
           "(attempt ",

@@ -41,7 +41,7 @@ absl::StatusOr<v1::JobPlan> JobService::PlanOf(const v1::JobRecord& record,
     if (!plan.ParseFromString(record.plan())) {
       return absl::DataLossError("the stored job plan cannot be parsed");
     }
-    return plan;
+    return jobspec::UpgradePlan(std::move(plan), spec);
   }
   // Stored by a coordinator from before plans: its spec was accepted against the workers
   // then; the spec's rules and the decisions are made now.
@@ -89,6 +89,12 @@ absl::StatusOr<v1::GetJobResponse> JobService::Get(const std::string& id) {
   OverlayUnsavedLocked(*out.mutable_job());
   if (!out.mutable_spec()->ParseFromString(out.job().spec())) {
     return absl::DataLossError(absl::StrCat("job ", id, ": stored spec cannot be parsed"));
+  }
+  // A job stored before plans that ended never had one: none is made up for it.
+  if (!out.job().plan().empty() || !IsTerminalJobState(out.job().state())) {
+    if (absl::StatusOr<v1::JobPlan> plan = PlanOf(out.job(), out.spec()); plan.ok()) {
+      *out.mutable_plan() = *std::move(plan);
+    }
   }
   const JobAttempt* attempt = nullptr;
   if (auto it = active_.find(id); it != active_.end()) {
@@ -184,7 +190,6 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     ChangedLocked(id, absl::StrCat("FAILED: ", why));
     return true;
   }
-  const bool gpus = plan->devices().kind() == v1::DevicePlan::GPU;
   const WorkerNeed need = scheduler_.NeedFor(id, *plan);
   if (clock_->Now() < need.not_before) return false;  // backing off; the others wait too
   auto busy = [this](const TaskRef& t) ABSL_NO_THREAD_SAFETY_ANALYSIS { return IsBusyLocked(t); };
@@ -194,8 +199,8 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   if (!chosen.has_value() && need.min_workers > 0 && need.workers > 0 &&
       clock_->Now() >= need.shrink_after) {
     // Elastic: no replacement came in time; go on with the workers there are.
-    chosen =
-        ChooseElastic(need.workers, need.min_workers, spec.global_batch_size(), tasks, busy, gpus);
+    chosen = ChooseElastic(need.workers, need.min_workers, spec.global_batch_size(), tasks, busy,
+                           plan->devices());
     if (chosen.has_value()) {
       shrunk = absl::StrCat("; ", chosen->size(), " of ", need.workers,
                             " workers: no replacement came within "
@@ -212,7 +217,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   std::vector<std::string> names;
   std::vector<AttemptWorker> workers;
   for (const v1::TaskStatus* t : *chosen) {
-    slots.push_back(WorkerSlot{RefOf(*t), t->address(), ReplicaDevices(*t, gpus)});
+    slots.push_back(WorkerSlot{RefOf(*t), t->address(), ReplicasOn(*t, plan->devices())});
     names.push_back(RefOf(*t).ToString());
     workers.push_back(AttemptWorker{RefOf(*t), t->incarnation()});
   }
@@ -220,7 +225,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
   std::optional<WorkerSlot> evaluator_slot;
   if (evaluator != nullptr) evaluator_slot = WorkerSlot{RefOf(*evaluator), evaluator->address()};
   absl::StatusOr<std::vector<v1::Partition>> parts =
-      MakePartitions(id, attempt, spec, slots, NewJobSecret(), evaluator_slot);
+      MakePartitions(id, attempt, spec, *plan, slots, NewJobSecret(), evaluator_slot);
   if (!parts.ok()) {
     const std::string why = std::string(parts.status().message());
     SaveStateLocked(id, v1::FAILED, why);
@@ -228,10 +233,7 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     ChangedLocked(id, absl::StrCat("FAILED: ", why));
     return true;
   }
-  for (v1::Partition& p : *parts) {
-    p.set_job_uid(JobUid(record));
-    *p.mutable_plan() = *plan;
-  }
+  for (v1::Partition& p : *parts) p.set_job_uid(JobUid(record));
   if (evaluator != nullptr) names.push_back(RefOf(*evaluator).ToString() + " (evaluating)");
   const std::string message =
       absl::StrCat("RUNNING on ", absl::StrJoin(names, ", "), " (attempt ", attempt, shrunk, ")");
@@ -282,8 +284,8 @@ bool JobService::TryStartLocked(const v1::JobRecord& record,
     PushLocked(workers[i].task, workers[i].incarnation, std::move(a));
   }
   ended_.erase(id);
-  active_.insert_or_assign(
-      id, JobAttempt(id, attempt, std::move(spec), std::move(workers), clock_->Now()));
+  active_.insert_or_assign(id, JobAttempt(id, attempt, std::move(spec), *std::move(plan),
+                                          std::move(workers), clock_->Now()));
   ChangedLocked(id, message);
   return true;
 }

@@ -127,6 +127,14 @@ class JobServiceTest : public ::testing::Test {
     jobs_->OnReports(t, {r});
   }
   void Beat(const TaskRef& t) { ASSERT_TRUE(membership_->Heartbeat(t, incarnations_[t]).ok()); }
+  // `seconds` pass one by one; each, the `alive` workers beat and the service ticks.
+  void Elapse(int seconds, const std::vector<TaskRef>& alive) {
+    for (int s = 0; s < seconds; ++s) {
+      clock_.Advance(absl::Seconds(1));
+      for (const TaskRef& t : alive) Beat(t);
+      jobs_->Tick();
+    }
+  }
   v1::JobState State(const std::string& id) { return jobs_->Get(id)->job().state(); }
   // Two one-device workers, and SmallJob() running on them (each took its partition).
   struct Started {
@@ -1188,6 +1196,89 @@ TEST_F(JobServiceTest, SubmitLowersOnceAndShipsThePlanInEveryPartition) {
   EXPECT_EQ(p0.plan().checkpoint().keep(), 5);
   EXPECT_EQ(p0.plan().SerializeAsString(), p1.plan().SerializeAsString());
   EXPECT_EQ(store_->Get(*id)->plan(), p0.plan().SerializeAsString());
+  // GetJob answers the same plan (what `lockstep describe` shows).
+  absl::StatusOr<v1::GetJobResponse> got = jobs_->Get(*id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->plan().SerializeAsString(), p0.plan().SerializeAsString());
+}
+
+// The coordinator stops and the row of `id` is replaced by `record` (as another version of the
+// coordinator wrote it: its plan as that version lowered it).
+void ReplaceStoredPlan(const std::string& dir, const std::string& id, v1::JobRecord record,
+                       const v1::JobPlan& plan) {
+  record.set_plan(plan.SerializeAsString());
+  ASSERT_TRUE(ReplaceStoredRecord(dir, id, record.SerializeAsString()).ok());
+}
+
+// A RUNNING elastic job whose plan the previous version lowered (plan version 1: no restart
+// section) is re-adopted; its restart decisions are made from its spec as this version's
+// lowering makes them (restart_policy.replacement_timeout_ms 0: 10 s), and GetJob shows the
+// upgraded plan. What version 1 decided is kept.
+TEST_F(JobServiceTest, AJobWithAVersionOnePlanIsReadoptedAndRestartsByItsUpgradedPlan) {
+  const TaskRef w0 = AddWorker(), w1 = AddWorker(), w2 = AddWorker();
+  v1::JobSpec spec = RestartableJob(3, 2, 48);
+  spec.mutable_restart_policy()->set_min_workers(2);  // replacement timeout: the default
+  auto id = jobs_->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  for (const TaskRef& w : {w0, w1, w2}) ASSERT_TRUE(Next(w).has_run());
+  v1::JobPlan old;
+  ASSERT_TRUE(old.ParseFromString(store_->Get(*id)->plan()));
+  old.set_version(1);
+  old.clear_restart();
+  old.mutable_checkpoint()->set_keep(3);  // as version 1 decided it
+  const v1::JobRecord stored = *store_->Get(*id);
+  jobs_.reset();
+  store_.reset();
+  ReplaceStoredPlan(dir_, *id, stored, old);
+  OpenStore();
+  ASSERT_EQ(State(*id), v1::RUNNING) << jobs_->Get(*id)->job().reason();
+  const v1::JobPlan shown = jobs_->Get(*id)->plan();
+  EXPECT_EQ(shown.version(), jobspec::kPlanVersion);
+  EXPECT_EQ(shown.checkpoint().keep(), 3);
+  EXPECT_EQ(shown.restart().max_restarts(), 2);
+  EXPECT_EQ(shown.restart().min_workers(), 2);
+  EXPECT_EQ(shown.restart().max_workers(), 3);
+  EXPECT_EQ(shown.restart().replacement_timeout_ms(), 10000);
+  // The workers are back and report; then worker/2 is lost.
+  for (const TaskRef& w : {w0, w1, w2}) Report(w, *id, 1, v1::JobReport::TRAINING, 3);
+  Elapse(5, {w0, w1});  // to the end of the re-adoption's grace; worker/2 silent
+  ASSERT_EQ(State(*id), v1::RESTARTING) << jobs_->Get(*id)->job().reason();
+  EXPECT_THAT(jobs_->Get(*id)->job().reason(), HasSubstr("restart 1 of 2"));
+  Report(w0, *id, 1, v1::JobReport::ABORTED, 7);
+  Report(w1, *id, 1, v1::JobReport::ABORTED, 7);
+  Elapse(9, {w0, w1});
+  EXPECT_EQ(State(*id), v1::RESTARTING);  // no replacement: still waiting after 9 s
+  Elapse(1, {w0, w1});                    // 10 s: the upgraded plan's replacement timeout
+  const v1::JobRecord shrunk = jobs_->Get(*id)->job();
+  ASSERT_EQ(shrunk.state(), v1::RUNNING) << shrunk.reason();
+  EXPECT_THAT(shrunk.reason(), HasSubstr("of 3 workers: no replacement came within"));
+}
+
+// A plan a newer coordinator stored (a version this one does not know) is not half-read: the
+// job is FAILED naming both versions, and the others run.
+TEST_F(JobServiceTest, AJobWithAPlanOfANewerCoordinatorFailsNamingBothVersions) {
+  auto newer = jobs_->Submit(SmallJob());
+  auto other = jobs_->Submit(SmallJob());
+  ASSERT_TRUE(newer.ok() && other.ok());
+  v1::JobPlan plan;
+  ASSERT_TRUE(plan.ParseFromString(store_->Get(*newer)->plan()));
+  plan.set_version(jobspec::kPlanVersion + 1);
+  const v1::JobRecord stored = *store_->Get(*newer);
+  jobs_.reset();
+  store_.reset();
+  ReplaceStoredPlan(dir_, *newer, stored, plan);
+  OpenStore();
+  v1::JobRecord job = jobs_->Get(*newer)->job();
+  EXPECT_EQ(job.state(), v1::FAILED);
+  EXPECT_THAT(job.reason(),
+              HasSubstr(absl::StrCat("plan has version ", jobspec::kPlanVersion + 1)));
+  EXPECT_THAT(job.reason(), HasSubstr(absl::StrCat("knows versions 1 to ", jobspec::kPlanVersion)));
+  EXPECT_THAT(job.reason(), HasSubstr("stored by a newer coordinator"));
+  const TaskRef w0 = AddWorker(), w1 = AddWorker();
+  jobs_->Tick();
+  EXPECT_EQ(State(*other), v1::RUNNING);
+  EXPECT_EQ(Next(w0).run().job_id(), *other);
+  (void)w1;
 }
 
 // A record stored by a coordinator from before plans (no plan in its row) is lowered when the

@@ -100,6 +100,12 @@ absl::Status Membership::CheckBindingLocked(const TaskRef& task,
 }
 
 absl::StatusOr<Registration> Membership::Register(const RegisterRequest& request) {
+  // First: a worker of another version may mean anything by the fields below.
+  LS_RETURN_IF_ERROR(CheckProtocolVersion(
+      request.protocol_version,
+      absl::StrCat(request.task.has_value() ? request.task->ToString() : "the worker", " at ",
+                   request.address,
+                   request.identity.empty() ? "" : absl::StrCat(" (", request.identity, ")"))));
   if (request.incarnation == 0) {
     return absl::InvalidArgumentError("incarnation: must be a non-zero random number");
   }

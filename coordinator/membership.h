@@ -46,6 +46,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/protocol_version.h"
 #include "common/tf_config.h"
 #include "lockstep/v1/cluster.pb.h"
 
@@ -68,6 +69,9 @@ struct RegisterRequest {
   std::vector<v1::Device> devices;
   uint64_t incarnation = 0;  // non-zero
   std::string identity;      // the caller's certificate identity; "" when not known
+  // The wire protocol it speaks (RegisterWorkerRequest.protocol_version, 0 when a worker
+  // from before the field sent none); only kProtocolVersion registers.
+  int32_t protocol_version = kProtocolVersion;
 };
 
 struct Registration {
@@ -83,11 +87,12 @@ class Membership {
  public:
   Membership(MembershipOptions options, Clock* clock);
 
-  // Errors: INVALID_ARGUMENT (incarnation 0, unknown task type, negative index, address
-  // not host:port), PERMISSION_DENIED (the task is bound to another identity),
-  // ALREADY_EXISTS (task held by another live incarnation, or address used by another live
-  // task of the same identity), RESOURCE_EXHAUSTED (index at or past max_task_index, no
-  // free worker index, or the identity holds max_tasks_per_identity tasks).
+  // Errors: FAILED_PRECONDITION (a protocol version other than this coordinator's, both
+  // named: common/protocol_version.h), INVALID_ARGUMENT (incarnation 0, unknown task type,
+  // negative index, address not host:port), PERMISSION_DENIED (the task is bound to another
+  // identity), ALREADY_EXISTS (task held by another live incarnation, or address used by another
+  // live task of the same identity), RESOURCE_EXHAUSTED (index at or past max_task_index, no free
+  // worker index, or the identity holds max_tasks_per_identity tasks).
   absl::StatusOr<Registration> Register(const RegisterRequest& request);
 
   // Records liveness (a job's progress rides in the heartbeat's reports, which the

@@ -1,5 +1,6 @@
 #include "coordinator/membership.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -44,6 +45,32 @@ TEST_F(MembershipTest, StaticRegistrationAndStatus) {
   EXPECT_EQ(StateOf(kW1), v1::ALIVE);
   // Worker 0 is missing: the cluster has a gap (an empty address at index 0).
   EXPECT_EQ(r->cluster.at("worker"), (std::vector<std::string>{"", "h:1"}));
+}
+
+// Only a worker of this coordinator's protocol version registers; another version, or none
+// (a worker from before the field: 0), is refused naming both, and nothing is held.
+TEST_F(MembershipTest, OnlyWorkersOfThisProtocolVersionRegister) {
+  for (const int32_t version : {0, kProtocolVersion + 1}) {
+    RegisterRequest r;
+    r.task = kW0;
+    r.incarnation = 7;
+    r.address = "h:1";
+    r.identity = "node-a";
+    r.protocol_version = version;
+    absl::Status refused = members_.Register(r).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+    EXPECT_THAT(refused.message(), HasSubstr("worker/0 at h:1 (node-a)"));
+    EXPECT_THAT(refused.message(), HasSubstr(absl::StrCat("protocol version ", version)));
+    EXPECT_THAT(refused.message(), HasSubstr(absl::StrCat("speaks version ", kProtocolVersion)));
+    EXPECT_EQ(StateOf(kW0), v1::TASK_STATE_UNSPECIFIED);
+  }
+  RegisterRequest same;
+  same.incarnation = 7;
+  same.address = "h:1";
+  same.protocol_version = kProtocolVersion;
+  absl::StatusOr<Registration> r = members_.Register(same);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(StateOf(r->task), v1::ALIVE);
 }
 
 TEST_F(MembershipTest, DynamicRegistrationAssignsIndexesInOrder) {

@@ -15,21 +15,20 @@ std::string RendezvousPrefix(const std::string& job_id, int attempt) {
 
 std::string NewJobSecret() { return SecureRandomHex(32); }
 
-int64_t CountReplicas(const v1::JobSpec& spec, const std::vector<WorkerSlot>& workers) {
-  if (jobspec::EffectiveStrategy(spec) == v1::ONE_DEVICE) return workers.empty() ? 0 : 1;
+int64_t CountReplicas(const std::vector<WorkerSlot>& workers) {
   int64_t n = 0;
   for (const WorkerSlot& w : workers) n += std::max(1, w.devices);
   return n;
 }
 
 absl::StatusOr<std::vector<v1::Partition>> MakePartitions(
-    const std::string& job_id, int attempt, const v1::JobSpec& spec,
+    const std::string& job_id, int attempt, const v1::JobSpec& spec, const v1::JobPlan& plan,
     const std::vector<WorkerSlot>& workers, const std::string& secret,
     const std::optional<WorkerSlot>& evaluator) {
   if (workers.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("job ", job_id, ": no worker to run it on"));
   }
-  const int64_t replicas = CountReplicas(spec, workers);
+  const int64_t replicas = CountReplicas(workers);
   LS_RETURN_IF_ERROR(jobspec::CheckBatchDivisible(spec, replicas));
   ClusterMap group;
   for (const WorkerSlot& w : workers) group["worker"].push_back(w.address);
@@ -51,10 +50,10 @@ absl::StatusOr<std::vector<v1::Partition>> MakePartitions(
     p.set_job_id(job_id);
     p.set_attempt(attempt);
     *p.mutable_spec() = spec;
+    *p.mutable_plan() = plan;
     *p.mutable_cluster() = cluster;
     ToProto(TaskRef{"worker", rank}, p.mutable_task());
-    const int local =
-        jobspec::EffectiveStrategy(spec) == v1::ONE_DEVICE ? 1 : std::max(1, workers[rank].devices);
+    const int local = std::max(1, workers[rank].devices);
     for (int i = 0; i < local; ++i) p.add_replica_ids(next_replica++);
     p.set_num_replicas_in_sync(static_cast<int32_t>(replicas));
     p.set_shard_index(rank);

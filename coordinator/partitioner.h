@@ -6,6 +6,8 @@
 // travels typed, in TF_CONFIG's shape (Partition.cluster: {"worker": [registered addresses
 // in rank order], "evaluator": [its address] when there is one}; Partition.task:
 // worker/<rank> or evaluator/0), validated here with TF_CONFIG's rules; no JSON is made.
+// Every partition carries the job's plan (job_plan.proto); how many replicas a worker runs is
+// the plan's decision, counted by the caller into WorkerSlot.devices (scheduler.h ReplicasOn).
 // Stateless functions.
 #ifndef LOCKSTEP_COORDINATOR_PARTITIONER_H_
 #define LOCKSTEP_COORDINATOR_PARTITIONER_H_
@@ -17,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "common/tf_config.h"
 #include "lockstep/v1/assignment.pb.h"
+#include "lockstep/v1/job_plan.pb.h"
 #include "lockstep/v1/job_spec.pb.h"
 
 namespace lockstep {
@@ -26,18 +29,19 @@ namespace coordinator {
 struct WorkerSlot {
   TaskRef task;         // its task in the cluster (e.g. worker/3)
   std::string address;  // its registered host:port
-  int devices = 1;      // replicas it runs (its device count; at least 1)
+  int devices = 1;      // replicas it runs (ReplicasOn: as the plan puts them; at least 1)
 };
 
-// Replicas in sync for `spec` over `workers` (ONE_DEVICE: 1).
-int64_t CountReplicas(const v1::JobSpec& spec, const std::vector<WorkerSlot>& workers);
+// Replicas in sync over `workers`.
+int64_t CountReplicas(const std::vector<WorkerSlot>& workers);
 
 // The training workers' partitions in rank order, then, when `evaluator` is set, the
-// evaluator's (task evaluator/0: the chief's spec, prefix, secret; no replicas, no shard).
+// evaluator's (task evaluator/0: the chief's spec, plan, prefix, secret; no replicas, no
+// shard).
 // INVALID_ARGUMENT when `workers` is empty, the global batch does not split evenly, or the
 // group breaks TF_CONFIG's rules (an address used twice or not host:port, naming it).
 absl::StatusOr<std::vector<v1::Partition>> MakePartitions(
-    const std::string& job_id, int attempt, const v1::JobSpec& spec,
+    const std::string& job_id, int attempt, const v1::JobSpec& spec, const v1::JobPlan& plan,
     const std::vector<WorkerSlot>& workers, const std::string& secret,
     const std::optional<WorkerSlot>& evaluator = std::nullopt);
 

@@ -11,6 +11,15 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// A plan with replicas on every CPU device of a worker.
+v1::JobPlan Plan() {
+  v1::JobPlan plan;
+  plan.set_version(2);
+  plan.set_strategy(v1::MULTI_WORKER_MIRRORED);
+  plan.mutable_devices()->set_kind(v1::DevicePlan::CPU);
+  return plan;
+}
+
 std::vector<WorkerSlot> Workers() {
   return {{TaskRef{"worker", 3}, "10.0.0.3:2222", 2}, {TaskRef{"worker", 5}, "10.0.0.5:2222", 2}};
 }
@@ -18,7 +27,7 @@ std::vector<WorkerSlot> Workers() {
 TEST(PartitionerTest, ReplicasInTaskOrderChiefFirstTypedGroup) {
   v1::JobSpec spec;
   spec.set_global_batch_size(8);
-  auto parts = MakePartitions("job-000007", 2, spec, Workers(), "ab12");
+  auto parts = MakePartitions("job-000007", 2, spec, Plan(), Workers(), "ab12");
   ASSERT_TRUE(parts.ok()) << parts.status();
   ASSERT_EQ(parts->size(), 2u);
   const v1::Partition& p1 = (*parts)[1];
@@ -32,6 +41,7 @@ TEST(PartitionerTest, ReplicasInTaskOrderChiefFirstTypedGroup) {
   EXPECT_EQ(p1.secret(), "ab12");
   for (const v1::Partition& p : *parts) {
     EXPECT_EQ(FromProto(p.cluster()), (ClusterMap{{"worker", {"10.0.0.3:2222", "10.0.0.5:2222"}}}));
+    EXPECT_EQ(p.plan().SerializeAsString(), Plan().SerializeAsString());
   }
   absl::StatusOr<TfConfig> tf = TfConfigFromProto(p1.cluster(), p1.task());
   ASSERT_TRUE(tf.ok()) << tf.status();
@@ -46,7 +56,7 @@ TEST(PartitionerTest, TheEvaluatorIsInTheGroupAndGetsTheLastPartition) {
   v1::JobSpec spec;
   spec.set_global_batch_size(8);
   const WorkerSlot evaluator{TaskRef{"evaluator", 4}, "10.0.0.9:2222", 1};
-  auto parts = MakePartitions("job-000007", 1, spec, Workers(), "ab12", evaluator);
+  auto parts = MakePartitions("job-000007", 1, spec, Plan(), Workers(), "ab12", evaluator);
   ASSERT_TRUE(parts.ok()) << parts.status();
   ASSERT_EQ(parts->size(), 3u);
   const v1::Partition& e = parts->back();
@@ -70,18 +80,24 @@ TEST(PartitionerTest, AnAddressUsedTwiceIsRefusedNamingIt) {
   v1::JobSpec spec;
   spec.set_global_batch_size(8);
   const WorkerSlot evaluator{TaskRef{"evaluator", 0}, "10.0.0.5:2222", 1};
-  auto parts = MakePartitions("job-000007", 3, spec, Workers(), "s", evaluator);
+  auto parts = MakePartitions("job-000007", 3, spec, Plan(), Workers(), "s", evaluator);
   EXPECT_EQ(parts.status().code(), absl::StatusCode::kInvalidArgument) << parts.status();
   EXPECT_THAT(parts.status().message(), HasSubstr("job job-000007 attempt 3"));
   EXPECT_THAT(parts.status().message(), HasSubstr("cluster.worker[1]"));
   EXPECT_THAT(parts.status().message(), HasSubstr("10.0.0.5:2222"));
 }
 
+// The slots count what the plan puts on each worker (ReplicasOn: 1 for ONE_DEVICE).
 TEST(PartitionerTest, OneDeviceIsOneReplica) {
   v1::JobSpec spec;
   spec.set_strategy(v1::ONE_DEVICE);
   spec.set_global_batch_size(7);
-  auto parts = MakePartitions("j", 1, spec, {Workers()[0]}, "s");
+  v1::JobPlan plan = Plan();
+  plan.set_strategy(v1::ONE_DEVICE);
+  plan.mutable_devices()->set_per_worker(1);
+  WorkerSlot one = Workers()[0];
+  one.devices = 1;
+  auto parts = MakePartitions("j", 1, spec, plan, {one}, "s");
   ASSERT_TRUE(parts.ok()) << parts.status();
   EXPECT_THAT((*parts)[0].replica_ids(), ElementsAre(0));
   EXPECT_EQ((*parts)[0].num_replicas_in_sync(), 1);
@@ -90,11 +106,11 @@ TEST(PartitionerTest, OneDeviceIsOneReplica) {
 TEST(PartitionerTest, BatchMustSplitOverReplicas) {
   v1::JobSpec spec;
   spec.set_global_batch_size(6);
-  auto parts = MakePartitions("j", 1, spec, Workers(), "s");
+  auto parts = MakePartitions("j", 1, spec, Plan(), Workers(), "s");
   EXPECT_EQ(parts.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(parts.status().message(), HasSubstr("global_batch_size: 6"));
   EXPECT_THAT(parts.status().message(), HasSubstr("4 replicas"));
-  absl::Status nobody = MakePartitions("j", 1, spec, {}, "s").status();
+  absl::Status nobody = MakePartitions("j", 1, spec, Plan(), {}, "s").status();
   EXPECT_EQ(nobody.code(), absl::StatusCode::kInvalidArgument) << nobody;
   EXPECT_THAT(nobody.message(), HasSubstr("job j: no worker to run it on"));
 }

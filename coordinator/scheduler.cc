@@ -37,7 +37,9 @@ std::optional<std::vector<const v1::TaskStatus*>> ChooseWorkers(
   return idle;
 }
 
-int ReplicaDevices(const v1::TaskStatus& task, bool gpus) {
+int ReplicasOn(const v1::TaskStatus& task, const v1::DevicePlan& devices) {
+  if (devices.per_worker() > 0) return devices.per_worker();
+  const bool gpus = devices.kind() == v1::DevicePlan::GPU;
   int n = 0;  // a device of no stated kind counts as a CPU device
   for (const v1::Device& d : task.devices()) n += (d.kind() == v1::Device::GPU) == gpus ? 1 : 0;
   return std::max(1, n);
@@ -45,11 +47,11 @@ int ReplicaDevices(const v1::TaskStatus& task, bool gpus) {
 
 std::optional<std::vector<const v1::TaskStatus*>> ChooseElastic(
     int most, int least, int64_t global_batch, const std::vector<v1::TaskStatus>& tasks,
-    const std::function<bool(const TaskRef&)>& busy, bool gpus) {
+    const std::function<bool(const TaskRef&)>& busy, const v1::DevicePlan& devices) {
   std::vector<const v1::TaskStatus*> idle = SchedulableWorkers(tasks, busy).idle;
   for (int c = std::min<int>(most, idle.size()); c >= std::max(1, least); --c) {
     int64_t replicas = 0;
-    for (int i = 0; i < c; ++i) replicas += ReplicaDevices(*idle[i], gpus);
+    for (int i = 0; i < c; ++i) replicas += ReplicasOn(*idle[i], devices);
     if (global_batch % replicas == 0) {
       idle.resize(c);
       return idle;

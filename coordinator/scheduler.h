@@ -42,15 +42,16 @@ std::optional<std::vector<const v1::TaskStatus*>> ChooseWorkers(
     int needed, const std::vector<v1::TaskStatus>& tasks,
     const std::function<bool(const TaskRef&)>& busy);
 
-// The replicas a job runs on `task`: one per device of the job's kind (its GPUs when the job
-// asks for `gpus`, else its CPU devices; a GPU host registers both), at least 1.
-int ReplicaDevices(const v1::TaskStatus& task, bool gpus);
+// The replicas a job whose plan puts them on `devices` runs on `task`: the plan's count per
+// worker (1 for ONE_DEVICE), or one per device of the plan's kind (its GPUs, else its CPU
+// devices; a GPU host registers both), at least 1.
+int ReplicasOn(const v1::TaskStatus& task, const v1::DevicePlan& devices);
 
 // Elastic: the most idle ALIVE training workers, between `least` and `most`, whose replicas
-// (ReplicaDevices) divide `global_batch`; nullopt when no such count is idle.
+// (ReplicasOn) divide `global_batch`; nullopt when no such count is idle.
 std::optional<std::vector<const v1::TaskStatus*>> ChooseElastic(
     int most, int least, int64_t global_batch, const std::vector<v1::TaskStatus>& tasks,
-    const std::function<bool(const TaskRef&)>& busy, bool gpus = false);
+    const std::function<bool(const TaskRef&)>& busy, const v1::DevicePlan& devices);
 
 // What the next attempt of a queued job needs.
 struct WorkerNeed {

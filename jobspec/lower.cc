@@ -17,6 +17,7 @@ constexpr int64_t kDefaultBytesPerPack = int64_t{4} << 20;  // communication.byt
 constexpr int64_t kDefaultTimeoutMs = 60000;                // communication.timeout_ms
 constexpr int kDefaultKeep = 5;                             // checkpoint.keep
 constexpr int64_t kDefaultSummaryEverySteps = 10;           // summaries.every_steps
+constexpr int64_t kDefaultReplacementTimeoutMs = 10000;     // restart_policy.replacement_timeout_ms
 
 // Replicas one worker runs for the job: its devices of the job's kind (at least 1).
 int ReplicasOn(const WorkerFacts& w, bool gpus) {
@@ -40,6 +41,20 @@ int64_t CountReplicas(const v1::JobSpec& spec, const std::vector<int>& slots) {
   return n;
 }
 
+// restart_policy, its defaults filled: the most workers an elastic job grows to (max_workers,
+// else num_workers, else 0: every ALIVE training worker) and the replacement timeout.
+v1::RestartPlan DecideRestart(const v1::JobSpec& spec) {
+  const v1::RestartPolicy& policy = spec.restart_policy();
+  v1::RestartPlan plan;
+  plan.set_max_restarts(policy.max_restarts());
+  plan.set_min_workers(policy.min_workers());
+  plan.set_max_workers(policy.max_workers() > 0 ? policy.max_workers() : spec.num_workers());
+  plan.set_replacement_timeout_ms(policy.replacement_timeout_ms() > 0
+                                      ? policy.replacement_timeout_ms()
+                                      : kDefaultReplacementTimeoutMs);
+  return plan;
+}
+
 // An elastic restart policy (min_workers > 0): the replacement timeout against the
 // heartbeat timeout, and some worker count in the range splitting the global batch.
 absl::Status CheckElastic(const v1::JobSpec& spec, const ClusterFacts& cluster,
@@ -55,9 +70,8 @@ absl::Status CheckElastic(const v1::JobSpec& spec, const ClusterFacts& cluster,
                      "): a lost worker is not even known to be lost by then"));
   }
   const int per_worker = slots.empty() ? 1 : slots[0];
-  const int most = policy.max_workers() > 0 ? policy.max_workers()
-                   : spec.num_workers() > 0 ? spec.num_workers()
-                                            : std::max<int>(slots.size(), policy.min_workers());
+  const int planned = DecideRestart(spec).max_workers();
+  const int most = planned > 0 ? planned : std::max<int>(slots.size(), policy.min_workers());
   std::vector<int> usable, elsewhere;
   for (int c = 1; c <= std::max(most, 2 * most); ++c) {
     if (spec.global_batch_size() % (static_cast<int64_t>(c) * per_worker) != 0) continue;
@@ -170,7 +184,24 @@ absl::StatusOr<v1::JobPlan> LowerJobSpec(const v1::JobSpec& spec, const ClusterF
   plan.mutable_checkpoint()->set_copies(ckpt.copies());
   plan.set_summary_every_steps(spec.summaries().every_steps() > 0 ? spec.summaries().every_steps()
                                                                   : kDefaultSummaryEverySteps);
+  *plan.mutable_restart() = DecideRestart(spec);
   return plan;
+}
+
+absl::StatusOr<v1::JobPlan> UpgradePlan(v1::JobPlan stored, const v1::JobSpec& spec) {
+  if (stored.version() < 1 || stored.version() > kPlanVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the stored job plan has version ", stored.version(),
+        ", and this coordinator knows "
+        "versions 1 to ",
+        kPlanVersion,
+        stored.version() > kPlanVersion
+            ? ": it was stored by a newer coordinator; run that version (or a newer one)"
+            : ": the record is damaged"));
+  }
+  if (stored.version() < 2) *stored.mutable_restart() = DecideRestart(spec);
+  stored.set_version(kPlanVersion);
+  return stored;
 }
 
 }  // namespace jobspec

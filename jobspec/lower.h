@@ -10,7 +10,8 @@
 //      and replicas per worker, collective backend (AUTO: NCCL for GPU replicas, Lockstep's
 //      collectives for CPU ones; distribute/communication_backend.h holds the table), every
 //      default (4 MiB packs, 60 s collective timeout, keep 5 checkpoints, summaries every 10
-//      steps, AUTO sharding), the input's evaluation data (held out, a source, none).
+//      steps, AUTO sharding, a 10 s replacement timeout), the input's evaluation data (held
+//      out, a source, none), the restart policy's counts (max_workers resolved).
 // Every error names the field first ("communication.implementation: ..."), once.
 //
 // Callers: the coordinator at submit (and for a stored job that has no plan yet, from an
@@ -31,8 +32,9 @@
 namespace lockstep {
 namespace jobspec {
 
-// The version LowerJobSpec writes into JobPlan.version; a worker refuses others.
-constexpr int kPlanVersion = 1;
+// The version LowerJobSpec writes into JobPlan.version; a worker refuses others. 2 added
+// JobPlan.restart (UpgradePlan fills it into a stored version-1 plan).
+constexpr int kPlanVersion = 2;
 
 // One ALIVE training worker as the coordinator sees it (its registered devices).
 struct WorkerFacts {
@@ -61,6 +63,13 @@ struct ClusterFacts {
 };
 
 absl::StatusOr<v1::JobPlan> LowerJobSpec(const v1::JobSpec& spec, const ClusterFacts& cluster);
+
+// A plan the coordinator stored at submit, brought to kPlanVersion: the sections an older
+// lowering did not write are decided from `spec` (the one it was lowered from) as
+// LowerJobSpec decides them, and everything it decided is kept. FAILED_PRECONDITION naming
+// both versions for a plan newer than kPlanVersion (written by a newer coordinator) or one
+// without a version.
+absl::StatusOr<v1::JobPlan> UpgradePlan(v1::JobPlan stored, const v1::JobSpec& spec);
 
 }  // namespace jobspec
 }  // namespace lockstep

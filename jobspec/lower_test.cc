@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -269,6 +270,10 @@ TEST(LowerJobSpec, FillsEveryDefault) {
   EXPECT_EQ(plan->checkpoint().keep(), 5);
   EXPECT_EQ(plan->checkpoint().every_steps(), 0);
   EXPECT_EQ(plan->summary_every_steps(), 10);
+  EXPECT_EQ(plan->restart().max_restarts(), 0);
+  EXPECT_EQ(plan->restart().min_workers(), 0);
+  EXPECT_EQ(plan->restart().max_workers(), 0);  // every ALIVE training worker
+  EXPECT_EQ(plan->restart().replacement_timeout_ms(), 10000);
 
   v1::JobSpec given = SmallCsvJob();
   given.set_strategy(v1::ONE_DEVICE);
@@ -302,6 +307,63 @@ TEST(LowerJobSpec, FillsEveryDefault) {
   plan = LowerJobSpec(none, TwoCpuWorkers());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->input().eval(), v1::InputPlan::NONE);
+
+  v1::JobSpec elastic = SmallCsvJob();
+  elastic.set_num_workers(2);
+  elastic.mutable_checkpoint()->set_every_steps(5);
+  elastic.mutable_restart_policy()->set_max_restarts(3);
+  elastic.mutable_restart_policy()->set_min_workers(1);
+  plan = LowerJobSpec(elastic, TwoCpuWorkers());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->restart().max_restarts(), 3);
+  EXPECT_EQ(plan->restart().min_workers(), 1);
+  EXPECT_EQ(plan->restart().max_workers(), 2);  // num_workers
+  EXPECT_EQ(plan->restart().replacement_timeout_ms(), 10000);
+  elastic.mutable_restart_policy()->set_max_workers(4);
+  elastic.mutable_restart_policy()->set_replacement_timeout_ms(20000);
+  plan = LowerJobSpec(elastic, TwoCpuWorkers());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->restart().max_workers(), 4);
+  EXPECT_EQ(plan->restart().replacement_timeout_ms(), 20000);
+}
+
+// A plan stored by an older coordinator is brought to this version: what it decided is kept,
+// the sections it did not have are decided from its spec; a newer or unversioned plan is
+// refused naming both versions.
+TEST(UpgradePlan, FillsWhatAnOlderLoweringLeftOutAndRefusesANewerPlan) {
+  v1::JobSpec spec = SmallCsvJob();
+  spec.set_num_workers(2);
+  spec.mutable_checkpoint()->set_every_steps(5);
+  spec.mutable_restart_policy()->set_max_restarts(2);
+  spec.mutable_restart_policy()->set_min_workers(1);
+  absl::StatusOr<v1::JobPlan> now = LowerJobSpec(spec, TwoCpuWorkers());
+  ASSERT_TRUE(now.ok()) << now.status();
+  v1::JobPlan v1_plan = *now;  // as version 1 wrote it: no restart section
+  v1_plan.set_version(1);
+  v1_plan.clear_restart();
+  v1_plan.mutable_checkpoint()->set_keep(7);  // a decision of its own, kept
+  absl::StatusOr<v1::JobPlan> upgraded = UpgradePlan(v1_plan, spec);
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status();
+  EXPECT_EQ(upgraded->version(), kPlanVersion);
+  EXPECT_EQ(upgraded->checkpoint().keep(), 7);
+  EXPECT_EQ(upgraded->restart().SerializeAsString(), now->restart().SerializeAsString());
+  // A current plan is taken as it is (its restart section is not decided again).
+  v1::JobPlan current = *now;
+  current.mutable_restart()->set_max_restarts(9);
+  upgraded = UpgradePlan(current, spec);
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status();
+  EXPECT_EQ(upgraded->restart().max_restarts(), 9);
+
+  v1::JobPlan newer = *now;
+  newer.set_version(kPlanVersion + 1);
+  absl::Status refused = UpgradePlan(newer, spec).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr(absl::StrCat("version ", kPlanVersion + 1)));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("stored by a newer coordinator"));
+  v1::JobPlan unversioned = *now;
+  unversioned.set_version(0);
+  EXPECT_EQ(UpgradePlan(unversioned, spec).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // AUTO is resolved here, once: NCCL for GPU replicas, Lockstep's collectives for CPU ones.

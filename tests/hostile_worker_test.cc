@@ -26,6 +26,7 @@
 #include "common/certs.h"
 #include "common/grpc_channel.h"
 #include "common/incarnation.h"
+#include "common/protocol_version.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/revoked_certificates.h"
 #include "coordinator/token_table.h"
@@ -87,6 +88,7 @@ class HostileWorkerTest : public ::testing::Test {
     r.mutable_task()->set_index(index);
     r.set_address(absl::StrCat("127.0.0.1:", 32000 + index));
     r.set_incarnation(NewIncarnation());
+    r.set_protocol_version(kProtocolVersion);
     r.add_devices()->set_index(0);
     auto registered = w.RegisterWorker(r);
     EXPECT_TRUE(registered.ok()) << registered.status();

@@ -11,6 +11,7 @@
 #include "client/job_format.h"
 #include "client/job_service_client.h"
 #include "common/cluster_proto.h"
+#include "common/protocol_version.h"
 #include "coordinator/grpc_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -55,6 +56,7 @@ class JobsGrpcTest : public ::testing::Test {
     v1::RegisterWorkerRequest r;
     r.set_address("127.0.0.1:5999");
     r.set_incarnation(42);
+    r.set_protocol_version(kProtocolVersion);
     r.add_devices()->set_index(0);
     v1::RegisterWorkerResponse response;
     ASSERT_TRUE(stub_->RegisterWorker(&ctx, r, &response).ok());
@@ -122,7 +124,12 @@ TEST_F(JobsGrpcTest, PartitionReportsAndWatchToSuccess) {
   EXPECT_EQ(last->job().progress().checkpoint_path(), "/ckpt/ckpt-10");
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.front(), v1::RUNNING);
-  EXPECT_EQ(jobs_->GetJob(*id)->job().state(), v1::SUCCEEDED);
+  absl::StatusOr<v1::GetJobResponse> got = jobs_->GetJob(*id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->job().state(), v1::SUCCEEDED);
+  // GetJob answers the plan the partition carried.
+  EXPECT_EQ(got->plan().SerializeAsString(), a.run().plan().SerializeAsString());
+  EXPECT_EQ(got->plan().strategy(), v1::MULTI_WORKER_MIRRORED);
 
   // Refusals carry the field; a wrong incarnation cannot watch assignments.
   v1::JobSpec bad = SmallJob();
@@ -141,6 +148,31 @@ TEST_F(JobsGrpcTest, PartitionReportsAndWatchToSuccess) {
   server_->Shutdown();
   EXPECT_FALSE(assignments->Read(&a));
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+}
+
+// Over the wire: a worker of another protocol version, or one that sends none (a lockstepd
+// from before the field), is refused at registration naming both versions; nothing is held.
+TEST_F(JobsGrpcTest, RegistrationRefusesAnotherProtocolVersion) {
+  for (const int32_t version : {0, kProtocolVersion + 1}) {
+    grpc::ClientContext ctx;
+    v1::RegisterWorkerRequest r;
+    r.mutable_task()->set_type("worker");
+    r.mutable_task()->set_index(7);
+    r.set_address("127.0.0.1:5998");
+    r.set_incarnation(43);
+    r.set_protocol_version(version);
+    v1::RegisterWorkerResponse response;
+    const grpc::Status s = stub_->RegisterWorker(&ctx, r, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("worker/7 at 127.0.0.1:5998"));
+    EXPECT_THAT(s.error_message(), HasSubstr(absl::StrCat("protocol version ", version)));
+    EXPECT_THAT(s.error_message(),
+                HasSubstr(absl::StrCat("this coordinator speaks version ", kProtocolVersion)));
+  }
+  absl::StatusOr<v1::GetClusterStatusResponse> cluster = jobs_->GetClusterStatus();
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_EQ(cluster->tasks_size(), 1);  // the fixture's worker only
+  EXPECT_EQ(cluster->tasks(0).task().index(), task_.index());
 }
 
 TEST_F(JobsGrpcTest, CancelPushesAbort) {

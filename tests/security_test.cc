@@ -25,6 +25,7 @@
 #include "common/certs.h"
 #include "common/incarnation.h"
 #include "common/net.h"
+#include "common/protocol_version.h"
 #include "coordinator/grpc_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -76,6 +77,7 @@ class SecurityTest : public ::testing::Test {
     r.mutable_task()->set_index(index);
     r.set_address(absl::StrCat("127.0.0.1:", 31000 + index));
     r.set_incarnation(incarnation);
+    r.set_protocol_version(kProtocolVersion);
     return r;
   }
 
@@ -272,6 +274,7 @@ TEST(IdentityBindingTest, OneWorkerCertificateCannotTakeOverTheCluster) {
     r.mutable_task()->set_index(index);
     r.set_address(at);
     r.set_incarnation(NewIncarnation());
+    r.set_protocol_version(kProtocolVersion);
     return r;
   };
   auto attacker = worker("attacker");
@@ -388,6 +391,7 @@ TEST(InsecureTest, EverythingIsAllowedAndStatusSaysSo) {
   v1::RegisterWorkerRequest r;
   r.set_address("127.0.0.1:31000");
   r.set_incarnation(NewIncarnation());
+  r.set_protocol_version(kProtocolVersion);
   EXPECT_TRUE((*daemon)->RegisterWorker(r).ok());
   // Under --insecure either service takes anyone.
   auto jobs =
@@ -490,6 +494,7 @@ TEST(LimitsTest, EveryQuantityACallerControlsIsLimited) {
   v1::RegisterWorkerRequest r;
   r.set_address("127.0.0.1:31000");
   r.set_incarnation(NewIncarnation());
+  r.set_protocol_version(kProtocolVersion);
   auto registered = (*worker)->RegisterWorker(r);
   ASSERT_TRUE(registered.ok()) << registered.status();
   v1::WatchAssignmentsRequest watch;

@@ -171,10 +171,9 @@ int Main(int argc, char** argv) {
   coordinator::WorkerSlot slot;
   slot.task = {"worker", 0};
   slot.address = "127.0.0.1:1";
-  auto partitions =
-      coordinator::MakePartitions(spec->name(), 0, *spec, {slot}, coordinator::NewJobSecret());
+  auto partitions = coordinator::MakePartitions(spec->name(), 0, *spec, *plan, {slot},
+                                                coordinator::NewJobSecret());
   if (!partitions.ok()) return Fail(std::string(partitions.status().message()));
-  *partitions->front().mutable_plan() = *plan;
 
   worker::FakeWorkerServiceClient client;
   worker::JobExecutorOptions options;

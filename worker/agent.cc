@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/incarnation.h"
+#include "common/protocol_version.h"
 #include "spdlog/spdlog.h"
 
 namespace lockstep {
@@ -102,6 +103,7 @@ absl::Status Agent::TryRegister() {
   request.set_address(options_.address);
   for (const v1::Device& d : options_.devices) *request.add_devices() = d;
   request.set_incarnation(options_.incarnation);
+  request.set_protocol_version(kProtocolVersion);
 
   absl::StatusOr<v1::RegisterWorkerResponse> r = client_->RegisterWorker(request);
   if (r.ok()) CheckCoordinatorIncarnation(r->coordinator_incarnation());

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <thread>
 
+#include "common/protocol_version.h"
 #include "gtest/gtest.h"
 #include "worker/fake_worker_service_client.h"
 
@@ -38,8 +39,10 @@ bool Eventually(F pred) {
 TEST(AgentTest, RetriesUntilCoordinatorAnswersThenHeartbeatsAndDeregisters) {
   FakeWorkerServiceClient client;
   std::atomic<int> attempts{0};
+  std::atomic<int32_t> version{-1};
   client.on_register =
       [&](const v1::RegisterWorkerRequest& req) -> absl::StatusOr<v1::RegisterWorkerResponse> {
+    version = req.protocol_version();  // the coordinator takes only its own
     if (++attempts < 4) return absl::UnavailableError("coordinator not up yet");
     v1::RegisterWorkerResponse r;
     *r.mutable_task() = req.task();
@@ -51,6 +54,7 @@ TEST(AgentTest, RetriesUntilCoordinatorAnswersThenHeartbeatsAndDeregisters) {
   std::thread t([&] { result = agent.Run(); });
   ASSERT_TRUE(agent.WaitForState(State::kAlive, Soon()));
   EXPECT_EQ(attempts.load(), 4);
+  EXPECT_EQ(version.load(), kProtocolVersion);
   ASSERT_TRUE(Eventually([&] { return client.calls("Heartbeat") >= 3; }));
   agent.Stop();
   t.join();

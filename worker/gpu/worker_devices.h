@@ -3,7 +3,7 @@
 // the probe shows (gpu_probe.h in lockstepd; a fake in tests). A GPU host registers both, so
 // it serves CPU jobs on its CPUs and GPU jobs (JobSpec.gpus) on its GPUs; the coordinator
 // counts a job's replicas by the devices of its kind (coordinator/scheduler.h:
-// ReplicaDevices). Stateless; thread-safe.
+// ReplicasOn). Stateless; thread-safe.
 #ifndef LOCKSTEP_WORKER_GPU_WORKER_DEVICES_H_
 #define LOCKSTEP_WORKER_GPU_WORKER_DEVICES_H_
 
