@@ -43,6 +43,8 @@ absl::StatusOr<std::shared_ptr<GpuDeviceSet>> GpuDeviceSet::Create(std::shared_p
 GpuDeviceSet::~GpuDeviceSet() {
   // BLAS and kernels before the context they use; every context before the API.
   for (auto& e : entries_) {
+    e->handles.profiler = nullptr;
+    e->profiler.reset();
     e->blas.reset();
     e->kernels.reset();
     e->context.reset();
@@ -69,6 +71,20 @@ absl::StatusOr<const engine::gpu::GpuDevice*> GpuDeviceSet::ForReplica(
         "; LocalDevices::gpus)"));
   }
   return gpu;
+}
+
+absl::StatusOr<engine::gpu::OpProfiler*> GpuDeviceSet::StartProfiling(int index) {
+  for (auto& e : entries_) {
+    if (e->index != index) continue;
+    if (e->profiler == nullptr) {
+      LS_ASSIGN_OR_RETURN(e->profiler,
+                          engine::gpu::OpProfiler::Create(api_.get(), e->context->stream()));
+      e->handles.profiler = e->profiler.get();
+    }
+    return e->profiler.get();
+  }
+  return absl::NotFoundError(
+      absl::StrCat("GpuDeviceSet::StartProfiling: no /gpu:", index, " in this set"));
 }
 
 std::vector<int> GpuDeviceSet::indices() const {
