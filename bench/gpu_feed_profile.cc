@@ -13,7 +13,12 @@
 // of pinned memory (asynchronous), per step. The fake runs the "device" work on the host when
 // it synchronises, inside the step, so the period here is not a GPU's; the counters and the
 // time outside the step are what this measures.
+// --profile_ops: the per-op table of engine/gpu/op_profiler.h over the measured steps, as
+// bench/train_throughput --profile_ops prints it on a GPU; on the fake each cell counts the
+// stream work (kernel launches, copies, memsets, event waits) of that op per step: the list
+// the next GPU run's milliseconds line up against (bench/gpu_runs.md).
 //   bazel run //bench:gpu_feed_profile -- --steps=30 --prefetch_to_device=false
+//   bazel run //bench:gpu_feed_profile -- --hidden_layers=2 --profile_ops --steps=3 --batch=64
 #include <cstdio>
 #include <string>
 
@@ -24,6 +29,8 @@
 #include "collectives/nccl/fake_nccl_world.h"
 #include "common/cuda/fake_cuda_api.h"
 #include "distribute/fake_gpu_devices.h"
+#include "engine/gpu/op_profiler.h"
+#include "jobspec/lower.h"
 #include "worker/fake_worker_service_client.h"
 #include "worker/job_executor.h"
 #include "worker/partition_group.h"
@@ -33,6 +40,8 @@ ABSL_FLAG(int, warmup, 5, "steps before measuring");
 ABSL_FLAG(int, batch, 256, "global batch");
 ABSL_FLAG(int, input, 4096, "features per example");
 ABSL_FLAG(int, hidden, 64, "hidden units");
+ABSL_FLAG(int, hidden_layers, 1, "hidden dense+relu layers (2: train_throughput's mlp_4096)");
+ABSL_FLAG(bool, profile_ops, false, "print the per-op table (stream work counted per op)");
 ABSL_FLAG(bool, prefetch_to_device, true,
           "stage the batches on the device ahead of the steps (false: the host feed path)");
 
@@ -50,12 +59,15 @@ int Main() {
   m->add_input_shape(absl::GetFlag(FLAGS_input));
   m->set_seed(1);
   m->set_loss(v1::SPARSE_CATEGORICAL_CROSSENTROPY);
-  m->add_layers()->mutable_dense()->set_units(absl::GetFlag(FLAGS_hidden));
-  m->add_layers()->mutable_relu();
+  for (int l = 0; l < absl::GetFlag(FLAGS_hidden_layers); ++l) {
+    m->add_layers()->mutable_dense()->set_units(absl::GetFlag(FLAGS_hidden));
+    m->add_layers()->mutable_relu();
+  }
   m->add_layers()->mutable_dense()->set_units(10);
   spec->mutable_optimizer()->mutable_sgd();
   spec->mutable_optimizer()->mutable_learning_rate()->mutable_constant()->set_value(0.01);
   spec->mutable_data()->mutable_train()->set_format(v1::DataSource::SYNTHETIC);
+  spec->mutable_data()->mutable_train()->set_synthetic_examples(absl::GetFlag(FLAGS_batch));
   spec->set_global_batch_size(absl::GetFlag(FLAGS_batch));
   spec->set_steps(warmup + steps);
   spec->mutable_summaries()->set_every_steps(warmup + steps);
@@ -65,6 +77,12 @@ int Main() {
   p.set_num_shards(1);
   p.set_rendezvous_prefix("profile");
   p.set_secret("profile-secret-0");
+  // Lowered as the coordinator lowers a submitted job: one worker with one GPU.
+  jobspec::ClusterFacts facts;
+  facts.workers.assign(1, jobspec::WorkerFacts{1, 1});
+  absl::StatusOr<v1::JobPlan> plan = jobspec::LowerJobSpec(*spec, facts);
+  if (!plan.ok()) return std::fprintf(stderr, "%s\n", plan.status().ToString().c_str()), 1;
+  *p.mutable_plan() = *std::move(plan);
 
   absl::StatusOr<distribute::FakeGpus> gpus = distribute::MakeFakeGpus(1, size_t{512} << 20);
   if (!gpus.ok()) return std::fprintf(stderr, "%s\n", gpus.status().ToString().c_str()), 1;
@@ -78,11 +96,19 @@ int Main() {
   collectives::nccl::FakeNcclApi nccl(&world);
   options.nccl.api = &nccl;
   options.prefetch_to_device = absl::GetFlag(FLAGS_prefetch_to_device);
+  engine::gpu::OpProfiler* profiler = nullptr;
+  if (absl::GetFlag(FLAGS_profile_ops)) {
+    absl::StatusOr<engine::gpu::OpProfiler*> made = gpus->devices->StartProfiling(0);
+    if (!made.ok()) return std::fprintf(stderr, "%s\n", made.status().ToString().c_str()), 1;
+    profiler = *made;
+  }
+  absl::Status profile_status;
   absl::Time start, end;
   FakeCudaApi::Counters first, last;
   distribute::StepTimes sum;
   options.on_step = [&](int64_t step, const distribute::TrainStepResult& r) {
     if (step == warmup) {
+      if (profiler != nullptr) profile_status.Update(profiler->Reset());
       start = absl::Now();
       first = gpus->api->counters();
     }
@@ -101,10 +127,11 @@ int Main() {
   auto ms = [&](absl::Duration d) { return absl::ToDoubleMilliseconds(d) / steps; };
   const double period = ms(end - start), step = ms(sum.total), wait = ms(sum.input_wait);
   std::printf(
-      "gpu_feed_profile: MLP %d-%d-10, batch %d (%.2f MiB of features a step), fake /gpu:0 "
+      "gpu_feed_profile: MLP %d-%dx%d-10, batch %d (%.2f MiB of features a step), fake /gpu:0 "
       "(MultiWorkerMirrored, 1 worker, fake NCCL), prefetch_to_device=%s; %d measured steps after "
       "%d\n",
-      absl::GetFlag(FLAGS_input), absl::GetFlag(FLAGS_hidden), absl::GetFlag(FLAGS_batch),
+      absl::GetFlag(FLAGS_input), absl::GetFlag(FLAGS_hidden), absl::GetFlag(FLAGS_hidden_layers),
+      absl::GetFlag(FLAGS_batch),
       absl::GetFlag(FLAGS_batch) * absl::GetFlag(FLAGS_input) * 4.0 / 1048576,
       options.prefetch_to_device ? "true" : "false", steps, warmup);
   std::printf(
@@ -121,6 +148,15 @@ int Main() {
       (last.pageable_copy_bytes - first.pageable_copy_bytes) / n / 1048576,
       (last.pinned_copies - first.pinned_copies) / n,
       (last.pinned_copy_bytes - first.pinned_copy_bytes) / n / 1048576);
+  if (profiler != nullptr) {
+    absl::StatusOr<engine::gpu::OpProfiler::Profile> profile = profiler->Finish();
+    profile_status.Update(profile.status());
+    if (!profile_status.ok()) {
+      return std::fprintf(stderr, "--profile_ops: %s\n", profile_status.ToString().c_str()), 1;
+    }
+    std::printf("stream work per op and step (the fake's timing events count it):\n%s",
+                engine::gpu::OpProfiler::Table(*profile, "launches").c_str());
+  }
   return 0;
 }
 

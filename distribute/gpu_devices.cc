@@ -47,6 +47,8 @@ absl::StatusOr<std::shared_ptr<GpuDeviceSet>> GpuDeviceSet::Create(std::shared_p
 GpuDeviceSet::~GpuDeviceSet() {
   // BLAS and kernels before the context they use; every context before the API.
   for (auto& e : entries_) {
+    e->handles.profiler = nullptr;
+    e->profiler.reset();
     e->blas.reset();
     e->kernels.reset();
     e->context.reset();
@@ -71,6 +73,19 @@ absl::StatusOr<const engine::gpu::GpuDevice*> GpuDeviceSet::ForReplica(
         "; LocalDevices::gpus)"));
   }
   return gpu;
+}
+
+absl::StatusOr<engine::gpu::OpProfiler*> GpuDeviceSet::StartProfiling(int index) {
+  if (index < 0 || index >= static_cast<int>(entries_.size())) {
+    return absl::NotFoundError(
+        absl::StrCat("GpuDeviceSet::StartProfiling: no /gpu:", index, " in this set"));
+  }
+  Entry& e = *entries_[index];
+  if (e.profiler == nullptr) {
+    LS_ASSIGN_OR_RETURN(e.profiler, engine::gpu::OpProfiler::Create(api_.get(), e.context->stream()));
+    e.handles.profiler = e.profiler.get();
+  }
+  return e.profiler.get();
 }
 
 std::vector<int> GpuDeviceSet::ordinals() const {

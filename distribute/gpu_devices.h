@@ -7,7 +7,7 @@
 // --config=cuda worker (worker/gpu/worker_gpu_devices.h), FakeCudaApi with the grid emulator
 // and FakeBlasApi in CPU tests (fake_gpu_devices.h). The strategies never know which.
 //
-// Ownership: owns every device's BLAS, kernels and context (destroyed in that order), and
+// Ownership: owns every device's profiler, BLAS, kernels and context (destroyed in that order), and
 // shares the CudaApi; every tensor, executor and optimizer on one of its devices must go
 // before it (a Strategy holds it; a Trainer, which borrows its strategy, goes first).
 // Thread model: Find is thread-safe; each device is driven by one thread at a time (its
@@ -25,6 +25,7 @@
 #include "engine/device.h"
 #include "engine/gpu/device_context.h"
 #include "engine/gpu/gpu_device.h"
+#include "engine/gpu/op_profiler.h"
 #include "engine/kernels/gpu/blas_api.h"
 #include "engine/kernels/gpu/gpu_kernels.h"
 
@@ -62,6 +63,11 @@ class GpuDeviceSet {
   // set lacks (or there is no set: `set` may be null); null for a CPU device.
   static absl::StatusOr<const engine::gpu::GpuDevice*> ForReplica(const GpuDeviceSet* set,
                                                                   const engine::Device& device);
+  // Per-op GPU timing on "/gpu:index" (engine/gpu/op_profiler.h), for a profiling run: its
+  // GpuDevice::profiler is set, so every executor and optimizer on it marks its work from
+  // their next step on. The set owns the profiler (one per device: a second call returns the
+  // same). NOT_FOUND for a device this set did not build. Call it before the replicas run.
+  absl::StatusOr<engine::gpu::OpProfiler*> StartProfiling(int index);
   // The devices' CUDA ordinals, in the order given to Create (/gpu:0 first).
   std::vector<int> ordinals() const;
   CudaApi& api() { return *api_; }
@@ -72,6 +78,7 @@ class GpuDeviceSet {
     std::unique_ptr<engine::gpu::DeviceContext> context;
     std::unique_ptr<engine::gpu::GpuKernels> kernels;
     std::unique_ptr<engine::gpu::BlasApi> blas;
+    std::unique_ptr<engine::gpu::OpProfiler> profiler;  // StartProfiling's
     engine::gpu::GpuDevice handles;
   };
   GpuDeviceSet(std::shared_ptr<CudaApi> api, std::string backend_name)

@@ -211,6 +211,11 @@ KernelContext Executor::MakeContext(bool training, uint64_t dropout_key) {
   return ctx;
 }
 
+absl::Status Executor::Mark(absl::string_view name, absl::string_view op,
+                            gpu::OpProfiler::Phase phase, bool call) {
+  return marking_ == nullptr ? absl::OkStatus() : marking_->Mark(name, op, phase, call);
+}
+
 absl::Status Executor::Forward(const std::vector<Tensor>& variables, const Feeds& feeds,
                                const std::vector<bool>& wanted, const KernelContext& base_ctx) {
   const int n = graph_->num_nodes();
@@ -259,6 +264,8 @@ absl::Status Executor::Forward(const std::vector<Tensor>& variables, const Feeds
             "input \"", node.name(), "\" fed ", t.valid() ? t.DebugString() : "an empty tensor",
             ", the graph wants ", DTypeName(graph_->dtype(i)), want.ToString()));
       }
+      LS_RETURN_IF_ERROR(
+          Mark(node.name(), v1::OpType_Name(node.op()), gpu::OpProfiler::Phase::kForward));
       LS_ASSIGN_OR_RETURN(values_[i], OnDevice(t, absl::StrCat("input \"", node.name(), "\"")));
       continue;
     }
@@ -271,6 +278,8 @@ absl::Status Executor::Forward(const std::vector<Tensor>& variables, const Feeds
         if (v >= 0 && !variables_[v].trainable) state_updates_[v] = std::move(delta);
       };
     }
+    LS_RETURN_IF_ERROR(
+        Mark(node.name(), v1::OpType_Name(node.op()), gpu::OpProfiler::Phase::kForward));
     absl::Status s = kernels_[i]->Forward(ctx, inputs, &values_[i]);
     if (!s.ok()) return allocation_status_.ok() ? s : allocation_status_;
   }
@@ -283,6 +292,7 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
   const int loss = graph_->loss();
   grads_.assign(n, Tensor());
   gradients->assign(variables_.size(), Tensor());
+  LS_RETURN_IF_ERROR(Mark("executor: loss seed", "-", gpu::OpProfiler::Phase::kOther));
   Tensor seed = Allocate(graph_->dtype(loss), Shape{});
   if (!seed.valid()) return allocation_status_;
   if (OnGpu()) {  // seed_host_ lives until the step's synchronisation
@@ -302,6 +312,16 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
   }
   std::vector<bool> finished(variables_.size(), false);
   absl::Status device_status;  // the first device error of finish() / take()
+  // on_gradient_ready, in a profiler segment of its own (the all-reduces it enqueues).
+  auto hand_out = [&](int v) {
+    if (!options.on_gradient_ready) return;
+    if (marking_ != nullptr) {
+      device_status.Update(
+          marking_->Mark("gradient hand-off (all-reduce)", "-", gpu::OpProfiler::Phase::kOther));
+    }
+    options.on_gradient_ready(v);
+    if (marking_ != nullptr) device_status.Update(marking_->Resume());
+  };
   auto finish = [&](int v) {
     if (finished[v]) return;  // handed out early (take() below)
     finished[v] = true;
@@ -338,7 +358,7 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
     }
     (*gradients)[v] = std::move(g);
     g = Tensor();
-    if (options.on_gradient_ready) options.on_gradient_ready(v);
+    hand_out(v);
   };
   KernelContext ctx = base_ctx;
   int backward_node = loss;
@@ -384,6 +404,8 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
       };
       ctx.node_index = i;
       ctx.input_gradient_done = take;
+      LS_RETURN_IF_ERROR(
+          Mark(node.name(), v1::OpType_Name(node.op()), gpu::OpProfiler::Phase::kBackward));
       absl::Status s = kernels_[i]->Backward(ctx, inputs, values_[i], grads_[i], need, &d_inputs);
       if (!s.ok()) return allocation_status_.ok() ? s : allocation_status_;
       ctx.input_gradient_done = nullptr;
@@ -393,6 +415,8 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
     for (int v : final_after[i]) finish(v);
     LS_RETURN_IF_ERROR(device_status);
   }
+  LS_RETURN_IF_ERROR(Mark("executor: unused variables' zeros, state updates", "-",
+                          gpu::OpProfiler::Phase::kOther));
   // Trainable variables the loss does not depend on get zero gradients.
   for (int v = 0; v < static_cast<int>(variables_.size()); ++v) {
     if (variables_[v].trainable && gradient_final_after_[v] < 0) finish(v);
@@ -416,7 +440,7 @@ absl::Status Executor::Backward(const KernelContext& base_ctx, const StepOptions
     }
     (*gradients)[v] = std::move(delta);
     delta = Tensor();
-    if (options.on_gradient_ready) options.on_gradient_ready(v);
+    hand_out(v);
   }
   return absl::OkStatus();
 }
@@ -434,11 +458,25 @@ absl::StatusOr<StepResult> Executor::ComputeGradients(const std::vector<Tensor>&
   KernelContext ctx = MakeContext(options.training, dropout_key);
   ctx.cross_replica_sum = options.cross_replica_sum;
   ctx.phantom_batch = options.phantom_batch;
-  LS_RETURN_IF_ERROR(
-      Forward(variables, feeds, Ancestors({graph_->loss(), graph_->accuracy()}), ctx));
-  LS_RETURN_IF_ERROR(Backward(ctx, options, gradients));
+  // Marks only in training steps: Evaluate's work stays in the segment outside the step.
+  marking_ = OnGpu() ? options_.gpu->profiler : nullptr;
+  if (marking_ != nullptr) marking_->BeginStep();
   StepResult result;
-  LS_RETURN_IF_ERROR(ReadResults(/*loss=*/true, /*accuracy=*/true, &result));
+  absl::Status status = [&]() -> absl::Status {
+    LS_RETURN_IF_ERROR(
+        Forward(variables, feeds, Ancestors({graph_->loss(), graph_->accuracy()}), ctx));
+    LS_RETURN_IF_ERROR(Backward(ctx, options, gradients));
+    LS_RETURN_IF_ERROR(Mark("loss readback", "-", gpu::OpProfiler::Phase::kOther));
+    LS_RETURN_IF_ERROR(ReadResults(/*loss=*/true, /*accuracy=*/true, &result));
+    if (marking_ == nullptr) return absl::OkStatus();
+    // The step's synchronisation has run every mark so far: read them, then open the segment
+    // of whatever the caller enqueues next (the all-reduce wait, the loss's reduction).
+    LS_RETURN_IF_ERROR(marking_->Harvest());
+    return Mark("after the executor (all-reduce wait, loss reduction)", "-",
+                gpu::OpProfiler::Phase::kOther);
+  }();
+  marking_ = nullptr;
+  LS_RETURN_IF_ERROR(status);
   if (!feeds.empty() && feeds[0].second.shape().rank() > 0) {
     result.batch_size = feeds[0].second.shape().dim(0);
   }

@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "engine/device.h"
 #include "engine/gpu/gpu_device.h"
+#include "engine/gpu/op_profiler.h"
 #include "engine/graph.h"
 #include "engine/op_kernel.h"
 #include "engine/tensor.h"
@@ -64,6 +65,10 @@ struct ExecutorOptions {
   BufferAllocator gradient_allocator;
   // Required on "/gpu:N" (and its context's device must be N): the device's context, kernels
   // and BLAS, borrowed; they must outlive the executor. Ignored on a CPU device.
+  // Per-op GPU timing: when gpu->profiler is set (gpu/op_profiler.h), each training step marks
+  // every node's forward and backward kernels, each gradient hand-off (on_gradient_ready: the
+  // all-reduces enqueued there) and the loss readback on the device's stream, and harvests
+  // the marks' times after its synchronisation. Unset: no event and no other cost.
   const gpu::GpuDevice* gpu = nullptr;
 };
 
@@ -143,6 +148,9 @@ class Executor {
   // The tensor the kernels see for a feed or variable: host feeds move to the GPU here.
   absl::StatusOr<Tensor> OnDevice(const Tensor& t, absl::string_view what);
   KernelContext MakeContext(bool training, uint64_t dropout_key);
+  // A profiler mark (see ExecutorOptions::gpu) during a training step; nothing otherwise.
+  absl::Status Mark(absl::string_view name, absl::string_view op, gpu::OpProfiler::Phase phase,
+                    bool call = true);
 
   const Graph* graph_;
   ExecutorOptions options_;
@@ -166,9 +174,10 @@ class Executor {
   std::vector<PooledBuffer> pool_;
   // Why the last device allocation failed (Allocate returns an invalid tensor then).
   absl::Status allocation_status_;
-  float seed_host_ = 0;                // the loss seed's host side while its copy is in flight
-  alignas(8) char readback_[16] = {};  // the loss and accuracy copied back (ReadResults)
-  int64_t run_ = 0;                    // counts ComputeGradients and Evaluate calls
+  float seed_host_ = 0;                 // the loss seed's host side while its copy is in flight
+  alignas(8) char readback_[16] = {};   // the loss and accuracy copied back (ReadResults)
+  int64_t run_ = 0;                     // counts ComputeGradients and Evaluate calls
+  gpu::OpProfiler* marking_ = nullptr;  // the device's profiler during ComputeGradients
   void TrimPool();
 };
 

@@ -230,7 +230,17 @@ absl::Status Optimizer::Apply(const std::vector<Tensor>& gradients,
     }
   }
   if (gpu_ != nullptr) {
+    // A profiling run (GpuDevice::profiler): the update is a segment, then whatever the stream
+    // does until the next step's work is outside the step.
+    if (gpu_->profiler != nullptr) {
+      LS_RETURN_IF_ERROR(
+          gpu_->profiler->Mark("optimizer apply", "-", gpu::OpProfiler::Phase::kOther));
+    }
     LS_RETURN_IF_ERROR(ApplyOnGpu(gradients, variables, lr, t + 1, grad_scale));
+    if (gpu_->profiler != nullptr) {
+      LS_RETURN_IF_ERROR(gpu_->profiler->Mark("outside the step (until the next step's work)", "-",
+                                              gpu::OpProfiler::Phase::kOther));
+    }
     slots_.back().data<int64_t>()[0] = t + 1;
     return absl::OkStatus();
   }

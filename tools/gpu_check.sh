@@ -202,6 +202,14 @@ write_report() {
       grep -h '^{' "$logs/train_torch.log" "$logs/train_torch_transformer.log" 2>/dev/null
       echo '```'
     fi
+    if grep -q '^| total per step' "$logs/train_profile.log" 2>/dev/null; then
+      echo
+      echo "## Where the MLP step's time goes (train_throughput --profile_ops, ms per step)"
+      echo
+      grep '^|' "$logs/train_profile.log"
+      echo
+      grep '^gpu: ' "$logs/train_profile.log"
+    fi
     if [ "$failed" -gt 0 ]; then
       echo
       echo "## The failing steps: first error lines, then the last lines"
@@ -552,6 +560,15 @@ if wanted train; then
     train_vs_torch train_vs_torch_bf16 "$STEP_LOG" "$logs/train_torch.log" bf16
     run_step train_ours_transformer 120 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=256 --model=transformer
     record_step train_ours_transformer "$(last_line "$STEP_LOG")"
+    # Where the MLP step's time goes: worker 0's per-op GPU time (CUDA events, --profile_ops);
+    # the table goes into the report, the figure names the total and the largest row.
+    run_step train_profile 90 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096 --warmup=5 --steps=30 --profile_ops
+    figure=$(awk -F' *[|] *' '/^[|] total per step/ { total = $6 }
+      /^[|] / && $2 != "node" && $2 !~ /^---/ && $2 !~ /^total/ {
+        share = $8; sub(/%/, "", share); if (share + 0 > best) { best = share + 0; top = $2 " (" $3 ") " $8 } }
+      END { if (total != "") print "per step " total "; largest: " top }' "$STEP_LOG")
+    [ -n "$figure" ] || figure=$(last_line "$STEP_LOG")
+    record_step train_profile "$figure"
   else
     record train_ours SKIP - 0 "ours: not built yet (the bundle has no bin/train_throughput --device=gpu)"
   fi

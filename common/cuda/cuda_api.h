@@ -102,7 +102,7 @@ class CudaApi {
   virtual absl::Status StreamDestroy(CudaStream stream) = 0;
   virtual absl::Status StreamSynchronize(CudaStream stream) = 0;
 
-  // Events (without timing).
+  // Events (without timing; TimingEventCreate below makes those that time).
   virtual absl::StatusOr<CudaEvent> EventCreate() = 0;
   // Captures the work enqueued on `stream` so far.
   virtual absl::Status EventRecord(CudaEvent event, CudaStream stream) = 0;
@@ -110,6 +110,16 @@ class CudaApi {
   virtual absl::Status StreamWaitEvent(CudaStream stream, CudaEvent event) = 0;
   virtual absl::Status EventSynchronize(CudaEvent event) = 0;
   virtual absl::Status EventDestroy(CudaEvent event) = 0;
+
+  // Timing events (a profiler's marks: engine/gpu/op_profiler.h). TimingEventCreate makes an
+  // event that records a timestamp too (cudaEventCreate without cudaEventDisableTiming; the
+  // other event calls take it). EventElapsedMs is the device time from `start`'s capture to
+  // `end`'s, in milliseconds (cudaEventElapsedTime, ~0.5 us resolution): kernel time and any
+  // time the stream sat idle in between. INVALID_ARGUMENT for a null event or one made without
+  // timing or never recorded; FAILED_PRECONDITION when either's work has not completed yet
+  // (synchronise first: it never waits).
+  virtual absl::StatusOr<CudaEvent> TimingEventCreate() = 0;
+  virtual absl::StatusOr<float> EventElapsedMs(CudaEvent start, CudaEvent end) = 0;
 };
 
 }  // namespace lockstep

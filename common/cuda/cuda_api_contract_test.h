@@ -218,10 +218,43 @@ TYPED_TEST_P(CudaApiContractTest, BadArgumentsAreRefusedByName) {
   EXPECT_TRUE(api.Free(*p).ok());
 }
 
+// Timing events: a non-negative time between two marks once their work has run; events made
+// without timing, never recorded, or null are refused by name.
+TYPED_TEST_P(CudaApiContractTest, TimingEventsMeasureBetweenMarks) {
+  CudaApi& api = *this->api_;
+  constexpr size_t kN = 1 << 16;
+  float* d = this->DeviceFloats(kN);
+  CudaStream s = *api.StreamCreate();
+  absl::StatusOr<CudaEvent> start = api.TimingEventCreate();
+  absl::StatusOr<CudaEvent> end = api.TimingEventCreate();
+  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_TRUE(end.ok()) << end.status();
+  absl::Status unrecorded = api.EventElapsedMs(*start, *end).status();
+  EXPECT_EQ(unrecorded.code(), absl::StatusCode::kInvalidArgument) << unrecorded;
+  ASSERT_TRUE(api.EventRecord(*start, s).ok());
+  ASSERT_TRUE(api.MemsetAsync(d, 0, kN * sizeof(float), s).ok());
+  ASSERT_TRUE(api.EventRecord(*end, s).ok());
+  ASSERT_TRUE(api.StreamSynchronize(s).ok());
+  absl::StatusOr<float> ms = api.EventElapsedMs(*start, *end);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_GE(*ms, 0.0f);
+  absl::StatusOr<CudaEvent> plain = api.EventCreate();
+  ASSERT_TRUE(plain.ok());
+  ASSERT_TRUE(api.EventRecord(*plain, s).ok());
+  ASSERT_TRUE(api.StreamSynchronize(s).ok());
+  absl::Status untimed = api.EventElapsedMs(*start, *plain).status();
+  EXPECT_EQ(untimed.code(), absl::StatusCode::kInvalidArgument) << untimed;
+  EXPECT_THAT(untimed.message(), ::testing::HasSubstr("CudaApi::EventElapsedMs"));
+  EXPECT_EQ(api.EventElapsedMs(nullptr, *end).status().code(), absl::StatusCode::kInvalidArgument);
+  for (CudaEvent e : {*start, *end, *plain}) EXPECT_TRUE(api.EventDestroy(e).ok());
+  EXPECT_TRUE(api.StreamDestroy(s).ok());
+  EXPECT_TRUE(api.Free(d).ok());
+}
+
 REGISTER_TYPED_TEST_SUITE_P(CudaApiContractTest, DevicesHaveProperties, CopiesRoundTrip,
                             MemsetSetsBytes, EventOrdersTwoStreams,
                             PoolReusesFreedMemoryAndReportsPeak, PinnedHostMemoryRoundTrips,
-                            BadArgumentsAreRefusedByName);
+                            BadArgumentsAreRefusedByName, TimingEventsMeasureBetweenMarks);
 
 }  // namespace lockstep
 

@@ -401,6 +401,41 @@ absl::Status FakeCudaApi::HostFree(void* host_ptr) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<CudaEvent> FakeCudaApi::TimingEventCreate() {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Usable("TimingEventCreate"); !s.ok()) return s;
+  auto event = std::make_unique<Event>();
+  event->timing = true;
+  Event* e = event.get();
+  events_[e] = std::move(event);
+  ++counters_.timing_events_created;
+  return reinterpret_cast<CudaEvent>(e);
+}
+
+absl::StatusOr<float> FakeCudaApi::EventElapsedMs(CudaEvent start, CudaEvent end) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Usable("EventElapsedMs"); !s.ok()) return s;
+  absl::StatusOr<Event*> a = FindEvent(start, "EventElapsedMs");
+  if (!a.ok()) return a.status();
+  absl::StatusOr<Event*> b = FindEvent(end, "EventElapsedMs");
+  if (!b.ok()) return b.status();
+  for (const Event* e : {*a, *b}) {
+    if (!e->timing) {
+      return absl::InvalidArgumentError(
+          "CudaApi::EventElapsedMs: an event made without timing (use TimingEventCreate)");
+    }
+    if (e->stream == nullptr) {
+      return absl::InvalidArgumentError("CudaApi::EventElapsedMs: an event was never recorded");
+    }
+    if (e->stream->done < e->at) {
+      return absl::FailedPreconditionError(
+          "CudaApi::EventElapsedMs: an event's work has not completed (synchronise first)");
+    }
+  }
+  if ((*a)->stream != (*b)->stream) return 0.0f;
+  return static_cast<float>(static_cast<int64_t>((*b)->at) - static_cast<int64_t>((*a)->at));
+}
+
 FakeCudaApi::Counters FakeCudaApi::counters() const {
   absl::MutexLock lock(&mu_);
   return counters_;
@@ -516,6 +551,7 @@ absl::Status FakeCudaApi::EventRecord(CudaEvent event, CudaStream stream) {
   if (!s.ok()) return s.status();
   (*e)->stream = *s;
   (*e)->at = (*s)->enqueued;
+  ++counters_.events_recorded;
   return absl::OkStatus();
 }
 

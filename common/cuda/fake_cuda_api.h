@@ -14,6 +14,7 @@
 //     can count what a GPU would make slow: Counters() says how many bytes every copy moved
 //     to or from pageable host memory and from or to pinned memory, and how often the host
 //     waited for a stream or an event (a profile of where a step serialises host and device).
+//   - Timing events measure no time: EventElapsedMs counts the work between them (below).
 //   - The stream-ordered pool: FreeAsync(p, s) gives p back at once for MallocAsync on s (the
 //     stream order makes it safe) and to everyone when s has run the free; PoolStats count
 //     MallocAsync bytes (rounded up to 256), with their peak.
@@ -79,6 +80,12 @@ class FakeCudaApi final : public CudaApi {
   absl::Status StreamWaitEvent(CudaStream stream, CudaEvent event) override;
   absl::Status EventSynchronize(CudaEvent event) override;
   absl::Status EventDestroy(CudaEvent event) override;
+  absl::StatusOr<CudaEvent> TimingEventCreate() override;
+  // Deterministic, not a clock: the number of pieces of work (launches, copies, memsets,
+  // event waits) `end`'s stream ran after `start`'s capture up to `end`'s, as milliseconds,
+  // so a profile on the fake counts what each segment enqueued; 0 for events recorded on two
+  // streams. Errors as CudaApi's (FAILED_PRECONDITION until that work has run).
+  absl::StatusOr<float> EventElapsedMs(CudaEvent start, CudaEvent end) override;
 
   // A kernel launch: `work` runs when the stream runs it (see above). `what` names the kernel
   // in errors. Fails like the other calls (sticky error, bad stream). An error `work` returns
@@ -109,7 +116,9 @@ class FakeCudaApi final : public CudaApi {
     uint64_t pinned_copy_bytes = 0;    // host<->device copies of HostAlloc memory
     int64_t pageable_copies = 0;
     int64_t pinned_copies = 0;
-    int64_t host_waits = 0;  // StreamSynchronize and EventSynchronize calls
+    int64_t host_waits = 0;       // StreamSynchronize and EventSynchronize calls
+    int64_t events_recorded = 0;  // EventRecord calls, timing events' included
+    int64_t timing_events_created = 0;
   };
   Counters counters() const;
   // Work enqueued on `stream` that has not run yet (tests).
@@ -141,6 +150,7 @@ class FakeCudaApi final : public CudaApi {
   struct Event {
     Stream* stream = nullptr;  // where it was last recorded; null: never (complete)
     uint64_t at = 0;           // the stream's work count when recorded
+    bool timing = false;       // TimingEventCreate's
   };
   struct Pool {
     uint64_t in_use = 0;

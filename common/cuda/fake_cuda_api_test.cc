@@ -218,5 +218,27 @@ TEST(FakeCudaApiTest, DevicesHaveTheirOwnMemoryAndPools) {
   EXPECT_EQ(fake->SetDevice(2).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The fake's elapsed "time" is the count of work between the marks, and is refused until the
+// stream has run that work.
+TEST(FakeCudaApiTest, TimingEventsCountTheWorkBetweenThemOnceItRan) {
+  std::unique_ptr<FakeCudaApi> api = MakeFake();
+  CudaStream s = *api->StreamCreate();
+  CudaEvent start = *api->TimingEventCreate();
+  CudaEvent end = *api->TimingEventCreate();
+  ASSERT_TRUE(api->EventRecord(start, s).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(api->Launch(s, "k", [] { return absl::OkStatus(); }).ok());
+  }
+  ASSERT_TRUE(api->EventRecord(end, s).ok());
+  absl::Status early = api->EventElapsedMs(start, end).status();
+  EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition) << early;
+  ASSERT_TRUE(api->StreamSynchronize(s).ok());
+  absl::StatusOr<float> ms = api->EventElapsedMs(start, end);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_EQ(*ms, 3.0f);
+  EXPECT_EQ(api->counters().timing_events_created, 2);
+  EXPECT_EQ(api->counters().events_recorded, 2);
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -257,4 +257,32 @@ absl::Status RealCudaApi::EventDestroy(CudaEvent event) {
   return Check(cudaEventDestroy(Native(event)), "EventDestroy");
 }
 
+absl::StatusOr<CudaEvent> RealCudaApi::TimingEventCreate() {
+  cudaEvent_t e = nullptr;
+  if (absl::Status s = Check(cudaEventCreateWithFlags(&e, cudaEventDefault), "TimingEventCreate");
+      !s.ok()) {
+    return s;
+  }
+  return reinterpret_cast<CudaEvent>(e);
+}
+
+absl::StatusOr<float> RealCudaApi::EventElapsedMs(CudaEvent start, CudaEvent end) {
+  if (start == nullptr || end == nullptr) return NullEvent("EventElapsedMs");
+  float ms = 0;
+  const cudaError_t error = cudaEventElapsedTime(&ms, Native(start), Native(end));
+  if (error == cudaErrorNotReady) {
+    (void)cudaGetLastError();  // not sticky: clear it
+    return absl::FailedPreconditionError(
+        "CudaApi::EventElapsedMs: an event's work has not completed (synchronise first)");
+  }
+  if (error == cudaErrorInvalidResourceHandle) {
+    (void)cudaGetLastError();
+    return absl::InvalidArgumentError(
+        "CudaApi::EventElapsedMs: an event was never recorded or was made without timing "
+        "(TimingEventCreate)");
+  }
+  if (absl::Status s = Check(error, "EventElapsedMs"); !s.ok()) return s;
+  return ms;
+}
+
 }  // namespace lockstep

@@ -45,6 +45,8 @@ class RealCudaApi final : public CudaApi {
   absl::Status StreamWaitEvent(CudaStream stream, CudaEvent event) override;
   absl::Status EventSynchronize(CudaEvent event) override;
   absl::Status EventDestroy(CudaEvent event) override;
+  absl::StatusOr<CudaEvent> TimingEventCreate() override;
+  absl::StatusOr<float> EventElapsedMs(CudaEvent start, CudaEvent end) override;
 
  private:
   explicit RealCudaApi(int device_count) : device_count_(device_count) {}

@@ -8,13 +8,15 @@
 // two replicas) never share a device by accident, and a fake device is the same code path as
 // a real one.
 //
-// Ownership: borrows all three; they must outlive every Executor, Optimizer and tensor that
-// uses them. Thread model: as DeviceContext (one thread at a time drives its stream).
+// Ownership: borrows all three (and the profiler, when set); they must outlive every Executor,
+// Optimizer and tensor that uses them. Thread model: as DeviceContext (one thread at a time drives
+// its stream).
 #ifndef LOCKSTEP_ENGINE_GPU_GPU_DEVICE_H_
 #define LOCKSTEP_ENGINE_GPU_GPU_DEVICE_H_
 
 #include "engine/device.h"
 #include "engine/gpu/device_context.h"
+#include "engine/gpu/op_profiler.h"
 #include "engine/kernels/gpu/blas_api.h"
 #include "engine/kernels/gpu/gpu_kernels.h"
 
@@ -24,6 +26,9 @@ struct GpuDevice {
   DeviceContext* context = nullptr;
   GpuKernels* kernels = nullptr;
   BlasApi* blas = nullptr;
+  // Set for a profiling run (op_profiler.h): the executor and the optimizer on this device
+  // mark their work on its stream. Null (the default): no events, nothing recorded.
+  OpProfiler* profiler = nullptr;
 
   Device device() const { return Device(Device::Type::kCuda, context->index()); }
   CudaStream stream() const { return context->stream(); }

@@ -85,4 +85,19 @@ ColumnMajorGemm ToColumnMajor(const GemmArgs& g) {
   return c;
 }
 
+GemmPlanKey GemmPlanKey::Of(const ColumnMajorGemm& g) {
+  GemmPlanKey k;
+  k.trans_a = g.trans_a;
+  k.trans_b = g.trans_b;
+  k.rows = g.rows;
+  k.cols = g.cols;
+  k.depth = g.depth;
+  k.lda = g.lda;
+  k.ldb = g.ldb;
+  k.ldc = g.ldc;
+  k.epilogue = g.epilogue;
+  k.operands = g.operands;
+  return k;
+}
+
 }  // namespace lockstep::engine::gpu

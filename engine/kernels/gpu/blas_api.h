@@ -28,6 +28,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "common/cuda/cuda_api.h"
@@ -76,6 +78,31 @@ struct ColumnMajorGemm {
   Epilogue epilogue = Epilogue::kNone;
   const float* bias = nullptr;  // rows elements
   GemmOperands operands = GemmOperands::kF32;
+};
+
+// What a product's cuBLASLt descriptors, layouts and algorithm depend on: everything of the
+// column-major product but its pointers, alpha and beta (set per call). RealBlasApi caches
+// one plan per key, so the heuristic runs once per shape and not on every call.
+struct GemmPlanKey {
+  bool trans_a = false, trans_b = false;
+  int64_t rows = 0, cols = 0, depth = 0, lda = 0, ldb = 0, ldc = 0;
+  Epilogue epilogue = Epilogue::kNone;
+  GemmOperands operands = GemmOperands::kF32;
+
+  static GemmPlanKey Of(const ColumnMajorGemm& g);
+  friend bool operator==(const GemmPlanKey& x, const GemmPlanKey& y) { return x.Tie() == y.Tie(); }
+  template <typename H>
+  friend H AbslHashValue(H h, const GemmPlanKey& k) {
+    return H::combine(std::move(h), k.Tie());
+  }
+
+ private:
+  using Tuple =
+      std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
+  Tuple Tie() const {
+    return Tuple(trans_a, trans_b, rows, cols, depth, lda, ldb, ldc, static_cast<int>(epilogue),
+                 static_cast<int>(operands));
+  }
 };
 
 // The launch-time checks of both sides (errors as above).

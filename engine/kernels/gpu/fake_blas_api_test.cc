@@ -2,6 +2,9 @@
 // the translation to column-major, lazy streams, and buffers outside device memory.
 #include "engine/kernels/gpu/fake_blas_api.h"
 
+#include <vector>
+
+#include "absl/hash/hash.h"
 #include "engine/kernels/gpu/blas_api_contract_test.h"
 
 namespace lockstep::engine::gpu {
@@ -46,6 +49,42 @@ TEST(ToColumnMajorTest, SwapsOperandsAndDimensionsKeepingTranspositions) {
   EXPECT_EQ(cm.lda, 5);  // B stored [k, n]
   EXPECT_EQ(cm.ldb, 3);  // A stored [k, m] (transposed)
   EXPECT_EQ(cm.ldc, 5);
+}
+
+// RealBlasApi's plan cache key: the same plan for another call's pointers, alpha and beta;
+// another plan for any other transposition, size, leading dimension, epilogue or operand type.
+TEST(GemmPlanKeyTest, KeysEverythingButPointersAlphaAndBeta) {
+  float a[1], b[1], c[1], bias[1], other[1];
+  GemmArgs g;
+  g.m = 3;
+  g.n = 5;
+  g.k = 7;
+  g.a = a;
+  g.b = b;
+  g.c = c;
+  g.epilogue = Epilogue::kBias;
+  g.bias = bias;
+  const GemmPlanKey key = GemmPlanKey::Of(ToColumnMajor(g));
+  GemmArgs same = g;
+  same.a = other;
+  same.b = other;
+  same.c = other;
+  same.bias = other;
+  same.alpha = 2;
+  same.beta = 1;
+  EXPECT_EQ(GemmPlanKey::Of(ToColumnMajor(same)), key);
+  EXPECT_EQ(absl::HashOf(GemmPlanKey::Of(ToColumnMajor(same))), absl::HashOf(key));
+  std::vector<GemmArgs> others(7, g);
+  others[0].trans_a = true;
+  others[1].trans_b = true;
+  others[2].m = 4;
+  others[3].n = 6;
+  others[4].k = 8;
+  others[5].epilogue = Epilogue::kBiasRelu;
+  others[6].operands = GemmOperands::kBF16;
+  for (size_t i = 0; i < others.size(); ++i) {
+    EXPECT_FALSE(GemmPlanKey::Of(ToColumnMajor(others[i])) == key) << i;
+  }
 }
 
 class FakeBlasTest : public ::testing::Test {

@@ -63,6 +63,20 @@ absl::Status Resolve(const SharedLibrary& lib, const char* name, F* out) {
 
 }  // namespace
 
+// One product's descriptors, layouts and algorithm (GemmPlanKey), made once and reused.
+struct RealBlasApi::Plan {
+  const Functions* f = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo = {};
+  ~Plan() {
+    if (desc) f->desc_destroy(desc);
+    for (cublasLtMatrixLayout_t l : {a, b, c}) {
+      if (l) f->layout_destroy(l);
+    }
+  }
+};
+
 absl::StatusOr<std::unique_ptr<RealBlasApi>> RealBlasApi::Create(CudaApi* api, Options options) {
   absl::StatusOr<std::unique_ptr<SharedLibrary>> lib =
       SharedLibrary::Open(kCublasLtLibrary, "GPU matrix products (cuBLASLt)");
@@ -103,85 +117,117 @@ RealBlasApi::RealBlasApi(CudaApi* api, Options options, std::unique_ptr<SharedLi
       workspace_(workspace) {}
 
 RealBlasApi::~RealBlasApi() {
+  {
+    absl::MutexLock lock(&mu_);
+    plans_.clear();  // their descriptors before the handle
+  }
   (void)api_->Free(workspace_);
   f_->destroy(static_cast<cublasLtHandle_t>(handle_));
+}
+
+absl::StatusOr<std::unique_ptr<RealBlasApi::Plan>> RealBlasApi::MakePlan(
+    const ColumnMajorGemm& g) const {
+  auto check = [&](cublasStatus_t s, absl::string_view call) {
+    return Check(f_->status_name, s, call);
+  };
+  auto plan = std::make_unique<Plan>();
+  plan->f = f_.get();
+  // bf16 operands: tensor-core products accumulated in f32 (CUBLAS_COMPUTE_32F), C in f32.
+  const bool bf16 = g.operands == GemmOperands::kBF16;
+  const cudaDataType_t operand_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t compute =
+      options_.allow_tf32 && !bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  LS_RETURN_IF_ERROR(check(f_->desc_create(&plan->desc, compute, CUDA_R_32F), "MatmulDescCreate"));
+  const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LS_RETURN_IF_ERROR(check(
+      f_->desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "set TRANSA"));
+  LS_RETURN_IF_ERROR(check(
+      f_->desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "set TRANSB"));
+  const cublasLtEpilogue_t epilogue = Native(g.epilogue);
+  LS_RETURN_IF_ERROR(
+      check(f_->desc_set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+            "set EPILOGUE"));
+  if (g.bias != nullptr) {  // the heuristic sees a bias; each call sets its own (Gemm)
+    const void* bias = g.bias;
+    LS_RETURN_IF_ERROR(
+        check(f_->desc_set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+              "set BIAS_POINTER"));
+  }
+  // Stored shapes, column-major.
+  LS_RETURN_IF_ERROR(check(f_->layout_create(&plan->a, operand_type, g.trans_a ? g.depth : g.rows,
+                                             g.trans_a ? g.rows : g.depth, g.lda),
+                           "MatrixLayoutCreate(A)"));
+  LS_RETURN_IF_ERROR(check(f_->layout_create(&plan->b, operand_type, g.trans_b ? g.cols : g.depth,
+                                             g.trans_b ? g.depth : g.cols, g.ldb),
+                           "MatrixLayoutCreate(B)"));
+  LS_RETURN_IF_ERROR(check(f_->layout_create(&plan->c, CUDA_R_32F, g.rows, g.cols, g.ldc),
+                           "MatrixLayoutCreate(C)"));
+  cublasLtMatmulPreference_t pref = nullptr;
+  LS_RETURN_IF_ERROR(check(f_->pref_create(&pref), "MatmulPreferenceCreate"));
+  const uint64_t workspace_bytes = options_.workspace_bytes;
+  cublasStatus_t set = f_->pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                    &workspace_bytes, sizeof(workspace_bytes));
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  cublasStatus_t heuristic = CUBLAS_STATUS_SUCCESS;
+  if (set == CUBLAS_STATUS_SUCCESS) {
+    heuristic = f_->heuristic(static_cast<cublasLtHandle_t>(handle_), plan->desc, plan->a, plan->b,
+                              plan->c, plan->c, pref, 1, &result, &found);
+  }
+  f_->pref_destroy(pref);
+  LS_RETURN_IF_ERROR(check(set, "set MAX_WORKSPACE_BYTES"));
+  LS_RETURN_IF_ERROR(check(heuristic, "MatmulAlgoGetHeuristic"));
+  if (found == 0) {
+    return absl::InternalError(absl::StrCat(
+        "cuBLASLt MatmulAlgoGetHeuristic: no algorithm for ", g.rows, "x", g.cols, "x", g.depth,
+        " ", GemmOperandsName(g.operands), " epilogue ", EpilogueName(g.epilogue)));
+  }
+  plan->algo = result.algo;
+  return plan;
+}
+
+RealBlasApi::PlanCacheStats RealBlasApi::plan_cache_stats() const {
+  absl::MutexLock lock(&mu_);
+  PlanCacheStats s = stats_;
+  s.plans = static_cast<int64_t>(plans_.size());
+  return s;
 }
 
 absl::Status RealBlasApi::Gemm(const GemmArgs& args, CudaStream stream) {
   LS_RETURN_IF_ERROR(CheckGemm(args));
   if (args.m == 0 || args.n == 0) return absl::OkStatus();
   const ColumnMajorGemm g = ToColumnMajor(args);
-  auto check = [&](cublasStatus_t s, absl::string_view call) {
-    return Check(f_->status_name, s, call);
-  };
-  // bf16 operands: tensor-core products accumulated in f32 (CUBLAS_COMPUTE_32F), C in f32.
-  const bool bf16 = g.operands == GemmOperands::kBF16;
-  const cudaDataType_t operand_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  const cublasComputeType_t compute =
-      options_.allow_tf32 && !bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  // Destroys whatever was made, on every path out.
-  struct Cleanup {
-    const Functions* f;
-    cublasLtMatmulDesc_t* desc;
-    cublasLtMatrixLayout_t* layouts[3];
-    cublasLtMatmulPreference_t* pref;
-    ~Cleanup() {
-      if (*desc) f->desc_destroy(*desc);
-      for (auto* l : layouts) {
-        if (*l) f->layout_destroy(*l);
-      }
-      if (*pref) f->pref_destroy(*pref);
+  const GemmPlanKey key = GemmPlanKey::Of(g);
+  // Held through the enqueue: a plan's descriptor takes this call's bias pointer, and
+  // cublasLtMatmul reads it before returning.
+  absl::MutexLock lock(&mu_);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    ++stats_.misses;
+    LS_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, MakePlan(g));
+    // Training uses a handful of shapes; a bound keeps a stream of odd ones from growing it.
+    if (plans_.size() >= kMaxPlans) {
+      plans_.clear();
+      ++stats_.evictions;
     }
-  } cleanup{f_.get(), &desc, {&a, &b, &c}, &pref};
-
-  LS_RETURN_IF_ERROR(check(f_->desc_create(&desc, compute, CUDA_R_32F), "MatmulDescCreate"));
-  const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  LS_RETURN_IF_ERROR(
-      check(f_->desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "set TRANSA"));
-  LS_RETURN_IF_ERROR(
-      check(f_->desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "set TRANSB"));
-  const cublasLtEpilogue_t epilogue = Native(g.epilogue);
-  LS_RETURN_IF_ERROR(
-      check(f_->desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
-            "set EPILOGUE"));
+    it = plans_.emplace(key, std::move(plan)).first;
+  } else {
+    ++stats_.hits;
+  }
+  const Plan& plan = *it->second;
   if (g.bias != nullptr) {
     const void* bias = g.bias;
     LS_RETURN_IF_ERROR(
-        check(f_->desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+        Check(f_->status_name,
+              f_->desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
               "set BIAS_POINTER"));
   }
-  // Stored shapes, column-major.
-  LS_RETURN_IF_ERROR(check(f_->layout_create(&a, operand_type, g.trans_a ? g.depth : g.rows,
-                                             g.trans_a ? g.rows : g.depth, g.lda),
-                           "MatrixLayoutCreate(A)"));
-  LS_RETURN_IF_ERROR(check(f_->layout_create(&b, operand_type, g.trans_b ? g.cols : g.depth,
-                                             g.trans_b ? g.depth : g.cols, g.ldb),
-                           "MatrixLayoutCreate(B)"));
-  LS_RETURN_IF_ERROR(
-      check(f_->layout_create(&c, CUDA_R_32F, g.rows, g.cols, g.ldc), "MatrixLayoutCreate(C)"));
-  LS_RETURN_IF_ERROR(check(f_->pref_create(&pref), "MatmulPreferenceCreate"));
-  const uint64_t workspace_bytes = options_.workspace_bytes;
-  LS_RETURN_IF_ERROR(check(f_->pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                        &workspace_bytes, sizeof(workspace_bytes)),
-                           "set MAX_WORKSPACE_BYTES"));
-  cublasLtMatmulHeuristicResult_t result = {};
-  int found = 0;
-  const auto handle = static_cast<cublasLtHandle_t>(handle_);
-  LS_RETURN_IF_ERROR(check(f_->heuristic(handle, desc, a, b, c, c, pref, 1, &result, &found),
-                           "MatmulAlgoGetHeuristic"));
-  if (found == 0) {
-    return absl::InternalError(absl::StrCat(
-        "cuBLASLt MatmulAlgoGetHeuristic: no algorithm for ", g.rows, "x", g.cols, "x", g.depth,
-        " ", GemmOperandsName(g.operands), " epilogue ", EpilogueName(g.epilogue)));
-  }
-  return check(
-      f_->matmul(handle, desc, &g.alpha, g.a, a, g.b, b, &g.beta, g.c, c, g.c, c, &result.algo,
-                 workspace_, workspace_bytes, reinterpret_cast<cudaStream_t>(stream)),
-      "Matmul");
+  return Check(f_->status_name,
+               f_->matmul(static_cast<cublasLtHandle_t>(handle_), plan.desc, &g.alpha, g.a, plan.a,
+                          g.b, plan.b, &g.beta, g.c, plan.c, g.c, plan.c, &plan.algo, workspace_,
+                          options_.workspace_bytes, reinterpret_cast<cudaStream_t>(stream)),
+               "Matmul");
 }
 
 }  // namespace lockstep::engine::gpu
