@@ -154,6 +154,7 @@ cat >"$tmp/fake_tools/torch_train.py" <<'EOF'
 import sys
 if "--model=transformer" in sys.argv:
     print('{"config": "f32", "feed": "host", "examples_per_s": 5000.5, "step_ms": 20.5, "gemm_ms": null, "max_memory_allocated_bytes": 1073741824}')
+    print('{"config": "bf16", "feed": "host", "examples_per_s": 12000.0, "step_ms": 8.5, "gemm_ms": null, "max_memory_allocated_bytes": 1073741824}')
     raise SystemExit(0)
 print('{"config": "f32", "examples_per_s": 60000.5, "step_ms": 68.2, "gemm_ms": 60.1, "max_memory_allocated_bytes": 2147483648}')
 print('{"config": "bf16", "error": "RuntimeError: out of memory"}')
@@ -177,11 +178,23 @@ case "$*" in
 esac
 EOF
 chmod +x "$b/bin/lockstep"
-# Ours: half torch's examples/s, 1.1x its peak.
-cat >"$b/bin/train_throughput" <<'EOF'
-#!/usr/bin/env bash
+# Ours, train_throughput's last line. The MLP in f32: half torch's examples/s, 1.1x its peak,
+# its step 1.5x torch's GEMM time. The Transformer: in f32 1.2x torch's examples/s at 1.1x its
+# peak (both goals met); in BF16_MIXED 0.75x torch's autocast loop.
+{
+  echo '#!/usr/bin/env bash'
+  echo "TT_ARGS=$tmp/train_throughput_args"
+} >"$b/bin/train_throughput"
+cat >>"$b/bin/train_throughput" <<'EOF'
 case "$*" in *--help*) echo "usage: train_throughput --device=gpu ..."; exit 0 ;; esac
-echo "gpu: 1 worker(s) 30000.2 examples/s (median), peak device bytes 2362232012 (2252.8 MiB)"
+echo "$*" >>"$TT_ARGS"
+case "$*" in
+  *--model=transformer*--precision=bf16_mixed*) eps=9000.0 step=28.00 peak=1073741824 ;;
+  *--model=transformer*) eps=6000.0 step=42.00 peak=1181116006 ;;
+  *--precision=bf16_mixed*) eps=500000.0 step=6.00 peak=1500000000 ;;
+  *) eps=30000.2 step=90.15 peak=2362232012 ;;
+esac
+echo "gpu: 1 worker(s) $eps examples/s (median), step $step ms, outside it 46.53 ms per step (input wait 40.00), peak device bytes $peak (2252.8 MiB)"
 EOF
 chmod +x "$b/bin/train_throughput"
 cat >"$tmp/path/nvidia-smi" <<'EOF'
@@ -242,7 +255,25 @@ expect_grep '| train_vs_torch | FAIL | 1 | 0 | ours/torch examples/s 0.50x (goal
   "$md" "ours against torch's f32 loop"
 expect_grep '| train_vs_torch_bf16 | FAIL | 1 | 0 | nothing to compare: torch has no bf16 line |' "$md" \
   "ours against torch's bf16 loop, which failed"
-expect_grep '| train_torch_transformer | ok | 0 | .* | f32/host: 5000.5 ex/s, 20.5 ms/step, peak 1.00 GiB |' "$md" "torch Transformer row"
+expect_grep '| train_torch_transformer | ok | 0 | .* | f32/host: 5000.5 ex/s, 20.5 ms/step, peak 1.00 GiB; bf16/host: 12000.0 ex/s, 8.5 ms/step, peak 1.00 GiB |' \
+  "$md" "torch Transformer row"
+expect_grep '| train_ours_transformer_bf16 | ok | 0 | .* | gpu: 1 worker(s) 9000.0 examples/s' "$md" \
+  "our BF16_MIXED Transformer row"
+expect_grep '| train_vs_torch_transformer | ok | 0 | 0 | ours/torch examples/s 1.20x (goal >= 1.0x); peak 1.10x torch max_memory_allocated (goal <= 1.2x) |' \
+  "$md" "our f32 Transformer against torch's f32 loop"
+expect_grep '| train_vs_torch_transformer_bf16 | FAIL | 1 | 0 | ours/torch examples/s 0.75x (goal >= 1.0x); peak 1.00x' \
+  "$md" "our BF16_MIXED Transformer against torch's autocast loop, not its f32 one"
+# Every run of ours: GPU, one worker, one short run; BF16_MIXED where the row says so.
+[ "$(grep -c -- '--device=gpu --workers=1 --runs=1 --steps=60 --warmup=10 ' "$tmp/train_throughput_args")" -eq 4 ] ||
+  fail "train_throughput ran other than 4 times with the run's flags: $(cat "$tmp/train_throughput_args")"
+[ "$(grep -c -- '--precision=bf16_mixed' "$tmp/train_throughput_args")" -eq 2 ] ||
+  fail "train_throughput ran other than 2 times in BF16_MIXED: $(cat "$tmp/train_throughput_args")"
+# The MLP's step against its products' cuBLAS time: ours from its step, torch's from its line.
+expect_grep '| step_vs_gemm | ok | 0 | 0 | GEMMs 60.100 ms: ours step 90.15 ms = 1.50x, torch step 68.20 ms = 1.13x |' \
+  "$md" "the step/GEMM row"
+expect_grep '| step_vs_gemm_bf16 | FAIL | 1 | 0 | nothing to compare: torch has no bf16 line with its GEMM time |' \
+  "$md" "the bf16 step/GEMM row, torch's bf16 loop having failed"
+expect_grep '| f32 | 60.100 | 90.150 | 1.50x | 68.200 | 1.13x |' "$md" "the step/GEMM table"
 expect_grep '"feed": "host"' "$md" "torch's lines in the report"
 expect_grep '| local_digits_gpu | ok | 0 | .* | test accuracy: 0.97 |' "$md" "lockstep local digits row"
 expect_grep '| local_char_transformer_gpu | ok | 0 | .* | final loss 1.2345; test accuracy: 0.61 |' "$md" \
@@ -266,6 +297,8 @@ assert r["allreduce"][1] == {"bytes": 1048576, "ours_us": 100.0, "ours_busbw": 5
 assert r["torch_train"][0]["examples_per_s"] == 60000.5, r["torch_train"]
 assert r["torch_train"][2]["feed"] == "host", r["torch_train"]
 assert r["gpu"].startswith("NVIDIA H100"), r["gpu"]
+assert r["step_vs_gemm"] == [{"precision": "f32", "gemm_ms": 60.1, "ours_step_ms": 90.15,
+                              "torch_step_ms": 68.2}], r["step_vs_gemm"]
 EOF
 tar -tzf "$out/logs.tar.gz" >"$tmp/logs.list" || fail "logs.tar.gz does not list"
 expect_grep 'logs/xml/engine_kernels_cuda_fake_kernel_test.xml' "$tmp/logs.list" "the gtest XML in logs.tar.gz"
@@ -314,6 +347,13 @@ else
   echo "default worst case: $worst s of device time"
   [ "$worst" -le 480 ] || fail "gpu_check.sh's defaults allow $worst s, over the 8 minutes (480 s)"
 fi
+
+# The phases' shares of the budget, in the order they run: each ends after the one before
+# (a phase sharing its predecessor's end gets only what that one leaves), the last at 100 %.
+shares=$(sed -n 's/^ *end=$(phase_end \([0-9]*\))$/\1/p' "$check" | tr '\n' ' ')
+awk -v s="$shares" 'BEGIN { n = split(s, p, " "); if (n < 5 || p[n] != 100) exit 1
+  for (i = 2; i <= n; i++) if (p[i] + 0 <= p[i - 1] + 0) exit 1 }' ||
+  fail "gpu_check.sh's phase ends ($shares% of the budget) do not rise to 100 in the order they run"
 
 if [ "$failures" -ne 0 ]; then
   echo "--- the fake run's output" >&2
