@@ -348,6 +348,55 @@ else
   [ "$worst" -le 480 ] || fail "gpu_check.sh's defaults allow $worst s, over the 8 minutes (480 s)"
 fi
 
+# tools/gpu_driverless_check.sh (tools/test.sh runs it on CI's --config=cuda build) on fake
+# builds: binaries that refuse naming the driver pass; one that hangs, one killed by a signal,
+# one exiting 0 and one that does not say what is missing each fail, by name.
+driverless=$here/gpu_driverless_check.sh
+bash -n "$driverless" || fail "$driverless does not parse"
+fake_build() {  # DIR LOCKSTEPD_BODY TRAIN_BODY NCCL_BODY CLI_BODY
+  mkdir -p "$1/worker" "$1/bench" "$1/client" "$1/coordinator"
+  local f body
+  for f in worker/lockstepd bench/train_throughput bench/nccl_allreduce client/lockstep \
+    coordinator/lockstep-coordinator; do
+    case "$f" in
+      worker/*) body=$2 ;; bench/train*) body=$3 ;; bench/nccl*) body=$4 ;; client/*) body=$5 ;;
+      *) body='echo "usage: lockstep-coordinator"' ;;
+    esac
+    printf '#!/usr/bin/env bash\n%s\n' "$body" >"$1/$f"
+    chmod +x "$1/$f"
+  done
+}
+refuse='echo "counting GPUs (cudaGetDeviceCount): CUDA driver version is insufficient for CUDA runtime version"; exit 1'
+fake_build "$tmp/dl_good" "$refuse" "$refuse" 'echo "cannot load libnccl.so.2"; exit 1' \
+  'echo "lockstep local: worker 0 exited while starting: libcuda.so.1: cannot open"; exit 1'
+GPU_DRIVERLESS_TIMEOUT_S=2 "$driverless" "$tmp/dl_good" >"$tmp/dl_good.out" 2>&1
+[ $? -eq 0 ] || fail "gpu_driverless_check.sh failed binaries that refused cleanly: $(cat "$tmp/dl_good.out")"
+expect_grep '^ok   nccl_allreduce: exit 1 in [0-9]* s: cannot load libnccl.so.2' "$tmp/dl_good.out" \
+  "a binary naming the library it misses"
+fake_build "$tmp/dl_bad" 'echo "starting"; exit 1' 'exec sleep 600' 'kill -SEGV $$' 'exit 0'
+t0=$SECONDS
+GPU_DRIVERLESS_TIMEOUT_S=1 "$driverless" "$tmp/dl_bad" >"$tmp/dl_bad.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "gpu_driverless_check.sh on misbehaving binaries exited $rc, want 1"
+[ $((SECONDS - t0)) -le 20 ] || fail "gpu_driverless_check.sh took $((SECONDS - t0)) s over a hanging binary"
+expect_grep '^FAIL lockstepd .*: exit 1 without naming what is missing' "$tmp/dl_bad.out" "a silent refusal"
+expect_grep '^FAIL train_throughput .*: hung: killed after 1 s' "$tmp/dl_bad.out" "a hanging binary"
+expect_grep '^FAIL nccl_allreduce .*: died of signal 11' "$tmp/dl_bad.out" "a crashing binary"
+expect_grep '^FAIL lockstep local .*: exited 0 without a GPU' "$tmp/dl_bad.out" "a binary claiming success"
+expect_grep '^gpu_driverless_check: 4 binary(ies) misbehaved' "$tmp/dl_bad.out" "the verdict"
+rm "$tmp/dl_bad/client/lockstep"
+GPU_DRIVERLESS_TIMEOUT_S=1 "$driverless" "$tmp/dl_bad" >"$tmp/dl_bad.out" 2>&1
+expect_grep '^FAIL lockstep: not built' "$tmp/dl_bad.out" "a binary the build lacks"
+# Where libcuda.so.1 loads (a python3 that loads anything) there is nothing to check: exit 3.
+mkdir -p "$tmp/dl_path"
+printf '#!/usr/bin/env bash\nexit 0\n' >"$tmp/dl_path/python3"
+chmod +x "$tmp/dl_path/python3"
+PATH=$tmp/dl_path:$PATH "$driverless" "$tmp/dl_good" >"$tmp/dl_driver.out" 2>&1
+[ $? -eq 3 ] || fail "gpu_driverless_check.sh on a machine with the driver did not exit 3"
+expect_grep 'libcuda.so.1 loads here' "$tmp/dl_driver.out" "a machine with the driver"
+"$driverless" "$tmp/no_such_dir" >/dev/null 2>&1
+[ $? -eq 2 ] || fail "gpu_driverless_check.sh without a folder did not exit 2"
+
 # The phases' shares of the budget, in the order they run: each ends after the one before
 # (a phase sharing its predecessor's end gets only what that one leaves), the last at 100 %.
 shares=$(sed -n 's/^ *end=$(phase_end \([0-9]*\))$/\1/p' "$check" | tr '\n' ' ')
