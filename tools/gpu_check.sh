@@ -24,8 +24,9 @@
 #   compute-sanitizer memcheck and racecheck over the kernel tests (//engine/..., //common/cuda),
 #     last because they are the slowest and the most expendable.
 # Writes under $OUT: report.md (one table: step, status, exit code, seconds, key figure; then
-# the all-reduce comparison, the training lines and the step/GEMM table), report.json, and logs.tar.gz (every step's
-# log and the gtest XML). The report is written even when steps fail or the run is interrupted.
+# the all-reduce comparison, the training lines and the step/GEMM table), report.json, and
+# logs.tar.gz (every step's log and the gtest XML). The report is written even when steps
+# fail or the run is interrupted.
 # The whole run keeps to GPU_CHECK_BUDGET_S (default 360 s): steps get what is left of their
 # phase's share (the tests end by 40 % of it, the all-reduce 55 %, the training 80 %, the
 # `lockstep local` jobs 92 %, the sanitizer 100 %), and are skipped, saying so, once it is

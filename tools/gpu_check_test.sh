@@ -34,6 +34,22 @@ if ! python3 -c 'import torch' 2>/dev/null; then
   [ "$rc" -eq 3 ] || fail "torch_train.py without torch exited $rc, want 3"
   expect_grep "torch is not installed" "$tmp/torch.out" "torch_train.py without torch"
 fi
+# The MLP step's products whose cuBLAS time its step is put against: 3 forward, 3 weight
+# gradients (x^T.dy: the first operand transposed), 2 input gradients (dy.W^T: the second),
+# the first layer's input needing none; 3x the forward's multiply-adds less that one.
+python3 - "$here/gpu" <<'PY' || fail "torch_train.py's GEMM shapes"
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch_train as t
+s = {g[0]: g[1:] for g in t.gemm_shapes(4096)}
+assert sorted(s) == ["dW1", "dW2", "dW3", "dx2", "dx3", "fwd1", "fwd2", "fwd3"], sorted(s)
+assert s["fwd1"] == (4096, 4096, 8192, False, False), s["fwd1"]
+assert s["dW2"] == (8192, 4096, 8192, True, False), s["dW2"]
+assert s["dx3"] == (4096, 10, 8192, False, True), s["dx3"]
+macs = lambda names: sum(s[n][0] * s[n][1] * s[n][2] for n in names)
+fwd = macs(["fwd1", "fwd2", "fwd3"])
+assert macs(s) == 3 * fwd - 4096 * 4096 * 8192, (macs(s), fwd)
+PY
 python3 "$here/gpu/torch_allreduce.py" --min_bytes=3 >"$tmp/args.out" 2>&1
 [ $? -eq 2 ] || fail "torch_allreduce.py --min_bytes=3 was not refused"
 
