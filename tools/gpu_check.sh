@@ -12,23 +12,30 @@
 #   all-reduce: bin/nccl_allreduce (ours) and tools/gpu/torch_allreduce.py (torch), 2 ranks on
 #     GPU 0 with distinct NCCL_HOSTID, 8 B to 256 MiB, then their busbw ratio at >= 1 MiB;
 #   training: tools/gpu/torch_train.py (MLP 4096-8192-8192-10, batch 4096, and the bench
-#     Transformer, batch 256; f32 and bf16; fed from the GPU and from pinned host batches), and
-#     ours (bench/train_throughput: examples/s, step, time outside it) when the bundle has it,
-#     judged against torch's host-fed loop (train_vs_torch: >= 1.0x its examples/s, peak
-#     device memory <= 1.2x its max_memory_allocated);
+#     Transformer, batch 256; f32 and bf16 autocast; fed from the GPU and from pinned host
+#     batches), and ours (bench/train_throughput, f32 and BF16_MIXED: examples/s, step, time
+#     outside it) when the bundle has it, each of the four judged against torch's host-fed
+#     loop of the same model and precision (train_vs_torch*: >= 1.0x its examples/s, peak
+#     device memory <= 1.2x its max_memory_allocated); the MLP's step time, ours and torch's,
+#     against the cuBLAS time of that step's 8 products alone (step_vs_gemm*: a figure);
 #   `lockstep local --gpus` on the digits MLP (>= 96% test accuracy), the residual CNN and the
 #     char Transformer (its data made by python3 from examples/data/fortunes.txt.gz) when the
 #     CLI has it;
 #   compute-sanitizer memcheck and racecheck over the kernel tests (//engine/..., //common/cuda),
 #     last because they are the slowest and the most expendable.
 # Writes under $OUT: report.md (one table: step, status, exit code, seconds, key figure; then
-# the all-reduce comparison and the training lines), report.json, and logs.tar.gz (every step's
-# log and the gtest XML). The report is written even when steps fail or the run is interrupted.
-# The whole run keeps to GPU_CHECK_BUDGET_S (default 330 s): steps get what is left of their
-# phase's share, and are skipped, saying so, once it is spent. The setup (unpack, bundle, env,
-# libs, binaries) keeps to GPU_CHECK_SETUP_S (default 150 s) from the start, whatever the
-# budget; so no run lasts longer than max(setup, budget) + 5 s (a step's kill grace) + the
-# report: 335 s by default, under the 8 minutes of device time a GPU loan gives a run.
+# the all-reduce comparison, the training lines and the step/GEMM table), report.json, and
+# logs.tar.gz (every step's log and the gtest XML). The report is written even when steps
+# fail or the run is interrupted.
+# The whole run keeps to GPU_CHECK_BUDGET_S (default 360 s): steps get what is left of their
+# phase's share (the tests end by 40 % of it, the all-reduce 55 %, the training 80 %, the
+# `lockstep local` jobs 92 %, the sanitizer 100 %), and are skipped, saying so, once it is
+# spent. The setup (unpack, bundle, env, libs, binaries) keeps to GPU_CHECK_SETUP_S (default
+# 150 s) from the start, whatever the budget; so no run lasts longer than max(setup, budget)
+# + 5 s (a step's kill grace) + the report: 365 s by default, under the 8 minutes of device
+# time a GPU loan gives a run. Expected on an H200 (bench/gpu_runs.md's runs): setup 5 s,
+# tests 15, all-reduce 30 (phase ends at 198 s), training ~190: torch's two scripts ~40 and
+# our four short runs ~150 (ends by 288), the three jobs 45 (by 331), the sanitizer 20.
 # bundle: the bundle's tests.txt against the requires-gpu tests of the source tree this script
 # is in (GPU_CHECK_TREE names another), read from its BUILD files by tools/gpu_tests.py: a
 # bundle built before a test was added fails that row, naming the test.
@@ -60,7 +67,7 @@ OUT=$(cd "$OUT" && pwd)
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo" || exit 2
 
-budget=${GPU_CHECK_BUDGET_S:-330}
+budget=${GPU_CHECK_BUDGET_S:-360}
 setup=${GPU_CHECK_SETUP_S:-150}
 for v in "GPU_CHECK_BUDGET_S=$budget" "GPU_CHECK_SETUP_S=$setup"; do
   if ! [[ "${v#*=}" =~ ^[0-9]+$ ]]; then
@@ -210,6 +217,14 @@ write_report() {
       echo
       grep '^gpu: ' "$logs/train_profile.log"
     fi
+    if [ -s "$work/gemm.tsv" ]; then
+      echo
+      echo "## Step time against the cuBLAS time of its products (MLP 4096-8192-8192-10, batch 4096: 8 GEMMs, torch.matmul, CUDA events)"
+      echo
+      echo "| precision | GEMMs ms | ours step ms | ours / GEMMs | torch step ms | torch / GEMMs |"
+      echo "| --- | --- | --- | --- | --- | --- |"
+      awk -F'\t' '$2 > 0 { printf "| %s | %s | %s | %.2fx | %s | %.2fx |\n", $1, $2, $3, $3 / $2, $4, $4 / $2 }' "$work/gemm.tsv"
+    fi
     if [ "$failed" -gt 0 ]; then
       echo
       echo "## The failing steps: first error lines, then the last lines"
@@ -254,6 +269,15 @@ write_report() {
       printf '%s\n  %s' "$sep" "$line"
       sep=","
     done < <(grep -h '^{.*}$' "$logs/train_torch.log" "$logs/train_torch_transformer.log" 2>/dev/null)
+    printf '],\n "step_vs_gemm": ['
+    sep=""
+    local precision gemm ours_step torch_step
+    while IFS=$'\t' read -r precision gemm ours_step torch_step; do
+      [ -n "$precision" ] || continue
+      printf '%s\n  {"precision": %s, "gemm_ms": %s, "ours_step_ms": %s, "torch_step_ms": %s}' \
+        "$sep" "$(json_string "$precision")" "$gemm" "$ours_step" "$torch_step"
+      sep=","
+    done < <(cat "$work/gemm.tsv" 2>/dev/null)
     printf ']}\n'
   } >"$json"
 }
@@ -403,7 +427,7 @@ gtest_counts() {
 }
 
 if wanted tests; then
-  end=$(phase_end 45)
+  end=$(phase_end 40)
   t0=$SECONDS
   while read -r label path; do
     [ -n "$label" ] || continue
@@ -455,7 +479,7 @@ allreduce_failure() {
 
 ar_args=(--np=2 --min_bytes=8 --max_bytes=268435456 --factor=4 --warmup=5 --iters=20 --timeout_s=100)
 if wanted allreduce; then
-  end=$(phase_end 65)
+  end=$(phase_end 55)
   if [ -x "$root/bin/nccl_allreduce" ]; then
     # NCCL's own warnings land in the log beside the table.
     run_step allreduce_ours 110 "$end" "${binenv[@]}" NCCL_DEBUG=WARN "$root/bin/nccl_allreduce" "${ar_args[@]}"
@@ -493,7 +517,7 @@ fi
 # --- training -------------------------------------------------------------------------------
 
 if wanted train; then
-  end=$(phase_end 85)
+  end=$(phase_end 80)
   # torch's lines: "config[/feed]: ex/s, ms/step (GEMMs), peak" (feed: device, one batch on the
   # GPU reused; host, a pinned host batch per step copied in as our input pipeline does).
   torch_figure() {
@@ -549,17 +573,48 @@ if wanted train; then
   figure=$(torch_figure "$STEP_LOG")
   [ -n "$figure" ] || figure=$(last_line "$STEP_LOG")
   record_step train_torch_transformer "$figure"
+  # step_vs_gemm NAME OURS_LOG TORCH_LOG CONFIG PRECISION: a row putting ours' step and
+  # torch's (its host feed where it has one) against the cuBLAS time of the MLP step's products
+  # alone (torch_train.py's gemm_ms: the 8 GEMMs of one step, each timed with CUDA events); a
+  # line of $work/gemm.tsv for the report's table. A figure, not a goal: it fails only when a
+  # side has nothing to show.
+  step_vs_gemm() {
+    local ours_step line figure rc
+    ours_step=$(grep -o 'step [0-9.]* ms, outside' "$2" | tail -n 1 | awk '{ print $2 }')
+    line=$(grep -h '^{' "$3" 2>/dev/null | grep "\"config\": \"$4\"" | grep '"gemm_ms": [0-9]' |
+      awk '/"feed": "host"/ { print; found = 1; exit } NR == 1 { first = $0 } END { if (!found && first != "") print first }')
+    if [ -z "$ours_step" ] || [ -z "$line" ]; then
+      record "$1" FAIL 1 0 "nothing to compare: $([ -z "$ours_step" ] && echo "ours printed no step time" || echo "torch has no $4 line with its GEMM time")"
+      return
+    fi
+    figure=$(awk -v o="$ours_step" -v l="$line" -v p="$5" -v tsv="$work/gemm.tsv" 'BEGIN {
+        match(l, /"gemm_ms": [0-9.e+]+/); g = substr(l, RSTART + 11, RLENGTH - 11) + 0
+        match(l, /"step_ms": [0-9.e+]+/); t = substr(l, RSTART + 11, RLENGTH - 11) + 0
+        if (g <= 0) { print "torch GEMM time is 0"; exit 1 }
+        printf "%s\t%.3f\t%.3f\t%.3f\n", p, g, o, t >>tsv
+        printf "GEMMs %.3f ms: ours step %.2f ms = %.2fx, torch step %.2f ms = %.2fx\n", g, o, o / g, t, t / g }')
+    rc=$?
+    record "$1" "$([ "$rc" -eq 0 ] && echo ok || echo FAIL)" "$rc" 0 "$figure"
+  }
   if [ -x "$root/bin/train_throughput" ]; then
-    # The last line: examples/s, the step, the time per step outside it, peak device memory.
-    run_step train_ours 150 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096
+    # The last line: examples/s, the step, the time outside it, peak device memory. One run of
+    # 60 steps after 10 each: the four runs keep to the train phase's share of the budget.
+    tt=("${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --steps=60 --warmup=10)
+    run_step train_ours 150 "$end" "${tt[@]}" --batch=4096 --model=mlp_4096
     record_step train_ours "$(last_line "$STEP_LOG")"
     # Issue #33's goals beside torch's eager loop fed from pinned host batches, as ours is.
     train_vs_torch train_vs_torch "$STEP_LOG" "$logs/train_torch.log" f32
-    run_step train_ours_bf16 150 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096 --precision=bf16_mixed
+    step_vs_gemm step_vs_gemm "$STEP_LOG" "$logs/train_torch.log" f32 f32
+    run_step train_ours_bf16 150 "$end" "${tt[@]}" --batch=4096 --model=mlp_4096 --precision=bf16_mixed
     record_step train_ours_bf16 "$(last_line "$STEP_LOG")"
     train_vs_torch train_vs_torch_bf16 "$STEP_LOG" "$logs/train_torch.log" bf16
-    run_step train_ours_transformer 120 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=256 --model=transformer
+    step_vs_gemm step_vs_gemm_bf16 "$STEP_LOG" "$logs/train_torch.log" bf16 bf16_mixed
+    run_step train_ours_transformer 120 "$end" "${tt[@]}" --batch=256 --model=transformer
     record_step train_ours_transformer "$(last_line "$STEP_LOG")"
+    train_vs_torch train_vs_torch_transformer "$STEP_LOG" "$logs/train_torch_transformer.log" f32
+    run_step train_ours_transformer_bf16 120 "$end" "${tt[@]}" --batch=256 --model=transformer --precision=bf16_mixed
+    record_step train_ours_transformer_bf16 "$(last_line "$STEP_LOG")"
+    train_vs_torch train_vs_torch_transformer_bf16 "$STEP_LOG" "$logs/train_torch_transformer.log" bf16
     # Where the MLP step's time goes: worker 0's per-op GPU time (CUDA events, --profile_ops);
     # the table goes into the report, the figure names the total and the largest row.
     run_step train_profile 90 "$end" "${binenv[@]}" "$root/bin/train_throughput" --device=gpu --workers=1 --runs=1 --batch=4096 --model=mlp_4096 --warmup=5 --steps=30 --profile_ops
@@ -577,7 +632,7 @@ fi
 # --- lockstep local --gpus ------------------------------------------------------------------
 
 if wanted local; then
-  end=$(phase_end 85)
+  end=$(phase_end 92)
   if [ -x "$root/bin/lockstep" ] &&
     [ "$(left_s 20 "$end")" -ge 2 ] &&
     timeout "$(left_s 20 "$end")" "${binenv[@]}" "$root/bin/lockstep" local --help 2>&1 | grep -q -- '--gpus'; then

@@ -34,6 +34,22 @@ if ! python3 -c 'import torch' 2>/dev/null; then
   [ "$rc" -eq 3 ] || fail "torch_train.py without torch exited $rc, want 3"
   expect_grep "torch is not installed" "$tmp/torch.out" "torch_train.py without torch"
 fi
+# The MLP step's products whose cuBLAS time its step is put against: 3 forward, 3 weight
+# gradients (x^T.dy: the first operand transposed), 2 input gradients (dy.W^T: the second),
+# the first layer's input needing none; 3x the forward's multiply-adds less that one.
+python3 - "$here/gpu" <<'PY' || fail "torch_train.py's GEMM shapes"
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch_train as t
+s = {g[0]: g[1:] for g in t.gemm_shapes(4096)}
+assert sorted(s) == ["dW1", "dW2", "dW3", "dx2", "dx3", "fwd1", "fwd2", "fwd3"], sorted(s)
+assert s["fwd1"] == (4096, 4096, 8192, False, False), s["fwd1"]
+assert s["dW2"] == (8192, 4096, 8192, True, False), s["dW2"]
+assert s["dx3"] == (4096, 10, 8192, False, True), s["dx3"]
+macs = lambda names: sum(s[n][0] * s[n][1] * s[n][2] for n in names)
+fwd = macs(["fwd1", "fwd2", "fwd3"])
+assert macs(s) == 3 * fwd - 4096 * 4096 * 8192, (macs(s), fwd)
+PY
 python3 "$here/gpu/torch_allreduce.py" --min_bytes=3 >"$tmp/args.out" 2>&1
 [ $? -eq 2 ] || fail "torch_allreduce.py --min_bytes=3 was not refused"
 
@@ -154,6 +170,7 @@ cat >"$tmp/fake_tools/torch_train.py" <<'EOF'
 import sys
 if "--model=transformer" in sys.argv:
     print('{"config": "f32", "feed": "host", "examples_per_s": 5000.5, "step_ms": 20.5, "gemm_ms": null, "max_memory_allocated_bytes": 1073741824}')
+    print('{"config": "bf16", "feed": "host", "examples_per_s": 12000.0, "step_ms": 8.5, "gemm_ms": null, "max_memory_allocated_bytes": 1073741824}')
     raise SystemExit(0)
 print('{"config": "f32", "examples_per_s": 60000.5, "step_ms": 68.2, "gemm_ms": 60.1, "max_memory_allocated_bytes": 2147483648}')
 print('{"config": "bf16", "error": "RuntimeError: out of memory"}')
@@ -177,11 +194,23 @@ case "$*" in
 esac
 EOF
 chmod +x "$b/bin/lockstep"
-# Ours: half torch's examples/s, 1.1x its peak.
-cat >"$b/bin/train_throughput" <<'EOF'
-#!/usr/bin/env bash
+# Ours, train_throughput's last line. The MLP in f32: half torch's examples/s, 1.1x its peak,
+# its step 1.5x torch's GEMM time. The Transformer: in f32 1.2x torch's examples/s at 1.1x its
+# peak (both goals met); in BF16_MIXED 0.75x torch's autocast loop.
+{
+  echo '#!/usr/bin/env bash'
+  echo "TT_ARGS=$tmp/train_throughput_args"
+} >"$b/bin/train_throughput"
+cat >>"$b/bin/train_throughput" <<'EOF'
 case "$*" in *--help*) echo "usage: train_throughput --device=gpu ..."; exit 0 ;; esac
-echo "gpu: 1 worker(s) 30000.2 examples/s (median), peak device bytes 2362232012 (2252.8 MiB)"
+echo "$*" >>"$TT_ARGS"
+case "$*" in
+  *--model=transformer*--precision=bf16_mixed*) eps=9000.0 step=28.00 peak=1073741824 ;;
+  *--model=transformer*) eps=6000.0 step=42.00 peak=1181116006 ;;
+  *--precision=bf16_mixed*) eps=500000.0 step=6.00 peak=1500000000 ;;
+  *) eps=30000.2 step=90.15 peak=2362232012 ;;
+esac
+echo "gpu: 1 worker(s) $eps examples/s (median), step $step ms, outside it 46.53 ms per step (input wait 40.00), peak device bytes $peak (2252.8 MiB)"
 EOF
 chmod +x "$b/bin/train_throughput"
 cat >"$tmp/path/nvidia-smi" <<'EOF'
@@ -242,7 +271,25 @@ expect_grep '| train_vs_torch | FAIL | 1 | 0 | ours/torch examples/s 0.50x (goal
   "$md" "ours against torch's f32 loop"
 expect_grep '| train_vs_torch_bf16 | FAIL | 1 | 0 | nothing to compare: torch has no bf16 line |' "$md" \
   "ours against torch's bf16 loop, which failed"
-expect_grep '| train_torch_transformer | ok | 0 | .* | f32/host: 5000.5 ex/s, 20.5 ms/step, peak 1.00 GiB |' "$md" "torch Transformer row"
+expect_grep '| train_torch_transformer | ok | 0 | .* | f32/host: 5000.5 ex/s, 20.5 ms/step, peak 1.00 GiB; bf16/host: 12000.0 ex/s, 8.5 ms/step, peak 1.00 GiB |' \
+  "$md" "torch Transformer row"
+expect_grep '| train_ours_transformer_bf16 | ok | 0 | .* | gpu: 1 worker(s) 9000.0 examples/s' "$md" \
+  "our BF16_MIXED Transformer row"
+expect_grep '| train_vs_torch_transformer | ok | 0 | 0 | ours/torch examples/s 1.20x (goal >= 1.0x); peak 1.10x torch max_memory_allocated (goal <= 1.2x) |' \
+  "$md" "our f32 Transformer against torch's f32 loop"
+expect_grep '| train_vs_torch_transformer_bf16 | FAIL | 1 | 0 | ours/torch examples/s 0.75x (goal >= 1.0x); peak 1.00x' \
+  "$md" "our BF16_MIXED Transformer against torch's autocast loop, not its f32 one"
+# Every run of ours: GPU, one worker, one short run; BF16_MIXED where the row says so.
+[ "$(grep -c -- '--device=gpu --workers=1 --runs=1 --steps=60 --warmup=10 ' "$tmp/train_throughput_args")" -eq 4 ] ||
+  fail "train_throughput ran other than 4 times with the run's flags: $(cat "$tmp/train_throughput_args")"
+[ "$(grep -c -- '--precision=bf16_mixed' "$tmp/train_throughput_args")" -eq 2 ] ||
+  fail "train_throughput ran other than 2 times in BF16_MIXED: $(cat "$tmp/train_throughput_args")"
+# The MLP's step against its products' cuBLAS time: ours from its step, torch's from its line.
+expect_grep '| step_vs_gemm | ok | 0 | 0 | GEMMs 60.100 ms: ours step 90.15 ms = 1.50x, torch step 68.20 ms = 1.13x |' \
+  "$md" "the step/GEMM row"
+expect_grep '| step_vs_gemm_bf16 | FAIL | 1 | 0 | nothing to compare: torch has no bf16 line with its GEMM time |' \
+  "$md" "the bf16 step/GEMM row, torch's bf16 loop having failed"
+expect_grep '| f32 | 60.100 | 90.150 | 1.50x | 68.200 | 1.13x |' "$md" "the step/GEMM table"
 expect_grep '"feed": "host"' "$md" "torch's lines in the report"
 expect_grep '| local_digits_gpu | ok | 0 | .* | test accuracy: 0.97 |' "$md" "lockstep local digits row"
 expect_grep '| local_char_transformer_gpu | ok | 0 | .* | final loss 1.2345; test accuracy: 0.61 |' "$md" \
@@ -266,6 +313,8 @@ assert r["allreduce"][1] == {"bytes": 1048576, "ours_us": 100.0, "ours_busbw": 5
 assert r["torch_train"][0]["examples_per_s"] == 60000.5, r["torch_train"]
 assert r["torch_train"][2]["feed"] == "host", r["torch_train"]
 assert r["gpu"].startswith("NVIDIA H100"), r["gpu"]
+assert r["step_vs_gemm"] == [{"precision": "f32", "gemm_ms": 60.1, "ours_step_ms": 90.15,
+                              "torch_step_ms": 68.2}], r["step_vs_gemm"]
 EOF
 tar -tzf "$out/logs.tar.gz" >"$tmp/logs.list" || fail "logs.tar.gz does not list"
 expect_grep 'logs/xml/engine_kernels_cuda_fake_kernel_test.xml' "$tmp/logs.list" "the gtest XML in logs.tar.gz"
@@ -314,6 +363,62 @@ else
   echo "default worst case: $worst s of device time"
   [ "$worst" -le 480 ] || fail "gpu_check.sh's defaults allow $worst s, over the 8 minutes (480 s)"
 fi
+
+# tools/gpu_driverless_check.sh (tools/test.sh runs it on CI's --config=cuda build) on fake
+# builds: binaries that refuse naming the driver pass; one that hangs, one killed by a signal,
+# one exiting 0 and one that does not say what is missing each fail, by name.
+driverless=$here/gpu_driverless_check.sh
+bash -n "$driverless" || fail "$driverless does not parse"
+fake_build() {  # DIR LOCKSTEPD_BODY TRAIN_BODY NCCL_BODY CLI_BODY
+  mkdir -p "$1/worker" "$1/bench" "$1/client" "$1/coordinator"
+  local f body
+  for f in worker/lockstepd bench/train_throughput bench/nccl_allreduce client/lockstep \
+    coordinator/lockstep-coordinator; do
+    case "$f" in
+      worker/*) body=$2 ;; bench/train*) body=$3 ;; bench/nccl*) body=$4 ;; client/*) body=$5 ;;
+      *) body='echo "usage: lockstep-coordinator"' ;;
+    esac
+    printf '#!/usr/bin/env bash\n%s\n' "$body" >"$1/$f"
+    chmod +x "$1/$f"
+  done
+}
+refuse='echo "counting GPUs (cudaGetDeviceCount): CUDA driver version is insufficient for CUDA runtime version"; exit 1'
+fake_build "$tmp/dl_good" "$refuse" "$refuse" 'echo "cannot load libnccl.so.2"; exit 1' \
+  'echo "lockstep local: worker 0 exited while starting: libcuda.so.1: cannot open"; exit 1'
+GPU_DRIVERLESS_TIMEOUT_S=2 "$driverless" "$tmp/dl_good" >"$tmp/dl_good.out" 2>&1
+[ $? -eq 0 ] || fail "gpu_driverless_check.sh failed binaries that refused cleanly: $(cat "$tmp/dl_good.out")"
+expect_grep '^ok   nccl_allreduce: exit 1 in [0-9]* s: cannot load libnccl.so.2' "$tmp/dl_good.out" \
+  "a binary naming the library it misses"
+fake_build "$tmp/dl_bad" 'echo "starting"; exit 1' 'exec sleep 600' 'kill -SEGV $$' 'exit 0'
+t0=$SECONDS
+GPU_DRIVERLESS_TIMEOUT_S=1 "$driverless" "$tmp/dl_bad" >"$tmp/dl_bad.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "gpu_driverless_check.sh on misbehaving binaries exited $rc, want 1"
+[ $((SECONDS - t0)) -le 20 ] || fail "gpu_driverless_check.sh took $((SECONDS - t0)) s over a hanging binary"
+expect_grep '^FAIL lockstepd .*: exit 1 without naming what is missing' "$tmp/dl_bad.out" "a silent refusal"
+expect_grep '^FAIL train_throughput .*: hung: killed after 1 s' "$tmp/dl_bad.out" "a hanging binary"
+expect_grep '^FAIL nccl_allreduce .*: died of signal 11' "$tmp/dl_bad.out" "a crashing binary"
+expect_grep '^FAIL lockstep local .*: exited 0 without a GPU' "$tmp/dl_bad.out" "a binary claiming success"
+expect_grep '^gpu_driverless_check: 4 binary(ies) misbehaved' "$tmp/dl_bad.out" "the verdict"
+rm "$tmp/dl_bad/client/lockstep"
+GPU_DRIVERLESS_TIMEOUT_S=1 "$driverless" "$tmp/dl_bad" >"$tmp/dl_bad.out" 2>&1
+expect_grep '^FAIL lockstep: not built' "$tmp/dl_bad.out" "a binary the build lacks"
+# Where libcuda.so.1 loads (a python3 that loads anything) there is nothing to check: exit 3.
+mkdir -p "$tmp/dl_path"
+printf '#!/usr/bin/env bash\nexit 0\n' >"$tmp/dl_path/python3"
+chmod +x "$tmp/dl_path/python3"
+PATH=$tmp/dl_path:$PATH "$driverless" "$tmp/dl_good" >"$tmp/dl_driver.out" 2>&1
+[ $? -eq 3 ] || fail "gpu_driverless_check.sh on a machine with the driver did not exit 3"
+expect_grep 'libcuda.so.1 loads here' "$tmp/dl_driver.out" "a machine with the driver"
+"$driverless" "$tmp/no_such_dir" >/dev/null 2>&1
+[ $? -eq 2 ] || fail "gpu_driverless_check.sh without a folder did not exit 2"
+
+# The phases' shares of the budget, in the order they run: each ends after the one before
+# (a phase sharing its predecessor's end gets only what that one leaves), the last at 100 %.
+shares=$(sed -n 's/^ *end=$(phase_end \([0-9]*\))$/\1/p' "$check" | tr '\n' ' ')
+awk -v s="$shares" 'BEGIN { n = split(s, p, " "); if (n < 5 || p[n] != 100) exit 1
+  for (i = 2; i <= n; i++) if (p[i] + 0 <= p[i - 1] + 0) exit 1 }' ||
+  fail "gpu_check.sh's phase ends ($shares% of the budget) do not rise to 100 in the order they run"
 
 if [ "$failures" -ne 0 ]; then
   echo "--- the fake run's output" >&2

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: installs what the build needs, then `bazel test //...` (CPU only;
 # tests tagged requires-gpu are skipped here, see .bazelrc), then, with no arguments, builds
-# the CUDA configuration (--config=cuda) without running it. Extra arguments go to Bazel,
+# the CUDA configuration (--config=cuda) and checks that its binaries, asked for a GPU on this
+# driverless machine, refuse saying what is missing (tools/gpu_driverless_check.sh, counted as
+# one test). Extra arguments go to Bazel,
 # e.g. `tools/test.sh //collectives/...`.
 # Ends with one plain line: "N passed, N failed, N skipped": passed and failed count test
 # targets, skipped counts test cases that skipped (from the targets' test.xml files); a
@@ -54,7 +56,7 @@ while read -r target; do
 done < <(grep -E "^//[^ ]+ +${cached}(PASSED|FAILED|TIMEOUT|FLAKY)" "$log" | awk '{print $1}')
 
 # The full run also compiles and links the GPU code (--config=cuda: binaries and requires-gpu
-# tests, run nowhere here) so that it cannot rot. It shares the CPU build's objects: about a
+# tests, the tests run nowhere here) so that it cannot rot. It shares the CPU build's objects: about a
 # minute and a half more on a 2-core machine. Skipped, saying so, where no CUDA toolkit is
 # installed ($CUDA_PATH or /usr/local/cuda).
 if [ "$#" -eq 0 ]; then
@@ -66,6 +68,18 @@ if [ "$#" -eq 0 ]; then
     tail -n 3 "$log"
     if [ "$cuda_rc" -eq 0 ]; then
       echo "CUDA build (--config=cuda //...): built in $((SECONDS - start)) s"
+      # Its binaries on this driverless machine: each asked for a GPU refuses, naming what is
+      # missing, in seconds (tools/gpu_driverless_check.sh); counted as one test.
+      tools/gpu_driverless_check.sh "$(bazel info --config=cuda bazel-bin 2>/dev/null)"
+      case $? in
+        0) passed=$((passed + 1)) ;;
+        3) echo "driverless start-up not checked: this machine has the NVIDIA driver" ;;
+        *)
+          echo "driverless start-up (tools/gpu_driverless_check.sh): FAILED"
+          failed=$((failed + 1))
+          rc=1
+          ;;
+      esac
     else
       grep -E "^ERROR" "$log" | head -n 20
       echo "CUDA build (--config=cuda //...): FAILED"

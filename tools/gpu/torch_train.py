@@ -13,9 +13,11 @@ be fed), and "host", a host batch per step copied in as a pinned-memory loader d
 Lockstep's input pipeline feeds its steps. For each, --warmup steps, then --steps timed ones
 (torch.cuda.synchronize before and after), and prints one JSON line: examples/s, step ms,
 torch.cuda.max_memory_allocated over the loop, and (MLP) the cuBLAS time of that step's
-products alone (torch.mm of the same shapes and precision, CUDA events): the bound a step can
-approach. The MLP's products of one step: forward x.W1, h1.W2, h2.W3; weight gradients dW3,
-dW2, dW1; input gradients dh2 and dh1 (the batch needs none): 8 GEMMs.
+products alone (torch.matmul of the same shapes, operand layouts and precision, each timed
+with CUDA events; once per precision): the bound a step can approach. The MLP's products of
+one step, with W of shape [in, out]: forward x.W for each layer; weight gradients x^T.dy
+(x transposed); input gradients dy.W^T (W transposed) of the two upper layers (the batch
+needs none): 8 GEMMs, each printed with its milliseconds under "gemms".
 
   python3 tools/gpu/torch_train.py [--model=mlp] [--configs=f32,bf16] [--feeds=device,host]
       [--steps=30] [--warmup=5]
@@ -33,6 +35,7 @@ LAYERS = [4096, 8192, 8192, 10]
 # The bench Transformer (bench/transformer_spec.h with vocab 0: float inputs).
 SEQ, WIDTH, HEADS, BLOCKS, CLASSES = 128, 256, 4, 2, 10
 DEFAULT_BATCH = {"mlp": 4096, "transformer": 256}
+GEMMS = {}  # config -> {product: ms}, measured once per precision
 
 
 def parse_args(argv):
@@ -61,34 +64,42 @@ def parse_args(argv):
 
 
 def gemm_shapes(batch):
-    """(m, k, n) of each product of one training step, as torch.mm(m x k, k x n)."""
+    """Each product of one training step: (name, m, k, n, a_transposed, b_transposed), the
+    product of an m x k and a k x n operand, a transposed one stored as its transpose (a view,
+    as the step's backward pass hands it to cuBLAS)."""
     shapes = []
-    for fan_in, fan_out in zip(LAYERS[:-1], LAYERS[1:]):
-        shapes.append((batch, fan_in, fan_out))  # forward
-        shapes.append((fan_out, batch, fan_in))  # weight gradient: dY^T . X
-    for fan_in, fan_out in list(zip(LAYERS[:-1], LAYERS[1:]))[1:]:
-        shapes.append((batch, fan_out, fan_in))  # input gradient: dY . W
+    layers = list(zip(LAYERS[:-1], LAYERS[1:]))
+    for i, (fan_in, fan_out) in enumerate(layers, 1):
+        shapes.append(("fwd%d" % i, batch, fan_in, fan_out, False, False))  # x . W
+    for i, (fan_in, fan_out) in reversed(list(enumerate(layers, 1))):
+        shapes.append(("dW%d" % i, fan_in, batch, fan_out, True, False))  # x^T . dy
+        if i > 1:
+            shapes.append(("dx%d" % i, batch, fan_out, fan_in, False, True))  # dy . W^T
     return shapes
 
 
 def gemm_ms(torch, batch, dtype, iters):
-    """Milliseconds of one step's products, each timed alone with CUDA events."""
-    total = 0.0
-    for m, k, n in gemm_shapes(batch):
-        x = torch.randn(m, k, device="cuda", dtype=dtype)
-        w = torch.randn(k, n, device="cuda", dtype=dtype)
+    """Milliseconds of each of one step's products, each timed alone with CUDA events:
+    {name: ms}."""
+    out = {}
+    for name, m, k, n, a_t, b_t in gemm_shapes(batch):
+        a = torch.randn(k, m, device="cuda", dtype=dtype).t() if a_t else \
+            torch.randn(m, k, device="cuda", dtype=dtype)
+        b = torch.randn(n, k, device="cuda", dtype=dtype).t() if b_t else \
+            torch.randn(k, n, device="cuda", dtype=dtype)
         for _ in range(3):
-            torch.mm(x, w)
+            torch.matmul(a, b)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(iters):
-            torch.mm(x, w)
+            torch.matmul(a, b)
         end.record()
         end.synchronize()
-        total += start.elapsed_time(end) / iters
-        del x, w
-    return total
+        out[name] = start.elapsed_time(end) / iters
+        del a, b
+    torch.cuda.empty_cache()
+    return out
 
 
 def transformer(torch):
@@ -179,10 +190,14 @@ def run_config(torch, a, config, feed):
     last = loss.item()
     del model, opt, batches, loss
     torch.cuda.empty_cache()
-    products = None
-    if a.model == "mlp":
-        products = gemm_ms(torch, a.batch, torch.float32 if config == "f32" else torch.bfloat16,
-                           a.gemm_iters)
+    gemms = None
+    if a.model == "mlp":  # once per precision: the feeds share their products
+        if config not in GEMMS:
+            GEMMS[config] = gemm_ms(torch, a.batch,
+                                    torch.float32 if config == "f32" else torch.bfloat16,
+                                    a.gemm_iters)
+        gemms = GEMMS[config]
+    products = sum(gemms.values()) if gemms else None
     step_ms = seconds * 1e3
     return {
         "config": config,
@@ -196,6 +211,7 @@ def run_config(torch, a, config, feed):
         "step_ms": round(step_ms, 3),
         "gemm_ms": round(products, 3) if products else None,
         "step_over_gemm": round(step_ms / products, 3) if products else None,
+        "gemms": {k: round(v, 3) for k, v in gemms.items()} if gemms else None,
         "max_memory_allocated_bytes": peak,
         "loss_first": round(first, 5),
         "loss_last": round(last, 5),
