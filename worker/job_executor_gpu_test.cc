@@ -11,12 +11,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
 #include "distribute/fake_gpu_devices.h"
 #include "engine/model_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/lower.h"
-#include "worker/chief/checkpoint.h"
 #include "worker/fake_worker_service_client.h"
 #include "worker/job_executor.h"
 #include "worker/partition_group.h"
@@ -131,8 +131,8 @@ TEST(JobExecutorGpu, DigitsJobOnAFakeGpuEndsWithTheCpuCheckpointBitForBit) {
   EXPECT_EQ(gpu.step(), cpu.step());
   EXPECT_EQ(gpu.eval_accuracy(), cpu.eval_accuracy());
   EXPECT_GE(gpu.eval_accuracy(), 0.9);
-  auto g = chief::CheckpointManager::RestoreLatest(gpu_spec.checkpoint().dir());
-  auto c = chief::CheckpointManager::RestoreLatest(cpu_spec.checkpoint().dir());
+  auto g = checkpoint::CheckpointManager::RestoreLatest(gpu_spec.checkpoint().dir());
+  auto c = checkpoint::CheckpointManager::RestoreLatest(cpu_spec.checkpoint().dir());
   ASSERT_TRUE(g.ok() && c.ok());
   EXPECT_EQ(g->checkpoint.global_step(), c->checkpoint.global_step());
   ASSERT_EQ(g->checkpoint.variables_size(), c->checkpoint.variables_size());
