@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/file_util.h"
 #include "common/secure_random.h"
 #include "common/status.h"
 
@@ -62,18 +63,6 @@ std::string SslError() {
 
 absl::Status SslFailure(absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", SslError()));
-}
-
-absl::Status MakeDirs(const std::string& path) {
-  for (size_t i = 1; i <= path.size(); ++i) {
-    if (i < path.size() && path[i] != '/') continue;
-    const std::string prefix = path.substr(0, i);
-    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot create ", prefix, ": ", std::strerror(errno)));
-    }
-  }
-  return absl::OkStatus();
 }
 
 // Opens `path` for writing with `mode` (a key: 0600), replacing what was there.

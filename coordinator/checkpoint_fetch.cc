@@ -8,12 +8,12 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint_bound.h"
+#include "checkpoint/checkpoint_stream.h"
 #include "common/secure_random.h"
 #include "coordinator/job_service.h"
 #include "coordinator/membership.h"
 #include "spdlog/spdlog.h"
-#include "worker/checkpoint_bound.h"
-#include "worker/chief/checkpoint_stream.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -85,7 +85,7 @@ absl::Status CheckpointFetch::Fetch(const v1::FetchCheckpointRequest& request,
         absl::StrCat("job ", record.id(), " is ", v1::JobState_Name(record.state()),
                      " and never ran on a worker: it has no checkpoint"));
   }
-  absl::StatusOr<int64_t> bound = worker::CheckpointBytesBound(job->spec());
+  absl::StatusOr<int64_t> bound = checkpoint::CheckpointBytesBound(job->spec());
   if (!bound.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", record.id(), ": its spec gives no checkpoint bound: ", bound.status().message()));
@@ -284,7 +284,7 @@ absl::Status CheckpointFetch::Upload(const std::string& identity,
     t.header.set_source_file(first.file());
     t.state = S::kStreaming;
   }
-  chief::CheckpointStreamCheck check(static_cast<uint64_t>(first.total_bytes()));
+  checkpoint::CheckpointStreamCheck check(static_cast<uint64_t>(first.total_bytes()));
   auto fail = [&](absl::Status why) {
     absl::MutexLock l(&mu_);
     return FailLocked(t, std::move(why));

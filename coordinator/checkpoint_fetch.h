@@ -16,9 +16,9 @@
 // Checks, before a byte reaches the client: the upload names a fetch that waits (a random
 // 128-bit id), comes from the task that fetch asked, over a connection whose certificate
 // identity holds that task (FetchCluster::IdentityOf), and announces at most the job's
-// CheckpointBytesBound (worker/checkpoint_bound.h). As the bytes pass: the header (magic,
+// CheckpointBytesBound (checkpoint/checkpoint_bound.h). As the bytes pass: the header (magic,
 // CRC, version, length), the payload CRC32C, and the metadata's job and step
-// (chief::CheckpointStreamCheck). The chunk that ends the file is held back until all of that
+// (checkpoint::CheckpointStreamCheck). The chunk that ends the file is held back until all of that
 // passed, so a client never receives a whole file that failed a check.
 //
 // Memory: a fetch holds at most options.queue_chunks chunks in its queue, one held back and

@@ -13,10 +13,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_bound.h"
 #include "engine/model_builder.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint_bound.h"
-#include "worker/chief/checkpoint.h"
 
 namespace lockstep {
 namespace coordinator {
@@ -46,7 +46,7 @@ std::string Checkpoint(const std::string& uid, int64_t step, size_t bytes = 3000
   std::string content(bytes / 4 * 4, '\0');
   for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 31 + 7);
   t->mutable_tensor()->set_content(content);
-  absl::StatusOr<std::string> encoded = chief::CheckpointManager::Encode(c);
+  absl::StatusOr<std::string> encoded = checkpoint::CheckpointManager::Encode(c);
   EXPECT_TRUE(encoded.ok()) << encoded.status();
   return *encoded;
 }
@@ -314,7 +314,7 @@ TEST_F(CheckpointFetchTest, AnUploadForNoWaitingFetchIsNotFound) {
 }
 
 TEST_F(CheckpointFetchTest, AnOversizeCheckpointIsRefusedBeforeAnyByte) {
-  absl::StatusOr<int64_t> bound = worker::CheckpointBytesBound(cluster_.job_.spec());
+  absl::StatusOr<int64_t> bound = checkpoint::CheckpointBytesBound(cluster_.job_.spec());
   ASSERT_TRUE(bound.ok()) << bound.status();
   absl::Status uploaded;
   cluster_.Connect(0, Uploads(Checkpoint(kUid, 40),

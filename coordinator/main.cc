@@ -8,11 +8,8 @@
 // The flags both daemons share are common/daemon_flags.h's; defaults and rules on the flags
 // are coordinator/coordinator_config.h's.
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -20,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "common/daemon_flags.h"
+#include "common/file_util.h"
 #include "common/incarnation.h"
 #include "common/logging.h"
 #include "common/monitoring.h"
@@ -116,16 +114,6 @@ void SetLimits(lockstep::coordinator::CoordinatorServerOptions* options) {
   options->membership.max_tasks_per_identity = absl::GetFlag(FLAGS_max_tasks_per_identity);
 }
 
-// mkdir -p; false (errno set) on failure.
-bool MakeDirs(const std::string& path) {
-  for (size_t i = 1; i <= path.size(); ++i) {
-    if (i < path.size() && path[i] != '/') continue;
-    const std::string prefix = path.substr(0, i);
-    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return false;
-  }
-  return true;
-}
-
 int Run(sigset_t signals) {
   using lockstep::coordinator::CoordinatorServer;
   const lockstep::DaemonFlags daemon = lockstep::ReadDaemonFlags();
@@ -171,8 +159,8 @@ int Run(sigset_t signals) {
   }
 
   const std::string state_dir = options.state_dir;
-  if (!MakeDirs(state_dir)) {
-    spdlog::error("--state_dir {}: cannot create: {}", state_dir, std::strerror(errno));
+  if (const absl::Status made = lockstep::MakeDirs(state_dir); !made.ok()) {
+    spdlog::error("--state_dir: {}", std::string(made.message()));
     return 1;
   }
 

@@ -77,6 +77,10 @@ struct LayerDef {
 
 class LayerRegistry {
  public:
+  // What MustRegister (must_register.h) registers, and names in its abort message.
+  using Def = LayerDef;
+  static constexpr char kName[] = "engine layer registry";
+
   // INVALID_ARGUMENT for a kind that is not a field of Layer's oneof or a def without a
   // builder; ALREADY_EXISTS when the kind is registered twice.
   absl::Status Register(LayerDef def);

@@ -45,6 +45,10 @@ struct OpDef {
 
 class OpRegistry {
  public:
+  // What MustRegister (must_register.h) registers, and names in its abort message.
+  using Def = OpDef;
+  static constexpr char kName[] = "engine op registry";
+
   // ALREADY_EXISTS when the op is registered twice, INVALID_ARGUMENT without a shape
   // function.
   absl::Status Register(OpDef def);

@@ -1,4 +1,4 @@
-// Fuzz target: the checkpoint reader (worker/chief/checkpoint.h): CheckpointManager::Decode on
+// Fuzz target: the checkpoint reader (checkpoint/checkpoint.h): CheckpointManager::Decode on
 // a file's bytes, then every tensor through engine::Tensor::FromProto as a restore does. The
 // first byte chooses how the rest is used: odd, it is taken as the payload and framed with a
 // valid header (magic, version, length, both CRCs) so the protobuf and the tensors behind the
@@ -9,14 +9,14 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "checkpoint/checkpoint.h"
 #include "common/crc32c.h"
 #include "engine/tensor.h"
 #include "google/protobuf/stubs/logging.h"
-#include "worker/chief/checkpoint.h"
 
 namespace {
 
-using lockstep::chief::CheckpointManager;
+using lockstep::checkpoint::CheckpointManager;
 
 void PutLe32(char* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));

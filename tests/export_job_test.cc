@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
 #include "client/job_service_client.h"
 #include "client/local_cluster.h"
 #include "export/safetensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
-#include "worker/chief/checkpoint.h"
 
 namespace lockstep {
 namespace {
@@ -70,7 +70,7 @@ TEST(ExportJobTest, AFinishedJobsCheckpointLeavesThroughTheCoordinator) {
       *id, [](const v1::JobEvent&) {}, absl::Now() + absl::Seconds(60));
   ASSERT_TRUE(last.ok()) << last.status();
   ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
-  auto chief = chief::CheckpointManager::RestoreLatest(dir + "/digits/ckpt");
+  auto chief = checkpoint::CheckpointManager::RestoreLatest(dir + "/digits/ckpt");
   ASSERT_TRUE(chief.ok()) << chief.status();
   ASSERT_EQ(chief->checkpoint.global_step(), 30);
 

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "checkpoint/checkpoint.h"
 #include "client/job_format.h"
 #include "client/job_service_client.h"
 #include "client/local_cluster.h"
@@ -29,7 +30,6 @@
 #include "gtest/gtest.h"
 #include "lockstep/v1/event.pb.h"
 #include "tests/test_util.h"
-#include "worker/chief/checkpoint.h"
 #include "worker/chief/weights_match.h"
 
 namespace lockstep {
@@ -182,7 +182,7 @@ TEST(LocalTest, LocalTrainsDigitsAndLeavesCheckpointAndSummaries) {
   EXPECT_GE(accuracy, 0.96) << r.output;
   EXPECT_THAT(r.output, HasSubstr("checkpoint: " + dir + "/checkpoints/"));
 
-  auto restored = chief::CheckpointManager::RestoreLatest(dir + "/checkpoints");
+  auto restored = checkpoint::CheckpointManager::RestoreLatest(dir + "/checkpoints");
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_GT(restored->checkpoint.global_step(), 0);
   EXPECT_EQ(restored->checkpoint.variables_size(), 4);  // hidden and logits kernel + bias
@@ -228,7 +228,7 @@ class JobsTest : public ::testing::Test {
       return absl::InternalError(
           absl::StrCat("the ", workers, "-worker job did not succeed: ", last->job().reason()));
     }
-    auto restored = chief::CheckpointManager::RestoreLatest(ckpt_dir);
+    auto restored = checkpoint::CheckpointManager::RestoreLatest(ckpt_dir);
     if (!restored.ok()) return restored.status();
     EXPECT_EQ(restored->checkpoint.global_step(), steps) << ckpt_dir;
     return restored->checkpoint;
@@ -374,8 +374,8 @@ TEST_F(JobsTest, TwoWorkersAndOneWorkerEndWithTheSameWeights) {
     ASSERT_TRUE(last.ok()) << last.status();
     ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
   }
-  auto a = chief::CheckpointManager::RestoreLatest(dir() + "/two/ckpt");
-  auto b = chief::CheckpointManager::RestoreLatest(dir() + "/one/ckpt");
+  auto a = checkpoint::CheckpointManager::RestoreLatest(dir() + "/two/ckpt");
+  auto b = checkpoint::CheckpointManager::RestoreLatest(dir() + "/one/ckpt");
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(a->checkpoint.global_step(), 60);
@@ -410,7 +410,7 @@ TEST_F(JobsTest, ResidualCnnOnTwoWorkersAndOneEndsWithTheSameWeights) {
   for (v1::Layer& layer : *whole_batch.mutable_model()->mutable_layers()) {
     if (layer.has_batch_norm()) layer.mutable_batch_norm()->set_virtual_batch_size(0);
   }
-  auto two = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir() + "2");
+  auto two = checkpoint::CheckpointManager::RestoreLatest(spec.checkpoint().dir() + "2");
   ASSERT_TRUE(two.ok()) << two.status();
   auto whole = TrainToCheckpoint(whole_batch, 1, kResidualCnnSteps, dir() + "/cnn_whole_batch");
   ASSERT_TRUE(whole.ok()) << whole.status();
@@ -500,7 +500,7 @@ TEST_F(JobsTest, SubmitWatchFollowsAJobToSuccessAndExitsZero) {
     EXPECT_EQ(final.progress().step(), 30);
     EXPECT_EQ(final.progress().checkpoint_path(),
               dir() + "/cli/ckpt/" +
-                  chief::CheckpointManager::FileName(
+                  checkpoint::CheckpointManager::FileName(
                       30, absl::StrCat(json_id, "@", final.created_unix_micros())));
   }
 }
@@ -693,7 +693,7 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
   ASSERT_TRUE(reference_id.ok()) << reference_id.status();
   const v1::JobRecord reference = run_to_end(*reference_id);
   ASSERT_EQ(reference.state(), v1::SUCCEEDED) << reference.reason();
-  auto expected = chief::CheckpointManager::RestoreLatest(dir() + "/reference/ckpt");
+  auto expected = checkpoint::CheckpointManager::RestoreLatest(dir() + "/reference/ckpt");
   ASSERT_TRUE(expected.ok()) << expected.status();
 
   const v1::JobSpec spec = RestartableJob(dir() + "/restarted");
@@ -774,7 +774,7 @@ TEST_F(JobsTest, KilledWorkersRestartFromTheNewestCheckpointAndEndBitwiseEqual) 
   EXPECT_THAT(r.output, HasSubstr("restarts: 2 of 2 allowed")) << r.output;
   EXPECT_THAT(r.output, HasSubstr("RESTARTING (attempt 1): worker/1")) << r.output;
   EXPECT_THAT(r.output, HasSubstr("RESTARTING (attempt 2): worker/0")) << r.output;
-  auto got = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
+  auto got = checkpoint::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
   ASSERT_TRUE(got.ok()) << got.status();
   ExpectBitwiseEqual(got->checkpoint, expected->checkpoint);
 }

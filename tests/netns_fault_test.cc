@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
 #include "client/job_format.h"
 #include "client/job_service_client.h"
 #include "common/ci_skip.h"
@@ -29,7 +30,6 @@
 #include "tests/netns/netns_cluster.h"
 #include "tests/netns/netns_network.h"
 #include "tests/test_util.h"
-#include "worker/chief/checkpoint.h"
 
 namespace lockstep {
 namespace {
@@ -160,7 +160,7 @@ class NetnsFaultTest : public ::testing::Test {
     ASSERT_TRUE(last.ok()) << last.status();
     ASSERT_EQ(last->job().state(), v1::SUCCEEDED) << last->job().reason();
     EXPECT_GE(last->job().progress().eval_accuracy(), 0.96);
-    auto expected = chief::CheckpointManager::RestoreLatest(dir + "/ckpt");
+    auto expected = checkpoint::CheckpointManager::RestoreLatest(dir + "/ckpt");
     ASSERT_TRUE(expected.ok()) << expected.status();
     reference_ = new v1::Checkpoint(expected->checkpoint);
     cluster_->KillAll();
@@ -234,7 +234,7 @@ class NetnsFaultTest : public ::testing::Test {
         << cluster_->log(cluster_->worker_log_name(0)) << "\nworker/1:\n"
         << cluster_->log(cluster_->worker_log_name(1));
     EXPECT_GE(job.progress().eval_accuracy(), 0.96);
-    auto got = chief::CheckpointManager::RestoreLatest(ckpt_dir);
+    auto got = checkpoint::CheckpointManager::RestoreLatest(ckpt_dir);
     EXPECT_TRUE(got.ok()) << got.status();
     if (got.ok() && reference_ != nullptr) {
       testing::ExpectBitwiseEqual(got->checkpoint, *reference_);
@@ -467,10 +467,10 @@ TEST_F(NetnsFaultTest, CorruptedNewestCheckpointFallsBackToThePreviousOne) {
   ASSERT_EQ(dirs.size(), 2u) << "worker/1 keeps one copy of the job's checkpoints";
   int64_t newest = 0;
   for (const std::string& dir : dirs) {
-    auto files = chief::CheckpointManager::List(dir);
+    auto files = checkpoint::CheckpointManager::List(dir);
     ASSERT_TRUE(files.ok() && !files->empty()) << dir;
     const std::string path = files->front();
-    auto whole = chief::CheckpointManager::ReadFile(path);
+    auto whole = checkpoint::CheckpointManager::ReadFile(path);
     ASSERT_TRUE(whole.ok()) << whole.status();
     newest = std::max<int64_t>(newest, whole->global_step());
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -483,7 +483,8 @@ TEST_F(NetnsFaultTest, CorruptedNewestCheckpointFallsBackToThePreviousOne) {
     f.seekp(size / 2);
     f.write(middle.data(), middle.size());
     f.close();
-    ASSERT_EQ(chief::CheckpointManager::ReadFile(path).status().code(), absl::StatusCode::kDataLoss)
+    ASSERT_EQ(checkpoint::CheckpointManager::ReadFile(path).status().code(),
+              absl::StatusCode::kDataLoss)
         << path;
   }
   WaitState(id, v1::RESTARTING, kTimeout + absl::Seconds(10));

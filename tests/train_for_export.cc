@@ -32,12 +32,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint.h"
 #include "client/job_format.h"
 #include "coordinator/partitioner.h"
 #include "engine/executor.h"
 #include "engine/model_builder.h"
 #include "jobspec/lower.h"
-#include "worker/chief/checkpoint.h"
 #include "worker/fake_worker_service_client.h"
 #include "worker/job_executor.h"
 #include "worker/job_input.h"
@@ -184,7 +184,7 @@ int Main(int argc, char** argv) {
   const v1::JobReport report = (*executor)->Run();
   if (report.phase() != v1::JobReport::DONE) return Fail("the job failed: " + report.error());
 
-  auto restored = chief::CheckpointManager::RestoreLatest(out + "/ckpt");
+  auto restored = checkpoint::CheckpointManager::RestoreLatest(out + "/ckpt");
   if (!restored.ok()) return Fail(std::string(restored.status().message()));
   absl::StatusOr<std::string> json = client::ToJson(*spec);
   if (!json.ok()) return Fail(std::string(json.status().message()));

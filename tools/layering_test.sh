@@ -17,7 +17,7 @@ root=$(cd "$(dirname "$(readlink -f "$1")")/.." && pwd)
 declare -A layer=(
   [proto]=0 [common]=0 [third_party]=0
   [collectives]=1 [engine]=1 [data]=1 [export]=1
-  [distribute]=2
+  [distribute]=2 [checkpoint]=2
   [worker]=3 [coordinator]=3 [jobspec]=3
   [client]=4
   [bench]=5 [deploy]=5 [examples]=5 [fuzz]=5 [tests]=5 [tools]=5 [python]=5
@@ -25,15 +25,8 @@ declare -A layer=(
 # Folders of one layer that must not include each other: "from to".
 forbidden=("worker coordinator" "coordinator worker" "collectives engine")
 # Known exceptions, each a file and the header it may include against the rule, with why.
-# The coordinator's checkpoint fetch checks uploaded checkpoints with the worker's own format
-# checks and size bound; both belong in a lower package (the checkpoint format in one of its
-# own, the bound in jobspec/), which removes these lines.
-declare -A allowed=(
-  ["coordinator/checkpoint_fetch.cc worker/checkpoint_bound.h"]=1
-  ["coordinator/checkpoint_fetch.cc worker/chief/checkpoint_stream.h"]=1
-  ["coordinator/checkpoint_fetch_test.cc worker/checkpoint_bound.h"]=1
-  ["coordinator/checkpoint_fetch_test.cc worker/chief/checkpoint.h"]=1
-)
+# None today; an entry reads ["coordinator/x.cc worker/y.h"]=1, with its reason above it.
+declare -A allowed=()
 
 if git -C "$root" ls-files --error-unmatch WORKSPACE >/dev/null 2>&1; then
   hits=$(git -C "$root" grep -nE --untracked '^#include "[a-z_]+/' -- '*.cc' '*.h' '*.cu' '*.cu.h')

@@ -10,9 +10,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_stream.h"
 #include "spdlog/spdlog.h"
-#include "worker/chief/checkpoint.h"
-#include "worker/chief/checkpoint_stream.h"
 #include "worker/job_restore.h"
 
 namespace lockstep {
@@ -37,7 +37,7 @@ absl::Status CheckFile(const std::string& path, int64_t bytes, const std::string
                        int64_t step) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError("cannot be opened");
-  chief::CheckpointStreamCheck check(static_cast<uint64_t>(bytes));
+  checkpoint::CheckpointStreamCheck check(static_cast<uint64_t>(bytes));
   std::string buffer(kCheckChunk, '\0');
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
@@ -63,7 +63,7 @@ absl::StatusOr<CheckpointFile> FindCheckpointToUpload(const std::vector<std::str
   std::vector<std::string> skipped;
   for (const std::string& dir : dirs) {
     absl::StatusOr<std::vector<std::string>> files =
-        chief::CheckpointManager::ListOfJob(dir, job_uid);
+        checkpoint::CheckpointManager::ListOfJob(dir, job_uid);
     if (!files.ok()) continue;  // a directory this worker does not have
     for (const std::string& path : *files) {
       const int64_t at = StepOfName(path);

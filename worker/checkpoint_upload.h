@@ -8,7 +8,7 @@
 // directories a restart looks in (job_restore.h CheckpointDirs: the copy directory under
 // --state_dir, the spec's checkpoint.dir), newest step first (or exactly the step asked),
 // the first that is at most the directive's max_bytes and reads back whole, checked as it
-// streams (chief::CheckpointStreamCheck: nothing is held whole). None: the upload's only
+// streams (checkpoint::CheckpointStreamCheck: nothing is held whole). None: the upload's only
 // message says why (NOT_FOUND with every file skipped and its reason), so the coordinator
 // asks the next holder at once.
 //

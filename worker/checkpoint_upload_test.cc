@@ -9,8 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "checkpoint/checkpoint.h"
 #include "gtest/gtest.h"
-#include "worker/chief/checkpoint.h"
 
 namespace lockstep {
 namespace worker {
@@ -25,7 +25,8 @@ std::string TestDir(const std::string& name) {
 
 // Saves a checkpoint of kUid at `step` into `dir`; returns its path.
 std::string Save(const std::string& dir, int64_t step, const std::string& uid = kUid) {
-  auto manager = chief::CheckpointManager::Create({.dir = dir, .keep_last = 10, .job_uid = uid});
+  auto manager =
+      checkpoint::CheckpointManager::Create({.dir = dir, .keep_last = 10, .job_uid = uid});
   EXPECT_TRUE(manager.ok()) << manager.status();
   v1::Checkpoint c;
   c.set_job_id("job-000004");

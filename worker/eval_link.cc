@@ -3,11 +3,11 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_bound.h"
 #include "collectives/blob_broadcast.h"
 #include "collectives/communicator_factory.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
-#include "worker/checkpoint_bound.h"
 #include "worker/partition_group.h"
 
 namespace lockstep {
@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<EvalLink>> EvalLink::Connect(const v1::Partition&
   blob.max_bytes = options.max_checkpoint_bytes;
   blob.bound_name = "the job's checkpoint bound (its variables and optimizer slots)";
   if (blob.max_bytes <= 0) {
-    absl::StatusOr<int64_t> bound = CheckpointBytesBound(partition.spec());
+    absl::StatusOr<int64_t> bound = checkpoint::CheckpointBytesBound(partition.spec());
     if (!bound.ok()) {
       return Annotate(bound.status(), absl::StrCat("job ", partition.job_id(),
                                                    ": bounding the checkpoints of its evaluator"));

@@ -4,7 +4,7 @@
 // store under "eval/" with the attempt's secret (shared memory on one host, TCP with the
 // HMAC handshake between hosts, as any collective group). A checkpoint is one authenticated
 // broadcast from the chief (collectives/blob_broadcast.h) of its encoded bytes
-// (chief::CheckpointManager::Encode), keyed from the attempt's secret, numbered, and bounded
+// (checkpoint::CheckpointManager::Encode), keyed from the attempt's secret, numbered, and bounded
 // by what the job's model can encode to (CheckpointBytesBound); an end marker says that no
 // more will come. The evaluator refuses a longer announcement before allocating it, and
 // bytes that fail the MAC (DATA_LOSS naming the chief).

@@ -39,22 +39,22 @@ absl::StatusOr<std::unique_ptr<JobChief>> JobChief::Create(const v1::Partition& 
   const int copies = partition.plan().checkpoint().copies();
   if (IsChief(partition) && !spec.checkpoint().dir().empty()) {
     // The checkpoints users see, which are also the chief's own copy.
-    chief::CheckpointManager::Options co;
+    checkpoint::CheckpointManager::Options co;
     co.dir = spec.checkpoint().dir();
     co.keep_last = keep;
     co.job_uid = partition.job_uid();
     co.attempt = partition.attempt();
-    LS_ASSIGN_OR_RETURN(chief->checkpoints_, chief::CheckpointManager::Create(co));
+    LS_ASSIGN_OR_RETURN(chief->checkpoints_, checkpoint::CheckpointManager::Create(co));
   } else if (const std::string dir = CheckpointCopyDir(state_dir, partition);
              !dir.empty() && (copies == 0 || WorkerRank(partition) < copies)) {
-    chief::CheckpointManager::Options co;
+    checkpoint::CheckpointManager::Options co;
     co.dir = dir;
     co.keep_last = keep;
     co.dir_field = "lockstepd --state_dir";
     co.job_uid = partition.job_uid();
     co.attempt = partition.attempt();
-    absl::StatusOr<std::unique_ptr<chief::CheckpointManager>> m =
-        chief::CheckpointManager::Create(co);
+    absl::StatusOr<std::unique_ptr<checkpoint::CheckpointManager>> m =
+        checkpoint::CheckpointManager::Create(co);
     if (m.ok()) {
       chief->checkpoints_ = std::move(*m);
     } else {
@@ -135,7 +135,7 @@ absl::StatusOr<std::string> JobChief::SaveCheckpoint(int64_t step,
   *c.mutable_data_position() = position;
   c.set_created_unix_micros(absl::ToUnixMicros(clock_->Now()));
   if (evaluator_ != nullptr) {
-    LS_ASSIGN_OR_RETURN(std::string bytes, chief::CheckpointManager::Encode(c));
+    LS_ASSIGN_OR_RETURN(std::string bytes, checkpoint::CheckpointManager::Encode(c));
     evaluator_->Enqueue(std::move(bytes));
   }
   if (checkpoints_ == nullptr) return std::string();

@@ -1,5 +1,5 @@
 // JobChief: what a job's workers write, per its JobSpec: checkpoints (variables, optimizer
-// slots, step and data position) through chief::CheckpointManager, and on the chief
+// slots, step and data position) through checkpoint::CheckpointManager, and on the chief
 // TensorBoard scalars through chief::EventWriter. The chief writes the checkpoints users
 // see to checkpoint.dir; every other worker of ranks below checkpoint.copies (0: all) keeps
 // its own copy under `lockstepd --state_dir` (CheckpointCopyDir), so that a restart can
@@ -19,11 +19,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "checkpoint/checkpoint.h"
 #include "common/clock.h"
 #include "distribute/trainer.h"
 #include "lockstep/v1/assignment.pb.h"
 #include "lockstep/v1/checkpoint.pb.h"
-#include "worker/chief/checkpoint.h"
 #include "worker/chief/event_writer.h"
 #include "worker/eval_link.h"
 #include "worker/job_input.h"
@@ -71,7 +71,7 @@ class JobChief {
   const std::string job_uid_;
   const int attempt_;
   Clock* const clock_;
-  std::unique_ptr<chief::CheckpointManager> checkpoints_;
+  std::unique_ptr<checkpoint::CheckpointManager> checkpoints_;
   std::unique_ptr<chief::EventWriter> events_;
   std::string summary_dir_;
   CheckpointSender* evaluator_ = nullptr;

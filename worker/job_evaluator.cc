@@ -7,11 +7,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
 #include "common/status.h"
 #include "engine/executor.h"
 #include "engine/model_builder.h"
 #include "spdlog/spdlog.h"
-#include "worker/chief/checkpoint.h"
 #include "worker/chief/event_writer.h"
 #include "worker/job_input.h"
 
@@ -79,7 +79,7 @@ absl::Status RunEvaluator(const v1::Partition& partition, collectives::Store* st
     LS_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
                         link->Receive(clock->Now() + absl::Hours(24 * 365)));
     if (!bytes.has_value()) break;
-    LS_ASSIGN_OR_RETURN(v1::Checkpoint checkpoint, chief::CheckpointManager::Decode(*bytes));
+    LS_ASSIGN_OR_RETURN(v1::Checkpoint checkpoint, checkpoint::CheckpointManager::Decode(*bytes));
     if (checkpoint.job_uid() != partition.job_uid()) {
       return absl::DataLossError(absl::StrCat("the chief sent a checkpoint of job ",
                                               checkpoint.job_uid(), ", not of ",

@@ -12,12 +12,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
 #include "distribute/fake_gpu_devices.h"
 #include "engine/model_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/lower.h"
-#include "worker/chief/checkpoint.h"
 #include "worker/fake_worker_service_client.h"
 #include "worker/job_executor.h"
 #include "worker/partition_group.h"
@@ -122,8 +122,8 @@ absl::StatusOr<distribute::LocalDevices> OneFakeGpu() {
 // The latest checkpoints in `got_dir` and `want_dir` hold the same step, variables and
 // optimizer slots, bit for bit.
 void ExpectSameLatestCheckpoint(const std::string& got_dir, const std::string& want_dir) {
-  auto g = chief::CheckpointManager::RestoreLatest(got_dir);
-  auto c = chief::CheckpointManager::RestoreLatest(want_dir);
+  auto g = checkpoint::CheckpointManager::RestoreLatest(got_dir);
+  auto c = checkpoint::CheckpointManager::RestoreLatest(want_dir);
   ASSERT_TRUE(g.ok() && c.ok());
   EXPECT_EQ(g->checkpoint.global_step(), c->checkpoint.global_step());
   ASSERT_EQ(g->checkpoint.variables_size(), c->checkpoint.variables_size());
@@ -244,7 +244,7 @@ TEST(JobExecutorGpu, CentralStorageAccumulatingJobOnAFakeGpuEndsWithTheCpuCheckp
   EXPECT_EQ(gpu.step(), cpu.step());
   EXPECT_EQ(gpu.eval_accuracy(), cpu.eval_accuracy());
   ExpectSameLatestCheckpoint(gpu_spec.checkpoint().dir(), cpu_spec.checkpoint().dir());
-  auto g = chief::CheckpointManager::RestoreLatest(gpu_spec.checkpoint().dir());
+  auto g = checkpoint::CheckpointManager::RestoreLatest(gpu_spec.checkpoint().dir());
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->checkpoint.global_step(), 30);
   // The replica computed on the device.

@@ -16,13 +16,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_bound.h"
 #include "common/tfrecord.h"
 #include "engine/model_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/lower.h"
-#include "worker/checkpoint_bound.h"
-#include "worker/chief/checkpoint.h"
 #include "worker/chief/event_writer.h"
 #include "worker/chief/weights_match.h"
 #include "worker/coordinator_store.h"
@@ -204,7 +204,7 @@ TEST(JobExecutor, OneWorkerTrainsDigitsWithCheckpointAndSummaries) {
   EXPECT_GE(r.eval_accuracy(), 0.96);
   EXPECT_GT(r.examples_per_sec(), 0);
   EXPECT_GT(r.learning_rate(), 0);
-  auto restored = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
+  auto restored = checkpoint::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->path, r.checkpoint_path());
   EXPECT_EQ(restored->checkpoint.global_step(), r.total_steps());
@@ -218,8 +218,8 @@ TEST(JobExecutor, OneWorkerTrainsDigitsWithCheckpointAndSummaries) {
   EXPECT_EQ(end.epoch(), 20);
   EXPECT_EQ(end.element(), 0);
   EXPECT_EQ(DecodeIteratorState(end.iterator_state()).value(), 880);
-  auto mid = chief::CheckpointManager::ReadFile(spec.checkpoint().dir() + "/" +
-                                                chief::CheckpointManager::FileName(600));
+  auto mid = checkpoint::CheckpointManager::ReadFile(spec.checkpoint().dir() + "/" +
+                                                     checkpoint::CheckpointManager::FileName(600));
   ASSERT_TRUE(mid.ok()) << mid.status();
   EXPECT_EQ(mid->data_position().epoch(), 13);
   EXPECT_EQ(mid->data_position().element(), (600 - 13 * 44) * 32);
@@ -267,9 +267,9 @@ TEST(JobExecutor, RunsAHandMadePlanTheCoordinatorWouldRefuseExactlyAsPlanned) {
   }
   std::sort(kept.begin(), kept.end());
   // Every 10 steps, the newest 3 kept (the spec would give only the final one).
-  EXPECT_EQ(kept, (std::vector<std::string>{chief::CheckpointManager::FileName(30),
-                                            chief::CheckpointManager::FileName(40),
-                                            chief::CheckpointManager::FileName(1438 / 32)}));
+  EXPECT_EQ(kept, (std::vector<std::string>{checkpoint::CheckpointManager::FileName(30),
+                                            checkpoint::CheckpointManager::FileName(40),
+                                            checkpoint::CheckpointManager::FileName(1438 / 32)}));
 }
 
 TEST(JobExecutor, TwoWorkersOverTcpTrainDigitsIdentically) {
@@ -299,7 +299,7 @@ TEST(JobExecutor, TwoWorkersOverTcpTrainDigitsIdentically) {
   }
   EXPECT_FALSE(reports[0].checkpoint_path().empty());
   EXPECT_TRUE(reports[1].checkpoint_path().empty()) << "only the chief writes checkpoints";
-  auto restored = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
+  auto restored = checkpoint::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
   ASSERT_TRUE(restored.ok()) << restored.status();
   // The bus bandwidth is that of the gradient all-reduces while they ran: every step moves
   // every variable's gradient once, and they run within the step (overlapping the backward
@@ -339,8 +339,8 @@ TEST(JobExecutor, OneAndTwoWorkersEndWithTheSameWeights) {
     threads.emplace_back([&, w] { EXPECT_EQ(two[w]->Run().phase(), v1::JobReport::DONE); });
   }
   for (std::thread& t : threads) t.join();
-  auto a = chief::CheckpointManager::RestoreLatest(one_spec.checkpoint().dir());
-  auto b = chief::CheckpointManager::RestoreLatest(two_spec.checkpoint().dir());
+  auto a = checkpoint::CheckpointManager::RestoreLatest(one_spec.checkpoint().dir());
+  auto b = checkpoint::CheckpointManager::RestoreLatest(two_spec.checkpoint().dir());
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_EQ(a->checkpoint.global_step(), b->checkpoint.global_step());
   // The criterion and why: worker/chief/weights_match.h.
@@ -424,7 +424,7 @@ TEST(JobExecutor, ARestartResumesFromTheNewestCopyAndEndsBitwiseEqual) {
   for (const v1::JobReport& r : RunAll(uninterrupted)) {
     ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
   }
-  auto expected = chief::CheckpointManager::RestoreLatest(reference.checkpoint().dir());
+  auto expected = checkpoint::CheckpointManager::RestoreLatest(reference.checkpoint().dir());
   ASSERT_TRUE(expected.ok()) << expected.status();
   ASSERT_EQ(expected->checkpoint.global_step(), 90);
 
@@ -461,7 +461,7 @@ TEST(JobExecutor, ARestartResumesFromTheNewestCopyAndEndsBitwiseEqual) {
       EXPECT_EQ(r.step(), 90) << name;
     }
     EXPECT_EQ(reports[0].restored_from(), "worker rank 1's copy") << name;
-    auto got = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
+    auto got = checkpoint::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
     ASSERT_TRUE(got.ok()) << name << ": " << got.status();
     ExpectBitwiseEqual(got->checkpoint, expected->checkpoint, name);
   }
@@ -496,8 +496,8 @@ TEST(JobExecutor, AccumulatedMicroBatchesMatchOneLargerBatchAndRestartBitwise) {
     ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
     EXPECT_EQ(r.step(), 40);
   }
-  auto a = chief::CheckpointManager::RestoreLatest(large.checkpoint().dir());
-  auto b = chief::CheckpointManager::RestoreLatest(micro.checkpoint().dir());
+  auto a = checkpoint::CheckpointManager::RestoreLatest(large.checkpoint().dir());
+  auto b = checkpoint::CheckpointManager::RestoreLatest(micro.checkpoint().dir());
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_EQ(b->checkpoint.global_step(), 40);
   const absl::Status match = chief::WeightsMatch(a->checkpoint, b->checkpoint);
@@ -526,7 +526,7 @@ TEST(JobExecutor, AccumulatedMicroBatchesMatchOneLargerBatchAndRestartBitwise) {
     ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
     EXPECT_EQ(r.restored_step(), 20);
   }
-  auto c = chief::CheckpointManager::RestoreLatest(restarted.checkpoint().dir());
+  auto c = checkpoint::CheckpointManager::RestoreLatest(restarted.checkpoint().dir());
   ASSERT_TRUE(c.ok()) << c.status();
   ExpectBitwiseEqual(c->checkpoint, b->checkpoint, "accumulating job restarted at step 23");
 }
@@ -554,7 +554,7 @@ TEST(JobExecutor, APreemptedGroupStopsAfterOneStepWithACheckpointAndResumesThere
   for (const v1::JobReport& r : RunAll(uninterrupted)) {
     ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
   }
-  auto expected = chief::CheckpointManager::RestoreLatest(reference.checkpoint().dir());
+  auto expected = checkpoint::CheckpointManager::RestoreLatest(reference.checkpoint().dir());
   ASSERT_TRUE(expected.ok()) << expected.status();
 
   constexpr int kAskedAt = 45;
@@ -580,13 +580,13 @@ TEST(JobExecutor, APreemptedGroupStopsAfterOneStepWithACheckpointAndResumesThere
       << stopped[0].error();
   // The chief's checkpoint of that step, and worker 1's own copy.
   EXPECT_TRUE(
-      chief::CheckpointManager::ReadFile(spec.checkpoint().dir() + "/" +
-                                         chief::CheckpointManager::FileName(at, "restart@1"))
+      checkpoint::CheckpointManager::ReadFile(
+          spec.checkpoint().dir() + "/" + checkpoint::CheckpointManager::FileName(at, "restart@1"))
           .ok());
-  EXPECT_TRUE(
-      chief::CheckpointManager::ReadFile(TempDir("preempt/w1") + "/checkpoints/restart@1/" +
-                                         chief::CheckpointManager::FileName(at, "restart@1"))
-          .ok());
+  EXPECT_TRUE(checkpoint::CheckpointManager::ReadFile(
+                  TempDir("preempt/w1") + "/checkpoints/restart@1/" +
+                  checkpoint::CheckpointManager::FileName(at, "restart@1"))
+                  .ok());
   std::vector<std::unique_ptr<JobExecutor>> second;
   for (int w = 0; w < 2; ++w) {
     second.push_back(
@@ -596,7 +596,7 @@ TEST(JobExecutor, APreemptedGroupStopsAfterOneStepWithACheckpointAndResumesThere
     ASSERT_EQ(r.phase(), v1::JobReport::DONE) << r.error();
     EXPECT_EQ(r.restored_step(), at);
   }
-  auto got = chief::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
+  auto got = checkpoint::CheckpointManager::RestoreLatest(spec.checkpoint().dir());
   ASSERT_TRUE(got.ok()) << got.status();
   ExpectBitwiseEqual(got->checkpoint, expected->checkpoint, "preempted");
 }
@@ -605,10 +605,10 @@ TEST(JobExecutor, APreemptedGroupStopsAfterOneStepWithACheckpointAndResumesThere
 // another job in the same directory is never restored.
 TEST(JobExecutor, NewestLocalCheckpointSkipsCorruptAndOtherJobsFiles) {
   const std::string dir = TempDir("newest-local");
-  chief::CheckpointManager::Options o;
+  checkpoint::CheckpointManager::Options o;
   o.dir = dir;
   o.keep_last = 5;
-  auto manager = chief::CheckpointManager::Create(o);
+  auto manager = checkpoint::CheckpointManager::Create(o);
   ASSERT_TRUE(manager.ok()) << manager.status();
   for (int step : {10, 20, 30}) {
     v1::Checkpoint c;
@@ -618,7 +618,7 @@ TEST(JobExecutor, NewestLocalCheckpointSkipsCorruptAndOtherJobsFiles) {
   }
   EXPECT_EQ(NewestLocalCheckpoint({dir}, "mine@1")->checkpoint.global_step(), 20);
   // Truncate step 20: step 10 is the newest that reads back whole.
-  const std::string path20 = dir + "/" + chief::CheckpointManager::FileName(20, "mine@1");
+  const std::string path20 = dir + "/" + checkpoint::CheckpointManager::FileName(20, "mine@1");
   ASSERT_EQ(::truncate(path20.c_str(), 30), 0);
   EXPECT_EQ(NewestLocalCheckpoint({dir}, "mine@1")->checkpoint.global_step(), 10);
   EXPECT_FALSE(NewestLocalCheckpoint({dir + "/absent"}, "mine@1").has_value());
@@ -661,7 +661,7 @@ TEST(JobExecutor, TheRestoredCheckpointTravelsAuthenticatedAndBounded) {
   ASSERT_TRUE(blob.ok()) << blob.status();
   EXPECT_EQ(blob->secret, p.secret());
   EXPECT_EQ(blob->label, "the checkpoint of step 300 for jobs/restore_blob/0");
-  EXPECT_EQ(blob->max_bytes, *CheckpointBytesBound(spec));
+  EXPECT_EQ(blob->max_bytes, *checkpoint::CheckpointBytesBound(spec));
   EXPECT_NE(blob->bound_name.find("checkpoint bound"), std::string::npos);
   v1::Partition no_model = p;
   no_model.mutable_spec()->clear_model();

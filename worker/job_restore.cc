@@ -5,10 +5,10 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_bound.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
-#include "worker/checkpoint_bound.h"
-#include "worker/chief/checkpoint.h"
 #include "worker/job_chief.h"
 #include "worker/partition_group.h"
 
@@ -33,10 +33,10 @@ std::optional<LocalCheckpoint> NewestLocalCheckpoint(const std::vector<std::stri
   for (const std::string& dir : dirs) {
     // Files named for the job only; the uid inside each is checked again below.
     absl::StatusOr<std::vector<std::string>> paths =
-        chief::CheckpointManager::ListOfJob(dir, job_uid);
+        checkpoint::CheckpointManager::ListOfJob(dir, job_uid);
     if (!paths.ok()) continue;  // no such directory on this host
     for (const std::string& path : *paths) {
-      absl::StatusOr<v1::Checkpoint> c = chief::CheckpointManager::ReadFile(path);
+      absl::StatusOr<v1::Checkpoint> c = checkpoint::CheckpointManager::ReadFile(path);
       if (!c.ok()) {
         spdlog::warn("restore: skipping {}: {}; trying the one before", path,
                      std::string(c.status().message()));
@@ -83,7 +83,7 @@ absl::StatusOr<collectives::BlobOptions> RestoreBlobOptions(const v1::Partition&
   options.secret = partition.secret();
   options.label =
       absl::StrCat("the checkpoint of step ", step, " for ", partition.rendezvous_prefix());
-  absl::StatusOr<int64_t> bound = CheckpointBytesBound(partition.spec());
+  absl::StatusOr<int64_t> bound = checkpoint::CheckpointBytesBound(partition.spec());
   if (!bound.ok()) {
     return Annotate(bound.status(), absl::StrCat("job ", partition.job_id(),
                                                  ": bounding the checkpoints it can restore"));
@@ -123,7 +123,7 @@ absl::StatusOr<Restored> RestoreAttempt(const v1::Partition& partition,
   std::string bytes;
   absl::Status encoded;
   if (rank == plan.source) {
-    absl::StatusOr<std::string> e = chief::CheckpointManager::Encode(local->checkpoint);
+    absl::StatusOr<std::string> e = checkpoint::CheckpointManager::Encode(local->checkpoint);
     if (e.ok()) bytes = *std::move(e);
     encoded = e.status();
   }
@@ -135,7 +135,7 @@ absl::StatusOr<Restored> RestoreAttempt(const v1::Partition& partition,
     return Annotate(sent, absl::StrCat("receiving the checkpoint of step ", plan.step,
                                        " from worker rank ", plan.source));
   }
-  absl::StatusOr<v1::Checkpoint> c = chief::CheckpointManager::Decode(bytes);
+  absl::StatusOr<v1::Checkpoint> c = checkpoint::CheckpointManager::Decode(bytes);
   if (!c.ok()) {
     return Annotate(c.status(), absl::StrCat("the checkpoint of step ", plan.step,
                                              " received from worker rank ", plan.source));

@@ -10,10 +10,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "checkpoint/checkpoint.h"
 #include "client/cli/connection.h"
 #include "client/job_format.h"
 #include "export/builtin_formats.h"
-#include "worker/chief/checkpoint.h"
 
 namespace lockstep {
 namespace cli {
@@ -25,15 +25,15 @@ int Fail(const CommandContext& ctx, const absl::Status& s) {
 }
 
 // The checkpoint at `path`: a file as it is, a directory's newest that reads back whole.
-absl::StatusOr<chief::CheckpointManager::Restored> ReadCheckpoint(const std::string& path) {
+absl::StatusOr<checkpoint::CheckpointManager::Restored> ReadCheckpoint(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat("\"", path, "\": no such file or directory"));
   }
-  if (S_ISDIR(st.st_mode)) return chief::CheckpointManager::RestoreLatest(path);
-  auto checkpoint = chief::CheckpointManager::ReadFile(path);
+  if (S_ISDIR(st.st_mode)) return checkpoint::CheckpointManager::RestoreLatest(path);
+  auto checkpoint = checkpoint::CheckpointManager::ReadFile(path);
   if (!checkpoint.ok()) return checkpoint.status();
-  return chief::CheckpointManager::Restored{*std::move(checkpoint), path};
+  return checkpoint::CheckpointManager::Restored{*std::move(checkpoint), path};
 }
 
 std::string Mib(int64_t bytes) { return absl::StrFormat("%.1f MiB", bytes / 1048576.0); }
@@ -41,7 +41,7 @@ std::string Mib(int64_t bytes) { return absl::StrFormat("%.1f MiB", bytes / 1048
 // What a JOB exports: its checkpoint, fetched through the coordinator into `temp` (checked
 // there, then read back), and its spec from describe.
 struct FetchedJob {
-  chief::CheckpointManager::Restored restored;
+  checkpoint::CheckpointManager::Restored restored;
   v1::JobSpec spec;
 };
 
@@ -82,7 +82,7 @@ absl::StatusOr<FetchedJob> FetchJob(client::JobServiceClient& coordinator,
   if (!fetched.ok()) return fetched;
   if (!out) return absl::DataLossError(absl::StrCat("--output: writing ", temp, " failed"));
   // Checked by the coordinator as it passed; read back whole here too.
-  absl::StatusOr<v1::Checkpoint> checkpoint = chief::CheckpointManager::ReadFile(temp);
+  absl::StatusOr<v1::Checkpoint> checkpoint = checkpoint::CheckpointManager::ReadFile(temp);
   if (!checkpoint.ok()) return checkpoint.status();
   return FetchedJob{
       {*std::move(checkpoint), absl::StrCat(header.source().type(), "/", header.source().index(),
@@ -149,7 +149,7 @@ int RunExport(const CommandArgs& args, const CommandContext& ctx) {
   // CHECKPOINT or JOB: a path that exists is a checkpoint, anything else a job id.
   const std::string source = args.positional()[0];
   struct stat st;
-  absl::StatusOr<chief::CheckpointManager::Restored> restored;
+  absl::StatusOr<checkpoint::CheckpointManager::Restored> restored;
   if (stat(source.c_str(), &st) == 0) {
     *ctx.err << "exporting the checkpoint " << (S_ISDIR(st.st_mode) ? "directory " : "file ")
              << source << "\n";

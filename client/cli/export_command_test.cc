@@ -6,10 +6,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "checkpoint/checkpoint.h"
 #include "export/safetensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/chief/checkpoint.h"
 
 namespace lockstep {
 namespace cli {
@@ -73,8 +73,8 @@ Outcome Export(const std::vector<std::string>& argv) {
 TEST(ExportCommand, ADirectorysNewestCheckpointBecomesSafetensors) {
   const std::string dir = TempDir("ckpt");
   for (int64_t step : {10, 20}) {
-    std::ofstream(dir + "/" + chief::CheckpointManager::FileName(step), std::ios::binary)
-        << chief::CheckpointManager::Encode(Sample(step)).value();
+    std::ofstream(dir + "/" + checkpoint::CheckpointManager::FileName(step), std::ios::binary)
+        << checkpoint::CheckpointManager::Encode(Sample(step)).value();
   }
   const std::string output = TempDir("out") + "/model.safetensors";
   Outcome r = Export({dir, "--format=safetensors", "--output=" + output, "--with_optimizer_state"});
@@ -91,8 +91,8 @@ TEST(ExportCommand, ADirectorysNewestCheckpointBecomesSafetensors) {
 }
 
 TEST(ExportCommand, AFileBecomesNpzWithTheVariablesOnly) {
-  const std::string path = TempDir("file") + "/" + chief::CheckpointManager::FileName(5);
-  std::ofstream(path, std::ios::binary) << chief::CheckpointManager::Encode(Sample(5)).value();
+  const std::string path = TempDir("file") + "/" + checkpoint::CheckpointManager::FileName(5);
+  std::ofstream(path, std::ios::binary) << checkpoint::CheckpointManager::Encode(Sample(5)).value();
   const std::string output = TempDir("file") + "/model.npz";
   Outcome r = Export({path, "--format", "npz", "--output", output});
   ASSERT_EQ(r.code, kExitOk) << r.err;
@@ -104,8 +104,8 @@ TEST(ExportCommand, AFileBecomesNpzWithTheVariablesOnly) {
 
 TEST(ExportCommand, BadRequestsAreRefusedNamingWhatIsWrong) {
   const std::string dir = TempDir("bad");
-  std::ofstream(dir + "/" + chief::CheckpointManager::FileName(1), std::ios::binary)
-      << chief::CheckpointManager::Encode(Sample(1)).value();
+  std::ofstream(dir + "/" + checkpoint::CheckpointManager::FileName(1), std::ios::binary)
+      << checkpoint::CheckpointManager::Encode(Sample(1)).value();
   Outcome unknown = Export({dir, "--format=pickle", "--output=" + dir + "/m"});
   EXPECT_EQ(unknown.code, kExitUsage);
   EXPECT_THAT(

@@ -78,6 +78,15 @@ bool ParsesAsRecord(absl::string_view blob, JobRecord* record) {
          record->ParseFromArray(blob.data(), static_cast<int>(blob.size()));
 }
 
+// The current attempt's workers (rank order) and evaluator, replacing the ones recorded.
+void SetAttempt(JobRecord& record, std::vector<v1::AttemptWorkerRecord> workers,
+                std::optional<v1::AttemptWorkerRecord> evaluator) {
+  record.clear_attempt_workers();
+  for (v1::AttemptWorkerRecord& w : workers) *record.add_attempt_workers() = std::move(w);
+  record.clear_attempt_evaluator();
+  if (evaluator.has_value()) *record.mutable_attempt_evaluator() = std::move(*evaluator);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(Options options) {
@@ -558,10 +567,7 @@ absl::StatusOr<JobRecord> JobStore::StartAttempt(absl::string_view id, absl::str
   absl::MutexLock lock(&mu_);
   LS_ASSIGN_OR_RETURN(JobRecord record, GetLocked(id));
   LS_RETURN_IF_ERROR(TransitionLocked(record, v1::RUNNING, reason, true));
-  record.clear_attempt_workers();
-  for (v1::AttemptWorkerRecord& w : workers) *record.add_attempt_workers() = std::move(w);
-  record.clear_attempt_evaluator();
-  if (evaluator.has_value()) *record.mutable_attempt_evaluator() = std::move(*evaluator);
+  SetAttempt(record, std::move(workers), std::move(evaluator));
   LS_RETURN_IF_ERROR(PutLocked(record));
   return record;
 }
@@ -575,10 +581,7 @@ absl::StatusOr<JobRecord> JobStore::SetAttemptWorkers(
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", id, " is ", v1::JobState_Name(record.state()), ", not RUNNING: no attempt"));
   }
-  record.clear_attempt_workers();
-  for (v1::AttemptWorkerRecord& w : workers) *record.add_attempt_workers() = std::move(w);
-  record.clear_attempt_evaluator();
-  if (evaluator.has_value()) *record.mutable_attempt_evaluator() = std::move(*evaluator);
+  SetAttempt(record, std::move(workers), std::move(evaluator));
   LS_RETURN_IF_ERROR(PutLocked(record));
   return record;
 }

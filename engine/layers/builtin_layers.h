@@ -11,13 +11,15 @@
 #define LOCKSTEP_ENGINE_LAYERS_BUILTIN_LAYERS_H_
 
 #include "engine/layer_registry.h"
+#include "engine/must_register.h"
 
 namespace lockstep::engine {
 
 LayerRegistry BuiltinLayers();
 
 // One per file under engine/layers/. A registration that fails (a kind registered twice) is
-// a programming error: the process aborts with the reason.
+// a programming error: each file registers through MustRegister (must_register.h), which aborts
+// with the reason.
 void RegisterDense(LayerRegistry* r);                 // dense.cc
 void RegisterConv2D(LayerRegistry* r);                // conv2d.cc
 void RegisterMaxPool2D(LayerRegistry* r);             // maxpool2d.cc
@@ -33,9 +35,6 @@ void RegisterEmbedding(LayerRegistry* r);             // embedding.cc
 void RegisterSelfAttention(LayerRegistry* r);         // self_attention.cc
 void RegisterBatchNorm(LayerRegistry* r);             // batch_norm.cc
 void RegisterPositionEmbedding(LayerRegistry* r);     // position_embedding.cc
-
-// Registers `def`, aborting with the reason when that fails.
-void MustRegister(LayerRegistry* r, LayerDef def);
 
 }  // namespace lockstep::engine
 

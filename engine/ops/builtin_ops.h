@@ -5,6 +5,7 @@
 #ifndef LOCKSTEP_ENGINE_OPS_BUILTIN_OPS_H_
 #define LOCKSTEP_ENGINE_OPS_BUILTIN_OPS_H_
 
+#include "engine/must_register.h"
 #include "engine/op_registry.h"
 
 namespace lockstep::engine {
@@ -12,7 +13,8 @@ namespace lockstep::engine {
 OpRegistry BuiltinOps();
 
 // One per file under engine/ops/. A registration that fails (an op registered twice) is a
-// programming error: the process aborts with the reason.
+// programming error: each file registers through MustRegister (must_register.h), which aborts
+// with the reason.
 void RegisterSourceOps(OpRegistry* r);    // INPUT, VARIABLE (source.cc)
 void RegisterMatMul(OpRegistry* r);       // matmul.cc
 void RegisterElementwise(OpRegistry* r);  // ADD, SUB, MUL (elementwise.cc)
@@ -30,9 +32,6 @@ void RegisterLayerNorm(OpRegistry* r);    // layer_norm.cc
 void RegisterBatchNorm(OpRegistry* r);    // batch_norm.cc
 void RegisterEmbedding(OpRegistry* r);    // embedding.cc
 void RegisterSelfAttention(OpRegistry* r);  // self_attention.cc
-
-// Registers `def`, aborting with the reason when that fails.
-void MustRegister(OpRegistry* r, OpDef def);
 
 }  // namespace lockstep::engine
 

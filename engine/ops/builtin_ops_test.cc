@@ -1,5 +1,7 @@
 // Forward values of the builtin ops' CPU kernels on small hand-checked inputs (the
 // gradients are checked against finite differences in gradient_check_test.cc).
+#include "engine/ops/builtin_ops.h"
+
 #include <cmath>
 #include <functional>
 
@@ -136,6 +138,16 @@ TEST(BuiltinOps, AccuracyAndLosses) {
   const double expected =
       (std::log(2.0) + std::log(1 + std::exp(-1.0)) + std::log(1 + std::exp(5.0))) / 3;
   EXPECT_NEAR(r->loss, expected, 1e-5);
+}
+
+TEST(BuiltinOps, BuiltinRegistrationOfADuplicateAborts) {
+  EXPECT_DEATH(
+      {
+        OpRegistry r;
+        RegisterMatMul(&r);
+        RegisterMatMul(&r);
+      },
+      "engine op registry: op MATMUL is registered twice");
 }
 
 }  // namespace

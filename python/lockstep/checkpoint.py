@@ -2,7 +2,7 @@
 
 A job's checkpoints are files on the chief's machine, under its checkpoint.dir
 (describe(job).job.progress.checkpoint_path names the newest); with `lockstep local` that is
-this machine. The format is worker/chief/checkpoint.h's: a 24-byte little-endian header
+this machine. The format is checkpoint/checkpoint.h's: a 24-byte little-endian header
 (magic "LSCK", version, payload length, masked CRC32C of the payload and of the header's
 first 20 bytes) and the payload. Version 2: a uint64 M, M bytes of a serialized
 lockstep.v1.Checkpoint without tensor contents, a uint64 N, N uint64 content lengths and the

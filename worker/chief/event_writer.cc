@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/tfrecord.h"
-#include "worker/chief/file_util.h"
 
 namespace lockstep::chief {
 

@@ -10,10 +10,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/tfrecord.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/chief/file_util.h"
 
 namespace lockstep::chief {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/checkpoint_bound.h"
+#include "checkpoint/checkpoint_bound.h"
 
 #include <limits>
 
@@ -9,7 +9,7 @@
 #include "engine/model_builder.h"
 
 namespace lockstep {
-namespace worker {
+namespace checkpoint {
 namespace {
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
@@ -43,5 +43,5 @@ absl::StatusOr<int64_t> CheckpointBytesBound(const v1::JobSpec& spec) {
   return bound;
 }
 
-}  // namespace worker
+}  // namespace checkpoint
 }  // namespace lockstep

@@ -1,13 +1,13 @@
-#include "worker/chief/checkpoint_stream.h"
+#include "checkpoint/checkpoint_stream.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
 #include "common/crc32c.h"
-#include "worker/chief/checkpoint.h"
 
-namespace lockstep::chief {
+namespace lockstep::checkpoint {
 namespace {
 
 using CM = CheckpointManager;
@@ -85,4 +85,4 @@ absl::Status CheckpointStreamCheck::Finish() {
   return absl::OkStatus();
 }
 
-}  // namespace lockstep::chief
+}  // namespace lockstep::checkpoint

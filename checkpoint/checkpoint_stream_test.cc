@@ -1,12 +1,12 @@
-#include "worker/chief/checkpoint_stream.h"
+#include "checkpoint/checkpoint_stream.h"
 
 #include <string>
 
 #include "absl/strings/match.h"
+#include "checkpoint/checkpoint.h"
 #include "gtest/gtest.h"
-#include "worker/chief/checkpoint.h"
 
-namespace lockstep::chief {
+namespace lockstep::checkpoint {
 namespace {
 
 std::string Encoded() {
@@ -96,4 +96,4 @@ TEST(CheckpointStreamCheckTest, MetadataOverTheLimitIsRefused) {
 }
 
 }  // namespace
-}  // namespace lockstep::chief
+}  // namespace lockstep::checkpoint

@@ -1,20 +1,20 @@
-#include "worker/checkpoint_bound.h"
+#include "checkpoint/checkpoint_bound.h"
 
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
 #include "engine/model_builder.h"
 #include "engine/optimizer.h"
 #include "engine/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "lockstep/v1/checkpoint.pb.h"
-#include "worker/chief/checkpoint.h"
 
 namespace lockstep {
-namespace worker {
+namespace checkpoint {
 namespace {
 
 std::string ReadText(const std::string& path) {
@@ -42,7 +42,7 @@ std::string EncodedCheckpoint(const v1::JobSpec& spec, int* tensors) {
   EXPECT_TRUE(optimizer.ok()) << optimizer.status();
   for (v1::NamedTensor& t : (*optimizer)->SaveState()) *c.add_optimizer_slots() = std::move(t);
   *tensors = c.variables_size() + c.optimizer_slots_size();
-  absl::StatusOr<std::string> bytes = chief::CheckpointManager::Encode(c);
+  absl::StatusOr<std::string> bytes = CheckpointManager::Encode(c);
   EXPECT_TRUE(bytes.ok()) << bytes.status();
   return bytes.ok() ? *std::move(bytes) : std::string();
 }
@@ -85,5 +85,5 @@ TEST(CheckpointBytesBound, AModelThatDoesNotBuildIsRefused) {
 }
 
 }  // namespace
-}  // namespace worker
+}  // namespace checkpoint
 }  // namespace lockstep

@@ -1,5 +1,5 @@
 // CheckpointBytesBound: the most bytes an encoded checkpoint of a job can take
-// (chief::CheckpointManager::Encode: the file header and a serialized v1::Checkpoint), from
+// (CheckpointManager::Encode, checkpoint.h: the file header and a serialized v1::Checkpoint), from
 // the job's spec alone, so that every rank of an attempt, and its evaluator, computes the same
 // bound before any checkpoint travels. A receiver of a checkpoint broadcast refuses a longer
 // announcement before allocating it (collectives/blob_broadcast.h): a peer cannot make it
@@ -9,8 +9,8 @@
 // trainable one (momentum: 1, Adam: 2, as engine::Optimizer makes them), each tensor's name,
 // shape and framing, and a fixed allowance for the rest (ids, the step, the input's position).
 // Thread model: a stateless function.
-#ifndef LOCKSTEP_WORKER_CHECKPOINT_BOUND_H_
-#define LOCKSTEP_WORKER_CHECKPOINT_BOUND_H_
+#ifndef LOCKSTEP_CHECKPOINT_CHECKPOINT_BOUND_H_
+#define LOCKSTEP_CHECKPOINT_CHECKPOINT_BOUND_H_
 
 #include <cstdint>
 
@@ -18,7 +18,7 @@
 #include "lockstep/v1/job_spec.pb.h"
 
 namespace lockstep {
-namespace worker {
+namespace checkpoint {
 
 // What a checkpoint may hold beyond its tensors' contents: job ids, the data position, the
 // file header (generous: they take well under a kilobyte).
@@ -28,7 +28,7 @@ constexpr int64_t kCheckpointFixedAllowance = int64_t{1} << 20;
 // not build, or a variable's shape is not fully known.
 absl::StatusOr<int64_t> CheckpointBytesBound(const v1::JobSpec& spec);
 
-}  // namespace worker
+}  // namespace checkpoint
 }  // namespace lockstep
 
-#endif  // LOCKSTEP_WORKER_CHECKPOINT_BOUND_H_
+#endif  // LOCKSTEP_CHECKPOINT_CHECKPOINT_BOUND_H_

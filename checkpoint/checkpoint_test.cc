@@ -1,4 +1,4 @@
-#include "worker/chief/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -12,11 +12,11 @@
 
 #include "absl/strings/match.h"
 #include "common/crc32c.h"
+#include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/chief/file_util.h"
 
-namespace lockstep::chief {
+namespace lockstep::checkpoint {
 namespace {
 
 using ::lockstep::v1::Checkpoint;
@@ -441,4 +441,4 @@ TEST(CheckpointTest, MultiGiBLengthsAreCheckedNotTruncated) {
 }
 
 }  // namespace
-}  // namespace lockstep::chief
+}  // namespace lockstep::checkpoint

@@ -1,8 +1,8 @@
 // Small POSIX file helpers shared by the chief's checkpoint and event writers: durable writes
 // (write every byte, fsync the file and its directory) and errno -> absl::Status with the
 // path in the message. Free functions without state: safe from any thread.
-#ifndef LOCKSTEP_WORKER_CHIEF_FILE_UTIL_H_
-#define LOCKSTEP_WORKER_CHIEF_FILE_UTIL_H_
+#ifndef LOCKSTEP_COMMON_FILE_UTIL_H_
+#define LOCKSTEP_COMMON_FILE_UTIL_H_
 
 #include <string>
 
@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace lockstep::chief {
+namespace lockstep {
 
 // "<what> '<path>': <strerror(err)>" with the code absl::ErrnoToStatusCode(err) gives.
 absl::Status PathError(int err, absl::string_view what, absl::string_view path);
@@ -33,6 +33,6 @@ absl::Status MakeDirs(const std::string& dir);
 // message naming the job spec field (e.g. "checkpoint.dir").
 absl::Status CheckWritable(const std::string& dir, absl::string_view field);
 
-}  // namespace lockstep::chief
+}  // namespace lockstep
 
-#endif  // LOCKSTEP_WORKER_CHIEF_FILE_UTIL_H_
+#endif  // LOCKSTEP_COMMON_FILE_UTIL_H_

@@ -1,4 +1,4 @@
-#include "worker/chief/file_util.h"
+#include "common/file_util.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 
-namespace lockstep::chief {
+namespace lockstep {
 
 absl::Status PathError(int err, absl::string_view what, absl::string_view path) {
   return absl::Status(absl::ErrnoToStatusCode(err),
@@ -100,4 +100,4 @@ absl::Status CheckWritable(const std::string& dir, absl::string_view field) {
                    "; check that it is a directory this process may create files in"));
 }
 
-}  // namespace lockstep::chief
+}  // namespace lockstep

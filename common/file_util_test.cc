@@ -1,4 +1,4 @@
-#include "worker/chief/file_util.h"
+#include "common/file_util.h"
 
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -17,7 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace lockstep::chief {
+namespace lockstep {
 namespace {
 
 using ::testing::HasSubstr;
@@ -150,4 +150,4 @@ TEST(FileUtilTest, CheckWritableRefusesAReadOnlyDirectoryEvenForRoot) {
 }
 
 }  // namespace
-}  // namespace lockstep::chief
+}  // namespace lockstep

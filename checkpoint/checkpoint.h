@@ -36,8 +36,8 @@
 //
 // Ownership and threads: a CheckpointManager owns nothing but its options; Save() is
 // serialized by a mutex (one chief writes). The static functions are safe from any thread.
-#ifndef LOCKSTEP_WORKER_CHIEF_CHECKPOINT_H_
-#define LOCKSTEP_WORKER_CHIEF_CHECKPOINT_H_
+#ifndef LOCKSTEP_CHECKPOINT_CHECKPOINT_H_
+#define LOCKSTEP_CHECKPOINT_CHECKPOINT_H_
 
 #include <cstdint>
 #include <functional>
@@ -51,7 +51,7 @@
 #include "absl/synchronization/mutex.h"
 #include "lockstep/v1/checkpoint.pb.h"
 
-namespace lockstep::chief {
+namespace lockstep::checkpoint {
 
 class CheckpointManager {
  public:
@@ -150,6 +150,6 @@ class CheckpointManager {
   absl::Mutex mu_;
 };
 
-}  // namespace lockstep::chief
+}  // namespace lockstep::checkpoint
 
-#endif  // LOCKSTEP_WORKER_CHIEF_CHECKPOINT_H_
+#endif  // LOCKSTEP_CHECKPOINT_CHECKPOINT_H_

@@ -9,8 +9,8 @@
 //
 // Holds the header and the metadata (bounded by `max_metadata_bytes`), nothing else.
 // Thread model: one thread at a time (not synchronized).
-#ifndef LOCKSTEP_WORKER_CHIEF_CHECKPOINT_STREAM_H_
-#define LOCKSTEP_WORKER_CHIEF_CHECKPOINT_STREAM_H_
+#ifndef LOCKSTEP_CHECKPOINT_CHECKPOINT_STREAM_H_
+#define LOCKSTEP_CHECKPOINT_CHECKPOINT_STREAM_H_
 
 #include <cstdint>
 #include <optional>
@@ -20,7 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "lockstep/v1/checkpoint.pb.h"
 
-namespace lockstep::chief {
+namespace lockstep::checkpoint {
 
 class CheckpointStreamCheck {
  public:
@@ -66,6 +66,6 @@ class CheckpointStreamCheck {
   std::optional<v1::Checkpoint> metadata_;
 };
 
-}  // namespace lockstep::chief
+}  // namespace lockstep::checkpoint
 
-#endif  // LOCKSTEP_WORKER_CHIEF_CHECKPOINT_STREAM_H_
+#endif  // LOCKSTEP_CHECKPOINT_CHECKPOINT_STREAM_H_

@@ -1,4 +1,4 @@
-#include "worker/chief/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,11 +20,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/crc32c.h"
+#include "common/file_util.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
-#include "worker/chief/file_util.h"
 
-namespace lockstep::chief {
+namespace lockstep::checkpoint {
 namespace {
 
 constexpr absl::string_view kPrefix = "ckpt-";
@@ -343,7 +343,7 @@ absl::StatusOr<std::string> CheckpointManager::Encode(const lockstep::v1::Checkp
 
 absl::StatusOr<uint32_t> CheckpointManager::CheckHeader(const char* header,
                                                         uint64_t payload_bytes) {
-  return chief::CheckHeader(header, payload_bytes);
+  return checkpoint::CheckHeader(header, payload_bytes);
 }
 
 uint32_t CheckpointManager::PayloadCrc(const char* header) {
@@ -566,4 +566,4 @@ absl::Status CheckpointManager::Prune(absl::string_view job_uid) {
   return FsyncDir(options_.dir);
 }
 
-}  // namespace lockstep::chief
+}  // namespace lockstep::checkpoint
