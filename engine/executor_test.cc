@@ -26,7 +26,8 @@ TEST(Executor, ReplicaThreadsSharingGraphAndVariablesMatchASerialRun) {
     auto exec = *Executor::Create(&g, ExecutorOptions{Device::Cpu(r), 1});
     StepOptions options;
     options.replica_id = r;
-    ASSERT_TRUE(exec->ComputeGradients(vars.tensors(), SmallMlpBatch(16, 16 * r), options, out).ok());
+    ASSERT_TRUE(
+        exec->ComputeGradients(vars.tensors(), SmallMlpBatch(16, 16 * r), options, out).ok());
   };
   for (int r = 0; r < kReplicas; ++r) step(r, &serial[r]);
   std::vector<std::thread> threads;

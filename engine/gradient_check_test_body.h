@@ -77,8 +77,8 @@ struct GradCase {
 inline void BuildGradCase(const GradCase& c, DType dtype, Graph* g, Feeds* feeds) {
   std::vector<int> vars;
   for (size_t i = 0; i < c.var_shapes.size(); ++i) {
-    vars.push_back(*g->Variable("v" + std::to_string(i), dtype, c.var_shapes[i],
-                                v1::Initializer(), 1, 1));
+    vars.push_back(
+        *g->Variable("v" + std::to_string(i), dtype, c.var_shapes[i], v1::Initializer(), 1, 1));
   }
   for (const auto& [name, t] : c.extra_feeds) {
     feeds->push_back({name, AsFloatType(t, dtype)});
@@ -186,33 +186,33 @@ TYPED_TEST_SUITE_P(GradientCheck);
 
 TYPED_TEST_P(GradientCheck, MatMul) {
   this->Check({{Shape{3, 4}, Shape{4, 5}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->Op(v1::MATMUL, {v[0], v[1]});
-                  }});
+                 return g->Op(v1::MATMUL, {v[0], v[1]});
+               }});
 }
 
 TYPED_TEST_P(GradientCheck, AddSubMul) {
   for (v1::OpType op : {v1::ADD, v1::SUB, v1::MUL}) {
     SCOPED_TRACE(v1::OpType_Name(op));
     this->Check({{Shape{2, 3}, Shape{2, 3}}, [op](Graph* g, const std::vector<int>& v) {
-                      return g->Op(op, {v[0], v[1]});
-                    }});
+                   return g->Op(op, {v[0], v[1]});
+                 }});
   }
 }
 
 TYPED_TEST_P(GradientCheck, SameInputTwice) {  // gradients from two consumers accumulate
   this->Check({{Shape{2, 3}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->Op(v1::MUL, {v[0], v[0]});
-                  }});
+                 return g->Op(v1::MUL, {v[0], v[0]});
+               }});
 }
 
 TYPED_TEST_P(GradientCheck, BiasAdd) {
   this->Check({{Shape{2, 3, 4}, Shape{4}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->Op(v1::BIAS_ADD, {v[0], v[1]});
-                  }});
+                 return g->Op(v1::BIAS_ADD, {v[0], v[1]});
+               }});
   // A bias over the last two axes (a position embedding [t, d] on [b, t, d]).
   this->Check({{Shape{2, 3, 4}, Shape{3, 4}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->Op(v1::BIAS_ADD, {v[0], v[1]});
-                  }});
+                 return g->Op(v1::BIAS_ADD, {v[0], v[1]});
+               }});
 }
 
 TYPED_TEST_P(GradientCheck, Activations) {
@@ -227,51 +227,51 @@ TYPED_TEST_P(GradientCheck, Activations) {
 
 TYPED_TEST_P(GradientCheck, SparseSoftmaxCrossEntropy) {
   this->Check({{Shape{4, 5}},
-                  [](Graph* g, const std::vector<int>& v) {
-                    return g->Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {v[0], g->FindInput("labels")});
-                  },
-                  {{"labels", Tensor::FromVector<int64_t>({0, 4, 2, 2}, Shape{4})}}});
+               [](Graph* g, const std::vector<int>& v) {
+                 return g->Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {v[0], g->FindInput("labels")});
+               },
+               {{"labels", Tensor::FromVector<int64_t>({0, 4, 2, 2}, Shape{4})}}});
 }
 
 // Label smoothing: targets (1 - eps) * one_hot + eps / classes.
 TYPED_TEST_P(GradientCheck, SparseSoftmaxCrossEntropyWithLabelSmoothing) {
   this->Check({{Shape{4, 5}},
-                  [](Graph* g, const std::vector<int>& v) {
-                    return g->SparseSoftmaxCrossEntropy(v[0], g->FindInput("labels"), 0.2f);
-                  },
-                  {{"labels", Tensor::FromVector<int64_t>({0, 4, 2, 2}, Shape{4})}}});
+               [](Graph* g, const std::vector<int>& v) {
+                 return g->SparseSoftmaxCrossEntropy(v[0], g->FindInput("labels"), 0.2f);
+               },
+               {{"labels", Tensor::FromVector<int64_t>({0, 4, 2, 2}, Shape{4})}}});
 }
 
 // A sequence's logits [b, t, c] with a label per position [b, t] (a language model).
 TYPED_TEST_P(GradientCheck, SparseSoftmaxCrossEntropyPerPosition) {
   this->Check({{Shape{2, 3, 4}},
-                  [](Graph* g, const std::vector<int>& v) {
-                    return g->Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {v[0], g->FindInput("labels")});
-                  },
-                  {{"labels", Tensor::FromVector<int64_t>({0, 3, 2, 2, 1, 3}, Shape{2, 3})}}});
+               [](Graph* g, const std::vector<int>& v) {
+                 return g->Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {v[0], g->FindInput("labels")});
+               },
+               {{"labels", Tensor::FromVector<int64_t>({0, 3, 2, 2, 1, 3}, Shape{2, 3})}}});
 }
 
 TYPED_TEST_P(GradientCheck, SumAndMean) {
   this->Check({{Shape{2, 3, 4}},
-                  [](Graph* g, const std::vector<int>& v) { return g->Sum(v[0], {1}, false); }});
+               [](Graph* g, const std::vector<int>& v) { return g->Sum(v[0], {1}, false); }});
   this->Check({{Shape{2, 3, 4}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->Mean(v[0], {0, -1}, true);
-                  }});
+                 return g->Mean(v[0], {0, -1}, true);
+               }});
   this->Check({{Shape{2, 3}},
-                  [](Graph* g, const std::vector<int>& v) { return g->Mean(v[0], {}, false); }});
+               [](Graph* g, const std::vector<int>& v) { return g->Mean(v[0], {}, false); }});
 }
 
 TYPED_TEST_P(GradientCheck, ReshapeAndFlatten) {
   this->Check({{Shape{2, 6}}, [](Graph* g, const std::vector<int>& v) -> absl::StatusOr<int> {
-                    auto r = g->Reshape(v[0], {3, -1});
-                    if (!r.ok()) return r;
-                    return g->Op(v1::TANH, {*r});
-                  }});
+                 auto r = g->Reshape(v[0], {3, -1});
+                 if (!r.ok()) return r;
+                 return g->Op(v1::TANH, {*r});
+               }});
   this->Check({{Shape{2, 2, 3}}, [](Graph* g, const std::vector<int>& v) -> absl::StatusOr<int> {
-                    auto f = g->Op(v1::FLATTEN, {v[0]});
-                    if (!f.ok()) return f;
-                    return g->Op(v1::SIGMOID, {*f});
-                  }});
+                 auto f = g->Op(v1::FLATTEN, {v[0]});
+                 if (!f.ok()) return f;
+                 return g->Op(v1::SIGMOID, {*f});
+               }});
 }
 
 TYPED_TEST_P(GradientCheck, Conv2D) {
@@ -291,11 +291,11 @@ TYPED_TEST_P(GradientCheck, Conv2D) {
 
 TYPED_TEST_P(GradientCheck, MaxPool2D) {
   this->Check({{Shape{2, 4, 4, 3}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->MaxPool2D(v[0], {2, 2}, {2, 2}, v1::VALID);
-                  }});
+                 return g->MaxPool2D(v[0], {2, 2}, {2, 2}, v1::VALID);
+               }});
   this->Check({{Shape{1, 5, 5, 2}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->MaxPool2D(v[0], {3, 3}, {2, 2}, v1::SAME);
-                  }});
+                 return g->MaxPool2D(v[0], {3, 3}, {2, 2}, v1::SAME);
+               }});
 }
 
 TYPED_TEST_P(GradientCheck, DropoutInTraining) {
@@ -309,29 +309,29 @@ TYPED_TEST_P(GradientCheck, DropoutInTraining) {
 
 TYPED_TEST_P(GradientCheck, Concat) {
   this->Check({{Shape{2, 3}, Shape{2, 1}, Shape{2, 4}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->Concat({v[0], v[1], v[2]}, 1);
-                  }});
+                 return g->Concat({v[0], v[1], v[2]}, 1);
+               }});
   this->Check({{Shape{2, 3, 2}, Shape{2, 1, 2}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->Concat({v[0], v[1]}, -2);
-                  }});
+                 return g->Concat({v[0], v[1]}, -2);
+               }});
   this->Check({{Shape{2, 3}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->Concat({v[0], v[0]}, 0);  // one input twice
-                  }});
+                 return g->Concat({v[0], v[0]}, 0);  // one input twice
+               }});
 }
 
 TYPED_TEST_P(GradientCheck, GlobalAveragePooling) {  // the layer is a MEAN over the inner axes
   this->Check({{Shape{2, 3, 3, 4}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->Mean(v[0], {1, 2}, false);
-                  }});
+                 return g->Mean(v[0], {1, 2}, false);
+               }});
 }
 
 TYPED_TEST_P(GradientCheck, LayerNorm) {
   this->Check({{Shape{3, 5}, Shape{5}, Shape{5}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->LayerNorm(v[0], v[1], v[2], 1e-3f);
-                  }});
+                 return g->LayerNorm(v[0], v[1], v[2], 1e-3f);
+               }});
   this->Check({{Shape{2, 2, 4}, Shape{4}, Shape{4}}, [](Graph* g, const std::vector<int>& v) {
-                    return g->LayerNorm(v[0], v[1], v[2], 0.5f);
-                  }});
+                 return g->LayerNorm(v[0], v[1], v[2], 0.5f);
+               }});
 }
 
 // Batch statistics when training, moving ones otherwise; with virtual batches of 2
@@ -355,50 +355,55 @@ TYPED_TEST_P(GradientCheck, BatchNorm) {
 
 TYPED_TEST_P(GradientCheck, Embedding) {  // ids fed as floats, one repeated: its rows' dy add up
   this->Check({{Shape{5, 3}},
-                  [](Graph* g, const std::vector<int>& v) {
-                    return g->Op(v1::EMBEDDING, {g->FindInput("ids"), v[0]});
-                  },
-                  {{"ids", Tensor::FromVector<double>({4, 0, 2, 4}, Shape{2, 2})}}});
+               [](Graph* g, const std::vector<int>& v) {
+                 return g->Op(v1::EMBEDDING, {g->FindInput("ids"), v[0]});
+               },
+               {{"ids", Tensor::FromVector<double>({4, 0, 2, 4}, Shape{2, 2})}}});
   this->Check({{Shape{3, 2}},
-                  [](Graph* g, const std::vector<int>& v) {
-                    return g->Op(v1::EMBEDDING, {g->FindInput("ids"), v[0]});
-                  },
-                  {{"ids", Tensor::FromVector<int64_t>({1, 1, 2}, Shape{3})}}});
+               [](Graph* g, const std::vector<int>& v) {
+                 return g->Op(v1::EMBEDDING, {g->FindInput("ids"), v[0]});
+               },
+               {{"ids", Tensor::FromVector<int64_t>({1, 1, 2}, Shape{3})}}});
 }
 
 TYPED_TEST_P(GradientCheck, SelfAttention) {
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal);
     this->Check({{Shape{2, 3, 4}, Shape{4, 12}, Shape{4, 4}},
-                    [causal](Graph* g, const std::vector<int>& v) {
-                      return g->SelfAttention(v[0], v[1], v[2], 2, causal);
-                    }});
+                 [causal](Graph* g, const std::vector<int>& v) {
+                   return g->SelfAttention(v[0], v[1], v[2], 2, causal);
+                 }});
   }
 }
 
 TYPED_TEST_P(GradientCheck, ResidualBlock) {  // x + dense(gelu(layer_norm(x)))
   this->Check({{Shape{3, 4}, Shape{4}, Shape{4}, Shape{4, 4}},
-                  [](Graph* g, const std::vector<int>& v) -> absl::StatusOr<int> {
-                    int h = *g->LayerNorm(v[0], v[1], v[2], 1e-3f);
-                    h = *g->Op(v1::GELU, {h});
-                    h = *g->Op(v1::MATMUL, {h, v[3]});
-                    return g->Op(v1::ADD, {v[0], h});
-                  }});
+               [](Graph* g, const std::vector<int>& v) -> absl::StatusOr<int> {
+                 int h = *g->LayerNorm(v[0], v[1], v[2], 1e-3f);
+                 h = *g->Op(v1::GELU, {h});
+                 h = *g->Op(v1::MATMUL, {h, v[3]});
+                 return g->Op(v1::ADD, {v[0], h});
+               }});
 }
 
 TYPED_TEST_P(GradientCheck, DenseReluSoftmaxNetwork) {
   this->Check({{Shape{3, 4}, Shape{4, 6}, Shape{6}, Shape{6, 3}},
-                  [](Graph* g, const std::vector<int>& v) -> absl::StatusOr<int> {
-                    int h = *g->Op(v1::MATMUL, {v[0], v[1]});
-                    h = *g->Op(v1::BIAS_ADD, {h, v[2]});
-                    h = *g->Op(v1::RELU, {h});
-                    h = *g->Op(v1::MATMUL, {h, v[3]});
-                    return g->Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {h, g->FindInput("labels")});
-                  },
-                  {{"labels", Tensor::FromVector<int64_t>({2, 0, 1}, Shape{3})}}});
+               [](Graph* g, const std::vector<int>& v) -> absl::StatusOr<int> {
+                 int h = *g->Op(v1::MATMUL, {v[0], v[1]});
+                 h = *g->Op(v1::BIAS_ADD, {h, v[2]});
+                 h = *g->Op(v1::RELU, {h});
+                 h = *g->Op(v1::MATMUL, {h, v[3]});
+                 return g->Op(v1::SPARSE_SOFTMAX_CROSS_ENTROPY, {h, g->FindInput("labels")});
+               },
+               {{"labels", Tensor::FromVector<int64_t>({2, 0, 1}, Shape{3})}}});
 }
 
-REGISTER_TYPED_TEST_SUITE_P(GradientCheck, MatMul, AddSubMul, SameInputTwice, BiasAdd, Activations, SparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropyWithLabelSmoothing, SparseSoftmaxCrossEntropyPerPosition, SumAndMean, ReshapeAndFlatten, Conv2D, MaxPool2D, DropoutInTraining, Concat, GlobalAveragePooling, LayerNorm, BatchNorm, Embedding, SelfAttention, ResidualBlock, DenseReluSoftmaxNetwork);
+REGISTER_TYPED_TEST_SUITE_P(GradientCheck, MatMul, AddSubMul, SameInputTwice, BiasAdd, Activations,
+                            SparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropyWithLabelSmoothing,
+                            SparseSoftmaxCrossEntropyPerPosition, SumAndMean, ReshapeAndFlatten,
+                            Conv2D, MaxPool2D, DropoutInTraining, Concat, GlobalAveragePooling,
+                            LayerNorm, BatchNorm, Embedding, SelfAttention, ResidualBlock,
+                            DenseReluSoftmaxNetwork);
 
 }  // namespace lockstep::engine
 

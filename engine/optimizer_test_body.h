@@ -171,10 +171,10 @@ TYPED_TEST_P(OptimizerTest, RefusesBadSpecsAndShapes) {
               ::testing::HasSubstr("momentum.momentum"));
   v1::OptimizerSpec no_lr;
   no_lr.mutable_sgd();
-  const absl::Status no_lr_status =
-      Optimizer::Create(no_lr, this->OneVariable(), gpu).status();
+  const absl::Status no_lr_status = Optimizer::Create(no_lr, this->OneVariable(), gpu).status();
   EXPECT_EQ(no_lr_status.message().find("optimizer.learning_rate.schedule: "), 0u) << no_lr_status;
-  std::unique_ptr<Optimizer> opt = *Optimizer::Create(OptimizerSpecOf("sgd", 0.1), this->OneVariable(), gpu);
+  std::unique_ptr<Optimizer> opt =
+      *Optimizer::Create(OptimizerSpecOf("sgd", 0.1), this->OneVariable(), gpu);
   std::vector<Tensor> w = {this->On({0, 0}, Shape{2})};
   std::vector<Tensor> g = {this->On({0, 0, 0}, Shape{3})};
   const absl::Status mismatch = opt->Apply(g, &w);
@@ -185,7 +185,7 @@ TYPED_TEST_P(OptimizerTest, RefusesBadSpecsAndShapes) {
   if (gpu != nullptr) {  // a GPU trains f32 variables only
     const absl::Status f64 =
         Optimizer::Create(OptimizerSpecOf("sgd", 0.1),
-                                  {VariableInfo{"w", Shape{2}, DType::kF64, true, 0}}, gpu)
+                          {VariableInfo{"w", Shape{2}, DType::kF64, true, 0}}, gpu)
             .status();
     EXPECT_EQ(f64.code(), absl::StatusCode::kInvalidArgument) << f64;
     EXPECT_THAT(std::string(f64.message()),
@@ -256,7 +256,8 @@ TYPED_TEST_P(OptimizerTest, WeightDecayIsDecoupledAndSkipsExcludedVariables) {
   this->ExpectEq(this->Values(w[0])[0], 1.9);
   this->ExpectEq(this->Values(w[1])[0], 2.0);
   // With a gradient, the Adam step is the same as without decay, applied to the decayed w.
-  std::unique_ptr<Optimizer> plain = *Optimizer::Create(OptimizerSpecOf("adam", 0.1), {vars[0]}, gpu);
+  std::unique_ptr<Optimizer> plain =
+      *Optimizer::Create(OptimizerSpecOf("adam", 0.1), {vars[0]}, gpu);
   std::vector<Tensor> wp = {this->On({1.9 * (1 - 0.05)}, Shape{1})};
   std::vector<Tensor> gp = {this->On({1.0}, Shape{1})};
   ASSERT_TRUE(plain->Apply(gp, &wp).ok());
