@@ -63,19 +63,14 @@ inline Feeds SmallMlpBatch(int64_t b, int64_t offset = 0) {
 }
 
 template <class Env>
-class ExecutorTest : public ::testing::Test {
+class ExecutorTest : public DeviceTest<Env> {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<DeviceEnv>> env = Env::Make();
-    ASSERT_TRUE(env.ok()) << env.status();
-    env_ = *std::move(env);
-  }
-  DeviceEnv& env() { return *env_; }
+  using DeviceTest<Env>::env;
 
   ExecutorOptions Options() const {
     ExecutorOptions options;
-    options.device = env_->device();
-    options.gpu = env_->gpu();
+    options.device = this->env_->device();
+    options.gpu = this->env_->gpu();
     return options;
   }
   std::unique_ptr<Executor> MakeExecutor(const Graph& g) {
@@ -91,17 +86,17 @@ class ExecutorTest : public ::testing::Test {
     return OnDevice(init->tensors());
   }
   std::vector<Tensor> OnDevice(const std::vector<Tensor>& host) {
-    absl::StatusOr<std::vector<Tensor>> d = env_->ToDevice(host);
+    absl::StatusOr<std::vector<Tensor>> d = this->env_->ToDevice(host);
     EXPECT_TRUE(d.ok()) << d.status();
     return d.ok() ? *d : std::vector<Tensor>();
   }
   std::vector<Tensor> Host(const std::vector<Tensor>& ts) {
-    absl::StatusOr<std::vector<Tensor>> h = env_->ToHost(ts);
+    absl::StatusOr<std::vector<Tensor>> h = this->env_->ToHost(ts);
     EXPECT_TRUE(h.ok()) << h.status();
     return h.ok() ? *h : std::vector<Tensor>();
   }
   Tensor Host(const Tensor& t) {
-    absl::StatusOr<Tensor> h = env_->ToHost(t);
+    absl::StatusOr<Tensor> h = this->env_->ToHost(t);
     EXPECT_TRUE(h.ok()) << h.status();
     return h.ok() ? *h : Tensor();
   }
@@ -109,16 +104,15 @@ class ExecutorTest : public ::testing::Test {
   // kernel on the device's stream on a GPU.
   void DoubleInPlace(Tensor& t) {
     const int64_t n = t.num_elements();
-    if (env_->gpu() == nullptr) {
+    if (this->env_->gpu() == nullptr) {
       for (int64_t i = 0; i < n; ++i) t.data<float>()[i] *= 2;
       return;
     }
     float* p = t.device_data<float>();
-    const absl::Status s = env_->gpu()->kernels->Scale(p, 2.f, p, n, env_->gpu()->stream());
+    const absl::Status s =
+        this->env_->gpu()->kernels->Scale(p, 2.f, p, n, this->env_->gpu()->stream());
     EXPECT_TRUE(s.ok()) << s;
   }
-
-  std::unique_ptr<DeviceEnv> env_;
 };
 
 TYPED_TEST_SUITE_P(ExecutorTest);

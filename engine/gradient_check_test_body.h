@@ -170,16 +170,10 @@ inline void CheckGradientsOn(DeviceEnv& e, bool bitwise, const GradCase& c) {
 }
 
 template <class Env>
-class GradientCheck : public ::testing::Test {
+class GradientCheck : public DeviceTest<Env> {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<DeviceEnv>> env = Env::Make();
-    ASSERT_TRUE(env.ok()) << env.status();
-    env_ = *std::move(env);
-  }
-  void Check(const GradCase& c) { CheckGradientsOn(*env_, Env::kBitwise, c); }
-
-  std::unique_ptr<DeviceEnv> env_;
+  using DeviceTest<Env>::env;
+  void Check(const GradCase& c) { CheckGradientsOn(*this->env_, Env::kBitwise, c); }
 };
 
 TYPED_TEST_SUITE_P(GradientCheck);

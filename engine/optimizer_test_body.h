@@ -46,15 +46,10 @@ inline Tensor HostValues(DType dtype, const std::vector<double>& values, const S
 }
 
 template <class Env>
-class OptimizerTest : public ::testing::Test {
+class OptimizerTest : public DeviceTest<Env> {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<DeviceEnv>> env = Env::Make();
-    ASSERT_TRUE(env.ok()) << env.status();
-    env_ = *std::move(env);
-  }
-  DeviceEnv& env() { return *env_; }
-  bool on_gpu() const { return env_->gpu() != nullptr; }
+  using DeviceTest<Env>::env;
+  bool on_gpu() const { return this->env_->gpu() != nullptr; }
   // The trainable dtype: f64 on the CPU, f32 on a GPU.
   DType dtype() const { return on_gpu() ? DType::kF32 : DType::kF64; }
   std::vector<VariableInfo> OneVariable() const {
@@ -113,8 +108,6 @@ class OptimizerTest : public ::testing::Test {
     }
     return got;
   }
-
-  std::unique_ptr<DeviceEnv> env_;
 };
 
 TYPED_TEST_SUITE_P(OptimizerTest);
