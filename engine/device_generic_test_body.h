@@ -175,17 +175,29 @@ inline void TrainDigits(DeviceEnv& e, const Graph& graph, const v1::OptimizerSpe
   EXPECT_EQ((*opt)->iterations(), steps);
 }
 
+// The base of every device-generic fixture: the DeviceEnv that Env makes, per test.
 template <class Env>
-class DeviceGenericTest : public ::testing::Test {
+class DeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<DeviceEnv>> env = Env::Make();
     ASSERT_TRUE(env.ok()) << env.status();
     env_ = *std::move(env);
-    registry_ = std::make_shared<OpRegistry>(BuiltinOps());
   }
   DeviceEnv& env() { return *env_; }
-  Device::Type type() const { return env_->device().type(); }
+
+  std::unique_ptr<DeviceEnv> env_;
+};
+
+template <class Env>
+class DeviceGenericTest : public DeviceTest<Env> {
+ protected:
+  void SetUp() override {
+    DeviceTest<Env>::SetUp();
+    registry_ = std::make_shared<OpRegistry>(BuiltinOps());
+  }
+  using DeviceTest<Env>::env;
+  Device::Type type() const { return this->env_->device().type(); }
 
   // One node's forward and gradients on the device and on the CPU: every output compared.
   // `precision`: the graph's (KernelContext::precision), on both devices.
@@ -267,7 +279,6 @@ class DeviceGenericTest : public ::testing::Test {
         << "rounding the operands to bf16 changed nothing: the control cannot fail";
   }
 
-  std::unique_ptr<DeviceEnv> env_;
   std::shared_ptr<OpRegistry> registry_;
 };
 

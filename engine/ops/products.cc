@@ -39,6 +39,12 @@ void Product<double>(const KernelContext&, bool trans_a, bool trans_b, int64_t m
 }
 
 absl::Status GpuProduct(const KernelContext& ctx, const gpu::GpuDevice& gpu, gpu::GemmArgs g) {
+  // A product over an empty inner dimension (a weights' gradient A^T dC of an empty batch, a
+  // replica's empty share of a last partial batch) is zeros, as cpu::Gemm gives; BlasApi refuses
+  // k = 0, so it is a memset on the stream here.
+  if (g.k == 0 && g.m * g.n > 0 && g.beta == 0 && g.epilogue == gpu::Epilogue::kNone) {
+    return gpu.context->Zero(g.c, static_cast<size_t>(g.m * g.n) * sizeof(float));
+  }
   if (!Bf16Operands(ctx) || g.m * g.n == 0 || g.operands != gpu::GemmOperands::kF32) {
     return gpu.blas->Gemm(g, gpu.stream());
   }
