@@ -87,10 +87,10 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const v1::Optimizer
     if (s.global_clipnorm() > 0) {  // the device's scratch for clipping (ClipOnGpu)
       int64_t trainable = 0;
       for (const VariableInfo& v : opt->variables_) trainable += v.trainable ? 1 : 0;
-      LS_ASSIGN_OR_RETURN(opt->clip_partials_,
-                          gpu::AllocateTensor(*gpu->context, DType::kF64,
-                                              Shape{std::max<int64_t>(1, trainable) *
-                                                    gpu::kNormPartials}));
+      LS_ASSIGN_OR_RETURN(
+          opt->clip_partials_,
+          gpu::AllocateTensor(*gpu->context, DType::kF64,
+                              Shape{std::max<int64_t>(1, trainable) * gpu::kNormPartials}));
       LS_ASSIGN_OR_RETURN(opt->clip_norm_, gpu::ZerosOnDevice(*gpu->context, DType::kF64, Shape{}));
       LS_ASSIGN_OR_RETURN(opt->clip_scale_,
                           gpu::AllocateTensor(*gpu->context, DType::kF32, Shape{}));
@@ -264,8 +264,8 @@ absl::Status Optimizer::ClipOnGpu(const std::vector<Tensor>& gradients) {
   int64_t used = 0;
   for (size_t v = 0; v < variables_.size(); ++v) {
     if (!variables_[v].trainable || !gradients[v].valid()) continue;
-    LS_RETURN_IF_ERROR(k.SumSquares(gradients[v].device_data<float>(),
-                                    gradients[v].num_elements(), partials + used, s));
+    LS_RETURN_IF_ERROR(k.SumSquares(gradients[v].device_data<float>(), gradients[v].num_elements(),
+                                    partials + used, s));
     used += gpu::kNormPartials;
   }
   // No gradient (used 0): norm 0, no clipping, as the host's empty sum.

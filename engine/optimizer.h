@@ -107,8 +107,8 @@ class Optimizer {
   // slot_names_[k] names slots_[k]; the last is "optimizer/iterations".
   std::vector<std::string> slot_names_;
   std::vector<Tensor> slots_;
-  std::vector<int> first_slot_;  // per variable, index of its first slot or -1
-  std::vector<bool> decays_;     // per variable: weight decay applies
+  std::vector<int> first_slot_;    // per variable, index of its first slot or -1
+  std::vector<bool> decays_;       // per variable: weight decay applies
   double last_gradient_norm_ = 0;  // the host's
   // On a GPU with global_clipnorm: kNormPartials f64 per trainable variable, the norm (f64
   // scalar) and the scale (f32 scalar), all on the device.

@@ -3,8 +3,8 @@
 // bound and not below it, for SGD, Momentum and Adam, within the tolerance optimizer.h states
 // (the device sums the squares in a block tree, not the host's order: the f32 scale may be one
 // ulp off); and a step moves no gradient to the host and never waits for the device.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <random>
 #include <string>
@@ -42,8 +42,8 @@ class OptimizerGpuClipTest : public ::testing::Test {
     grid.threads = 64;
     auto kernels = std::make_unique<gpu::EmulatedKernels>(fake_, grid);
     auto blas = std::make_unique<gpu::FakeBlasApi>(fake_);
-    env_ = std::make_unique<GpuDeviceEnv>(*std::move(fake), *std::move(context),
-                                          std::move(kernels), std::move(blas));
+    env_ = std::make_unique<GpuDeviceEnv>(*std::move(fake), *std::move(context), std::move(kernels),
+                                          std::move(blas));
   }
 
   FakeCudaApi* fake_ = nullptr;

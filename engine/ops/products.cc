@@ -39,6 +39,7 @@ void Product<double>(const KernelContext&, bool trans_a, bool trans_b, int64_t m
 }
 
 absl::Status GpuProduct(const KernelContext& ctx, const gpu::GpuDevice& gpu, gpu::GemmArgs g) {
+  g.allow_tf32 = ctx.precision == v1::Precision::TF32;  // the job's choice, per call
   if (!Bf16Operands(ctx) || g.m * g.n == 0 || g.operands != gpu::GemmOperands::kF32) {
     return gpu.blas->Gemm(g, gpu.stream());
   }

@@ -43,8 +43,8 @@ absl::Status RunLabelled(GridEmulator& emu, LaunchShape shape, bool labels_i64,
 template <class Params>
 absl::StatusOr<Params> HostParams(FakeCudaApi* fake, Params p, const char* kernel) {
   if (p.device_gradient_scale == nullptr) return p;
-  LS_ASSIGN_OR_RETURN(void* scale, View(fake, p.device_gradient_scale, 1, kernel,
-                                        "device_gradient_scale"));
+  LS_ASSIGN_OR_RETURN(void* scale,
+                      View(fake, p.device_gradient_scale, 1, kernel, "device_gradient_scale"));
   p.device_gradient_scale = static_cast<const float*>(scale);
   return p;
 }
@@ -234,8 +234,8 @@ absl::Status EmulatedKernels::SumSquares(const float* x, int64_t n, double* part
   if (n > 0) {
     LS_ASSIGN_OR_RETURN(xv, View(fake_, x, n, "SumSquares", "x"));
   }
-  LS_ASSIGN_OR_RETURN(void* pv, Bytes(fake_, partials, kNormPartials * sizeof(double),
-                                      "SumSquares", "partials"));
+  LS_ASSIGN_OR_RETURN(
+      void* pv, Bytes(fake_, partials, kNormPartials * sizeof(double), "SumSquares", "partials"));
   const LaunchShape shape{std::min(kNormPartials, options_.max_blocks), options_.threads};
   const uint64_t seed = options_.seed + launches_++;
   return fake_->Launch(s, "SumSquares", [=] {
@@ -252,8 +252,8 @@ absl::Status EmulatedKernels::ClipScale(const double* partials, int64_t count, d
   LS_RETURN_IF_ERROR(CheckLaunch("ClipScale", 1, {norm, scale}));
   void* pv = nullptr;
   if (count > 0) {
-    LS_ASSIGN_OR_RETURN(pv, Bytes(fake_, partials, count * sizeof(double), "ClipScale",
-                                  "partials"));
+    LS_ASSIGN_OR_RETURN(pv,
+                        Bytes(fake_, partials, count * sizeof(double), "ClipScale", "partials"));
   }
   LS_ASSIGN_OR_RETURN(void* nv, Bytes(fake_, norm, sizeof(double), "ClipScale", "norm"));
   LS_ASSIGN_OR_RETURN(void* sv, View(fake_, scale, 1, "ClipScale", "scale"));
@@ -261,14 +261,14 @@ absl::Status EmulatedKernels::ClipScale(const double* partials, int64_t count, d
   const uint64_t seed = options_.seed + launches_++;
   return fake_->Launch(s, "ClipScale", [=] {
     GridEmulator emu("ClipScale", seed);
-    return emu.RunBlocks(shape, ClipScaleKernel<A>{emu.In<double>(pv, count, "partials"), count,
-                                                   clipnorm, emu.Out<double>(nv, 1, "norm"),
-                                                   emu.Out<float>(sv, 1, "scale")});
+    return emu.RunBlocks(
+        shape, ClipScaleKernel<A>{emu.In<double>(pv, count, "partials"), count, clipnorm,
+                                  emu.Out<double>(nv, 1, "norm"), emu.Out<float>(sv, 1, "scale")});
   });
 }
 
-absl::Status EmulatedKernels::ScaleByDevice(const float* x, const float* scale, float* y,
-                                            int64_t n, CudaStream s) {
+absl::Status EmulatedKernels::ScaleByDevice(const float* x, const float* scale, float* y, int64_t n,
+                                            CudaStream s) {
   LS_RETURN_IF_ERROR(CheckLaunch("ScaleByDevice", n, {x, scale, y}));
   if (n == 0) return absl::OkStatus();
   LS_ASSIGN_OR_RETURN(void* xv, View(fake_, x, n, "ScaleByDevice", "x"));
@@ -278,9 +278,9 @@ absl::Status EmulatedKernels::ScaleByDevice(const float* x, const float* scale, 
   const uint64_t seed = options_.seed + launches_++;
   return fake_->Launch(s, "ScaleByDevice", [=] {
     GridEmulator emu("ScaleByDevice", seed);
-    return emu.Run(shape, ScaleByDeviceKernel<A>{emu.In<float>(xv, n, "x"),
-                                                 emu.In<float>(cv, 1, "scale"),
-                                                 emu.Out<float>(yv, n, "y"), n});
+    return emu.Run(shape,
+                   ScaleByDeviceKernel<A>{emu.In<float>(xv, n, "x"), emu.In<float>(cv, 1, "scale"),
+                                          emu.Out<float>(yv, n, "y"), n});
   });
 }
 

@@ -391,8 +391,8 @@ TYPED_TEST_P(GpuKernelsTest, GlobalNormAndClipScaleMatchTheHostWithinTolerance) 
   double* partials = this->ToDeviceAs(std::vector<double>(count, std::nan("")));
   for (size_t v = 0; v < sizes.size(); ++v) {
     float* g = this->ToDevice(grads[v]);
-    ASSERT_TRUE(this->kernels().SumSquares(g, sizes[v], partials + v * kNormPartials,
-                                           this->stream_).ok());
+    ASSERT_TRUE(
+        this->kernels().SumSquares(g, sizes[v], partials + v * kNormPartials, this->stream_).ok());
   }
   for (const double clipnorm : {host_norm / 3, host_norm * 2}) {
     SCOPED_TRACE(clipnorm < host_norm ? "clipping" : "within the bound");
@@ -419,10 +419,10 @@ TYPED_TEST_P(GpuKernelsTest, GlobalNormAndClipScaleMatchTheHostWithinTolerance) 
     float* v_host = this->ToDevice(std::vector<float>(n, 0.f));
     float* w_host = this->ToDevice(w0);
     const MomentumParams base = MakeMomentumParams(0.1, 0.9, false, 0.01, 1);
-    ASSERT_TRUE(this->kernels()
-                    .Momentum(WithDeviceGradientScale(base, scale), g, v_dev, w_dev, n,
-                              this->stream_)
-                    .ok());
+    ASSERT_TRUE(
+        this->kernels()
+            .Momentum(WithDeviceGradientScale(base, scale), g, v_dev, w_dev, n, this->stream_)
+            .ok());
     MomentumParams by_value = base;
     by_value.scale_gradient = true;
     by_value.gradient_scale = got_scale;

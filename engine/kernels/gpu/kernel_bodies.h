@@ -203,8 +203,8 @@ struct ClipScaleKernel {
   typename A::template In<double> partials;
   int64_t count;
   double clipnorm;
-  typename A::template Out<double> norm;   // 1
-  typename A::template Out<float> scale;   // 1
+  typename A::template Out<double> norm;  // 1
+  typename A::template Out<float> scale;  // 1
   template <class Block>
   LS_HOST_DEVICE void operator()(const ThreadIndex& t, Block& block) const {
     double sum = 0;

@@ -118,7 +118,7 @@ absl::Status RealBlasApi::Gemm(const GemmArgs& args, CudaStream stream) {
   const bool bf16 = g.operands == GemmOperands::kBF16;
   const cudaDataType_t operand_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute =
-      options_.allow_tf32 && !bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      g.allow_tf32 && !bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;

@@ -2,8 +2,8 @@
 // is), so a --config=cuda binary starts on a host without cuBLAS and says what is missing only
 // when a product is asked for. Each Gemm translates once (ToColumnMajor, shared with the fake),
 // describes the operands, asks cuBLASLt's heuristic for an algorithm within the workspace and
-// enqueues cublasLtMatmul on the stream. Compute is CUBLAS_COMPUTE_32F (true f32) unless
-// Options::allow_tf32 (CUBLAS_COMPUTE_32F_FAST_TF32: faster, ~1e-3 relative error). bf16
+// enqueues cublasLtMatmul on the stream. Compute is CUBLAS_COMPUTE_32F (true f32) unless the
+// call allows TF32 (GemmArgs::allow_tf32: CUBLAS_COMPUTE_32F_FAST_TF32, ~1e-3 relative). bf16
 // operands (GemmOperands::kBF16) are CUDA_R_16BF layouts with CUBLAS_COMPUTE_32F and C in
 // CUDA_R_32F: tensor-core products accumulated in f32 (allow_tf32 does not apply).
 //
@@ -27,7 +27,6 @@ namespace lockstep::engine::gpu {
 class RealBlasApi final : public BlasApi {
  public:
   struct Options {
-    bool allow_tf32 = false;
     size_t workspace_bytes = size_t{32} << 20;
   };
   static absl::StatusOr<std::unique_ptr<RealBlasApi>> Create(CudaApi* api, Options options);
