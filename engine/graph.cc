@@ -69,15 +69,16 @@ absl::Status Graph::SetLoss(int node) {
 
 absl::Status Graph::SetPrecision(v1::Precision::Mode precision) {
   if (!v1::Precision::Mode_IsValid(precision)) {
-    return absl::InvalidArgumentError(absl::StrCat("precision: ", static_cast<int>(precision),
-                                                   " is not a precision (F32 or BF16_MIXED)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("precision: ", static_cast<int>(precision),
+                     " is not a precision (F32, TF32 or BF16_MIXED)"));
   }
-  if (precision == v1::Precision::BF16_MIXED) {
+  if (precision == v1::Precision::BF16_MIXED || precision == v1::Precision::TF32) {
     for (int i = 0; i < num_nodes(); ++i) {
       if (dtype(i) == DType::kF64) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("precision: BF16_MIXED rounds f32 operands, but node ", i, " (\"",
-                         node(i).name(), "\") is f64; mixed precision is for f32 models"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "precision: ", v1::Precision::Mode_Name(precision), " rounds f32 operands, but node ",
+            i, " (\"", node(i).name(), "\") is f64; it is for f32 models"));
       }
     }
   }

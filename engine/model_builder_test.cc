@@ -465,13 +465,16 @@ TEST(ModelBuilder, PrecisionReachesTheGraphAndIsCheckedAgainstItsDType) {
   EXPECT_EQ(BuildError(head + R"(, "precision": "F32"})"), "OK");
   EXPECT_THAT(BuildError(head + R"(, "precision": "BF16_MIXED", "f64": true})"),
               HasSubstr("precision: BF16_MIXED rounds f32 operands, but node 0 (\"features\") is "
-                        "f64; mixed precision is for f32 models"));
+                        "f64; it is for f32 models"));
+  EXPECT_THAT(BuildError(head + R"(, "precision": "TF32", "f64": true})"),
+              HasSubstr("precision: TF32 rounds f32 operands, but node 0"));
+  EXPECT_EQ(BuildError(head + R"(, "precision": "TF32"})"), "OK");
   EXPECT_EQ(BuildError(head + R"(, "f64": true, "precision": "PRECISION_UNSPECIFIED"})"), "OK");
   EXPECT_THAT(BuildError(head + R"(, "precision": "BF16"})"), HasSubstr("precision"));
   v1::GraphDef bad = g->proto();
   bad.set_precision(static_cast<v1::Precision::Mode>(9));
   EXPECT_EQ(Graph::FromProto(bad).status().message(),
-            "precision: 9 is not a precision (F32 or BF16_MIXED)");
+            "precision: 9 is not a precision (F32, TF32 or BF16_MIXED)");
 }
 
 TEST(ModelBuilder, ParsesOptimizerSpecs) {

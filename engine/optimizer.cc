@@ -1,5 +1,6 @@
 #include "engine/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -83,6 +84,17 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const v1::Optimizer
       }
     }
     opt->gpu_ = gpu;
+    if (s.global_clipnorm() > 0) {  // the device's scratch for clipping (ClipOnGpu)
+      int64_t trainable = 0;
+      for (const VariableInfo& v : opt->variables_) trainable += v.trainable ? 1 : 0;
+      LS_ASSIGN_OR_RETURN(
+          opt->clip_partials_,
+          gpu::AllocateTensor(*gpu->context, DType::kF64,
+                              Shape{std::max<int64_t>(1, trainable) * gpu::kNormPartials}));
+      LS_ASSIGN_OR_RETURN(opt->clip_norm_, gpu::ZerosOnDevice(*gpu->context, DType::kF64, Shape{}));
+      LS_ASSIGN_OR_RETURN(opt->clip_scale_,
+                          gpu::AllocateTensor(*gpu->context, DType::kF32, Shape{}));
+    }
     for (size_t k = 0; k + 1 < opt->slots_.size(); ++k) {  // all but iterations
       const Tensor& host = opt->slots_[k];
       LS_ASSIGN_OR_RETURN(opt->slots_[k],
@@ -214,17 +226,8 @@ absl::Status Optimizer::Apply(const std::vector<Tensor>& gradients,
   const int64_t t = iterations();
   const double lr = schedule_.At(t);
   double grad_scale = 1;
-  if (spec_.global_clipnorm() > 0) {
-    if (gpu_ != nullptr) {  // on host copies (see the header)
-      std::vector<Tensor> host(gradients.size());
-      for (size_t v = 0; v < gradients.size(); ++v) {
-        if (!variables_[v].trainable || !gradients[v].valid()) continue;
-        LS_ASSIGN_OR_RETURN(host[v], gpu::CopyToHost(*gpu_->context, gradients[v]));
-      }
-      last_gradient_norm_ = GlobalNorm(host, variables_);
-    } else {
-      last_gradient_norm_ = GlobalNorm(gradients, variables_);
-    }
+  if (spec_.global_clipnorm() > 0 && gpu_ == nullptr) {
+    last_gradient_norm_ = GlobalNorm(gradients, variables_);
     if (last_gradient_norm_ > spec_.global_clipnorm()) {
       grad_scale = spec_.global_clipnorm() / last_gradient_norm_;
     }
@@ -236,7 +239,7 @@ absl::Status Optimizer::Apply(const std::vector<Tensor>& gradients,
       LS_RETURN_IF_ERROR(
           gpu_->profiler->Mark("optimizer apply", "-", gpu::OpProfiler::Phase::kOther));
     }
-    LS_RETURN_IF_ERROR(ApplyOnGpu(gradients, variables, lr, t + 1, grad_scale));
+    LS_RETURN_IF_ERROR(ApplyOnGpu(gradients, variables, lr, t + 1));
     if (gpu_->profiler != nullptr) {
       LS_RETURN_IF_ERROR(gpu_->profiler->Mark("outside the step (until the next step's work)", "-",
                                               gpu::OpProfiler::Phase::kOther));
@@ -264,11 +267,43 @@ absl::Status Optimizer::Apply(const std::vector<Tensor>& gradients,
   return absl::OkStatus();
 }
 
-absl::Status Optimizer::ApplyOnGpu(const std::vector<Tensor>& gradients,
-                                   std::vector<Tensor>* variables, double lr, int64_t t,
-                                   double grad_scale) {
+absl::Status Optimizer::ClipOnGpu(const std::vector<Tensor>& gradients) {
   gpu::GpuKernels& k = *gpu_->kernels;
   const CudaStream s = gpu_->stream();
+  double* partials = clip_partials_.device_data<double>();
+  int64_t used = 0;
+  for (size_t v = 0; v < variables_.size(); ++v) {
+    if (!variables_[v].trainable || !gradients[v].valid()) continue;
+    LS_RETURN_IF_ERROR(k.SumSquares(gradients[v].device_data<float>(), gradients[v].num_elements(),
+                                    partials + used, s));
+    used += gpu::kNormPartials;
+  }
+  // No gradient (used 0): norm 0, no clipping, as the host's empty sum.
+  return k.ClipScale(partials, used, spec_.global_clipnorm(), clip_norm_.device_data<double>(),
+                     clip_scale_.device_data<float>(), s);
+}
+
+double Optimizer::last_gradient_norm() const {
+  if (gpu_ == nullptr || !clip_norm_.valid() || iterations() == 0) return last_gradient_norm_;
+  // The device's norm of the last Apply: one 8-byte read back, only when asked (summaries).
+  absl::StatusOr<Tensor> host = gpu::CopyToHost(*gpu_->context, clip_norm_);
+  if (!host.ok()) {
+    std::fprintf(stderr, "lockstep optimizer: reading the gradient norm from %s: %s\n",
+                 gpu_->device().name().c_str(), host.status().ToString().c_str());
+    std::abort();
+  }
+  return host->data<double>()[0];
+}
+
+absl::Status Optimizer::ApplyOnGpu(const std::vector<Tensor>& gradients,
+                                   std::vector<Tensor>* variables, double lr, int64_t t) {
+  gpu::GpuKernels& k = *gpu_->kernels;
+  const CudaStream s = gpu_->stream();
+  // With global_clipnorm the scale is computed on the device (ClipOnGpu) and every update
+  // kernel reads it there: no copy to the host, no synchronisation.
+  const bool clip = spec_.global_clipnorm() > 0;
+  const float* device_scale = clip ? clip_scale_.device_data<float>() : nullptr;
+  if (clip) LS_RETURN_IF_ERROR(ClipOnGpu(gradients));
   for (size_t v = 0; v < variables_.size(); ++v) {
     if (!gradients[v].valid()) continue;
     const float* g = gradients[v].device_data<float>();
@@ -281,23 +316,22 @@ absl::Status Optimizer::ApplyOnGpu(const std::vector<Tensor>& gradients,
     const double decay = decays_[v] ? spec_.weight_decay() : 0;
     if (spec_.has_momentum()) {
       const auto& m = spec_.momentum();
-      LS_RETURN_IF_ERROR(
-          k.Momentum(gpu::MakeMomentumParams(lr, m.momentum(), m.nesterov(), decay, grad_scale), g,
-                     slots_[first_slot_[v]].device_data<float>(), w, n, s));
+      gpu::MomentumParams p = gpu::MakeMomentumParams(lr, m.momentum(), m.nesterov(), decay, 1);
+      if (clip) p = gpu::WithDeviceGradientScale(p, device_scale);
+      LS_RETURN_IF_ERROR(k.Momentum(p, g, slots_[first_slot_[v]].device_data<float>(), w, n, s));
     } else if (spec_.has_adam()) {
       const auto& a = spec_.adam();
-      LS_RETURN_IF_ERROR(
-          k.Adam(gpu::MakeAdamParams(lr, a.beta1(), a.beta2(), a.epsilon(), t, decay, grad_scale),
-                 g, slots_[first_slot_[v]].device_data<float>(),
-                 slots_[first_slot_[v] + 1].device_data<float>(), w, n, s));
+      gpu::AdamParams p = gpu::MakeAdamParams(lr, a.beta1(), a.beta2(), a.epsilon(), t, decay, 1);
+      if (clip) p = gpu::WithDeviceGradientScale(p, device_scale);
+      LS_RETURN_IF_ERROR(k.Adam(p, g, slots_[first_slot_[v]].device_data<float>(),
+                                slots_[first_slot_[v] + 1].device_data<float>(), w, n, s));
     } else {  // SGD: decay (fmaf(-decay, w, w)), clipping, then w = fmaf(-rate, g, w)
       if (decay > 0) LS_RETURN_IF_ERROR(k.Axpy(-static_cast<float>(lr * decay), w, w, n, s));
       Tensor clipped;
-      if (grad_scale != 1) {
+      if (clip) {  // x * 1.0f when the norm is within the bound: the same bits as unclipped
         LS_ASSIGN_OR_RETURN(
             clipped, gpu::AllocateTensor(*gpu_->context, DType::kF32, (*variables)[v].shape()));
-        LS_RETURN_IF_ERROR(
-            k.Scale(g, static_cast<float>(grad_scale), clipped.device_data<float>(), n, s));
+        LS_RETURN_IF_ERROR(k.ScaleByDevice(g, device_scale, clipped.device_data<float>(), n, s));
         g = clipped.device_data<float>();
       }
       LS_RETURN_IF_ERROR(k.Axpy(-static_cast<float>(lr), g, w, n, s));

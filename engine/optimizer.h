@@ -21,9 +21,15 @@
 // On a GPU (Create's `gpu`): the slots live in the device's memory, variables and gradients
 // must be on that device, and each update is one fused kernel per variable (GpuKernels:
 // Axpy for SGD, Momentum, Adam, Add for state updates) enqueued on the device's stream, with
-// the CPU's arithmetic (kernel_bodies.h), so a GPU step gives the CPU's bits. The global
-// norm for clipping is computed on the host from copies of the gradients (a synchronisation
-// per step with global_clipnorm). "optimizer/iterations" stays on the host. SaveState copies
+// the CPU's arithmetic (kernel_bodies.h), so a GPU step gives the CPU's bits. Clipping stays
+// on the device: SumSquares per gradient into f64 partials, ClipScale sums them into the norm
+// and the scale, which the update kernels read from device memory (no copy to the host, no
+// synchronisation). Its f64 sum is a block tree, not the host's sequential order, so the norm
+// may differ from the host's in the last bits (relative error below n * 2^-53 for n
+// elements, both sums being of non-negative terms) and the f32 scale by at most one ulp
+// when c / n lies that close to a rounding boundary; otherwise a GPU step is the CPU's bits.
+// last_gradient_norm() reads the device's norm back when called. "optimizer/iterations"
+// stays on the host. SaveState copies
 // the slots to the host (and aborts, naming the device, if the device cannot: its context is
 // then unusable); RestoreState copies them back.
 //
@@ -65,7 +71,9 @@ class Optimizer {
   int64_t iterations() const;
   // With global_clipnorm: the global L2 norm of the gradients the last Apply received
   // (before clipping); 0 before the first, and without clipping. For summaries.
-  double last_gradient_norm() const { return last_gradient_norm_; }
+  // On a GPU: an 8-byte read back of the device's norm (synchronises; aborts naming the device
+  // if it cannot, as SaveState).
+  double last_gradient_norm() const;
   // The learning rate the next Apply will use.
   double learning_rate() const { return schedule_.At(iterations()); }
 
@@ -88,7 +96,9 @@ class Optimizer {
                            const std::vector<VariableInfo>& variables);
   // Apply's updates on the GPU (the checks done).
   absl::Status ApplyOnGpu(const std::vector<Tensor>& gradients, std::vector<Tensor>* variables,
-                          double lr, int64_t t, double grad_scale);
+                          double lr, int64_t t);
+  // Enqueues the global norm and clip scale of `gradients` into clip_norm_ / clip_scale_.
+  absl::Status ClipOnGpu(const std::vector<Tensor>& gradients);
   const gpu::GpuDevice* gpu_ = nullptr;
 
   v1::OptimizerSpec spec_;
@@ -97,9 +107,14 @@ class Optimizer {
   // slot_names_[k] names slots_[k]; the last is "optimizer/iterations".
   std::vector<std::string> slot_names_;
   std::vector<Tensor> slots_;
-  std::vector<int> first_slot_;  // per variable, index of its first slot or -1
-  std::vector<bool> decays_;     // per variable: weight decay applies
-  double last_gradient_norm_ = 0;
+  std::vector<int> first_slot_;    // per variable, index of its first slot or -1
+  std::vector<bool> decays_;       // per variable: weight decay applies
+  double last_gradient_norm_ = 0;  // the host's
+  // On a GPU with global_clipnorm: kNormPartials f64 per trainable variable, the norm (f64
+  // scalar) and the scale (f32 scalar), all on the device.
+  Tensor clip_partials_;
+  Tensor clip_norm_;
+  Tensor clip_scale_;
 };
 
 }  // namespace lockstep::engine

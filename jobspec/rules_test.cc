@@ -148,7 +148,7 @@ TEST(SpecRulesTest, RefusesBadModelGraphsNamingTheField) {
 }
 
 TEST(SpecRulesTest, PrecisionIsAKnownModeForF32ModelsNamingTheField) {
-  for (const char* mode : {"F32", "BF16_MIXED"}) {
+  for (const char* mode : {"F32", "BF16_MIXED", "TF32"}) {
     v1::ModelSpec precision;  // the field as users write it, JSON
     const auto parsed = google::protobuf::util::JsonStringToMessage(
         absl::StrCat(R"({"precision": ")", mode, R"("})"), &precision);
@@ -164,11 +164,14 @@ TEST(SpecRulesTest, PrecisionIsAKnownModeForF32ModelsNamingTheField) {
   EXPECT_EQ(Refusal(f64),
             "model.precision: BF16_MIXED is for f32 models, but model.f64 is true; drop one of "
             "them");
+  f64.mutable_model()->set_precision(v1::Precision::TF32);  // TF32 rounds f32 operands
+  EXPECT_EQ(Refusal(f64),
+            "model.precision: TF32 is for f32 models, but model.f64 is true; drop one of them");
   f64.mutable_model()->set_precision(v1::Precision::F32);
   EXPECT_THAT(Refusal(f64), StartsWith("model.precision: F32 is for f32 models"));
   v1::JobSpec unknown = SmallCsvJob();
   unknown.mutable_model()->set_precision(static_cast<v1::Precision::Mode>(7));
-  EXPECT_EQ(Refusal(unknown), "model.precision: 7 is not a precision; use F32 or BF16_MIXED");
+  EXPECT_EQ(Refusal(unknown), "model.precision: 7 is not a precision; use F32, TF32 or BF16_MIXED");
 }
 
 TEST(SpecRulesTest, RefusesARestartPolicyThatCannotRestoreNamingTheField) {

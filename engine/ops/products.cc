@@ -45,6 +45,7 @@ absl::Status GpuProduct(const KernelContext& ctx, const gpu::GpuDevice& gpu, gpu
   if (g.k == 0 && g.m * g.n > 0 && g.beta == 0 && g.epilogue == gpu::Epilogue::kNone) {
     return gpu.context->Zero(g.c, static_cast<size_t>(g.m * g.n) * sizeof(float));
   }
+  g.allow_tf32 = ctx.precision == v1::Precision::TF32;  // the job's choice, per call
   if (!Bf16Operands(ctx) || g.m * g.n == 0 || g.operands != gpu::GemmOperands::kF32) {
     return gpu.blas->Gemm(g, gpu.stream());
   }

@@ -79,6 +79,7 @@ ColumnMajorGemm ToColumnMajor(const GemmArgs& g) {
   c.epilogue = g.epilogue;
   c.bias = g.bias;
   c.operands = g.operands;
+  c.allow_tf32 = g.allow_tf32;
   if (c.lda < 1) c.lda = 1;
   if (c.ldb < 1) c.ldb = 1;
   if (c.ldc < 1) c.ldc = 1;
@@ -97,6 +98,7 @@ GemmPlanKey GemmPlanKey::Of(const ColumnMajorGemm& g) {
   k.ldc = g.ldc;
   k.epilogue = g.epilogue;
   k.operands = g.operands;
+  k.allow_tf32 = g.allow_tf32;
   return k;
 }
 

@@ -15,6 +15,10 @@
 // bias[n] is added to every row; ReLU is max(x, 0); GELU is cuBLASLt's tanh approximation, 0.5 x (1
 // + tanh(sqrt(2/pi) (x + 0.044715 x^3))), NOT the engine's exact GELU op (which therefore never
 // fuses into a product). Calls are enqueued on the stream and return at once.
+// TF32 (allow_tf32, per call: the job's choice, ModelSpec; the BlasApi outlives jobs): f32
+// operands may be multiplied as TF32, each rounded to a 10-bit mantissa (RoundToTf32, to
+// nearest even) with f32 accumulation, as tensor cores do; cuBLASLt's
+// CUBLAS_COMPUTE_32F_FAST_TF32. Off: true f32 (CUBLAS_COMPUTE_32F). bf16 operands ignore it.
 //
 // Errors at the call: INVALID_ARGUMENT "BlasApi::Gemm: ..." for a negative dimension, k = 0 with
 // an output (cuBLASLt has no such product), a null buffer with elements, a bias epilogue without a
@@ -27,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -59,6 +64,7 @@ struct GemmArgs {
   Epilogue epilogue = Epilogue::kNone;
   const float* bias = nullptr;  // n elements, for the bias epilogues
   GemmOperands operands = GemmOperands::kF32;
+  bool allow_tf32 = false;  // f32 operands only (see above)
 };
 
 // The same product as cuBLAS sees it, column-major: C_cm[rows, cols] (ldc) =
@@ -78,6 +84,7 @@ struct ColumnMajorGemm {
   Epilogue epilogue = Epilogue::kNone;
   const float* bias = nullptr;  // rows elements
   GemmOperands operands = GemmOperands::kF32;
+  bool allow_tf32 = false;
 };
 
 // What a product's cuBLASLt descriptors, layouts and algorithm depend on: everything of the
@@ -88,6 +95,7 @@ struct GemmPlanKey {
   int64_t rows = 0, cols = 0, depth = 0, lda = 0, ldb = 0, ldc = 0;
   Epilogue epilogue = Epilogue::kNone;
   GemmOperands operands = GemmOperands::kF32;
+  bool allow_tf32 = false;  // the compute type is part of the descriptor
 
   static GemmPlanKey Of(const ColumnMajorGemm& g);
   friend bool operator==(const GemmPlanKey& x, const GemmPlanKey& y) { return x.Tie() == y.Tie(); }
@@ -98,12 +106,24 @@ struct GemmPlanKey {
 
  private:
   using Tuple =
-      std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
+      std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
   Tuple Tie() const {
     return Tuple(trans_a, trans_b, rows, cols, depth, lda, ldb, ldc, static_cast<int>(epilogue),
-                 static_cast<int>(operands));
+                 static_cast<int>(operands), allow_tf32);
   }
 };
+// x rounded to TF32 (10 explicit mantissa bits, to nearest even, exponent kept): what a
+// tensor core multiplies when TF32 is allowed. NaN and infinities are kept.
+inline float RoundToTf32(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // NaN, infinity
+  bits += 0x0fffu + ((bits >> 13) & 1u);              // to nearest, ties to even
+  bits &= ~0x1fffu;
+  float y;
+  std::memcpy(&y, &bits, sizeof(y));
+  return y;
+}
 
 // The launch-time checks of both sides (errors as above).
 absl::Status CheckGemm(const GemmArgs& args);

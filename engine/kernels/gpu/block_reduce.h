@@ -4,6 +4,8 @@
 //   float WarpSum(float v)       a butterfly over the 32 lanes of the warp (__shfl_xor_sync,
 //   float WarpMax(float v)       offsets 16, 8, 4, 2, 1): every lane gets the same result
 //   float* SharedFloats()        the block's shared memory, kSharedFloats floats
+//   double WarpSumF64(double v)  WarpSum in double (the global norm's sums of squares)
+//   double* SharedDoubles()      a second shared array, kWarpSize doubles
 // Every thread of the block must call them (the reductions below are called uniformly), and
 // block_dim is a multiple of kWarpSize, at most kWarpSize * kWarpSize. The order of additions
 // is fixed by the block size, so a GPU and the emulator give the same bits.
@@ -28,6 +30,20 @@ LS_HOST_DEVICE float BlockSum(const ThreadIndex& t, Block& block, float v) {
   float total = lane < t.block_dim / kWarpSize ? shared[lane] : 0.f;
   total = block.WarpSum(total);
   block.Sync();  // shared memory may be reused after this
+  return total;
+}
+
+// BlockSum in double, the same butterflies and order (the global norm for clipping).
+template <class Block>
+LS_HOST_DEVICE double BlockSumF64(const ThreadIndex& t, Block& block, double v) {
+  double* shared = block.SharedDoubles();
+  const int64_t lane = t.thread % kWarpSize, warp = t.thread / kWarpSize;
+  v = block.WarpSumF64(v);
+  if (lane == 0) shared[warp] = v;
+  block.Sync();
+  double total = lane < t.block_dim / kWarpSize ? shared[lane] : 0.0;
+  total = block.WarpSumF64(total);
+  block.Sync();
   return total;
 }
 

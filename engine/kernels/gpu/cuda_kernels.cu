@@ -105,6 +105,29 @@ absl::Status CudaKernels::Adam(const AdamParams& p, const float* g, float* m, fl
   return Launch("Adam launch", ElementwiseShape(n), s, AdamKernel<D>{p, {g}, {m}, {v}, {w}, n});
 }
 
+absl::Status CudaKernels::SumSquares(const float* x, int64_t n, double* partials, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("SumSquares", n, {x}));
+  LS_RETURN_IF_ERROR(CheckLaunch("SumSquares", kNormPartials, {partials}));
+  return LaunchBlocks("SumSquares launch", LaunchShape{kNormPartials, kThreadsPerBlock}, s,
+                      SumSquaresKernel<D>{{x}, {partials}, n});
+}
+
+absl::Status CudaKernels::ClipScale(const double* partials, int64_t count, double clipnorm,
+                                    double* norm, float* scale, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("ClipScale", count, {partials}));
+  LS_RETURN_IF_ERROR(CheckLaunch("ClipScale", 1, {norm, scale}));
+  return LaunchBlocks("ClipScale launch", LaunchShape{1, kThreadsPerBlock}, s,
+                      ClipScaleKernel<D>{{partials}, count, clipnorm, {norm}, {scale}});
+}
+
+absl::Status CudaKernels::ScaleByDevice(const float* x, const float* scale, float* y, int64_t n,
+                                        CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("ScaleByDevice", n, {x, scale, y}));
+  if (n == 0) return absl::OkStatus();
+  return Launch("ScaleByDevice launch", ElementwiseShape(n), s,
+                ScaleByDeviceKernel<D>{{x}, {scale}, {y}, n});
+}
+
 absl::Status CudaKernels::BiasAdd(const float* x, const float* b, float* y, int64_t rows,
                                   int64_t cols, CudaStream s) {
   LS_RETURN_IF_ERROR(CheckRows("BiasAdd", rows, cols, {x, b, y}));

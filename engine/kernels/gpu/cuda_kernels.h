@@ -27,6 +27,11 @@ class CudaKernels final : public GpuKernels {
                         CudaStream s) override;
   absl::Status Adam(const AdamParams& p, const float* g, float* m, float* v, float* w, int64_t n,
                     CudaStream s) override;
+  absl::Status SumSquares(const float* x, int64_t n, double* partials, CudaStream s) override;
+  absl::Status ClipScale(const double* partials, int64_t count, double clipnorm, double* norm,
+                         float* scale, CudaStream s) override;
+  absl::Status ScaleByDevice(const float* x, const float* scale, float* y, int64_t n,
+                             CudaStream s) override;
 
   absl::Status BiasAdd(const float* x, const float* b, float* y, int64_t rows, int64_t cols,
                        CudaStream s) override;

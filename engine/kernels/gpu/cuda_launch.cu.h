@@ -26,6 +26,7 @@ struct DeviceAccess {
 // The block API (block_reduce.h) of a CUDA block.
 struct CudaBlock {
   float* shared;
+  double* shared_f64;
   __device__ void Sync() { __syncthreads(); }
   __device__ float WarpSum(float v) {
     for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
@@ -39,7 +40,14 @@ struct CudaBlock {
     }
     return v;
   }
+  __device__ double WarpSumF64(double v) {
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      v = v + __shfl_xor_sync(0xffffffffu, v, offset);
+    }
+    return v;
+  }
   __device__ float* SharedFloats() { return shared; }
+  __device__ double* SharedDoubles() { return shared_f64; }
 };
 
 __device__ inline ThreadIndex CudaThreadIndex() {
@@ -54,7 +62,8 @@ __global__ void RunKernel(K kernel) {
 template <class K>
 __global__ void RunBlockKernel(K kernel) {
   __shared__ float shared[kSharedFloats];
-  CudaBlock block{shared};
+  __shared__ double shared_f64[kWarpSize];
+  CudaBlock block{shared, shared_f64};
   kernel(CudaThreadIndex(), block);
 }
 

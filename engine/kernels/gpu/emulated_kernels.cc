@@ -39,6 +39,16 @@ absl::Status RunLabelled(GridEmulator& emu, LaunchShape shape, bool labels_i64,
   return emu.Run(shape, K<A, int32_t>{x, emu.In<int32_t>(labels, rows, "labels"), rest...});
 }
 
+// Params whose device_gradient_scale (if any) points at the fake's host view of that float.
+template <class Params>
+absl::StatusOr<Params> HostParams(FakeCudaApi* fake, Params p, const char* kernel) {
+  if (p.device_gradient_scale == nullptr) return p;
+  LS_ASSIGN_OR_RETURN(void* scale,
+                      View(fake, p.device_gradient_scale, 1, kernel, "device_gradient_scale"));
+  p.device_gradient_scale = static_cast<const float*>(scale);
+  return p;
+}
+
 }  // namespace
 
 LaunchShape EmulatedKernels::Elementwise(int64_t n) const {
@@ -202,9 +212,10 @@ absl::Status EmulatedKernels::Momentum(const MomentumParams& p, const float* g, 
   LS_ASSIGN_OR_RETURN(void* gv, View(fake_, g, n, "Momentum", "g"));
   LS_ASSIGN_OR_RETURN(void* vv, View(fake_, v, n, "Momentum", "v"));
   LS_ASSIGN_OR_RETURN(void* wv, View(fake_, w, n, "Momentum", "w"));
+  LS_ASSIGN_OR_RETURN(const MomentumParams hp, HostParams(fake_, p, "Momentum"));
   const LaunchShape shape = Elementwise(n);
   const uint64_t seed = options_.seed + launches_++;
-  return fake_->Launch(s, "Momentum", [=] {
+  return fake_->Launch(s, "Momentum", [=, p = hp] {
     GridEmulator emu("Momentum", seed);
     return emu.Run(shape,
                    MomentumKernel<A>{p, emu.In<float>(gv, n, "g"), emu.Out<float>(vv, n, "v"),
@@ -220,12 +231,71 @@ absl::Status EmulatedKernels::Adam(const AdamParams& p, const float* g, float* m
   LS_ASSIGN_OR_RETURN(void* mv, View(fake_, m, n, "Adam", "m"));
   LS_ASSIGN_OR_RETURN(void* vv, View(fake_, v, n, "Adam", "v"));
   LS_ASSIGN_OR_RETURN(void* wv, View(fake_, w, n, "Adam", "w"));
+  LS_ASSIGN_OR_RETURN(const AdamParams hp, HostParams(fake_, p, "Adam"));
   const LaunchShape shape = Elementwise(n);
   const uint64_t seed = options_.seed + launches_++;
-  return fake_->Launch(s, "Adam", [=] {
+  return fake_->Launch(s, "Adam", [=, p = hp] {
     GridEmulator emu("Adam", seed);
     return emu.Run(shape, AdamKernel<A>{p, emu.In<float>(gv, n, "g"), emu.Out<float>(mv, n, "m"),
                                         emu.Out<float>(vv, n, "v"), emu.Out<float>(wv, n, "w"), n});
+  });
+}
+
+absl::Status EmulatedKernels::SumSquares(const float* x, int64_t n, double* partials,
+                                         CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("SumSquares", n, {x}));
+  LS_RETURN_IF_ERROR(CheckLaunch("SumSquares", kNormPartials, {partials}));
+  void* xv = nullptr;
+  if (n > 0) {
+    LS_ASSIGN_OR_RETURN(xv, View(fake_, x, n, "SumSquares", "x"));
+  }
+  LS_ASSIGN_OR_RETURN(
+      void* pv, Bytes(fake_, partials, kNormPartials * sizeof(double), "SumSquares", "partials"));
+  const LaunchShape shape{std::min(kNormPartials, options_.max_blocks), options_.threads};
+  const uint64_t seed = options_.seed + launches_++;
+  return fake_->Launch(s, "SumSquares", [=] {
+    GridEmulator emu("SumSquares", seed);
+    return emu.RunBlocks(shape,
+                         SumSquaresKernel<A>{emu.In<float>(xv, n, "x"),
+                                             emu.Out<double>(pv, kNormPartials, "partials"), n});
+  });
+}
+
+absl::Status EmulatedKernels::ClipScale(const double* partials, int64_t count, double clipnorm,
+                                        double* norm, float* scale, CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("ClipScale", count, {partials}));
+  LS_RETURN_IF_ERROR(CheckLaunch("ClipScale", 1, {norm, scale}));
+  void* pv = nullptr;
+  if (count > 0) {
+    LS_ASSIGN_OR_RETURN(pv,
+                        Bytes(fake_, partials, count * sizeof(double), "ClipScale", "partials"));
+  }
+  LS_ASSIGN_OR_RETURN(void* nv, Bytes(fake_, norm, sizeof(double), "ClipScale", "norm"));
+  LS_ASSIGN_OR_RETURN(void* sv, View(fake_, scale, 1, "ClipScale", "scale"));
+  const LaunchShape shape{1, options_.threads};
+  const uint64_t seed = options_.seed + launches_++;
+  return fake_->Launch(s, "ClipScale", [=] {
+    GridEmulator emu("ClipScale", seed);
+    return emu.RunBlocks(
+        shape, ClipScaleKernel<A>{emu.In<double>(pv, count, "partials"), count, clipnorm,
+                                  emu.Out<double>(nv, 1, "norm"), emu.Out<float>(sv, 1, "scale")});
+  });
+}
+
+absl::Status EmulatedKernels::ScaleByDevice(const float* x, const float* scale, float* y, int64_t n,
+                                            CudaStream s) {
+  LS_RETURN_IF_ERROR(CheckLaunch("ScaleByDevice", n, {x, scale, y}));
+  if (n == 0) return absl::OkStatus();
+  LS_ASSIGN_OR_RETURN(void* xv, View(fake_, x, n, "ScaleByDevice", "x"));
+  LS_ASSIGN_OR_RETURN(void* cv, View(fake_, scale, 1, "ScaleByDevice", "scale"));
+  LS_ASSIGN_OR_RETURN(void* yv, View(fake_, y, n, "ScaleByDevice", "y"));
+  const LaunchShape shape = Elementwise(n);
+  const uint64_t seed = options_.seed + launches_++;
+  return fake_->Launch(s, "ScaleByDevice", [=] {
+    GridEmulator emu("ScaleByDevice", seed);
+    return emu.Run(shape,
+                   ScaleByDeviceKernel<A>{emu.In<float>(xv, n, "x"), emu.In<float>(cv, 1, "scale"),
+                                          emu.Out<float>(yv, n, "y"), n});
   });
 }
 

@@ -82,6 +82,13 @@ absl::Status FakeBlasApi::ColumnMajor(const ColumnMajorGemm& g, CudaStream strea
       wide_b = Widen(views[1], p.depth * p.cols);
       a = wide_a.data();
       b = wide_b.data();
+    } else if (p.allow_tf32) {  // what tensor cores multiply: operands rounded to TF32
+      wide_a.assign(a, a + p.rows * p.depth);
+      wide_b.assign(b, b + p.depth * p.cols);
+      for (float& x : wide_a) x = RoundToTf32(x);
+      for (float& x : wide_b) x = RoundToTf32(x);
+      a = wide_a.data();
+      b = wide_b.data();
     }
     // C_cm stored column-major is C_cm^T row-major [cols, rows] = op_b(B)^T op_a(A)^T, and
     // B_cm stored column-major is op_b(B)^T row-major, transposed iff trans_b (likewise A).

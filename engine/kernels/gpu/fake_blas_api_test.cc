@@ -2,9 +2,13 @@
 // the translation to column-major, lazy streams, and buffers outside device memory.
 #include "engine/kernels/gpu/fake_blas_api.h"
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/hash/hash.h"
+
 #include "engine/kernels/gpu/blas_api_contract_test.h"
 
 namespace lockstep::engine::gpu {
@@ -149,6 +153,68 @@ TEST_F(FakeBlasTest, RefusesHostMemoryAndUnpackedOperands) {
   s = blas_->ColumnMajor(cm, stream_);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), ::testing::HasSubstr("not packed"));
+}
+
+TEST(RoundToTf32Test, KeepsTenMantissaBitsToNearestEven) {
+  EXPECT_EQ(RoundToTf32(1.f + 0x1p-10f), 1.f + 0x1p-10f);             // representable
+  EXPECT_EQ(RoundToTf32(1.f + 0x1p-11f), 1.f);                        // tie: to even
+  EXPECT_EQ(RoundToTf32(1.f + 3 * 0x1p-11f), 1.f + 0x1p-9f);          // tie: to even
+  EXPECT_EQ(RoundToTf32(1.f + 0x1p-11f + 0x1p-20f), 1.f + 0x1p-10f);  // above the tie
+  EXPECT_EQ(RoundToTf32(-(1.f + 0x1p-11f + 0x1p-20f)), -(1.f + 0x1p-10f));
+  EXPECT_EQ(RoundToTf32(std::numeric_limits<float>::max()), std::numeric_limits<float>::infinity())
+      << "rounds up past the largest TF32";
+  EXPECT_EQ(RoundToTf32(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(RoundToTf32(std::nanf(""))));
+}
+
+// TF32 is a per-call choice: allowed, the fake multiplies the operands rounded to TF32 (as
+// tensor cores do), so operands with low mantissa bits give another result than f32, exactly
+// the CPU GEMM of the rounded operands; not allowed, the exact f32 path.
+TEST_F(FakeBlasTest, AllowTf32RoundsTheF32OperandsOnlyWhenAllowed) {
+  constexpr int64_t m = 3, n = 4, k = 5;
+  std::vector<float> ha(m * k), hb(k * n);
+  for (size_t i = 0; i < ha.size(); ++i) ha[i] = 1.f + (2 * i + 1) * 0x1p-16f;  // below TF32's
+  for (size_t i = 0; i < hb.size(); ++i) hb[i] = 1.f + (i + 1) * 0x1p-16f;
+  float *a = Alloc(m * k), *b = Alloc(k * n), *c = Alloc(m * n);
+  std::memcpy(fake_->HostView(a), ha.data(), ha.size() * sizeof(float));
+  std::memcpy(fake_->HostView(b), hb.data(), hb.size() * sizeof(float));
+  auto run = [&](bool allow_tf32) {
+    GemmArgs g;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.a = a;
+    g.b = b;
+    g.c = c;
+    g.allow_tf32 = allow_tf32;
+    EXPECT_TRUE(blas_->Gemm(g, stream_).ok());
+    EXPECT_TRUE(fake_->StreamSynchronize(stream_).ok());
+    const float* out = fake_->HostView(c);
+    return std::vector<float>(out, out + m * n);
+  };
+  auto reference = [&](bool rounded) {  // row-major C = A B, in order, f32
+    std::vector<float> out(m * n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const float x = ha[i * k + p], y = hb[p * n + j];
+          acc += rounded ? RoundToTf32(x) * RoundToTf32(y) : x * y;
+        }
+        out[i * n + j] = acc;
+      }
+    }
+    return out;
+  };
+  const std::vector<float> f32 = run(false), tf32 = run(true);
+  const std::vector<float> want_f32 = reference(false), want_tf32 = reference(true);
+  for (int64_t i = 0; i < m * n; ++i) {
+    EXPECT_NEAR(f32[i], want_f32[i], 1e-6f * std::fabs(want_f32[i])) << i;
+    EXPECT_NEAR(tf32[i], want_tf32[i], 1e-6f * std::fabs(want_tf32[i])) << i;
+    // The operands' low bits are below TF32's: their product differs from f32's by far more
+    // than f32's rounding.
+    EXPECT_GT(std::fabs(tf32[i] - f32[i]), 1e-5f * std::fabs(f32[i])) << i;
+  }
 }
 
 }  // namespace

@@ -51,6 +51,16 @@ class GpuKernels {
                                 int64_t n, CudaStream s) = 0;
   virtual absl::Status Adam(const AdamParams& p, const float* g, float* m, float* v, float* w,
                             int64_t n, CudaStream s) = 0;
+  // Global-norm clipping on the device, no host round trip (kernel_bodies.h): SumSquares
+  // writes kNormPartials f64 partial sums of x^2 (one call per gradient, each its own slice of
+  // a partials buffer); ClipScale sums `count` partials into norm[0] (f64) and writes the
+  // scale (f32) the update kernels read (MomentumParams::device_gradient_scale, ScaleByDevice).
+  virtual absl::Status SumSquares(const float* x, int64_t n, double* partials, CudaStream s) = 0;
+  virtual absl::Status ClipScale(const double* partials, int64_t count, double clipnorm,
+                                 double* norm, float* scale, CudaStream s) = 0;
+  // y = x * scale[0], scale a device float.
+  virtual absl::Status ScaleByDevice(const float* x, const float* scale, float* y, int64_t n,
+                                     CudaStream s) = 0;
 
   // x [rows, cols] + b [cols] broadcast over the rows.
   virtual absl::Status BiasAdd(const float* x, const float* b, float* y, int64_t rows, int64_t cols,

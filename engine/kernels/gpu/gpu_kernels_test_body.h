@@ -151,6 +151,16 @@ class GpuKernelsTest : public ::testing::Test {
             .ok());
     return static_cast<T*>(*p);
   }
+  // Synchronises the stream, then returns n values of type T at `d`.
+  template <typename T>
+  std::vector<T> ToHostAs(const T* d, size_t n) {
+    std::vector<T> out(n);
+    EXPECT_TRUE(
+        api().MemcpyAsync(out.data(), d, n * sizeof(T), CopyKind::kDeviceToHost, stream_).ok());
+    absl::Status s = api().StreamSynchronize(stream_);
+    EXPECT_TRUE(s.ok()) << s;
+    return out;
+  }
   // Synchronises the stream, then returns n floats at `d`.
   std::vector<float> ToHost(const float* d, size_t n) {
     std::vector<float> out(n, std::nanf(""));
@@ -343,6 +353,91 @@ TYPED_TEST_P(GpuKernelsTest, FusedOptimizersAreOptimizerApplyBitForBit) {
       }
     }
   }
+}
+
+// Global-norm clipping on the device: SumSquares per gradient, then ClipScale, against the
+// host's norm (Optimizer::Apply on the CPU, which sums in f64 sequentially). The device sums
+// the same exact f64 squares in a block tree, so the norms agree within kNormRelTolerance per
+// element summed (each f64 sum of n non-negative terms is within (n - 1) * 2^-53 of the exact
+// one; the sqrt halves it); the scale is (float)(c / norm), so it is the host's or one ulp off.
+// The update kernels reading the scale from the device give the bits of the host-given scale.
+TYPED_TEST_P(GpuKernelsTest, GlobalNormAndClipScaleMatchTheHostWithinTolerance) {
+  constexpr double kNormRelTolerance = 0x1p-53;
+  const std::vector<int64_t> sizes = {1, 1027, 20011};
+  std::vector<std::vector<float>> grads;
+  std::vector<VariableInfo> infos;
+  int64_t total = 0;
+  for (size_t v = 0; v < sizes.size(); ++v) {
+    grads.push_back(RandomFloats(sizes[v], 300 + v, -3.f, 3.f));
+    infos.push_back(VariableInfo{"w" + std::to_string(v), Shape{sizes[v]}, DType::kF32, true, 0});
+    total += sizes[v];
+  }
+  // The host's norm: Optimizer::Apply with clipping on the CPU.
+  v1::OptimizerSpec spec;
+  spec.mutable_sgd();
+  spec.mutable_learning_rate()->mutable_constant()->set_value(0.01);
+  spec.set_global_clipnorm(1);
+  auto opt = *Optimizer::Create(spec, infos);
+  std::vector<Tensor> host_w, host_g;
+  for (size_t v = 0; v < sizes.size(); ++v) {
+    host_w.push_back(Tensor::Zeros(DType::kF32, Shape{sizes[v]}));
+    host_g.push_back(Tensor::FromVector(grads[v], Shape{sizes[v]}));
+  }
+  ASSERT_TRUE(opt->Apply(host_g, &host_w).ok());
+  const double host_norm = opt->last_gradient_norm();
+  ASSERT_GT(host_norm, 10);
+
+  const int64_t count = kNormPartials * static_cast<int64_t>(sizes.size());
+  double* partials = this->ToDeviceAs(std::vector<double>(count, std::nan("")));
+  for (size_t v = 0; v < sizes.size(); ++v) {
+    float* g = this->ToDevice(grads[v]);
+    ASSERT_TRUE(
+        this->kernels().SumSquares(g, sizes[v], partials + v * kNormPartials, this->stream_).ok());
+  }
+  for (const double clipnorm : {host_norm / 3, host_norm * 2}) {
+    SCOPED_TRACE(clipnorm < host_norm ? "clipping" : "within the bound");
+    double* norm = this->ToDeviceAs(std::vector<double>{std::nan("")});
+    float* scale = this->ToDevice({std::nanf("")});
+    ASSERT_TRUE(
+        this->kernels().ClipScale(partials, count, clipnorm, norm, scale, this->stream_).ok());
+    const double got = this->ToHostAs(norm, 1)[0];
+    EXPECT_NEAR(got, host_norm, kNormRelTolerance * total * host_norm);
+    const float got_scale = this->ToHost(scale, 1)[0];
+    if (clipnorm < host_norm) {
+      const float want = static_cast<float>(clipnorm / host_norm);
+      EXPECT_LE(std::fabs(got_scale - want), std::nextafter(want, 1.f) - want) << got_scale;
+      EXPECT_NEAR(got_scale, 1.0 / 3, 1e-6);
+    } else {
+      EXPECT_EQ(got_scale, 1.f) << "a norm within the bound is not clipped";
+    }
+    // The update kernels read the device's scale: the bits of the same scale given by value.
+    const int64_t n = sizes[1];
+    const std::vector<float> w0 = RandomFloats(n, 7);
+    float* g = this->ToDevice(grads[1]);
+    float* v_dev = this->ToDevice(std::vector<float>(n, 0.f));
+    float* w_dev = this->ToDevice(w0);
+    float* v_host = this->ToDevice(std::vector<float>(n, 0.f));
+    float* w_host = this->ToDevice(w0);
+    const MomentumParams base = MakeMomentumParams(0.1, 0.9, false, 0.01, 1);
+    ASSERT_TRUE(
+        this->kernels()
+            .Momentum(WithDeviceGradientScale(base, scale), g, v_dev, w_dev, n, this->stream_)
+            .ok());
+    MomentumParams by_value = base;
+    by_value.scale_gradient = true;
+    by_value.gradient_scale = got_scale;
+    ASSERT_TRUE(this->kernels().Momentum(by_value, g, v_host, w_host, n, this->stream_).ok());
+    EXPECT_TRUE(SameBits(this->ToHost(w_dev, n), this->ToHost(w_host, n)));
+    float* y = this->ToDevice(std::vector<float>(n, 0.f));
+    ASSERT_TRUE(this->kernels().ScaleByDevice(g, scale, y, n, this->stream_).ok());
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = grads[1][i] * got_scale;
+    EXPECT_TRUE(SameBits(this->ToHost(y, n), want));
+  }
+  const absl::Status bad =
+      this->kernels().ClipScale(partials, -1, 1.0, nullptr, nullptr, this->stream_);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_THAT(bad.message(), ::testing::HasSubstr("ClipScale"));
 }
 
 // The operands of BF16_MIXED products: the one bf16 rounding (common/bfloat16.h) bit for bit,
@@ -541,6 +636,7 @@ REGISTER_TYPED_TEST_SUITE_P(GpuKernelsTest, AxpyIsSgdBitForBit, ScaleIsMeanGradi
                             AddIsAddBitForBit, ReluForwardAndGradientBitForBit,
                             SoftmaxRowsMatchesSoftmaxWithinTolerance, RowSumMatchesSum,
                             FusedOptimizersAreOptimizerApplyBitForBit,
+                            GlobalNormAndClipScaleMatchTheHostWithinTolerance,
                             CastToBFloat16IsTheSharedRounding, CastFromBFloat16IsTheCpuWidening,
                             BadLaunchesAreRefusedByName, BiasAddForwardAndGradientBitForBit,
                             SoftmaxCrossEntropyAndAccuracyMatchTheCpuKernels);

@@ -34,7 +34,7 @@ class FiberBlockRunner {
   static constexpr size_t kStackBytes = 64 << 10;
 
   FiberBlockRunner(int threads, const Body* body, std::mt19937_64* rng)
-      : body_(body), rng_(rng), fibers_(threads), warp_values_(threads) {
+      : body_(body), rng_(rng), fibers_(threads), warp_values_(threads), warp_f64_(threads) {
     for (Fiber& f : fibers_) f.stack = std::make_unique<char[]>(kStackBytes);
   }
 
@@ -44,6 +44,7 @@ class FiberBlockRunner {
     index_ = ThreadIndex{block, 0, static_cast<int64_t>(fibers_.size()), grid_dim};
     // Shared memory starts as garbage on a GPU: NaN here, so a read before a write shows.
     shared_.assign(kSharedFloats, std::numeric_limits<float>::quiet_NaN());
+    shared_f64_.assign(kWarpSize, std::numeric_limits<double>::quiet_NaN());
     for (size_t i = 0; i < fibers_.size(); ++i) {
       Fiber& f = fibers_[i];
       getcontext(&f.context);
@@ -86,25 +87,31 @@ class FiberBlockRunner {
 
   // The xor butterfly of __shfl_xor_sync over the thread's warp, lane l taking
   // op(v[l], v[l ^ offset]) for offsets 16, 8, 4, 2, 1.
-  float Warp(int thread, float v, bool max) {
-    warp_values_[thread] = v;
+  float Warp(int thread, float v, bool max) { return Butterfly(warp_values_, thread, v, max); }
+  double WarpF64(int thread, double v) { return Butterfly(warp_f64_, thread, v, /*max=*/false); }
+
+  float* shared() { return shared_.data(); }
+  double* shared_f64() { return shared_f64_.data(); }
+
+ private:
+  template <typename T>
+  T Butterfly(std::vector<T>& values, int thread, T v, bool max) {
+    values[thread] = v;
     Sync(thread);
     const int base = thread / kWarpSize * kWarpSize;
-    float lanes[kWarpSize], next[kWarpSize];
-    std::copy(warp_values_.begin() + base, warp_values_.begin() + base + kWarpSize, lanes);
+    T lanes[kWarpSize], next[kWarpSize];
+    std::copy(values.begin() + base, values.begin() + base + kWarpSize, lanes);
     for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
       for (int l = 0; l < kWarpSize; ++l) {
-        next[l] = max ? Max(lanes[l], lanes[l ^ offset]) : lanes[l] + lanes[l ^ offset];
+        const T a = lanes[l], b = lanes[l ^ offset];
+        next[l] = max ? (a < b ? b : a) : a + b;  // Max (portable.h) for any T
       }
       std::copy(next, next + kWarpSize, lanes);
     }
-    Sync(thread);  // nobody overwrites warp_values_ before every lane has read it
+    Sync(thread);  // nobody overwrites `values` before every lane has read it
     return lanes[thread - base];
   }
 
-  float* shared() { return shared_.data(); }
-
- private:
   enum class State { kReady, kBarrier, kDone };
   struct Fiber {
     ucontext_t context;
@@ -133,7 +140,9 @@ class FiberBlockRunner {
   std::mt19937_64* const rng_;
   std::vector<Fiber> fibers_;
   std::vector<float> warp_values_;
+  std::vector<double> warp_f64_;
   std::vector<float> shared_;
+  std::vector<double> shared_f64_;
   ucontext_t main_;
   ThreadIndex index_;
   int running_ = 0;
@@ -144,7 +153,9 @@ thread_local FiberBlockRunner* FiberBlockRunner::current_ = nullptr;
 void EmulatedBlock::Sync() { runner_->Sync(thread_); }
 float EmulatedBlock::WarpSum(float v) { return runner_->Warp(thread_, v, /*max=*/false); }
 float EmulatedBlock::WarpMax(float v) { return runner_->Warp(thread_, v, /*max=*/true); }
+double EmulatedBlock::WarpSumF64(double v) { return runner_->WarpF64(thread_, v); }
 float* EmulatedBlock::SharedFloats() { return runner_->shared(); }
+double* EmulatedBlock::SharedDoubles() { return runner_->shared_f64(); }
 
 absl::Status GridEmulator::CheckShape(LaunchShape shape, bool blocks) const {
   if (shape.blocks < 1 || shape.threads < 1 ||

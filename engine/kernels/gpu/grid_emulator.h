@@ -153,7 +153,9 @@ class EmulatedBlock {
   void Sync();
   float WarpSum(float v);
   float WarpMax(float v);
+  double WarpSumF64(double v);
   float* SharedFloats();
+  double* SharedDoubles();
 
  private:
   FiberBlockRunner* const runner_;

@@ -22,6 +22,8 @@
 //   CastToBFloat16  y = FloatToBFloat16(x) (common/bfloat16.h)  BF16_MIXED products' operands,
 //                   BF16 compression's narrowing of gradients over NCCL
 //   CastFromBFloat16 y = BFloat16ToFloat(x) (exact)          BF16 compression's widening
+//   SumSquares / ClipScale   f64 partial sums of x^2, then norm and clip scale  global_clipnorm
+//   ScaleByDevice  y = x * (*s), s a device float           SGD's clipped gradient
 // The loss and accuracy kernels run one thread per row (rows are few, classes fewer than a
 // block): each row in the CPU's order, so the emulator gives the CPU kernel's bits.
 #ifndef LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_H_
@@ -171,6 +173,78 @@ struct RowSumKernel {
 //   clip     g = g * grad_scale
 //   velocity v = fmaf(mu, v, -(rate * g))             (mu * v - rate * g, fused by GCC)
 //   weight   w = w + v,  Nesterov: w = w + fmaf(mu, v, -(rate * g))
+// The clipping scale of an update: from the device (ClipScale's output) when given.
+template <class Params>
+LS_HOST_DEVICE float GradientScale(const Params& p) {
+  return p.device_gradient_scale != nullptr ? *p.device_gradient_scale : p.gradient_scale;
+}
+
+// Global-norm clipping, step 1, one launch per gradient: partials[p] (p < kNormPartials) is
+// the f64 sum of x[i]^2 over the p-th of kNormPartials equal chunks of x, summed by block
+// (thread-strided, then BlockSumF64). A square of a float is exact in double, so the only
+// roundings are the additions: their order is fixed by the block size (reproducible run to
+// run) but is not the CPU's sequential order (Optimizer::GlobalNorm). kNormPartials:
+// optimizer_params.h.
+
+template <class A>
+struct SumSquaresKernel {
+  typename A::template In<float> x;
+  typename A::template Out<double> partials;  // kNormPartials
+  int64_t n;
+  template <class Block>
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t, Block& block) const {
+    const int64_t chunk = (n + kNormPartials - 1) / kNormPartials;
+    for (int64_t p = FirstRow(t); p < kNormPartials; p += RowStride(t)) {  // uniform per block
+      const int64_t begin = p * chunk;
+      const int64_t end = begin + chunk < n ? begin + chunk : n;
+      double sum = 0;
+      for (int64_t i = begin + t.thread; i < end; i += t.block_dim) {
+        const double v = x.Load(i);
+        sum += v * v;
+      }
+      sum = BlockSumF64(t, block, sum);
+      if (t.thread == 0) partials.Store(p, sum);
+    }
+  }
+};
+
+// Step 2, one block: norm = sqrt(sum of the `count` partials), and the scale every gradient
+// is multiplied by: (float)(clipnorm / norm) when norm > clipnorm, else 1 (as
+// Optimizer::Apply: a NaN norm does not clip). Multiplying by 1.0f changes no bits, so the
+// update kernels apply it unconditionally.
+template <class A>
+struct ClipScaleKernel {
+  typename A::template In<double> partials;
+  int64_t count;
+  double clipnorm;
+  typename A::template Out<double> norm;  // 1
+  typename A::template Out<float> scale;  // 1
+  template <class Block>
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t, Block& block) const {
+    double sum = 0;
+    for (int64_t i = t.thread; i < count; i += t.block_dim) sum += partials.Load(i);
+    sum = BlockSumF64(t, block, sum);
+    if (t.thread == 0) {
+      const double nrm = sqrt(sum);
+      norm.Store(0, nrm);
+      scale.Store(0, nrm > clipnorm ? static_cast<float>(clipnorm / nrm) : 1.f);
+    }
+  }
+};
+
+// y = x * (*s): SGD's clipped gradient, the scale on the device.
+template <class A>
+struct ScaleByDeviceKernel {
+  typename A::template In<float> x;
+  typename A::template In<float> s;  // 1
+  typename A::template Out<float> y;
+  int64_t n;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    const float c = s.Load(0);
+    for (int64_t i = FirstIndex(t); i < n; i += Stride(t)) y.Store(i, x.Load(i) * c);
+  }
+};
+
 template <class A>
 struct MomentumKernel {
   MomentumParams p;
@@ -183,7 +257,7 @@ struct MomentumKernel {
       float wi = w.Load(i);
       if (p.decay) wi = fmaf(-p.decay_rate, wi, wi);
       float gi = g.Load(i);
-      if (p.scale_gradient) gi = gi * p.gradient_scale;
+      if (p.scale_gradient) gi = gi * GradientScale(p);
       const float vi = fmaf(p.momentum, v.Load(i), -(p.rate * gi));
       v.Store(i, vi);
       w.Store(i, p.nesterov ? wi + fmaf(p.momentum, vi, -(p.rate * gi)) : wi + vi);
@@ -210,7 +284,7 @@ struct AdamKernel {
       float wi = w.Load(i);
       if (p.decay) wi = fmaf(-p.decay_rate, wi, wi);
       float gi = g.Load(i);
-      if (p.scale_gradient) gi = gi * p.gradient_scale;
+      if (p.scale_gradient) gi = gi * GradientScale(p);
       const float mi = fmaf(p.beta1, m.Load(i), one_minus_b1 * gi);
       const float si = fmaf(p.beta2, s.Load(i), (one_minus_b2 * gi) * gi);
       m.Store(i, mi);

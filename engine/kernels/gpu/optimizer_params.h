@@ -9,6 +9,10 @@
 
 namespace lockstep::engine::gpu {
 
+// Global-norm clipping on the device (GpuKernels::SumSquares): the f64 partial sums each
+// gradient contributes (a slice of the partials buffer ClipScale sums).
+inline constexpr int kNormPartials = 64;
+
 struct MomentumParams {
   float rate = 0;      // (float)lr
   float momentum = 0;  // (float)momentum
@@ -17,6 +21,9 @@ struct MomentumParams {
   float decay_rate = 0;         // (float)(lr * weight_decay)
   bool scale_gradient = false;  // global-norm clipping scaled the gradients this step
   float gradient_scale = 1;     // (float)(clipnorm / norm)
+  // When set: the scale is read from this device float instead (ClipScale's, computed on
+  // the device; gradient_scale is then ignored).
+  const float* device_gradient_scale = nullptr;
 };
 
 struct AdamParams {
@@ -26,6 +33,7 @@ struct AdamParams {
   float decay_rate = 0;
   bool scale_gradient = false;
   float gradient_scale = 1;
+  const float* device_gradient_scale = nullptr;  // as MomentumParams'
 };
 
 // `weight_decay` 0: none; `gradient_scale` 1: no clipping this step (as Optimizer::Apply).
@@ -55,6 +63,14 @@ inline AdamParams MakeAdamParams(double lr, double beta1, double beta2, double e
   p.decay_rate = static_cast<float>(lr * weight_decay);
   p.scale_gradient = gradient_scale != 1;
   p.gradient_scale = static_cast<float>(gradient_scale);
+  return p;
+}
+
+// Clipping on the device (Optimizer::Apply on a GPU): the scale comes from ClipScale's output.
+template <class Params>
+Params WithDeviceGradientScale(Params p, const float* device_scale) {
+  p.scale_gradient = true;
+  p.device_gradient_scale = device_scale;
   return p;
 }
 

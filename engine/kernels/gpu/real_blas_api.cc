@@ -136,7 +136,7 @@ absl::StatusOr<std::unique_ptr<RealBlasApi::Plan>> RealBlasApi::MakePlan(
   const bool bf16 = g.operands == GemmOperands::kBF16;
   const cudaDataType_t operand_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute =
-      options_.allow_tf32 && !bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      g.allow_tf32 && !bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   LS_RETURN_IF_ERROR(check(f_->desc_create(&plan->desc, compute, CUDA_R_32F), "MatmulDescCreate"));
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -7,8 +7,8 @@
 // workspace, made at the first call of that key and reused after (the heuristic costs tens of
 // microseconds of host time; a training step repeats the same few shapes). At most kMaxPlans
 // plans; a full cache is emptied. Only the bias pointer is set per call. Compute is
-// CUBLAS_COMPUTE_32F (true f32) unless Options::allow_tf32 (CUBLAS_COMPUTE_32F_FAST_TF32: faster,
-// ~1e-3 relative error). bf16 operands (GemmOperands::kBF16) are CUDA_R_16BF layouts with
+// CUBLAS_COMPUTE_32F (true f32) unless the call allows TF32 (GemmArgs::allow_tf32, the job's
+// Precision.TF32: CUBLAS_COMPUTE_32F_FAST_TF32, ~1e-3 relative). bf16 operands (GemmOperands::kBF16) are CUDA_R_16BF layouts with
 // CUBLAS_COMPUTE_32F and C in CUDA_R_32F: tensor-core products accumulated in f32 (allow_tf32 does
 // not apply).
 //
@@ -44,7 +44,6 @@ namespace lockstep::engine::gpu {
 class RealBlasApi final : public BlasApi {
  public:
   struct Options {
-    bool allow_tf32 = false;
     size_t workspace_bytes = size_t{32} << 20;
   };
   static absl::StatusOr<std::unique_ptr<RealBlasApi>> Create(CudaApi* api, Options options);
