@@ -150,7 +150,7 @@ TEST(NcclAbortGpuTest, KilledRankFailsTheSurvivorWithinTwoSeconds) {
   EXPECT_LT(failed_at - killed_at, absl::Seconds(2)) << failed;
   EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
   EXPECT_THAT(failed.message(), ::testing::HasSubstr("rank 1")) << failed;
-  EXPECT_EQ(transport::FailedRank(failed), std::optional<int>(1)) << failed;
+  EXPECT_EQ(FailedRank(failed), std::optional<int>(1)) << failed;
   // Every later call fails at once with the same error.
   EXPECT_FALSE(r->comm->Barrier(Later()).ok());
 }
