@@ -7,11 +7,13 @@
 // GpuKernels::CastFromBFloat16 (exact) and gives the scratch back.
 //
 // Stream order, no host synchronisation: the narrowing is enqueued on the device's compute
-// stream when the gradient is added (after the kernels that wrote it), the communicator
-// enqueues the all-reduce on that same stream after it (NcclAllReduce's default), and the
-// widening is enqueued once the pack's collective is done, before the optimizer's kernels.
-// The scratch comes from the device's caching allocator, whose blocks are ordered on that
-// stream: a step's scratch is the previous step's blocks again (no device allocation after
+// stream when the gradient is added (after the kernels that wrote it); the pack's ready event,
+// recorded on the compute stream when the pack is submitted, orders the all-reduce on the
+// communication stream after it (NcclAllReduce); the widening is enqueued on the compute
+// stream once the pack's collective is done, after the compute stream's wait for the pack's
+// done event, and before the optimizer's kernels.
+// The scratch comes from the device's caching allocator, whose blocks are ordered on the
+// compute stream (the communication stream's use of it lies between two events of it): a step's scratch is the previous step's blocks again (no device allocation after
 // the first step), and freeing it right after enqueueing the widening is safe.
 //
 // Ownership: borrows the GpuDevice (its context and kernels must outlive the codec).

@@ -27,15 +27,8 @@ absl::StatusOr<std::unique_ptr<NcclAllReduce>> NcclAllReduce::Create(
           absl::StrCat("NcclAllReduce: replica device ", d.name(), " is not a GPU"));
     }
   }
-  // BF16 compression of device gradients narrows and widens with kernels on the stream the
-  // communicator uses: the compute stream (a stream of env.stream's would need events).
   const bool device_bf16 = options.gpus != nullptr &&
                            options.communication.compression == collectives::Compression::kBF16;
-  if (device_bf16 && env.stream) {
-    return absl::InvalidArgumentError(
-        "NcclAllReduce: communication.compression BF16 on GPU replicas runs NCCL on each "
-        "device's compute stream; leave NcclEnvironment::stream unset");
-  }
   auto signal =
       env.signal != nullptr ? env.signal : std::make_shared<collectives::nccl::AbortSignal>();
   collectives::InMemoryStore private_store;
@@ -43,8 +36,25 @@ absl::StatusOr<std::unique_ptr<NcclAllReduce>> NcclAllReduce::Create(
   Clock* clock = env.clock != nullptr ? env.clock : Clock::Real();
   const absl::Time init_deadline = clock->Now() + options.communication.timeout;
 
-  // NCCL's init needs every rank: the local ones join concurrently.
+  // Each replica with a GpuDevice gets a communication stream of its GPU.
   const int n = static_cast<int>(options.devices.size());
+  std::vector<CommStream> streams(n);
+  for (int r = 0; r < n; ++r) {
+    const engine::gpu::GpuDevice* gpu =
+        options.gpus != nullptr ? options.gpus->Find(options.devices[r].index()) : nullptr;
+    if (gpu == nullptr) continue;
+    CudaApi& api = gpu->context->api();
+    absl::Status s = api.SetDevice(gpu->context->device());
+    absl::StatusOr<CudaStream> stream = s.ok() ? api.StreamCreate() : s;
+    if (!stream.ok()) {
+      DestroyStreams(streams);
+      return Annotate(stream.status(), absl::StrCat("NcclAllReduce: the communication stream of ",
+                                                    options.devices[r].name()));
+    }
+    streams[r] = {&api, *stream};
+  }
+
+  // NCCL's init needs every rank: the local ones join concurrently.
   std::vector<absl::StatusOr<std::unique_ptr<collectives::nccl::NcclCommunicator>>> comms(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
@@ -60,9 +70,11 @@ absl::StatusOr<std::unique_ptr<NcclAllReduce>> NcclAllReduce::Create(
       const engine::gpu::GpuDevice* gpu =
           options.gpus != nullptr ? options.gpus->Find(index) : nullptr;
       o.device = gpu != nullptr ? gpu->context->device() : index;
-      o.stream = env.stream ? env.stream(index) : nullptr;
-      if (!env.stream && gpu != nullptr) {
-        o.stream = static_cast<collectives::nccl::DeviceStream>(gpu->stream());
+      if (gpu != nullptr) {
+        o.stream = static_cast<collectives::nccl::DeviceStream>(streams[r].stream);
+        o.cuda = streams[r].api;
+        o.producer = gpu->stream();
+        o.wait_for_producer = !options.test_skip_producer_wait;
       }
       o.clock = clock;
       o.signal = signal;
@@ -74,9 +86,13 @@ absl::StatusOr<std::unique_ptr<NcclAllReduce>> NcclAllReduce::Create(
   std::vector<std::unique_ptr<collectives::CollectiveCommunicator>> owned;
   for (int r = 0; r < n; ++r) {
     if (!comms[r].ok()) {
-      return Annotate(comms[r].status(),
-                      absl::StrCat("NcclAllReduce: replica ", options.first_rank + r, " on ",
-                                   options.devices[r].name()));
+      absl::Status failed = Annotate(
+          comms[r].status(), absl::StrCat("NcclAllReduce: replica ", options.first_rank + r, " on ",
+                                          options.devices[r].name()));
+      owned.clear();  // the communicators before their streams
+      comms.clear();
+      DestroyStreams(streams);
+      return failed;
     }
     owned.push_back(*std::move(comms[r]));
   }
@@ -91,8 +107,19 @@ absl::StatusOr<std::unique_ptr<NcclAllReduce>> NcclAllReduce::Create(
   auto ops = std::make_unique<CollectiveOps>(
       std::move(owned), options.num_replicas_in_sync, options.cross_worker,
       options.communication.bytes_per_pack, options.communication.compression, std::move(codecs));
-  return std::unique_ptr<NcclAllReduce>(
-      new NcclAllReduce(std::move(signal), std::move(ops), options.cross_worker));
+  return std::unique_ptr<NcclAllReduce>(new NcclAllReduce(std::move(signal), std::move(streams),
+                                                          std::move(ops), options.cross_worker));
+}
+
+NcclAllReduce::~NcclAllReduce() {
+  ops_.reset();
+  DestroyStreams(streams_);
+}
+
+void NcclAllReduce::DestroyStreams(const std::vector<CommStream>& streams) {
+  for (const CommStream& s : streams) {
+    if (s.stream != nullptr) s.api->StreamDestroy(s.stream).IgnoreError();
+  }
 }
 
 void NcclAllReduce::PeerLost(int rank, const std::string& reason) {

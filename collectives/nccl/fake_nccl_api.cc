@@ -95,11 +95,17 @@ absl::Status FakeNcclApi::CommDestroy(NcclComm comm) {
   return world_->Destroy(comm);
 }
 
-absl::Status FakeNcclApi::Enqueue(NcclComm comm, const FakeNcclCall& call) {
+std::vector<DeviceStream> FakeNcclApi::collective_streams() const {
+  absl::MutexLock lock(&mu_);
+  return collective_streams_;
+}
+
+absl::Status FakeNcclApi::Enqueue(NcclComm comm, const FakeNcclCall& call, DeviceStream stream) {
   absl::StatusOr<FakeNcclRank> who = world_->RankOf(comm);
   absl::Status checked = who.ok() ? world_->Check(comm, call) : who.status();
   {
     absl::MutexLock lock(&mu_);
+    collective_streams_.push_back(stream);
     calls_.push_back(who.ok()
                          ? absl::StrCat(call.Describe(), " rank ", who->rank, " of ", who->nranks)
                          : absl::StrCat(call.Describe(), " on a freed communicator"));
@@ -123,26 +129,27 @@ absl::Status FakeNcclApi::RunStreamBefore(const void* buffer, DeviceStream strea
 absl::Status FakeNcclApi::AllReduce(const void* send, void* recv, size_t count, DType dtype,
                                     ReduceOp op, NcclComm comm, DeviceStream stream) {
   LS_RETURN_IF_ERROR(RunStreamBefore(send, stream));
-  return Enqueue(comm, {FakeNcclCall::Kind::kAllReduce, send, recv, count, dtype, op});
+  return Enqueue(comm, {FakeNcclCall::Kind::kAllReduce, send, recv, count, dtype, op}, stream);
 }
 
 absl::Status FakeNcclApi::Broadcast(const void* send, void* recv, size_t count, DType dtype,
                                     int root, NcclComm comm, DeviceStream stream) {
   LS_RETURN_IF_ERROR(RunStreamBefore(send, stream));
   return Enqueue(comm,
-                 {FakeNcclCall::Kind::kBroadcast, send, recv, count, dtype, ReduceOp::kSum, root});
+                 {FakeNcclCall::Kind::kBroadcast, send, recv, count, dtype, ReduceOp::kSum, root},
+                 stream);
 }
 
 absl::Status FakeNcclApi::AllGather(const void* send, void* recv, size_t count, DType dtype,
                                     NcclComm comm, DeviceStream stream) {
   LS_RETURN_IF_ERROR(RunStreamBefore(send, stream));
-  return Enqueue(comm, {FakeNcclCall::Kind::kAllGather, send, recv, count, dtype});
+  return Enqueue(comm, {FakeNcclCall::Kind::kAllGather, send, recv, count, dtype}, stream);
 }
 
 absl::Status FakeNcclApi::ReduceScatter(const void* send, void* recv, size_t count, DType dtype,
                                         ReduceOp op, NcclComm comm, DeviceStream stream) {
   LS_RETURN_IF_ERROR(RunStreamBefore(send, stream));
-  return Enqueue(comm, {FakeNcclCall::Kind::kReduceScatter, send, recv, count, dtype, op});
+  return Enqueue(comm, {FakeNcclCall::Kind::kReduceScatter, send, recv, count, dtype, op}, stream);
 }
 
 absl::Status FakeNcclApi::GroupStart() {

@@ -54,6 +54,8 @@ class FakeNcclApi final : public NcclApi {
   // "device N" (SetDevice).
   std::vector<std::string> init_ids() const;
   std::vector<std::string> calls() const;
+  // The stream each collective (refused ones too) was enqueued on, in call order.
+  std::vector<DeviceStream> collective_streams() const;
   // Blocks until `n` calls have been made in all (tests signal after that), or `deadline`;
   // false at the deadline.
   bool WaitForCalls(size_t n, absl::Time deadline = absl::InfiniteFuture()) const;
@@ -87,7 +89,7 @@ class FakeNcclApi final : public NcclApi {
   };
 
   // Records `call`, checks it, and issues it to the world (or holds it in the open group).
-  absl::Status Enqueue(NcclComm comm, const FakeNcclCall& call);
+  absl::Status Enqueue(NcclComm comm, const FakeNcclCall& call, DeviceStream stream);
   // When `buffer` is a fake's device memory: runs what was enqueued on `stream` (a stream of
   // that fake) before a collective on it.
   absl::Status RunStreamBefore(const void* buffer, DeviceStream stream);
@@ -103,6 +105,7 @@ class FakeNcclApi final : public NcclApi {
   int destroys_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> init_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<DeviceStream> collective_streams_ ABSL_GUARDED_BY(mu_);
   std::map<std::thread::id, OpenGroup> groups_ ABSL_GUARDED_BY(mu_);
 };
 

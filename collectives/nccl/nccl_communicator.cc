@@ -45,7 +45,12 @@ NcclCommunicator::~NcclCommunicator() {
   }
   if (queue_thread_.joinable()) queue_thread_.join();
   options_.signal->RemoveListener(listener_);
+  {
+    absl::MutexLock pool(&pool_mu_);
+    for (CudaEvent e : all_events_) options_.cuda->EventDestroy(e).IgnoreError();
+  }
   absl::MutexLock lock(&mu_);
+  if (done_ != nullptr) options_.cuda->EventDestroy(done_).IgnoreError();
   if (barrier_scratch_ != nullptr) options_.api->DeviceFree(barrier_scratch_);
   // A failed communicator was aborted (and freed) by Fail.
   if (comm_ != nullptr) options_.api->CommDestroy(comm_).IgnoreError();
@@ -77,7 +82,58 @@ absl::Status NcclCommunicator::FinishInit() {
         Annotate(scratch.status(), absl::StrCat("rank ", options_.rank, ": barrier scratch")));
   }
   barrier_scratch_ = *scratch;
+  if (options_.cuda != nullptr) {
+    absl::Status s =
+        options_.device >= 0 ? options_.cuda->SetDevice(options_.device) : absl::OkStatus();
+    absl::StatusOr<CudaEvent> done = s.ok() ? options_.cuda->EventCreate() : s;
+    if (!done.ok()) {
+      return Fail(Annotate(done.status(), absl::StrCat("rank ", options_.rank, ": done event")));
+    }
+    done_ = *done;
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<CudaEvent> NcclCommunicator::Capture() {
+  if (options_.cuda == nullptr) return nullptr;
+  CudaEvent e = nullptr;
+  {
+    absl::MutexLock lock(&pool_mu_);
+    if (!free_events_.empty()) {
+      e = free_events_.back();
+      free_events_.pop_back();
+    }
+  }
+  const std::string who = absl::StrCat("rank ", options_.rank, ": NCCL ready event");
+  if (e == nullptr) {  // the pool grows to the calls in flight, then stays
+    if (options_.device >= 0) {
+      if (absl::Status s = options_.cuda->SetDevice(options_.device); !s.ok()) {
+        return Annotate(s, who);
+      }
+    }
+    absl::StatusOr<CudaEvent> made = options_.cuda->EventCreate();
+    if (!made.ok()) return Annotate(made.status(), who);
+    e = *made;
+    absl::MutexLock lock(&pool_mu_);
+    all_events_.push_back(e);
+  }
+  if (absl::Status s = options_.cuda->EventRecord(e, options_.producer); !s.ok()) {
+    absl::MutexLock lock(&pool_mu_);
+    free_events_.push_back(e);
+    return Annotate(s, who);
+  }
+  return e;
+}
+
+absl::Status NcclCommunicator::AfterProducer(CudaEvent ready) {
+  if (ready == nullptr) return absl::OkStatus();
+  // The wait holds the event's record as it is now: the event may be recorded again at once.
+  absl::Status s = options_.wait_for_producer ? options_.cuda->StreamWaitEvent(
+                                                    static_cast<CudaStream>(options_.stream), ready)
+                                              : absl::OkStatus();
+  absl::MutexLock lock(&pool_mu_);
+  free_events_.push_back(ready);
+  return s;
 }
 
 absl::Status NcclCommunicator::Fail(absl::Status status, const char* what) {
@@ -117,11 +173,13 @@ absl::Status NcclCommunicator::Wait(const char* what, absl::Time deadline, bool 
     }
     if (*state == NcclProgress::kDone) {
       if (!stream) return absl::OkStatus();
-      absl::StatusOr<NcclProgress> done = options_.api->StreamState(options_.stream);
+      // This call's work (its done event), or without events the whole stream.
+      absl::StatusOr<bool> done =
+          options_.cuda != nullptr ? options_.cuda->EventQuery(done_) : StreamIdle();
       if (!done.ok()) {
         return Fail(Annotate(done.status(), absl::StrCat("rank ", rank, ": NCCL ", what)), what);
       }
-      if (*done == NcclProgress::kDone) return absl::OkStatus();
+      if (*done) return absl::OkStatus();
     }
     if (options_.clock->Now() >= deadline) {
       return Fail(absl::DeadlineExceededError(absl::StrCat(
@@ -167,11 +225,44 @@ absl::Status NcclCommunicator::StartLocked(const char* what,
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> NcclCommunicator::StreamIdle() {
+  absl::StatusOr<NcclProgress> state = options_.api->StreamState(options_.stream);
+  if (!state.ok()) return state.status();
+  return *state == NcclProgress::kDone;
+}
+
 absl::Status NcclCommunicator::Run(const char* what, absl::Time deadline,
-                                   const std::function<absl::Status(NcclComm)>& enqueue) {
+                                   const std::function<absl::Status(NcclComm)>& enqueue,
+                                   CudaEvent ready) {
+  if (ready == nullptr) {
+    absl::StatusOr<CudaEvent> captured = Capture();
+    if (!captured.ok()) {
+      absl::MutexLock lock(&mu_);
+      return Fail(captured.status(), what);
+    }
+    ready = *captured;
+  }
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = StartLocked(what, enqueue); !s.ok()) return s;
-  return Wait(what, deadline, /*stream=*/true);
+  bool waited = false;
+  absl::Status started = StartLocked(what, [&](NcclComm comm) -> absl::Status {
+    waited = true;
+    if (absl::Status s = AfterProducer(ready); !s.ok()) return s;
+    if (absl::Status s = enqueue(comm); !s.ok()) return s;
+    if (done_ == nullptr) return absl::OkStatus();
+    return options_.cuda->EventRecord(done_, static_cast<CudaStream>(options_.stream));
+  });
+  if (!waited && ready != nullptr) {  // refused before enqueueing: the event goes back
+    absl::MutexLock pool(&pool_mu_);
+    free_events_.push_back(ready);
+  }
+  if (!started.ok()) return started;
+  if (absl::Status s = Wait(what, deadline, /*stream=*/true); !s.ok()) return s;
+  if (done_ == nullptr) return absl::OkStatus();
+  // The producer's next kernels (the optimizer's) read what this call wrote.
+  if (absl::Status s = options_.cuda->StreamWaitEvent(options_.producer, done_); !s.ok()) {
+    return Fail(Annotate(s, absl::StrCat("rank ", options_.rank, ": NCCL ", what)), what);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status NcclCommunicator::RunInOrder(std::function<absl::Status()> body) {
@@ -240,11 +331,16 @@ Handle NcclCommunicator::AllReduceAsync(const void* send, void* recv, size_t cou
   if (absl::Status s = CheckBuffers("all-reduce", send, recv, count); !s.ok()) {
     return CollectiveHandle::Finished(s);
   }
+  absl::StatusOr<CudaEvent> ready = Capture();
+  if (!ready.ok()) return CollectiveHandle::Finished(ready.status());
   return Submit(
-      [=, this] {
-        return Run("all-reduce", deadline, [&](NcclComm comm) {
-          return options_.api->AllReduce(send, recv, count, dtype, op, comm, options_.stream);
-        });
+      [=, this, ready = *ready] {
+        return Run(
+            "all-reduce", deadline,
+            [&](NcclComm comm) {
+              return options_.api->AllReduce(send, recv, count, dtype, op, comm, options_.stream);
+            },
+            ready);
       },
       std::max<size_t>(1, count * DTypeSize(dtype)));
 }
@@ -263,19 +359,23 @@ absl::Status NcclCommunicator::CheckPieces(absl::Span<const BufferPiece> pieces,
 }
 
 absl::Status NcclCommunicator::RunPieces(absl::Span<const BufferPiece> pieces, DType dtype,
-                                         ReduceOp op, absl::Time deadline) {
+                                         ReduceOp op, absl::Time deadline, CudaEvent ready) {
   const size_t size = DTypeSize(dtype);
-  return Run("all-reduce", deadline, [&](NcclComm comm) -> absl::Status {
-    NcclApi& api = *options_.api;
-    if (absl::Status s = api.GroupStart(); !s.ok()) return s;
-    absl::Status first;
-    for (const BufferPiece& p : pieces) {
-      if (p.bytes == 0) continue;
-      first.Update(api.AllReduce(p.data, p.data, p.bytes / size, dtype, op, comm, options_.stream));
-    }
-    first.Update(api.GroupEnd());
-    return first;
-  });
+  return Run(
+      "all-reduce", deadline,
+      [&](NcclComm comm) -> absl::Status {
+        NcclApi& api = *options_.api;
+        if (absl::Status s = api.GroupStart(); !s.ok()) return s;
+        absl::Status first;
+        for (const BufferPiece& p : pieces) {
+          if (p.bytes == 0) continue;
+          first.Update(
+              api.AllReduce(p.data, p.data, p.bytes / size, dtype, op, comm, options_.stream));
+        }
+        first.Update(api.GroupEnd());
+        return first;
+      },
+      ready);
 }
 
 Handle NcclCommunicator::AllReducePiecesAsync(absl::Span<const BufferPiece> pieces, DType dtype,
@@ -283,7 +383,10 @@ Handle NcclCommunicator::AllReducePiecesAsync(absl::Span<const BufferPiece> piec
   if (absl::Status s = CheckPieces(pieces, dtype); !s.ok()) return CollectiveHandle::Finished(s);
   size_t bytes = 0;
   for (const BufferPiece& p : pieces) bytes += p.bytes;
-  return Submit([=, this] { return RunPieces(pieces, dtype, op, deadline); },
+  // The producer's work so far wrote this pack: captured now, on the caller's thread.
+  absl::StatusOr<CudaEvent> ready = Capture();
+  if (!ready.ok()) return CollectiveHandle::Finished(ready.status());
+  return Submit([=, this, ready = *ready] { return RunPieces(pieces, dtype, op, deadline, ready); },
                 std::max<size_t>(1, bytes));
 }
 
@@ -318,11 +421,16 @@ Handle NcclCommunicator::BroadcastAsync(void* buf, size_t count, DType dtype, in
   if (absl::Status s = CheckBroadcast(buf, count, root); !s.ok()) {
     return CollectiveHandle::Finished(s);
   }
+  absl::StatusOr<CudaEvent> ready = Capture();
+  if (!ready.ok()) return CollectiveHandle::Finished(ready.status());
   return Submit(
-      [=, this] {
-        return Run("broadcast", deadline, [&](NcclComm comm) {
-          return options_.api->Broadcast(buf, buf, count, dtype, root, comm, options_.stream);
-        });
+      [=, this, ready = *ready] {
+        return Run(
+            "broadcast", deadline,
+            [&](NcclComm comm) {
+              return options_.api->Broadcast(buf, buf, count, dtype, root, comm, options_.stream);
+            },
+            ready);
       },
       0);
 }

@@ -10,7 +10,7 @@
 //           non-blocking ncclCommInitRankConfig, polled until done, the init deadline, or the
 //           AbortSignal. -> READY
 //   READY:  each call enqueues on the communicator's stream and waits until
-//           ncclCommGetAsyncError and the stream say done (Wait below) -> READY; the
+//           ncclCommGetAsyncError and the call's completion say done (Wait below) -> READY; the
 //           deadline, an NCCL error, Abort() or the AbortSignal -> ncclCommAbort -> FAILED.
 //   FAILED: every later call returns the first error at once (the group must be rebuilt, as
 //           with NCCL and the CPU collectives).
@@ -27,6 +27,22 @@
 // as it is done, with no sleep floor), then sleeps in growing steps (1 us doubling up to
 // poll_interval) on a condition that Abort() and the AbortSignal set, so an abort wakes it
 // at once and a long collective costs few polls.
+//
+// A stream of its own (options.cuda set): the communicator enqueues on `stream`, ordered
+// against `producer` (the GPU's compute stream, which writes the buffers before a call and
+// reads them after) by events only, never a host or device-wide synchronisation:
+//   submit (caller's thread)  EventRecord(ready, producer): the producer's work so far, i.e.
+//                             the kernels that wrote this call's buffers;
+//   run (queue thread)        StreamWaitEvent(stream, ready); the NCCL call(s) on `stream`;
+//                             EventRecord(done, stream);
+//   Wait                      polls EventQuery(done) (this call's work, not the whole stream);
+//   success                   StreamWaitEvent(producer, done): what the producer enqueues
+//                             next (the optimizer) reads the reduced buffers.
+// So the producer's later kernels (the rest of the backward pass) run while `stream`
+// all-reduces a pack. `ready` events come from a small pool (one per call submitted and not
+// yet running, reused: no event is made per step once the pool has grown); `done` is one
+// event, as one call runs at a time. Without options.cuda, calls enqueue on `stream` and Wait
+// polls the whole stream (StreamState), as for a stream the caller orders itself.
 //
 // Async calls (AllReduceAsync, AllReducePiecesAsync, BroadcastAsync) run in call order on
 // the communicator's own thread, started with the first of them; a sync call runs on the
@@ -48,6 +64,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -60,16 +77,24 @@
 #include "collectives/store.h"
 #include "collectives/types.h"
 #include "common/clock.h"
+#include "common/cuda/cuda_api.h"
 
 namespace lockstep::collectives::nccl {
 
 struct NcclCommunicatorOptions {
   int rank = 0;
   int size = 1;
-  Store* store = nullptr;               // the job attempt's rendezvous; not owned
-  std::string key = "nccl_id";          // where rank 0 publishes the unique id
-  NcclApi* api = nullptr;               // not owned
-  DeviceStream stream = nullptr;        // the communicator's dedicated stream; not owned
+  Store* store = nullptr;         // the job attempt's rendezvous; not owned
+  std::string key = "nccl_id";    // where rank 0 publishes the unique id
+  NcclApi* api = nullptr;         // not owned
+  DeviceStream stream = nullptr;  // the communicator's dedicated stream; not owned
+  // With a stream of its own (see above): the CUDA runtime the events are made with and the
+  // stream that produces and consumes the buffers (not owned). Null cuda: no events.
+  CudaApi* cuda = nullptr;
+  CudaStream producer = nullptr;
+  // Tests only: false leaves out the producer -> stream event wait (the mutation the stream
+  // tests must catch: the collective then reads buffers the producer has not written yet).
+  bool wait_for_producer = true;
   int device = -1;                      // its CUDA device (SetDevice before init); -1: current
   Clock* clock = nullptr;               // not owned
   std::shared_ptr<AbortSignal> signal;  // the attempt's; a private one when null
@@ -133,11 +158,18 @@ class NcclCommunicator final : public CollectiveCommunicator {
   absl::Status FinishInit();
   // Runs `enqueue` (one NCCL call, or a group of them, on the stream) and waits for it
   // (Wait), unless failed.
+  // `ready`: the producer's event captured when the call was submitted (Capture); null: Run
+  // captures it.
   absl::Status Run(const char* what, absl::Time deadline,
-                   const std::function<absl::Status(NcclComm)>& enqueue);
+                   const std::function<absl::Status(NcclComm)>& enqueue, CudaEvent ready = nullptr);
+  // With options.cuda: an event of the pool recorded on the producer stream (null without
+  // cuda); its error when the record fails.
+  absl::StatusOr<CudaEvent> Capture();
+  // Makes `stream` wait for `ready` and gives the event back to the pool.
+  absl::Status AfterProducer(CudaEvent ready);
   // The all-reduce of `pieces`, one NCCL all-reduce per piece in one group.
   absl::Status RunPieces(absl::Span<const BufferPiece> pieces, DType dtype, ReduceOp op,
-                         absl::Time deadline);
+                         absl::Time deadline, CudaEvent ready = nullptr);
   absl::Status CheckPieces(absl::Span<const BufferPiece> pieces, DType dtype) const;
 
   // The order of calls: `body` runs on this thread when nothing is queued or running, else
@@ -155,10 +187,13 @@ class NcclCommunicator final : public CollectiveCommunicator {
   absl::Status StartLocked(const char* what, const std::function<absl::Status(NcclComm)>& enqueue)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits (spin, then growing sleeps that Wake ends) until the communicator is idle (and,
-  // with `stream`, the stream has finished), the deadline passes, NCCL reports an error,
-  // Abort() or the signal fires; aborts the NCCL communicator in the last four.
+  // with `stream`, the call's done event, or without options.cuda the stream, has finished), the
+  // deadline passes, NCCL reports an error, Abort() or the signal fires; aborts the NCCL
+  // communicator in the last four.
   absl::Status Wait(const char* what, absl::Time deadline, bool stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Without events: whether everything on the stream has finished (StreamState).
+  absl::StatusOr<bool> StreamIdle();
   // Records `status` as the communicator's failure and aborts the NCCL communicator.
   // `what` names the call for the peer-loss cause ("all-reduce").
   absl::Status Fail(absl::Status status, const char* what = "collective")
@@ -179,6 +214,11 @@ class NcclCommunicator final : public CollectiveCommunicator {
 
   absl::Mutex wake_mu_;  // waiting calls doze on it
   bool woken_ ABSL_GUARDED_BY(wake_mu_) = false;
+
+  CudaEvent done_ ABSL_GUARDED_BY(mu_) = nullptr;  // with options.cuda: the running call's
+  absl::Mutex pool_mu_;
+  std::vector<CudaEvent> free_events_ ABSL_GUARDED_BY(pool_mu_);  // ready events to reuse
+  std::vector<CudaEvent> all_events_ ABSL_GUARDED_BY(pool_mu_);   // destroyed with this
 
   std::atomic<int64_t> all_reduce_bytes_{0};
   std::atomic<int64_t> all_reduce_ns_{0};

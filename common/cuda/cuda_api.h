@@ -109,6 +109,10 @@ class CudaApi {
   // Work enqueued on `stream` after this call starts only after the event's captured work.
   virtual absl::Status StreamWaitEvent(CudaStream stream, CudaEvent event) = 0;
   virtual absl::Status EventSynchronize(CudaEvent event) = 0;
+  // cudaEventQuery: whether the captured work has finished (true for an event never
+  // recorded), without blocking; a caller polls it where it must stay interruptible (NCCL's
+  // Wait, which a deadline or an abort ends). Not a host wait.
+  virtual absl::StatusOr<bool> EventQuery(CudaEvent event) = 0;
   virtual absl::Status EventDestroy(CudaEvent event) = 0;
 
   // Timing events (a profiler's marks: engine/gpu/op_profiler.h). TimingEventCreate makes an

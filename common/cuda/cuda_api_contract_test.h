@@ -11,6 +11,8 @@
 #include <numeric>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/cuda/cuda_api.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -123,6 +125,20 @@ TYPED_TEST_P(CudaApiContractTest, EventOrdersTwoStreams) {
   ASSERT_TRUE(api.EventRecord(e, s1).ok());
   ASSERT_TRUE(api.EventSynchronize(e).ok());
   EXPECT_EQ(out, std::vector<float>(kN, 0.f));
+  // EventQuery, polled (it never blocks), reports the captured work done, and a host buffer
+  // it wrote is then complete.
+  ASSERT_TRUE(api.MemcpyAsync(a, in.data(), bytes, CopyKind::kHostToDevice, s1).ok());
+  ASSERT_TRUE(api.MemcpyAsync(out.data(), a, bytes, CopyKind::kDeviceToHost, s1).ok());
+  ASSERT_TRUE(api.EventRecord(e, s1).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool done = false;
+  while (!done && absl::Now() < deadline) {
+    absl::StatusOr<bool> q = api.EventQuery(e);
+    ASSERT_TRUE(q.ok()) << q.status();
+    done = *q;
+  }
+  ASSERT_TRUE(done);
+  EXPECT_EQ(out, in);
   EXPECT_TRUE(api.EventDestroy(e).ok());
   EXPECT_TRUE(api.StreamDestroy(s1).ok());
   EXPECT_TRUE(api.StreamDestroy(s2).ok());

@@ -583,6 +583,16 @@ absl::Status FakeCudaApi::EventSynchronize(CudaEvent event) {
   return Usable("EventSynchronize");
 }
 
+absl::StatusOr<bool> FakeCudaApi::EventQuery(CudaEvent event) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Usable("EventQuery"); !s.ok()) return s;
+  absl::StatusOr<Event*> e = FindEvent(event, "EventQuery");
+  if (!e.ok()) return e.status();
+  if ((*e)->stream != nullptr) Drain((*e)->stream, (*e)->at);
+  if (absl::Status s = Usable("EventQuery"); !s.ok()) return s;
+  return true;
+}
+
 absl::Status FakeCudaApi::EventDestroy(CudaEvent event) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Usable("EventDestroy"); !s.ok()) return s;

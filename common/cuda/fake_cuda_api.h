@@ -7,6 +7,8 @@
 //     recorded after it is synchronised or waited on by a stream that runs. A missing
 //     synchronisation therefore reads stale data every time, not once in a thousand runs.
 //     Host buffers of copies are read and written when the copy runs, not when it is enqueued.
+//     EventQuery is the fake GPU getting there: it runs the event's stream up to the event
+//     and answers true (a kernel fault in that work is its error); it is not a host wait.
 //   - Injection: FailAllocation(n) fails the n-th allocation from now with RESOURCE_EXHAUSTED;
 //     InjectStickyError makes every later call fail with INTERNAL, as a CUDA context does after
 //     a kernel fault.
@@ -79,6 +81,7 @@ class FakeCudaApi final : public CudaApi {
   absl::Status EventRecord(CudaEvent event, CudaStream stream) override;
   absl::Status StreamWaitEvent(CudaStream stream, CudaEvent event) override;
   absl::Status EventSynchronize(CudaEvent event) override;
+  absl::StatusOr<bool> EventQuery(CudaEvent event) override;
   absl::Status EventDestroy(CudaEvent event) override;
   absl::StatusOr<CudaEvent> TimingEventCreate() override;
   // Deterministic, not a clock: the number of pieces of work (launches, copies, memsets,

@@ -252,6 +252,17 @@ absl::Status RealCudaApi::EventSynchronize(CudaEvent event) {
   return Check(cudaEventSynchronize(Native(event)), "EventSynchronize");
 }
 
+absl::StatusOr<bool> RealCudaApi::EventQuery(CudaEvent event) {
+  if (event == nullptr) return NullEvent("EventQuery");
+  const cudaError_t e = cudaEventQuery(Native(event));
+  if (e == cudaErrorNotReady) {
+    cudaGetLastError();  // not an error: clear it so the next call does not see it
+    return false;
+  }
+  if (absl::Status s = Check(e, "EventQuery"); !s.ok()) return s;
+  return true;
+}
+
 absl::Status RealCudaApi::EventDestroy(CudaEvent event) {
   if (event == nullptr) return NullEvent("EventDestroy");
   return Check(cudaEventDestroy(Native(event)), "EventDestroy");

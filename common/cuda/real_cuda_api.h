@@ -44,6 +44,7 @@ class RealCudaApi final : public CudaApi {
   absl::Status EventRecord(CudaEvent event, CudaStream stream) override;
   absl::Status StreamWaitEvent(CudaStream stream, CudaEvent event) override;
   absl::Status EventSynchronize(CudaEvent event) override;
+  absl::StatusOr<bool> EventQuery(CudaEvent event) override;
   absl::Status EventDestroy(CudaEvent event) override;
   absl::StatusOr<CudaEvent> TimingEventCreate() override;
   absl::StatusOr<float> EventElapsedMs(CudaEvent start, CudaEvent end) override;
