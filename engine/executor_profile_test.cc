@@ -4,6 +4,9 @@
 // graph with its launches, the gradient hand-offs and the optimizer's update; without a
 // profiler the step records no event at all. The printed table is the kernel count per op
 // that bench/gpu_runs.md compares the next GPU run against.
+// It also pins the step's host waits (StreamSynchronize, EventSynchronize) at one, the result
+// readback, and a bad label's failure on the GPU to the CPU's message (the device's label
+// check, read back at that wait).
 #include <cstdio>
 
 #include "common/cuda/fake_cuda_api.h"
