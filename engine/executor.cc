@@ -156,8 +156,16 @@ absl::Status Executor::ReadResults(bool loss, bool accuracy, StepResult* result)
     }
     LS_RETURN_IF_ERROR(context.CopyToHost(readback_ + 8 * k, t.raw_device_data(), t.num_bytes()));
   }
-  // The one wait of the step: its results, and the host feeds' copies.
+  for (DeviceCheck& c : checks_) {
+    LS_RETURN_IF_ERROR(context.CopyToHost(&c.value, c.flag.raw_device_data(), sizeof(int64_t)));
+  }
+  // The one wait of the step: its results, its device checks, and the host feeds' copies.
   LS_RETURN_IF_ERROR(context.Synchronize());
+  std::vector<DeviceCheck> checks = std::move(checks_);
+  checks_.clear();
+  for (const DeviceCheck& c : checks) {
+    if (c.value != 0) return c.explain(c.value);
+  }
   for (int k = 0; k < 2; ++k) {
     if (nodes[k] < 0) continue;
     const Tensor& t = values_[nodes[k]];
@@ -208,6 +216,12 @@ KernelContext Executor::MakeContext(bool training, uint64_t dropout_key) {
   ctx.dropout_key = dropout_key;
   ctx.precision = graph_->precision();
   ctx.gpu = OnGpu() ? options_.gpu : nullptr;
+  checks_.clear();
+  if (OnGpu()) {
+    ctx.defer_device_check = [this](Tensor flag, std::function<absl::Status(int64_t)> explain) {
+      checks_.push_back(DeviceCheck{std::move(flag), std::move(explain)});
+    };
+  }
   return ctx;
 }
 

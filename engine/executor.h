@@ -176,6 +176,14 @@ class Executor {
   absl::Status allocation_status_;
   float seed_host_ = 0;                 // the loss seed's host side while its copy is in flight
   alignas(8) char readback_[16] = {};   // the loss and accuracy copied back (ReadResults)
+  // This run's device checks (KernelContext::defer_device_check): each flag's value lands in
+  // `value` at ReadResults' one wait.
+  struct DeviceCheck {
+    Tensor flag;
+    std::function<absl::Status(int64_t)> explain;
+    int64_t value = 0;
+  };
+  std::vector<DeviceCheck> checks_;
   int64_t run_ = 0;                     // counts ComputeGradients and Evaluate calls
   gpu::OpProfiler* marking_ = nullptr;  // the device's profiler during ComputeGradients
   void TrimPool();

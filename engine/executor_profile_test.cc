@@ -4,6 +4,9 @@
 // graph with its launches, the gradient hand-offs and the optimizer's update; without a
 // profiler the step records no event at all. The printed table is the kernel count per op
 // that bench/gpu_runs.md compares the next GPU run against.
+// It also pins the step's host waits (StreamSynchronize, EventSynchronize) at one, the result
+// readback, and a bad label's failure on the GPU to the CPU's message (the device's label
+// check, read back at that wait).
 #include <cstdio>
 
 #include "common/cuda/fake_cuda_api.h"
@@ -130,6 +133,50 @@ TEST_F(ExecutorProfileTest, TheTableListsEveryNodeTheOptimizerAndTheHandOffs) {
   EXPECT_EQ(row("optimizer apply")->ms[2], 3 * 6);
   EXPECT_EQ(row("gradient hand-off (all-reduce)")->calls[2], 3 * 6);
   EXPECT_THAT(table, HasSubstr("| total per step (3 steps)"));
+}
+
+// The host waits for the device once per step: the loss readback. A wait in the middle of the
+// step (a kernel copying a tensor back to look at it) would stall the GPU's pipeline, since
+// the host enqueues nothing while the device drains; this counts them on the fake.
+TEST_F(ExecutorProfileTest, AStepWaitsForTheDeviceOnceAtTheLossReadback) {
+  ASSERT_NO_FATAL_FAILURE(Train(1));  // first-step allocations
+  const FakeCudaApi::Counters before = fake_->counters();
+  ASSERT_NO_FATAL_FAILURE(Train(3));
+  const FakeCudaApi::Counters after = fake_->counters();
+  // Train ends with one Synchronize of its own, after the steps.
+  EXPECT_EQ(after.host_waits - before.host_waits, 3 * 1 + 1);
+  std::printf("host waits per step: %.2f; device->host copies per step: %.2f\n",
+              (after.host_waits - before.host_waits - 1) / 3.0,
+              (after.pageable_copies - before.pageable_copies) / 3.0);
+}
+
+// A label outside [0, classes) fails the step on fake /gpu:0 with /cpu:0's message, found by
+// the device's check at the step's one wait (the kernels clamp it meanwhile).
+TEST_F(ExecutorProfileTest, AnOutOfRangeLabelFailsTheStepAsOnTheCpu) {
+  VariableSet host = *VariableSet::Initialize(graph_);
+  std::vector<Tensor> vars;
+  for (const Tensor& t : host.tensors()) vars.push_back(*gpu::CopyToDevice(*context_, t));
+  Tensor x = Tensor::Zeros(DType::kF32, Shape{4, 32});
+  Tensor y = Tensor::FromVector<int64_t>({0, 1, 12, -1}, Shape{4});
+  StepOptions so;
+  std::vector<Tensor> grads;
+  std::unique_ptr<Executor> cpu = *Executor::Create(&graph_, ExecutorOptions{});
+  absl::StatusOr<StepResult> want =
+      cpu->ComputeGradients(host.tensors(), {{"features", x}, {"labels", y}}, so, &grads);
+  ASSERT_FALSE(want.ok());
+  EXPECT_EQ(want.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(want.status().message(), HasSubstr("label 12 at batch row 2 is outside [0, 10)"));
+  ExecutorOptions eo;
+  eo.device = device_.device();
+  eo.gpu = &device_;
+  std::unique_ptr<Executor> exec = *Executor::Create(&graph_, eo);
+  absl::StatusOr<StepResult> got =
+      exec->ComputeGradients(vars, {{"features", x}, {"labels", y}}, so, &grads);
+  EXPECT_EQ(got.status(), want.status());
+  // The executor stays usable: a good batch trains next.
+  y = Tensor::FromVector<int64_t>({0, 1, 2, 3}, Shape{4});
+  got = exec->ComputeGradients(vars, {{"features", x}, {"labels", y}}, so, &grads);
+  EXPECT_TRUE(got.ok()) << got.status();
 }
 
 }  // namespace

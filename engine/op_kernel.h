@@ -49,6 +49,13 @@ struct KernelContext {
   void UpdateState(int input, Tensor delta) const {
     if (update_state) update_state(input, std::move(delta));
   }
+  // GPU: a check the device computes during the step instead of the host waiting for it mid-
+  // step. `flag` is a one-element kI64 device tensor that the kernel's enqueued work writes (0:
+  // passed); the executor copies it back with the step's results, at the step's one wait, and
+  // a nonzero value fails the step (or Evaluate) with explain(value), which may copy what it
+  // needs back (an error path). Empty: the caller reads no flags; the kernel checks by itself.
+  std::function<void(Tensor flag, std::function<absl::Status(int64_t)> explain)>
+      defer_device_check;
   // Training in a sync group of several replicas (a distribution strategy's step): sums
   // `values` element-wise over every replica of every worker, in place. A collective: every
   // replica makes the same calls (dtypes, shapes) in graph order, so only graph-determined

@@ -157,19 +157,39 @@ class MeanSquaredErrorKernel final : public CpuOpKernel<T> {
   }
 };
 
-// SPARSE_SOFTMAX_CROSS_ENTROPY and ACCURACY on a GPU (GpuKernels). The forward pass checks
-// the labels on the host first, as the CPU kernel does (a label out of range would read
-// outside the logits on the device): it copies them back and waits for the stream, one small
-// synchronisation per step.
+// SPARSE_SOFTMAX_CROSS_ENTROPY and ACCURACY on a GPU (GpuKernels). The kernels clamp an
+// out-of-range label (no read outside the logits); the loss's forward pass checks the labels
+// on the device (GpuKernels::CheckLabels) into a flag the executor reads back with the step's
+// results (KernelContext::defer_device_check), so the step does not wait for the device in
+// its middle. A bad label fails the step there with the CPU kernel's message: only then are
+// the labels copied back, to name the first. Without the executor's deferral (a kernel run
+// alone) the check copies the labels back and waits, as the CPU kernel checks before it runs.
 class LogitsLabelsGpuKernel : public GpuOpKernel {
  public:
   using GpuOpKernel::GpuOpKernel;
 
  protected:
-  absl::Status CheckLabelsOnHost(const gpu::GpuDevice& gpu, const Tensor& labels,
-                                 int64_t classes) const {
-    LS_ASSIGN_OR_RETURN(Tensor host, gpu::CopyToHost(*gpu.context, labels));
-    return CheckLabels(node_, host, classes);
+  absl::Status CheckLabelsOnDevice(const KernelContext& ctx, const gpu::GpuDevice& gpu,
+                                   const Tensor& labels, int64_t classes) const {
+    if (!ctx.defer_device_check) {
+      LS_ASSIGN_OR_RETURN(Tensor host, gpu::CopyToHost(*gpu.context, labels));
+      return CheckLabels(node_, host, classes);
+    }
+    LS_ASSIGN_OR_RETURN(Tensor flag, Allocate(ctx, DType::kI64, Shape{1}));
+    LS_RETURN_IF_ERROR(gpu.kernels->CheckLabels(labels.raw_device_data(), I64(labels),
+                                                flag.device_data<int64_t>(),
+                                                labels.num_elements(), classes, gpu.stream()));
+    gpu::DeviceContext* context = gpu.context;
+    ctx.defer_device_check(
+        std::move(flag),
+        [this, context, labels, classes](int64_t) -> absl::Status {
+          LS_ASSIGN_OR_RETURN(Tensor host, gpu::CopyToHost(*context, labels));
+          absl::Status s = CheckLabels(node_, host, classes);
+          if (!s.ok()) return s;
+          return absl::InternalError(absl::StrCat(
+              node_.name(), ": the device's label check failed, the labels copied back pass it"));
+        });
+    return absl::OkStatus();
   }
   static bool I64(const Tensor& labels) { return labels.dtype() == DType::kI64; }
 };
@@ -182,7 +202,7 @@ class SparseSoftmaxCrossEntropyGpuKernel final : public LogitsLabelsGpuKernel {
   absl::Status Compute(const KernelContext& ctx, const gpu::GpuDevice& gpu,
                        absl::Span<const Tensor> in, Tensor* out) override {
     const auto [b, c] = RowsAndClasses(in[0]);
-    LS_RETURN_IF_ERROR(CheckLabelsOnHost(gpu, in[1], c));
+    LS_RETURN_IF_ERROR(CheckLabelsOnDevice(ctx, gpu, in[1], c));
     LS_ASSIGN_OR_RETURN(Tensor terms, Allocate(ctx, DType::kF64, Shape{b}));
     return gpu.kernels->SoftmaxCrossEntropy(F32(in[0]), in[1].raw_device_data(), I64(in[1]),
                                             terms.device_data<double>(), F32(*out), b, c,

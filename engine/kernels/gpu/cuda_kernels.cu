@@ -145,6 +145,19 @@ absl::Status CudaKernels::ColumnSum(const float* x, float* y, int64_t rows, int6
                 ColumnSumKernel<D>{{x}, {y}, rows, cols});
 }
 
+absl::Status CudaKernels::CheckLabels(const void* labels, bool labels_i64, int64_t* bad,
+                                      int64_t rows, int64_t classes, CudaStream s) {
+  const char* k = "CheckLabels";
+  LS_RETURN_IF_ERROR(CheckLaunch(k, rows, {labels}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, 1, {bad}));
+  return labels_i64 ? Launch("LabelCheck launch", LaunchShape{1, kWarpSize}, s,
+                             LabelCheckKernel<D, int64_t>{
+                                 {static_cast<const int64_t*>(labels)}, {bad}, rows, classes})
+                    : Launch("LabelCheck launch", LaunchShape{1, kWarpSize}, s,
+                             LabelCheckKernel<D, int32_t>{
+                                 {static_cast<const int32_t*>(labels)}, {bad}, rows, classes});
+}
+
 absl::Status CudaKernels::SoftmaxCrossEntropy(const float* logits, const void* labels,
                                               bool labels_i64, double* terms, float* loss,
                                               int64_t rows, int64_t classes, double eps,

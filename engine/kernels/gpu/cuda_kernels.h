@@ -37,6 +37,8 @@ class CudaKernels final : public GpuKernels {
                        CudaStream s) override;
   absl::Status ColumnSum(const float* x, float* y, int64_t rows, int64_t cols,
                          CudaStream s) override;
+  absl::Status CheckLabels(const void* labels, bool labels_i64, int64_t* bad, int64_t rows,
+                           int64_t classes, CudaStream s) override;
   absl::Status SoftmaxCrossEntropy(const float* logits, const void* labels, bool labels_i64,
                                    double* terms, float* loss, int64_t rows, int64_t classes,
                                    double eps, CudaStream s) override;

@@ -336,6 +336,31 @@ absl::Status EmulatedKernels::ColumnSum(const float* x, float* y, int64_t rows, 
   });
 }
 
+absl::Status EmulatedKernels::CheckLabels(const void* labels, bool labels_i64, int64_t* bad,
+                                          int64_t rows, int64_t classes, CudaStream s) {
+  const char* k = "CheckLabels";
+  LS_RETURN_IF_ERROR(CheckLaunch(k, rows, {labels}));
+  LS_RETURN_IF_ERROR(CheckLaunch(k, 1, {bad}));
+  const size_t label_bytes = labels_i64 ? sizeof(int64_t) : sizeof(int32_t);
+  void* lv = nullptr;
+  if (rows > 0) {
+    LS_ASSIGN_OR_RETURN(lv, Bytes(fake_, labels, rows * label_bytes, k, "labels"));
+  }
+  LS_ASSIGN_OR_RETURN(void* bv, Bytes(fake_, bad, sizeof(int64_t), k, "bad"));
+  const uint64_t seed = options_.seed + launches_++;
+  return fake_->Launch(s, "LabelCheck", [=] {
+    GridEmulator emu("LabelCheck", seed);
+    if (labels_i64) {
+      return emu.Run(kSingle, LabelCheckKernel<A, int64_t>{emu.In<int64_t>(lv, rows, "labels"),
+                                                           emu.Out<int64_t>(bv, 1, "bad"), rows,
+                                                           classes});
+    }
+    return emu.Run(kSingle, LabelCheckKernel<A, int32_t>{emu.In<int32_t>(lv, rows, "labels"),
+                                                         emu.Out<int64_t>(bv, 1, "bad"), rows,
+                                                         classes});
+  });
+}
+
 absl::Status EmulatedKernels::SoftmaxCrossEntropy(const float* logits, const void* labels,
                                                   bool labels_i64, double* terms, float* loss,
                                                   int64_t rows, int64_t classes, double eps,

@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/bfloat16.h"
@@ -632,6 +633,47 @@ TYPED_TEST_P(GpuKernelsTest, SoftmaxCrossEntropyAndAccuracyMatchTheCpuKernels) {
   EXPECT_EQ(checked, 4);
 }
 
+// CheckLabels writes 1 + the first row whose label is outside [0, classes) (0 when none),
+// overwriting what the flag held; the loss kernels clamp such a label, so they read only the
+// logits (the emulator fails a launch that reads outside its buffers) and still finish.
+TYPED_TEST_P(GpuKernelsTest, CheckLabelsFlagsTheFirstBadRowAndTheLossKernelsClamp) {
+  const int64_t rows = 4, classes = 10;
+  const std::vector<float> x = RandomFloats(rows * classes, 31, -5.f, 5.f);
+  const std::vector<std::pair<std::vector<int64_t>, int64_t>> cases = {
+      {{0, 1, 9, 3}, 0}, {{0, 1, 12, -1}, 3}, {{-1, 0, 0, 0}, 1}, {{0, 0, 0, 10}, 4}};
+  for (bool i64 : {false, true}) {
+    for (const auto& [labels, want] : cases) {
+      const std::vector<int32_t> labels32(labels.begin(), labels.end());
+      const void* dl = i64 ? static_cast<const void*>(this->ToDeviceAs(labels))
+                           : static_cast<const void*>(this->ToDeviceAs(labels32));
+      int64_t* bad = this->ToDeviceAs(std::vector<int64_t>{77});
+      ASSERT_TRUE(this->kernels().CheckLabels(dl, i64, bad, rows, classes, this->stream_).ok());
+      float* dx = this->ToDevice(x);
+      double* terms = this->ToDeviceAs(std::vector<double>(rows, 0.0));
+      float* loss = this->ToDevice({0.f});
+      float* grad = this->ToDevice(std::vector<float>(rows * classes, 0.f));
+      ASSERT_TRUE(
+          this->kernels()
+              .SoftmaxCrossEntropy(dx, dl, i64, terms, loss, rows, classes, 0.0, this->stream_)
+              .ok());
+      ASSERT_TRUE(this->kernels()
+                      .SoftmaxCrossEntropyGrad(dx, dl, i64, this->ToDevice({1.f}), grad, rows,
+                                               classes, 0.f, this->stream_)
+                      .ok());
+      EXPECT_TRUE(std::isfinite(this->ToHost(loss, 1)[0]));
+      int64_t got = -1;
+      ASSERT_TRUE(this->api()
+                      .MemcpyAsync(&got, bad, sizeof(got), CopyKind::kDeviceToHost, this->stream_)
+                      .ok());
+      ASSERT_TRUE(this->api().StreamSynchronize(this->stream_).ok());
+      EXPECT_EQ(got, want) << "i64 " << i64 << " labels " << labels[0] << "," << labels[1] << ","
+                           << labels[2] << "," << labels[3];
+    }
+  }
+  int64_t* bad = this->ToDeviceAs(std::vector<int64_t>{0});
+  EXPECT_FALSE(this->kernels().CheckLabels(nullptr, true, bad, 4, classes, this->stream_).ok());
+}
+
 REGISTER_TYPED_TEST_SUITE_P(GpuKernelsTest, AxpyIsSgdBitForBit, ScaleIsMeanGradientBitForBit,
                             AddIsAddBitForBit, ReluForwardAndGradientBitForBit,
                             SoftmaxRowsMatchesSoftmaxWithinTolerance, RowSumMatchesSum,
@@ -639,7 +681,8 @@ REGISTER_TYPED_TEST_SUITE_P(GpuKernelsTest, AxpyIsSgdBitForBit, ScaleIsMeanGradi
                             GlobalNormAndClipScaleMatchTheHostWithinTolerance,
                             CastToBFloat16IsTheSharedRounding, CastFromBFloat16IsTheCpuWidening,
                             BadLaunchesAreRefusedByName, BiasAddForwardAndGradientBitForBit,
-                            SoftmaxCrossEntropyAndAccuracyMatchTheCpuKernels);
+                            SoftmaxCrossEntropyAndAccuracyMatchTheCpuKernels,
+                            CheckLabelsFlagsTheFirstBadRowAndTheLossKernelsClamp);
 
 }  // namespace lockstep::engine::gpu
 

@@ -19,12 +19,15 @@
 //   XentRows / XentTotal   per-row terms, then their sum  SPARSE_SOFTMAX_CROSS_ENTROPY forward
 //   XentGrad    (softmax - smoothed one-hot) * dy / rows   its gradient
 //   ArgmaxHits / HitRate   per-row hit, then the fraction ACCURACY
+//   LabelCheck  bad = 1 + the first row whose label is outside [0, cols), else 0
 //   CastToBFloat16  y = FloatToBFloat16(x) (common/bfloat16.h)  BF16_MIXED products' operands,
 //                   BF16 compression's narrowing of gradients over NCCL
 //   CastFromBFloat16 y = BFloat16ToFloat(x) (exact)          BF16 compression's widening
 //   SumSquares / ClipScale   f64 partial sums of x^2, then norm and clip scale  global_clipnorm
 //   ScaleByDevice  y = x * (*s), s a device float           SGD's clipped gradient
-// The loss and accuracy kernels run one thread per row (rows are few, classes fewer than a
+// The loss and accuracy kernels clamp a label into [0, cols) before they index with it (an
+// out-of-range label reads no memory outside the logits); LabelCheck reports it, and the
+// caller fails the step. They run one thread per row (rows are few, classes fewer than a
 // block): each row in the CPU's order, so the emulator gives the CPU kernel's bits.
 #ifndef LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_H_
 #define LOCKSTEP_ENGINE_KERNELS_GPU_KERNEL_BODIES_H_
@@ -334,6 +337,33 @@ struct ColumnSumKernel {
   }
 };
 
+// A label as an index into a row of `cols`, clamped into [0, cols) (LabelCheck reports the
+// labels that needed it).
+template <typename L>
+LS_HOST_DEVICE int64_t ClampedLabel(L label, int64_t cols) {
+  const int64_t l = static_cast<int64_t>(label);
+  return l < 0 ? 0 : (l >= cols ? cols - 1 : l);
+}
+
+// One thread: bad[0] = 1 + the first row whose label is outside [0, cols), 0 when none. It
+// always writes, so the flag needs no clearing between steps.
+template <class A, typename L>
+struct LabelCheckKernel {
+  typename A::template In<L> labels;
+  typename A::template Out<int64_t> bad;
+  int64_t rows;
+  int64_t cols;
+  LS_HOST_DEVICE void operator()(const ThreadIndex& t) const {
+    if (FirstIndex(t) != 0) return;
+    int64_t first = 0;
+    for (int64_t r = 0; r < rows && first == 0; ++r) {
+      const int64_t l = static_cast<int64_t>(labels.Load(r));
+      if (l < 0 || l >= cols) first = r + 1;
+    }
+    bad.Store(0, first);
+  }
+};
+
 // Row r's share of the mean cross-entropy, in double as the CPU computes it:
 //   log(sum_j exp(x_j - m)) + m - (1 - eps) x_label - eps / c * sum_j x_j
 template <class A, typename L>
@@ -355,7 +385,7 @@ struct XentRowsKernel {
         s += exp(double(v - m));
         sum += v;
       }
-      double term = log(s) + m - (1 - eps) * x.Load(base + static_cast<int64_t>(labels.Load(r)));
+      double term = log(s) + m - (1 - eps) * x.Load(base + ClampedLabel(labels.Load(r), cols));
       if (eps != 0) term -= eps / cols * sum;
       terms.Store(r, term);
     }
@@ -392,7 +422,7 @@ struct XentGradKernel {
     const float spread = cols == 0 ? 0.f : eps / float(cols);
     for (int64_t r = FirstIndex(t); r < rows; r += Stride(t)) {
       const int64_t base = r * cols;
-      const int64_t label = static_cast<int64_t>(labels.Load(r));
+      const int64_t label = ClampedLabel(labels.Load(r), cols);
       float m = x.Load(base);
       for (int64_t j = 1; j < cols; ++j) m = Max(m, x.Load(base + j));
       float s = 0.f;
