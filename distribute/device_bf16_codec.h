@@ -13,8 +13,9 @@
 // stream once the pack's collective is done, after the compute stream's wait for the pack's
 // done event, and before the optimizer's kernels.
 // The scratch comes from the device's caching allocator, whose blocks are ordered on the
-// compute stream (the communication stream's use of it lies between two events of it): a step's scratch is the previous step's blocks again (no device allocation after
-// the first step), and freeing it right after enqueueing the widening is safe.
+// compute stream (the communication stream's use of it lies between two events of it): a step's
+// scratch is the previous step's blocks again (no device allocation after the first step), and
+// freeing it right after enqueueing the widening is safe.
 //
 // Ownership: borrows the GpuDevice (its context and kernels must outlive the codec).
 // Thread model: used by its replica's thread only (as the GpuDevice's stream).

@@ -82,7 +82,8 @@ absl::StatusOr<engine::gpu::OpProfiler*> GpuDeviceSet::StartProfiling(int index)
   }
   Entry& e = *entries_[index];
   if (e.profiler == nullptr) {
-    LS_ASSIGN_OR_RETURN(e.profiler, engine::gpu::OpProfiler::Create(api_.get(), e.context->stream()));
+    LS_ASSIGN_OR_RETURN(e.profiler,
+                        engine::gpu::OpProfiler::Create(api_.get(), e.context->stream()));
     e.handles.profiler = e.profiler.get();
   }
   return e.profiler.get();

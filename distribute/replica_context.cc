@@ -146,8 +146,8 @@ std::unique_ptr<PendingAllReduce> ReplicaContext::DeviceAllReduceAsync(const cha
   // The host-side ops read host memory: a host copy goes, and comes back at Wait().
   absl::StatusOr<engine::Tensor> host = ToHost(*value, gpu_);
   if (!host.ok()) return std::make_unique<FailedPending>(host.status());
-  auto staged = std::make_unique<StagedPending>(
-      std::make_unique<engine::Tensor>(*std::move(host)), value, gpu_);
+  auto staged = std::make_unique<StagedPending>(std::make_unique<engine::Tensor>(*std::move(host)),
+                                                value, gpu_);
   staged->Start(ops_->AllReduceAsync(local_id_, op, staged->host(), deadline));
   return staged;
 }

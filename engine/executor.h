@@ -174,8 +174,8 @@ class Executor {
   std::vector<PooledBuffer> pool_;
   // Why the last device allocation failed (Allocate returns an invalid tensor then).
   absl::Status allocation_status_;
-  float seed_host_ = 0;                 // the loss seed's host side while its copy is in flight
-  alignas(8) char readback_[16] = {};   // the loss and accuracy copied back (ReadResults)
+  float seed_host_ = 0;                // the loss seed's host side while its copy is in flight
+  alignas(8) char readback_[16] = {};  // the loss and accuracy copied back (ReadResults)
   // This run's device checks (KernelContext::defer_device_check): each flag's value lands in
   // `value` at ReadResults' one wait.
   struct DeviceCheck {

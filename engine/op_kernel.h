@@ -54,8 +54,7 @@ struct KernelContext {
   // passed); the executor copies it back with the step's results, at the step's one wait, and
   // a nonzero value fails the step (or Evaluate) with explain(value), which may copy what it
   // needs back (an error path). Empty: the caller reads no flags; the kernel checks by itself.
-  std::function<void(Tensor flag, std::function<absl::Status(int64_t)> explain)>
-      defer_device_check;
+  std::function<void(Tensor flag, std::function<absl::Status(int64_t)> explain)> defer_device_check;
   // Training in a sync group of several replicas (a distribution strategy's step): sums
   // `values` element-wise over every replica of every worker, in place. A collective: every
   // replica makes the same calls (dtypes, shapes) in graph order, so only graph-determined

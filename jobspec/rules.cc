@@ -107,8 +107,9 @@ absl::Status ValidateTfRecordSpec(const v1::DataSource& source, absl::string_vie
 absl::Status ValidatePrecision(const v1::ModelSpec& model) {
   const v1::Precision::Mode p = model.precision();
   if (!v1::Precision::Mode_IsValid(p)) {
-    return Invalid("model.precision",
-                   absl::StrCat(static_cast<int>(p), " is not a precision; use F32, TF32 or BF16_MIXED"));
+    return Invalid(
+        "model.precision",
+        absl::StrCat(static_cast<int>(p), " is not a precision; use F32, TF32 or BF16_MIXED"));
   }
   if (p != v1::Precision::PRECISION_UNSPECIFIED && model.f64()) {
     return Invalid("model.precision", absl::StrCat(v1::Precision::Mode_Name(p),

@@ -177,12 +177,11 @@ class LogitsLabelsGpuKernel : public GpuOpKernel {
     }
     LS_ASSIGN_OR_RETURN(Tensor flag, Allocate(ctx, DType::kI64, Shape{1}));
     LS_RETURN_IF_ERROR(gpu.kernels->CheckLabels(labels.raw_device_data(), I64(labels),
-                                                flag.device_data<int64_t>(),
-                                                labels.num_elements(), classes, gpu.stream()));
+                                                flag.device_data<int64_t>(), labels.num_elements(),
+                                                classes, gpu.stream()));
     gpu::DeviceContext* context = gpu.context;
     ctx.defer_device_check(
-        std::move(flag),
-        [this, context, labels, classes](int64_t) -> absl::Status {
+        std::move(flag), [this, context, labels, classes](int64_t) -> absl::Status {
           LS_ASSIGN_OR_RETURN(Tensor host, gpu::CopyToHost(*context, labels));
           absl::Status s = CheckLabels(node_, host, classes);
           if (!s.ok()) return s;

@@ -40,8 +40,7 @@ absl::Status CudaKernels::CastToBFloat16(const float* x, uint16_t* y, int64_t n,
                 CastToBFloat16Kernel<D>{{x}, {y}, n});
 }
 
-absl::Status CudaKernels::CastFromBFloat16(const uint16_t* x, float* y, int64_t n,
-                                           CudaStream s) {
+absl::Status CudaKernels::CastFromBFloat16(const uint16_t* x, float* y, int64_t n, CudaStream s) {
   LS_RETURN_IF_ERROR(CheckLaunch("CastFromBFloat16", n, {x, y}));
   if (n == 0) return absl::OkStatus();
   return Launch("CastFromBFloat16 launch", ElementwiseShape(n), s,

@@ -351,13 +351,13 @@ absl::Status EmulatedKernels::CheckLabels(const void* labels, bool labels_i64, i
   return fake_->Launch(s, "LabelCheck", [=] {
     GridEmulator emu("LabelCheck", seed);
     if (labels_i64) {
-      return emu.Run(kSingle, LabelCheckKernel<A, int64_t>{emu.In<int64_t>(lv, rows, "labels"),
-                                                           emu.Out<int64_t>(bv, 1, "bad"), rows,
-                                                           classes});
+      return emu.Run(kSingle,
+                     LabelCheckKernel<A, int64_t>{emu.In<int64_t>(lv, rows, "labels"),
+                                                  emu.Out<int64_t>(bv, 1, "bad"), rows, classes});
     }
-    return emu.Run(kSingle, LabelCheckKernel<A, int32_t>{emu.In<int32_t>(lv, rows, "labels"),
-                                                         emu.Out<int64_t>(bv, 1, "bad"), rows,
-                                                         classes});
+    return emu.Run(kSingle,
+                   LabelCheckKernel<A, int32_t>{emu.In<int32_t>(lv, rows, "labels"),
+                                                emu.Out<int64_t>(bv, 1, "bad"), rows, classes});
   });
 }
 

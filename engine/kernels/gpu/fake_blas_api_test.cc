@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/hash/hash.h"
-
 #include "engine/kernels/gpu/blas_api_contract_test.h"
 
 namespace lockstep::engine::gpu {

@@ -71,11 +71,12 @@ class GpuKernels {
   // bad (one int64) = 1 + the first of `rows` integer labels (i64 when labels_i64, else i32)
   // outside [0, classes), 0 when every one is inside: the loss and accuracy nodes' label
   // check, read back with the step's results instead of copying the labels to the host.
-  virtual absl::Status CheckLabels(const void* labels, bool labels_i64, int64_t* bad,
-                                   int64_t rows, int64_t classes, CudaStream s) = 0;
+  virtual absl::Status CheckLabels(const void* labels, bool labels_i64, int64_t* bad, int64_t rows,
+                                   int64_t classes, CudaStream s) = 0;
   // Sparse softmax cross-entropy over logits [rows, classes] and integer labels [rows] (i64
   // when labels_i64, else i32; one outside [0, classes) is clamped into it, so reads stay in
-  // the logits: CheckLabels reports it), smoothed by `eps`: loss (one float) = the mean; `terms` is scratch of `rows` doubles.
+  // the logits: CheckLabels reports it), smoothed by `eps`: loss (one float) = the mean; `terms` is
+  // scratch of `rows` doubles.
   virtual absl::Status SoftmaxCrossEntropy(const float* logits, const void* labels, bool labels_i64,
                                            double* terms, float* loss, int64_t rows,
                                            int64_t classes, double eps, CudaStream s) = 0;

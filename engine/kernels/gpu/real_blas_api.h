@@ -8,9 +8,9 @@
 // microseconds of host time; a training step repeats the same few shapes). At most kMaxPlans
 // plans; a full cache is emptied. Only the bias pointer is set per call. Compute is
 // CUBLAS_COMPUTE_32F (true f32) unless the call allows TF32 (GemmArgs::allow_tf32, the job's
-// Precision.TF32: CUBLAS_COMPUTE_32F_FAST_TF32, ~1e-3 relative). bf16 operands (GemmOperands::kBF16) are CUDA_R_16BF layouts with
-// CUBLAS_COMPUTE_32F and C in CUDA_R_32F: tensor-core products accumulated in f32 (allow_tf32 does
-// not apply).
+// Precision.TF32: CUBLAS_COMPUTE_32F_FAST_TF32, ~1e-3 relative). bf16 operands
+// (GemmOperands::kBF16) are CUDA_R_16BF layouts with CUBLAS_COMPUTE_32F and C in CUDA_R_32F:
+// tensor-core products accumulated in f32 (allow_tf32 does not apply).
 //
 // Errors: UNAVAILABLE naming libcublasLt.so.13 when it cannot be loaded (Create); INTERNAL
 // "cuBLASLt <call>: <status name>" for a cuBLAS failure, in this one place.
