@@ -1,5 +1,5 @@
 // bench/train_throughput: training throughput of a Lockstep job with 1 and 2 workers on this
-// machine. Each worker is a separate process (this binary, re-executed with --child_rank)
+// machine (one benchmark program, over 600 lines for its flags, variants and report). Each worker is a separate process (this binary, re-executed with --child_rank)
 // running a real worker::JobExecutor on a MultiWorkerMirrored partition: MLP 784-1024-1024-10,
 // global batch 256, f32, SGD, synthetic data, one compute thread per worker (--pin_workers:
 // each on a CPU of its own), collectives over shared memory, rendezvous through a FileStore.

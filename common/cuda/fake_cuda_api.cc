@@ -1,3 +1,6 @@
+// FakeCudaApi: the whole CudaApi surface (memory views, lazy streams, events, the pool,
+// pinned memory, injected errors) in one file over 600 lines on purpose: each call's fake
+// semantics depend on the same stream and view bookkeeping, which a split would scatter.
 #include "common/cuda/fake_cuda_api.h"
 
 #include <sys/mman.h>

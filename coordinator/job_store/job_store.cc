@@ -1,3 +1,6 @@
+// JobStore over SQLite: opening (schema, unreadable rows quarantined), the job rows, retention,
+// the named transitions enforced, attempts and progress. One file of about 600 lines on
+// purpose: every statement runs under the one connection's mutex, beside the schema it uses.
 #include "coordinator/job_store/job_store.h"
 
 #include <sqlite3.h>

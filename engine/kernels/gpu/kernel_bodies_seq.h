@@ -3,7 +3,8 @@
 // CPU kernel in engine/ops/. fmaf exactly where GCC fuses the CPU loop (-O3 -march=x86-64-v3
 // contracts a * b + c when the product has no other use; a product that also feeds another
 // product is not fused; a sum of products is vectorised: AddProduct), pinned by the op tests
-// against the CPU kernels (seq_ops_test).
+// against the CPU kernels (seq_ops_test). Over 600 lines on purpose: one header per model family
+// (kernel_bodies.h, _cnn.h, _seq.h), each body next to the ones whose rounding it shares.
 //
 //   Activation / ActivationGrad  SIGMOID, TANH (expf, tanhf: the C library's on the CPU and in
 //                                emulation, CUDA's within 2 ulp), GELU (vector_math's lanes,
