@@ -1,12 +1,13 @@
 // bench/train_throughput: training throughput of a Lockstep job with 1 and 2 workers on this
-// machine (one benchmark program, over 600 lines for its flags, variants and report). Each worker is a separate process (this binary, re-executed with --child_rank)
-// running a real worker::JobExecutor on a MultiWorkerMirrored partition: MLP 784-1024-1024-10,
-// global batch 256, f32, SGD, synthetic data, one compute thread per worker (--pin_workers:
-// each on a CPU of its own), collectives over shared memory, rendezvous through a FileStore.
-// Examples/s are measured by worker 0 over --steps steps after --warmup, in --runs rounds
-// that interleave the worker counts; the median per worker count is printed, then the
-// scaling ratio (goal >= 1.6x) and the 1-worker step time against a bare engine step
-// (Executor::ComputeGradients + Optimizer::Apply, as bench/train_step; goal <= 1.1x).
+// machine (one benchmark program, over 600 lines for its flags, variants and report). Each worker
+// is a separate process (this binary, re-executed with --child_rank) running a real
+// worker::JobExecutor on a MultiWorkerMirrored partition: MLP 784-1024-1024-10, global batch 256,
+// f32, SGD, synthetic data, one compute thread per worker (--pin_workers: each on a CPU of its
+// own), collectives over shared memory, rendezvous through a FileStore. Examples/s are measured by
+// worker 0 over --steps steps after --warmup, in --runs rounds that interleave the worker counts;
+// the median per worker count is printed, then the scaling ratio (goal >= 1.6x) and the 1-worker
+// step time against a bare engine step (Executor::ComputeGradients + Optimizer::Apply, as
+// bench/train_step; goal <= 1.1x).
 //   bazel run //bench:train_throughput
 //   bazel run //bench:train_throughput -- --workers=1,2 --runs=3 --steps=200 --warmup=20
 //   bazel run //bench:train_throughput -- --runs=7 --compare_pinning
