@@ -215,6 +215,21 @@ absl::StatusOr<InputStager::Staged> InputStager::Fill(int k, const std::vector<T
     slot.pinned = static_cast<char*>(p);
     slot.pinned_bytes = total;
   }
+  // The first batch sizes every slot: the slots never staged yet get their device buffers now,
+  // before the first step computes, so a job's device peak is reached by step 1 whatever the
+  // producer's pace (only a larger batch grows it later). Such a slot was never handed out, so
+  // only this producer thread touches it.
+  for (size_t j = 0; j < st.slots.size(); ++j) {
+    State::Slot& other = st.slots[j];
+    if (static_cast<int>(j) == k || !other.device.empty()) continue;
+    other.device.resize(components.size());
+    other.device_bytes.assign(components.size(), 0);
+    for (size_t c = 0; c < components.size(); ++c) {
+      const size_t want = bytes[c] == 0 ? 1 : bytes[c];
+      LS_ASSIGN_OR_RETURN(other.device[c], st.context->AllocateOutside(want));
+      other.device_bytes[c] = want;
+    }
+  }
   slot.device.resize(components.size());
   slot.device_bytes.resize(components.size(), 0);
   for (size_t c = 0; c < components.size(); ++c) {

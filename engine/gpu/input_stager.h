@@ -6,7 +6,8 @@
 // the host.
 //
 // Slots: the stager owns `slots` of them, each a pinned buffer and device buffers for one
-// batch (grown to the largest batch seen, then reused: no allocation per step). The device
+// batch (every slot's device buffers made at the first Stage, sized by its batch; grown to the
+// largest batch seen, then reused: no allocation per step). The device
 // buffers are not the compute stream's cached blocks, which are ordered on that stream alone:
 // they come from DeviceContext::AllocateOutside (CudaApi::Malloc), which counts them in the
 // allocator's statistics, so a job's reported device peak includes its input slots (as
