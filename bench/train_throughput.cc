@@ -524,6 +524,12 @@ int Main() {
     fprintf(stderr, "--device: cpu or gpu, not %s\n", absl::GetFlag(FLAGS_device).c_str());
     return 2;
   }
+  if (absl::GetFlag(FLAGS_warmup) < 1 || absl::GetFlag(FLAGS_steps) < 1) {
+    // The clock starts when the last warmup step ends (the job reports steps as they end).
+    fprintf(stderr, "--warmup and --steps must be >= 1, got --warmup=%d --steps=%d\n",
+            absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_steps));
+    return 2;
+  }
   if (absl::GetFlag(FLAGS_profile_ops) && !OnGpu()) {
     fprintf(stderr, "--profile_ops times GPU streams: it needs --device=gpu\n");
     return 2;
