@@ -29,7 +29,8 @@
 // (engine/gpu/op_profiler.h) over the measured steps and prints, per run, a table: each node's
 // forward and backward milliseconds per step, the gradient hand-offs (the all-reduces enqueued
 // there), the loss readback, the optimizer's update and the stream's time outside the step.
-// The events cost ~1 us of host time per op; examples/s of a profiled run are not the figure.
+// The events cost host time per op (bench/gpu_runs.md): examples/s of a profiled run are not
+// the figure.
 #include <stdlib.h>
 
 #include <algorithm>

@@ -118,7 +118,7 @@ class CudaApi {
   // Timing events (a profiler's marks: engine/gpu/op_profiler.h). TimingEventCreate makes an
   // event that records a timestamp too (cudaEventCreate without cudaEventDisableTiming; the
   // other event calls take it). EventElapsedMs is the device time from `start`'s capture to
-  // `end`'s, in milliseconds (cudaEventElapsedTime, ~0.5 us resolution): kernel time and any
+  // `end`'s, in milliseconds (cudaEventElapsedTime): kernel time and any
   // time the stream sat idle in between. INVALID_ARGUMENT for a null event or one made without
   // timing or never recorded; FAILED_PRECONDITION when either's work has not completed yet
   // (synchronise first: it never waits).

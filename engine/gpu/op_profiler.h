@@ -17,9 +17,10 @@
 // (ExecutorOptions::gpu) and the optimizer on that device use it when it is set, and do nothing
 // more (no event, no branch beyond a null test) when it is not.
 //
-// Cost when on: an EventRecord per mark (host ~1 us; the device records a timestamp); the
-// events' times are read by Harvest, which never waits: the executor calls it after the
-// step's one synchronisation, when the marks before it have completed.
+// Cost when on: an EventRecord per mark (a host call; the device records a timestamp; what it costs
+// is for a GPU run to measure, bench/gpu_runs.md); the events' times are read by Harvest, which
+// never waits: the executor calls it after the step's one synchronisation, when the marks before it
+// have completed.
 //
 // Ownership: owns its events; borrows the CudaApi and the stream, which must outlive it.
 // Thread model: thread-safe (one mutex); marks come from the thread driving the stream.
